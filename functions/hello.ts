@@ -1,0 +1,13 @@
+// The seed's deployment: every replica answers "hi" (Ray Serve's 48-replica benchmark).
+// `npm start -- --replicas hello=48` starts the benchmark's 48 replicas instead of 2.
+import { defineDeployment } from "../src/config/deployment.ts";
+
+export default defineDeployment({
+  name: "hello",
+  routePrefix: "/hello",
+  backend: { kind: "text", text: "hi" },
+  localReplicas: 2,
+  maxOngoingRequests: 5,
+  // Answering "hi" has no side effects: a request whose replica died may run elsewhere.
+  policy: { idempotent: true },
+});

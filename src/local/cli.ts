@@ -1,0 +1,70 @@
+/**
+ * `npm start`: the local stack (edge proxy on workerd + reference replicas).
+ *   npm start -- [--port 8787] [--replicas hello=48,vad=1] [--fresh]
+ */
+import { parseArgs } from "node:util";
+import { LocalStack } from "./stack.ts";
+
+const USAGE = "usage: npm start -- [--port 8787] [--replicas name=N,...] [--fresh] [--verbose]";
+
+function parseReplicas(spec: string | undefined): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const part of (spec ?? "").split(",").filter(Boolean)) {
+    const m = /^([a-z][a-z0-9-]*)=(\d+)$/.exec(part.trim());
+    if (!m) throw new Error(`bad --replicas entry "${part}" (want name=N)`);
+    out[m[1]!] = Number(m[2]);
+  }
+  return out;
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      port: { type: "string", default: process.env.PORT ?? "8787" },
+      replicas: { type: "string" },
+      fresh: { type: "boolean", default: false },
+      verbose: { type: "boolean", default: false },
+      help: { type: "boolean", short: "h" },
+    },
+  });
+  if (values.help) return void console.log(USAGE);
+  const stack = new LocalStack({
+    port: Number(values.port),
+    replicas: parseReplicas(values.replicas),
+    freshState: values.fresh,
+    log: values.verbose ? (l) => console.log(l) : (l) => (/error|failed|exited/i.test(l) ? console.error(l) : undefined),
+  });
+  process.on("exit", () => stack.killAll());
+  let stopping = false;
+  const stop = async () => {
+    if (stopping) return;
+    stopping = true;
+    console.log("\nstopping: draining replicas, then workerd…");
+    await stack.stop();
+    console.log("stopped.");
+    process.exit(0);
+  };
+  process.on("SIGINT", () => void stop());
+  process.on("SIGTERM", () => void stop());
+
+  console.log("starting Switchyard locally…");
+  await stack.start();
+  console.log(`\nedge proxy (workerd) on ${stack.url}   [HTTP/1.1 clients may also use ${stack.workerdUrl} directly]`);
+  console.log("deployments:");
+  for (const d of stack.deployments) {
+    const ids = [...stack.replicas.values()].filter((r) => r.deployment === d.name).map((r) => `${r.id} ${r.url}`);
+    console.log(`  ${d.routePrefix.padEnd(8)} → ${d.name} (${d.backend.kind}), ${ids.length} replica(s)${ids.length ? ": " + ids.join(", ") : ""}`);
+  }
+  console.log(`\ntry:\n  curl -i ${stack.url}/hello`);
+  if (stack.deployments.some((d) => d.name === "vad")) {
+    console.log(`  curl -s ${stack.url}/vad/example | curl -s ${stack.url}/vad -H 'content-type: application/json' --data @-`);
+  }
+  console.log(`  curl ${stack.url}/-/routes ; curl ${stack.url}/-/healthz`);
+  console.log(`\nadmin secret (for /-/deployments/<name>): ${stack.adminSecret}`);
+  console.log("Ctrl-C stops everything.");
+}
+
+main().catch((err: unknown) => {
+  console.error(err instanceof Error ? err.message : err);
+  process.exit(1);
+});

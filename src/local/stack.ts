@@ -1,0 +1,241 @@
+/**
+ * The whole local stack on loopback: the edge Worker and its Durable Objects on
+ * workerd, the HTTP/1.0 front on the public port, and reference replicas as
+ * separate OS processes that register themselves through the protocol.
+ * Used by `npm start`, the end-to-end tests and the benchmarks.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:net";
+import { createRequire } from "node:module";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { createInterface } from "node:readline";
+import { bundleReplica, bundleWorker } from "../../scripts/build.ts";
+import type { Deployment } from "../config/deployment.ts";
+import { startHttp10Front } from "./http10-front.ts";
+import { workerdConfig } from "./workerd-config.ts";
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+
+export interface StackOptions {
+  /** Public port (the HTTP/1.0-safe front). Default 8787; 0 picks a free one. */
+  port?: number;
+  /** Directory with the deployment files. Default functions/. */
+  functionsDir?: string;
+  /** Replica count per deployment, overriding each file's localReplicas. */
+  replicas?: Record<string, number>;
+  /** Where the bundle, workerd config and Durable Object storage go. Default .switchyard/local. */
+  stateDir?: string;
+  /** Start with empty Durable Object storage. */
+  freshState?: boolean;
+  /** Progress and child output; default silent. */
+  log?: (line: string) => void;
+}
+
+export interface ReplicaProcess {
+  id: string;
+  deployment: string;
+  url: string;
+  child: ChildProcess;
+  exited: Promise<number | null>;
+}
+
+export interface StartReplicaOptions {
+  id?: string;
+  maxOngoing?: number;
+  /** Override the backend (e.g. tests start an echo replica in another deployment). */
+  backendArgs?: string[];
+  drainTimeoutMs?: number;
+}
+
+async function freePort(): Promise<number> {
+  const srv: Server = createServer();
+  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", () => r()));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise<void>((r) => srv.close(() => r()));
+  return port;
+}
+
+export async function loadDeployments(functionsDir: string): Promise<Deployment[]> {
+  const { readdirSync } = await import("node:fs");
+  const files = readdirSync(functionsDir)
+    .filter((f) => /\.(ts|js|mjs)$/.test(f) && !f.endsWith(".d.ts") && !f.startsWith("_"))
+    .sort();
+  const out: Deployment[] = [];
+  for (const f of files) out.push((await import(pathToFileURL(join(functionsDir, f)).href)).default as Deployment);
+  return out;
+}
+
+function backendArgs(d: Deployment): string[] {
+  switch (d.backend.kind) {
+    case "text":
+      return ["--backend", "text", "--text", d.backend.text];
+    case "echo":
+      return ["--backend", "echo"];
+    case "onnx":
+      return ["--backend", "onnx", "--model", d.backend.model];
+    case "external":
+      return [];
+  }
+}
+
+export class LocalStack {
+  readonly replicaSecret = randomBytes(16).toString("hex");
+  readonly adminSecret = randomBytes(16).toString("hex");
+  readonly replicas = new Map<string, ReplicaProcess>();
+  deployments: Deployment[] = [];
+  /** Public URL (through the HTTP/1.0 front). */
+  url = "";
+  /** workerd's own URL (HTTP/1.1 clients may use it directly). */
+  workerdUrl = "";
+  readonly #o: StackOptions;
+  readonly #stateDir: string;
+  #workerd: ChildProcess | undefined;
+  #front: Server | undefined;
+  #replicaScript = "";
+  #seq = 0;
+
+  constructor(options: StackOptions = {}) {
+    this.#o = options;
+    this.#stateDir = resolve(options.stateDir ?? join(root, ".switchyard/local"));
+  }
+
+  async start(): Promise<void> {
+    const functionsDir = resolve(this.#o.functionsDir ?? join(root, "functions"));
+    this.deployments = await loadDeployments(functionsDir);
+    if (this.#o.freshState) rmSync(join(this.#stateDir, "do"), { recursive: true, force: true });
+    mkdirSync(join(this.#stateDir, "do"), { recursive: true });
+    const workerPath = join(this.#stateDir, "worker.js");
+    this.#replicaScript = join(root, "dist/replica.mjs");
+    await Promise.all([bundleWorker(workerPath, functionsDir), bundleReplica(this.#replicaScript)]);
+
+    const workerdPort = await freePort();
+    const configPath = join(this.#stateDir, "workerd.capnp");
+    writeFileSync(
+      configPath,
+      workerdConfig({
+        workerPath,
+        configDir: this.#stateDir,
+        storageDir: join(this.#stateDir, "do"),
+        address: `127.0.0.1:${workerdPort}`,
+        vars: { SWITCHYARD_REPLICA_SECRET: this.replicaSecret, SWITCHYARD_ADMIN_SECRET: this.adminSecret },
+      }),
+    );
+    this.workerdUrl = `http://127.0.0.1:${workerdPort}`;
+    const workerdBin = (createRequire(import.meta.url)("workerd") as { default: string }).default;
+    this.#workerd = spawn(workerdBin, ["serve", configPath, "--experimental"], { stdio: ["ignore", "pipe", "pipe"] });
+    this.#pipeLog(this.#workerd, "workerd");
+    await this.#waitFor(`${this.workerdUrl}/-/routes`, 15_000);
+
+    const port = this.#o.port ?? 8787;
+    this.#front = await startHttp10Front({ host: "127.0.0.1", port, targetHost: "127.0.0.1", targetPort: workerdPort });
+    this.url = `http://127.0.0.1:${(this.#front.address() as { port: number }).port}`;
+
+    const starts: Promise<ReplicaProcess>[] = [];
+    for (const d of this.deployments) {
+      if (d.backend.kind === "external") continue;
+      const n = this.#o.replicas?.[d.name] ?? d.localReplicas;
+      for (let i = 0; i < n; i++) starts.push(this.startReplica(d.name));
+    }
+    await Promise.all(starts);
+  }
+
+  /** Starts one reference replica process and waits until it has registered. */
+  async startReplica(deploymentName: string, o: StartReplicaOptions = {}): Promise<ReplicaProcess> {
+    const d = this.deployments.find((x) => x.name === deploymentName);
+    if (!d) throw new Error(`no deployment "${deploymentName}"`);
+    const id = o.id ?? `${d.name}-${++this.#seq}`;
+    const args = [
+      this.#replicaScript,
+      "--deployment", d.name,
+      ...(o.backendArgs ?? backendArgs(d)),
+      "--edge", this.url,
+      "--id", id,
+      "--max-ongoing", String(o.maxOngoing ?? d.maxOngoingRequests),
+      "--drain-timeout-ms", String(o.drainTimeoutMs ?? 30_000),
+    ];
+    const child = spawn(process.execPath, args, {
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, SWITCHYARD_REPLICA_SECRET: this.replicaSecret },
+    });
+    const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
+    this.#pipeLog(child, id, true);
+    const url = await new Promise<string>((resolveUrl, reject) => {
+      let url = "";
+      const lines = createInterface({ input: child.stdout! });
+      lines.on("line", (line) => {
+        let ev: { event?: string; url?: string };
+        try {
+          ev = JSON.parse(line) as typeof ev;
+        } catch {
+          return;
+        }
+        if (ev.event === "listening" && ev.url) url = ev.url;
+        if (ev.event === "registered") resolveUrl(url);
+      });
+      void exited.then((code) => reject(new Error(`replica ${id} exited with ${code} before registering`)));
+    });
+    const rp: ReplicaProcess = { id, deployment: d.name, url, child, exited };
+    this.replicas.set(id, rp);
+    void exited.then(() => this.replicas.delete(id));
+    return rp;
+  }
+
+  /** Routing state of a deployment as the routing Durable Object sees it (admin route). */
+  async deploymentState(name: string): Promise<{ snapshot: { replicas: { id: string; load: { state: string } }[] }; router: Record<string, number | string> }> {
+    const res = await fetch(`${this.workerdUrl}/-/deployments/${name}`, { headers: { authorization: `Bearer ${this.adminSecret}` } });
+    if (!res.ok) throw new Error(`deployment state: ${res.status} ${await res.text()}`);
+    return (await res.json()) as never;
+  }
+
+  async stop(): Promise<void> {
+    const exits = [...this.replicas.values()].map((r) => {
+      r.child.kill("SIGTERM");
+      return Promise.race([r.exited, sleep(5_000).then(() => r.child.kill("SIGKILL"))]);
+    });
+    await Promise.all(exits);
+    await new Promise<void>((r) => (this.#front ? this.#front.close(() => r()) : r()));
+    if (this.#workerd && this.#workerd.exitCode === null) {
+      const w = this.#workerd;
+      const gone = new Promise((r) => w.once("exit", r));
+      w.kill("SIGTERM");
+      await Promise.race([gone, sleep(3_000).then(() => w.kill("SIGKILL"))]);
+    }
+  }
+
+  /** Kills every child at once, synchronously (for process exit). */
+  killAll(): void {
+    for (const r of this.replicas.values()) r.child.kill("SIGKILL");
+    this.#workerd?.kill("SIGKILL");
+  }
+
+  #pipeLog(child: ChildProcess, name: string, stderrOnly = false): void {
+    const log = this.#o.log;
+    if (!log) {
+      if (!stderrOnly) child.stdout?.resume();
+      child.stderr?.resume();
+      return;
+    }
+    const forward = (s: NodeJS.ReadableStream) => createInterface({ input: s }).on("line", (l) => log(`[${name}] ${l}`));
+    if (!stderrOnly && child.stdout) forward(child.stdout);
+    if (child.stderr) forward(child.stderr);
+  }
+
+  async #waitFor(url: string, timeoutMs: number): Promise<void> {
+    const until = Date.now() + timeoutMs;
+    while (Date.now() < until) {
+      if (this.#workerd?.exitCode !== null) throw new Error(`workerd exited with ${this.#workerd?.exitCode}`);
+      try {
+        if ((await fetch(url)).ok) return;
+      } catch {
+        // not up yet
+      }
+      await sleep(100);
+    }
+    throw new Error(`${url} did not answer within ${timeoutMs} ms`);
+  }
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));

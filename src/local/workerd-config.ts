@@ -1,0 +1,58 @@
+/**
+ * Writes a workerd configuration (Cap'n Proto text) that serves the bundled
+ * edge Worker with its routing Durable Objects on SQLite-backed local storage.
+ * Raw workerd rather than `wrangler dev`: the same runtime as production with
+ * none of wrangler's dev proxies in the request path (design notes: ~30x faster).
+ */
+import { relative } from "node:path";
+import { compatibilityDate } from "../config/runtime.ts";
+
+export interface WorkerdConfigOptions {
+  /** Absolute path of the bundled Worker (dist/worker.js). */
+  workerPath: string;
+  /** Directory the config file is written to: capnp resolves `embed` paths relative to it. */
+  configDir: string;
+  /** Absolute path of the Durable Object storage directory. */
+  storageDir: string;
+  /** host:port workerd listens on. */
+  address: string;
+  /** Plain-text bindings (secrets and vars). */
+  vars: Record<string, string>;
+}
+
+const str = (s: string) => JSON.stringify(s);
+
+export function workerdConfig(o: WorkerdConfigOptions): string {
+  const bindings = [
+    ...Object.entries(o.vars).map(([name, value]) => `(name = ${str(name)}, text = ${str(value)})`),
+    `(name = "ROUTER", durableObjectNamespace = "DeploymentRouter")`,
+  ];
+  return `using Workerd = import "/workerd/workerd.capnp";
+
+const config :Workerd.Config = (
+  services = [
+    (name = "edge", worker = .edgeWorker),
+    # Replicas are on loopback or private addresses in local mode.
+    (name = "internet", network = (allow = ["public", "private", "local"], tlsOptions = (trustBrowserCas = true))),
+    (name = "do-storage", disk = (path = ${str(o.storageDir)}, writable = true)),
+  ],
+  sockets = [
+    (name = "http", address = ${str(o.address)}, http = (), service = "edge"),
+  ],
+);
+
+const edgeWorker :Workerd.Worker = (
+  modules = [ (name = "worker.js", esModule = embed ${str(relative(o.configDir, o.workerPath))}) ],
+  compatibilityDate = ${str(compatibilityDate)},
+  compatibilityFlags = ["nodejs_compat"],
+  bindings = [
+    ${bindings.join(",\n    ")},
+  ],
+  durableObjectNamespaces = [
+    (className = "DeploymentRouter", uniqueKey = "switchyard-deployment-router", enableSql = true),
+  ],
+  durableObjectStorage = (localDisk = "do-storage"),
+  globalOutbound = "internet",
+);
+`;
+}

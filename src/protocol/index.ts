@@ -1,0 +1,4 @@
+export * from "./headers.ts";
+export * from "./load.ts";
+export * from "./messages.ts";
+export * from "./errors.ts";

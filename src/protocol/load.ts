@@ -1,0 +1,69 @@
+/**
+ * The load a replica reports, both in load reports and in the `x-switchyard-load`
+ * header of every response. The header form is a compact `key=value` list so the
+ * proxy can parse it on the hot path without JSON:
+ *
+ *   x-switchyard-load: seq=42;ongoing=3;queued=0;max=5;state=ready;kv=0.31
+ *
+ * `ongoing` excludes the request the header is attached to (it is finishing, and
+ * the proxy counts its own in-flight requests separately).
+ */
+export type ReplicaState = "ready" | "draining";
+
+export interface Load {
+  /** Monotonic per replica process; a view is replaced only by a higher seq. */
+  seq: number;
+  /** Requests being executed now. */
+  ongoing: number;
+  /** Requests accepted and waiting inside the replica (engines with a queue). */
+  queued: number;
+  /** Capacity: max_ongoing_requests. */
+  max: number;
+  state: ReplicaState;
+  /** KV-cache usage as a fraction 0..1, when the engine has one. */
+  kv?: number;
+}
+
+const MAX_COUNT = 1_000_000;
+
+export function formatLoadHeader(load: Load): string {
+  let out = `seq=${load.seq};ongoing=${load.ongoing};queued=${load.queued};max=${load.max};state=${load.state}`;
+  if (load.kv !== undefined) out += `;kv=${load.kv}`;
+  return out;
+}
+
+function count(raw: string | undefined, min: number): number | undefined {
+  if (raw === undefined || !/^\d{1,15}$/.test(raw)) return undefined;
+  const n = Number(raw);
+  return n >= min && Number.isSafeInteger(n) ? n : undefined;
+}
+
+/**
+ * Parses a load header. Returns null for anything malformed: a replica that lies
+ * with garbage must not poison the proxy's view.
+ */
+export function parseLoadHeader(value: string | null | undefined): Load | null {
+  if (!value || value.length > 256) return null;
+  const fields = new Map<string, string>();
+  for (const part of value.split(";")) {
+    const eq = part.indexOf("=");
+    if (eq <= 0) return null;
+    fields.set(part.slice(0, eq).trim(), part.slice(eq + 1).trim());
+  }
+  const seq = count(fields.get("seq"), 0);
+  const ongoing = count(fields.get("ongoing"), 0);
+  const queued = count(fields.get("queued"), 0);
+  const max = count(fields.get("max"), 1);
+  const state = fields.get("state");
+  if (seq === undefined || ongoing === undefined || queued === undefined || max === undefined) return null;
+  if (ongoing > MAX_COUNT || queued > MAX_COUNT || max > MAX_COUNT) return null;
+  if (state !== "ready" && state !== "draining") return null;
+  const load: Load = { seq, ongoing, queued, max, state };
+  const kvRaw = fields.get("kv");
+  if (kvRaw !== undefined) {
+    const kv = Number(kvRaw);
+    if (kvRaw === "" || !Number.isFinite(kv) || kv < 0 || kv > 1) return null;
+    load.kv = kv;
+  }
+  return load;
+}

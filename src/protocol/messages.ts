@@ -1,0 +1,86 @@
+/**
+ * Control-plane messages, replica → edge (membership and load reports), and the
+ * routing snapshot, edge Durable Object → proxy isolates. Validated with zod at
+ * every boundary; unknown fields are rejected so typos surface as errors.
+ */
+import { z } from "zod";
+import { PROTOCOL_VERSION } from "./headers.ts";
+import type { Load } from "./load.ts";
+
+export const DEPLOYMENT_NAME = /^[a-z][a-z0-9-]{0,62}$/;
+export const REPLICA_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+
+const deploymentName = z.string().regex(DEPLOYMENT_NAME, "deployment names are lowercase letters, digits and '-'");
+const replicaId = z.string().regex(REPLICA_ID, "replica ids are 1-128 of [A-Za-z0-9._:-]");
+const count = z.number().int().min(0).max(1_000_000);
+const modelId = z.string().min(1).max(256);
+
+const replicaUrl = z
+  .string()
+  .max(2048)
+  .url()
+  .refine((raw) => {
+    const u = new URL(raw);
+    return (u.protocol === "http:" || u.protocol === "https:") && !u.username && !u.password && !u.search && !u.hash;
+  }, "replica url must be http(s), without credentials, query or fragment");
+
+export const RegisterMessage = z
+  .object({
+    protocol: z.literal(PROTOCOL_VERSION),
+    deployment: deploymentName,
+    replica_id: replicaId,
+    url: replicaUrl,
+    max_ongoing_requests: z.number().int().min(1).max(100_000),
+  })
+  .strict();
+export type RegisterMessage = z.infer<typeof RegisterMessage>;
+
+export const ReportMessage = z
+  .object({
+    protocol: z.literal(PROTOCOL_VERSION),
+    deployment: deploymentName,
+    replica_id: replicaId,
+    seq: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
+    /** Sender's clock, epoch ms: lets the edge log clock skew; freshness uses the edge's clock. */
+    ts: z.number().int().min(0),
+    state: z.enum(["ready", "draining"]),
+    ongoing: count,
+    queued: count,
+    kv_cache_usage: z.number().min(0).max(1).optional(),
+    models: z.array(modelId).max(1024).default([]),
+  })
+  .strict();
+export type ReportMessage = z.infer<typeof ReportMessage>;
+
+export const DeregisterMessage = z
+  .object({
+    protocol: z.literal(PROTOCOL_VERSION),
+    deployment: deploymentName,
+    replica_id: replicaId,
+  })
+  .strict();
+export type DeregisterMessage = z.infer<typeof DeregisterMessage>;
+
+/** One replica as the routing snapshot shows it to proxies. */
+export interface ReplicaView {
+  id: string;
+  url: string;
+  load: Load;
+  models: string[];
+  /** Milliseconds until the replica's last report goes stale; proxies stop choosing it then. */
+  expiresInMs: number;
+}
+
+/** What a proxy isolate caches per deployment (refreshed on a short TTL). */
+export interface RoutingSnapshot {
+  deployment: string;
+  /** Replicas with a fresh report, ready or draining (proxies never pick draining ones). */
+  replicas: ReplicaView[];
+}
+
+/** Answer of the edge to a register or report. */
+export interface ControlAck {
+  ok: true;
+  /** How often the edge wants load reports, ms. */
+  report_interval_ms: number;
+}

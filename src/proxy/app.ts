@@ -1,0 +1,80 @@
+/**
+ * The edge Worker's Hono app: system routes under /-/, the replica control
+ * plane under /-/replicas/, and every other path proxied by longest route
+ * prefix to its deployment.
+ */
+import { Hono } from "hono";
+import { checkDeployments, type Deployment } from "../config/deployment.ts";
+import type { Env } from "../env.ts";
+import { errorResponse } from "../protocol/index.ts";
+import { bearerMatches } from "./auth.ts";
+import { controlRoutes } from "./control-routes.ts";
+import { dispatch } from "./dispatch.ts";
+import { requestIdFor } from "./headers.ts";
+import { RouteTable } from "./route-table.ts";
+import { SnapshotCache } from "./snapshot-cache.ts";
+
+export interface EdgeApp {
+  app: Hono<{ Bindings: Env }>;
+  /** The isolate's snapshot cache (exposed for stats). */
+  cacheFor(env: Env): SnapshotCache;
+}
+
+export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
+  checkDeployments(deployments);
+  const byName = new Map(deployments.map((d) => [d.name, d]));
+  const routes = new RouteTable(deployments.map((d) => ({ prefix: d.routePrefix, target: d })));
+
+  // One cache per isolate. The env (and its ROUTER binding) is only known per
+  // request, so it is created on first use.
+  let cache: SnapshotCache | undefined;
+  const cacheFor = (env: Env) =>
+    (cache ??= new SnapshotCache((name) => env.ROUTER.get(env.ROUTER.idFromName(name)).snapshot()));
+
+  const app = new Hono<{ Bindings: Env }>();
+
+  app.get("/-/healthz", async (c) => {
+    const cacheNow = cacheFor(c.env);
+    const now = Date.now();
+    const ready: Record<string, number> = {};
+    for (const d of deployments) {
+      ready[d.name] = (await cacheNow.view(d.name, (p) => c.executionCtx.waitUntil(p))).readyCount(now);
+    }
+    const canRoute = Object.values(ready).some((n) => n > 0);
+    return c.json({ status: canRoute ? "ok" : "no_ready_replica", ready_replicas: ready }, canRoute ? 200 : 503);
+  });
+
+  // Ray Serve's shape: { "<route_prefix>": "<app name>" }.
+  app.get("/-/routes", (c) => c.json(Object.fromEntries(deployments.map((d) => [d.routePrefix, d.name]))));
+
+  app.route("/-/replicas", controlRoutes(byName));
+
+  app.get("/-/deployments/:name", async (c) => {
+    if (!bearerMatches(c.req.header("authorization"), c.env.SWITCHYARD_ADMIN_SECRET)) {
+      return errorResponse("unauthorized", "admin secret missing or wrong");
+    }
+    const name = c.req.param("name");
+    if (!byName.has(name)) return errorResponse("route_not_found", `no deployment named "${name}"`);
+    const stub = c.env.ROUTER.get(c.env.ROUTER.idFromName(name));
+    const [snapshot, stats] = await Promise.all([stub.snapshot(), stub.stats()]);
+    return c.json({ deployment: byName.get(name), snapshot, router: stats, isolate: { snapshotRefreshes: cacheFor(c.env).refreshes } });
+  });
+
+  app.all("/-/*", (c) => errorResponse("route_not_found", `no system route ${c.req.method} ${c.req.path}`));
+
+  app.all("*", async (c) => {
+    const requestId = requestIdFor(c.req.header("x-request-id") ?? null);
+    const routed = routes.match(c.req.path);
+    if (!routed) return errorResponse("route_not_found", `no deployment serves ${c.req.path}`, { requestId });
+    const background = (p: Promise<unknown>) => c.executionCtx.waitUntil(p);
+    const view = await cacheFor(c.env).view(routed.target.name, background);
+    return dispatch(c.req.raw, { deployment: routed.target, routePrefix: routed.prefix, view, requestId, background });
+  });
+
+  app.onError((err, c) => {
+    console.error(JSON.stringify({ msg: "unhandled error", path: c.req.path, error: String(err) }));
+    return errorResponse("internal_error", "internal error", { requestId: c.req.header("x-request-id") });
+  });
+
+  return { app, cacheFor };
+}

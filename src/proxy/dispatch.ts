@@ -1,0 +1,189 @@
+/**
+ * The hot path: one client request → one replica, with retries only while no
+ * replica has accepted it. Bodies stream in both directions; the only state
+ * touched is this isolate's routing view (no Durable Object call).
+ */
+import type { Deployment } from "../config/deployment.ts";
+import { Header, PROTOCOL_VERSION, errorResponse, parseLoadHeader } from "../protocol/index.ts";
+import { backoffMs, pickReplica } from "../policy/pick-replica.ts";
+import { clientHeaders, dispatchHeaders } from "./headers.ts";
+import { stripRoutePrefix } from "./route-table.ts";
+import type { ReplicaEntry, RoutingView } from "./routing-view.ts";
+
+export interface DispatchContext {
+  deployment: Deployment;
+  routePrefix: string;
+  view: RoutingView;
+  requestId: string;
+  /** Registers follow-up work that must outlive the response (ctx.waitUntil). */
+  background: (p: Promise<unknown>) => void;
+}
+
+type Body = ArrayBuffer | ReadableStream<Uint8Array> | null;
+
+interface PreparedBody {
+  body: Body;
+  /** The body can be sent again (no body, or held in memory). */
+  replayable: boolean;
+  /** Replayable, and the request may run twice (see safeToRepeat). */
+  safeToRepeat: boolean;
+  /** Set when a streamed body outgrew the limit mid-flight. */
+  overLimit: () => boolean;
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+export async function dispatch(req: Request, ctx: DispatchContext): Promise<Response> {
+  const { deployment, view, requestId } = ctx;
+  const body = await prepareBody(req, deployment, requestId);
+  if (body instanceof Response) return body;
+  const prepared: PreparedBody = { ...body, safeToRepeat: body.replayable && safeToRepeat(req.method, req.headers, deployment.policy.idempotent) };
+
+  const url = new URL(req.url);
+  const path = deployment.policy.stripPrefix ? stripRoutePrefix(url.pathname, ctx.routePrefix) : url.pathname;
+  const deadline = Date.now() + deployment.policy.requestTimeoutMs;
+  const baseHeaders = dispatchHeaders(req.headers);
+  baseHeaders.set(Header.protocol, String(PROTOCOL_VERSION));
+  baseHeaders.set(Header.requestId, requestId);
+  baseHeaders.set(Header.deployment, deployment.name);
+  baseHeaders.set(Header.deadline, String(deadline));
+
+  const tried = new Set<string>();
+  let sawReplica = false;
+  const { maxAttempts, backoffBaseMs, backoffCapMs } = deployment.policy;
+  for (let attempt = 1; attempt <= maxAttempts; attempt++) {
+    const now = Date.now();
+    const replica = pickReplica(view.candidates(now, tried));
+    if (!replica) break;
+    sawReplica = true;
+    tried.add(replica.id);
+    const headers = new Headers(baseHeaders);
+    headers.set(Header.attempt, String(attempt));
+
+    const outcome = await attemptOn(replica, `${replica.url}${path}${url.search}`, req.method, headers, prepared, deadline, ctx);
+    if (outcome.kind === "response") return outcome.response;
+    // Not accepted: another replica may take it, if the body can be sent again.
+    if (!prepared.replayable || attempt === maxAttempts) break;
+    if (Date.now() >= deadline) return errorResponse("deadline_exceeded", "deadline passed while retrying", { requestId });
+    const wait = backoffMs(attempt, backoffBaseMs, backoffCapMs);
+    if (wait > 0) await sleep(Math.min(wait, deadline - Date.now()));
+  }
+  if (!sawReplica) {
+    return errorResponse("no_ready_replica", `deployment "${deployment.name}" has no ready replica`, { requestId, retryAfterSeconds: 1 });
+  }
+  return errorResponse("all_replicas_busy", `every replica of "${deployment.name}" tried was at capacity or unreachable`, {
+    requestId,
+    retryAfterSeconds: 1,
+    details: { attempts: tried.size },
+  });
+}
+
+type AttemptOutcome = { kind: "response"; response: Response } | { kind: "not_accepted" };
+
+async function attemptOn(
+  replica: ReplicaEntry,
+  target: string,
+  method: string,
+  headers: Headers,
+  prepared: PreparedBody,
+  deadline: number,
+  ctx: DispatchContext,
+): Promise<AttemptOutcome> {
+  const { view, requestId } = ctx;
+  // The deadline bounds the wait for response headers only; a stream that has
+  // started is not cut by it.
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), Math.max(0, deadline - Date.now()));
+  view.startDispatch(replica);
+  let upstream: Response;
+  try {
+    upstream = await fetch(target, { method, headers, body: prepared.body, signal: abort.signal, redirect: "manual" });
+  } catch (err) {
+    view.endDispatch(replica);
+    if (abort.signal.aborted) {
+      return respond(errorResponse("deadline_exceeded", `replica ${replica.id} did not answer before the deadline`, { requestId }));
+    }
+    if (prepared.overLimit()) {
+      return respond(errorResponse("payload_too_large", `request body exceeds ${ctx.deployment.limits.maxRequestBodyBytes} bytes`, { requestId }));
+    }
+    // The replica is unreachable or went away: no new dispatches to it from this isolate for a while.
+    view.markDown(replica.id, Date.now());
+    if (prepared.safeToRepeat) return { kind: "not_accepted" };
+    return respond(errorResponse("upstream_failed", `connection to replica ${replica.id} lost: ${String(err)}`, { requestId }));
+  } finally {
+    clearTimeout(timer);
+  }
+
+  const load = parseLoadHeader(upstream.headers.get(Header.load));
+  if (load) view.applyLoad(replica.id, load, Date.now());
+
+  if (upstream.status === 503 && upstream.headers.has(Header.rejected)) {
+    view.endDispatch(replica);
+    // Free the connection: the rejection body is a short JSON we do not need.
+    ctx.background(upstream.body?.cancel() ?? Promise.resolve());
+    return { kind: "not_accepted" };
+  }
+
+  const out = clientHeaders(upstream.headers);
+  out.set(Header.replica, replica.id);
+  out.set(Header.requestId, requestId);
+  const init = { status: upstream.status, statusText: upstream.statusText, headers: out };
+
+  if (!upstream.body || upstream.headers.has("content-length")) {
+    // A sized body is already produced by the replica; its work is done.
+    view.endDispatch(replica);
+    return respond(new Response(upstream.body, init));
+  }
+  // A stream: the replica is busy until it ends, so count it in flight until then.
+  const { readable, writable } = new IdentityTransformStream();
+  ctx.background(upstream.body.pipeTo(writable).catch(() => undefined).finally(() => view.endDispatch(replica)));
+  return respond(new Response(readable, init));
+}
+
+function respond(response: Response): AttemptOutcome {
+  return { kind: "response", response };
+}
+
+const IDEMPOTENT_METHODS = new Set(["GET", "HEAD", "OPTIONS", "PUT", "DELETE"]);
+
+/**
+ * Whether a request may run again after its connection to a replica was lost.
+ * workerd gives the same error ("Network connection lost.") for a refused
+ * connection and for one lost after the request was sent, so the proxy cannot
+ * tell whether the replica accepted it.
+ */
+export function safeToRepeat(method: string, headers: Headers, deploymentIdempotent: boolean): boolean {
+  return deploymentIdempotent || IDEMPOTENT_METHODS.has(method) || headers.has("idempotency-key");
+}
+
+async function prepareBody(req: Request, deployment: Deployment, requestId: string): Promise<Omit<PreparedBody, "safeToRepeat"> | Response> {
+  const never = () => false;
+  if (!req.body || req.method === "GET" || req.method === "HEAD") return { body: null, replayable: true, overLimit: never };
+  const { maxRequestBodyBytes, replayableBodyBytes } = deployment.limits;
+  const declared = req.headers.get("content-length");
+  if (declared !== null) {
+    if (!/^\d{1,15}$/.test(declared)) return errorResponse("bad_request", "invalid Content-Length header", { requestId });
+    const size = Number(declared);
+    if (size > maxRequestBodyBytes) {
+      return errorResponse("payload_too_large", `request body of ${size} bytes exceeds ${maxRequestBodyBytes}`, { requestId });
+    }
+    // Small bodies are held so a rejected dispatch can be replayed elsewhere.
+    if (size <= replayableBodyBytes) return { body: await req.arrayBuffer(), replayable: true, overLimit: never };
+    return { body: req.body, replayable: false, overLimit: never };
+  }
+  // Chunked upload of unknown size: stream it, counting bytes against the limit.
+  let seen = 0;
+  let over = false;
+  const limiter = new TransformStream<Uint8Array, Uint8Array>({
+    transform(chunk, controller) {
+      seen += chunk.byteLength;
+      if (seen > maxRequestBodyBytes) {
+        over = true;
+        controller.error(new Error("request body too large"));
+        return;
+      }
+      controller.enqueue(chunk);
+    },
+  });
+  return { body: req.body.pipeThrough(limiter), replayable: false, overLimit: () => over };
+}

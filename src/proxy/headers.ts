@@ -1,0 +1,47 @@
+/** Header hygiene for the proxy path. Pure. */
+import { Header } from "../protocol/index.ts";
+
+const HOP_BY_HOP = [
+  "connection",
+  "keep-alive",
+  "proxy-authenticate",
+  "proxy-authorization",
+  "proxy-connection",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+];
+
+/** Protocol headers only Switchyard may set on a dispatch; a client's copies are dropped. */
+const DISPATCH_ONLY = [Header.protocol, Header.deadline, Header.attempt, Header.deployment, Header.load, Header.rejected, Header.replica];
+/** Protocol headers a replica sends for the proxy that clients do not need to see. */
+const REPLICA_ONLY = [Header.protocol, Header.load, Header.rejected];
+
+function dropHopByHop(h: Headers): void {
+  const named = h.get("connection");
+  if (named) for (const n of named.split(",")) h.delete(n.trim());
+  for (const n of HOP_BY_HOP) h.delete(n);
+}
+
+export function dispatchHeaders(incoming: Headers): Headers {
+  const h = new Headers(incoming);
+  dropHopByHop(h);
+  h.delete("host");
+  for (const n of DISPATCH_ONLY) h.delete(n);
+  return h;
+}
+
+export function clientHeaders(upstream: Headers): Headers {
+  const h = new Headers(upstream);
+  dropHopByHop(h);
+  for (const n of REPLICA_ONLY) h.delete(n);
+  return h;
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** Echoes a well-formed client request id, else makes one. */
+export function requestIdFor(incoming: string | null): string {
+  return incoming && REQUEST_ID.test(incoming) ? incoming : crypto.randomUUID();
+}

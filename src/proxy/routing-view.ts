@@ -1,0 +1,119 @@
+/**
+ * One isolate's view of a deployment's replicas: the last routing snapshot from
+ * the deployment's Durable Object, corrected by the load header of every
+ * response and by this isolate's own in-flight count. Pure state, no I/O, so the
+ * hot path can be unit-tested; time is passed in.
+ */
+import type { Load, ReplicaView, RoutingSnapshot } from "../protocol/index.ts";
+import type { ReplicaChoice } from "../policy/pick-replica.ts";
+
+/** A response from a replica proves it alive for this long, like a report does. */
+export const LIVENESS_FROM_RESPONSE_MS = 2_500;
+/** A replica that refused a connection is skipped by this isolate for this long. */
+export const CONNECT_FAILURE_COOLDOWN_MS = 1_000;
+
+export interface ReplicaEntry extends ReplicaChoice {
+  url: string;
+  models: string[];
+  reported: Load;
+  /** This isolate's dispatches to the replica that have not finished. */
+  inflight: number;
+  /** Epoch ms after which the replica is stale (no report, no response). */
+  expiresAt: number;
+  /** Epoch ms before which this isolate does not pick the replica (connect failures). */
+  downUntil: number;
+}
+
+export class RoutingView {
+  readonly #replicas = new Map<string, ReplicaEntry>();
+
+  /** Replaces membership with the snapshot's, keeping in-flight counts and newer loads. */
+  applySnapshot(snapshot: RoutingSnapshot, now: number): void {
+    const seen = new Set<string>();
+    for (const r of snapshot.replicas) {
+      seen.add(r.id);
+      const known = this.#replicas.get(r.id);
+      if (known && known.url === r.url) {
+        if (r.load.seq >= known.reported.seq) known.reported = r.load;
+        known.models = r.models;
+        known.expiresAt = Math.max(known.expiresAt, now + r.expiresInMs);
+        refresh(known);
+      } else {
+        this.#replicas.set(r.id, entryFrom(r, now));
+      }
+    }
+    for (const id of this.#replicas.keys()) if (!seen.has(id)) this.#replicas.delete(id);
+  }
+
+  /** Applies a load header from a response; ignores loads older than what we have. */
+  applyLoad(replicaId: string, load: Load, now: number): void {
+    const e = this.#replicas.get(replicaId);
+    if (!e) return;
+    e.expiresAt = Math.max(e.expiresAt, now + LIVENESS_FROM_RESPONSE_MS);
+    if (load.seq < e.reported.seq) return;
+    e.reported = load;
+    refresh(e);
+  }
+
+  markDown(replicaId: string, now: number, forMs = CONNECT_FAILURE_COOLDOWN_MS): void {
+    const e = this.#replicas.get(replicaId);
+    if (e) e.downUntil = now + forMs;
+  }
+
+  startDispatch(e: ReplicaEntry): void {
+    e.inflight++;
+    e.load++;
+  }
+
+  endDispatch(e: ReplicaEntry): void {
+    if (e.inflight > 0) {
+      e.inflight--;
+      e.load--;
+    }
+  }
+
+  /** Replicas a dispatch may go to now: ready, fresh, not cooling down, not excluded. */
+  candidates(now: number, exclude?: ReadonlySet<string>): ReplicaEntry[] {
+    const out: ReplicaEntry[] = [];
+    for (const e of this.#replicas.values()) {
+      if (e.reported.state !== "ready" || e.expiresAt <= now || e.downUntil > now) continue;
+      if (exclude?.has(e.id)) continue;
+      out.push(e);
+    }
+    return out;
+  }
+
+  /** Replicas that are ready and fresh, ignoring this isolate's cool-downs. */
+  readyCount(now: number): number {
+    let n = 0;
+    for (const e of this.#replicas.values()) if (e.reported.state === "ready" && e.expiresAt > now) n++;
+    return n;
+  }
+
+  get(replicaId: string): ReplicaEntry | undefined {
+    return this.#replicas.get(replicaId);
+  }
+
+  get size(): number {
+    return this.#replicas.size;
+  }
+}
+
+function refresh(e: ReplicaEntry): void {
+  e.capacity = e.reported.max;
+  e.load = e.reported.ongoing + e.reported.queued + e.inflight;
+}
+
+function entryFrom(r: ReplicaView, now: number): ReplicaEntry {
+  return {
+    id: r.id,
+    url: r.url,
+    models: r.models,
+    reported: r.load,
+    inflight: 0,
+    capacity: r.load.max,
+    load: r.load.ongoing + r.load.queued,
+    expiresAt: now + r.expiresInMs,
+    downUntil: 0,
+  };
+}

@@ -1,0 +1,152 @@
+/**
+ * The replica's side of the control plane: registers with its deployment at the
+ * edge, reports load every second and soon after every change, and deregisters
+ * when it leaves. HTTP POST, so it works through any Worker deployment with no
+ * connection to keep alive (docs/protocol.md explains the choice).
+ */
+import { PROTOCOL_VERSION, type ControlAck, type RegisterMessage, type ReportMessage } from "../protocol/index.ts";
+import type { AdmissionControl } from "./admission.ts";
+
+export interface EdgeClientOptions {
+  edgeUrl: string;
+  secret: string;
+  deployment: string;
+  replicaId: string;
+  advertiseUrl: string;
+  admission: AdmissionControl;
+  /** Coalescing window for load changes, ms. */
+  changeReportDelayMs?: number;
+  log?: (msg: string) => void;
+}
+
+export class EdgeClient {
+  readonly #o: EdgeClientOptions;
+  #intervalMs = 1_000;
+  #heartbeat: ReturnType<typeof setInterval> | undefined;
+  #pending: ReturnType<typeof setTimeout> | undefined;
+  #registered = false;
+  #stopped = false;
+  #inflight: Promise<void> | null = null;
+  #again = false;
+
+  constructor(options: EdgeClientOptions) {
+    this.#o = options;
+    options.admission.onChange((urgent) => this.#scheduleReport(urgent ? 0 : (options.changeReportDelayMs ?? 250)));
+  }
+
+  /** Registers, retrying until the edge answers (it may start after the replica). */
+  async start(): Promise<void> {
+    for (let wait = 100; !this.#stopped; wait = Math.min(wait * 2, 2_000)) {
+      try {
+        await this.#register();
+        break;
+      } catch (err) {
+        this.#o.log?.(`register failed (${String(err)}); retrying in ${wait} ms`);
+        await new Promise((r) => setTimeout(r, wait));
+      }
+    }
+    this.#heartbeat = setInterval(() => void this.report(), this.#intervalMs);
+  }
+
+  /** Sends a load report now; changes during a send are coalesced into one more send. */
+  report(): Promise<void> {
+    if (this.#pending) clearTimeout(this.#pending);
+    this.#pending = undefined;
+    if (this.#inflight) {
+      this.#again = true;
+      return this.#inflight;
+    }
+    this.#inflight = (async () => {
+      do {
+        this.#again = false;
+        await this.#sendReport().catch((err: unknown) => this.#o.log?.(`report failed: ${String(err)}`));
+      } while (this.#again && !this.#stopped);
+    })().finally(() => {
+      this.#inflight = null;
+    });
+    return this.#inflight;
+  }
+
+  async deregister(): Promise<void> {
+    this.stop();
+    await this.#post("/-/replicas/deregister", {
+      protocol: PROTOCOL_VERSION,
+      deployment: this.#o.deployment,
+      replica_id: this.#o.replicaId,
+    });
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    clearInterval(this.#heartbeat);
+    if (this.#pending) clearTimeout(this.#pending);
+  }
+
+  #scheduleReport(delayMs: number): void {
+    if (this.#stopped || !this.#registered) return;
+    if (delayMs === 0) {
+      void this.report();
+      return;
+    }
+    this.#pending ??= setTimeout(() => void this.report(), delayMs);
+  }
+
+  async #register(): Promise<void> {
+    const msg: RegisterMessage = {
+      protocol: PROTOCOL_VERSION,
+      deployment: this.#o.deployment,
+      replica_id: this.#o.replicaId,
+      url: this.#o.advertiseUrl,
+      max_ongoing_requests: this.#o.admission.maxOngoing,
+    };
+    const res = await this.#post("/-/replicas/register", msg);
+    const ack = (await res.json()) as ControlAck;
+    if (ack.report_interval_ms > 0) this.#intervalMs = ack.report_interval_ms;
+    this.#registered = true;
+    await this.#sendReport();
+  }
+
+  async #sendReport(): Promise<void> {
+    if (!this.#registered) return;
+    const a = this.#o.admission;
+    const load = a.load();
+    const msg: ReportMessage = {
+      protocol: PROTOCOL_VERSION,
+      deployment: this.#o.deployment,
+      replica_id: this.#o.replicaId,
+      seq: load.seq,
+      ts: Date.now(),
+      state: load.state,
+      ongoing: load.ongoing,
+      queued: load.queued,
+      models: a.models,
+    };
+    try {
+      await this.#post("/-/replicas/report", msg);
+    } catch (err) {
+      // The routing object forgot us (swept after a long silence): join again.
+      if (err instanceof EdgeError && err.status === 409 && !this.#stopped) await this.#register();
+      else throw err;
+    }
+  }
+
+  async #post(path: string, body: unknown): Promise<Response> {
+    const res = await fetch(new URL(path, this.#o.edgeUrl), {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${this.#o.secret}` },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(5_000),
+    });
+    if (!res.ok) throw new EdgeError(res.status, await res.text());
+    return res;
+  }
+}
+
+export class EdgeError extends Error {
+  constructor(
+    readonly status: number,
+    body: string,
+  ) {
+    super(`edge answered ${status}: ${body.slice(0, 300)}`);
+  }
+}

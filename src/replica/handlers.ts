@@ -1,0 +1,104 @@
+/**
+ * What the reference replica does with an admitted request, per backend kind.
+ * Each handler owns the response; the server owns admission and load headers.
+ */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { errorBody } from "../protocol/index.ts";
+import { ModelInputError, type InferenceModel } from "./models/index.ts";
+
+export type RequestHandler = (req: IncomingMessage, res: ServerResponse, loadHeaders: () => Record<string, string>) => Promise<void>;
+
+const MAX_MODEL_INPUT_BYTES = 4 * 1024 * 1024;
+
+function sendJson(res: ServerResponse, status: number, body: unknown, extra: Record<string, string>): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { ...extra, "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(text) });
+  res.end(text);
+}
+
+/** The seed's handler: a fixed text. */
+export function textHandler(text: string): RequestHandler {
+  const body = Buffer.from(text);
+  return async (req, res, loadHeaders) => {
+    req.resume();
+    res.writeHead(200, { ...loadHeaders(), "content-type": "text/plain; charset=utf-8", "content-length": body.byteLength });
+    res.end(body);
+  };
+}
+
+/**
+ * Echo: POST streams the request body back as it arrives; GET with
+ * ?chunks=N&interval_ms=M streams N numbered lines M ms apart (a stand-in
+ * for token streaming in tests of the byte path).
+ */
+export function echoHandler(): RequestHandler {
+  return async (req, res, loadHeaders) => {
+    const url = new URL(req.url ?? "/", "http://replica");
+    if (req.method === "GET" || req.method === "HEAD") {
+      req.resume();
+      const chunks = Math.min(Number(url.searchParams.get("chunks") ?? 1) || 1, 10_000);
+      const interval = Math.min(Number(url.searchParams.get("interval_ms") ?? 0) || 0, 60_000);
+      res.writeHead(200, { ...loadHeaders(), "content-type": "text/plain; charset=utf-8", "cache-control": "no-cache" });
+      res.flushHeaders();
+      for (let i = 0; i < chunks; i++) {
+        if (res.destroyed) return;
+        res.write(`chunk ${i}\n`);
+        if (interval > 0 && i < chunks - 1) await new Promise((r) => setTimeout(r, interval));
+      }
+      res.end();
+      return;
+    }
+    const type = req.headers["content-type"] ?? "application/octet-stream";
+    res.writeHead(200, { ...loadHeaders(), "content-type": type });
+    res.flushHeaders();
+    for await (const chunk of req) {
+      if (!res.write(chunk)) await new Promise((r) => res.once("drain", r));
+    }
+    res.end();
+  };
+}
+
+/** ONNX model inference on a JSON body. */
+export function modelHandler(model: InferenceModel): RequestHandler {
+  return async (req, res, loadHeaders) => {
+    if (req.method === "GET") {
+      // GET …/example returns a valid input, ready to POST back; any other GET describes the model.
+      const example = (req.url ?? "").split("?")[0]!.endsWith("/example");
+      sendJson(res, 200, example ? model.inputExample : { model: model.id, description: model.description, input_example: model.inputExample }, loadHeaders());
+      req.resume();
+      return;
+    }
+    if (req.method !== "POST") {
+      req.resume();
+      sendJson(res, 405, errorBody("method_not_allowed", "use POST with a JSON body (GET describes the model)"), { ...loadHeaders(), allow: "GET, POST" });
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of req as AsyncIterable<Buffer>) {
+      size += chunk.byteLength;
+      if (size > MAX_MODEL_INPUT_BYTES) {
+        sendJson(res, 413, errorBody("payload_too_large", `model input over ${MAX_MODEL_INPUT_BYTES} bytes`), loadHeaders());
+        req.destroy();
+        return;
+      }
+      chunks.push(chunk);
+    }
+    let input: unknown;
+    try {
+      input = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+    } catch {
+      sendJson(res, 400, errorBody("bad_request", "body is not valid JSON"), loadHeaders());
+      return;
+    }
+    try {
+      sendJson(res, 200, await model.infer(input), loadHeaders());
+    } catch (err) {
+      if (err instanceof ModelInputError) {
+        sendJson(res, 400, errorBody("bad_request", err.message, { details: err.issues }), loadHeaders());
+        return;
+      }
+      throw err;
+    }
+  };
+}

@@ -1,0 +1,92 @@
+/**
+ * The reference replica's HTTP server: admission (reject before accepting when
+ * at capacity or draining), a load header on every response, and graceful drain.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { Header, PROTOCOL_VERSION, REJECT_STATUS, errorBody, formatLoadHeader } from "../protocol/index.ts";
+import type { AdmissionControl } from "./admission.ts";
+import type { RequestHandler } from "./handlers.ts";
+
+export interface ReplicaServerOptions {
+  replicaId: string;
+  admission: AdmissionControl;
+  handler: RequestHandler;
+  log?: (msg: string) => void;
+}
+
+export class ReplicaServer {
+  readonly #o: ReplicaServerOptions;
+  readonly server: Server;
+
+  constructor(options: ReplicaServerOptions) {
+    this.#o = options;
+    this.server = createServer((req, res) => void this.#handle(req, res));
+    // The edge keeps connections to replicas alive; do not cut them sooner than it does.
+    this.server.keepAliveTimeout = 65_000;
+    this.server.headersTimeout = 66_000;
+  }
+
+  listen(port: number, host: string): Promise<AddressInfo> {
+    return new Promise((resolve, reject) => {
+      this.server.once("error", reject);
+      this.server.listen(port, host, () => resolve(this.server.address() as AddressInfo));
+    });
+  }
+
+  async close(): Promise<void> {
+    await new Promise<void>((resolve) => {
+      this.server.close(() => resolve());
+      this.server.closeIdleConnections();
+    });
+  }
+
+  #loadHeaders(excluding: number): Record<string, string> {
+    return {
+      [Header.load]: formatLoadHeader(this.#o.admission.load(excluding)),
+      [Header.protocol]: String(PROTOCOL_VERSION),
+      [Header.replica]: this.#o.replicaId,
+    };
+  }
+
+  async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const admission = this.#o.admission;
+    if (req.url === "/-/healthz") {
+      req.resume();
+      const ok = admission.state === "ready";
+      res.writeHead(ok ? 200 : 503, { ...this.#loadHeaders(0), "content-type": "application/json" });
+      res.end(JSON.stringify({ status: admission.state, ongoing: admission.ongoing, max_ongoing_requests: admission.maxOngoing }));
+      return;
+    }
+    const decision = admission.tryAdmit();
+    if (!decision.admitted) {
+      // Rejected before accepting: the body is not read, the proxy retries elsewhere.
+      const body = JSON.stringify(errorBody("all_replicas_busy", `replica ${this.#o.replicaId} is ${decision.reason === "draining" ? "draining" : "at capacity"}`));
+      res.writeHead(REJECT_STATUS, { ...this.#loadHeaders(0), [Header.rejected]: decision.reason, "content-type": "application/json", "content-length": Buffer.byteLength(body) });
+      res.end(body);
+      req.resume();
+      return;
+    }
+    let released = false;
+    const release = () => {
+      if (!released) {
+        released = true;
+        admission.release();
+      }
+    };
+    // Released when the response is done or the client went away (cancellation).
+    res.once("close", release);
+    try {
+      await this.#o.handler(req, res, () => this.#loadHeaders(1));
+    } catch (err) {
+      this.#o.log?.(`handler error: ${String(err)}`);
+      if (!res.headersSent) {
+        const body = JSON.stringify(errorBody("internal_error", "replica handler failed"));
+        res.writeHead(500, { ...this.#loadHeaders(1), "content-type": "application/json", "content-length": Buffer.byteLength(body) });
+        res.end(body);
+      } else {
+        res.destroy();
+      }
+    }
+  }
+}

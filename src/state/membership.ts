@@ -1,0 +1,104 @@
+/**
+ * The routing Durable Object's decisions, apart from storage and runtime:
+ * which replicas are members, which are fresh, what the snapshot holds.
+ * Pure, with time passed in, so it is unit-tested without workerd.
+ */
+import type { Load, RegisterMessage, ReportMessage, ReplicaView, RoutingSnapshot } from "../protocol/index.ts";
+
+/** Replicas report at least this often. */
+export const REPORT_INTERVAL_MS = 1_000;
+/** A replica whose last report is older than this leaves the snapshot (the bound is 3 s). */
+export const STALE_AFTER_MS = 2_500;
+/** A member that has not reported for this long is forgotten (deleted from storage). */
+export const FORGET_AFTER_MS = 60_000;
+
+export interface Member {
+  id: string;
+  url: string;
+  maxOngoing: number;
+  registeredAt: number;
+  /** In memory only: 0 until the first report after a (re)start of the object. */
+  lastReportAt: number;
+  load: Load;
+  models: string[];
+}
+
+export type ReportOutcome = "ok" | "unknown_replica" | "stale_seq";
+
+export class Membership {
+  readonly members = new Map<string, Member>();
+
+  /** Restores a persisted member (after the object restarted): not fresh until it reports. */
+  restore(m: { id: string; url: string; maxOngoing: number; registeredAt: number }): void {
+    this.members.set(m.id, {
+      ...m,
+      lastReportAt: 0,
+      load: { seq: -1, ongoing: 0, queued: 0, max: m.maxOngoing, state: "ready" },
+      models: [],
+    });
+  }
+
+  /** Returns true when the persisted identity (url, capacity) changed and must be written. */
+  register(msg: RegisterMessage, now: number): boolean {
+    const known = this.members.get(msg.replica_id);
+    const changed = !known || known.url !== msg.url || known.maxOngoing !== msg.max_ongoing_requests;
+    this.members.set(msg.replica_id, {
+      id: msg.replica_id,
+      url: msg.url,
+      maxOngoing: msg.max_ongoing_requests,
+      registeredAt: known && !changed ? known.registeredAt : now,
+      // Registration counts as a report: the replica is alive and ready now.
+      lastReportAt: now,
+      load: { seq: -1, ongoing: 0, queued: 0, max: msg.max_ongoing_requests, state: "ready" },
+      models: known?.models ?? [],
+    });
+    return changed;
+  }
+
+  report(msg: ReportMessage, now: number): ReportOutcome {
+    const m = this.members.get(msg.replica_id);
+    if (!m) return "unknown_replica";
+    // Any report proves the replica alive; only one at least as new as what we hold
+    // replaces its load (a heartbeat repeats the seq when nothing changed; a restarted
+    // process registers again, which resets the seq).
+    m.lastReportAt = now;
+    if (msg.seq < m.load.seq) return "stale_seq";
+    m.load = { seq: msg.seq, ongoing: msg.ongoing, queued: msg.queued, max: m.maxOngoing, state: msg.state };
+    if (msg.kv_cache_usage !== undefined) m.load.kv = msg.kv_cache_usage;
+    m.models = msg.models;
+    return "ok";
+  }
+
+  deregister(replicaId: string): boolean {
+    return this.members.delete(replicaId);
+  }
+
+  isFresh(m: Member, now: number): boolean {
+    return m.lastReportAt > 0 && now - m.lastReportAt < STALE_AFTER_MS;
+  }
+
+  snapshot(deployment: string, now: number): RoutingSnapshot {
+    const replicas: ReplicaView[] = [];
+    for (const m of this.members.values()) {
+      if (!this.isFresh(m, now)) continue;
+      replicas.push({
+        id: m.id,
+        url: m.url,
+        load: m.load,
+        models: m.models,
+        expiresInMs: m.lastReportAt + STALE_AFTER_MS - now,
+      });
+    }
+    return { deployment, replicas };
+  }
+
+  /** Members to delete from storage: silent for longer than FORGET_AFTER_MS (or never heard from since restart). */
+  forgettable(now: number, restartedAt: number): string[] {
+    const out: string[] = [];
+    for (const m of this.members.values()) {
+      const lastHeard = m.lastReportAt > 0 ? m.lastReportAt : restartedAt;
+      if (now - lastHeard >= FORGET_AFTER_MS) out.push(m.id);
+    }
+    return out;
+  }
+}

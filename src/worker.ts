@@ -1,0 +1,15 @@
+/**
+ * Edge Worker entry. The deployments come from `functions/` (collected into
+ * .switchyard/deployments.ts by scripts/build.ts).
+ */
+import { deployments } from "../.switchyard/deployments.ts";
+import type { Env } from "./env.ts";
+import { createEdgeApp } from "./proxy/app.ts";
+
+export { DeploymentRouter } from "./state/deployment-router.ts";
+
+const { app } = createEdgeApp(deployments);
+
+export default {
+  fetch: (request, env, ctx) => app.fetch(request, env, ctx),
+} satisfies ExportedHandler<Env>;
