@@ -10,6 +10,8 @@ export type Admission = { admitted: true } | { admitted: false; reason: RejectRe
 export class AdmissionControl {
   readonly maxOngoing: number;
   #ongoing = 0;
+  #admitted = 0;
+  #rejected = 0;
   #state: ReplicaState = "ready";
   #seq = 0;
   #models: string[] = [];
@@ -26,9 +28,12 @@ export class AdmissionControl {
   }
 
   tryAdmit(): Admission {
-    if (this.#state === "draining") return { admitted: false, reason: "draining" };
-    if (this.#ongoing >= this.maxOngoing) return { admitted: false, reason: "capacity" };
+    if (this.#state === "draining" || this.#ongoing >= this.maxOngoing) {
+      this.#rejected++;
+      return { admitted: false, reason: this.#state === "draining" ? "draining" : "capacity" };
+    }
     this.#ongoing++;
+    this.#admitted++;
     this.#changed(false);
     return { admitted: true };
   }
@@ -58,6 +63,11 @@ export class AdmissionControl {
 
   get ongoing(): number {
     return this.#ongoing;
+  }
+
+  /** Requests admitted and rejected since start. */
+  get counts(): { admitted: number; rejected: number } {
+    return { admitted: this.#admitted, rejected: this.#rejected };
   }
 
   get state(): ReplicaState {

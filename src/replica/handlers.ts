@@ -29,11 +29,15 @@ export function textHandler(text: string): RequestHandler {
 /**
  * Echo: POST streams the request body back as it arrives; GET with
  * ?chunks=N&interval_ms=M streams N numbered lines M ms apart (a stand-in
- * for token streaming in tests of the byte path).
+ * for token streaming in tests of the byte path). ?delay_ms=D waits before
+ * the response head (a slow or hung replica).
  */
 export function echoHandler(): RequestHandler {
   return async (req, res, loadHeaders) => {
     const url = new URL(req.url ?? "/", "http://replica");
+    const delay = Math.min(Number(url.searchParams.get("delay_ms") ?? 0) || 0, 600_000);
+    if (delay > 0) await new Promise((r) => setTimeout(r, delay));
+    if (res.destroyed) return;
     if (req.method === "GET" || req.method === "HEAD") {
       req.resume();
       const chunks = Math.min(Number(url.searchParams.get("chunks") ?? 1) || 1, 10_000);

@@ -55,7 +55,9 @@ export class ReplicaServer {
       req.resume();
       const ok = admission.state === "ready";
       res.writeHead(ok ? 200 : 503, { ...this.#loadHeaders(0), "content-type": "application/json" });
-      res.end(JSON.stringify({ status: admission.state, ongoing: admission.ongoing, max_ongoing_requests: admission.maxOngoing }));
+      res.end(
+        JSON.stringify({ status: admission.state, ongoing: admission.ongoing, max_ongoing_requests: admission.maxOngoing, ...admission.counts }),
+      );
       return;
     }
     const decision = admission.tryAdmit();
