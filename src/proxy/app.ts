@@ -60,6 +60,9 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
     return c.json({ deployment: byName.get(name), snapshot, router: stats, isolate: { snapshotRefreshes: cacheFor(c.env).refreshes } });
   });
 
+  for (const path of ["/-/healthz", "/-/routes", "/-/deployments/:name"]) {
+    app.all(path, (c) => errorResponse("method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}`, { headers: { allow: "GET" } }));
+  }
   app.all("/-/*", (c) => errorResponse("route_not_found", `no system route ${c.req.method} ${c.req.path}`));
 
   app.all("*", async (c) => {

@@ -1,0 +1,173 @@
+// The byte path and the dispatch protocol against real replicas: streaming in
+// both directions, rejection before acceptance and retry, deadlines, bad input.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { fixtureFunctions, sleep, startStack } from "./stack-fixture.ts";
+
+let stack: Awaited<ReturnType<typeof startStack>>;
+
+beforeAll(async () => {
+  stack = await startStack({ functionsDir: fixtureFunctions });
+});
+afterAll(async () => {
+  await stack?.dispose();
+});
+
+async function replicaCounts(url: string): Promise<{ admitted: number; rejected: number; ongoing: number }> {
+  return (await (await fetch(`${url}/-/healthz`)).json()) as never;
+}
+
+describe("streaming pass-through", () => {
+  it("delivers each chunk of a streamed response as the replica produces it", async () => {
+    const started = Date.now();
+    const res = await fetch(`${stack.url}/stream?chunks=5&interval_ms=200`);
+    expect(res.status).toBe(200);
+    const reader = res.body!.getReader();
+    const arrivals: number[] = [];
+    let text = "";
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      arrivals.push(Date.now() - started);
+      text += new TextDecoder().decode(value);
+    }
+    expect(text).toBe("chunk 0\nchunk 1\nchunk 2\nchunk 3\nchunk 4\n");
+    // The first chunk arrives long before the last is produced (800 ms later).
+    expect(arrivals[0]).toBeLessThan(400);
+    expect(arrivals.at(-1)!).toBeGreaterThanOrEqual(750);
+    expect(arrivals.length).toBeGreaterThanOrEqual(4);
+  });
+
+  it("streams a request body to the replica while its echo streams back", async () => {
+    const encoder = new TextEncoder();
+    let push!: (s: string | null) => void;
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        push = (s) => (s === null ? controller.close() : controller.enqueue(encoder.encode(s)));
+      },
+    });
+    push("first;");
+    const res = await fetch(`${stack.url}/stream`, { method: "POST", body, duplex: "half" } as RequestInit);
+    expect(res.status).toBe(200);
+    const reader = res.body!.getReader();
+    // The echo of the first part arrives before the second part is even written:
+    // neither direction is buffered.
+    const first = await reader.read();
+    expect(new TextDecoder().decode(first.value)).toBe("first;");
+    push("second;");
+    const second = await reader.read();
+    expect(new TextDecoder().decode(second.value)).toBe("second;");
+    push(null);
+    expect((await reader.read()).done).toBe(true);
+  });
+});
+
+describe("admission: reject before accepting, retry elsewhere", () => {
+  it("retries on the other replica when the chosen one is full, and no request fails", async () => {
+    const [a, b] = [...stack.replicas.values()].filter((r) => r.deployment === "tight");
+    // Fill replica a (capacity 1) behind the proxy's back: its view still thinks a is free.
+    const hog = fetch(`${a!.url}/?chunks=2&interval_ms=2500`).then((r) => r.text());
+    await sleep(100);
+    const before = await replicaCounts(a!.url);
+    const statuses: number[] = [];
+    const servedBy = new Set<string>();
+    for (let i = 0; i < 20; i++) {
+      const res = await fetch(`${stack.url}/tight?chunks=1`);
+      await res.text();
+      statuses.push(res.status);
+      servedBy.add(res.headers.get("x-switchyard-replica")!);
+    }
+    const after = await replicaCounts(a!.url);
+    expect(statuses.every((s) => s === 200)).toBe(true);
+    expect([...servedBy]).toEqual([b!.id]);
+    // Replica a said no (and so was asked) at least once, and never more than the
+    // few times it took the proxy to learn from a's load header.
+    expect(after.rejected - before.rejected).toBeGreaterThanOrEqual(1);
+    expect(after.rejected - before.rejected).toBeLessThanOrEqual(3);
+    await hog;
+  });
+
+  it("answers 503 with Retry-After when every replica is full", async () => {
+    const tight = [...stack.replicas.values()].filter((r) => r.deployment === "tight");
+    const hogs = tight.map((r) => fetch(`${r.url}/?chunks=2&interval_ms=1500`).then((x) => x.text()));
+    await sleep(100);
+    const res = await fetch(`${stack.url}/tight`);
+    expect(res.status).toBe(503);
+    expect(res.headers.get("retry-after")).toBe("1");
+    expect(await res.json()).toMatchObject({ error: { code: "all_replicas_busy", type: "overloaded_error" } });
+    await Promise.all(hogs);
+  });
+});
+
+describe("deadlines and bad input", () => {
+  it("returns 504 JSON when a replica does not answer before the deadline", async () => {
+    const started = Date.now();
+    const res = await fetch(`${stack.url}/stream?delay_ms=3000`);
+    expect(res.status).toBe(504);
+    expect(await res.json()).toMatchObject({ error: { code: "deadline_exceeded", type: "timeout_error" } });
+    expect(Date.now() - started).toBeLessThan(2000);
+  });
+
+  it("refuses bodies over the deployment's limit with 413 before any replica sees them", async () => {
+    const before = await Promise.all([...stack.replicas.values()].filter((r) => r.deployment === "stream").map((r) => replicaCounts(r.url)));
+    const res = await fetch(`${stack.url}/stream`, { method: "POST", body: "x".repeat(5000) });
+    expect(res.status).toBe(413);
+    expect(await res.json()).toMatchObject({ error: { code: "payload_too_large" } });
+    const after = await Promise.all([...stack.replicas.values()].filter((r) => r.deployment === "stream").map((r) => replicaCounts(r.url)));
+    expect(after.map((c) => c.admitted)).toEqual(before.map((c) => c.admitted));
+  });
+
+  it("refuses a chunked body that outgrows the limit", async () => {
+    const chunk = new TextEncoder().encode("y".repeat(1000));
+    let n = 0;
+    const body = new ReadableStream<Uint8Array>({
+      pull(c) {
+        if (n++ < 8) c.enqueue(chunk);
+        else c.close();
+      },
+    });
+    // The echo replica answers (200) before it reads the body, so the cut shows
+    // as a truncated stream: the replica never gets more than the limit.
+    let echoed = 0;
+    let outcome = "complete";
+    try {
+      const res = await fetch(`${stack.url}/stream`, { method: "POST", body, duplex: "half" } as RequestInit);
+      if (res.status === 413) outcome = "413";
+      else for await (const part of res.body!) echoed += (part as Uint8Array).byteLength;
+    } catch {
+      outcome = "cut";
+    }
+    expect(echoed).toBeLessThanOrEqual(4096);
+    expect(outcome === "413" || outcome === "cut" || echoed < 8000).toBe(true);
+  });
+
+  it("answers unknown routes and system paths with JSON 404s", async () => {
+    for (const path of ["/nope", "/hellox", "/-/nothing"]) {
+      const res = await fetch(`${stack.url}${path}`);
+      expect(res.status).toBe(404);
+      expect(res.headers.get("content-type")).toMatch(/application\/json/);
+      expect(await res.json()).toMatchObject({ error: { code: "route_not_found" } });
+    }
+  });
+
+  it("answers wrong methods on system routes with JSON 405s", async () => {
+    const res = await fetch(`${stack.url}/-/routes`, { method: "POST" });
+    expect(res.status).toBe(405);
+    expect(await res.json()).toMatchObject({ error: { code: "method_not_allowed" } });
+  });
+
+  it("refuses control messages without the replica secret", async () => {
+    const res = await fetch(`${stack.url}/-/replicas/register`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ protocol: 1, deployment: "hello", replica_id: "rogue", url: "http://127.0.0.1:1", max_ongoing_requests: 1 }),
+    });
+    expect(res.status).toBe(401);
+    const state = await stack.deploymentState("hello");
+    expect(state.snapshot.replicas.map((r) => r.id)).not.toContain("rogue");
+  });
+
+  it("replaces a malformed client request id", async () => {
+    const res = await fetch(`${stack.url}/hello`, { headers: { "x-request-id": "bad id with spaces" } });
+    expect(res.headers.get("x-request-id")).toMatch(/^[0-9a-f-]{36}$/);
+  });
+});
