@@ -15,7 +15,8 @@ import { ReplicaServer } from "./server.ts";
 
 const USAGE = `usage: replica --deployment NAME --backend text|echo|onnx [--text T] [--model ID]
                --edge URL [--port N] [--host H] [--id ID] [--max-ongoing N]
-               [--advertise-url URL] [--drain-timeout-ms N]
+               [--advertise-url URL] [--drain-timeout-ms N] [--standalone]
+--standalone: serve without registering (a direct baseline for benchmarks)
 env: SWITCHYARD_REPLICA_SECRET (required)`;
 
 function fail(msg: string): never {
@@ -39,6 +40,7 @@ async function main(): Promise<void> {
         "max-ongoing": { type: "string", default: "5" },
         "advertise-url": { type: "string" },
         "drain-timeout-ms": { type: "string", default: "30000" },
+        standalone: { type: "boolean", default: false },
         help: { type: "boolean", short: "h" },
       },
       strict: true,
@@ -51,8 +53,9 @@ async function main(): Promise<void> {
     return;
   }
   const secret = process.env.SWITCHYARD_REPLICA_SECRET;
-  if (!args.deployment || !args.backend || !args.edge) fail("--deployment, --backend and --edge are required");
-  if (!secret) fail("SWITCHYARD_REPLICA_SECRET is not set");
+  if (!args.deployment || !args.backend) fail("--deployment and --backend are required");
+  if (!args.standalone && !args.edge) fail("--edge is required (or --standalone)");
+  if (!args.standalone && !secret) fail("SWITCHYARD_REPLICA_SECRET is not set");
   const maxOngoing = Number(args["max-ongoing"]);
   if (!Number.isInteger(maxOngoing) || maxOngoing < 1) fail("--max-ongoing must be a positive integer");
   const drainTimeoutMs = Number(args["drain-timeout-ms"]);
@@ -84,7 +87,14 @@ async function main(): Promise<void> {
   const server = new ReplicaServer({ replicaId, admission, handler, log });
   const address = await server.listen(Number(args.port), args.host ?? "127.0.0.1");
   const advertiseUrl = args["advertise-url"] ?? `http://${address.address}:${address.port}`;
-  const edge = new EdgeClient({ edgeUrl: args.edge, secret, deployment: args.deployment, replicaId, advertiseUrl, admission, log });
+  if (args.standalone) {
+    process.stdout.write(`${JSON.stringify({ event: "listening", replica_id: replicaId, url: advertiseUrl, deployment: args.deployment })}\n`);
+    const stop = () => void server.close().then(() => process.exit(0));
+    process.on("SIGTERM", stop);
+    process.on("SIGINT", stop);
+    return;
+  }
+  const edge = new EdgeClient({ edgeUrl: args.edge!, secret: secret!, deployment: args.deployment, replicaId, advertiseUrl, admission, log });
 
   let draining = false;
   const drain = async (signal: string) => {
