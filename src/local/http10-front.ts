@@ -36,8 +36,16 @@ export function httpVersionOf(requestLine: string): "1.0" | "1.1" | null {
 
 /** Headers to forward, without hop-by-hop ones. Pure. */
 export function endToEndHeaders(headers: IncomingMessage["headers"]): OutgoingHttpHeaders {
+  const named = new Set(
+    String(headers.connection ?? "")
+      .split(",")
+      .map((n) => n.trim().toLowerCase())
+      .filter(Boolean),
+  );
   const out: OutgoingHttpHeaders = {};
-  for (const [name, value] of Object.entries(headers)) if (value !== undefined && !HOP_BY_HOP.has(name)) out[name] = value;
+  for (const [name, value] of Object.entries(headers)) {
+    if (value !== undefined && !HOP_BY_HOP.has(name) && !named.has(name)) out[name] = value;
+  }
   return out;
 }
 

@@ -20,8 +20,15 @@ const replicaUrl = z
   .max(2048)
   .url()
   .refine((raw) => {
-    const u = new URL(raw);
-    return (u.protocol === "http:" || u.protocol === "https:") && !u.username && !u.password && !u.search && !u.hash;
+    // zod runs refinements even after .url() failed, so parse defensively.
+    if (raw.includes("?") || raw.includes("#")) return false;
+    let u: URL;
+    try {
+      u = new URL(raw);
+    } catch {
+      return false;
+    }
+    return (u.protocol === "http:" || u.protocol === "https:") && !u.username && !u.password;
   }, "replica url must be http(s), without credentials, query or fragment");
 
 export const RegisterMessage = z
@@ -65,6 +72,8 @@ export type DeregisterMessage = z.infer<typeof DeregisterMessage>;
 export interface ReplicaView {
   id: string;
   url: string;
+  /** Changes when the replica registers again (a new process): its seq starts over. */
+  epoch: number;
   load: Load;
   models: string[];
   /** Milliseconds until the replica's last report goes stale; proxies stop choosing it then. */

@@ -18,9 +18,17 @@ const DISPATCH_ONLY = [Header.protocol, Header.deadline, Header.attempt, Header.
 /** Protocol headers a replica sends for the proxy that clients do not need to see. */
 const REPLICA_ONLY = [Header.protocol, Header.load, Header.rejected];
 
+const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
 function dropHopByHop(h: Headers): void {
   const named = h.get("connection");
-  if (named) for (const n of named.split(",")) h.delete(n.trim());
+  if (named) {
+    for (const item of named.split(",")) {
+      const n = item.trim();
+      // Empty list items are ignored (RFC 9110 §5.6.1); invalid names cannot be present anyway.
+      if (TOKEN.test(n)) h.delete(n);
+    }
+  }
   for (const n of HOP_BY_HOP) h.delete(n);
 }
 

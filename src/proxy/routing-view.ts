@@ -14,6 +14,8 @@ export const CONNECT_FAILURE_COOLDOWN_MS = 1_000;
 
 export interface ReplicaEntry extends ReplicaChoice {
   url: string;
+  /** Registration epoch of the replica process (see ReplicaView.epoch). */
+  epoch: number;
   models: string[];
   reported: Load;
   /** This isolate's dispatches to the replica that have not finished. */
@@ -33,7 +35,7 @@ export class RoutingView {
     for (const r of snapshot.replicas) {
       seen.add(r.id);
       const known = this.#replicas.get(r.id);
-      if (known && known.url === r.url) {
+      if (known && known.url === r.url && known.epoch === r.epoch) {
         if (r.load.seq >= known.reported.seq) known.reported = r.load;
         known.models = r.models;
         known.expiresAt = Math.max(known.expiresAt, now + r.expiresInMs);
@@ -108,6 +110,7 @@ function entryFrom(r: ReplicaView, now: number): ReplicaEntry {
   return {
     id: r.id,
     url: r.url,
+    epoch: r.epoch,
     models: r.models,
     reported: r.load,
     inflight: 0,

@@ -48,7 +48,9 @@ export class SnapshotCache {
     }
     const now = this.#now();
     if (c.fetchedAt === 0) {
-      await (c.refreshing ?? this.#refresh(deployment, c));
+      // No view yet: wait for one, unless the last attempt just failed.
+      if (c.refreshing) await c.refreshing;
+      else if (now >= c.nextRefreshAt) await this.#refresh(deployment, c);
       return c.view;
     }
     if (!c.refreshing && now >= c.nextRefreshAt) {

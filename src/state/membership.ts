@@ -46,7 +46,8 @@ export class Membership {
       id: msg.replica_id,
       url: msg.url,
       maxOngoing: msg.max_ongoing_requests,
-      registeredAt: known && !changed ? known.registeredAt : now,
+      // Every registration starts a new epoch: the process behind it restarts its seq.
+      registeredAt: now,
       // Registration counts as a report: the replica is alive and ready now.
       lastReportAt: now,
       load: { seq: -1, ongoing: 0, queued: 0, max: msg.max_ongoing_requests, state: "ready" },
@@ -84,6 +85,7 @@ export class Membership {
       replicas.push({
         id: m.id,
         url: m.url,
+        epoch: m.registeredAt,
         load: m.load,
         models: m.models,
         expiresInMs: m.lastReportAt + STALE_AFTER_MS - now,

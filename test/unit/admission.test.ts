@@ -1,0 +1,174 @@
+/** A replica's admission control: capacity, draining, idle, seq and change events. */
+import { describe, it, expect } from "vitest";
+import { AdmissionControl } from "../../src/replica/admission.ts";
+
+function watched(max: number) {
+  const a = new AdmissionControl(max);
+  const events: boolean[] = [];
+  a.onChange((urgent) => events.push(urgent));
+  return { a, events };
+}
+
+/** Whether a promise has settled after the microtask queue has drained. */
+async function settled(p: Promise<unknown>): Promise<boolean> {
+  let done = false;
+  void p.then(() => (done = true));
+  await new Promise((r) => setTimeout(r, 0));
+  return done;
+}
+
+describe("AdmissionControl", () => {
+  it("starts ready, empty, at seq 0", () => {
+    const a = new AdmissionControl(3);
+    expect(a.maxOngoing).toBe(3);
+    expect(a.ongoing).toBe(0);
+    expect(a.state).toBe("ready");
+    expect(a.models).toEqual([]);
+    expect(a.load()).toEqual({ seq: 0, ongoing: 0, queued: 0, max: 3, state: "ready" });
+  });
+
+  it("admits up to maxOngoing, then rejects with 'capacity'", () => {
+    const a = new AdmissionControl(3);
+    for (let i = 0; i < 3; i++) expect(a.tryAdmit()).toEqual({ admitted: true });
+    expect(a.ongoing).toBe(3);
+    expect(a.tryAdmit()).toEqual({ admitted: false, reason: "capacity" });
+    expect(a.tryAdmit()).toEqual({ admitted: false, reason: "capacity" });
+    expect(a.ongoing).toBe(3);
+  });
+
+  it("release frees a slot", () => {
+    const a = new AdmissionControl(1);
+    expect(a.tryAdmit().admitted).toBe(true);
+    expect(a.tryAdmit().admitted).toBe(false);
+    a.release();
+    expect(a.ongoing).toBe(0);
+    expect(a.tryAdmit().admitted).toBe(true);
+  });
+
+  it("release at zero does nothing (no negative count, no event)", () => {
+    const { a, events } = watched(2);
+    a.release();
+    expect(a.ongoing).toBe(0);
+    expect(a.load().seq).toBe(0);
+    expect(events).toEqual([]);
+  });
+
+  it("drain rejects with 'draining', even with room, and lets in-flight requests finish", () => {
+    const a = new AdmissionControl(5);
+    a.tryAdmit();
+    a.drain();
+    expect(a.state).toBe("draining");
+    expect(a.tryAdmit()).toEqual({ admitted: false, reason: "draining" });
+    expect(a.ongoing).toBe(1);
+    a.release();
+    expect(a.ongoing).toBe(0);
+    expect(a.tryAdmit()).toEqual({ admitted: false, reason: "draining" });
+  });
+
+  it("'draining' wins over 'capacity' when both apply", () => {
+    const a = new AdmissionControl(1);
+    a.tryAdmit();
+    a.drain();
+    expect(a.tryAdmit()).toEqual({ admitted: false, reason: "draining" });
+  });
+
+  it("seq increases on every change and only on changes", () => {
+    const a = new AdmissionControl(2);
+    const seqs = [a.load().seq];
+    const step = (f: () => void) => {
+      f();
+      seqs.push(a.load().seq);
+    };
+    step(() => a.tryAdmit()); // +1
+    step(() => a.tryAdmit()); // +1
+    step(() => a.tryAdmit()); // rejected: unchanged
+    step(() => a.release()); // +1
+    step(() => a.setModels(["m"])); // +1
+    step(() => a.drain()); // +1
+    step(() => a.drain()); // already draining: unchanged
+    step(() => a.tryAdmit()); // rejected: unchanged
+    step(() => a.release()); // +1
+    step(() => a.release()); // at zero: unchanged
+    expect(seqs).toEqual([0, 1, 2, 2, 3, 4, 5, 5, 5, 6, 6]);
+  });
+
+  it("onChange: not urgent for admit/release, urgent for drain and setModels", () => {
+    const { a, events } = watched(2);
+    a.tryAdmit();
+    a.release();
+    expect(events).toEqual([false, false]);
+    a.setModels(["m1"]);
+    expect(events).toEqual([false, false, true]);
+    a.drain();
+    expect(events).toEqual([false, false, true, true]);
+    a.drain();
+    a.tryAdmit();
+    expect(events).toEqual([false, false, true, true]);
+  });
+
+  it("notifies every listener, with seq already updated", () => {
+    const a = new AdmissionControl(2);
+    const seen: number[][] = [[], []];
+    a.onChange(() => seen[0]!.push(a.load().seq));
+    a.onChange(() => seen[1]!.push(a.load().seq));
+    a.tryAdmit();
+    a.drain();
+    expect(seen).toEqual([
+      [1, 2],
+      [1, 2],
+    ]);
+  });
+
+  it("setModels copies its input", () => {
+    const a = new AdmissionControl(1);
+    const models = ["a", "b"];
+    a.setModels(models);
+    models.push("c");
+    expect(a.models).toEqual(["a", "b"]);
+  });
+
+  it("load(excluding) leaves out requests being finished, never below 0", () => {
+    const a = new AdmissionControl(4);
+    a.tryAdmit();
+    a.tryAdmit();
+    expect(a.load().ongoing).toBe(2);
+    expect(a.load(1).ongoing).toBe(1);
+    expect(a.load(5).ongoing).toBe(0);
+    a.drain();
+    expect(a.load(1)).toEqual({ seq: 3, ongoing: 1, queued: 0, max: 4, state: "draining" });
+  });
+
+  it("idle() resolves at once when nothing is in flight", async () => {
+    const a = new AdmissionControl(1);
+    expect(await settled(a.idle())).toBe(true);
+  });
+
+  it("idle() resolves only when ongoing reaches 0", async () => {
+    const a = new AdmissionControl(3);
+    a.tryAdmit();
+    a.tryAdmit();
+    const p1 = a.idle();
+    const p2 = a.idle();
+    a.release();
+    expect(await settled(p1)).toBe(false);
+    a.release();
+    expect(await settled(p1)).toBe(true);
+    expect(await settled(p2)).toBe(true);
+    // A later busy period needs a new idle() call.
+    a.tryAdmit();
+    const p3 = a.idle();
+    expect(await settled(p3)).toBe(false);
+    a.release();
+    expect(await settled(p3)).toBe(true);
+  });
+
+  it("idle() works during a drain (graceful shutdown)", async () => {
+    const a = new AdmissionControl(2);
+    a.tryAdmit();
+    a.drain();
+    const p = a.idle();
+    expect(await settled(p)).toBe(false);
+    a.release();
+    expect(await settled(p)).toBe(true);
+  });
+});

@@ -1,0 +1,285 @@
+/**
+ * Per-isolate snapshot cache: stale-while-revalidate on a TTL, with an injected
+ * clock and a counting source. Counting source calls proves that requests do
+ * not each call the Durable Object.
+ */
+import { afterEach, beforeEach, describe, it, expect, vi } from "vitest";
+import type { RoutingSnapshot } from "../../src/protocol/index.ts";
+import { SNAPSHOT_TTL_MS, SnapshotCache } from "../../src/proxy/snapshot-cache.ts";
+
+const T0 = 1_700_000_000_000;
+
+function snapshotWith(deployment: string, ids: string[], seq = 1): RoutingSnapshot {
+  return {
+    deployment,
+    replicas: ids.map((id) => ({
+      id,
+      url: `http://${id}.test:8000`,
+      epoch: 1,
+      models: [],
+      expiresInMs: 2_500,
+      load: { seq, ongoing: 0, queued: 0, max: 5, state: "ready" as const },
+    })),
+  };
+}
+
+/** A source whose answers are controlled by the test, counting calls per deployment. */
+function controlledSource() {
+  const calls: string[] = [];
+  let answer: (d: string) => Promise<RoutingSnapshot> = (d) => Promise.resolve(snapshotWith(d, ["a"]));
+  return {
+    calls,
+    set(fn: (d: string) => Promise<RoutingSnapshot>) {
+      answer = fn;
+    },
+    source: (d: string) => {
+      calls.push(d);
+      return answer(d);
+    },
+  };
+}
+
+function clock(start = T0) {
+  let t = start;
+  return {
+    now: () => t,
+    advance(ms: number) {
+      t += ms;
+    },
+  };
+}
+
+function deferred<T>() {
+  let resolve!: (v: T) => void;
+  let reject!: (e: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+let errorSpy: ReturnType<typeof vi.spyOn>;
+beforeEach(() => {
+  // Failed refreshes are logged with console.error; keep test output clean.
+  errorSpy = vi.spyOn(console, "error").mockImplementation(() => undefined);
+});
+afterEach(() => {
+  errorSpy.mockRestore();
+});
+
+describe("SnapshotCache", () => {
+  it("awaits the source on the first call", async () => {
+    const src = controlledSource();
+    const c = clock();
+    const cache = new SnapshotCache(src.source, c.now);
+    const bg: Promise<unknown>[] = [];
+    const view = await cache.view("hello", (p) => bg.push(p));
+    expect(src.calls).toEqual(["hello"]);
+    expect(view.readyCount(c.now())).toBe(1);
+    expect(view.get("a")).toBeDefined();
+    expect(bg).toEqual([]);
+    expect(cache.refreshes).toBe(1);
+  });
+
+  it("concurrent first calls share one source call", async () => {
+    const src = controlledSource();
+    const d = deferred<RoutingSnapshot>();
+    src.set(() => d.promise);
+    const cache = new SnapshotCache(src.source, clock().now);
+    const pending = Array.from({ length: 50 }, () => cache.view("hello", () => undefined));
+    d.resolve(snapshotWith("hello", ["a", "b"]));
+    const views = await Promise.all(pending);
+    expect(src.calls.length).toBe(1);
+    for (const v of views) expect(v).toBe(views[0]);
+    expect(views[0]!.size).toBe(2);
+  });
+
+  it("makes no source call within the TTL: 10,000 views → exactly 1 call", async () => {
+    const src = controlledSource();
+    const c = clock();
+    const cache = new SnapshotCache(src.source, c.now);
+    const bg: Promise<unknown>[] = [];
+    const first = await cache.view("hello", (p) => bg.push(p));
+    for (let n = 0; n < 10_000; n++) {
+      if (n % 1_000 === 0 && n > 0) c.advance(99); // 9 × 99 ms < TTL
+      const v = await cache.view("hello", (p) => bg.push(p));
+      expect(v).toBe(first);
+    }
+    expect(src.calls.length).toBe(1);
+    expect(cache.refreshes).toBe(1);
+    expect(bg).toEqual([]);
+  });
+
+  it("after the TTL, refreshes in the background and returns the stale view at once", async () => {
+    const src = controlledSource();
+    const c = clock();
+    const cache = new SnapshotCache(src.source, c.now);
+    const view = await cache.view("hello", () => undefined);
+
+    const d = deferred<RoutingSnapshot>();
+    src.set(() => d.promise);
+    c.advance(SNAPSHOT_TTL_MS);
+    const bg: Promise<unknown>[] = [];
+    const stale = await cache.view("hello", (p) => bg.push(p));
+    expect(stale).toBe(view);
+    expect(bg.length).toBe(1);
+    expect(src.calls.length).toBe(2);
+    // Still the old content: the refresh has not completed.
+    expect(stale.get("a")).toBeDefined();
+    expect(stale.get("b")).toBeUndefined();
+
+    // While the refresh runs, further calls neither start another nor wait.
+    for (let n = 0; n < 100; n++) expect(await cache.view("hello", (p) => bg.push(p))).toBe(view);
+    expect(src.calls.length).toBe(2);
+    expect(bg.length).toBe(1);
+
+    d.resolve(snapshotWith("hello", ["a", "b"], 2));
+    await bg[0];
+    expect(view.get("b")).toBeDefined();
+
+    // The TTL restarts from the refresh's completion.
+    c.advance(SNAPSHOT_TTL_MS - 1);
+    await cache.view("hello", (p) => bg.push(p));
+    expect(src.calls.length).toBe(2);
+    c.advance(1);
+    await cache.view("hello", (p) => bg.push(p));
+    expect(src.calls.length).toBe(3);
+    expect(bg.length).toBe(2);
+    await bg[1];
+  });
+
+  it("with no ready replica, a due refresh is awaited instead of backgrounded", async () => {
+    const src = controlledSource();
+    src.set((d) => Promise.resolve(snapshotWith(d, [])));
+    const c = clock();
+    const cache = new SnapshotCache(src.source, c.now);
+    const view = await cache.view("hello", () => undefined);
+    expect(view.readyCount(c.now())).toBe(0);
+
+    // Within the TTL an empty view is still served from cache.
+    c.advance(SNAPSHOT_TTL_MS - 1);
+    await cache.view("hello", () => undefined);
+    expect(src.calls.length).toBe(1);
+
+    src.set((d) => Promise.resolve(snapshotWith(d, ["a"])));
+    c.advance(1);
+    const bg: Promise<unknown>[] = [];
+    const v = await cache.view("hello", (p) => bg.push(p));
+    expect(bg).toEqual([]);
+    expect(src.calls.length).toBe(2);
+    // Awaited: the new replica is already there.
+    expect(v.readyCount(c.now())).toBe(1);
+  });
+
+  it("a view whose replicas all expired counts as empty, so the refresh is awaited", async () => {
+    const src = controlledSource();
+    const c = clock();
+    const cache = new SnapshotCache(src.source, c.now);
+    await cache.view("hello", () => undefined);
+    c.advance(10_000); // past the 2,500 ms expiry and the TTL
+    const bg: Promise<unknown>[] = [];
+    const v = await cache.view("hello", (p) => bg.push(p));
+    expect(bg).toEqual([]);
+    expect(src.calls.length).toBe(2);
+    expect(v.readyCount(c.now())).toBe(1);
+  });
+
+  it("a failing background refresh keeps the old view and backs off before retrying", async () => {
+    const src = controlledSource();
+    const c = clock();
+    const cache = new SnapshotCache(src.source, c.now);
+    const view = await cache.view("hello", () => undefined);
+
+    src.set(() => Promise.reject(new Error("object restarting")));
+    c.advance(SNAPSHOT_TTL_MS);
+    const bg: Promise<unknown>[] = [];
+    expect(await cache.view("hello", (p) => bg.push(p))).toBe(view);
+    expect(bg.length).toBe(1);
+    // The handed-over promise does not reject (waitUntil must not see an error).
+    await expect(bg[0]).resolves.toBeUndefined();
+    expect(view.get("a")).toBeDefined();
+    expect(errorSpy).toHaveBeenCalledTimes(1);
+
+    // Backoff: the next attempt waits 250 ms after the failure, not a full TTL.
+    await cache.view("hello", (p) => bg.push(p));
+    expect(src.calls.length).toBe(2);
+    c.advance(249);
+    await cache.view("hello", (p) => bg.push(p));
+    expect(src.calls.length).toBe(2);
+    src.set((d) => Promise.resolve(snapshotWith(d, ["a", "c"], 2)));
+    c.advance(1);
+    await cache.view("hello", (p) => bg.push(p));
+    expect(src.calls.length).toBe(3);
+    await bg[1];
+    expect(view.get("c")).toBeDefined();
+  });
+
+  it("a failing first call resolves with an empty view instead of throwing", async () => {
+    const src = controlledSource();
+    src.set(() => Promise.reject(new Error("down")));
+    const cache = new SnapshotCache(src.source, clock().now);
+    const v = await cache.view("hello", () => undefined);
+    expect(v.size).toBe(0);
+    expect(src.calls.length).toBe(1);
+  });
+
+  // Regression (fixed): after a failed *first* refresh fetchedAt stays 0, so view() skips the
+  // REFRESH_FAILURE_BACKOFF_MS check and calls the source again on every request while
+  // the Durable Object is down (only concurrent calls share one).
+  it("backs off after a failed first refresh too", async () => {
+    const src = controlledSource();
+    src.set(() => Promise.reject(new Error("down")));
+    const cache = new SnapshotCache(src.source, clock().now);
+    for (let n = 0; n < 10; n++) await cache.view("hello", () => undefined);
+    expect(src.calls.length).toBe(1);
+  });
+
+  it("recovers after a failed first refresh, then holds the TTL", async () => {
+    const src = controlledSource();
+    src.set(() => Promise.reject(new Error("down")));
+    const c = clock();
+    const cache = new SnapshotCache(src.source, c.now);
+    expect((await cache.view("hello", () => undefined)).size).toBe(0);
+    src.set((d) => Promise.resolve(snapshotWith(d, ["a"])));
+    c.advance(250);
+    const v = await cache.view("hello", () => undefined);
+    expect(v.readyCount(c.now())).toBe(1);
+    const calls = src.calls.length;
+    for (let n = 0; n < 10; n++) await cache.view("hello", () => undefined);
+    expect(src.calls.length).toBe(calls);
+  });
+
+  it("keeps one view per deployment, each with its own source calls", async () => {
+    const src = controlledSource();
+    src.set((d) => Promise.resolve(snapshotWith(d, d === "a-dep" ? ["a1"] : ["b1", "b2"])));
+    const cache = new SnapshotCache(src.source, clock().now);
+    const va = await cache.view("a-dep", () => undefined);
+    const vb = await cache.view("b-dep", () => undefined);
+    expect(va).not.toBe(vb);
+    expect(va.size).toBe(1);
+    expect(vb.size).toBe(2);
+    for (let n = 0; n < 100; n++) {
+      await cache.view("a-dep", () => undefined);
+      await cache.view("b-dep", () => undefined);
+    }
+    expect(src.calls.sort()).toEqual(["a-dep", "b-dep"]);
+  });
+
+  it("applies a refreshed snapshot to the same view object (in-flight counts survive)", async () => {
+    const src = controlledSource();
+    const c = clock();
+    const cache = new SnapshotCache(src.source, c.now);
+    const view = await cache.view("hello", () => undefined);
+    const a = view.get("a")!;
+    view.startDispatch(a);
+    src.set((d) => Promise.resolve(snapshotWith(d, ["a"], 5)));
+    c.advance(SNAPSHOT_TTL_MS);
+    const bg: Promise<unknown>[] = [];
+    await cache.view("hello", (p) => bg.push(p));
+    await Promise.all(bg);
+    expect(view.get("a")).toBe(a);
+    expect(a.inflight).toBe(1);
+    expect(a.reported.seq).toBe(5);
+  });
+});
