@@ -28,14 +28,16 @@ async function main(): Promise<void> {
     },
   });
   if (values.help) return void console.log(USAGE);
+  let stopping = false;
   const stack = new LocalStack({
     port: Number(values.port),
     replicas: parseReplicas(values.replicas),
     freshState: values.fresh,
-    log: values.verbose ? (l) => console.log(l) : (l) => (/error|failed|exited/i.test(l) ? console.error(l) : undefined),
+    // Ctrl-C reaches every process of the terminal's group at once, so replicas may
+    // outlive workerd by a moment while draining: their shutdown chatter is not news.
+    log: values.verbose ? (l) => console.log(l) : (l) => (!stopping && /error|failed|exited/i.test(l) ? console.error(l) : undefined),
   });
   process.on("exit", () => stack.killAll());
-  let stopping = false;
   const stop = async () => {
     if (stopping) return;
     stopping = true;
