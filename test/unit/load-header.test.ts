@@ -4,18 +4,8 @@
  */
 import { describe, it, expect } from "vitest";
 import { formatLoadHeader, parseLoadHeader, type Load } from "../../src/protocol/index.ts";
+import { mulberry32 } from "./seeded-random.ts";
 
-/** Small deterministic PRNG (mulberry32): same seed, same sequence. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const VALID = "seq=42;ongoing=3;queued=0;max=5;state=ready;kv=0.31";
 

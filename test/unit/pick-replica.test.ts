@@ -1,17 +1,8 @@
 /** Power of two random choices, and full-jitter backoff. Randomness is injected. */
 import { describe, it, expect } from "vitest";
 import { backoffMs, pickReplica, type ReplicaChoice } from "../../src/policy/pick-replica.ts";
+import { mulberry32 } from "./seeded-random.ts";
 
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** A "random" source that returns the given values in turn (then repeats the last). */
 function sequence(...values: number[]): () => number {
