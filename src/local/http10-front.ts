@@ -15,11 +15,12 @@
  */
 import { Agent, createServer as createHttpServer, request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from "node:http";
 import { connect, createServer, type Server, type Socket } from "node:net";
+import { HOP_BY_HOP_HEADERS } from "../proxy/headers.ts";
 
 /** A request line longer than this is not HTTP we relay. */
 const MAX_LINE_BYTES = 16 * 1024;
 const LINE_END = Buffer.from("\r\n");
-const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"]);
+const HOP_BY_HOP = new Set(HOP_BY_HOP_HEADERS);
 
 export interface FrontOptions {
   host: string;

@@ -12,7 +12,7 @@ import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { createInterface } from "node:readline";
-import { bundleReplica, bundleWorker } from "../../scripts/build.ts";
+import { bundleReplica, bundleWorker, deploymentFiles } from "../../scripts/build.ts";
 import type { Deployment } from "../config/deployment.ts";
 import { startHttp10Front } from "./http10-front.ts";
 import { workerdConfig } from "./workerd-config.ts";
@@ -59,12 +59,8 @@ async function freePort(): Promise<number> {
 }
 
 export async function loadDeployments(functionsDir: string): Promise<Deployment[]> {
-  const { readdirSync } = await import("node:fs");
-  const files = readdirSync(functionsDir)
-    .filter((f) => /\.(ts|js|mjs)$/.test(f) && !f.endsWith(".d.ts") && !f.startsWith("_"))
-    .sort();
   const out: Deployment[] = [];
-  for (const f of files) out.push((await import(pathToFileURL(join(functionsDir, f)).href)).default as Deployment);
+  for (const f of deploymentFiles(functionsDir)) out.push((await import(pathToFileURL(join(functionsDir, f)).href)).default as Deployment);
   return out;
 }
 

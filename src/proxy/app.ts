@@ -5,7 +5,7 @@
  */
 import { Hono } from "hono";
 import { checkDeployments, type Deployment } from "../config/deployment.ts";
-import type { Env } from "../env.ts";
+import { routerFor, type Env } from "../env.ts";
 import { errorResponse } from "../protocol/index.ts";
 import { bearerMatches } from "./auth.ts";
 import { controlRoutes } from "./control-routes.ts";
@@ -29,7 +29,7 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
   // request, so it is created on first use.
   let cache: SnapshotCache | undefined;
   const cacheFor = (env: Env) =>
-    (cache ??= new SnapshotCache((name) => env.ROUTER.get(env.ROUTER.idFromName(name)).snapshot()));
+    (cache ??= new SnapshotCache((name) => routerFor(env, name).snapshot()));
 
   const app = new Hono<{ Bindings: Env }>();
 
@@ -55,7 +55,7 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
     }
     const name = c.req.param("name");
     if (!byName.has(name)) return errorResponse("route_not_found", `no deployment named "${name}"`);
-    const stub = c.env.ROUTER.get(c.env.ROUTER.idFromName(name));
+    const stub = routerFor(c.env, name);
     const [snapshot, stats] = await Promise.all([stub.snapshot(), stub.stats()]);
     return c.json({ deployment: byName.get(name), snapshot, router: stats, isolate: { snapshotRefreshes: cacheFor(c.env).refreshes } });
   });

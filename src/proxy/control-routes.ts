@@ -6,7 +6,7 @@
 import { Hono, type Context } from "hono";
 import type { z } from "zod";
 import type { Deployment } from "../config/deployment.ts";
-import type { Env } from "../env.ts";
+import { routerFor as router, type Env } from "../env.ts";
 import { DeregisterMessage, RegisterMessage, ReportMessage, errorResponse } from "../protocol/index.ts";
 import { bearerMatches } from "./auth.ts";
 
@@ -38,7 +38,6 @@ async function readMessage<S extends z.ZodType>(c: Context<{ Bindings: Env }>, s
 
 export function controlRoutes(deployments: ReadonlyMap<string, Deployment>): Hono<{ Bindings: Env }> {
   const app = new Hono<{ Bindings: Env }>();
-  const router = (env: Env, deployment: string) => env.ROUTER.get(env.ROUTER.idFromName(deployment));
 
   app.post("/register", async (c) => {
     const r = await readMessage(c, RegisterMessage, deployments);

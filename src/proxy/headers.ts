@@ -1,7 +1,7 @@
 /** Header hygiene for the proxy path. Pure. */
 import { Header } from "../protocol/index.ts";
 
-const HOP_BY_HOP = [
+export const HOP_BY_HOP_HEADERS: readonly string[] = [
   "connection",
   "keep-alive",
   "proxy-authenticate",
@@ -29,7 +29,7 @@ function dropHopByHop(h: Headers): void {
       if (TOKEN.test(n)) h.delete(n);
     }
   }
-  for (const n of HOP_BY_HOP) h.delete(n);
+  for (const n of HOP_BY_HOP_HEADERS) h.delete(n);
 }
 
 export function dispatchHeaders(incoming: Headers): Headers {
