@@ -12,6 +12,11 @@ afterAll(async () => {
   await stack?.dispose();
 });
 
+/** Waits until the replica is executing `n` requests (the hog has been admitted). */
+async function untilOngoing(url: string, n: number): Promise<void> {
+  while ((await replicaCounts(url)).ongoing < n) await sleep(2);
+}
+
 async function replicaCounts(url: string): Promise<{ admitted: number; rejected: number; ongoing: number }> {
   return (await (await fetch(`${url}/-/healthz`)).json()) as never;
 }
@@ -65,8 +70,9 @@ describe("admission: reject before accepting, retry elsewhere", () => {
   it("retries on the other replica when the chosen one is full, and no request fails", async () => {
     const [a, b] = [...stack.replicas.values()].filter((r) => r.deployment === "tight");
     // Fill replica a (capacity 1) behind the proxy's back: its view still thinks a is free.
+    // Start at once, before a's next load report can reach the proxy's view.
     const hog = fetch(`${a!.url}/?chunks=2&interval_ms=2500`).then((r) => r.text());
-    await sleep(100);
+    await untilOngoing(a!.url, 1);
     const before = await replicaCounts(a!.url);
     const statuses: number[] = [];
     const servedBy = new Set<string>();
@@ -89,7 +95,7 @@ describe("admission: reject before accepting, retry elsewhere", () => {
   it("answers 503 with Retry-After when every replica is full", async () => {
     const tight = [...stack.replicas.values()].filter((r) => r.deployment === "tight");
     const hogs = tight.map((r) => fetch(`${r.url}/?chunks=2&interval_ms=1500`).then((x) => x.text()));
-    await sleep(100);
+    for (const r of tight) await untilOngoing(r.url, 1);
     const res = await fetch(`${stack.url}/tight`);
     expect(res.status).toBe(503);
     expect(res.headers.get("retry-after")).toBe("1");
