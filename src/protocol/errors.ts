@@ -9,6 +9,7 @@ export type ErrorCode =
   | "payload_too_large"
   | "unauthorized"
   | "route_not_found"
+  | "model_not_found"
   | "method_not_allowed"
   | "unknown_replica"
   | "no_ready_replica"
@@ -23,6 +24,7 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   payload_too_large: 413,
   unauthorized: 401,
   route_not_found: 404,
+  model_not_found: 404,
   method_not_allowed: 405,
   unknown_replica: 409,
   no_ready_replica: 503,
@@ -49,6 +51,7 @@ const TYPE: Record<ErrorCode, ErrorBody["error"]["type"]> = {
   payload_too_large: "invalid_request_error",
   unauthorized: "authentication_error",
   route_not_found: "not_found_error",
+  model_not_found: "invalid_request_error",
   method_not_allowed: "invalid_request_error",
   unknown_replica: "invalid_request_error",
   no_ready_replica: "overloaded_error",

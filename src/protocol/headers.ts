@@ -15,10 +15,16 @@ export const Header = {
   attempt: "x-switchyard-attempt",
   /** Deployment the dispatch belongs to. */
   deployment: "x-switchyard-deployment",
-  /** Multiplexed model id (used from the multiplexing issue on). */
+  /** Multiplexed model id: client → proxy (either name) and proxy → replica. */
   model: "x-switchyard-model",
-  /** Session id for affinity (used from the session issue on). */
+  /** Ray Serve's name for the multiplexed model id, accepted from clients so Ray users keep their clients. */
+  rayModel: "serve_multiplexed_model_id",
+  /** Client → proxy: the session a request belongs to (session affinity). */
+  clientSession: "x-session-id",
+  /** Proxy → replica: the session id, so a replica can find per-session state (KV cache). */
   session: "x-switchyard-session",
+  /** Replica → proxy/client: whether the named model was already loaded ("hit") or had to be loaded ("miss"). */
+  modelCache: "x-switchyard-model-cache",
   /** Replica → proxy, on every response: the replica's load (see load-header.ts). */
   load: "x-switchyard-load",
   /** Replica → proxy: set on a response that rejected the request before accepting it. */

@@ -4,10 +4,16 @@
  * proxy can parse it on the hot path without JSON:
  *
  *   x-switchyard-load: seq=42;ongoing=3;queued=0;max=5;state=ready;kv=0.31
+ *   x-switchyard-load: seq=7;ongoing=1;queued=0;max=4;state=ready;models=a,b;loading=c
+ *
+ * `models`/`loading` appear on multiplexing replicas only (an empty value means
+ * none); they let every response update the proxy's idea of who holds what.
  *
  * `ongoing` excludes the request the header is attached to (it is finishing, and
  * the proxy counts its own in-flight requests separately).
  */
+import { MODEL_ID } from "./messages.ts";
+
 export type ReplicaState = "ready" | "draining";
 
 export interface Load {
@@ -22,13 +28,22 @@ export interface Load {
   state: ReplicaState;
   /** KV-cache usage as a fraction 0..1, when the engine has one. */
   kv?: number;
+  /** Loaded models, when the replica multiplexes. */
+  models?: string[];
+  /** Models being loaded, when the replica multiplexes. */
+  loading?: string[];
 }
 
 const MAX_COUNT = 1_000_000;
+/** Bounds what a (possibly lying) replica can make the proxy parse on every response. */
+const MAX_HEADER_LENGTH = 8192;
+const MAX_MODELS_IN_HEADER = 256;
 
 export function formatLoadHeader(load: Load): string {
   let out = `seq=${load.seq};ongoing=${load.ongoing};queued=${load.queued};max=${load.max};state=${load.state}`;
   if (load.kv !== undefined) out += `;kv=${load.kv}`;
+  if (load.models !== undefined) out += `;models=${load.models.join(",")}`;
+  if (load.loading !== undefined) out += `;loading=${load.loading.join(",")}`;
   return out;
 }
 
@@ -43,7 +58,7 @@ function count(raw: string | undefined, min: number): number | undefined {
  * with garbage must not poison the proxy's view.
  */
 export function parseLoadHeader(value: string | null | undefined): Load | null {
-  if (!value || value.length > 256) return null;
+  if (!value || value.length > MAX_HEADER_LENGTH) return null;
   const fields = new Map<string, string>();
   for (const part of value.split(";")) {
     const eq = part.indexOf("=");
@@ -65,5 +80,20 @@ export function parseLoadHeader(value: string | null | undefined): Load | null {
     if (kvRaw === "" || !Number.isFinite(kv) || kv < 0 || kv > 1) return null;
     load.kv = kv;
   }
+  for (const key of ["models", "loading"] as const) {
+    const raw = fields.get(key);
+    if (raw === undefined) continue;
+    const ids = modelList(raw);
+    if (!ids) return null;
+    load[key] = ids;
+  }
   return load;
+}
+
+function modelList(raw: string): string[] | null {
+  if (raw === "") return [];
+  const ids = raw.split(",");
+  if (ids.length > MAX_MODELS_IN_HEADER) return null;
+  for (const id of ids) if (!MODEL_ID.test(id)) return null;
+  return ids;
 }

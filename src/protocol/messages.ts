@@ -13,7 +13,12 @@ export const REPLICA_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 const deploymentName = z.string().regex(DEPLOYMENT_NAME, "deployment names are lowercase letters, digits and '-'");
 const replicaId = z.string().regex(REPLICA_ID, "replica ids are 1-128 of [A-Za-z0-9._:-]");
 const count = z.number().int().min(0).max(1_000_000);
-const modelId = z.string().min(1).max(256);
+/**
+ * Model ids travel in headers and in the comma-separated load header, so they
+ * exclude separators and spaces; Hugging Face style "org/name" and LoRA names fit.
+ */
+export const MODEL_ID = /^[A-Za-z0-9][A-Za-z0-9._:@\/+-]{0,127}$/;
+const modelId = z.string().regex(MODEL_ID, "model ids are 1-128 of [A-Za-z0-9._:@/+-], starting with a letter or digit");
 
 const replicaUrl = z
   .string()
@@ -38,6 +43,8 @@ export const RegisterMessage = z
     replica_id: replicaId,
     url: replicaUrl,
     max_ongoing_requests: z.number().int().min(1).max(100_000),
+    /** Multiplexing: how many models the replica keeps loaded at once (informational). */
+    max_models: z.number().int().min(1).max(1024).optional(),
   })
   .strict();
 export type RegisterMessage = z.infer<typeof RegisterMessage>;
@@ -54,7 +61,10 @@ export const ReportMessage = z
     ongoing: count,
     queued: count,
     kv_cache_usage: z.number().min(0).max(1).optional(),
+    /** Models loaded and ready to serve (multiplexing). */
     models: z.array(modelId).max(1024).default([]),
+    /** Models being loaded now; requests for them wait on the load instead of starting another elsewhere. */
+    loading: z.array(modelId).max(1024).default([]),
   })
   .strict();
 export type ReportMessage = z.infer<typeof ReportMessage>;
@@ -75,7 +85,10 @@ export interface ReplicaView {
   /** Changes when the replica registers again (a new process): its seq starts over. */
   epoch: number;
   load: Load;
+  /** Loaded models (multiplexing). */
   models: string[];
+  /** Models being loaded. */
+  loading: string[];
   /** Milliseconds until the replica's last report goes stale; proxies stop choosing it then. */
   expiresInMs: number;
 }

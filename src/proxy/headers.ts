@@ -14,7 +14,7 @@ export const HOP_BY_HOP_HEADERS: readonly string[] = [
 ];
 
 /** Protocol headers only Switchyard may set on a dispatch; a client's copies are dropped. */
-const DISPATCH_ONLY = [Header.protocol, Header.deadline, Header.attempt, Header.deployment, Header.load, Header.rejected, Header.replica];
+const DISPATCH_ONLY = [Header.protocol, Header.deadline, Header.attempt, Header.deployment, Header.session, Header.load, Header.rejected, Header.replica];
 /** Protocol headers a replica sends for the proxy that clients do not need to see. */
 const REPLICA_ONLY = [Header.protocol, Header.load, Header.rejected];
 

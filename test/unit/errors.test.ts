@@ -8,6 +8,7 @@ const EXPECTED: Record<ErrorCode, { status: number; type: string }> = {
   payload_too_large: { status: 413, type: "invalid_request_error" },
   unauthorized: { status: 401, type: "authentication_error" },
   route_not_found: { status: 404, type: "not_found_error" },
+  model_not_found: { status: 404, type: "invalid_request_error" },
   method_not_allowed: { status: 405, type: "invalid_request_error" },
   unknown_replica: { status: 409, type: "invalid_request_error" },
   no_ready_replica: { status: 503, type: "overloaded_error" },

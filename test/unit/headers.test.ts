@@ -47,10 +47,17 @@ describe("dispatchHeaders (client → replica)", () => {
   });
 
   it("keeps client headers the protocol lets clients set (request id, model, session)", () => {
-    const h = dispatchHeaders(new Headers({ [Header.requestId]: "req-1", [Header.model]: "m1", [Header.session]: "s1" }));
+    const h = dispatchHeaders(new Headers({ [Header.requestId]: "req-1", [Header.model]: "m1", [Header.rayModel]: "m2", [Header.clientSession]: "s1" }));
     expect(h.get(Header.requestId)).toBe("req-1");
     expect(h.get(Header.model)).toBe("m1");
-    expect(h.get(Header.session)).toBe("s1");
+    expect(h.get(Header.rayModel)).toBe("m2");
+    expect(h.get(Header.clientSession)).toBe("s1");
+  });
+
+  it("drops a client's copy of the proxy → replica session header (only the proxy sets it)", () => {
+    const h = dispatchHeaders(new Headers({ [Header.session]: "forged", [Header.clientSession]: "s1" }));
+    expect(h.has(Header.session)).toBe(false);
+    expect(h.get(Header.clientSession)).toBe("s1");
   });
 
   it("does not modify the incoming headers", () => {

@@ -3,7 +3,7 @@
  * anything malformed (a replica that lies must not poison the proxy's view).
  */
 import { describe, it, expect } from "vitest";
-import { formatLoadHeader, parseLoadHeader, type Load } from "../../src/protocol/index.ts";
+import { MODEL_ID, formatLoadHeader, parseLoadHeader, type Load } from "../../src/protocol/index.ts";
 import { mulberry32 } from "./seeded-random.ts";
 
 
@@ -105,7 +105,7 @@ describe("parseLoadHeader: rejects garbage", () => {
     ["part with empty key", "seq=1;ongoing=0;queued=0;max=5;state=ready;=3"],
     ["comma separated", "seq=1,ongoing=0,queued=0,max=5,state=ready"],
     ["JSON", '{"seq":1,"ongoing":0,"queued":0,"max":5,"state":"ready"}'],
-    ["overlong header", `seq=1;ongoing=0;queued=0;max=5;state=ready;pad=${"x".repeat(256)}`],
+    ["overlong header", `seq=1;ongoing=0;queued=0;max=5;state=ready;pad=${"x".repeat(8192)}`],
   ];
   for (const [name, value] of cases) {
     it(`rejects ${name}`, () => {
@@ -113,12 +113,26 @@ describe("parseLoadHeader: rejects garbage", () => {
     });
   }
 
-  it("rejects a header one character over 256 but accepts one of exactly 256", () => {
+  it("rejects a header one character over 8192 but accepts one of exactly 8192", () => {
     const prefix = "seq=1;ongoing=0;queued=0;max=5;state=ready;pad=";
-    const at256 = prefix + "x".repeat(256 - prefix.length);
-    expect(at256.length).toBe(256);
-    expect(parseLoadHeader(at256)).not.toBeNull();
-    expect(parseLoadHeader(at256 + "x")).toBeNull();
+    const atMax = prefix + "x".repeat(8192 - prefix.length);
+    expect(atMax.length).toBe(8192);
+    expect(parseLoadHeader(atMax)).not.toBeNull();
+    expect(parseLoadHeader(atMax + "x")).toBeNull();
+  });
+
+  it("the length bound applies to model lists too (exactly 8192 accepted, 8193 refused)", () => {
+    const prefix = "seq=1;ongoing=0;queued=0;max=5;state=ready;models=";
+    // 63 ids of 127 characters, each followed by a comma, then one id that pads the header to exactly 8192.
+    const ids = Array.from({ length: 63 }, (_, i) => `m${String(i).padStart(3, "0")}${"x".repeat(123)}`);
+    let header = prefix + ids.join(",") + ",";
+    const last = "y".repeat(8192 - header.length);
+    expect(last.length).toBeGreaterThan(0);
+    expect(last.length).toBeLessThanOrEqual(128);
+    header += last;
+    expect(header.length).toBe(8192);
+    expect(parseLoadHeader(header)?.models).toEqual([...ids, last]);
+    expect(parseLoadHeader(header + "y")).toBeNull();
   });
 });
 
@@ -145,7 +159,7 @@ describe("parseLoadHeader: property-based (seeded)", () => {
     for (let n = 0; n < 2_000; n++) {
       const load = randomLoad(rand);
       const header = formatLoadHeader(load);
-      expect(header.length).toBeLessThanOrEqual(256);
+      expect(header.length).toBeLessThanOrEqual(8192);
       expect(parseLoadHeader(header), header).toEqual(load);
     }
   });
@@ -197,5 +211,160 @@ describe("parseLoadHeader: property-based (seeded)", () => {
     }
     // The generator is not degenerate: most garbage is refused.
     expect(accepted).toBeLessThan(1_000);
+  });
+});
+
+describe("load header: models and loading (multiplexing)", () => {
+  const BASE = "seq=7;ongoing=1;queued=0;max=4;state=ready";
+
+  it("formats the documented example", () => {
+    expect(formatLoadHeader({ seq: 7, ongoing: 1, queued: 0, max: 4, state: "ready", models: ["a", "b"], loading: ["c"] })).toBe(`${BASE};models=a,b;loading=c`);
+  });
+
+  it("formats empty lists as empty values, and omits absent ones", () => {
+    expect(formatLoadHeader({ seq: 7, ongoing: 1, queued: 0, max: 4, state: "ready", models: [], loading: [] })).toBe(`${BASE};models=;loading=`);
+    expect(formatLoadHeader({ seq: 7, ongoing: 1, queued: 0, max: 4, state: "ready", models: ["a"] })).toBe(`${BASE};models=a`);
+    expect(formatLoadHeader({ seq: 7, ongoing: 1, queued: 0, max: 4, state: "ready", loading: ["a"] })).toBe(`${BASE};loading=a`);
+  });
+
+  it("parses the documented example", () => {
+    expect(parseLoadHeader(`${BASE};models=a,b;loading=c`)).toEqual({ seq: 7, ongoing: 1, queued: 0, max: 4, state: "ready", models: ["a", "b"], loading: ["c"] });
+  });
+
+  it("an empty value is an empty list, which is not the same as an absent field", () => {
+    const empty = parseLoadHeader(`${BASE};models=;loading=`)!;
+    expect(empty.models).toEqual([]);
+    expect(empty.loading).toEqual([]);
+    const absent = parseLoadHeader(BASE)!;
+    expect("models" in absent).toBe(false);
+    expect("loading" in absent).toBe(false);
+    const onlyModels = parseLoadHeader(`${BASE};models=a`)!;
+    expect(onlyModels.models).toEqual(["a"]);
+    expect("loading" in onlyModels).toBe(false);
+    const onlyLoading = parseLoadHeader(`${BASE};loading=b`)!;
+    expect(onlyLoading.loading).toEqual(["b"]);
+    expect("models" in onlyLoading).toBe(false);
+  });
+
+  it("a blank value (whitespace only) is an empty list too", () => {
+    expect(parseLoadHeader(`${BASE};models= `)?.models).toEqual([]);
+  });
+
+  it("accepts every model id shape MODEL_ID allows (org/name, LoRA names, versions)", () => {
+    const ids = ["a", "Z", "9", "org/name", "meta-llama/Llama-3.1-8B", "lora:adapter@v2", "x+y", "a.b_c-d", "m".repeat(128)];
+    for (const id of ids) expect(MODEL_ID.test(id), id).toBe(true);
+    expect(parseLoadHeader(`${BASE};models=${ids.join(",")};loading=${ids.slice(0, 3).join(",")}`)).toMatchObject({ models: ids, loading: ids.slice(0, 3) });
+  });
+
+  it("tolerates whitespace around the whole list", () => {
+    expect(parseLoadHeader(`${BASE}; models = a,b ; loading = c `)).toMatchObject({ models: ["a", "b"], loading: ["c"] });
+  });
+
+  it("accepts fields in any order, models before the counts", () => {
+    expect(parseLoadHeader("loading=c;models=a;state=ready;max=4;queued=0;ongoing=1;seq=7")).toEqual({ seq: 7, ongoing: 1, queued: 0, max: 4, state: "ready", models: ["a"], loading: ["c"] });
+  });
+
+  it("accepts exactly 256 ids per list and refuses 257", () => {
+    const ids = (n: number) => Array.from({ length: n }, (_, i) => `m${i}`);
+    expect(parseLoadHeader(`${BASE};models=${ids(256).join(",")}`)?.models).toEqual(ids(256));
+    expect(parseLoadHeader(`${BASE};loading=${ids(256).join(",")}`)?.loading).toEqual(ids(256));
+    expect(parseLoadHeader(`${BASE};models=${ids(257).join(",")}`)).toBeNull();
+    expect(parseLoadHeader(`${BASE};loading=${ids(257).join(",")}`)).toBeNull();
+  });
+
+  it("accepts a 128-character id and refuses a 129-character one", () => {
+    expect(parseLoadHeader(`${BASE};models=${"m".repeat(128)}`)?.models).toEqual(["m".repeat(128)]);
+    expect(parseLoadHeader(`${BASE};models=${"m".repeat(129)}`)).toBeNull();
+  });
+
+  const garbage: [string, string][] = [
+    ["empty element in the middle", "models=a,,b"],
+    ["trailing comma", "models=a,b,"],
+    ["leading comma", "models=,a"],
+    ["only a comma", "models=,"],
+    ["space after a comma", "models=a, b"],
+    ["space inside an id", "models=my model"],
+    ["id starting with '-'", "models=-a"],
+    ["id starting with '.'", "models=.a"],
+    ["id starting with '/'", "models=/org/name"],
+    ["id starting with '_'", "loading=_a"],
+    ["non-ASCII id", "models=mod\u00e8le"],
+    ["id with '='", "models=a=b"],
+    ["id with a quote", 'models="a"'],
+    ["id with a tab", "loading=a\tb"],
+    ["JSON list", 'models=["a","b"]'],
+    ["bad id in loading", "loading=ok,not ok"],
+    ["id with a NUL", "models=a\u0000"],
+    ["id with a backslash", "models=a\\b"],
+    ["id with '#'", "models=a#b"],
+  ];
+  for (const [name, field] of garbage) {
+    it(`rejects the whole header for ${name}`, () => {
+      expect(parseLoadHeader(`${BASE};${field}`)).toBeNull();
+    });
+  }
+
+  it("a ';' inside a list splits it into a part without '=', which is refused", () => {
+    expect(parseLoadHeader(`${BASE};models=a;b`)).toBeNull();
+  });
+
+  it("a bad list is refused even when the other list is fine", () => {
+    expect(parseLoadHeader(`${BASE};models=a,b;loading=c,`)).toBeNull();
+    expect(parseLoadHeader(`${BASE};models=a b;loading=c`)).toBeNull();
+  });
+
+  it("round-trips 2,000 random loads with random model lists (seeded)", () => {
+    const rand = mulberry32(0x0de1);
+    const first = "abcXYZ019";
+    const rest = "abcxyzABC0189._:@/+-";
+    const randomId = () => {
+      const len = rand() < 0.05 ? 128 : 1 + Math.floor(rand() * 30);
+      let id = first[Math.floor(rand() * first.length)]!;
+      for (let i = 1; i < len; i++) id += rest[Math.floor(rand() * rest.length)];
+      return id;
+    };
+    const randomList = () => (rand() < 0.3 ? undefined : Array.from({ length: rand() < 0.1 ? 0 : Math.floor(rand() * 20) }, randomId));
+    for (let n = 0; n < 2_000; n++) {
+      const load: Load = { seq: Math.floor(rand() * 1e9), ongoing: Math.floor(rand() * 100), queued: Math.floor(rand() * 100), max: 1 + Math.floor(rand() * 100), state: rand() < 0.5 ? "ready" : "draining" };
+      const models = randomList();
+      const loading = randomList();
+      if (models) load.models = models;
+      if (loading) load.loading = loading;
+      const header = formatLoadHeader(load);
+      expect(parseLoadHeader(header), header).toEqual(load);
+    }
+  });
+
+  it("never throws on random mutations of valid multiplexing headers, and accepted lists are always valid ids", () => {
+    const rand = mulberry32(0xfab);
+    const alphabet = "ab/,;= -._:@+\u00e9\t0";
+    let accepted = 0;
+    for (let n = 0; n < 2_000; n++) {
+      const base = `${BASE};models=org/a,b-1,c@v2;loading=d:e`;
+      let s = base;
+      const edits = 1 + Math.floor(rand() * 3);
+      for (let k = 0; k < edits; k++) {
+        const at = BASE.length + Math.floor(rand() * (s.length - BASE.length));
+        const ch = alphabet[Math.floor(rand() * alphabet.length)]!;
+        const op = rand();
+        s = op < 0.33 ? s.slice(0, at) + s.slice(at + 1) : op < 0.66 ? s.slice(0, at) + ch + s.slice(at) : s.slice(0, at) + ch + s.slice(at + 1);
+      }
+      let parsed: Load | null = null;
+      expect(() => {
+        parsed = parseLoadHeader(s);
+      }, JSON.stringify(s)).not.toThrow();
+      if (parsed !== null) {
+        accepted++;
+        const p: Load = parsed;
+        for (const list of [p.models, p.loading]) {
+          if (!list) continue;
+          expect(list.length).toBeLessThanOrEqual(256);
+          for (const id of list) expect(MODEL_ID.test(id), `${JSON.stringify(s)}: ${id}`).toBe(true);
+        }
+      }
+    }
+    // Some mutations survive (e.g. a letter changed inside an id), most do not.
+    expect(accepted).toBeGreaterThan(0);
+    expect(accepted).toBeLessThan(2_000);
   });
 });

@@ -3,7 +3,7 @@
  * pass; anything off-protocol is refused with an issue, never accepted.
  */
 import { describe, it, expect } from "vitest";
-import { DeregisterMessage, PROTOCOL_VERSION, RegisterMessage, ReportMessage } from "../../src/protocol/index.ts";
+import { DeregisterMessage, MODEL_ID, PROTOCOL_VERSION, RegisterMessage, ReportMessage } from "../../src/protocol/index.ts";
 
 const register = { protocol: PROTOCOL_VERSION, deployment: "hello", replica_id: "hello-123", url: "http://127.0.0.1:8001", max_ongoing_requests: 5 };
 const report = {
@@ -31,6 +31,8 @@ const schemas = [
 
 const GOOD_IDS = ["a", "A", "0", "hello-123", "gpu-7.us-east:8001", "r_1", "x".repeat(128), "Z9._:-"];
 const BAD_IDS = ["", "-lead", ".lead", "_lead", ":lead", "x".repeat(129), "has space", "slash/id", "uni\u00e9", "semi;colon", "new\nline", 42, null];
+const GOOD_MODEL_IDS = ["a", "9", "m1", "org/name", "meta-llama/Llama-3.1-8B-Instruct", "lora:adapter@v2", "a+b", "a.b_c-d:e", "x".repeat(128)];
+const BAD_MODEL_IDS = ["", "x".repeat(129), "-lead", ".lead", "/lead", "_lead", "@lead", "has space", "a,b", "a;b", "a=b", "mod\u00e8le", "new\nline", "tab\there", 'quo"te', "a#b", "a?b", "a\\b"];
 const GOOD_NAMES = ["a", "hello", "hello-world", "h3", "a-", "a" + "b".repeat(62)];
 const BAD_NAMES = ["", "Hello", "1abc", "-abc", "a_b", "a.b", "a b", "a" + "b".repeat(63), "héllo", 7, null];
 
@@ -136,6 +138,21 @@ describe("RegisterMessage", () => {
     }
   });
 
+  it("max_models is optional: an integer in 1..1024", () => {
+    expect(RegisterMessage.parse(register).max_models).toBeUndefined();
+    expect("max_models" in RegisterMessage.parse(register)).toBe(false);
+    for (const v of [1, 3, 1024]) expect(RegisterMessage.parse({ ...register, max_models: v }).max_models, String(v)).toBe(v);
+    for (const v of [0, -1, 1025, 2.5, NaN, Infinity, "3", null]) {
+      expect(accepts(RegisterMessage, { ...register, max_models: v }), String(v)).toBe(false);
+    }
+  });
+
+  it("has no models or loading fields (those belong to reports)", () => {
+    expect(accepts(RegisterMessage, { ...register, models: [] })).toBe(false);
+    expect(accepts(RegisterMessage, { ...register, loading: [] })).toBe(false);
+    expect(accepts(RegisterMessage, { ...register, maxModels: 3 })).toBe(false);
+  });
+
   it("requires every field", () => {
     for (const key of Object.keys(register)) {
       const copy: Record<string, unknown> = { ...register };
@@ -149,6 +166,7 @@ describe("ReportMessage", () => {
   it("defaults models to [] and leaves kv_cache_usage absent", () => {
     const parsed = ReportMessage.parse(report);
     expect(parsed.models).toEqual([]);
+    expect(parsed.loading).toEqual([]);
     expect(parsed.kv_cache_usage).toBeUndefined();
   });
 
@@ -183,14 +201,38 @@ describe("ReportMessage", () => {
     for (const v of [-0.01, 1.01, NaN, Infinity, "0.5", null]) expect(accepts(ReportMessage, { ...report, kv_cache_usage: v }), String(v)).toBe(false);
   });
 
-  it("models are 1..256-character strings, at most 1024 of them", () => {
-    expect(accepts(ReportMessage, { ...report, models: ["m".repeat(256)] })).toBe(true);
-    expect(accepts(ReportMessage, { ...report, models: Array.from({ length: 1024 }, (_, i) => `m${i}`) })).toBe(true);
-    expect(accepts(ReportMessage, { ...report, models: [""] })).toBe(false);
-    expect(accepts(ReportMessage, { ...report, models: ["m".repeat(257)] })).toBe(false);
-    expect(accepts(ReportMessage, { ...report, models: Array.from({ length: 1025 }, (_, i) => `m${i}`) })).toBe(false);
-    expect(accepts(ReportMessage, { ...report, models: "m1" })).toBe(false);
-    expect(accepts(ReportMessage, { ...report, models: [1] })).toBe(false);
+  it("models and loading are lists of model ids, at most 1024 of them", () => {
+    for (const key of ["models", "loading"] as const) {
+      expect(accepts(ReportMessage, { ...report, [key]: ["m".repeat(128)] }), key).toBe(true);
+      expect(accepts(ReportMessage, { ...report, [key]: Array.from({ length: 1024 }, (_, i) => `m${i}`) }), key).toBe(true);
+      expect(accepts(ReportMessage, { ...report, [key]: [] }), key).toBe(true);
+      expect(accepts(ReportMessage, { ...report, [key]: [""] }), key).toBe(false);
+      expect(accepts(ReportMessage, { ...report, [key]: ["m".repeat(129)] }), key).toBe(false);
+      expect(accepts(ReportMessage, { ...report, [key]: Array.from({ length: 1025 }, (_, i) => `m${i}`) }), key).toBe(false);
+      expect(accepts(ReportMessage, { ...report, [key]: "m1" }), key).toBe(false);
+      expect(accepts(ReportMessage, { ...report, [key]: [1] }), key).toBe(false);
+      expect(accepts(ReportMessage, { ...report, [key]: null }), key).toBe(false);
+    }
+  });
+
+  it("model ids must match MODEL_ID (they travel in headers and the comma-separated load header)", () => {
+    for (const id of GOOD_MODEL_IDS) {
+      expect(MODEL_ID.test(id), id).toBe(true);
+      expect(accepts(ReportMessage, { ...report, models: [id] }), id).toBe(true);
+      expect(accepts(ReportMessage, { ...report, loading: [id] }), id).toBe(true);
+    }
+    for (const id of BAD_MODEL_IDS) {
+      expect(MODEL_ID.test(id), id).toBe(false);
+      expect(accepts(ReportMessage, { ...report, models: [id] }), id).toBe(false);
+      expect(accepts(ReportMessage, { ...report, loading: [id] }), id).toBe(false);
+      // One bad id spoils the whole list.
+      expect(accepts(ReportMessage, { ...report, models: ["ok", id] }), id).toBe(false);
+    }
+  });
+
+  it("defaults loading to [] and keeps it as sent", () => {
+    expect(ReportMessage.parse(report).loading).toEqual([]);
+    expect(ReportMessage.parse({ ...report, models: ["a"], loading: ["b", "c"] })).toMatchObject({ models: ["a"], loading: ["b", "c"] });
   });
 
   it("has no url or capacity fields (those belong to register)", () => {
