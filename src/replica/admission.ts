@@ -15,6 +15,9 @@ export class AdmissionControl {
   #state: ReplicaState = "ready";
   #seq = 0;
   #models: string[] = [];
+  #loading: string[] = [];
+  /** Set by the first setModels: only multiplexing replicas report models in their load. */
+  #multiplexing = false;
   #listeners: ((urgent: boolean) => void)[] = [];
   #idleWaiters: (() => void)[] = [];
 
@@ -51,8 +54,11 @@ export class AdmissionControl {
     this.#changed(true);
   }
 
-  setModels(models: string[]): void {
+  /** Loaded and loading models (multiplexing replicas); an urgent change. */
+  setModels(models: readonly string[], loading: readonly string[]): void {
     this.#models = [...models];
+    this.#loading = [...loading];
+    this.#multiplexing = true;
     this.#changed(true);
   }
 
@@ -78,9 +84,22 @@ export class AdmissionControl {
     return this.#models;
   }
 
-  /** Load as reported; `excluding` leaves out requests the caller is finishing. */
+  get loading(): string[] {
+    return this.#loading;
+  }
+
+  /**
+   * Load as reported; `excluding` leaves out requests the caller is finishing. It carries
+   * `models` and `loading` once setModels has been called (replicas that serve no models
+   * never call it, and their load header stays without them).
+   */
   load(excluding = 0): Load {
-    return { seq: this.#seq, ongoing: Math.max(0, this.#ongoing - excluding), queued: 0, max: this.maxOngoing, state: this.#state };
+    const load: Load = { seq: this.#seq, ongoing: Math.max(0, this.#ongoing - excluding), queued: 0, max: this.maxOngoing, state: this.#state };
+    if (this.#multiplexing) {
+      load.models = [...this.#models];
+      load.loading = [...this.#loading];
+    }
+    return load;
   }
 
   #changed(urgent: boolean): void {

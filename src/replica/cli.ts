@@ -5,23 +5,76 @@
  *   node dist/replica.mjs --deployment hello --backend text --text hi \
  *     --edge http://127.0.0.1:8787 [--port 0] [--host 127.0.0.1] [--id hello-1] \
  *     [--max-ongoing 5] [--advertise-url http://host:port]
+ *
+ * ONNX models: `--backend onnx --model ID` serves one model (loaded before registering);
+ * `--backend onnx --models a,b,c --max-models-per-replica N [--default-model ID]`
+ * multiplexes: models load on demand into an LRU of N (nothing preloaded), and a
+ * request names its model with x-switchyard-model or serve_multiplexed_model_id.
  * The replica secret comes from SWITCHYARD_REPLICA_SECRET.
  */
 import { parseArgs } from "node:util";
 import { AdmissionControl } from "./admission.ts";
 import { EdgeClient } from "./edge-client.ts";
 import { echoHandler, modelHandler, textHandler, type RequestHandler } from "./handlers.ts";
+import { ModelCache } from "./models/model-cache.ts";
 import { ReplicaServer } from "./server.ts";
 
-const USAGE = `usage: replica --deployment NAME --backend text|echo|onnx [--text T] [--model ID]
+const USAGE = `usage: replica --deployment NAME --backend text|echo|onnx [--text T]
+               [--model ID | --models ID,ID,... --max-models-per-replica N [--default-model ID]]
                --edge URL [--port N] [--host H] [--id ID] [--max-ongoing N]
                [--advertise-url URL] [--drain-timeout-ms N] [--standalone]
+--backend onnx --model ID: serve one model, loaded at start
+--backend onnx --models ...: multiplex these models, loaded on demand, at most N at once (LRU);
+                 requests name one with x-switchyard-model or serve_multiplexed_model_id,
+                 else --default-model
 --standalone: serve without registering (a direct baseline for benchmarks)
 env: SWITCHYARD_REPLICA_SECRET (required)`;
 
 function fail(msg: string): never {
   process.stderr.write(`${msg}\n${USAGE}\n`);
   process.exit(2);
+}
+
+interface OnnxPlan {
+  /** The ids this replica serves. */
+  models: string[];
+  maxModels: number;
+  defaultModel?: string;
+  /** Single-model mode: the model to load before registering. */
+  preload?: string;
+}
+
+/** Validates the onnx flags (exits 2 on a bad one). */
+function onnxPlan(
+  args: { model?: string; models?: string; "max-models-per-replica"?: string; "default-model"?: string },
+  known: readonly string[],
+): OnnxPlan {
+  const check = (id: string, flag: string) => {
+    if (!known.includes(id)) fail(`${flag}: unknown model "${id}"; known models: ${known.join(", ")}`);
+  };
+  if (args.model !== undefined) {
+    if (args.models !== undefined || args["max-models-per-replica"] !== undefined || args["default-model"] !== undefined) {
+      fail("--model serves one model; use --models (with --max-models-per-replica, --default-model) to multiplex");
+    }
+    check(args.model, "--model");
+    return { models: [args.model], maxModels: 1, defaultModel: args.model, preload: args.model };
+  }
+  if (args.models === undefined) fail(`--backend onnx needs --model ID or --models ID,ID,...; known models: ${known.join(", ")}`);
+  const models = args.models.split(",").map((m) => m.trim());
+  if (models.some((m) => m === "")) fail("--models: empty model id");
+  if (new Set(models).size !== models.length) fail("--models: a model is listed twice");
+  for (const m of models) check(m, "--models");
+  const rawMax = args["max-models-per-replica"];
+  if (rawMax === undefined) fail("--models needs --max-models-per-replica N");
+  const maxModels = Number(rawMax);
+  if (!/^\d+$/.test(rawMax) || !Number.isSafeInteger(maxModels) || maxModels < 1 || maxModels > 1024) {
+    fail("--max-models-per-replica must be an integer from 1 to 1024");
+  }
+  const defaultModel = args["default-model"];
+  if (defaultModel !== undefined && !models.includes(defaultModel)) {
+    fail(`--default-model "${defaultModel}" is not in --models (${models.join(", ")})`);
+  }
+  return defaultModel === undefined ? { models, maxModels } : { models, maxModels, defaultModel };
 }
 
 async function main(): Promise<void> {
@@ -33,6 +86,9 @@ async function main(): Promise<void> {
         backend: { type: "string" },
         text: { type: "string", default: "hi" },
         model: { type: "string" },
+        models: { type: "string" },
+        "max-models-per-replica": { type: "string" },
+        "default-model": { type: "string" },
         edge: { type: "string" },
         port: { type: "string", default: "0" },
         host: { type: "string", default: "127.0.0.1" },
@@ -60,8 +116,16 @@ async function main(): Promise<void> {
   if (!Number.isInteger(maxOngoing) || maxOngoing < 1) fail("--max-ongoing must be a positive integer");
   const drainTimeoutMs = Number(args["drain-timeout-ms"]);
 
+  if (args.backend !== "onnx" && (args.model || args.models || args["max-models-per-replica"] || args["default-model"])) {
+    fail("--model, --models, --max-models-per-replica and --default-model need --backend onnx");
+  }
+
+  const replicaId = args.id ?? `${args.deployment}-${process.pid}`;
+  const log = (msg: string) => process.stderr.write(`[${replicaId}] ${msg}\n`);
+  const admission = new AdmissionControl(maxOngoing);
+
   let handler: RequestHandler;
-  let models: string[] = [];
+  let cache: ModelCache | undefined;
   switch (args.backend) {
     case "text":
       handler = textHandler(args.text ?? "hi");
@@ -70,21 +134,35 @@ async function main(): Promise<void> {
       handler = echoHandler();
       break;
     case "onnx": {
-      if (!args.model) fail("--backend onnx needs --model");
-      const { loadModelById } = await import("./models/index.ts");
-      handler = modelHandler(await loadModelById(args.model));
-      models = [args.model];
+      // Loaded only for onnx replicas: onnxruntime's wasm is not free.
+      const { modelIds, createModelById } = await import("./models/index.ts");
+      const plan = onnxPlan(args, modelIds);
+      cache = new ModelCache({
+        maxModels: plan.maxModels,
+        create: createModelById,
+        allowed: plan.models,
+        onChange: () => admission.setModels(cache!.loaded(), cache!.loading()),
+      });
+      admission.setModels([], []);
+      if (plan.preload) {
+        // Single model: load it before registering, like a replica that is ready when it joins.
+        const started = Date.now();
+        const lease = await cache.acquire(plan.preload);
+        lease.release();
+        log(`loaded ${plan.preload} in ${Date.now() - started} ms`);
+      }
+      handler = modelHandler(cache, plan.defaultModel === undefined ? {} : { defaultModel: plan.defaultModel });
       break;
     }
     default:
       fail(`unknown backend "${args.backend}"`);
   }
 
-  const replicaId = args.id ?? `${args.deployment}-${process.pid}`;
-  const log = (msg: string) => process.stderr.write(`[${replicaId}] ${msg}\n`);
-  const admission = new AdmissionControl(maxOngoing);
-  admission.setModels(models);
-  const server = new ReplicaServer({ replicaId, admission, handler, log });
+  const modelCache = cache;
+  const describe = modelCache
+    ? () => ({ models: modelCache.loaded(), loading: modelCache.loading(), max_models: modelCache.maxModels, cache: modelCache.stats() })
+    : undefined;
+  const server = new ReplicaServer({ replicaId, admission, handler, log, ...(describe && { describe }) });
   const address = await server.listen(Number(args.port), args.host ?? "127.0.0.1");
   const advertiseUrl = args["advertise-url"] ?? `http://${address.address}:${address.port}`;
   if (args.standalone) {
@@ -94,7 +172,16 @@ async function main(): Promise<void> {
     process.on("SIGINT", stop);
     return;
   }
-  const edge = new EdgeClient({ edgeUrl: args.edge!, secret: secret!, deployment: args.deployment, replicaId, advertiseUrl, admission, log });
+  const edge = new EdgeClient({
+    edgeUrl: args.edge!,
+    secret: secret!,
+    deployment: args.deployment,
+    replicaId,
+    advertiseUrl,
+    admission,
+    log,
+    ...(cache && { maxModels: cache.maxModels }),
+  });
 
   let draining = false;
   const drain = async (signal: string) => {

@@ -14,6 +14,8 @@ export interface EdgeClientOptions {
   replicaId: string;
   advertiseUrl: string;
   admission: AdmissionControl;
+  /** Multiplexing replicas: how many models they keep loaded at once (sent as `max_models`). */
+  maxModels?: number;
   /** Coalescing window for load changes, ms. */
   changeReportDelayMs?: number;
   log?: (msg: string) => void;
@@ -99,6 +101,7 @@ export class EdgeClient {
       url: this.#o.advertiseUrl,
       max_ongoing_requests: this.#o.admission.maxOngoing,
     };
+    if (this.#o.maxModels !== undefined) msg.max_models = this.#o.maxModels;
     const res = await this.#post("/-/replicas/register", msg);
     const ack = (await res.json()) as ControlAck;
     if (ack.report_interval_ms > 0) this.#intervalMs = ack.report_interval_ms;
@@ -120,6 +123,7 @@ export class EdgeClient {
       ongoing: load.ongoing,
       queued: load.queued,
       models: a.models,
+      loading: a.loading,
     };
     try {
       await this.#post("/-/replicas/report", msg);

@@ -3,8 +3,9 @@
  * Each handler owns the response; the server owns admission and load headers.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { errorBody } from "../protocol/index.ts";
-import { ModelInputError, type InferenceModel } from "./models/index.ts";
+import { Header, MODEL_ID, errorBody } from "../protocol/index.ts";
+import type { ModelCache, ModelLease } from "./models/model-cache.ts";
+import { ModelInputError, UnknownModelError } from "./models/model.ts";
 
 export type RequestHandler = (req: IncomingMessage, res: ServerResponse, loadHeaders: () => Record<string, string>) => Promise<void>;
 
@@ -62,47 +63,110 @@ export function echoHandler(): RequestHandler {
   };
 }
 
-/** ONNX model inference on a JSON body. */
-export function modelHandler(model: InferenceModel): RequestHandler {
+export interface ModelHandlerOptions {
+  /** Model served when a request names none (single-model replicas, or a configured default). */
+  defaultModel?: string;
+}
+
+/** The model a request names: x-switchyard-model (set by the proxy), else Ray's header, else the default. */
+function requestedModel(req: IncomingMessage, defaultModel: string | undefined): string | undefined {
+  for (const name of [Header.model, Header.rayModel]) {
+    const raw = req.headers[name];
+    const value = (Array.isArray(raw) ? raw[0] : raw)?.trim();
+    if (value) return value;
+  }
+  return defaultModel;
+}
+
+/**
+ * ONNX model inference on a JSON body, with the model taken from a ModelCache (loaded on
+ * demand). Every response about a model the replica serves carries `x-switchyard-model`
+ * and `x-switchyard-model-cache: hit|miss`. The model is held (cache refcount) from the
+ * acquire to the end of inference, released on every path.
+ */
+export function modelHandler(cache: ModelCache, options: ModelHandlerOptions = {}): RequestHandler {
   return async (req, res, loadHeaders) => {
-    if (req.method === "GET") {
-      // GET …/example returns a valid input, ready to POST back; any other GET describes the model.
-      const example = (req.url ?? "").split("?")[0]!.endsWith("/example");
-      sendJson(res, 200, example ? model.inputExample : { model: model.id, description: model.description, input_example: model.inputExample }, loadHeaders());
-      req.resume();
-      return;
-    }
-    if (req.method !== "POST") {
+    if (req.method !== "GET" && req.method !== "POST") {
       req.resume();
       sendJson(res, 405, errorBody("method_not_allowed", "use POST with a JSON body (GET describes the model)"), { ...loadHeaders(), allow: "GET, POST" });
       return;
     }
-    const chunks: Buffer[] = [];
-    let size = 0;
-    for await (const chunk of req as AsyncIterable<Buffer>) {
-      size += chunk.byteLength;
-      if (size > MAX_MODEL_INPUT_BYTES) {
-        sendJson(res, 413, errorBody("payload_too_large", `model input over ${MAX_MODEL_INPUT_BYTES} bytes`), loadHeaders());
-        req.destroy();
-        return;
-      }
-      chunks.push(chunk);
-    }
-    let input: unknown;
-    try {
-      input = JSON.parse(Buffer.concat(chunks).toString("utf8"));
-    } catch {
-      sendJson(res, 400, errorBody("bad_request", "body is not valid JSON"), loadHeaders());
+    const id = requestedModel(req, options.defaultModel);
+    if (id === undefined) {
+      req.resume();
+      sendJson(res, 400, errorBody("bad_request", `this replica serves several models; name one with the ${Header.model} header`), loadHeaders());
       return;
     }
+    if (!MODEL_ID.test(id)) {
+      req.resume();
+      sendJson(res, 400, errorBody("bad_request", `malformed model id (1-128 of [A-Za-z0-9._:@/+-], starting with a letter or digit)`), loadHeaders());
+      return;
+    }
+    const unknown = (err: UnknownModelError) =>
+      sendJson(res, 404, errorBody("model_not_found", err.message, { details: { model: id, known: err.known } }), loadHeaders());
+    if (!cache.allows(id)) {
+      req.resume();
+      unknown(new UnknownModelError(id, cache.allowed ?? []));
+      return;
+    }
+
+    let input: unknown;
+    if (req.method === "POST") {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      for await (const chunk of req as AsyncIterable<Buffer>) {
+        size += chunk.byteLength;
+        if (size > MAX_MODEL_INPUT_BYTES) {
+          sendJson(res, 413, errorBody("payload_too_large", `model input over ${MAX_MODEL_INPUT_BYTES} bytes`), loadHeaders());
+          req.destroy();
+          return;
+        }
+        chunks.push(chunk);
+      }
+      try {
+        input = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+      } catch {
+        sendJson(res, 400, errorBody("bad_request", "body is not valid JSON"), loadHeaders());
+        return;
+      }
+    } else {
+      req.resume();
+    }
+
+    let lease: ModelLease;
     try {
-      sendJson(res, 200, await model.infer(input), loadHeaders());
+      lease = await cache.acquire(id);
     } catch (err) {
-      if (err instanceof ModelInputError) {
-        sendJson(res, 400, errorBody("bad_request", err.message, { details: err.issues }), loadHeaders());
+      if (err instanceof UnknownModelError) {
+        unknown(err);
         return;
       }
       throw err;
+    }
+    const { model } = lease;
+    // Load headers are computed at send time (after the load and the inference), so they show the model loaded.
+    const headers = () => ({ ...loadHeaders(), [Header.model]: model.id, [Header.modelCache]: lease.hit ? "hit" : "miss" });
+    try {
+      if (res.destroyed) return; // the client left while the model was loading
+      if (req.method === "GET") {
+        // GET …/example returns a valid input, ready to POST back; any other GET describes the model.
+        const example = (req.url ?? "").split("?")[0]!.endsWith("/example");
+        sendJson(res, 200, example ? model.inputExample : { model: model.id, description: model.description, input_example: model.inputExample }, headers());
+        return;
+      }
+      let output: unknown;
+      try {
+        output = await model.infer(input);
+      } catch (err) {
+        if (err instanceof ModelInputError) {
+          sendJson(res, 400, errorBody("bad_request", err.message, { details: err.issues }), headers());
+          return;
+        }
+        throw err;
+      }
+      sendJson(res, 200, output, headers());
+    } finally {
+      lease.release();
     }
   };
 }

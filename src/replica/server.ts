@@ -12,6 +12,8 @@ export interface ReplicaServerOptions {
   replicaId: string;
   admission: AdmissionControl;
   handler: RequestHandler;
+  /** Extra fields for /-/healthz (e.g. the model cache: models, loading, stats). */
+  describe?: () => Record<string, unknown>;
   log?: (msg: string) => void;
 }
 
@@ -56,7 +58,13 @@ export class ReplicaServer {
       const ok = admission.state === "ready";
       res.writeHead(ok ? 200 : 503, { ...this.#loadHeaders(0), "content-type": "application/json" });
       res.end(
-        JSON.stringify({ status: admission.state, ongoing: admission.ongoing, max_ongoing_requests: admission.maxOngoing, ...admission.counts }),
+        JSON.stringify({
+          status: admission.state,
+          ongoing: admission.ongoing,
+          max_ongoing_requests: admission.maxOngoing,
+          ...admission.counts,
+          ...this.#o.describe?.(),
+        }),
       );
       return;
     }

@@ -1,5 +1,6 @@
 /** A replica's admission control: capacity, draining, idle, seq and change events. */
 import { describe, it, expect } from "vitest";
+import { formatLoadHeader, parseLoadHeader } from "../../src/protocol/index.ts";
 import { AdmissionControl } from "../../src/replica/admission.ts";
 
 function watched(max: number) {
@@ -83,7 +84,7 @@ describe("AdmissionControl", () => {
     step(() => a.tryAdmit()); // +1
     step(() => a.tryAdmit()); // rejected: unchanged
     step(() => a.release()); // +1
-    step(() => a.setModels(["m"])); // +1
+    step(() => a.setModels(["m"], [])); // +1
     step(() => a.drain()); // +1
     step(() => a.drain()); // already draining: unchanged
     step(() => a.tryAdmit()); // rejected: unchanged
@@ -97,7 +98,7 @@ describe("AdmissionControl", () => {
     a.tryAdmit();
     a.release();
     expect(events).toEqual([false, false]);
-    a.setModels(["m1"]);
+    a.setModels(["m1"], ["m2"]);
     expect(events).toEqual([false, false, true]);
     a.drain();
     expect(events).toEqual([false, false, true, true]);
@@ -122,9 +123,31 @@ describe("AdmissionControl", () => {
   it("setModels copies its input", () => {
     const a = new AdmissionControl(1);
     const models = ["a", "b"];
-    a.setModels(models);
-    models.push("c");
+    const loading = ["c"];
+    a.setModels(models, loading);
+    models.push("x");
+    loading.push("y");
     expect(a.models).toEqual(["a", "b"]);
+    expect(a.loading).toEqual(["c"]);
+  });
+
+  it("load() carries models and loading only once setModels was called", () => {
+    const a = new AdmissionControl(2);
+    expect(a.loading).toEqual([]);
+    expect(a.load()).not.toHaveProperty("models");
+    expect(a.load()).not.toHaveProperty("loading");
+    expect(formatLoadHeader(a.load())).toBe("seq=0;ongoing=0;queued=0;max=2;state=ready");
+    a.setModels([], []);
+    expect(a.load()).toEqual({ seq: 1, ongoing: 0, queued: 0, max: 2, state: "ready", models: [], loading: [] });
+    expect(formatLoadHeader(a.load())).toBe("seq=1;ongoing=0;queued=0;max=2;state=ready;models=;loading=");
+    a.setModels(["m1"], ["m2", "m3"]);
+    expect(a.load()).toMatchObject({ seq: 2, models: ["m1"], loading: ["m2", "m3"] });
+    expect(formatLoadHeader(a.load())).toBe("seq=2;ongoing=0;queued=0;max=2;state=ready;models=m1;loading=m2,m3");
+    expect(parseLoadHeader(formatLoadHeader(a.load()))).toEqual(a.load());
+    // The returned load is a snapshot.
+    const load = a.load();
+    a.setModels(["m1", "m2"], ["m3"]);
+    expect(load.models).toEqual(["m1"]);
   });
 
   it("load(excluding) leaves out requests being finished, never below 0", () => {

@@ -1,32 +1,23 @@
 /**
- * Registry of the models the reference replica can serve. Each model is loaded lazily
- * (creating an ONNX session costs a wasm instantiation) and only once per process.
+ * Registry of the models the reference replica can serve. `createModelById` creates a
+ * fresh model (a new ONNX session, which costs a wasm instantiation) on every call:
+ * lifetime and sharing belong to the caller, normally a ModelCache (model-cache.ts).
  */
-import type { InferenceModel } from "./model.ts";
-import { loadModel as loadSileroVad, SILERO_VAD_ID } from "./silero-vad.ts";
+import { UnknownModelError, type InferenceModel } from "./model.ts";
+import { createSileroVad, SILERO_VAD_SPECS } from "./silero-vad.ts";
 
-export { ModelInputError, type InferenceModel } from "./model.ts";
+export { ModelInputError, UnknownModelError, type InferenceModel } from "./model.ts";
 
-const loaders: Readonly<Record<string, () => Promise<InferenceModel>>> = {
-  [SILERO_VAD_ID]: loadSileroVad,
-};
+const factories: ReadonlyMap<string, () => Promise<InferenceModel>> = new Map(
+  SILERO_VAD_SPECS.map((spec) => [spec.id, () => createSileroVad(spec)] as const),
+);
 
-export const modelIds: readonly string[] = Object.freeze(Object.keys(loaders));
+/** Ids of every model this replica can serve, e.g. "silero-vad-v5". */
+export const modelIds: readonly string[] = Object.freeze([...factories.keys()]);
 
-const loaded = new Map<string, Promise<InferenceModel>>();
-
-/** Loads (once) the model with this id; rejects with an Error for an unknown id. */
-export function loadModelById(id: string): Promise<InferenceModel> {
-  const loader = Object.hasOwn(loaders, id) ? loaders[id] : undefined;
-  if (!loader) {
-    return Promise.reject(new Error(`unknown model "${id}"; known models: ${modelIds.join(", ")}`));
-  }
-  let model = loaded.get(id);
-  if (!model) {
-    model = loader();
-    loaded.set(id, model);
-    // A failed load is not cached: the next call tries again.
-    model.catch(() => loaded.delete(id));
-  }
-  return model;
+/** Creates a new instance of the model with this id; rejects with UnknownModelError for an unknown id. */
+export function createModelById(id: string): Promise<InferenceModel> {
+  const factory = factories.get(id);
+  if (!factory) return Promise.reject(new UnknownModelError(id, modelIds));
+  return factory();
 }

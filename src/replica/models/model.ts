@@ -7,7 +7,7 @@
  * any other error is the replica's fault (5xx).
  */
 export interface InferenceModel {
-  /** Stable identifier, e.g. "silero-vad". */
+  /** Stable identifier, e.g. "silero-vad-v5". */
   readonly id: string;
   /** One line: what the model is and where its weights come from. */
   readonly description: string;
@@ -15,6 +15,12 @@ export interface InferenceModel {
   readonly inputExample: unknown;
   /** Validates `input`; throws `ModelInputError` when it is not acceptable. */
   infer(input: unknown): Promise<unknown>;
+  /**
+   * Frees the model's resources (its ORT session) once the runs already started have
+   * finished. Idempotent; `infer` rejects afterwards. Called by the owner of its
+   * lifetime (ModelCache), never while a request still uses the model.
+   */
+  release(): Promise<void>;
 }
 
 /** The request's input was rejected by the model's schema (a client error). */
@@ -26,5 +32,19 @@ export class ModelInputError extends Error {
     super(message);
     this.name = "ModelInputError";
     this.issues = issues;
+  }
+}
+
+/** The named model does not exist (or this replica does not serve it): a 404 for the client. */
+export class UnknownModelError extends Error {
+  readonly modelId: string;
+  /** The ids that would have been accepted. */
+  readonly known: readonly string[];
+
+  constructor(modelId: string, known: readonly string[]) {
+    super(`unknown model "${modelId}"; known models: ${known.join(", ") || "(none)"}`);
+    this.name = "UnknownModelError";
+    this.modelId = modelId;
+    this.known = known;
   }
 }

@@ -7,8 +7,14 @@
  * folder, resolved from this file, so the wasm runtime (`ort-wasm-simd-threaded.{mjs,wasm}`)
  * is found the same way under tsx, vitest and plain node, whatever the cwd.
  *
- * Threads are pinned to 1: the replica serialises runs per model, and the
- * multi-threaded wasm build would need worker threads for no gain on tiny models.
+ * Threads are pinned to 1: the replica serialises runs, and the multi-threaded
+ * wasm build would need worker threads for no gain on tiny models.
+ *
+ * All sessions share one wasm instance, and `session.run` keeps buffers on the wasm
+ * stack across its internal awaits: two runs interleaved on different sessions corrupt
+ * each other ("RuntimeError: operation does not support unaligned accesses", seen with
+ * Silero v4 and v5 loaded side by side). So every run (and release) goes through
+ * `runSession`/`releaseSession`, one at a time in the whole process.
  */
 import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
@@ -52,6 +58,28 @@ export async function createOnnxSession(
     graphOptimizationLevel: "all",
     ...options,
   });
+}
+
+let exclusive: Promise<unknown> = Promise.resolve();
+
+/** Runs `task` after every ORT call queued before it has settled. */
+function serialised<T>(task: () => Promise<T>): Promise<T> {
+  const result = exclusive.then(task);
+  exclusive = result.catch(() => undefined);
+  return result;
+}
+
+/** `session.run(feeds)`, one run at a time across all sessions of the process (see above). */
+export function runSession(
+  session: ort.InferenceSession,
+  feeds: ort.InferenceSession.FeedsType,
+): Promise<ort.InferenceSession.ReturnType> {
+  return serialised(() => session.run(feeds));
+}
+
+/** `session.release()`, never in the middle of another session's run. */
+export function releaseSession(session: ort.InferenceSession): Promise<void> {
+  return serialised(() => session.release());
 }
 
 /** Resolves a file shipped inside an installed npm package (e.g. "pkg/dist/model.onnx"). */
