@@ -7,6 +7,7 @@ import type { Env } from "./env.ts";
 import { createEdgeApp } from "./proxy/app.ts";
 
 export { DeploymentRouter } from "./state/deployment-router.ts";
+export { SessionRouter } from "./state/session-router.ts";
 
 const { app } = createEdgeApp(deployments);
 

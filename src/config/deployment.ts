@@ -4,14 +4,19 @@
  * Everything a user may set is defined and documented here, with its default.
  */
 import { z } from "zod";
-import { DEPLOYMENT_NAME } from "../protocol/messages.ts";
+import { DEPLOYMENT_NAME, MODEL_ID } from "../protocol/messages.ts";
+
+const ModelId = z.string().regex(MODEL_ID, "model ids are 1-128 of [A-Za-z0-9._:@/+-]");
 
 /** What the reference replica runs for this deployment (`npm start` and tests). */
 const Backend = z.discriminatedUnion("kind", [
   /** Answers every request with a fixed text: the seed's "hi" deployment. */
   z.object({ kind: z.literal("text"), text: z.string() }).strict(),
-  /** Runs an ONNX model (onnxruntime-web) on a JSON body. */
-  z.object({ kind: z.literal("onnx"), model: z.string().min(1) }).strict(),
+  /**
+   * Runs ONNX models (onnxruntime-web) on a JSON body: `model` for one model, or
+   * no `model` and the deployment's `multiplexing.models` for several.
+   */
+  z.object({ kind: z.literal("onnx"), model: ModelId.optional() }).strict(),
   /** Echoes the request body back as a stream (tests and benchmarks of the byte path). */
   z.object({ kind: z.literal("echo") }).strict(),
   /** Replicas are started elsewhere (e.g. GPU servers running the replica CLI); none locally. */
@@ -54,6 +59,44 @@ const DeploymentInput = z
       })
       .strict()
       .default({ maxAttempts: 3, backoffBaseMs: 5, backoffCapMs: 250, requestTimeoutMs: 60_000, stripPrefix: false, idempotent: false }),
+    /**
+     * Model multiplexing (Ray Serve's @serve.multiplexed): a request names a model
+     * with the header `serve_multiplexed_model_id` or `x-switchyard-model`; the
+     * proxy prefers replicas that have it loaded. Off when absent.
+     */
+    multiplexing: z
+      .object({
+        /** Model ids requests may name; any other gets 404 model_not_found at the edge. Empty: any id is passed on. */
+        models: z.array(ModelId).max(1024).default([]),
+        /** Models one replica keeps loaded (Ray's max_num_models_per_replica); replicas evict the least recently used above it. */
+        maxModelsPerReplica: z.number().int().min(1).max(1024).default(3),
+        /** Model used when a request names none; unset: such requests are routed without a model. */
+        defaultModel: ModelId.optional(),
+      })
+      .strict()
+      .optional(),
+    /**
+     * Session affinity: requests with the header `x-session-id` stick to one replica
+     * while it is ready and below `rebindAtLoad` of its capacity, so per-session
+     * state on the replica (a KV cache) is reused. Bindings live in sharded
+     * SessionRouter Durable Objects; see docs/architecture.md.
+     */
+    sessionAffinity: z
+      .object({
+        enabled: z.boolean().default(true),
+        /** A binding unused for this long is forgotten, seconds. */
+        ttlSeconds: z.number().int().min(10).max(7 * 24 * 3600).default(600),
+        /** SessionRouter Durable Objects this deployment's bindings are spread over (by hash of the session id). */
+        shards: z.number().int().min(1).max(1024).default(8),
+        /**
+         * The session moves to another replica when its replica's load (ongoing +
+         * queued + this proxy's in-flight) reaches this fraction of its capacity.
+         * 1 = only when full; above 1 lets sessions queue on engines that queue.
+         */
+        rebindAtLoad: z.number().min(0.1).max(10).default(1),
+      })
+      .strict()
+      .default({ enabled: true, ttlSeconds: 600, shards: 8, rebindAtLoad: 1 }),
     limits: z
       .object({
         /** Largest request body accepted, bytes; larger gets 413 before any replica sees it. */
@@ -68,7 +111,19 @@ const DeploymentInput = z
       .strict()
       .default({ maxRequestBodyBytes: 10 * 1024 * 1024, replayableBodyBytes: 64 * 1024 }),
   })
-  .strict();
+  .strict()
+  .superRefine((d, ctx) => {
+    const mux = d.multiplexing;
+    if (d.backend.kind === "onnx" && !d.backend.model && !mux?.models.length) {
+      ctx.addIssue({ code: "custom", path: ["backend", "model"], message: "an onnx backend needs `model`, or `multiplexing.models` to serve several" });
+    }
+    if (d.backend.kind === "onnx" && d.backend.model && mux) {
+      ctx.addIssue({ code: "custom", path: ["multiplexing"], message: "a single-model onnx backend (`backend.model`) cannot also multiplex; drop one" });
+    }
+    if (mux?.defaultModel && mux.models.length > 0 && !mux.models.includes(mux.defaultModel)) {
+      ctx.addIssue({ code: "custom", path: ["multiplexing", "defaultModel"], message: "defaultModel must be one of multiplexing.models" });
+    }
+  });
 
 export type DeploymentInput = z.input<typeof DeploymentInput>;
 export type Deployment = z.output<typeof DeploymentInput>;

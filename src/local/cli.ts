@@ -58,8 +58,10 @@ async function main(): Promise<void> {
     console.log(`  ${d.routePrefix.padEnd(8)} → ${d.name} (${d.backend.kind}), ${ids.length} replica(s)${ids.length ? ": " + ids.join(", ") : ""}`);
   }
   console.log(`\ntry:\n  curl -i ${stack.url}/hello`);
+  console.log(`  curl -i ${stack.url}/hello -H 'x-session-id: chat-42'   # sticks to one replica`);
   if (stack.deployments.some((d) => d.name === "vad")) {
     console.log(`  curl -s ${stack.url}/vad/example | curl -s ${stack.url}/vad -H 'content-type: application/json' --data @-`);
+    console.log(`  curl -s ${stack.url}/vad/example | curl -si ${stack.url}/vad -H 'serve_multiplexed_model_id: silero-vad-v4' --data @-`);
   }
   console.log(`  curl ${stack.url}/-/routes ; curl ${stack.url}/-/healthz`);
   console.log(`\nadmin secret (for /-/deployments/<name>): ${stack.adminSecret}`);

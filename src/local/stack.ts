@@ -70,8 +70,12 @@ function backendArgs(d: Deployment): string[] {
       return ["--backend", "text", "--text", d.backend.text];
     case "echo":
       return ["--backend", "echo"];
-    case "onnx":
-      return ["--backend", "onnx", "--model", d.backend.model];
+    case "onnx": {
+      if (d.backend.model) return ["--backend", "onnx", "--model", d.backend.model];
+      const mux = d.multiplexing!;
+      const args = ["--backend", "onnx", "--models", mux.models.join(","), "--max-models-per-replica", String(mux.maxModelsPerReplica)];
+      return mux.defaultModel ? [...args, "--default-model", mux.defaultModel] : args;
+    }
     case "external":
       return [];
   }

@@ -26,6 +26,7 @@ export function workerdConfig(o: WorkerdConfigOptions): string {
   const bindings = [
     ...Object.entries(o.vars).map(([name, value]) => `(name = ${str(name)}, text = ${str(value)})`),
     `(name = "ROUTER", durableObjectNamespace = "DeploymentRouter")`,
+    `(name = "SESSIONS", durableObjectNamespace = "SessionRouter")`,
   ];
   return `using Workerd = import "/workerd/workerd.capnp";
 
@@ -50,6 +51,7 @@ const edgeWorker :Workerd.Worker = (
   ],
   durableObjectNamespaces = [
     (className = "DeploymentRouter", uniqueKey = "switchyard-deployment-router", enableSql = true),
+    (className = "SessionRouter", uniqueKey = "switchyard-session-router", enableSql = true),
   ],
   durableObjectStorage = (localDisk = "do-storage"),
   globalOutbound = "internet",

@@ -38,6 +38,55 @@ export function pickReplica<T extends ReplicaChoice>(candidates: readonly T[], r
   return twoChoices(withRoom.length > 0 ? withRoom : candidates, random);
 }
 
+/** A candidate that may hold multiplexed models. */
+export interface ModelHolderChoice extends ReplicaChoice {
+  /** Loaded models. */
+  models: readonly string[];
+  /** Models being loaded (requests for them wait on that load rather than start another). */
+  loading: readonly string[];
+}
+
+const hasRoom = (c: ReplicaChoice) => c.load < c.capacity;
+const holds = (c: ModelHolderChoice, model: string) => c.models.includes(model) || c.loading.includes(model);
+const modelCount = (c: ModelHolderChoice) => c.models.length + c.loading.length;
+
+/**
+ * Multiplexed choice for `model` (Ray Serve's rule, made load-aware):
+ * 1. replicas holding the model (loaded or loading) with room: two choices on load;
+ * 2. none of those (nobody holds it, or every holder is full): the replica with
+ *    room that has the fewest models, ties by relative load then load — so a new
+ *    model lands on the emptiest, least-loaded replica, and a hot model whose
+ *    holders are all full spreads to one more replica instead of queueing;
+ * 3. nobody has room (in this view): two choices among holders, else among all;
+ *    the replica's own admission check decides.
+ */
+export function pickReplicaForModel<T extends ModelHolderChoice>(
+  candidates: readonly T[],
+  model: string,
+  random: () => number = Math.random,
+): T | undefined {
+  if (candidates.length === 0) return undefined;
+  const holders = candidates.filter((c) => holds(c, model));
+  const holdersWithRoom = holders.filter(hasRoom);
+  if (holdersWithRoom.length > 0) return twoChoices(holdersWithRoom, random);
+  let best: T | undefined;
+  for (const c of candidates) {
+    if (!hasRoom(c) || holds(c, model)) continue;
+    if (!best || fewerModelsThenLessLoad(c, best)) best = c;
+  }
+  if (best) return best;
+  return twoChoices(holders.length > 0 ? holders : candidates, random);
+}
+
+function fewerModelsThenLessLoad(a: ModelHolderChoice, b: ModelHolderChoice): boolean {
+  const ma = modelCount(a);
+  const mb = modelCount(b);
+  if (ma !== mb) return ma < mb;
+  const ra = a.load / a.capacity;
+  const rb = b.load / b.capacity;
+  return ra !== rb ? ra < rb : a.load < b.load;
+}
+
 /** Full-jitter exponential backoff before retry number `retry` (1-based). */
 export function backoffMs(retry: number, baseMs: number, capMs: number, random: () => number = Math.random): number {
   const ceiling = Math.min(capMs, baseMs * 2 ** Math.max(0, retry - 1));

@@ -5,10 +5,11 @@
  */
 import type { Deployment } from "../config/deployment.ts";
 import { Header, PROTOCOL_VERSION, errorResponse, parseLoadHeader } from "../protocol/index.ts";
-import { backoffMs, pickReplica } from "../policy/pick-replica.ts";
+import { backoffMs, pickReplica, pickReplicaForModel } from "../policy/pick-replica.ts";
 import { clientHeaders, dispatchHeaders } from "./headers.ts";
 import { stripRoutePrefix } from "./route-table.ts";
 import type { ReplicaEntry, RoutingView } from "./routing-view.ts";
+import type { SessionAffinity } from "./session-affinity.ts";
 
 export interface DispatchContext {
   deployment: Deployment;
@@ -17,6 +18,10 @@ export interface DispatchContext {
   requestId: string;
   /** Registers follow-up work that must outlive the response (ctx.waitUntil). */
   background: (p: Promise<unknown>) => void;
+  /** Multiplexed model the request names (already validated). */
+  model?: string;
+  /** Session the request belongs to, when the deployment has affinity on. */
+  session?: { id: string; affinity: SessionAffinity };
 }
 
 type Body = ArrayBuffer | ReadableStream<Uint8Array> | null;
@@ -47,21 +52,30 @@ export async function dispatch(req: Request, ctx: DispatchContext): Promise<Resp
   baseHeaders.set(Header.requestId, requestId);
   baseHeaders.set(Header.deployment, deployment.name);
   baseHeaders.set(Header.deadline, String(deadline));
+  if (ctx.model !== undefined) baseHeaders.set(Header.model, ctx.model);
+  if (ctx.session) baseHeaders.set(Header.session, ctx.session.id);
+  const model = ctx.model;
+  const pick = (among: readonly ReplicaEntry[]) => (model === undefined ? pickReplica(among) : pickReplicaForModel(among, model));
 
   const tried = new Set<string>();
   let sawReplica = false;
   const { maxAttempts, backoffBaseMs, backoffCapMs } = deployment.policy;
   for (let attempt = 1; attempt <= maxAttempts; attempt++) {
-    const now = Date.now();
-    const replica = pickReplica(view.candidates(now, tried));
+    const candidates = view.candidates(Date.now(), tried);
+    const replica =
+      attempt === 1 && ctx.session ? await ctx.session.affinity.choose(deployment, ctx.session.id, candidates, pick) : pick(candidates);
     if (!replica) break;
+    if (model !== undefined) view.noteModelDispatch(replica, model);
     sawReplica = true;
     tried.add(replica.id);
     const headers = new Headers(baseHeaders);
     headers.set(Header.attempt, String(attempt));
 
     const outcome = await attemptOn(replica, `${replica.url}${path}${url.search}`, req.method, headers, prepared, deadline, ctx);
-    if (outcome.kind === "response") return outcome.response;
+    if (outcome.kind === "response") {
+      if (outcome.fromReplica) ctx.session?.affinity.served(deployment, ctx.session.id, replica.id, ctx.background);
+      return outcome.response;
+    }
     // Not accepted: another replica may take it, if the body can be sent again.
     if (!prepared.replayable || attempt === maxAttempts) break;
     if (Date.now() >= deadline) return errorResponse("deadline_exceeded", "deadline passed while retrying", { requestId });
@@ -78,7 +92,8 @@ export async function dispatch(req: Request, ctx: DispatchContext): Promise<Resp
   });
 }
 
-type AttemptOutcome = { kind: "response"; response: Response } | { kind: "not_accepted" };
+/** `fromReplica`: the replica accepted the request and this is its answer (not a proxy error). */
+type AttemptOutcome = { kind: "response"; response: Response; fromReplica: boolean } | { kind: "not_accepted" };
 
 async function attemptOn(
   replica: ReplicaEntry,
@@ -132,16 +147,16 @@ async function attemptOn(
   if (!upstream.body || upstream.headers.has("content-length")) {
     // A sized body is already produced by the replica; its work is done.
     view.endDispatch(replica);
-    return respond(new Response(upstream.body, init));
+    return respond(new Response(upstream.body, init), true);
   }
   // A stream: the replica is busy until it ends, so count it in flight until then.
   const { readable, writable } = new IdentityTransformStream();
   ctx.background(upstream.body.pipeTo(writable).catch(() => undefined).finally(() => view.endDispatch(replica)));
-  return respond(new Response(readable, init));
+  return respond(new Response(readable, init), true);
 }
 
-function respond(response: Response): AttemptOutcome {
-  return { kind: "response", response };
+function respond(response: Response, fromReplica = false): AttemptOutcome {
+  return { kind: "response", response, fromReplica };
 }
 
 const IDEMPOTENT_METHODS = new Set(["GET", "HEAD", "OPTIONS", "PUT", "DELETE"]);

@@ -5,21 +5,28 @@
  * hot path can be unit-tested; time is passed in.
  */
 import type { Load, ReplicaView, RoutingSnapshot } from "../protocol/index.ts";
-import type { ReplicaChoice } from "../policy/pick-replica.ts";
+import type { ModelHolderChoice } from "../policy/pick-replica.ts";
 
 /** A response from a replica proves it alive for this long, like a report does. */
 export const LIVENESS_FROM_RESPONSE_MS = 2_500;
 /** A replica that refused a connection is skipped by this isolate for this long. */
 export const CONNECT_FAILURE_COOLDOWN_MS = 1_000;
 
-export interface ReplicaEntry extends ReplicaChoice {
+export interface ReplicaEntry extends ModelHolderChoice {
   url: string;
   /** Registration epoch of the replica process (see ReplicaView.epoch). */
   epoch: number;
   models: string[];
+  loading: string[];
   reported: Load;
   /** This isolate's dispatches to the replica that have not finished. */
   inflight: number;
+  /**
+   * How many of those `reported` already counts (it came from a response while
+   * they were at the replica). Without this a single isolate would count its own
+   * requests twice, once in the replica's report and once as in flight.
+   */
+  counted: number;
   /** Epoch ms after which the replica is stale (no report, no response). */
   expiresAt: number;
   /** Epoch ms before which this isolate does not pick the replica (connect failures). */
@@ -36,8 +43,15 @@ export class RoutingView {
       seen.add(r.id);
       const known = this.#replicas.get(r.id);
       if (known && known.url === r.url && known.epoch === r.epoch) {
-        if (r.load.seq >= known.reported.seq) known.reported = r.load;
-        known.models = r.models;
+        // An older snapshot must not undo what newer load headers told us.
+        if (r.load.seq >= known.reported.seq) {
+          known.reported = r.load;
+          // A report relayed by the Durable Object is up to a few seconds old:
+          // assume it counts none of our in-flight dispatches (errs towards busy).
+          known.counted = 0;
+          known.models = r.models;
+          known.loading = r.loading;
+        }
         known.expiresAt = Math.max(known.expiresAt, now + r.expiresInMs);
         refresh(known);
       } else {
@@ -54,7 +68,21 @@ export class RoutingView {
     e.expiresAt = Math.max(e.expiresAt, now + LIVENESS_FROM_RESPONSE_MS);
     if (load.seq < e.reported.seq) return;
     e.reported = load;
+    // The header excludes the request it answers, and includes our others that
+    // reached the replica before it: about all our in-flight ones but that one.
+    e.counted = Math.max(0, e.inflight - 1);
+    if (load.models) e.models = load.models;
+    if (load.loading) e.loading = load.loading;
     refresh(e);
+  }
+
+  /**
+   * A dispatch for `model` goes to a replica that does not hold it: count it as
+   * loading there until the replica says otherwise, so the next requests for the
+   * model follow it instead of starting loads on other replicas.
+   */
+  noteModelDispatch(e: ReplicaEntry, model: string): void {
+    if (!e.models.includes(model) && !e.loading.includes(model)) e.loading = [...e.loading, model];
   }
 
   markDown(replicaId: string, now: number, forMs = CONNECT_FAILURE_COOLDOWN_MS): void {
@@ -64,13 +92,15 @@ export class RoutingView {
 
   startDispatch(e: ReplicaEntry): void {
     e.inflight++;
-    e.load++;
+    refresh(e);
   }
 
   endDispatch(e: ReplicaEntry): void {
     if (e.inflight > 0) {
       e.inflight--;
-      e.load--;
+      // Assume the oldest finished first: those are the ones the report counted.
+      e.counted = Math.min(e.counted, e.inflight);
+      refresh(e);
     }
   }
 
@@ -103,7 +133,8 @@ export class RoutingView {
 
 function refresh(e: ReplicaEntry): void {
   e.capacity = e.reported.max;
-  e.load = e.reported.ongoing + e.reported.queued + e.inflight;
+  // Others' load as last reported, plus all of ours.
+  e.load = Math.max(0, e.reported.ongoing + e.reported.queued - e.counted) + e.inflight;
 }
 
 function entryFrom(r: ReplicaView, now: number): ReplicaEntry {
@@ -112,8 +143,10 @@ function entryFrom(r: ReplicaView, now: number): ReplicaEntry {
     url: r.url,
     epoch: r.epoch,
     models: r.models,
+    loading: r.loading,
     reported: r.load,
     inflight: 0,
+    counted: 0,
     capacity: r.load.max,
     load: r.load.ongoing + r.load.queued,
     expiresAt: now + r.expiresInMs,

@@ -21,6 +21,9 @@ export interface Member {
   lastReportAt: number;
   load: Load;
   models: string[];
+  loading: string[];
+  /** Multiplexing capacity the replica announced, if any. */
+  maxModels?: number;
 }
 
 export type ReportOutcome = "ok" | "unknown_replica" | "stale_seq";
@@ -35,6 +38,7 @@ export class Membership {
       lastReportAt: 0,
       load: { seq: -1, ongoing: 0, queued: 0, max: m.maxOngoing, state: "ready" },
       models: [],
+      loading: [],
     });
   }
 
@@ -51,7 +55,10 @@ export class Membership {
       // Registration counts as a report: the replica is alive and ready now.
       lastReportAt: now,
       load: { seq: -1, ongoing: 0, queued: 0, max: msg.max_ongoing_requests, state: "ready" },
-      models: known?.models ?? [],
+      // A new process has nothing loaded yet; its first report says what it has.
+      models: [],
+      loading: [],
+      ...(msg.max_models !== undefined ? { maxModels: msg.max_models } : {}),
     });
     return changed;
   }
@@ -67,6 +74,7 @@ export class Membership {
     m.load = { seq: msg.seq, ongoing: msg.ongoing, queued: msg.queued, max: m.maxOngoing, state: msg.state };
     if (msg.kv_cache_usage !== undefined) m.load.kv = msg.kv_cache_usage;
     m.models = msg.models;
+    m.loading = msg.loading;
     return "ok";
   }
 
@@ -88,6 +96,7 @@ export class Membership {
         epoch: m.registeredAt,
         load: m.load,
         models: m.models,
+        loading: m.loading,
         expiresInMs: m.lastReportAt + STALE_AFTER_MS - now,
       });
     }

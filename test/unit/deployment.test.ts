@@ -16,8 +16,11 @@ describe("defineDeployment", () => {
       localReplicas: 2,
       maxOngoingRequests: 5,
       policy: { maxAttempts: 3, backoffBaseMs: 5, backoffCapMs: 250, requestTimeoutMs: 60_000, stripPrefix: false, idempotent: false },
+      sessionAffinity: { enabled: true, ttlSeconds: 600, shards: 8, rebindAtLoad: 1 },
       limits: { maxRequestBodyBytes: 10 * 1024 * 1024, replayableBodyBytes: 64 * 1024 },
     });
+    // Multiplexing is off unless declared.
+    expect("multiplexing" in defineDeployment(minimal)).toBe(false);
   });
 
   it("fills defaults inside a partly given policy and limits", () => {
@@ -30,7 +33,7 @@ describe("defineDeployment", () => {
     const d = defineDeployment({
       name: "vad",
       routePrefix: "/v1/vad",
-      backend: { kind: "onnx", model: "silero-vad" },
+      backend: { kind: "onnx", model: "silero-vad-v5" },
       localReplicas: 0,
       maxOngoingRequests: 100_000,
       policy: { maxAttempts: 10, backoffBaseMs: 0, backoffCapMs: 60_000, requestTimeoutMs: 1, stripPrefix: true, idempotent: true },
@@ -67,7 +70,30 @@ describe("defineDeployment", () => {
     ["unknown limits key", { ...minimal, limits: { maxBody: 1 } }],
     ["unknown backend kind", { ...minimal, backend: { kind: "python" } }],
     ["backend with extra key", { ...minimal, backend: { kind: "echo", text: "x" } }],
-    ["onnx backend without model", { ...minimal, backend: { kind: "onnx", model: "" } }],
+    ["onnx backend with an empty model", { ...minimal, backend: { kind: "onnx", model: "" } }],
+    ["onnx backend without model or multiplexing", { ...minimal, backend: { kind: "onnx" } }],
+    ["onnx backend with an invalid model id", { ...minimal, backend: { kind: "onnx", model: "has space" } }],
+    ["unknown multiplexing key", { ...minimal, multiplexing: { maxModels: 2 } }],
+    ["invalid model id in multiplexing.models", { ...minimal, multiplexing: { models: ["ok", "-bad"] } }],
+    ["more than 1024 multiplexed models", { ...minimal, multiplexing: { models: Array.from({ length: 1025 }, (_, i) => `m${i}`) } }],
+    ["maxModelsPerReplica 0", { ...minimal, multiplexing: { maxModelsPerReplica: 0 } }],
+    ["maxModelsPerReplica 1025", { ...minimal, multiplexing: { maxModelsPerReplica: 1025 } }],
+    ["fractional maxModelsPerReplica", { ...minimal, multiplexing: { maxModelsPerReplica: 1.5 } }],
+    ["invalid defaultModel id", { ...minimal, multiplexing: { defaultModel: "a b" } }],
+    ["defaultModel outside multiplexing.models", { ...minimal, multiplexing: { models: ["a", "b"], defaultModel: "c" } }],
+    ["onnx single model and multiplexing together", { ...minimal, backend: { kind: "onnx", model: "a" }, multiplexing: { models: ["a", "b"] } }],
+    ["onnx single model and an empty multiplexing section", { ...minimal, backend: { kind: "onnx", model: "a" }, multiplexing: {} }],
+    ["onnx without model and multiplexing without models", { ...minimal, backend: { kind: "onnx" }, multiplexing: { defaultModel: "a" } }],
+    ["unknown sessionAffinity key", { ...minimal, sessionAffinity: { ttl: 5 } }],
+    ["sessionAffinity.enabled not boolean", { ...minimal, sessionAffinity: { enabled: "yes" } }],
+    ["ttlSeconds below 10", { ...minimal, sessionAffinity: { ttlSeconds: 9 } }],
+    ["ttlSeconds above a week", { ...minimal, sessionAffinity: { ttlSeconds: 7 * 24 * 3600 + 1 } }],
+    ["fractional ttlSeconds", { ...minimal, sessionAffinity: { ttlSeconds: 60.5 } }],
+    ["shards 0", { ...minimal, sessionAffinity: { shards: 0 } }],
+    ["shards 1025", { ...minimal, sessionAffinity: { shards: 1025 } }],
+    ["fractional shards", { ...minimal, sessionAffinity: { shards: 2.5 } }],
+    ["rebindAtLoad below 0.1", { ...minimal, sessionAffinity: { rebindAtLoad: 0.09 } }],
+    ["rebindAtLoad above 10", { ...minimal, sessionAffinity: { rebindAtLoad: 10.01 } }],
     ["missing backend", { name: "hello", routePrefix: "/hello" }],
     ["missing prefix", { name: "hello", backend: { kind: "echo" } }],
     ["localReplicas above 256", { ...minimal, localReplicas: 257 }],
@@ -97,6 +123,67 @@ describe("defineDeployment", () => {
     expect(() => defineLoose({ routePrefix: "/x", backend: { kind: "echo" } })).toThrow('invalid deployment "?"');
     expect(() => defineLoose(null)).toThrow('invalid deployment "?"');
     expect(() => defineLoose("hello")).toThrow('invalid deployment "?"');
+  });
+});
+
+describe("defineDeployment: multiplexing", () => {
+  it("fills its defaults when declared empty", () => {
+    expect(defineDeployment({ ...minimal, multiplexing: {} }).multiplexing).toEqual({ models: [], maxModelsPerReplica: 3 });
+  });
+
+  it("keeps given values", () => {
+    const d = defineDeployment({
+      name: "vad",
+      routePrefix: "/v1/vad",
+      backend: { kind: "onnx" },
+      multiplexing: { models: ["silero-vad-v4", "silero-vad-v5", "org/name@v1"], maxModelsPerReplica: 2, defaultModel: "silero-vad-v5" },
+    });
+    expect(d.backend).toEqual({ kind: "onnx" });
+    expect(d.multiplexing).toEqual({ models: ["silero-vad-v4", "silero-vad-v5", "org/name@v1"], maxModelsPerReplica: 2, defaultModel: "silero-vad-v5" });
+  });
+
+  it("maxModelsPerReplica accepts 1 and 1024", () => {
+    for (const v of [1, 1024]) expect(defineDeployment({ ...minimal, multiplexing: { maxModelsPerReplica: v } }).multiplexing!.maxModelsPerReplica).toBe(v);
+  });
+
+  it("a defaultModel without a model list is allowed (any id passes)", () => {
+    expect(defineDeployment({ ...minimal, multiplexing: { defaultModel: "anything" } }).multiplexing).toEqual({ models: [], maxModelsPerReplica: 3, defaultModel: "anything" });
+  });
+
+  it("an onnx backend takes either one model or multiplexing.models", () => {
+    expect(defineDeployment({ ...minimal, backend: { kind: "onnx", model: "silero-vad-v5" } }).backend).toEqual({ kind: "onnx", model: "silero-vad-v5" });
+    expect(defineDeployment({ ...minimal, backend: { kind: "onnx" }, multiplexing: { models: ["a"] } }).multiplexing!.models).toEqual(["a"]);
+  });
+
+  it("other backends may multiplex without a model list", () => {
+    for (const backend of [{ kind: "echo" }, { kind: "external" }, { kind: "text", text: "x" }] as const) {
+      expect(defineDeployment({ ...minimal, backend, multiplexing: {} }).multiplexing).toBeDefined();
+    }
+  });
+
+  it("names the offending field of a cross-field check", () => {
+    expect(() => defineLoose({ ...minimal, backend: { kind: "onnx" } })).toThrow(/an onnx backend needs `model`/);
+    expect(() => defineLoose({ ...minimal, backend: { kind: "onnx" } })).toThrow(/backend\.model/);
+    expect(() => defineLoose({ ...minimal, backend: { kind: "onnx", model: "a" }, multiplexing: {} })).toThrow(/cannot also multiplex/);
+    expect(() => defineLoose({ ...minimal, multiplexing: { models: ["a"], defaultModel: "b" } })).toThrow(/defaultModel must be one of multiplexing\.models/);
+  });
+});
+
+describe("defineDeployment: sessionAffinity", () => {
+  it("is on by default with the documented defaults", () => {
+    expect(defineDeployment(minimal).sessionAffinity).toEqual({ enabled: true, ttlSeconds: 600, shards: 8, rebindAtLoad: 1 });
+  });
+
+  it("fills defaults inside a partly given section", () => {
+    expect(defineDeployment({ ...minimal, sessionAffinity: { enabled: false } }).sessionAffinity).toEqual({ enabled: false, ttlSeconds: 600, shards: 8, rebindAtLoad: 1 });
+    expect(defineDeployment({ ...minimal, sessionAffinity: { shards: 1 } }).sessionAffinity).toEqual({ enabled: true, ttlSeconds: 600, shards: 1, rebindAtLoad: 1 });
+  });
+
+  it("accepts its bounds", () => {
+    const d = (sa: NonNullable<DeploymentInput["sessionAffinity"]>) => defineDeployment({ ...minimal, sessionAffinity: sa }).sessionAffinity;
+    expect(d({ ttlSeconds: 10, shards: 1, rebindAtLoad: 0.1 })).toEqual({ enabled: true, ttlSeconds: 10, shards: 1, rebindAtLoad: 0.1 });
+    expect(d({ ttlSeconds: 7 * 24 * 3600, shards: 1024, rebindAtLoad: 10 })).toEqual({ enabled: true, ttlSeconds: 7 * 24 * 3600, shards: 1024, rebindAtLoad: 10 });
+    expect(d({ rebindAtLoad: 1.5 }).rebindAtLoad).toBe(1.5);
   });
 });
 

@@ -10,7 +10,7 @@ function reg(id: string, over: Partial<RegisterMessage> = {}): RegisterMessage {
 }
 
 function rep(id: string, seq: number, over: Partial<ReportMessage> = {}): ReportMessage {
-  return { protocol: PROTOCOL_VERSION, deployment: "hello", replica_id: id, seq, ts: T0, state: "ready", ongoing: 0, queued: 0, models: [], ...over };
+  return { protocol: PROTOCOL_VERSION, deployment: "hello", replica_id: id, seq, ts: T0, state: "ready", ongoing: 0, queued: 0, models: [], loading: [], ...over };
 }
 
 const snapIds = (m: Membership, now: number) => m.snapshot("hello", now).replicas.map((r) => r.id).sort();
@@ -28,7 +28,8 @@ describe("Membership.register", () => {
     const m = new Membership();
     expect(m.register(reg("a", { max_ongoing_requests: 7 }), T0)).toBe(true);
     const a = m.members.get("a")!;
-    expect(a).toMatchObject({ id: "a", url: "http://a.test:8000", maxOngoing: 7, registeredAt: T0, lastReportAt: T0, models: [] });
+    expect(a).toMatchObject({ id: "a", url: "http://a.test:8000", maxOngoing: 7, registeredAt: T0, lastReportAt: T0, models: [], loading: [] });
+    expect("maxModels" in a).toBe(false);
     expect(a.load).toEqual({ seq: -1, ongoing: 0, queued: 0, max: 7, state: "ready" });
     expect(m.isFresh(a, T0)).toBe(true);
     expect(snapIds(m, T0)).toEqual(["a"]);
@@ -51,14 +52,17 @@ describe("Membership.register", () => {
     expect(m.members.get("a")).toMatchObject({ registeredAt: T0 + 2, maxOngoing: 9 });
   });
 
-  it("re-registration resets seq (a restarted process) and the draining state, keeps models", () => {
+  it("re-registration resets seq (a restarted process), the draining state, models and loading", () => {
     const m = new Membership();
     m.register(reg("a"), T0);
-    m.report(rep("a", 500, { state: "draining", models: ["m1"], ongoing: 3 }), T0 + 1);
+    m.report(rep("a", 500, { state: "draining", models: ["m1"], loading: ["m2"], ongoing: 3 }), T0 + 1);
     m.register(reg("a"), T0 + 2);
     const a = m.members.get("a")!;
     expect(a.load).toEqual({ seq: -1, ongoing: 0, queued: 0, max: 5, state: "ready" });
-    expect(a.models).toEqual(["m1"]);
+    // A new process has nothing loaded; proxies must not route model requests to it for models it lost.
+    expect(a.models).toEqual([]);
+    expect(a.loading).toEqual([]);
+    expect(m.snapshot("hello", T0 + 2).replicas[0]).toMatchObject({ models: [], loading: [] });
     // The new process reports from seq 0 and is accepted.
     expect(m.report(rep("a", 0, { ongoing: 1 }), T0 + 3)).toBe("ok");
     expect(a.load.ongoing).toBe(1);
@@ -144,7 +148,7 @@ describe("Membership.isFresh / snapshot", () => {
     m.report(rep("a", 3, { ongoing: 1, models: ["m"] }), T0 + 1_000);
     expect(m.snapshot("hello", T0 + 1_500)).toEqual({
       deployment: "hello",
-      replicas: [{ id: "a", url: "http://a.test:8000", epoch: T0, load: { seq: 3, ongoing: 1, queued: 0, max: 5, state: "ready" }, models: ["m"], expiresInMs: STALE_AFTER_MS - 500 }],
+      replicas: [{ id: "a", url: "http://a.test:8000", epoch: T0, load: { seq: 3, ongoing: 1, queued: 0, max: 5, state: "ready" }, models: ["m"], loading: [], expiresInMs: STALE_AFTER_MS - 500 }],
     });
   });
 
@@ -164,7 +168,7 @@ describe("Membership.restore", () => {
     const m = new Membership();
     m.restore({ id: "a", url: "http://a.test:8000", maxOngoing: 4, registeredAt: T0 - 100_000 });
     const a = m.members.get("a")!;
-    expect(a).toMatchObject({ lastReportAt: 0, models: [], registeredAt: T0 - 100_000 });
+    expect(a).toMatchObject({ lastReportAt: 0, models: [], loading: [], registeredAt: T0 - 100_000 });
     expect(a.load).toEqual({ seq: -1, ongoing: 0, queued: 0, max: 4, state: "ready" });
     expect(m.isFresh(a, T0)).toBe(false);
     expect(snapIds(m, T0)).toEqual([]);
@@ -218,5 +222,73 @@ describe("Membership.forgettable", () => {
     m.register(reg("a"), T0);
     m.forgettable(T0 + 10 * FORGET_AFTER_MS, T0);
     expect(m.members.has("a")).toBe(true);
+  });
+});
+
+describe("Membership: multiplexing (models, loading, max_models)", () => {
+  it("stores max_models from the registration as maxModels", () => {
+    const m = new Membership();
+    m.register(reg("a", { max_models: 4 }), T0);
+    expect(m.members.get("a")!.maxModels).toBe(4);
+  });
+
+  it("takes maxModels from the latest registration (a new process may announce another, or none)", () => {
+    const m = new Membership();
+    m.register(reg("a", { max_models: 4 }), T0);
+    m.register(reg("a", { max_models: 2 }), T0 + 1);
+    expect(m.members.get("a")!.maxModels).toBe(2);
+    m.register(reg("a"), T0 + 2);
+    expect(m.members.get("a")!.maxModels).toBeUndefined();
+  });
+
+  it("max_models alone does not count as an identity change (no storage write)", () => {
+    const m = new Membership();
+    m.register(reg("a"), T0);
+    expect(m.register(reg("a", { max_models: 8 }), T0 + 1)).toBe(false);
+  });
+
+  it("a report replaces models and loading, and the snapshot shows both", () => {
+    const m = new Membership();
+    m.register(reg("a"), T0);
+    expect(m.report(rep("a", 1, { models: ["x"], loading: ["y", "z"] }), T0 + 10)).toBe("ok");
+    expect(m.members.get("a")).toMatchObject({ models: ["x"], loading: ["y", "z"] });
+    expect(m.snapshot("hello", T0 + 10).replicas[0]).toMatchObject({ id: "a", models: ["x"], loading: ["y", "z"] });
+    // The load finished: y is loaded now, z was given up.
+    m.report(rep("a", 2, { models: ["x", "y"], loading: [] }), T0 + 20);
+    expect(m.snapshot("hello", T0 + 20).replicas[0]).toMatchObject({ models: ["x", "y"], loading: [] });
+  });
+
+  it("a report with a heartbeat seq (equal) also replaces models and loading", () => {
+    const m = new Membership();
+    m.register(reg("a"), T0);
+    m.report(rep("a", 3, { loading: ["y"] }), T0);
+    expect(m.report(rep("a", 3, { models: ["y"] }), T0 + 1)).toBe("ok");
+    expect(m.members.get("a")).toMatchObject({ models: ["y"], loading: [] });
+  });
+
+  it("a stale report changes neither models nor loading", () => {
+    const m = new Membership();
+    m.register(reg("a"), T0);
+    m.report(rep("a", 10, { models: ["keep"], loading: ["keep-loading"] }), T0);
+    expect(m.report(rep("a", 9, { models: ["old"], loading: ["old-loading"] }), T0 + 1)).toBe("stale_seq");
+    expect(m.members.get("a")).toMatchObject({ models: ["keep"], loading: ["keep-loading"] });
+    expect(m.snapshot("hello", T0 + 1).replicas[0]).toMatchObject({ models: ["keep"], loading: ["keep-loading"] });
+  });
+
+  it("replicas keep their own lists (no sharing between members)", () => {
+    const m = new Membership();
+    m.register(reg("a"), T0);
+    m.register(reg("b"), T0);
+    m.report(rep("a", 1, { models: ["x"], loading: ["y"] }), T0);
+    const b = m.members.get("b")!;
+    expect(b.models).toEqual([]);
+    expect(b.loading).toEqual([]);
+  });
+
+  it("the snapshot does not expose maxModels", () => {
+    const m = new Membership();
+    m.register(reg("a", { max_models: 3 }), T0);
+    const view = m.snapshot("hello", T0).replicas[0]!;
+    expect(Object.keys(view).sort()).toEqual(["epoch", "expiresInMs", "id", "load", "loading", "models", "url"]);
   });
 });

@@ -1,6 +1,8 @@
 /** Power of two random choices, and full-jitter backoff. Randomness is injected. */
 import { describe, it, expect } from "vitest";
-import { backoffMs, pickReplica, type ReplicaChoice } from "../../src/policy/pick-replica.ts";
+import { backoffMs, pickReplica, pickReplicaForModel, type ModelHolderChoice, type ReplicaChoice } from "../../src/policy/pick-replica.ts";
+import type { ReplicaView, RoutingSnapshot } from "../../src/protocol/index.ts";
+import { RoutingView } from "../../src/proxy/routing-view.ts";
 import { mulberry32 } from "./seeded-random.ts";
 
 
@@ -183,6 +185,268 @@ describe("backoffMs", () => {
       const w = backoffMs(3, 5, 250);
       expect(w).toBeGreaterThanOrEqual(0);
       expect(w).toBeLessThan(20);
+    }
+  });
+});
+
+/** A multiplexing candidate: load, capacity, loaded models and models being loaded. */
+const m = (id: string, load: number, models: string[] = [], loading: string[] = [], capacity = 5): ModelHolderChoice => ({ id, load, capacity, models, loading });
+
+/** Counts draws, so tests can tell the deterministic rule from two choices. */
+function counting(rand: () => number) {
+  const c = { draws: 0, rand: () => (c.draws++, rand()) };
+  return c;
+}
+
+describe("pickReplicaForModel: holders with room (rule 1)", () => {
+  it("returns undefined for no candidates, without drawing randomness", () => {
+    const c = counting(() => 0.5);
+    expect(pickReplicaForModel([], "m1", c.rand)).toBeUndefined();
+    expect(c.draws).toBe(0);
+  });
+
+  it("returns the single candidate whatever it holds and however loaded", () => {
+    for (const only of [m("a", 0), m("a", 0, ["m1"]), m("a", 9), m("a", 9, ["other"]), m("a", 9, [], ["m1"])]) {
+      expect(pickReplicaForModel([only], "m1", mulberry32(1))).toBe(only);
+    }
+  });
+
+  it("prefers a holder with room over emptier, less loaded non-holders", () => {
+    const holder = m("holder", 4, ["x", "y", "m1"]);
+    const cands = [m("idle1", 0), holder, m("idle2", 0), m("idle3", 1, ["x"])];
+    const rand = mulberry32(11);
+    for (let n = 0; n < 1_000; n++) expect(pickReplicaForModel(cands, "m1", rand)).toBe(holder);
+  });
+
+  it("a model being loaded counts as held (requests wait on that load rather than start another)", () => {
+    const loadingIt = m("loading", 3, ["x"], ["m1"]);
+    const cands = [m("empty", 0), loadingIt, m("other", 0, ["y"])];
+    const rand = mulberry32(12);
+    for (let n = 0; n < 500; n++) expect(pickReplicaForModel(cands, "m1", rand)?.id).toBe("loading");
+  });
+
+  it("never picks a full holder while another holder has room", () => {
+    const cands = [m("full", 5, ["m1"]), m("over", 8, ["m1"]), m("room", 4, ["m1"]), m("idle", 0)];
+    const rand = mulberry32(13);
+    for (let n = 0; n < 1_000; n++) expect(pickReplicaForModel(cands, "m1", rand)?.id).toBe("room");
+  });
+
+  it("samples two distinct holders with room and keeps the less loaded (exact draws)", () => {
+    // Pool = holders with room in candidate order: h3 (3), h1 (1), h2 (2); "n" and "full" are not in it.
+    const cands = [m("n", 0), m("h3", 3, ["m1"]), m("full", 5, ["m1"]), m("h1", 1, [], ["m1"]), m("h2", 2, ["m1", "x"])];
+    // i = 0 (h3); j = floor(0 * 2) = 0 → 1 (h1): h3 vs h1 → h1.
+    expect(pickReplicaForModel(cands, "m1", sequence(0, 0))?.id).toBe("h1");
+    // i = 0 (h3); j = floor(0.99 * 2) = 1 → 2 (h2): h3 vs h2 → h2.
+    expect(pickReplicaForModel(cands, "m1", sequence(0, 0.99))?.id).toBe("h2");
+    // i = floor(0.99 * 3) = 2 (h2); j = 0 (h3): h2 vs h3 → h2.
+    expect(pickReplicaForModel(cands, "m1", sequence(0.99, 0))?.id).toBe("h2");
+  });
+
+  it("compares holders on relative load (mixed capacities)", () => {
+    // a: 4/10 = 0.4 beats b: 3/5 = 0.6.
+    const cands = [m("b", 3, ["m1"], [], 5), m("a", 4, ["m1"], [], 10)];
+    expect(pickReplicaForModel(cands, "m1", sequence(0, 0))?.id).toBe("a");
+    expect(pickReplicaForModel(cands, "m1", sequence(0.99, 0))?.id).toBe("a");
+  });
+
+  it("statistically prefers the less loaded holder (10,000 seeded picks)", () => {
+    // Holders with loads 0..3 (all with room), plus idle non-holders that must never win.
+    const holders = [0, 1, 2, 3].map((load) => m(`h${load}`, load, ["m1"]));
+    const cands = [m("idle-a", 0), ...holders, m("idle-b", 0, [], ["other"])];
+    const counts = new Map<string, number>();
+    const rand = mulberry32(0xfeed);
+    for (let n = 0; n < 10_000; n++) {
+      const id = pickReplicaForModel(cands, "m1", rand)!.id;
+      counts.set(id, (counts.get(id) ?? 0) + 1);
+    }
+    expect(counts.get("idle-a")).toBeUndefined();
+    expect(counts.get("idle-b")).toBeUndefined();
+    // Power of two choices over 4: P(k) = 2 * (#more loaded) / (4 * 3) = 1/2, 1/3, 1/6, 0.
+    expect(counts.get("h3")).toBeUndefined();
+    const expected = [5_000, 3_333, 1_667];
+    for (let k = 0; k < 3; k++) {
+      const got = counts.get(`h${k}`) ?? 0;
+      expect(Math.abs(got - expected[k]!), `h${k}: ${got}`).toBeLessThan(250);
+    }
+    expect(counts.get("h0")!).toBeGreaterThan(counts.get("h1")!);
+    expect(counts.get("h1")!).toBeGreaterThan(counts.get("h2")!);
+  });
+});
+
+describe("pickReplicaForModel: nobody with room holds it (rule 2)", () => {
+  it("a new model lands on the replica with the fewest models (loaded + loading), without randomness", () => {
+    const cands = [
+      m("two-loaded", 0, ["x", "y"]),
+      m("one-plus-loading", 0, ["x"], ["z"]),
+      m("one", 4, ["y"]), // busier, but holds the fewest models
+      m("three", 0, ["x", "y", "z"]),
+    ];
+    const c = counting(mulberry32(5));
+    for (let n = 0; n < 100; n++) expect(pickReplicaForModel(cands, "new", c.rand)?.id).toBe("one");
+    expect(c.draws).toBe(0);
+  });
+
+  it("an empty replica beats any replica holding models", () => {
+    const cands = [m("a", 0, ["x"]), m("b", 1, [], ["x"]), m("empty", 4)];
+    expect(pickReplicaForModel(cands, "new", mulberry32(1))?.id).toBe("empty");
+  });
+
+  it("ties on model count go to the lower relative load", () => {
+    // Both hold one model: 3/10 = 0.3 beats 2/4 = 0.5 despite the higher absolute load.
+    const cands = [m("half", 2, ["x"], [], 4), m("third", 3, ["y"], [], 10)];
+    expect(pickReplicaForModel(cands, "new", mulberry32(1))?.id).toBe("third");
+    expect(pickReplicaForModel([...cands].reverse(), "new", mulberry32(1))?.id).toBe("third");
+  });
+
+  it("ties on model count and relative load go to the lower absolute load", () => {
+    // 4/8 == 2/4 → the lower absolute load (2).
+    const cands = [m("big", 4, ["x"], [], 8), m("small", 2, ["y"], [], 4)];
+    expect(pickReplicaForModel(cands, "new", mulberry32(1))?.id).toBe("small");
+    expect(pickReplicaForModel([...cands].reverse(), "new", mulberry32(1))?.id).toBe("small");
+  });
+
+  it("a complete tie keeps the first candidate", () => {
+    const cands = [m("first", 1, ["x"]), m("second", 1, ["y"])];
+    expect(pickReplicaForModel(cands, "new", mulberry32(1))?.id).toBe("first");
+    expect(pickReplicaForModel([...cands].reverse(), "new", mulberry32(1))?.id).toBe("second");
+  });
+
+  it("skips non-holders without room, even when they hold fewer models", () => {
+    const cands = [m("empty-but-full", 5), m("fuller", 6, []), m("room", 4, ["x", "y"])];
+    expect(pickReplicaForModel(cands, "new", mulberry32(1))?.id).toBe("room");
+  });
+
+  it("when every holder is full, the model spreads to the best non-holder with room", () => {
+    const cands = [m("h1", 5, ["m1"]), m("h2", 7, ["m1", "x"]), m("busy", 3, ["x"]), m("calm", 1, ["y"]), m("crowded", 0, ["x", "y"])];
+    const c = counting(mulberry32(8));
+    for (let n = 0; n < 50; n++) expect(pickReplicaForModel(cands, "m1", c.rand)?.id).toBe("calm");
+    expect(c.draws).toBe(0);
+  });
+
+  it("a hot model whose holders are all full spreads to exactly one more replica", () => {
+    // Integration with the routing view, as dispatch uses it: pick, note the model
+    // as loading there, count the dispatch in flight (requests stay open).
+    const replica = (id: string, ongoing: number, models: string[]): ReplicaView => ({
+      id,
+      url: `http://${id}.test:8000`,
+      epoch: 1,
+      models,
+      loading: [],
+      expiresInMs: 10_000,
+      load: { seq: 1, ongoing, queued: 0, max: 4, state: "ready" },
+    });
+    const snap: RoutingSnapshot = {
+      deployment: "mux",
+      replicas: [replica("h1", 4, ["hot"]), replica("h2", 4, ["hot", "x"]), replica("a", 1, ["x"]), replica("b", 0, ["x", "y"]), replica("c", 2, ["y"])],
+    };
+    const T = 1_700_000_000_000;
+    const view = new RoutingView();
+    view.applySnapshot(snap, T);
+    const rand = mulberry32(77);
+    const chosen: string[] = [];
+    // "a" and "c" tie on one model; "a" is less loaded (1/4 < 2/4). It has room for 3 more.
+    for (let n = 0; n < 3; n++) {
+      const e = pickReplicaForModel(view.candidates(T), "hot", rand)!;
+      view.noteModelDispatch(e, "hot");
+      view.startDispatch(e);
+      chosen.push(e.id);
+    }
+    expect(chosen).toEqual(["a", "a", "a"]);
+    const holdersNow = view.candidates(T).filter((e) => e.models.includes("hot") || e.loading.includes("hot")).map((e) => e.id).sort();
+    expect(holdersNow).toEqual(["a", "h1", "h2"]);
+    // Now "a" is full too: the model spreads to one more replica ("c", one model), not to "b" (two models).
+    const next = pickReplicaForModel(view.candidates(T), "hot", rand)!;
+    expect(next.id).toBe("c");
+  });
+});
+
+describe("pickReplicaForModel: nobody has room (rule 3)", () => {
+  it("picks among the holders, never a non-holder, even a less loaded one", () => {
+    const cands = [m("n1", 5), m("h1", 6, ["m1"]), m("n2", 5, ["x"]), m("h2", 9, [], ["m1"])];
+    const rand = mulberry32(21);
+    const seen = new Set<string>();
+    for (let n = 0; n < 1_000; n++) seen.add(pickReplicaForModel(cands, "m1", rand)!.id);
+    // Two holders: every pick compares h1 with h2, so the less loaded always wins.
+    expect([...seen]).toEqual(["h1"]);
+  });
+
+  it("two choices among full holders prefers the less loaded and never the most loaded", () => {
+    const cands = [m("h5", 5, ["m1"]), m("h9", 9, ["m1"]), m("h6", 6, ["m1"]), m("n", 5, ["x"])];
+    const counts = new Map<string, number>();
+    const rand = mulberry32(22);
+    for (let n = 0; n < 3_000; n++) {
+      const id = pickReplicaForModel(cands, "m1", rand)!.id;
+      counts.set(id, (counts.get(id) ?? 0) + 1);
+    }
+    expect(counts.get("n")).toBeUndefined();
+    expect(counts.get("h9")).toBeUndefined();
+    expect(counts.get("h5")!).toBeGreaterThan(counts.get("h6")!);
+  });
+
+  it("with no holder at all, picks among every candidate by two choices", () => {
+    const cands = [m("a", 5, ["x"]), m("b", 9), m("c", 6, ["y"])];
+    // i = 0 (a); j = floor(0 * 2) = 0 → 1 (b): a vs b → a.
+    expect(pickReplicaForModel(cands, "m1", sequence(0, 0))?.id).toBe("a");
+    // i = floor(0.5 * 3) = 1 (b); j = floor(0.99 * 2) = 1 → 2 (c): b vs c → c.
+    expect(pickReplicaForModel(cands, "m1", sequence(0.5, 0.99))?.id).toBe("c");
+    const seen = new Set<string>();
+    const rand = mulberry32(23);
+    for (let n = 0; n < 1_000; n++) seen.add(pickReplicaForModel(cands, "m1", rand)!.id);
+    expect([...seen].sort()).toEqual(["a", "c"]);
+  });
+});
+
+describe("pickReplicaForModel: general", () => {
+  it("returns the same object it was given (generic over extra fields)", () => {
+    const cands = [{ ...m("a", 0, ["m1"]), url: "http://a" }, { ...m("b", 1), url: "http://b" }];
+    const picked = pickReplicaForModel(cands, "m1", mulberry32(1));
+    expect(picked).toBe(cands[0]);
+    expect(picked?.url).toBe("http://a");
+  });
+
+  it("does not mutate the candidates", () => {
+    const cands = [m("a", 1, ["x"]), m("b", 5, ["m1"]), m("c", 2, [], ["y"])];
+    const copy = structuredClone(cands);
+    for (const model of ["m1", "x", "new"]) pickReplicaForModel(cands, model, mulberry32(5));
+    expect(cands).toEqual(copy);
+  });
+
+  it("matches model ids exactly (no prefix or case folding)", () => {
+    const cands = [m("prefix", 0, ["m1-large"]), m("case", 0, ["M1"]), m("exact", 3, ["m1"])];
+    const rand = mulberry32(31);
+    for (let n = 0; n < 200; n++) expect(pickReplicaForModel(cands, "m1", rand)?.id).toBe("exact");
+  });
+
+  it("always returns one of the candidates (random pools, seeded)", () => {
+    const rand = mulberry32(0xabc);
+    const pool = ["m1", "m2", "m3", "m4"];
+    for (let trial = 0; trial < 2_000; trial++) {
+      const n = 1 + Math.floor(rand() * 6);
+      const cands = Array.from({ length: n }, (_, i) => {
+        const cap = 1 + Math.floor(rand() * 4);
+        return m(
+          `r${i}`,
+          Math.floor(rand() * (cap + 2)),
+          pool.filter(() => rand() < 0.3),
+          pool.filter(() => rand() < 0.1),
+          cap,
+        );
+      });
+      const model = pool[Math.floor(rand() * pool.length)]!;
+      const picked = pickReplicaForModel(cands, model, rand)!;
+      expect(cands).toContain(picked);
+      const holdsIt = (c: ModelHolderChoice) => c.models.includes(model) || c.loading.includes(model);
+      const room = (c: ModelHolderChoice) => c.load < c.capacity;
+      if (cands.some((c) => holdsIt(c) && room(c))) {
+        expect(holdsIt(picked) && room(picked)).toBe(true);
+      } else if (cands.some(room)) {
+        // The deterministic rule: no non-holder with room has fewer models.
+        expect(room(picked)).toBe(true);
+        const count = (c: ModelHolderChoice) => c.models.length + c.loading.length;
+        for (const c of cands) if (room(c)) expect(count(picked)).toBeLessThanOrEqual(count(c));
+      } else if (cands.some(holdsIt)) {
+        expect(holdsIt(picked)).toBe(true);
+      }
     }
   });
 });

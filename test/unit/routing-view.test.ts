@@ -11,7 +11,7 @@ function load(over: Partial<Load> = {}): Load {
 
 function replica(id: string, over: Partial<Omit<ReplicaView, "load">> & { load?: Partial<Load> } = {}): ReplicaView {
   const { load: l, ...rest } = over;
-  return { id, url: `http://${id}.test:8000`, epoch: 1, models: [], expiresInMs: 2_000, ...rest, load: load(l) };
+  return { id, url: `http://${id}.test:8000`, epoch: 1, models: [], loading: [], expiresInMs: 2_000, ...rest, load: load(l) };
 }
 
 function snap(...replicas: ReplicaView[]): RoutingSnapshot {
@@ -68,8 +68,8 @@ describe("RoutingView.applySnapshot", () => {
     const a = v.get("a")!;
     expect(a.reported.seq).toBe(10);
     expect(a.load).toBe(4);
-    // Models still come from the snapshot.
-    expect(a.models).toEqual(["new"]);
+    // An older snapshot does not undo newer knowledge: its models are ignored too.
+    expect(a.models).toEqual([]);
   });
 
   it("takes a snapshot load with an equal seq", () => {
@@ -277,5 +277,122 @@ describe("RoutingView.startDispatch / endDispatch", () => {
     expect(a.load).toBe(1);
     v.endDispatch(a);
     expect(a.load).toBe(0);
+  });
+});
+
+describe("RoutingView: models and loading (multiplexing)", () => {
+  it("a new entry takes models and loading from the snapshot", () => {
+    const v = new RoutingView();
+    v.applySnapshot(snap(replica("a", { models: ["x"], loading: ["y"] })), T0);
+    expect(v.get("a")).toMatchObject({ models: ["x"], loading: ["y"] });
+  });
+
+  it("applyLoad updates models and loading when the header carries them", () => {
+    const v = new RoutingView();
+    v.applySnapshot(snap(replica("a", { load: { seq: 1 }, models: ["x"], loading: ["y"] })), T0);
+    v.applyLoad("a", load({ seq: 2, models: ["x", "y"], loading: ["z"] }), T0);
+    expect(v.get("a")).toMatchObject({ models: ["x", "y"], loading: ["z"] });
+  });
+
+  it("applyLoad with empty lists empties them (an empty value is information)", () => {
+    const v = new RoutingView();
+    v.applySnapshot(snap(replica("a", { load: { seq: 1 }, models: ["x"], loading: ["y"] })), T0);
+    v.applyLoad("a", load({ seq: 2, models: [], loading: [] }), T0);
+    expect(v.get("a")).toMatchObject({ models: [], loading: [] });
+  });
+
+  it("applyLoad without the fields keeps what the view knows", () => {
+    const v = new RoutingView();
+    v.applySnapshot(snap(replica("a", { load: { seq: 1 }, models: ["x"], loading: ["y"] })), T0);
+    v.applyLoad("a", load({ seq: 2, ongoing: 3 }), T0);
+    expect(v.get("a")).toMatchObject({ models: ["x"], loading: ["y"], load: 3 });
+    // Only one of them present: only that one changes.
+    v.applyLoad("a", load({ seq: 3, models: ["x", "y"] }), T0);
+    expect(v.get("a")).toMatchObject({ models: ["x", "y"], loading: ["y"] });
+    v.applyLoad("a", load({ seq: 4, loading: [] }), T0);
+    expect(v.get("a")).toMatchObject({ models: ["x", "y"], loading: [] });
+  });
+
+  it("applyLoad with an older seq changes neither models nor loading", () => {
+    const v = new RoutingView();
+    v.applySnapshot(snap(replica("a", { load: { seq: 5 }, models: ["x"], loading: ["y"] })), T0);
+    v.applyLoad("a", load({ seq: 4, models: ["old"], loading: ["old"] }), T0);
+    expect(v.get("a")).toMatchObject({ models: ["x"], loading: ["y"] });
+  });
+
+  it("applySnapshot with seq >= the known seq replaces models and loading", () => {
+    const v = new RoutingView();
+    v.applySnapshot(snap(replica("a", { load: { seq: 3 }, models: ["x"], loading: ["y"] })), T0);
+    v.applySnapshot(snap(replica("a", { load: { seq: 3 }, models: ["x", "y"], loading: [] })), T0 + 1);
+    expect(v.get("a")).toMatchObject({ models: ["x", "y"], loading: [] });
+    v.applySnapshot(snap(replica("a", { load: { seq: 4 }, models: ["z"], loading: ["w"] })), T0 + 2);
+    expect(v.get("a")).toMatchObject({ models: ["z"], loading: ["w"] });
+  });
+
+  it("applySnapshot with an older seq than a load header keeps the header's models and loading", () => {
+    const v = new RoutingView();
+    v.applySnapshot(snap(replica("a", { load: { seq: 1 } })), T0);
+    v.applyLoad("a", load({ seq: 9, models: ["fresh"], loading: ["coming"] }), T0 + 1);
+    v.applySnapshot(snap(replica("a", { load: { seq: 8 }, models: ["stale"], loading: [] })), T0 + 2);
+    expect(v.get("a")).toMatchObject({ models: ["fresh"], loading: ["coming"] });
+    // ...and liveness stays the later of the header's and the snapshot's.
+    expect(v.get("a")!.expiresAt).toBe(Math.max(T0 + 1 + LIVENESS_FROM_RESPONSE_MS, T0 + 2 + 2_000));
+  });
+
+  it("a new epoch takes the snapshot's models and loading whatever the seq", () => {
+    const v = new RoutingView();
+    v.applySnapshot(snap(replica("a", { load: { seq: 100 }, models: ["x"], loading: ["y"] })), T0);
+    v.applySnapshot(snap(replica("a", { epoch: 2, load: { seq: 0 }, models: [], loading: [] })), T0 + 1);
+    expect(v.get("a")).toMatchObject({ models: [], loading: [] });
+  });
+
+  it("noteModelDispatch marks a model the replica does not hold as loading there", () => {
+    const v = new RoutingView();
+    v.applySnapshot(snap(replica("a", { models: ["x"] })), T0);
+    const a = v.get("a")!;
+    v.noteModelDispatch(a, "m1");
+    expect(a.loading).toEqual(["m1"]);
+    expect(a.models).toEqual(["x"]);
+    v.noteModelDispatch(a, "m2");
+    expect(a.loading).toEqual(["m1", "m2"]);
+  });
+
+  it("noteModelDispatch changes nothing when the replica holds or loads the model", () => {
+    const v = new RoutingView();
+    v.applySnapshot(snap(replica("a", { models: ["x"], loading: ["y"] })), T0);
+    const a = v.get("a")!;
+    const before = { models: a.models, loading: a.loading };
+    v.noteModelDispatch(a, "x");
+    v.noteModelDispatch(a, "y");
+    expect(a.models).toBe(before.models);
+    expect(a.loading).toBe(before.loading);
+    expect(a.loading).toEqual(["y"]);
+    // Repeated dispatches of the same new model add it once.
+    v.noteModelDispatch(a, "z");
+    v.noteModelDispatch(a, "z");
+    expect(a.loading).toEqual(["y", "z"]);
+  });
+
+  it("noteModelDispatch does not mutate the snapshot's arrays (shared with other readers)", () => {
+    const v = new RoutingView();
+    const s = snap(replica("a", { models: ["x"], loading: ["y"] }));
+    v.applySnapshot(s, T0);
+    v.noteModelDispatch(v.get("a")!, "m1");
+    expect(s.replicas[0]!.loading).toEqual(["y"]);
+    expect(s.replicas[0]!.models).toEqual(["x"]);
+    expect(v.get("a")!.loading).toEqual(["y", "m1"]);
+  });
+
+  it("the replica's next load header replaces the noted loading", () => {
+    const v = new RoutingView();
+    v.applySnapshot(snap(replica("a", { load: { seq: 1 } })), T0);
+    const a = v.get("a")!;
+    v.noteModelDispatch(a, "m1");
+    v.applyLoad("a", load({ seq: 2, models: ["m1"], loading: [] }), T0);
+    expect(a).toMatchObject({ models: ["m1"], loading: [] });
+    // A header without the fields (non-multiplexing replica) keeps the note.
+    v.noteModelDispatch(a, "m2");
+    v.applyLoad("a", load({ seq: 3 }), T0);
+    expect(a.loading).toEqual(["m2"]);
   });
 });

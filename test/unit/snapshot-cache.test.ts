@@ -17,6 +17,7 @@ function snapshotWith(deployment: string, ids: string[], seq = 1): RoutingSnapsh
       url: `http://${id}.test:8000`,
       epoch: 1,
       models: [],
+      loading: [],
       expiresInMs: 2_500,
       load: { seq, ongoing: 0, queued: 0, max: 5, state: "ready" as const },
     })),

@@ -1,0 +1,155 @@
+/**
+ * Session affinity at the first hop. The binding session → replica lives in the
+ * deployment's SessionRouter Durable Objects; each isolate caches bindings for
+ * SESSION_CACHE_TTL_MS, so a session costs one object call per isolate every few
+ * seconds while it is in use, not one per request, and a binding changed by
+ * another isolate wins here within that TTL.
+ *
+ * A session stays on its replica while the replica is ready, fresh, not cooling
+ * down after a connection failure, and its load is below `rebindAtLoad` × its
+ * capacity. Otherwise it is rebound to the best other replica (compare-and-set
+ * in the object, so concurrent isolates converge) and the new binding is stored.
+ * An unreachable object never fails a request: the request goes to the best
+ * replica and the binding is tried again on the next request.
+ */
+import type { Deployment } from "../config/deployment.ts";
+import type { ReplicaEntry } from "./routing-view.ts";
+
+/** How long an isolate trusts a cached binding before asking the object again. */
+export const SESSION_CACHE_TTL_MS = 5_000;
+/** After a failed object call, the isolate routes the session on its own for this long before asking again. */
+export const SESSION_STORE_RETRY_MS = 1_000;
+/** Bindings an isolate caches at most (oldest dropped first). */
+export const SESSION_CACHE_MAX = 10_000;
+
+/** The SessionRouter objects, as the proxy sees them (RPC in the Worker, a fake in unit tests). */
+export interface SessionStore {
+  resolve(deployment: Deployment, session: string, proposal: string): Promise<string>;
+  rebind(deployment: Deployment, session: string, from: string, to: string): Promise<string>;
+}
+
+interface CachedBinding {
+  replica: string;
+  fetchedAt: number;
+}
+
+export class SessionAffinity {
+  readonly #store: SessionStore;
+  readonly #now: () => number;
+  readonly #cache = new Map<string, CachedBinding>();
+  /** Calls made to the session objects (observability and tests). */
+  storeCalls = 0;
+
+  constructor(store: SessionStore, now: () => number = Date.now) {
+    this.#store = store;
+    this.#now = now;
+  }
+
+  /**
+   * The replica this session's request should try first, or undefined when no
+   * candidate exists. `propose` picks the best replica among those given (the
+   * deployment's normal policy).
+   */
+  async choose(
+    deployment: Deployment,
+    session: string,
+    candidates: readonly ReplicaEntry[],
+    propose: (among: readonly ReplicaEntry[]) => ReplicaEntry | undefined,
+  ): Promise<ReplicaEntry | undefined> {
+    const key = cacheKey(deployment.name, session);
+    const now = this.#now();
+    const usable = (id: string) => {
+      const e = candidates.find((c) => c.id === id);
+      return e && e.load < e.capacity * deployment.sessionAffinity.rebindAtLoad ? e : undefined;
+    };
+    const cached = this.#cache.get(key);
+    if (cached && now - cached.fetchedAt < SESSION_CACHE_TTL_MS) {
+      const e = usable(cached.replica);
+      if (e) return e;
+      return this.#move(deployment, session, key, cached.replica, candidates, propose, usable);
+    }
+    const proposal = propose(candidates);
+    if (!proposal) return undefined;
+    let bound: string;
+    try {
+      this.storeCalls++;
+      bound = await this.#store.resolve(deployment, session, proposal.id);
+    } catch (err) {
+      logStoreFailure(deployment.name, err);
+      this.#remember(key, proposal.id, SESSION_STORE_RETRY_MS);
+      return proposal;
+    }
+    this.#remember(key, bound);
+    return usable(bound) ?? this.#move(deployment, session, key, bound, candidates, propose, usable);
+  }
+
+  /**
+   * The request was served by `replicaId`. When that is not the bound replica (the
+   * bound one refused or failed and a retry went elsewhere), the session follows.
+   */
+  served(deployment: Deployment, session: string, replicaId: string, background: (p: Promise<unknown>) => void): void {
+    const key = cacheKey(deployment.name, session);
+    const cached = this.#cache.get(key);
+    if (!cached || cached.replica === replicaId) return;
+    this.#remember(key, replicaId);
+    this.storeCalls++;
+    background(
+      this.#store
+        .rebind(deployment, session, cached.replica, replicaId)
+        .then((bound) => this.#remember(key, bound))
+        .catch((err: unknown) => logStoreFailure(deployment.name, err)),
+    );
+  }
+
+  /** Bindings cached in this isolate. */
+  get cached(): number {
+    return this.#cache.size;
+  }
+
+  async #move(
+    deployment: Deployment,
+    session: string,
+    key: string,
+    from: string,
+    candidates: readonly ReplicaEntry[],
+    propose: (among: readonly ReplicaEntry[]) => ReplicaEntry | undefined,
+    usable: (id: string) => ReplicaEntry | undefined,
+  ): Promise<ReplicaEntry | undefined> {
+    const proposal = propose(candidates.filter((c) => c.id !== from)) ?? propose(candidates);
+    if (!proposal) return undefined;
+    // Nowhere better to go: the bound replica is still a candidate (only loaded) and the
+    // best other one is at the threshold too (or there is none). Moving would gain nothing
+    // and cost an object call and write per request, flapping between full replicas;
+    // stay, and let the replica's admission (and `served` after a retry) decide.
+    const current = candidates.find((c) => c.id === from);
+    if (current && !usable(proposal.id)) return current;
+    try {
+      this.storeCalls++;
+      const bound = await this.#store.rebind(deployment, session, from, proposal.id);
+      this.#remember(key, bound);
+      return usable(bound) ?? proposal;
+    } catch (err) {
+      logStoreFailure(deployment.name, err);
+      this.#remember(key, proposal.id, SESSION_STORE_RETRY_MS);
+      return proposal;
+    }
+  }
+
+  /** Caches a binding for `forMs` (at most the cache TTL). */
+  #remember(key: string, replica: string, forMs = SESSION_CACHE_TTL_MS): void {
+    this.#cache.delete(key);
+    this.#cache.set(key, { replica, fetchedAt: this.#now() - (SESSION_CACHE_TTL_MS - forMs) });
+    if (this.#cache.size > SESSION_CACHE_MAX) {
+      const oldest = this.#cache.keys().next().value;
+      if (oldest !== undefined) this.#cache.delete(oldest);
+    }
+  }
+}
+
+function cacheKey(deployment: string, session: string): string {
+  return `${deployment}\u0000${session}`;
+}
+
+function logStoreFailure(deployment: string, err: unknown): void {
+  console.error(JSON.stringify({ msg: "session store call failed", deployment, error: String(err) }));
+}
