@@ -83,7 +83,11 @@ export async function dispatch(req: Request, ctx: DispatchContext): Promise<Resp
     if (wait > 0) await sleep(Math.min(wait, deadline - Date.now()));
   }
   if (!sawReplica) {
-    return errorResponse("no_ready_replica", `deployment "${deployment.name}" has no ready replica`, { requestId, retryAfterSeconds: 1 });
+    return errorResponse("no_ready_replica", `deployment "${deployment.name}" has no ready replica`, {
+      requestId,
+      retryAfterSeconds: 1,
+      details: { replicas: view.describe(Date.now()) },
+    });
   }
   return errorResponse("all_replicas_busy", `every replica of "${deployment.name}" tried was at capacity or unreachable`, {
     requestId,
@@ -123,6 +127,7 @@ async function attemptOn(
     }
     // The replica is unreachable or went away: no new dispatches to it from this isolate for a while.
     view.markDown(replica.id, Date.now());
+    console.error(JSON.stringify({ msg: "replica connection failed", deployment: ctx.deployment.name, replica: replica.id, request_id: requestId, error: String(err) }));
     if (prepared.safeToRepeat) return { kind: "not_accepted" };
     return respond(errorResponse("upstream_failed", `connection to replica ${replica.id} lost: ${String(err)}`, { requestId }));
   } finally {

@@ -122,6 +122,18 @@ export class RoutingView {
     return n;
   }
 
+  /** Why each replica is or is not a candidate now (for error details and debugging). */
+  describe(now: number): { id: string; state: string; expiresInMs: number; coolingDownMs: number; load: number; capacity: number }[] {
+    return [...this.#replicas.values()].map((e) => ({
+      id: e.id,
+      state: e.reported.state,
+      expiresInMs: e.expiresAt - now,
+      coolingDownMs: Math.max(0, e.downUntil - now),
+      load: e.load,
+      capacity: e.capacity,
+    }));
+  }
+
   get(replicaId: string): ReplicaEntry | undefined {
     return this.#replicas.get(replicaId);
   }

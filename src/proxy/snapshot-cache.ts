@@ -53,12 +53,15 @@ export class SnapshotCache {
       else if (now >= c.nextRefreshAt) await this.#refresh(deployment, c);
       return c.view;
     }
-    if (!c.refreshing && now >= c.nextRefreshAt) {
-      const refresh = this.#refresh(deployment, c);
-      // With nothing to route to, a fresher snapshot is worth waiting for.
-      if (c.view.readyCount(now) === 0) await refresh;
-      else background(refresh);
+    if (c.view.readyCount(now) === 0) {
+      // Nothing to route to (e.g. the view expired while the deployment was idle):
+      // a fresher snapshot is worth waiting for, whether this request starts the
+      // refresh or another one already did.
+      if (c.refreshing) await c.refreshing;
+      else if (now >= c.nextRefreshAt) await this.#refresh(deployment, c);
+      return c.view;
     }
+    if (!c.refreshing && now >= c.nextRefreshAt) background(this.#refresh(deployment, c));
     return c.view;
   }
 

@@ -177,3 +177,21 @@ describe("deadlines and bad input", () => {
     expect(res.headers.get("x-request-id")).toMatch(/^[0-9a-f-]{36}$/);
   });
 });
+
+describe("a deployment that sat idle", () => {
+  it("serves a concurrent burst after its routing view expired (every request waits for the one refresh)", async () => {
+    const burst = () =>
+      Promise.all(
+        Array.from({ length: 20 }, async () => {
+          const res = await fetch(`${stack.workerdUrl}/hello`);
+          await res.text();
+          return res.status;
+        }),
+      );
+    // Opens 20 keep-alive connections, so the burst below arrives at once.
+    await burst();
+    // Longer than a replica's 2.5 s freshness: the isolate's view of "hello" has expired.
+    await sleep(3_000);
+    expect(await burst()).toEqual(Array.from({ length: 20 }, () => 200));
+  });
+});

@@ -186,6 +186,24 @@ describe("SnapshotCache", () => {
     expect(v.readyCount(c.now())).toBe(1);
   });
 
+  it("concurrent requests on an expired view all wait for the one refresh (none routes on the dead view)", async () => {
+    const src = controlledSource();
+    const c = clock();
+    const cache = new SnapshotCache(src.source, c.now);
+    await cache.view("hello", () => undefined);
+    c.advance(10_000); // the deployment was idle: every replica in the view expired
+    const pending = deferred<RoutingSnapshot>();
+    src.set(() => pending.promise);
+    const seen: number[] = [];
+    const views = Array.from({ length: 5 }, () => cache.view("hello", () => undefined).then((v) => seen.push(v.readyCount(c.now()))));
+    await Promise.resolve();
+    expect(seen).toEqual([]); // nobody returned the expired view
+    pending.resolve(snapshotWith("hello", ["a", "b"]));
+    await Promise.all(views);
+    expect(seen).toEqual([2, 2, 2, 2, 2]);
+    expect(src.calls.length).toBe(2);
+  });
+
   it("a failing background refresh keeps the old view and backs off before retrying", async () => {
     const src = controlledSource();
     const c = clock();
