@@ -7,6 +7,8 @@
  *   npx tsx bench/affinity.ts [--seconds 8] [--concurrency 6]
  *
  * Measures, in one run:
+ * After a 2 s warm-up (random traffic, unmeasured) that starts each replica's wasm
+ * runtime:
  *  1. model hit share: requests served by a replica that already had the model
  *     (x-switchyard-model-cache: hit), with a skewed model mix (60/25/15 %),
  *     through Switchyard versus a model-blind router (each request to a random
@@ -59,9 +61,10 @@ interface Sample {
   replica: string;
   hit: boolean;
   ms: number;
+  error?: string;
 }
 
-async function run(target: (i: number) => { url: string; headers: Record<string, string>; model: string; session?: string }): Promise<Sample[]> {
+async function run(seconds: number, target: (i: number) => { url: string; headers: Record<string, string>; model: string; session?: string }): Promise<Sample[]> {
   const out: Sample[] = [];
   const until = Date.now() + seconds * 1000;
   let i = 0;
@@ -70,8 +73,15 @@ async function run(target: (i: number) => { url: string; headers: Record<string,
       while (Date.now() < until) {
         const t = target(i++);
         const started = performance.now();
-        const res = await fetch(t.url, { method: "POST", headers: { "content-type": "application/json", ...t.headers }, body });
-        await res.arrayBuffer();
+        let res: Response;
+        let text: string;
+        try {
+          res = await fetch(t.url, { method: "POST", headers: { "content-type": "application/json", ...t.headers }, body });
+          text = await res.text();
+        } catch (err) {
+          out.push({ model: t.model, status: 0, replica: "?", hit: false, ms: performance.now() - started, error: String((err as Error).cause ?? err) });
+          continue;
+        }
         out.push({
           model: t.model,
           ...(t.session ? { session: t.session } : {}),
@@ -79,6 +89,7 @@ async function run(target: (i: number) => { url: string; headers: Record<string,
           replica: res.headers.get("x-switchyard-replica") ?? "?",
           hit: res.headers.get("x-switchyard-model-cache") === "hit",
           ms: performance.now() - started,
+          ...(res.status !== 200 ? { error: text.slice(0, 1000) } : {}),
         });
       }
     }),
@@ -121,7 +132,8 @@ function stickiness(samples: Sample[]): number {
 }
 
 const stateDir = mkdtempSync(join(tmpdir(), "switchyard-bench-"));
-const stack = new LocalStack({ port: 0, stateDir, freshState: true, replicas: { hello: 0, echo: 0, vad: 3 } });
+const logLines: string[] = [];
+const stack = new LocalStack({ port: 0, stateDir, freshState: true, replicas: { hello: 0, echo: 0, vad: 3 }, log: (l) => logLines.push(l) });
 process.on("SIGINT", () => {
   stack.killAll();
   process.exit(130);
@@ -138,18 +150,21 @@ try {
   // 1. Model hit share: Switchyard, then a model-blind router on the same replicas.
   const seq = prng(42);
   const models = Array.from({ length: 1_000_000 }, () => pickModel(seq()));
-  const viaProxy = await run((i) => ({ url: `${stack.url}/vad`, headers: { serve_multiplexed_model_id: models[i]! }, model: models[i]! }));
   const pickReplica = prng(7);
-  const blind = await run((i) => ({
+  const blindTarget = (i: number) => ({
     url: `${replicaUrls[Math.floor(pickReplica() * replicaUrls.length)]}/vad`,
     headers: { "x-switchyard-model": models[i]! },
     model: models[i]!,
-  }));
+  });
+  // Warm-up, not measured: starts every replica's wasm runtime and fills the caches at random.
+  await run(2, blindTarget);
+  const viaProxy = await run(seconds, (i) => ({ url: `${stack.url}/vad`, headers: { serve_multiplexed_model_id: models[i]! }, model: models[i]! }));
+  const blind = await run(seconds, blindTarget);
 
   // 2. Sessions, each using one model (60 sessions, same skew), through Switchyard.
   const sessionModels = Array.from({ length: 60 }, (_, k) => pickModel(prng(1000 + k)()));
   const before = await adminState();
-  const sessions = await run((i) => {
+  const sessions = await run(seconds, (i) => {
     const k = i % sessionModels.length;
     return { url: `${stack.url}/vad`, headers: { "x-switchyard-model": sessionModels[k]!, "x-session-id": `bench-${k}` }, model: sessionModels[k]!, session: `bench-${k}` };
   });
@@ -172,10 +187,17 @@ try {
   console.log(`\n3 replicas × ≤2 models, 3 models (mix 60/25/15 %), ${concurrency} concurrent, ${seconds} s per arm, 1 s of audio per request\n`);
   console.log("| arm | requests | failed | req/s | served by a replica that had the model | p50 ms | p99 ms |");
   console.log("|---|---:|---:|---:|---:|---:|---:|");
+  for (const [name, arm] of [["model-aware", viaProxy], ["blind", blind], ["sessions", sessions]] as const) {
+    for (const f of arm.filter((x) => x.status !== 200).slice(0, 3)) console.log(`${name}: ${f.status} ${f.error}`);
+  }
   for (const r of rows) console.log(`| ${r.arm} | ${r.requests} | ${r.failed} | ${r.rps} | ${(100 * r.hitShare).toFixed(1)} % | ${r.p50ms.toFixed(1)} | ${r.p99ms.toFixed(1)} |`);
   console.log(`\nsessions: stickiness ${(100 * result.sessions.stickiness).toFixed(1)} %, ${result.sessions.durableObjectCallsPer1000.toFixed(1)} Durable Object calls per 1,000 requests (${result.sessions.sessionResolves} resolves, ${result.sessions.sessionRebinds} rebinds, ${result.sessions.sessionWrites} writes)`);
+  if (process.env.BENCH_DEBUG) console.log(logLines.filter((l) => /error|lost|fail|exit/i.test(l)).slice(-40).join("\n"));
   mkdirSync(join(import.meta.dirname, "results"), { recursive: true });
   writeFileSync(join(import.meta.dirname, "results/affinity.json"), `${JSON.stringify(result, null, 2)}\n`);
+} catch (err) {
+  console.error(logLines.filter((l) => !/registered|listening/.test(l)).slice(-30).join("\n"));
+  throw err;
 } finally {
   await stack.stop();
   rmSync(stateDir, { recursive: true, force: true });
