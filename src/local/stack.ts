@@ -14,6 +14,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { createInterface } from "node:readline";
 import { bundleReplica, bundleWorker, deploymentFiles } from "../../scripts/build.ts";
 import type { Deployment } from "../config/deployment.ts";
+import { deriveReplicaKey } from "../protocol/index.ts";
 import { startHttp10Front } from "./http10-front.ts";
 import { workerdConfig } from "./workerd-config.ts";
 
@@ -82,6 +83,7 @@ function backendArgs(d: Deployment): string[] {
 }
 
 export class LocalStack {
+  /** The edge's master secret (SWITCHYARD_REPLICA_SECRET); replicas get only their deployment's key. */
   readonly replicaSecret = randomBytes(16).toString("hex");
   readonly adminSecret = randomBytes(16).toString("hex");
   readonly replicas = new Map<string, ReplicaProcess>();
@@ -120,7 +122,8 @@ export class LocalStack {
         configDir: this.#stateDir,
         storageDir: join(this.#stateDir, "do"),
         address: `127.0.0.1:${workerdPort}`,
-        vars: { SWITCHYARD_REPLICA_SECRET: this.replicaSecret, SWITCHYARD_ADMIN_SECRET: this.adminSecret },
+        // Local mode: replicas may register loopback and private addresses.
+        vars: { SWITCHYARD_REPLICA_SECRET: this.replicaSecret, SWITCHYARD_ADMIN_SECRET: this.adminSecret, SWITCHYARD_MODE: "local" },
       }),
     );
     this.workerdUrl = `http://127.0.0.1:${workerdPort}`;
@@ -156,10 +159,10 @@ export class LocalStack {
       "--max-ongoing", String(o.maxOngoing ?? d.maxOngoingRequests),
       "--drain-timeout-ms", String(o.drainTimeoutMs ?? 30_000),
     ];
-    const child = spawn(process.execPath, args, {
-      stdio: ["ignore", "pipe", "pipe"],
-      env: { ...process.env, SWITCHYARD_REPLICA_SECRET: this.replicaSecret },
-    });
+    // The replica gets its deployment's key, never the master secret (not even one inherited from this shell).
+    const env: NodeJS.ProcessEnv = { ...process.env, SWITCHYARD_REPLICA_KEY: await this.replicaKey(d.name) };
+    delete env.SWITCHYARD_REPLICA_SECRET;
+    const child = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"], env });
     const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
     this.#pipeLog(child, id, true);
     const url = await new Promise<string>((resolveUrl, reject) => {
@@ -181,6 +184,11 @@ export class LocalStack {
     this.replicas.set(id, rp);
     void exited.then(() => this.replicas.delete(id));
     return rp;
+  }
+
+  /** A deployment's replica key, derived from this stack's master secret (what `replica --print-key` prints). */
+  replicaKey(deployment: string): Promise<string> {
+    return deriveReplicaKey(this.replicaSecret, deployment);
   }
 
   /** Routing state of a deployment as the routing Durable Object sees it (admin route). */

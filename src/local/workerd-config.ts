@@ -27,6 +27,8 @@ export function workerdConfig(o: WorkerdConfigOptions): string {
     ...Object.entries(o.vars).map(([name, value]) => `(name = ${str(name)}, text = ${str(value)})`),
     `(name = "ROUTER", durableObjectNamespace = "DeploymentRouter")`,
     `(name = "SESSIONS", durableObjectNamespace = "SessionRouter")`,
+    `(name = "KEYS", durableObjectNamespace = "AccessKeys")`,
+    `(name = "RATE_LIMITS", durableObjectNamespace = "RateLimiter")`,
   ];
   return `using Workerd = import "/workerd/workerd.capnp";
 
@@ -34,7 +36,8 @@ const config :Workerd.Config = (
   services = [
     (name = "edge", worker = .edgeWorker),
     # Replicas are on loopback or private addresses in local mode.
-    (name = "internet", network = (allow = ["public", "private", "local"], tlsOptions = (trustBrowserCas = true))),
+    # Link-local (cloud metadata) is never reachable, even if a replica's hostname resolves there.
+    (name = "internet", network = (allow = ["public", "private", "local"], deny = ["169.254.0.0/16", "fe80::/10"], tlsOptions = (trustBrowserCas = true))),
     (name = "do-storage", disk = (path = ${str(o.storageDir)}, writable = true)),
   ],
   sockets = [
@@ -52,6 +55,8 @@ const edgeWorker :Workerd.Worker = (
   durableObjectNamespaces = [
     (className = "DeploymentRouter", uniqueKey = "switchyard-deployment-router", enableSql = true),
     (className = "SessionRouter", uniqueKey = "switchyard-session-router", enableSql = true),
+    (className = "AccessKeys", uniqueKey = "switchyard-access-keys", enableSql = true),
+    (className = "RateLimiter", uniqueKey = "switchyard-rate-limiter", enableSql = true),
   ],
   durableObjectStorage = (localDisk = "do-storage"),
   globalOutbound = "internet",

@@ -2,3 +2,4 @@ export * from "./headers.ts";
 export * from "./load.ts";
 export * from "./messages.ts";
 export * from "./errors.ts";
+export * from "./signing.ts";

@@ -1,62 +1,175 @@
 /**
  * Control plane, replica → edge: register, report, deregister. Each message is
- * authenticated with the replica secret, validated, and handed to the
- * deployment's routing Durable Object over RPC.
+ * signed with its deployment's replica key (src/protocol/signing.ts); the edge
+ * checks the signature and timestamp, validates the message, checks a
+ * registered URL against the replica URL policy, and hands it with its nonce
+ * to the deployment's routing Durable Object, which refuses replays.
+ *
+ * Order of the checks (docs/protocol.md §1):
+ *   1. Content-Length at most 64 KiB                      413 payload_too_large
+ *   2. the three signature headers present                401 unsigned
+ *   3. body is JSON naming a deployment this Worker serves 400 invalid_message / 404 route_not_found
+ *      (the key is per deployment, so the name is read before the signature can
+ *      be checked; deployment names are public anyway, /-/routes lists them)
+ *   4. headers well-formed and the signature right        401 bad_signature
+ *   5. timestamp within ±30 s of the edge's clock         401 stale_timestamp
+ *   6. schema (zod, strict)                               400 invalid_message
+ *   7. register only: replica URL policy                  400 invalid_message
+ *   8. nonce above the replica's last (routing object)    401 replayed
+ * Only signed, fresh, authentic messages see schema details (6, 7). Every 401 is
+ * counted per deployment and reason in isolate memory (`controlRejections()`).
  */
 import { Hono, type Context } from "hono";
 import type { z } from "zod";
 import type { Deployment } from "../config/deployment.ts";
 import { routerFor as router, type Env } from "../env.ts";
-import { DeregisterMessage, RegisterMessage, ReportMessage, errorResponse } from "../protocol/index.ts";
-import { bearerMatches } from "./auth.ts";
+import { checkReplicaUrl } from "../policy/replica-url.ts";
+import {
+  CONTROL_REJECT_REASONS,
+  DeregisterMessage,
+  RegisterMessage,
+  ReportMessage,
+  SIGNATURE_WINDOW_MS,
+  deriveReplicaKey,
+  errorResponse,
+  importReplicaKey,
+  readSignatureHeaders,
+  timestampFresh,
+  verifyControl,
+  type ControlRejectReason,
+} from "../protocol/index.ts";
 
 /** Control messages are small; anything larger is not one. */
 const MAX_CONTROL_BODY = 64 * 1024;
 
-async function readMessage<S extends z.ZodType>(c: Context<{ Bindings: Env }>, schema: S, known: ReadonlyMap<string, Deployment>) {
-  if (!bearerMatches(c.req.header("authorization"), c.env.SWITCHYARD_REPLICA_SECRET)) {
-    return { error: errorResponse("unauthorized", "replica secret missing or wrong") };
+/** Rejections of messages naming no deployment this Worker serves are counted under this name (never a valid deployment name). */
+export const UNKNOWN_DEPLOYMENT = "_unknown";
+
+const rejections = new Map<string, Record<ControlRejectReason, number>>();
+
+/**
+ * Control messages refused with 401 by this isolate since it started, per
+ * deployment and reason. Isolate memory: each isolate counts its own (replays
+ * are also counted across isolates by the routing object, `stats().replays`).
+ */
+export function controlRejections(): Record<string, Record<ControlRejectReason, number>> {
+  const out: Record<string, Record<ControlRejectReason, number>> = {};
+  for (const [name, counts] of rejections) out[name] = { ...counts };
+  return out;
+}
+
+function reject(deployment: string, reason: ControlRejectReason, message: string): Response {
+  let counts = rejections.get(deployment);
+  if (!counts) {
+    counts = Object.fromEntries(CONTROL_REJECT_REASONS.map((r) => [r, 0])) as Record<ControlRejectReason, number>;
+    rejections.set(deployment, counts);
   }
+  counts[reason]++;
+  return errorResponse("unauthorized", message, { details: { reason } });
+}
+
+/** Derived replica keys of this isolate, per deployment (reset if the master secret changes). */
+let keyCache: { master: string; keys: Map<string, Promise<CryptoKey>> } | undefined;
+
+function deploymentKey(master: string, deployment: string): Promise<CryptoKey> {
+  if (keyCache?.master !== master) keyCache = { master, keys: new Map() };
+  const keys = keyCache.keys;
+  let key = keys.get(deployment);
+  if (!key) {
+    key = deriveReplicaKey(master, deployment).then(importReplicaKey);
+    key.catch(() => keys.delete(deployment));
+    keys.set(deployment, key);
+  }
+  return key;
+}
+
+type Read<T> = { error: Response } | { msg: T; nonce: number; deployment: Deployment };
+
+async function readMessage<S extends z.ZodType>(
+  c: Context<{ Bindings: Env }>,
+  schema: S,
+  known: ReadonlyMap<string, Deployment>,
+): Promise<Read<z.output<S>>> {
   const length = Number(c.req.header("content-length") ?? "NaN");
   if (!(length <= MAX_CONTROL_BODY)) {
     return { error: errorResponse("payload_too_large", `control messages need a Content-Length of at most ${MAX_CONTROL_BODY} bytes`) };
   }
+  const body = new Uint8Array(await c.req.arrayBuffer());
+  if (body.byteLength > MAX_CONTROL_BODY) {
+    return { error: errorResponse("payload_too_large", `control messages are at most ${MAX_CONTROL_BODY} bytes`) };
+  }
   let raw: unknown;
+  let json = true;
   try {
-    raw = await c.req.json();
+    raw = JSON.parse(new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(body));
   } catch {
-    return { error: errorResponse("invalid_message", "body is not valid JSON") };
+    json = false;
+  }
+  const named = raw !== null && typeof raw === "object" ? (raw as { deployment?: unknown }).deployment : undefined;
+  const deployment = typeof named === "string" ? known.get(named) : undefined;
+
+  const sig = readSignatureHeaders(c.req.raw.headers);
+  if (sig.kind === "unsigned") {
+    return { error: reject(deployment?.name ?? UNKNOWN_DEPLOYMENT, "unsigned", "control messages must be signed (x-switchyard-timestamp, x-switchyard-nonce, x-switchyard-signature)") };
+  }
+  if (!json) return { error: errorResponse("invalid_message", "body is not valid JSON") };
+  if (typeof named !== "string") return { error: errorResponse("invalid_message", "control message names no deployment") };
+  if (!deployment) return { error: errorResponse("route_not_found", `no deployment named "${named}"`) };
+  const name = deployment.name;
+  if (sig.kind === "malformed") return { error: reject(name, "bad_signature", sig.problem) };
+
+  const master = c.env.SWITCHYARD_REPLICA_SECRET;
+  if (!master) {
+    console.error(JSON.stringify({ msg: "SWITCHYARD_REPLICA_SECRET is not set: every control message is refused" }));
+    return { error: errorResponse("internal_error", "the edge has no replica secret configured") };
+  }
+  const key = await deploymentKey(master, name);
+  const path = new URL(c.req.url).pathname;
+  if (!(await verifyControl(key, { timestamp: sig.timestamp, nonce: sig.nonce, path, body }, sig.signature))) {
+    return { error: reject(name, "bad_signature", `signature does not match (is the replica using "${name}"'s key?)`) };
+  }
+  const now = Date.now();
+  if (!timestampFresh(sig.timestamp, now)) {
+    return { error: reject(name, "stale_timestamp", `timestamp is ${now - sig.timestamp} ms off the edge's clock (at most ${SIGNATURE_WINDOW_MS} ms)`) };
   }
   const parsed = schema.safeParse(raw);
   if (!parsed.success) {
     return { error: errorResponse("invalid_message", "control message failed validation", { details: parsed.error.issues }) };
   }
-  const msg = parsed.data as z.output<S> & { deployment: string };
-  if (!known.has(msg.deployment)) return { error: errorResponse("route_not_found", `no deployment named "${msg.deployment}"`) };
-  return { msg };
+  return { msg: parsed.data, nonce: sig.nonce, deployment };
 }
+
+const replayed = (deployment: string) => reject(deployment, "replayed", "nonce is not above the last one accepted from this replica");
 
 export function controlRoutes(deployments: ReadonlyMap<string, Deployment>): Hono<{ Bindings: Env }> {
   const app = new Hono<{ Bindings: Env }>();
 
   app.post("/register", async (c) => {
     const r = await readMessage(c, RegisterMessage, deployments);
-    if (r.error) return r.error;
-    return c.json(await router(c.env, r.msg.deployment).register(r.msg));
+    if ("error" in r) return r.error;
+    const mode = c.env.SWITCHYARD_MODE === "local" ? "local" : "production";
+    const url = checkReplicaUrl(r.msg.url, r.deployment.replicaOrigins, mode);
+    if (!url.ok) return errorResponse("invalid_message", `replica url refused: ${url.message}`, { details: { reason: url.reason } });
+    const ack = await router(c.env, r.deployment.name).register(r.msg, r.nonce);
+    if (ack === "replayed") return replayed(r.deployment.name);
+    return c.json(ack);
   });
 
   app.post("/report", async (c) => {
     const r = await readMessage(c, ReportMessage, deployments);
-    if (r.error) return r.error;
-    const outcome = await router(c.env, r.msg.deployment).report(r.msg);
+    if ("error" in r) return r.error;
+    const outcome = await router(c.env, r.deployment.name).report(r.msg, r.nonce);
+    if (outcome === "replayed") return replayed(r.deployment.name);
     if (outcome === "unknown_replica") return errorResponse("unknown_replica", "register before reporting");
     return c.json({ ok: true, outcome });
   });
 
   app.post("/deregister", async (c) => {
     const r = await readMessage(c, DeregisterMessage, deployments);
-    if (r.error) return r.error;
-    return c.json({ ok: true, removed: await router(c.env, r.msg.deployment).deregister(r.msg) });
+    if ("error" in r) return r.error;
+    const removed = await router(c.env, r.deployment.name).deregister(r.msg, r.nonce);
+    if (removed === "replayed") return replayed(r.deployment.name);
+    return c.json({ ok: true, removed });
   });
 
   return app;

@@ -4,12 +4,21 @@
  * when it leaves. HTTP POST, so it works through any Worker deployment with no
  * connection to keep alive (docs/protocol.md explains the choice).
  */
-import { PROTOCOL_VERSION, type ControlAck, type RegisterMessage, type ReportMessage } from "../protocol/index.ts";
+import {
+  NonceCounter,
+  PROTOCOL_VERSION,
+  importReplicaKey,
+  signedHeaders,
+  type ControlAck,
+  type RegisterMessage,
+  type ReportMessage,
+} from "../protocol/index.ts";
 import type { AdmissionControl } from "./admission.ts";
 
 export interface EdgeClientOptions {
   edgeUrl: string;
-  secret: string;
+  /** The deployment's replica key (64 hex digits): every control POST is signed with it. */
+  key: string;
   deployment: string;
   replicaId: string;
   advertiseUrl: string;
@@ -30,6 +39,8 @@ export class EdgeClient {
   #stopped = false;
   #inflight: Promise<void> | null = null;
   #again = false;
+  #key: Promise<CryptoKey> | undefined;
+  readonly #nonces = new NonceCounter();
 
   constructor(options: EdgeClientOptions) {
     this.#o = options;
@@ -134,11 +145,16 @@ export class EdgeClient {
     }
   }
 
-  async #post(path: string, body: unknown): Promise<Response> {
-    const res = await fetch(new URL(path, this.#o.edgeUrl), {
+  /** POSTs a control message, signed over the exact bytes sent (docs/protocol.md §1). */
+  async #post(path: string, message: unknown): Promise<Response> {
+    this.#key ??= importReplicaKey(this.#o.key);
+    const url = new URL(path, this.#o.edgeUrl);
+    const body = new TextEncoder().encode(JSON.stringify(message));
+    const signature = await signedHeaders(await this.#key, { timestamp: Date.now(), nonce: this.#nonces.next(), path: url.pathname, body });
+    const res = await fetch(url, {
       method: "POST",
-      headers: { "content-type": "application/json", authorization: `Bearer ${this.#o.secret}` },
-      body: JSON.stringify(body),
+      headers: { "content-type": "application/json", ...signature },
+      body,
       signal: AbortSignal.timeout(5_000),
     });
     if (!res.ok) throw new EdgeError(res.status, await res.text());

@@ -7,7 +7,7 @@
 import { DurableObject } from "cloudflare:workers";
 import type { ControlAck, DeregisterMessage, RegisterMessage, ReportMessage, RoutingSnapshot } from "../protocol/index.ts";
 import type { Env } from "../env.ts";
-import { Membership, REPORT_INTERVAL_MS, type ReportOutcome } from "./membership.ts";
+import { Membership, NonceGuard, REPORT_INTERVAL_MS, type ReportOutcome } from "./membership.ts";
 
 /** How often the alarm sweeps silent members while there are any. */
 const SWEEP_INTERVAL_MS = 5_000;
@@ -19,15 +19,22 @@ export interface RouterStats {
   registrations: number;
   members: number;
   fresh: number;
+  /** Signed control messages refused because their nonce was not above the replica's last (since the object started). */
+  replays: number;
 }
+
+/** Answer of the control RPCs when the message's nonce is not above the last one accepted from that replica. */
+export type Replayed = "replayed";
 
 export class DeploymentRouter extends DurableObject<Env> {
   readonly #membership = new Membership();
+  readonly #nonces = new NonceGuard();
   readonly #startedAt = Date.now();
   #deployment = "";
   #snapshotCalls = 0;
   #reports = 0;
   #registrations = 0;
+  #replays = 0;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -44,7 +51,12 @@ export class DeploymentRouter extends DurableObject<Env> {
     if (name) this.#deployment = name.value;
   }
 
-  async register(msg: RegisterMessage): Promise<ControlAck> {
+  /**
+   * The control RPCs take the message's signed nonce (the edge verified the
+   * signature and timestamp); a nonce not above the replica's last is a replay.
+   */
+  async register(msg: RegisterMessage, nonce: number): Promise<ControlAck | Replayed> {
+    if (!this.#fresh(msg.replica_id, nonce)) return "replayed";
     this.#registrations++;
     this.#rememberName(msg.deployment);
     if (this.#membership.register(msg, Date.now())) {
@@ -61,12 +73,14 @@ export class DeploymentRouter extends DurableObject<Env> {
   }
 
   /** Load report: memory only, no storage write (reports arrive every second from every replica). */
-  report(msg: ReportMessage): ReportOutcome {
+  report(msg: ReportMessage, nonce: number): ReportOutcome | Replayed {
+    if (!this.#fresh(msg.replica_id, nonce)) return "replayed";
     this.#reports++;
     return this.#membership.report(msg, Date.now());
   }
 
-  deregister(msg: DeregisterMessage): boolean {
+  deregister(msg: DeregisterMessage, nonce: number): boolean | Replayed {
+    if (!this.#fresh(msg.replica_id, nonce)) return "replayed";
     const removed = this.#membership.deregister(msg.replica_id);
     if (removed) this.ctx.storage.sql.exec("DELETE FROM replicas WHERE id = ?", msg.replica_id);
     return removed;
@@ -88,12 +102,19 @@ export class DeploymentRouter extends DurableObject<Env> {
       registrations: this.#registrations,
       members: this.#membership.members.size,
       fresh,
+      replays: this.#replays,
     };
+  }
+
+  /** Restarts the object (admin API, fault tests): memory is lost, SQLite survives. The call itself fails. */
+  restart(): void {
+    this.ctx.abort("restart requested");
   }
 
   /** Sweeps members that went silent; idempotent, so at-least-once alarm delivery is harmless. */
   override async alarm(): Promise<void> {
     const now = Date.now();
+    this.#nonces.prune(now);
     for (const id of this.#membership.forgettable(now, this.#startedAt)) {
       this.#membership.deregister(id);
       this.ctx.storage.sql.exec("DELETE FROM replicas WHERE id = ?", id);
@@ -103,6 +124,12 @@ export class DeploymentRouter extends DurableObject<Env> {
 
   async #ensureSweep(): Promise<void> {
     if ((await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now() + SWEEP_INTERVAL_MS);
+  }
+
+  #fresh(replicaId: string, nonce: number): boolean {
+    if (this.#nonces.accept(replicaId, nonce, Date.now())) return true;
+    this.#replays++;
+    return false;
   }
 
   #rememberName(deployment: string): void {

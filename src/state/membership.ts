@@ -3,7 +3,7 @@
  * which replicas are members, which are fresh, what the snapshot holds.
  * Pure, with time passed in, so it is unit-tested without workerd.
  */
-import type { Load, RegisterMessage, ReportMessage, ReplicaView, RoutingSnapshot } from "../protocol/index.ts";
+import { SIGNATURE_WINDOW_MS, type Load, type RegisterMessage, type ReportMessage, type ReplicaView, type RoutingSnapshot } from "../protocol/index.ts";
 
 /** Replicas report at least this often. */
 export const REPORT_INTERVAL_MS = 1_000;
@@ -111,5 +111,43 @@ export class Membership {
       if (now - lastHeard >= FORGET_AFTER_MS) out.push(m.id);
     }
     return out;
+  }
+}
+
+/**
+ * How long the highest nonce of a replica is remembered after its last accepted
+ * message. The edge accepts timestamps within ±SIGNATURE_WINDOW_MS of its clock,
+ * so every message signed before the last accepted one (a lower nonce) carries a
+ * timestamp at most SIGNATURE_WINDOW_MS ahead of the edge at that moment and is
+ * stale 2 × SIGNATURE_WINDOW_MS later; the extra 5 s cover clock differences
+ * between edge locations.
+ */
+export const NONCE_MEMORY_MS = 2 * SIGNATURE_WINDOW_MS + 5_000;
+
+/**
+ * Replay guard of signed control messages: the highest nonce accepted per
+ * replica id, in memory only (no storage write per report). A nonce not above
+ * the one held is a replay. After the object restarts the memory is empty, so a
+ * captured message can be replayed once while its timestamp is within the edge's
+ * window (±SIGNATURE_WINDOW_MS); docs/protocol.md §1 states that bound.
+ */
+export class NonceGuard {
+  readonly #highest = new Map<string, { nonce: number; at: number }>();
+
+  /** Accepts `nonce` for `replicaId` if it is above every nonce accepted before, and remembers it. */
+  accept(replicaId: string, nonce: number, now: number): boolean {
+    const held = this.#highest.get(replicaId);
+    if (held && nonce <= held.nonce) return false;
+    this.#highest.set(replicaId, { nonce, at: now });
+    return true;
+  }
+
+  /** Forgets replicas silent for longer than NONCE_MEMORY_MS: their old messages are stale by now. */
+  prune(now: number): void {
+    for (const [id, held] of this.#highest) if (now - held.at > NONCE_MEMORY_MS) this.#highest.delete(id);
+  }
+
+  get size(): number {
+    return this.#highest.size;
   }
 }

@@ -162,12 +162,20 @@ describe("deadlines and bad input", () => {
   });
 
   it("refuses control messages without the replica secret", async () => {
-    const res = await fetch(`${stack.url}/-/replicas/register`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ protocol: 1, deployment: "hello", replica_id: "rogue", url: "http://127.0.0.1:1", max_ongoing_requests: 1 }),
-    });
-    expect(res.status).toBe(401);
+    // Control messages are signed with the deployment's key now; the master secret as a
+    // Bearer token, or another deployment's key, gets nobody in.
+    const { NonceCounter, importReplicaKey, signedHeaders } = await import("../../src/protocol/index.ts");
+    const body = JSON.stringify({ protocol: 1, deployment: "hello", replica_id: "rogue", url: "http://127.0.0.1:1", max_ongoing_requests: 1 });
+    const path = "/-/replicas/register";
+    const post = (headers: Record<string, string>) =>
+      fetch(`${stack.url}${path}`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body });
+    const unsigned = await post({ authorization: `Bearer ${stack.replicaSecret}` });
+    expect(unsigned.status).toBe(401);
+    expect(await unsigned.json()).toMatchObject({ error: { code: "unauthorized", details: { reason: "unsigned" } } });
+    const otherKey = await importReplicaKey(await stack.replicaKey("stream"));
+    const wrong = await post(await signedHeaders(otherKey, { timestamp: Date.now(), nonce: new NonceCounter().next(), path, body }));
+    expect(wrong.status).toBe(401);
+    expect(await wrong.json()).toMatchObject({ error: { code: "unauthorized", details: { reason: "bad_signature" } } });
     const state = await stack.deploymentState("hello");
     expect(state.snapshot.replicas.map((r) => r.id)).not.toContain("rogue");
   });

@@ -32,7 +32,7 @@ async function fakeEdge() {
 function client(edgeUrl: string, admission: AdmissionControl, maxModels?: number) {
   const c = new EdgeClient({
     edgeUrl,
-    secret: "s",
+    key: "0".repeat(64),
     deployment: "vad",
     replicaId: "vad-1",
     advertiseUrl: "http://127.0.0.1:9",

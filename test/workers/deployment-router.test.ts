@@ -1,7 +1,8 @@
 // The routing Durable Object inside workerd: membership persisted in SQLite,
-// load in memory, staleness, draining, restart, and the Worker's control routes.
+// load in memory, staleness, draining, restart, and the replay guard on the
+// signed nonces. The Worker's control routes (signatures, URL policy) are in
+// control-plane.test.ts.
 import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
-import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { PROTOCOL_VERSION, type RegisterMessage, type ReportMessage } from "../../src/protocol/index.ts";
 import { FORGET_AFTER_MS, STALE_AFTER_MS } from "../../src/state/membership.ts";
@@ -26,6 +27,10 @@ const report = (id: string, seq: number, extra: Partial<{ state: "ready" | "drai
   models: [],
 });
 
+/** Nonces only have to increase per replica; one counter for the whole file does. */
+let lastNonce = 0;
+const nonce = () => ++lastNonce;
+
 function router(name: string): DurableObjectStub<DeploymentRouter> {
   return env.ROUTER.get(env.ROUTER.idFromName(name));
 }
@@ -33,9 +38,9 @@ function router(name: string): DurableObjectStub<DeploymentRouter> {
 describe("DeploymentRouter", () => {
   it("registers replicas, persists membership in SQLite and serves them in the snapshot", async () => {
     const stub = router("t-register");
-    await stub.register(register("a"));
-    await stub.register(register("b"));
-    expect(await stub.report(report("a", 3, { ongoing: 2 }))).toBe("ok");
+    await stub.register(register("a"), nonce());
+    await stub.register(register("b"), nonce());
+    expect(await stub.report(report("a", 3, { ongoing: 2 }), nonce())).toBe("ok");
     const snap = await stub.snapshot();
     expect(snap.deployment).toBe("hello");
     expect(snap.replicas.map((r) => r.id).sort()).toEqual(["a", "b"]);
@@ -48,9 +53,9 @@ describe("DeploymentRouter", () => {
 
   it("does not write storage for load reports", async () => {
     const stub = router("t-nowrite");
-    await stub.register(register("a"));
+    await stub.register(register("a"), nonce());
     const before = await runInDurableObject(stub, (_i, state) => state.storage.sql.databaseSize);
-    for (let seq = 1; seq <= 50; seq++) await stub.report(report("a", seq, { ongoing: seq % 5 }));
+    for (let seq = 1; seq <= 50; seq++) await stub.report(report("a", seq, { ongoing: seq % 5 }), nonce());
     const after = await runInDurableObject(stub, (_i, state) => state.storage.sql.databaseSize);
     expect(after).toBe(before);
     expect((await stub.stats()).reports).toBe(50);
@@ -58,24 +63,24 @@ describe("DeploymentRouter", () => {
 
   it("keeps the newest load: an older seq refreshes liveness but not load", async () => {
     const stub = router("t-seq");
-    await stub.register(register("a"));
-    await stub.report(report("a", 10, { ongoing: 4 }));
-    expect(await stub.report(report("a", 9, { ongoing: 0 }))).toBe("stale_seq");
-    expect(await stub.report(report("a", 10, { ongoing: 4 }))).toBe("ok");
+    await stub.register(register("a"), nonce());
+    await stub.report(report("a", 10, { ongoing: 4 }), nonce());
+    expect(await stub.report(report("a", 9, { ongoing: 0 }), nonce())).toBe("stale_seq");
+    expect(await stub.report(report("a", 10, { ongoing: 4 }), nonce())).toBe("ok");
     expect((await stub.snapshot()).replicas[0]!.load.ongoing).toBe(4);
   });
 
   it("refuses reports from replicas that never registered", async () => {
-    expect(await router("t-unknown").report(report("ghost", 1))).toBe("unknown_replica");
+    expect(await router("t-unknown").report(report("ghost", 1), nonce())).toBe("unknown_replica");
   });
 
   it("drops replicas whose reports stop from the snapshot within the stale bound", async () => {
     const stub = router("t-stale");
-    await stub.register(register("a"));
-    await stub.register(register("b"));
+    await stub.register(register("a"), nonce());
+    await stub.register(register("b"), nonce());
     // The object's clock is real: wait out the bound while only b keeps reporting.
     await new Promise((r) => setTimeout(r, STALE_AFTER_MS + 200));
-    await stub.report(report("b", 1));
+    await stub.report(report("b", 1), nonce());
     const snap = await stub.snapshot();
     expect(snap.replicas.map((r) => r.id)).toEqual(["b"]);
     expect(STALE_AFTER_MS).toBeLessThanOrEqual(3_000);
@@ -86,30 +91,30 @@ describe("DeploymentRouter", () => {
 
   it("shows draining replicas with their state so proxies skip them", async () => {
     const stub = router("t-drain");
-    await stub.register(register("a"));
-    await stub.report(report("a", 1, { state: "draining" }));
+    await stub.register(register("a"), nonce());
+    await stub.report(report("a", 1, { state: "draining" }), nonce());
     expect((await stub.snapshot()).replicas[0]!.load.state).toBe("draining");
-    expect(await stub.deregister({ protocol: PROTOCOL_VERSION, deployment: "hello", replica_id: "a" })).toBe(true);
+    expect(await stub.deregister({ protocol: PROTOCOL_VERSION, deployment: "hello", replica_id: "a" }, nonce())).toBe(true);
     expect((await stub.snapshot()).replicas).toEqual([]);
   });
 
   it("restores membership after a restart; replicas route again on their next report", async () => {
     const id = env.ROUTER.idFromName("t-restart");
     let stub = env.ROUTER.get(id);
-    await stub.register(register("a"));
+    await stub.register(register("a"), nonce());
     // Abort the object: in-memory state is lost, SQLite survives.
     await runInDurableObject(stub, (_i, state) => state.abort("restart for test")).catch(() => undefined);
     stub = env.ROUTER.get(id);
     const afterRestart = await stub.stats();
     expect(afterRestart.members).toBe(1);
     expect(afterRestart.fresh).toBe(0);
-    expect(await stub.report(report("a", 1))).toBe("ok");
+    expect(await stub.report(report("a", 1), nonce())).toBe("ok");
     expect((await stub.snapshot()).replicas.map((r) => r.id)).toEqual(["a"]);
   });
 
   it("sweeps silent members from storage in its alarm (idempotent)", async () => {
     const stub = router("t-sweep");
-    await stub.register(register("a"));
+    await stub.register(register("a"), nonce());
     await runInDurableObject(stub, (_i, state) => {
       state.storage.sql.exec("UPDATE replicas SET registered_at = 0");
     });
@@ -132,49 +137,61 @@ describe("DeploymentRouter", () => {
   });
 });
 
-describe("control routes of the Worker", () => {
-  const post = (path: string, body: unknown, secret = "test-replica-secret") =>
-    exports.default.fetch(`http://edge${path}`, {
-      method: "POST",
-      headers: { "content-type": "application/json", authorization: `Bearer ${secret}` },
-      body: typeof body === "string" ? body : JSON.stringify(body),
-    });
+describe("DeploymentRouter replay guard", () => {
+  const deregister = (id: string) => ({ protocol: PROTOCOL_VERSION, deployment: "hello", replica_id: id });
 
-  it("accepts a register and a report with the replica secret", async () => {
-    const r1 = await post("/-/replicas/register", register("w1"));
-    expect(r1.status).toBe(200);
-    expect(await r1.json()).toMatchObject({ ok: true, report_interval_ms: 1000 });
-    const r2 = await post("/-/replicas/report", report("w1", 1));
-    expect(r2.status).toBe(200);
+  it("refuses a nonce that is not above the replica's last, on every control call, and counts it", async () => {
+    const stub = router("t-replay");
+    const n = nonce();
+    expect(await stub.register(register("a"), n)).toMatchObject({ ok: true });
+    expect(await stub.register(register("a"), n)).toBe("replayed");
+    const r = nonce();
+    expect(await stub.report(report("a", 1, { ongoing: 3 }), r)).toBe("ok");
+    expect(await stub.report(report("a", 2, { ongoing: 0 }), r)).toBe("replayed");
+    expect(await stub.report(report("a", 2, { ongoing: 0 }), r - 1)).toBe("replayed");
+    expect(await stub.deregister(deregister("a"), n)).toBe("replayed");
+    // The replayed messages changed nothing.
+    expect((await stub.snapshot()).replicas[0]!.load).toMatchObject({ seq: 1, ongoing: 3 });
+    const stats = await stub.stats();
+    expect(stats).toMatchObject({ replays: 4, registrations: 1, reports: 1, members: 1 });
   });
 
-  it("rejects a wrong secret with 401 JSON", async () => {
-    const res = await post("/-/replicas/register", register("w2"), "nope");
-    expect(res.status).toBe(401);
-    expect(await res.json()).toMatchObject({ error: { code: "unauthorized" } });
+  it("keeps nonces per replica id: another replica's lower nonce is fine", async () => {
+    const stub = router("t-replay-ids");
+    const low = nonce();
+    const high = nonce();
+    expect(await stub.register(register("a"), high)).toMatchObject({ ok: true });
+    expect(await stub.register(register("b"), low)).toMatchObject({ ok: true });
   });
 
-  it("rejects malformed and invalid messages with 400 JSON", async () => {
-    const bad = await post("/-/replicas/register", "{not json");
-    expect(bad.status).toBe(400);
-    expect(await bad.json()).toMatchObject({ error: { code: "invalid_message" } });
-    const invalid = await post("/-/replicas/register", { ...register("w3"), url: "file:///etc/passwd" });
-    expect(invalid.status).toBe(400);
-    const extra = await post("/-/replicas/report", { ...report("w3", 1), surprise: true });
-    expect(extra.status).toBe(400);
+  it("remembers the nonce after a deregister, so the old register cannot be replayed", async () => {
+    const stub = router("t-replay-dereg");
+    const n = nonce();
+    await stub.register(register("a"), n);
+    expect(await stub.deregister(deregister("a"), nonce())).toBe(true);
+    expect(await stub.register(register("a"), n)).toBe("replayed");
+    expect((await stub.stats()).members).toBe(0);
   });
 
-  it("answers 409 to a report from an unregistered replica", async () => {
-    const res = await post("/-/replicas/report", report("never-registered", 1));
-    expect(res.status).toBe(409);
-    expect(await res.json()).toMatchObject({ error: { code: "unknown_replica" } });
+  it("forgets nonces when the object restarts (the documented bound: the edge's ±30 s timestamp window)", async () => {
+    const id = env.ROUTER.idFromName("t-replay-restart");
+    let stub = env.ROUTER.get(id);
+    const n = nonce();
+    await stub.register(register("a"), n);
+    await runInDurableObject(stub, (_i, state) => state.abort("restart for test")).catch(() => undefined);
+    stub = env.ROUTER.get(id);
+    expect(await stub.register(register("a"), n)).toMatchObject({ ok: true });
+    expect(await stub.register(register("a"), n)).toBe("replayed");
   });
 
-  it("lists routes the way Ray Serve does and 404s unknown paths with JSON", async () => {
-    const routes = await exports.default.fetch("http://edge/-/routes");
-    expect(await routes.json()).toMatchObject({ "/hello": "hello" });
-    const missing = await exports.default.fetch("http://edge/nowhere");
-    expect(missing.status).toBe(404);
-    expect(await missing.json()).toMatchObject({ error: { code: "route_not_found" } });
+  it("restart() aborts the object: membership survives, load and nonces do not", async () => {
+    const id = env.ROUTER.idFromName("t-restart-rpc");
+    let stub = env.ROUTER.get(id);
+    const n = nonce();
+    await stub.register(register("a"), n);
+    await stub.restart().catch(() => undefined);
+    stub = env.ROUTER.get(id);
+    expect(await stub.stats()).toMatchObject({ members: 1, fresh: 0 });
+    expect(await stub.register(register("a"), n)).toMatchObject({ ok: true });
   });
 });

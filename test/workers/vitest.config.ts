@@ -7,7 +7,8 @@ export default defineConfig({
       main: "../../src/worker.ts",
       wrangler: { configPath: "../../wrangler.toml" },
       miniflare: {
-        bindings: { SWITCHYARD_REPLICA_SECRET: "test-replica-secret", SWITCHYARD_ADMIN_SECRET: "test-admin-secret" },
+        // Local mode: replicas may register loopback and private URLs (production rules are unit-tested in test/unit/replica-url.test.ts).
+        bindings: { SWITCHYARD_REPLICA_SECRET: "test-replica-secret", SWITCHYARD_ADMIN_SECRET: "test-admin-secret", SWITCHYARD_MODE: "local" },
       },
     }),
   ],

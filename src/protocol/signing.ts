@@ -1,0 +1,161 @@
+/**
+ * Signed control messages (docs/protocol.md §1). Every register, report and
+ * deregister carries an HMAC-SHA256 signature over its timestamp, nonce, path
+ * and raw body, keyed by the deployment's replica key. The key is derived from
+ * the Worker's master secret (SWITCHYARD_REPLICA_SECRET, which never leaves
+ * the edge), so a key for deployment A cannot sign for B.
+ *
+ * WebCrypto only (crypto.subtle): the Worker, the Node replica and the local
+ * stack run this same code.
+ */
+
+/** Epoch milliseconds at which the replica signed the message. */
+export const TIMESTAMP_HEADER = "x-switchyard-timestamp";
+/** Decimal integer, strictly increasing per replica id (across process restarts). */
+export const NONCE_HEADER = "x-switchyard-nonce";
+/** `v1=` + lowercase hex HMAC-SHA256. */
+export const SIGNATURE_HEADER = "x-switchyard-signature";
+
+export const SIGNATURE_SCHEME = "v1";
+/** A signed message is accepted while its timestamp is within this of the edge's clock (either way). */
+export const SIGNATURE_WINDOW_MS = 30_000;
+/** Key derivation label: replica key = HMAC-SHA256(master, label + deployment name). */
+export const REPLICA_KEY_LABEL = "switchyard/v1/replica-key/";
+/** A replica key: 32 bytes as 64 lowercase hex digits. */
+export const REPLICA_KEY_PATTERN = /^[0-9a-f]{64}$/;
+
+/** Why a control message was refused with 401 (counted per deployment at the edge). */
+export type ControlRejectReason = "unsigned" | "bad_signature" | "stale_timestamp" | "replayed";
+export const CONTROL_REJECT_REASONS: readonly ControlRejectReason[] = ["unsigned", "bad_signature", "stale_timestamp", "replayed"];
+
+const HMAC = { name: "HMAC", hash: "SHA-256" } as const;
+const encoder = new TextEncoder();
+
+function subtle(): SubtleCrypto {
+  return crypto.subtle;
+}
+
+function toHex(buf: ArrayBuffer): string {
+  let out = "";
+  for (const b of new Uint8Array(buf)) out += b.toString(16).padStart(2, "0");
+  return out;
+}
+
+/** Lowercase hex → bytes; null when the text is not an even number of hex digits. */
+function fromHex(text: string): Uint8Array<ArrayBuffer> | null {
+  if (text.length % 2 !== 0 || !/^[0-9a-f]*$/.test(text)) return null;
+  const out = new Uint8Array(text.length / 2);
+  for (let i = 0; i < out.length; i++) out[i] = parseInt(text.slice(2 * i, 2 * i + 2), 16);
+  return out;
+}
+
+/**
+ * The replica key of a deployment: hex(HMAC-SHA256(master, "switchyard/v1/replica-key/" + name)).
+ * The edge derives it from its master secret; operators hand it to the deployment's replicas
+ * (`npm run replica -- --print-key --deployment NAME`).
+ */
+export async function deriveReplicaKey(master: string, deployment: string): Promise<string> {
+  if (!master) throw new Error("the master secret (SWITCHYARD_REPLICA_SECRET) is empty");
+  const k = await subtle().importKey("raw", encoder.encode(master), HMAC, false, ["sign"]);
+  return toHex(await subtle().sign("HMAC", k, encoder.encode(REPLICA_KEY_LABEL + deployment)));
+}
+
+/** Imports a replica key (64 hex digits; the HMAC key is the 32 bytes they spell). */
+export async function importReplicaKey(key: string): Promise<CryptoKey> {
+  const bytes = REPLICA_KEY_PATTERN.test(key) ? fromHex(key) : null;
+  if (!bytes) throw new Error("a replica key is 64 lowercase hex digits");
+  return subtle().importKey("raw", bytes, HMAC, false, ["sign", "verify"]);
+}
+
+/** What a signature covers. */
+export interface SignedParts {
+  /** Epoch ms, as sent in x-switchyard-timestamp. */
+  timestamp: number;
+  /** As sent in x-switchyard-nonce. */
+  nonce: number;
+  /** Request path, e.g. "/-/replicas/report" (no query). */
+  path: string;
+  /** The exact body bytes sent (a string is taken as its UTF-8 bytes). */
+  body: string | Uint8Array;
+}
+
+/** The bytes signed: `${timestamp}\n${nonce}\n${path}\n` followed by the raw body. */
+export function stringToSign(p: SignedParts): Uint8Array<ArrayBuffer> {
+  const head = encoder.encode(`${p.timestamp}\n${p.nonce}\n${p.path}\n`);
+  const body = typeof p.body === "string" ? encoder.encode(p.body) : p.body;
+  const out = new Uint8Array(head.byteLength + body.byteLength);
+  out.set(head, 0);
+  out.set(body, head.byteLength);
+  return out;
+}
+
+/** The x-switchyard-signature value: "v1=" + hex(HMAC-SHA256(key, stringToSign)). */
+export async function signControl(key: CryptoKey, p: SignedParts): Promise<string> {
+  return `${SIGNATURE_SCHEME}=${toHex(await subtle().sign("HMAC", key, stringToSign(p)))}`;
+}
+
+/** Checks a signature header value in constant time (crypto.subtle.verify). */
+export async function verifyControl(key: CryptoKey, p: SignedParts, signature: string): Promise<boolean> {
+  const prefix = `${SIGNATURE_SCHEME}=`;
+  if (!signature.startsWith(prefix)) return false;
+  const mac = fromHex(signature.slice(prefix.length));
+  if (!mac || mac.byteLength !== 32) return false;
+  return subtle().verify("HMAC", key, mac, stringToSign(p));
+}
+
+/** The three headers of a signed control POST. */
+export async function signedHeaders(key: CryptoKey, p: SignedParts): Promise<Record<string, string>> {
+  return {
+    [TIMESTAMP_HEADER]: String(p.timestamp),
+    [NONCE_HEADER]: String(p.nonce),
+    [SIGNATURE_HEADER]: await signControl(key, p),
+  };
+}
+
+export type SignatureHeaders =
+  | { kind: "unsigned" }
+  | { kind: "malformed"; problem: string }
+  | { kind: "present"; timestamp: number; nonce: number; signature: string };
+
+/**
+ * Reads the signature headers. Any of the three missing: unsigned. Present but not
+ * well-formed (timestamp or nonce not a decimal safe integer, signature not "v1=" +
+ * 64 hex digits): malformed, which the edge answers like a wrong signature.
+ */
+export function readSignatureHeaders(headers: Headers): SignatureHeaders {
+  const ts = headers.get(TIMESTAMP_HEADER);
+  const nonce = headers.get(NONCE_HEADER);
+  const signature = headers.get(SIGNATURE_HEADER);
+  if (ts === null || nonce === null || signature === null) return { kind: "unsigned" };
+  const int = (s: string) => (/^(0|[1-9][0-9]{0,15})$/.test(s) && Number.isSafeInteger(Number(s)) ? Number(s) : null);
+  const t = int(ts);
+  if (t === null) return { kind: "malformed", problem: `${TIMESTAMP_HEADER} is not epoch milliseconds` };
+  const n = int(nonce);
+  if (n === null) return { kind: "malformed", problem: `${NONCE_HEADER} is not a decimal integer` };
+  if (!/^v1=[0-9a-f]{64}$/.test(signature)) return { kind: "malformed", problem: `${SIGNATURE_HEADER} is not "v1=" and 64 lowercase hex digits` };
+  return { kind: "present", timestamp: t, nonce: n, signature };
+}
+
+/** Whether a signed timestamp is within the window of the receiver's clock. */
+export function timestampFresh(timestamp: number, now: number): boolean {
+  return Math.abs(now - timestamp) <= SIGNATURE_WINDOW_MS;
+}
+
+/**
+ * A replica's nonces: max(last + 1, Date.now() * 1000). Strictly increasing within
+ * a process, and a restarted process starts above its predecessor (unless the
+ * predecessor sent more than 1,000 messages a millisecond, or the clock stepped back).
+ * Date.now() * 1000 stays a safe integer until the year 2255.
+ */
+export class NonceCounter {
+  #last = 0;
+  readonly #now: () => number;
+  constructor(now: () => number = Date.now) {
+    this.#now = now;
+  }
+
+  next(): number {
+    this.#last = Math.max(this.#last + 1, this.#now() * 1000);
+    return this.#last;
+  }
+}

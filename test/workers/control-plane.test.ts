@@ -1,0 +1,247 @@
+// The Worker's control routes inside workerd: signed register/report/deregister
+// (HMAC per deployment key, timestamp window, nonce replay guard), the rejection
+// counters, and the replica URL policy in local mode (SWITCHYARD_MODE=local in
+// vitest.config.ts; production rules are unit-tested in test/unit/replica-url.test.ts).
+import { env } from "cloudflare:test";
+import { exports } from "cloudflare:workers";
+import { afterAll, describe, expect, it } from "vitest";
+import {
+  NonceCounter,
+  PROTOCOL_VERSION,
+  SIGNATURE_WINDOW_MS,
+  deriveReplicaKey,
+  importReplicaKey,
+  signedHeaders,
+  type ControlRejectReason,
+  type RegisterMessage,
+  type ReportMessage,
+} from "../../src/protocol/index.ts";
+import { UNKNOWN_DEPLOYMENT, controlRejections } from "../../src/proxy/control-routes.ts";
+
+const MASTER = "test-replica-secret";
+const nonces = new NonceCounter();
+
+const register = (id: string, url = `http://127.0.0.1:9/${id}`, deployment = "hello"): RegisterMessage => ({
+  protocol: PROTOCOL_VERSION,
+  deployment,
+  replica_id: id,
+  url,
+  max_ongoing_requests: 5,
+});
+const report = (id: string, seq: number, deployment = "hello"): ReportMessage => ({
+  protocol: PROTOCOL_VERSION,
+  deployment,
+  replica_id: id,
+  seq,
+  ts: Date.now(),
+  state: "ready",
+  ongoing: 0,
+  queued: 0,
+  models: [],
+  loading: [],
+});
+
+interface Signed {
+  path: string;
+  body: string;
+  headers: Record<string, string>;
+}
+
+/** Signs a message the way the replica's EdgeClient does; options bend one part. */
+async function sign(
+  path: string,
+  message: unknown,
+  o: { keyFor?: string; key?: string; timestamp?: number; nonce?: number } = {},
+): Promise<Signed> {
+  const body = typeof message === "string" ? message : JSON.stringify(message);
+  const deployment = o.keyFor ?? (message as { deployment?: string }).deployment ?? "hello";
+  const key = await importReplicaKey(o.key ?? (await deriveReplicaKey(MASTER, deployment)));
+  const headers = await signedHeaders(key, { timestamp: o.timestamp ?? Date.now(), nonce: o.nonce ?? nonces.next(), path, body });
+  return { path, body, headers };
+}
+
+const send = (m: Signed, headers: Record<string, string> = m.headers) =>
+  exports.default.fetch(`http://edge${m.path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: m.body,
+  });
+
+const post = async (path: string, message: unknown, o?: Parameters<typeof sign>[2]) => send(await sign(path, message, o));
+
+async function expectRejected(res: Response, reason: ControlRejectReason) {
+  expect(res.status).toBe(401);
+  expect(await res.json()).toMatchObject({ error: { code: "unauthorized", details: { reason } } });
+}
+
+const count = (deployment: string, reason: ControlRejectReason) => controlRejections()[deployment]?.[reason] ?? 0;
+
+// Leave the shared "hello" routing object as found: deregister what these tests registered.
+afterAll(async () => {
+  const stub = env.ROUTER.get(env.ROUTER.idFromName("hello"));
+  for (const { id } of (await stub.snapshot()).replicas) {
+    await post("/-/replicas/deregister", { protocol: PROTOCOL_VERSION, deployment: "hello", replica_id: id });
+  }
+  expect((await stub.snapshot()).replicas).toEqual([]);
+});
+
+describe("signed control messages", () => {
+  it("accepts a signed register, report and deregister", async () => {
+    const r1 = await post("/-/replicas/register", register("s1"));
+    expect(r1.status).toBe(200);
+    expect(await r1.json()).toMatchObject({ ok: true, report_interval_ms: 1000 });
+    const r2 = await post("/-/replicas/report", report("s1", 1));
+    expect(r2.status).toBe(200);
+    expect(await r2.json()).toEqual({ ok: true, outcome: "ok" });
+    const r3 = await post("/-/replicas/deregister", { protocol: PROTOCOL_VERSION, deployment: "hello", replica_id: "s1" });
+    expect(await r3.json()).toEqual({ ok: true, removed: true });
+  });
+
+  it("refuses an unsigned message (the old Bearer secret included) and counts it", async () => {
+    const before = count("hello", "unsigned");
+    const m = await sign("/-/replicas/register", register("rogue"));
+    await expectRejected(await send(m, { authorization: `Bearer ${MASTER}` }), "unsigned");
+    // Two of the three headers are not enough.
+    const { "x-switchyard-nonce": _dropped, ...partial } = m.headers;
+    await expectRejected(await send(m, partial), "unsigned");
+    expect(count("hello", "unsigned")).toBe(before + 2);
+  });
+
+  it("counts unsigned messages naming no served deployment under one bucket", async () => {
+    const before = count(UNKNOWN_DEPLOYMENT, "unsigned");
+    const res = await exports.default.fetch("http://edge/-/replicas/register", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(register("x", undefined, "nowhere")),
+    });
+    await expectRejected(res, "unsigned");
+    expect(count(UNKNOWN_DEPLOYMENT, "unsigned")).toBe(before + 1);
+    expect(controlRejections()).not.toHaveProperty("nowhere");
+  });
+
+  it("refuses a message signed with another deployment's key: a rogue that knows the name cannot join", async () => {
+    const before = count("hello", "bad_signature");
+    await expectRejected(await post("/-/replicas/register", register("rogue"), { keyFor: "echo" }), "bad_signature");
+    // A key derived from a guessed master, and a key that is not derived at all.
+    await expectRejected(await post("/-/replicas/register", register("rogue"), { key: await deriveReplicaKey("guess", "hello") }), "bad_signature");
+    await expectRejected(await post("/-/replicas/register", register("rogue"), { key: "ab".repeat(32) }), "bad_signature");
+    expect(count("hello", "bad_signature")).toBe(before + 3);
+    const snap = await env.ROUTER.get(env.ROUTER.idFromName("hello")).snapshot();
+    expect(snap.replicas.map((r) => r.id)).not.toContain("rogue");
+  });
+
+  it("refuses a signature over different bytes, path, timestamp or nonce than those sent", async () => {
+    const m = await sign("/-/replicas/register", register("t1"));
+    // Body changed after signing (a different URL).
+    await expectRejected(await send({ ...m, body: JSON.stringify(register("t1", "http://127.0.0.1:10/evil")) }), "bad_signature");
+    // A register's signature presented on the deregister path.
+    await expectRejected(await send({ ...m, path: "/-/replicas/deregister" }), "bad_signature");
+    await expectRejected(await send(m, { ...m.headers, "x-switchyard-timestamp": String(Date.now() + 1) }), "bad_signature");
+    await expectRejected(await send(m, { ...m.headers, "x-switchyard-nonce": String(nonces.next()) }), "bad_signature");
+    // Malformed headers read as a bad signature.
+    await expectRejected(await send(m, { ...m.headers, "x-switchyard-signature": m.headers["x-switchyard-signature"]!.toUpperCase() }), "bad_signature");
+    await expectRejected(await send(m, { ...m.headers, "x-switchyard-nonce": "-1" }), "bad_signature");
+    // The untouched message still goes through: nothing above consumed its nonce.
+    expect((await send(m)).status).toBe(200);
+  });
+
+  it("refuses stale and future timestamps beyond the window", async () => {
+    const before = count("hello", "stale_timestamp");
+    await post("/-/replicas/register", register("t2"));
+    await expectRejected(await post("/-/replicas/report", report("t2", 1), { timestamp: Date.now() - SIGNATURE_WINDOW_MS - 5_000 }), "stale_timestamp");
+    await expectRejected(await post("/-/replicas/report", report("t2", 1), { timestamp: Date.now() + SIGNATURE_WINDOW_MS + 5_000 }), "stale_timestamp");
+    expect(count("hello", "stale_timestamp")).toBe(before + 2);
+    // Within the window is fine.
+    expect((await post("/-/replicas/report", report("t2", 1), { timestamp: Date.now() - 10_000 })).status).toBe(200);
+  });
+
+  it("refuses a replay of a captured valid report, and of an older one", async () => {
+    const before = count("hello", "replayed");
+    expect((await post("/-/replicas/register", register("t3"))).status).toBe(200);
+    const first = await sign("/-/replicas/report", report("t3", 1));
+    const second = await sign("/-/replicas/report", report("t3", 2));
+    expect((await send(second)).status).toBe(200);
+    await expectRejected(await send(second), "replayed");
+    // Captured earlier but never delivered: its nonce is below the last accepted one.
+    await expectRejected(await send(first), "replayed");
+    expect(count("hello", "replayed")).toBe(before + 2);
+    expect((await env.ROUTER.get(env.ROUTER.idFromName("hello")).stats()).replays).toBeGreaterThanOrEqual(2);
+  });
+
+  it("refuses a replayed deregister (a captured one cannot knock the replica out again)", async () => {
+    await post("/-/replicas/register", register("t4"));
+    const dereg = await sign("/-/replicas/deregister", { protocol: PROTOCOL_VERSION, deployment: "hello", replica_id: "t4" });
+    expect(await (await send(dereg)).json()).toEqual({ ok: true, removed: true });
+    await post("/-/replicas/register", register("t4"));
+    await expectRejected(await send(dereg), "replayed");
+    const snap = await env.ROUTER.get(env.ROUTER.idFromName("hello")).snapshot();
+    expect(snap.replicas.map((r) => r.id)).toContain("t4");
+  });
+
+  it("answers 404 to a signed message for a deployment the Worker does not serve", async () => {
+    const res = await post("/-/replicas/register", register("x", undefined, "nowhere"));
+    expect(res.status).toBe(404);
+    expect(await res.json()).toMatchObject({ error: { code: "route_not_found" } });
+  });
+
+  it("validates signed messages: not JSON, unknown fields, bad URLs", async () => {
+    const notJson = await post("/-/replicas/register", "{not json");
+    expect(notJson.status).toBe(400);
+    expect(await notJson.json()).toMatchObject({ error: { code: "invalid_message" } });
+    expect((await post("/-/replicas/register", { ...register("v1"), url: "file:///etc/passwd" })).status).toBe(400);
+    expect((await post("/-/replicas/report", { ...report("v1", 1), surprise: true })).status).toBe(400);
+  });
+
+  it("refuses bodies without a Content-Length at most 64 KiB before anything else", async () => {
+    const res = await exports.default.fetch("http://edge/-/replicas/register", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "x".repeat(64 * 1024 + 1),
+    });
+    expect(res.status).toBe(413);
+  });
+
+  it("answers 409 to a signed report from an unregistered replica", async () => {
+    const res = await post("/-/replicas/report", report("never-registered", 1));
+    expect(res.status).toBe(409);
+    expect(await res.json()).toMatchObject({ error: { code: "unknown_replica" } });
+  });
+});
+
+describe("replica URL policy at registration (local mode)", () => {
+  const refused = async (url: string, reason: string) => {
+    const res = await post("/-/replicas/register", register("u-rogue", url));
+    expect(res.status, url).toBe(400);
+    expect(await res.json()).toMatchObject({ error: { code: "invalid_message", details: { reason } } });
+  };
+
+  it("refuses cloud metadata endpoints, however spelled", async () => {
+    await refused("http://169.254.169.254/latest/meta-data/", "link_local");
+    await refused("http://metadata.google.internal/computeMetadata/v1/", "metadata");
+    await refused("http://[::ffff:169.254.169.254]/", "link_local");
+    await refused("http://0xa9fea9fe/", "link_local");
+    await refused("http://100.100.100.200/", "metadata");
+    await refused("http://[fd00:ec2::254]/", "metadata");
+  });
+
+  it("refuses link-local, unspecified and multicast addresses even in local mode", async () => {
+    await refused("http://169.254.1.1:8000", "link_local");
+    await refused("http://[fe80::1]:8000", "link_local");
+    await refused("http://0.0.0.0:8000", "unspecified");
+    await refused("http://224.0.0.1:8000", "multicast");
+    const snap = await env.ROUTER.get(env.ROUTER.idFromName("hello")).snapshot();
+    expect(snap.replicas.map((r) => r.id)).not.toContain("u-rogue");
+  });
+
+  it("allows loopback and private addresses in local mode", async () => {
+    for (const [id, url] of [
+      ["u-lo", "http://127.0.0.1:8000"],
+      ["u-name", "http://localhost:8000"],
+      ["u-10", "http://10.1.2.3:8000"],
+      ["u-192", "http://192.168.1.5:8000"],
+      ["u-v6", "http://[::1]:8000"],
+    ] as const) {
+      expect((await post("/-/replicas/register", register(id, url))).status, url).toBe(200);
+    }
+  });
+});
