@@ -5,6 +5,8 @@ import { defineDeployment } from "../src/config/deployment.ts";
 export default defineDeployment({
   name: "hello",
   routePrefix: "/hello",
+  // Anyone may call it (a choice: by default a deployment needs an API key).
+  access: { public: true },
   backend: { kind: "text", text: "hi" },
   localReplicas: 2,
   maxOngoingRequests: 5,

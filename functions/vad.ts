@@ -8,6 +8,8 @@ import { defineDeployment } from "../src/config/deployment.ts";
 export default defineDeployment({
   name: "vad",
   routePrefix: "/vad",
+  // Anyone may call it (a choice: by default a deployment needs an API key).
+  access: { public: true },
   backend: { kind: "onnx" },
   multiplexing: {
     models: ["silero-vad-v4", "silero-vad-v5", "silero-vad-v6"],

@@ -1,6 +1,8 @@
 import type { DeploymentRouter } from "./state/deployment-router.ts";
 import { sessionObjectName } from "./state/session-binding.ts";
 import type { SessionRouter } from "./state/session-router.ts";
+import type { AccessKeys } from "./state/access-keys.ts";
+import type { RateLimiter } from "./state/rate-limiter.ts";
 
 /** The routing Durable Object of a deployment (one per deployment, named by it). */
 export function routerFor(env: Env, deployment: string): DurableObjectStub<DeploymentRouter> {
@@ -12,14 +14,37 @@ export function sessionRouterFor(env: Env, deployment: string, session: string, 
   return env.SESSIONS.get(env.SESSIONS.idFromName(sessionObjectName(deployment, session, shards)));
 }
 
+/** The AccessKeys object of a deployment. */
+export function keysFor(env: Env, deployment: string): DurableObjectStub<AccessKeys> {
+  return env.KEYS.get(env.KEYS.idFromName(deployment));
+}
+
+/** A RateLimiter shard of a deployment. */
+export function rateLimiterFor(env: Env, deployment: string, shard: number): DurableObjectStub<RateLimiter> {
+  return env.RATE_LIMITS.get(env.RATE_LIMITS.idFromName(`${deployment}/ratelimit/${shard}`));
+}
+
 /** Bindings and secrets of the edge Worker (wrangler.toml; secrets via `wrangler secret put`). */
 export interface Env {
   /** One routing Durable Object per deployment, named by the deployment. */
   ROUTER: DurableObjectNamespace<DeploymentRouter>;
   /** Session → replica bindings, `sessionAffinity.shards` objects per deployment. */
   SESSIONS: DurableObjectNamespace<SessionRouter>;
-  /** Shared secret replicas present (Bearer) on register/report/deregister. */
+  /** Client API keys (hashed), one object per deployment. */
+  KEYS: DurableObjectNamespace<AccessKeys>;
+  /** Global per-key token buckets, RATE_LIMIT_SHARDS objects per deployment. */
+  RATE_LIMITS: DurableObjectNamespace<RateLimiter>;
+  /**
+   * Master secret of the control plane; never leaves the edge. Each deployment's
+   * replica key is derived from it (src/protocol/signing.ts) and signs that
+   * deployment's register/report/deregister messages.
+   */
   SWITCHYARD_REPLICA_SECRET: string;
-  /** Secret for admin routes (/-/deployments/...). Admin routes are off when unset. */
+  /** Secret for admin routes (/-/deployments/..., /-/keys/...). Admin routes are off when unset. */
   SWITCHYARD_ADMIN_SECRET?: string;
+  /**
+   * "local" (set by `npm start` and the tests): replicas may register loopback and
+   * private addresses. Anything else, or unset, is production: https hostnames only.
+   */
+  SWITCHYARD_MODE?: string;
 }

@@ -8,6 +8,8 @@ import { createEdgeApp } from "./proxy/app.ts";
 
 export { DeploymentRouter } from "./state/deployment-router.ts";
 export { SessionRouter } from "./state/session-router.ts";
+export { AccessKeys } from "./state/access-keys.ts";
+export { RateLimiter } from "./state/rate-limiter.ts";
 
 const { app } = createEdgeApp(deployments);
 

@@ -56,9 +56,55 @@ const DeploymentInput = z
          * Rejections (503 + x-switchyard-rejected) are always retried.
          */
         idempotent: z.boolean().default(false),
+        /**
+         * Outlier ejection (circuit breaker, per proxy isolate): a replica that fails
+         * this many dispatches in a row (connection lost, no response head before the
+         * deadline, or refusing while claiming room) is skipped for `ejectBaseMs`,
+         * doubled on each ejection in a row up to 60 s; then one probe request decides.
+         * 0 turns ejection off.
+         */
+        ejectAfterFailures: z.number().int().min(0).max(100).default(3),
+        ejectBaseMs: z.number().int().min(100).max(60_000).default(5_000),
       })
       .strict()
-      .default({ maxAttempts: 3, backoffBaseMs: 5, backoffCapMs: 250, requestTimeoutMs: 60_000, stripPrefix: false, idempotent: false }),
+      .default({
+        maxAttempts: 3,
+        backoffBaseMs: 5,
+        backoffCapMs: 250,
+        requestTimeoutMs: 60_000,
+        stripPrefix: false,
+        idempotent: false,
+        ejectAfterFailures: 3,
+        ejectBaseMs: 5_000,
+      }),
+    /**
+     * Who may call the deployment. By default a client needs one of the
+     * deployment's API keys (`Authorization: Bearer sk-sy-…`, created through the
+     * admin API); `public: true` serves anyone, a choice the file states.
+     */
+    access: z
+      .object({
+        public: z.boolean().default(false),
+        /** Per-API-key rate limit (token bucket); unset: unlimited. Public deployments have no key to limit by. */
+        rateLimit: z
+          .object({
+            /** Sustained requests per second per key. */
+            requestsPerSecond: z.number().positive().max(1_000_000),
+            /** Bucket size: requests a key may send at once after being idle. */
+            burst: z.number().int().min(1).max(1_000_000),
+          })
+          .strict()
+          .optional(),
+      })
+      .strict()
+      .default({ public: false }),
+    /**
+     * Origins replicas may register with, e.g. "https://gpu-7.example.com" or
+     * "https://*.gpu.example.com". Empty: any origin the global rules allow
+     * (never link-local or cloud metadata addresses; in production only https
+     * hostnames on port 443; loopback and private addresses only in local mode).
+     */
+    replicaOrigins: z.array(z.string().max(256)).max(256).default([]),
     /**
      * Model multiplexing (Ray Serve's @serve.multiplexed): a request names a model
      * with the header `serve_multiplexed_model_id` or `x-switchyard-model`; the
@@ -107,9 +153,17 @@ const DeploymentInput = z
          * chunked bodies stream straight through and get a single attempt.
          */
         replayableBodyBytes: z.number().int().min(0).max(1024 * 1024).default(64 * 1024),
+        /** Largest total size of request header names and values, bytes; larger gets 431. */
+        maxHeaderBytes: z.number().int().min(1024).max(1024 * 1024).default(32 * 1024),
+        /**
+         * Requests one proxy isolate holds for this deployment before a replica has
+         * answered (dispatching, retrying, waiting for headers); beyond it new ones
+         * get 503 queue_full with Retry-After instead of piling up.
+         */
+        maxPendingRequests: z.number().int().min(1).max(1_000_000).default(1024),
       })
       .strict()
-      .default({ maxRequestBodyBytes: 10 * 1024 * 1024, replayableBodyBytes: 64 * 1024 }),
+      .default({ maxRequestBodyBytes: 10 * 1024 * 1024, replayableBodyBytes: 64 * 1024, maxHeaderBytes: 32 * 1024, maxPendingRequests: 1024 }),
   })
   .strict()
   .superRefine((d, ctx) => {

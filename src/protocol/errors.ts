@@ -10,6 +10,10 @@ export type ErrorCode =
   | "unauthorized"
   | "route_not_found"
   | "model_not_found"
+  | "header_too_large"
+  | "rate_limited"
+  | "queue_full"
+  | "auth_unavailable"
   | "method_not_allowed"
   | "unknown_replica"
   | "no_ready_replica"
@@ -25,6 +29,10 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   unauthorized: 401,
   route_not_found: 404,
   model_not_found: 404,
+  header_too_large: 431,
+  rate_limited: 429,
+  queue_full: 503,
+  auth_unavailable: 503,
   method_not_allowed: 405,
   unknown_replica: 409,
   no_ready_replica: 503,
@@ -39,7 +47,7 @@ export interface ErrorBody {
     code: ErrorCode;
     message: string;
     /** OpenAI-style error class. */
-    type: "invalid_request_error" | "authentication_error" | "not_found_error" | "server_error" | "overloaded_error" | "timeout_error";
+    type: "invalid_request_error" | "authentication_error" | "rate_limit_error" | "not_found_error" | "server_error" | "overloaded_error" | "timeout_error";
     request_id?: string;
     details?: unknown;
   };
@@ -52,6 +60,10 @@ const TYPE: Record<ErrorCode, ErrorBody["error"]["type"]> = {
   unauthorized: "authentication_error",
   route_not_found: "not_found_error",
   model_not_found: "invalid_request_error",
+  header_too_large: "invalid_request_error",
+  rate_limited: "rate_limit_error",
+  queue_full: "overloaded_error",
+  auth_unavailable: "server_error",
   method_not_allowed: "invalid_request_error",
   unknown_replica: "invalid_request_error",
   no_ready_replica: "overloaded_error",

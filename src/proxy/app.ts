@@ -5,24 +5,20 @@
  */
 import { Hono } from "hono";
 import { checkDeployments, type Deployment } from "../config/deployment.ts";
-import { routerFor, sessionRouterFor, type Env } from "../env.ts";
+import type { Env } from "../env.ts";
 import { errorResponse } from "../protocol/index.ts";
-import { bearerMatches } from "./auth.ts";
+import { adminRoutes } from "./admin-routes.ts";
 import { controlRoutes } from "./control-routes.ts";
 import { dispatch } from "./dispatch.ts";
 import { requestIdFor } from "./headers.ts";
+import { IsolateState } from "./isolate-state.ts";
 import { requestKeys } from "./request-keys.ts";
 import { RouteTable } from "./route-table.ts";
-import { SessionAffinity } from "./session-affinity.ts";
-import { sessionShardName } from "../state/session-binding.ts";
-import { SnapshotCache } from "./snapshot-cache.ts";
 
 export interface EdgeApp {
   app: Hono<{ Bindings: Env }>;
-  /** The isolate's snapshot cache (exposed for stats). */
-  cacheFor(env: Env): SnapshotCache;
-  /** The isolate's session affinity (exposed for stats). */
-  affinityFor(env: Env): SessionAffinity;
+  /** The isolate's state (routing views, session bindings, key sets, limits). */
+  stateFor(env: Env): IsolateState;
 }
 
 export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
@@ -30,28 +26,15 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
   const byName = new Map(deployments.map((d) => [d.name, d]));
   const routes = new RouteTable(deployments.map((d) => ({ prefix: d.routePrefix, target: d })));
 
-  // One cache per isolate. The env (and its ROUTER binding) is only known per
+  // One state per isolate. The env (and its bindings) is only known per
   // request, so it is created on first use.
-  let cache: SnapshotCache | undefined;
-  const cacheFor = (env: Env) =>
-    (cache ??= new SnapshotCache((name) => routerFor(env, name).snapshot()));
-  let affinity: SessionAffinity | undefined;
-  const affinityFor = (env: Env) =>
-    (affinity ??= new SessionAffinity({
-      resolve: async (d, session, proposal) => {
-        const stub = sessionRouterFor(env, d.name, session, d.sessionAffinity.shards);
-        return (await stub.resolve(session, proposal, d.sessionAffinity.ttlSeconds * 1000)).replica;
-      },
-      rebind: async (d, session, from, to) => {
-        const stub = sessionRouterFor(env, d.name, session, d.sessionAffinity.shards);
-        return (await stub.rebind(session, from, to, d.sessionAffinity.ttlSeconds * 1000)).replica;
-      },
-    }));
+  let state: IsolateState | undefined;
+  const stateFor = (env: Env) => (state ??= new IsolateState(env));
 
   const app = new Hono<{ Bindings: Env }>();
 
   app.get("/-/healthz", async (c) => {
-    const cacheNow = cacheFor(c.env);
+    const cacheNow = stateFor(c.env).snapshots;
     const now = Date.now();
     const ready: Record<string, number> = {};
     for (const d of deployments) {
@@ -66,31 +49,9 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
 
   app.route("/-/replicas", controlRoutes(byName));
 
-  app.get("/-/deployments/:name", async (c) => {
-    if (!bearerMatches(c.req.header("authorization"), c.env.SWITCHYARD_ADMIN_SECRET)) {
-      return errorResponse("unauthorized", "admin secret missing or wrong");
-    }
-    const name = c.req.param("name");
-    if (!byName.has(name)) return errorResponse("route_not_found", `no deployment named "${name}"`);
-    const stub = routerFor(c.env, name);
-    const d = byName.get(name)!;
-    const shards = Array.from({ length: d.sessionAffinity.enabled ? d.sessionAffinity.shards : 0 }, (_, i) =>
-      c.env.SESSIONS.get(c.env.SESSIONS.idFromName(sessionShardName(name, i))).stats(),
-    );
-    const [snapshot, stats, sessionShards] = await Promise.all([stub.snapshot(), stub.stats(), Promise.all(shards)]);
-    const sessions = { bindings: 0, resolves: 0, rebinds: 0, writes: 0 };
-    for (const s of sessionShards) for (const k of Object.keys(sessions) as (keyof typeof sessions)[]) sessions[k] += s[k];
-    const a = affinityFor(c.env);
-    return c.json({
-      deployment: byName.get(name),
-      snapshot,
-      router: stats,
-      sessions,
-      isolate: { snapshotRefreshes: cacheFor(c.env).refreshes, sessionStoreCalls: a.storeCalls, sessionBindingsCached: a.cached },
-    });
-  });
+  app.route("/-/deployments", adminRoutes(byName, stateFor));
 
-  for (const path of ["/-/healthz", "/-/routes", "/-/deployments/:name"]) {
+  for (const path of ["/-/healthz", "/-/routes"]) {
     app.all(path, (c) => errorResponse("method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}`, { headers: { allow: "GET" } }));
   }
   app.all("/-/*", (c) => errorResponse("route_not_found", `no system route ${c.req.method} ${c.req.path}`));
@@ -100,20 +61,53 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
     const routed = routes.match(c.req.path);
     if (!routed) return errorResponse("route_not_found", `no deployment serves ${c.req.path}`, { requestId });
     const deployment = routed.target;
-    const keys = requestKeys(c.req.raw.headers, deployment);
-    if (!keys.ok) return errorResponse(keys.code, keys.message, { requestId });
+    const headers = c.req.raw.headers;
+    const state = stateFor(c.env);
     const background = (p: Promise<unknown>) => c.executionCtx.waitUntil(p);
-    const view = await cacheFor(c.env).view(deployment.name, background);
-    const { model, session } = keys.keys;
-    return dispatch(c.req.raw, {
-      deployment,
-      routePrefix: routed.prefix,
-      view,
-      requestId,
-      background,
-      ...(model !== undefined ? { model } : {}),
-      ...(session !== undefined ? { session: { id: session, affinity: affinityFor(c.env) } } : {}),
-    });
+
+    let headerBytes = 0;
+    for (const [name, value] of headers) headerBytes += name.length + value.length + 4;
+    if (headerBytes > deployment.limits.maxHeaderBytes) {
+      return errorResponse("header_too_large", `request headers take ${headerBytes} bytes; the limit is ${deployment.limits.maxHeaderBytes}`, { requestId });
+    }
+    if (!deployment.access.public) {
+      const key = await state.apiKeys.check(deployment.name, headers.get("authorization"), background);
+      if (!key.ok) {
+        const extra: Record<string, string> = key.code === "unauthorized" ? { "www-authenticate": 'Bearer realm="switchyard"' } : {};
+        return errorResponse(key.code, key.message, { requestId, headers: extra, ...(key.code === "auth_unavailable" ? { retryAfterSeconds: 1 } : {}) });
+      }
+      const rate = state.rateLimits.take(deployment, key.keyHash, background);
+      if (!rate.ok) {
+        return errorResponse("rate_limited", `rate limit of ${deployment.access.rateLimit?.requestsPerSecond} requests/s for this key exceeded`, {
+          requestId,
+          retryAfterSeconds: rate.retryAfterSeconds,
+        });
+      }
+    }
+    const keys = requestKeys(headers, deployment);
+    if (!keys.ok) return errorResponse(keys.code, keys.message, { requestId });
+    const done = state.admit(deployment);
+    if (!done) {
+      return errorResponse("queue_full", `deployment "${deployment.name}" has ${deployment.limits.maxPendingRequests} requests waiting here already`, {
+        requestId,
+        retryAfterSeconds: 1,
+      });
+    }
+    try {
+      const view = await state.snapshots.view(deployment.name, background);
+      const { model, session } = keys.keys;
+      return await dispatch(c.req.raw, {
+        deployment,
+        routePrefix: routed.prefix,
+        view,
+        requestId,
+        background,
+        ...(model !== undefined ? { model } : {}),
+        ...(session !== undefined ? { session: { id: session, affinity: state.affinity } } : {}),
+      });
+    } finally {
+      done();
+    }
   });
 
   app.onError((err, c) => {
@@ -121,5 +115,5 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
     return errorResponse("internal_error", "internal error", { requestId: c.req.header("x-request-id") });
   });
 
-  return { app, cacheFor, affinityFor };
+  return { app, stateFor };
 }

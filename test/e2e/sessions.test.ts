@@ -6,7 +6,7 @@ import { fixtureFunctions, sleep, startStack } from "./stack-fixture.ts";
 let stack: Awaited<ReturnType<typeof startStack>>;
 
 beforeAll(async () => {
-  stack = await startStack({ functionsDir: fixtureFunctions, replicas: { tight: 0 } });
+  stack = await startStack({ functionsDir: fixtureFunctions, replicas: { tight: 0, secure: 0 } });
 });
 afterAll(async () => {
   await stack?.dispose();

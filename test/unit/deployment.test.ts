@@ -15,18 +15,40 @@ describe("defineDeployment", () => {
       backend: { kind: "text", text: "hi" },
       localReplicas: 2,
       maxOngoingRequests: 5,
-      policy: { maxAttempts: 3, backoffBaseMs: 5, backoffCapMs: 250, requestTimeoutMs: 60_000, stripPrefix: false, idempotent: false },
+      access: { public: false },
+      replicaOrigins: [],
+      policy: {
+        maxAttempts: 3,
+        backoffBaseMs: 5,
+        backoffCapMs: 250,
+        requestTimeoutMs: 60_000,
+        stripPrefix: false,
+        idempotent: false,
+        ejectAfterFailures: 3,
+        ejectBaseMs: 5_000,
+      },
       sessionAffinity: { enabled: true, ttlSeconds: 600, shards: 8, rebindAtLoad: 1 },
-      limits: { maxRequestBodyBytes: 10 * 1024 * 1024, replayableBodyBytes: 64 * 1024 },
+      limits: { maxRequestBodyBytes: 10 * 1024 * 1024, replayableBodyBytes: 64 * 1024, maxHeaderBytes: 32 * 1024, maxPendingRequests: 1024 },
     });
+    // Private unless the file says otherwise.
+    expect(defineDeployment(minimal).access.public).toBe(false);
     // Multiplexing is off unless declared.
     expect("multiplexing" in defineDeployment(minimal)).toBe(false);
   });
 
   it("fills defaults inside a partly given policy and limits", () => {
     const d = defineDeployment({ ...minimal, policy: { maxAttempts: 1 }, limits: { replayableBodyBytes: 0 } });
-    expect(d.policy).toEqual({ maxAttempts: 1, backoffBaseMs: 5, backoffCapMs: 250, requestTimeoutMs: 60_000, stripPrefix: false, idempotent: false });
-    expect(d.limits).toEqual({ maxRequestBodyBytes: 10 * 1024 * 1024, replayableBodyBytes: 0 });
+    expect(d.policy).toEqual({
+      maxAttempts: 1,
+      backoffBaseMs: 5,
+      backoffCapMs: 250,
+      requestTimeoutMs: 60_000,
+      stripPrefix: false,
+      idempotent: false,
+      ejectAfterFailures: 3,
+      ejectBaseMs: 5_000,
+    });
+    expect(d.limits).toEqual({ maxRequestBodyBytes: 10 * 1024 * 1024, replayableBodyBytes: 0, maxHeaderBytes: 32 * 1024, maxPendingRequests: 1024 });
   });
 
   it("keeps given values", () => {

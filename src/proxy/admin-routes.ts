@@ -1,0 +1,105 @@
+/**
+ * Admin API, behind the admin secret (SWITCHYARD_ADMIN_SECRET, `wrangler secret
+ * put`): a deployment's routing state, its client API keys (create, list,
+ * revoke), and restarting its routing object. Off entirely when the secret is
+ * unset.
+ */
+import { Hono, type MiddlewareHandler } from "hono";
+import { z } from "zod";
+import type { Deployment } from "../config/deployment.ts";
+import { keysFor, routerFor, type Env } from "../env.ts";
+import { errorResponse } from "../protocol/index.ts";
+import { sessionShardName } from "../state/session-binding.ts";
+import { bearerMatches } from "./auth.ts";
+import { controlRejections } from "./control-routes.ts";
+import type { IsolateState } from "./isolate-state.ts";
+
+const NewKey = z.object({ name: z.string().min(1).max(128) }).strict();
+const MAX_ADMIN_BODY = 4096;
+
+type AdminEnv = { Bindings: Env; Variables: { deployment: Deployment } };
+
+export function adminRoutes(byName: ReadonlyMap<string, Deployment>, stateFor: (env: Env) => IsolateState): Hono<AdminEnv> {
+  const app = new Hono<AdminEnv>();
+
+  const guard: MiddlewareHandler<AdminEnv> = async (c, next) => {
+    if (!c.env.SWITCHYARD_ADMIN_SECRET || !bearerMatches(c.req.header("authorization"), c.env.SWITCHYARD_ADMIN_SECRET)) {
+      return errorResponse("unauthorized", "admin secret missing or wrong", { headers: { "www-authenticate": "Bearer" } });
+    }
+    const name = c.req.param("name") ?? "";
+    const d = byName.get(name);
+    if (!d) return errorResponse("route_not_found", `no deployment named "${name}"`);
+    c.set("deployment", d);
+    await next();
+  };
+  // "/:name/*" does not match "/:name" itself.
+  app.use("/:name", guard);
+  app.use("/:name/*", guard);
+
+  app.get("/:name", async (c) => {
+    const d = c.get("deployment");
+    const stub = routerFor(c.env, d.name);
+    const shards = Array.from({ length: d.sessionAffinity.enabled ? d.sessionAffinity.shards : 0 }, (_, i) =>
+      c.env.SESSIONS.get(c.env.SESSIONS.idFromName(sessionShardName(d.name, i))).stats(),
+    );
+    const [snapshot, stats, sessionShards] = await Promise.all([stub.snapshot(), stub.stats(), Promise.all(shards)]);
+    const sessions = { bindings: 0, resolves: 0, rebinds: 0, writes: 0 };
+    for (const s of sessionShards) for (const k of Object.keys(sessions) as (keyof typeof sessions)[]) sessions[k] += s[k];
+    const state = stateFor(c.env);
+    return c.json({
+      deployment: d,
+      snapshot,
+      router: stats,
+      sessions,
+      isolate: {
+        snapshotRefreshes: state.snapshots.refreshes,
+        sessionStoreCalls: state.affinity.storeCalls,
+        sessionBindingsCached: state.affinity.cached,
+        keySetRefreshes: state.apiKeys.refreshes,
+        rateLimitSyncs: state.rateLimits.syncs,
+        pending: state.pending.get(d.name) ?? 0,
+        controlRejections: controlRejections()[d.name] ?? {},
+      },
+    });
+  });
+
+  app.get("/:name/keys", async (c) => c.json({ keys: await keysFor(c.env, c.get("deployment").name).list() }));
+
+  app.post("/:name/keys", async (c) => {
+    const length = Number(c.req.header("content-length") ?? "NaN");
+    if (!(length <= MAX_ADMIN_BODY)) return errorResponse("payload_too_large", `send a JSON body with a Content-Length of at most ${MAX_ADMIN_BODY} bytes`);
+    let raw: unknown;
+    try {
+      raw = await c.req.json();
+    } catch {
+      return errorResponse("bad_request", 'body is not valid JSON; send {"name": "…"}');
+    }
+    const parsed = NewKey.safeParse(raw);
+    if (!parsed.success) return errorResponse("bad_request", 'send {"name": "…"} (1-128 characters)', { details: parsed.error.issues });
+    const d = c.get("deployment");
+    const created = await keysFor(c.env, d.name).create(parsed.data.name);
+    stateFor(c.env).apiKeys.invalidate(d.name);
+    return c.json(created, 201);
+  });
+
+  app.delete("/:name/keys/:id", async (c) => {
+    const d = c.get("deployment");
+    const revoked = await keysFor(c.env, d.name).revoke(c.req.param("id"));
+    if (!revoked) return errorResponse("route_not_found", `no active key "${c.req.param("id")}" in "${d.name}"`);
+    stateFor(c.env).apiKeys.invalidate(d.name);
+    return c.json({ ok: true, revoked: c.req.param("id") });
+  });
+
+  /** Restarts the deployment's routing object (operators, and the restart fault test). */
+  app.post("/:name/router/restart", async (c) => {
+    const d = c.get("deployment");
+    await routerFor(c.env, d.name).restart().catch(() => undefined);
+    return c.json({ ok: true, restarted: d.name });
+  });
+
+  const allow: Record<string, string> = { "/:name": "GET", "/:name/keys": "GET, POST", "/:name/keys/:id": "DELETE", "/:name/router/restart": "POST" };
+  for (const [path, methods] of Object.entries(allow)) {
+    app.all(path, (c) => errorResponse("method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}`, { headers: { allow: methods } }));
+  }
+  return app;
+}

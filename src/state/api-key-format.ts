@@ -1,0 +1,26 @@
+/** Client API keys: their format and hash, shared by the AccessKeys object and the proxy. */
+
+const PREFIX = "sy-";
+
+/** A new key: "sy-" and 32 random bytes, base64url (256 bits: a fast hash is enough to store it). */
+export function newApiKey(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(32));
+  let bin = "";
+  for (const b of bytes) bin += String.fromCharCode(b);
+  return PREFIX + btoa(bin).replaceAll("+", "-").replaceAll("/", "_").replace(/=+$/, "");
+}
+
+/** Hex SHA-256 of the key. Keys are random and long, so no salt or slow hash is needed. */
+export async function hashApiKey(key: string): Promise<string> {
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(key)));
+  let hex = "";
+  for (const b of digest) hex += b.toString(16).padStart(2, "0");
+  return hex;
+}
+
+/** The bearer token of an Authorization header, or null. */
+export function bearerToken(header: string | null | undefined): string | null {
+  if (!header) return null;
+  const m = /^Bearer[ \t]+([\x21-\x7e]{1,512})[ \t]*$/i.exec(header);
+  return m ? m[1]! : null;
+}
