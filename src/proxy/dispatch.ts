@@ -48,6 +48,8 @@ export async function dispatch(req: Request, ctx: DispatchContext): Promise<Resp
   const path = deployment.policy.stripPrefix ? stripRoutePrefix(url.pathname, ctx.routePrefix) : url.pathname;
   const deadline = Date.now() + deployment.policy.requestTimeoutMs;
   const baseHeaders = dispatchHeaders(req.headers);
+  // A private deployment's API key is the edge's credential, not the replica's.
+  if (!deployment.access.public) baseHeaders.delete("authorization");
   baseHeaders.set(Header.protocol, String(PROTOCOL_VERSION));
   baseHeaders.set(Header.requestId, requestId);
   baseHeaders.set(Header.deployment, deployment.name);
@@ -120,6 +122,8 @@ async function attemptOn(
   } catch (err) {
     view.endDispatch(replica);
     if (abort.signal.aborted) {
+      // A hung replica: after a few in a row it is ejected (circuit breaker).
+      if (view.recordFailure(replica, Date.now(), ctx.deployment.policy)) logEjection(ctx, replica, "deadline");
       return respond(errorResponse("deadline_exceeded", `replica ${replica.id} did not answer before the deadline`, { requestId }));
     }
     if (prepared.overLimit()) {
@@ -127,6 +131,7 @@ async function attemptOn(
     }
     // The replica is unreachable or went away: no new dispatches to it from this isolate for a while.
     view.markDown(replica.id, Date.now());
+    if (view.recordFailure(replica, Date.now(), ctx.deployment.policy)) logEjection(ctx, replica, "connection");
     console.error(JSON.stringify({ msg: "replica connection failed", deployment: ctx.deployment.name, replica: replica.id, request_id: requestId, error: String(err) }));
     if (prepared.safeToRepeat) return { kind: "not_accepted" };
     return respond(errorResponse("upstream_failed", `connection to replica ${replica.id} lost: ${String(err)}`, { requestId }));
@@ -139,11 +144,19 @@ async function attemptOn(
 
   if (upstream.status === 503 && upstream.headers.has(Header.rejected)) {
     view.endDispatch(replica);
+    // Full is honest; refusing for capacity while claiming room is a lie (or a
+    // broken replica) and counts towards ejection, so it cannot soak up every
+    // request's first attempt. A garbled load header counts the same way.
+    const lying = !load || (upstream.headers.get(Header.rejected) === "capacity" && load.state === "ready" && load.ongoing + load.queued < load.max);
+    if (lying) {
+      if (view.recordFailure(replica, Date.now(), ctx.deployment.policy)) logEjection(ctx, replica, "refused while claiming room");
+    }
     // Free the connection: the rejection body is a short JSON we do not need.
     ctx.background(upstream.body?.cancel() ?? Promise.resolve());
     return { kind: "not_accepted" };
   }
 
+  view.recordSuccess(replica);
   const out = clientHeaders(upstream.headers);
   out.set(Header.replica, replica.id);
   out.set(Header.requestId, requestId);
@@ -158,6 +171,12 @@ async function attemptOn(
   const { readable, writable } = new IdentityTransformStream();
   ctx.background(upstream.body.pipeTo(writable).catch(() => undefined).finally(() => view.endDispatch(replica)));
   return respond(new Response(readable, init), true);
+}
+
+function logEjection(ctx: DispatchContext, replica: ReplicaEntry, cause: string): void {
+  console.error(
+    JSON.stringify({ msg: "replica ejected", deployment: ctx.deployment.name, replica: replica.id, cause, failures: replica.breaker.failures, ejections: replica.breaker.ejections }),
+  );
 }
 
 function respond(response: Response, fromReplica = false): AttemptOutcome {

@@ -6,6 +6,7 @@
  */
 import type { Load, ReplicaView, RoutingSnapshot } from "../protocol/index.ts";
 import type { ModelHolderChoice } from "../policy/pick-replica.ts";
+import { breakerAllows, breakerDispatched, breakerFailed, breakerInconclusive, breakerOpen, breakerSucceeded, newBreaker, type Breaker, type BreakerConfig } from "../policy/circuit-breaker.ts";
 
 /** A response from a replica proves it alive for this long, like a report does. */
 export const LIVENESS_FROM_RESPONSE_MS = 2_500;
@@ -31,6 +32,8 @@ export interface ReplicaEntry extends ModelHolderChoice {
   expiresAt: number;
   /** Epoch ms before which this isolate does not pick the replica (connect failures). */
   downUntil: number;
+  /** Outlier ejection state (src/policy/circuit-breaker.ts). */
+  breaker: Breaker;
 }
 
 export class RoutingView {
@@ -90,12 +93,26 @@ export class RoutingView {
     if (e) e.downUntil = now + forMs;
   }
 
-  startDispatch(e: ReplicaEntry): void {
+  startDispatch(e: ReplicaEntry, now = Date.now()): void {
     e.inflight++;
+    breakerDispatched(e.breaker, now);
     refresh(e);
   }
 
+  /** The replica answered (any response head): it is healthy as far as ejection goes. */
+  recordSuccess(e: ReplicaEntry): void {
+    breakerSucceeded(e.breaker);
+  }
+
+  /** The dispatch got no usable answer; returns true when this ejects the replica. */
+  recordFailure(e: ReplicaEntry, now: number, cfg: BreakerConfig): boolean {
+    return breakerFailed(e.breaker, now, cfg);
+  }
+
   endDispatch(e: ReplicaEntry): void {
+    // A probe that ended without a verdict (recordSuccess/recordFailure) must not
+    // leave the replica ejected for good.
+    breakerInconclusive(e.breaker);
     if (e.inflight > 0) {
       e.inflight--;
       // Assume the oldest finished first: those are the ones the report counted.
@@ -104,15 +121,19 @@ export class RoutingView {
     }
   }
 
-  /** Replicas a dispatch may go to now: ready, fresh, not cooling down, not excluded. */
+  /** Replicas a dispatch may go to now: ready, fresh, not cooling down, not excluded, not ejected (unless all are). */
   candidates(now: number, exclude?: ReadonlySet<string>): ReplicaEntry[] {
     const out: ReplicaEntry[] = [];
+    const ejected: ReplicaEntry[] = [];
     for (const e of this.#replicas.values()) {
       if (e.reported.state !== "ready" || e.expiresAt <= now || e.downUntil > now) continue;
       if (exclude?.has(e.id)) continue;
-      out.push(e);
+      if (breakerAllows(e.breaker, now)) out.push(e);
+      else ejected.push(e);
     }
-    return out;
+    // Panic routing (Envoy's rule): when ejection would leave nothing, ignore it;
+    // an ejected replica may have recovered, and an empty answer helps nobody.
+    return out.length > 0 ? out : ejected;
   }
 
   /** Replicas that are ready and fresh, ignoring this isolate's cool-downs. */
@@ -123,12 +144,13 @@ export class RoutingView {
   }
 
   /** Why each replica is or is not a candidate now (for error details and debugging). */
-  describe(now: number): { id: string; state: string; expiresInMs: number; coolingDownMs: number; load: number; capacity: number }[] {
+  describe(now: number): { id: string; state: string; expiresInMs: number; coolingDownMs: number; ejected: boolean; load: number; capacity: number }[] {
     return [...this.#replicas.values()].map((e) => ({
       id: e.id,
       state: e.reported.state,
       expiresInMs: e.expiresAt - now,
       coolingDownMs: Math.max(0, e.downUntil - now),
+      ejected: breakerOpen(e.breaker, now),
       load: e.load,
       capacity: e.capacity,
     }));
@@ -163,5 +185,6 @@ function entryFrom(r: ReplicaView, now: number): ReplicaEntry {
     load: r.load.ongoing + r.load.queued,
     expiresAt: now + r.expiresInMs,
     downUntil: 0,
+    breaker: newBreaker(),
   };
 }

@@ -10,9 +10,12 @@
  * `--backend onnx --models a,b,c --max-models-per-replica N [--default-model ID]`
  * multiplexes: models load on demand into an LRU of N (nothing preloaded), and a
  * request names its model with x-switchyard-model or serve_multiplexed_model_id.
- * The replica secret comes from SWITCHYARD_REPLICA_SECRET.
+ * Control messages are signed with the deployment's replica key, from
+ * SWITCHYARD_REPLICA_KEY (64 hex digits). Operators derive it from the edge's master
+ * secret with `--print-key --deployment NAME` (master read from SWITCHYARD_REPLICA_SECRET).
  */
 import { parseArgs } from "node:util";
+import { DEPLOYMENT_NAME, REPLICA_KEY_PATTERN, deriveReplicaKey } from "../protocol/index.ts";
 import { AdmissionControl } from "./admission.ts";
 import { EdgeClient } from "./edge-client.ts";
 import { echoHandler, modelHandler, textHandler, type RequestHandler } from "./handlers.ts";
@@ -22,13 +25,18 @@ import { ReplicaServer } from "./server.ts";
 const USAGE = `usage: replica --deployment NAME --backend text|echo|onnx [--text T]
                [--model ID | --models ID,ID,... --max-models-per-replica N [--default-model ID]]
                --edge URL [--port N] [--host H] [--id ID] [--max-ongoing N]
-               [--advertise-url URL] [--drain-timeout-ms N] [--standalone]
+               [--advertise-url URL] [--drain-timeout-ms N] [--standalone] [--fault hang|lie]
 --backend onnx --model ID: serve one model, loaded at start
 --backend onnx --models ...: multiplex these models, loaded on demand, at most N at once (LRU);
                  requests name one with x-switchyard-model or serve_multiplexed_model_id,
                  else --default-model
 --standalone: serve without registering (a direct baseline for benchmarks)
-env: SWITCHYARD_REPLICA_SECRET (required)`;
+--fault hang|lie: fault injection for testing a fleet: "hang" admits requests and never
+                 answers; "lie" claims to be idle while refusing every request
+env: SWITCHYARD_REPLICA_KEY (required unless --standalone): the deployment's replica key
+       replica --print-key --deployment NAME
+prints the deployment's replica key, derived from the edge's master secret in
+SWITCHYARD_REPLICA_SECRET (run it where that secret is, hand replicas only the key)`;
 
 function fail(msg: string): never {
   process.stderr.write(`${msg}\n${USAGE}\n`);
@@ -97,6 +105,8 @@ async function main(): Promise<void> {
         "advertise-url": { type: "string" },
         "drain-timeout-ms": { type: "string", default: "30000" },
         standalone: { type: "boolean", default: false },
+        "print-key": { type: "boolean", default: false },
+        fault: { type: "string" },
         help: { type: "boolean", short: "h" },
       },
       strict: true,
@@ -108,13 +118,24 @@ async function main(): Promise<void> {
     process.stdout.write(`${USAGE}\n`);
     return;
   }
-  const secret = process.env.SWITCHYARD_REPLICA_SECRET;
+  if (args["print-key"]) {
+    if (!args.deployment) fail("--print-key needs --deployment NAME");
+    if (!DEPLOYMENT_NAME.test(args.deployment)) fail(`--deployment "${args.deployment}" is not a deployment name (lowercase letters, digits and '-')`);
+    const master = process.env.SWITCHYARD_REPLICA_SECRET;
+    if (!master) fail("--print-key reads the master secret from SWITCHYARD_REPLICA_SECRET, which is not set");
+    process.stdout.write(`${await deriveReplicaKey(master, args.deployment)}\n`);
+    return;
+  }
+  const key = process.env.SWITCHYARD_REPLICA_KEY;
   if (!args.deployment || !args.backend) fail("--deployment and --backend are required");
   if (!args.standalone && !args.edge) fail("--edge is required (or --standalone)");
-  if (!args.standalone && !secret) fail("SWITCHYARD_REPLICA_SECRET is not set");
+  if (!args.standalone && !key) fail("SWITCHYARD_REPLICA_KEY is not set (the deployment's replica key; see --print-key)");
+  if (!args.standalone && !REPLICA_KEY_PATTERN.test(key!)) fail("SWITCHYARD_REPLICA_KEY must be 64 lowercase hex digits (see --print-key)");
   const maxOngoing = Number(args["max-ongoing"]);
   if (!Number.isInteger(maxOngoing) || maxOngoing < 1) fail("--max-ongoing must be a positive integer");
   const drainTimeoutMs = Number(args["drain-timeout-ms"]);
+  const fault = args.fault;
+  if (fault !== undefined && fault !== "hang" && fault !== "lie") fail(`--fault must be "hang" or "lie", not "${fault}"`);
 
   if (args.backend !== "onnx" && (args.model || args.models || args["max-models-per-replica"] || args["default-model"])) {
     fail("--model, --models, --max-models-per-replica and --default-model need --backend onnx");
@@ -162,7 +183,8 @@ async function main(): Promise<void> {
   const describe = modelCache
     ? () => ({ models: modelCache.loaded(), loading: modelCache.loading(), max_models: modelCache.maxModels, cache: modelCache.stats() })
     : undefined;
-  const server = new ReplicaServer({ replicaId, admission, handler, log, ...(describe && { describe }) });
+  const server = new ReplicaServer({ replicaId, admission, handler, log, ...(describe && { describe }), ...(fault && { fault }) });
+  if (fault) log(`fault injection on: ${fault}`);
   const address = await server.listen(Number(args.port), args.host ?? "127.0.0.1");
   const advertiseUrl = args["advertise-url"] ?? `http://${address.address}:${address.port}`;
   if (args.standalone) {
@@ -174,7 +196,7 @@ async function main(): Promise<void> {
   }
   const edge = new EdgeClient({
     edgeUrl: args.edge!,
-    secret: secret!,
+    key: key!,
     deployment: args.deployment,
     replicaId,
     advertiseUrl,

@@ -8,6 +8,8 @@ import { Header, PROTOCOL_VERSION, REJECT_STATUS, errorBody, formatLoadHeader } 
 import type { AdmissionControl } from "./admission.ts";
 import type { RequestHandler } from "./handlers.ts";
 
+export type ReplicaFault = "hang" | "lie";
+
 export interface ReplicaServerOptions {
   replicaId: string;
   admission: AdmissionControl;
@@ -15,11 +17,18 @@ export interface ReplicaServerOptions {
   /** Extra fields for /-/healthz (e.g. the model cache: models, loading, stats). */
   describe?: () => Record<string, unknown>;
   log?: (msg: string) => void;
+  /**
+   * Fault injection, for testing a fleet's behaviour (the replica CLI's --fault):
+   * "hang" admits requests and never answers them; "lie" claims to be idle in its
+   * load header while refusing every request as "at capacity".
+   */
+  fault?: ReplicaFault;
 }
 
 export class ReplicaServer {
   readonly #o: ReplicaServerOptions;
   readonly server: Server;
+  #faultRefusals = 0;
 
   constructor(options: ReplicaServerOptions) {
     this.#o = options;
@@ -64,8 +73,18 @@ export class ReplicaServer {
           max_ongoing_requests: admission.maxOngoing,
           ...admission.counts,
           ...this.#o.describe?.(),
+          ...(this.#o.fault ? { fault: this.#o.fault, fault_refusals: this.#faultRefusals } : {}),
         }),
       );
+      return;
+    }
+    if (this.#o.fault === "lie") {
+      this.#faultRefusals++;
+      req.resume();
+      const body = JSON.stringify(errorBody("all_replicas_busy", `replica ${this.#o.replicaId} is at capacity`));
+      const claimed = formatLoadHeader({ ...admission.load(0), ongoing: 0, queued: 0 });
+      res.writeHead(REJECT_STATUS, { ...this.#loadHeaders(0), [Header.load]: claimed, [Header.rejected]: "capacity", "content-type": "application/json", "content-length": Buffer.byteLength(body) });
+      res.end(body);
       return;
     }
     const decision = admission.tryAdmit();
@@ -86,6 +105,10 @@ export class ReplicaServer {
     };
     // Released when the response is done or the client went away (cancellation).
     res.once("close", release);
+    if (this.#o.fault === "hang") {
+      req.resume();
+      return;
+    }
     try {
       await this.#o.handler(req, res, () => this.#loadHeaders(1));
     } catch (err) {
