@@ -89,6 +89,7 @@ function fewerModelsThenLessLoad(a: ModelHolderChoice, b: ModelHolderChoice): bo
 
 /** Full-jitter exponential backoff before retry number `retry` (1-based). */
 export function backoffMs(retry: number, baseMs: number, capMs: number, random: () => number = Math.random): number {
-  const ceiling = Math.min(capMs, baseMs * 2 ** Math.max(0, retry - 1));
+  // The exponent is bounded so 0 × 2^1024 cannot turn into NaN.
+  const ceiling = Math.min(capMs, baseMs * 2 ** Math.min(40, Math.max(0, retry - 1)));
   return Math.floor(random() * ceiling);
 }

@@ -48,7 +48,7 @@ export function formatLoadHeader(load: Load): string {
 }
 
 function count(raw: string | undefined, min: number): number | undefined {
-  if (raw === undefined || !/^\d{1,15}$/.test(raw)) return undefined;
+  if (raw === undefined || !/^\d{1,16}$/.test(raw)) return undefined;
   const n = Number(raw);
   return n >= min && Number.isSafeInteger(n) ? n : undefined;
 }

@@ -60,6 +60,10 @@ describe("parseLoadHeader: valid input", () => {
   it("accepts a 15-digit seq", () => {
     expect(parseLoadHeader("seq=999999999999999;ongoing=0;queued=0;max=1;state=ready")?.seq).toBe(999_999_999_999_999);
   });
+
+  it("accepts every seq a report may carry, up to MAX_SAFE_INTEGER (16 digits)", () => {
+    expect(parseLoadHeader("seq=9007199254740991;ongoing=0;queued=0;max=1;state=ready")?.seq).toBe(Number.MAX_SAFE_INTEGER);
+  });
 });
 
 describe("parseLoadHeader: rejects garbage", () => {
@@ -86,7 +90,8 @@ describe("parseLoadHeader: rejects garbage", () => {
     ["ongoing above 1,000,000", "seq=1;ongoing=1000001;queued=0;max=5;state=ready"],
     ["queued above 1,000,000", "seq=1;ongoing=0;queued=1000001;max=5;state=ready"],
     ["max above 1,000,000", "seq=1;ongoing=0;queued=0;max=1000001;state=ready"],
-    ["16-digit seq", "seq=1000000000000000;ongoing=0;queued=0;max=5;state=ready"],
+    ["17-digit seq", "seq=10000000000000000;ongoing=0;queued=0;max=5;state=ready"],
+    ["seq above MAX_SAFE_INTEGER", "seq=9007199254740992;ongoing=0;queued=0;max=5;state=ready"],
     ["huge seq", `seq=${"9".repeat(40)};ongoing=0;queued=0;max=5;state=ready`],
     ["bad state", "seq=1;ongoing=0;queued=0;max=5;state=busy"],
     ["state in wrong case", "seq=1;ongoing=0;queued=0;max=5;state=READY"],
