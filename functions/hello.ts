@@ -12,4 +12,6 @@ export default defineDeployment({
   maxOngoingRequests: 5,
   // Answering "hi" has no side effects: a request whose replica died may run elsewhere.
   policy: { idempotent: true },
+  // The autoscaling signal (Ray Serve's defaults: 2 ongoing requests per replica, 30 s up, 600 s down).
+  autoscaling: { minReplicas: 1, maxReplicas: 48 },
 });

@@ -3,6 +3,7 @@ import { sessionObjectName } from "./state/session-binding.ts";
 import type { SessionRouter } from "./state/session-router.ts";
 import type { AccessKeys } from "./state/access-keys.ts";
 import type { RateLimiter } from "./state/rate-limiter.ts";
+import type { Telemetry } from "./telemetry/telemetry.ts";
 
 /** The routing Durable Object of a deployment (one per deployment, named by it). */
 export function routerFor(env: Env, deployment: string): DurableObjectStub<DeploymentRouter> {
@@ -24,6 +25,11 @@ export function rateLimiterFor(env: Env, deployment: string, shard: number): Dur
   return env.RATE_LIMITS.get(env.RATE_LIMITS.idFromName(`${deployment}/ratelimit/${shard}`));
 }
 
+/** The Telemetry object. */
+export function telemetryFor(env: Env): DurableObjectStub<Telemetry> {
+  return env.TELEMETRY.get(env.TELEMETRY.idFromName("global"));
+}
+
 /** Bindings and secrets of the edge Worker (wrangler.toml; secrets via `wrangler secret put`). */
 export interface Env {
   /** One routing Durable Object per deployment, named by the deployment. */
@@ -34,6 +40,8 @@ export interface Env {
   KEYS: DurableObjectNamespace<AccessKeys>;
   /** Global per-key token buckets, RATE_LIMIT_SHARDS objects per deployment. */
   RATE_LIMITS: DurableObjectNamespace<RateLimiter>;
+  /** Telemetry: counters flushed by isolates, dashboard WebSockets (one object, "global"). */
+  TELEMETRY: DurableObjectNamespace<Telemetry>;
   /**
    * Master secret of the control plane; never leaves the edge. Each deployment's
    * replica key is derived from it (src/protocol/signing.ts) and signs that
@@ -47,4 +55,6 @@ export interface Env {
    * private addresses. Anything else, or unset, is production: https hostnames only.
    */
   SWITCHYARD_MODE?: string;
+  /** "off" turns off the per-request JSON log line (on by default). */
+  SWITCHYARD_REQUEST_LOGS?: string;
 }

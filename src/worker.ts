@@ -4,13 +4,16 @@
  */
 import { deployments } from "../.switchyard/deployments.ts";
 import type { Env } from "./env.ts";
+import { registerServedDeployments } from "./config/served.ts";
 import { createEdgeApp } from "./proxy/app.ts";
 
 export { DeploymentRouter } from "./state/deployment-router.ts";
 export { SessionRouter } from "./state/session-router.ts";
 export { AccessKeys } from "./state/access-keys.ts";
 export { RateLimiter } from "./state/rate-limiter.ts";
+export { Telemetry } from "./telemetry/telemetry.ts";
 
+registerServedDeployments(deployments);
 const { app } = createEdgeApp(deployments);
 
 export default {

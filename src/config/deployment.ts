@@ -143,6 +143,29 @@ const DeploymentInput = z
       })
       .strict()
       .default({ enabled: true, ttlSeconds: 600, shards: 8, rebindAtLoad: 1 }),
+    /**
+     * The autoscaling signal (Ray Serve's autoscaling_config names): the desired
+     * replica count from reported load, exposed as JSON (/-/deployments/:name/autoscale),
+     * as a metric, and POSTed to `webhook` when it changes, for an external
+     * autoscaler (Kubernetes, a cloud API) to act on. Switchyard does not start
+     * or stop replicas itself.
+     */
+    autoscaling: z
+      .object({
+        minReplicas: z.number().int().min(0).max(10_000).default(1),
+        maxReplicas: z.number().int().min(1).max(10_000).default(10),
+        targetOngoingRequests: z.number().positive().max(100_000).default(2),
+        lookBackPeriodS: z.number().positive().max(3600).default(30),
+        upscaleDelayS: z.number().min(0).max(3600).default(30),
+        downscaleDelayS: z.number().min(0).max(86_400).default(600),
+        upscalingFactor: z.number().positive().max(100).default(1),
+        downscalingFactor: z.number().positive().max(100).default(1),
+        /** POSTed {deployment, desired, current, average_ongoing, at} whenever `desired` changes. */
+        webhook: z.string().url().max(2048).optional(),
+      })
+      .strict()
+      .refine((a) => a.minReplicas <= a.maxReplicas, "minReplicas must not exceed maxReplicas")
+      .optional(),
     limits: z
       .object({
         /** Largest request body accepted, bytes; larger gets 413 before any replica sees it. */

@@ -64,7 +64,8 @@ async function main(): Promise<void> {
     console.log(`  curl -s ${stack.url}/vad/example | curl -si ${stack.url}/vad -H 'serve_multiplexed_model_id: silero-vad-v4' --data @-`);
   }
   console.log(`  curl ${stack.url}/-/routes ; curl ${stack.url}/-/healthz`);
-  console.log(`\nadmin secret (for /-/deployments/<name>): ${stack.adminSecret}`);
+  console.log(`\nadmin secret (for /-/deployments/<name>, /-/metrics): ${stack.adminSecret}`);
+  console.log(`dashboard: ${stack.url}/-/dashboard#token=${stack.adminSecret}`);
   console.log("Ctrl-C stops everything.");
 }
 

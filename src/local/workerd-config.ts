@@ -29,6 +29,7 @@ export function workerdConfig(o: WorkerdConfigOptions): string {
     `(name = "SESSIONS", durableObjectNamespace = "SessionRouter")`,
     `(name = "KEYS", durableObjectNamespace = "AccessKeys")`,
     `(name = "RATE_LIMITS", durableObjectNamespace = "RateLimiter")`,
+    `(name = "TELEMETRY", durableObjectNamespace = "Telemetry")`,
   ];
   return `using Workerd = import "/workerd/workerd.capnp";
 
@@ -57,6 +58,7 @@ const edgeWorker :Workerd.Worker = (
     (className = "SessionRouter", uniqueKey = "switchyard-session-router", enableSql = true),
     (className = "AccessKeys", uniqueKey = "switchyard-access-keys", enableSql = true),
     (className = "RateLimiter", uniqueKey = "switchyard-rate-limiter", enableSql = true),
+    (className = "Telemetry", uniqueKey = "switchyard-telemetry", enableSql = true),
   ],
   durableObjectStorage = (localDisk = "do-storage"),
   globalOutbound = "internet",

@@ -90,6 +90,21 @@ export function adminRoutes(byName: ReadonlyMap<string, Deployment>, stateFor: (
     return c.json({ ok: true, revoked: c.req.param("id") });
   });
 
+  /** The autoscaling signal (docs: README "Autoscaling signal"). */
+  app.get("/:name/autoscale", async (c) => {
+    const d = c.get("deployment");
+    // A routing object that never saw a replica does not know its name yet.
+    return c.json({ ...(await routerFor(c.env, d.name).autoscale()), deployment: d.name });
+  });
+
+  /** Asks a replica to drain: it learns it from its next report's answer (≤ 1 s), drains and leaves. */
+  app.post("/:name/replicas/:id/drain", async (c) => {
+    const d = c.get("deployment");
+    const id = c.req.param("id");
+    if (!(await routerFor(c.env, d.name).requestDrain(id))) return errorResponse("route_not_found", `no replica "${id}" in "${d.name}"`);
+    return c.json({ ok: true, deployment: d.name, replica: id, draining: true });
+  });
+
   /** Restarts the deployment's routing object (operators, and the restart fault test). */
   app.post("/:name/router/restart", async (c) => {
     const d = c.get("deployment");
@@ -97,7 +112,14 @@ export function adminRoutes(byName: ReadonlyMap<string, Deployment>, stateFor: (
     return c.json({ ok: true, restarted: d.name });
   });
 
-  const allow: Record<string, string> = { "/:name": "GET", "/:name/keys": "GET, POST", "/:name/keys/:id": "DELETE", "/:name/router/restart": "POST" };
+  const allow: Record<string, string> = {
+    "/:name": "GET",
+    "/:name/keys": "GET, POST",
+    "/:name/keys/:id": "DELETE",
+    "/:name/router/restart": "POST",
+    "/:name/autoscale": "GET",
+    "/:name/replicas/:id/drain": "POST",
+  };
   for (const [path, methods] of Object.entries(allow)) {
     app.all(path, (c) => errorResponse("method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}`, { headers: { allow: methods } }));
   }

@@ -9,10 +9,13 @@ import type { Env } from "../env.ts";
 import { errorResponse } from "../protocol/index.ts";
 import { adminRoutes } from "./admin-routes.ts";
 import { controlRoutes } from "./control-routes.ts";
-import { dispatch } from "./dispatch.ts";
+import { dashboardRoutes } from "./dashboard-routes.ts";
+import { observabilityRoutes } from "./observability-routes.ts";
+import type { DispatchTrace } from "./dispatch.ts";
 import { requestIdFor } from "./headers.ts";
 import { IsolateState } from "./isolate-state.ts";
-import { requestKeys } from "./request-keys.ts";
+import { observeRequest } from "./request-observer.ts";
+import { serveRequest } from "./serve-request.ts";
 import { RouteTable } from "./route-table.ts";
 
 export interface EdgeApp {
@@ -50,8 +53,10 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
   app.route("/-/replicas", controlRoutes(byName));
 
   app.route("/-/deployments", adminRoutes(byName, stateFor));
+  app.route("/", observabilityRoutes(deployments));
+  app.route("/-/dashboard", dashboardRoutes());
 
-  for (const path of ["/-/healthz", "/-/routes"]) {
+  for (const path of ["/-/healthz", "/-/routes", "/-/metrics"]) {
     app.all(path, (c) => errorResponse("method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}`, { headers: { allow: "GET" } }));
   }
   app.all("/-/*", (c) => errorResponse("route_not_found", `no system route ${c.req.method} ${c.req.path}`));
@@ -61,53 +66,13 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
     const routed = routes.match(c.req.path);
     if (!routed) return errorResponse("route_not_found", `no deployment serves ${c.req.path}`, { requestId });
     const deployment = routed.target;
-    const headers = c.req.raw.headers;
     const state = stateFor(c.env);
     const background = (p: Promise<unknown>) => c.executionCtx.waitUntil(p);
-
-    let headerBytes = 0;
-    for (const [name, value] of headers) headerBytes += name.length + value.length + 4;
-    if (headerBytes > deployment.limits.maxHeaderBytes) {
-      return errorResponse("header_too_large", `request headers take ${headerBytes} bytes; the limit is ${deployment.limits.maxHeaderBytes}`, { requestId });
-    }
-    if (!deployment.access.public) {
-      const key = await state.apiKeys.check(deployment.name, headers.get("authorization"), background);
-      if (!key.ok) {
-        const extra: Record<string, string> = key.code === "unauthorized" ? { "www-authenticate": 'Bearer realm="switchyard"' } : {};
-        return errorResponse(key.code, key.message, { requestId, headers: extra, ...(key.code === "auth_unavailable" ? { retryAfterSeconds: 1 } : {}) });
-      }
-      const rate = state.rateLimits.take(deployment, key.keyHash, background);
-      if (!rate.ok) {
-        return errorResponse("rate_limited", `rate limit of ${deployment.access.rateLimit?.requestsPerSecond} requests/s for this key exceeded`, {
-          requestId,
-          retryAfterSeconds: rate.retryAfterSeconds,
-        });
-      }
-    }
-    const keys = requestKeys(headers, deployment);
-    if (!keys.ok) return errorResponse(keys.code, keys.message, { requestId });
-    const done = state.admit(deployment);
-    if (!done) {
-      return errorResponse("queue_full", `deployment "${deployment.name}" has ${deployment.limits.maxPendingRequests} requests waiting here already`, {
-        requestId,
-        retryAfterSeconds: 1,
-      });
-    }
-    try {
-      const view = await state.snapshots.view(deployment.name, background);
-      const { model, session } = keys.keys;
-      return await dispatch(c.req.raw, {
-        deployment,
-        routePrefix: routed.prefix,
-        view,
-        requestId,
-        background,
-        ...(model !== undefined ? { model } : {}),
-        ...(session !== undefined ? { session: { id: session, affinity: state.affinity } } : {}),
-      });
-    } finally {
-      done();
-    }
+    const started = Date.now();
+    const trace: DispatchTrace = { attempts: 0, rejections: 0, ejections: 0 };
+    const response = await serveRequest(c.req.raw, { deployment, routePrefix: routed.prefix, state, requestId, background, trace });
+    observeRequest(c.env, state, deployment.name, c.req.method, response.status, requestId, started, trace, background);
+    return response;
   });
 
   app.onError((err, c) => {

@@ -161,6 +161,8 @@ export function controlRoutes(deployments: ReadonlyMap<string, Deployment>): Hon
     const outcome = await router(c.env, r.deployment.name).report(r.msg, r.nonce);
     if (outcome === "replayed") return replayed(r.deployment.name);
     if (outcome === "unknown_replica") return errorResponse("unknown_replica", "register before reporting");
+    // "drain": an operator asked this replica to drain (admin API); the report itself was accepted.
+    if (outcome === "drain") return c.json({ ok: true, outcome: "ok", drain: true });
     return c.json({ ok: true, outcome });
   });
 

@@ -22,6 +22,19 @@ export interface DispatchContext {
   model?: string;
   /** Session the request belongs to, when the deployment has affinity on. */
   session?: { id: string; affinity: SessionAffinity };
+  /** Filled in as the dispatch goes, for metrics and logs. */
+  trace?: DispatchTrace;
+}
+
+/** What happened to one request on its way to a replica. */
+export interface DispatchTrace {
+  attempts: number;
+  rejections: number;
+  ejections: number;
+  /** The replica whose answer the client got. */
+  replica?: string;
+  /** Settles when a streamed response body has been passed on completely (or cut). */
+  streamEnd?: Promise<unknown>;
 }
 
 type Body = ArrayBuffer | ReadableStream<Uint8Array> | null;
@@ -72,9 +85,11 @@ export async function dispatch(req: Request, ctx: DispatchContext): Promise<Resp
     tried.add(replica.id);
     const headers = new Headers(baseHeaders);
     headers.set(Header.attempt, String(attempt));
+    if (ctx.trace) ctx.trace.attempts = attempt;
 
     const outcome = await attemptOn(replica, `${replica.url}${path}${url.search}`, req.method, headers, prepared, deadline, ctx);
     if (outcome.kind === "response") {
+      if (outcome.fromReplica && ctx.trace) ctx.trace.replica = replica.id;
       if (outcome.fromReplica) ctx.session?.affinity.served(deployment, ctx.session.id, replica.id, ctx.background);
       return outcome.response;
     }
@@ -144,6 +159,7 @@ async function attemptOn(
 
   if (upstream.status === 503 && upstream.headers.has(Header.rejected)) {
     view.endDispatch(replica);
+    if (ctx.trace) ctx.trace.rejections++;
     // Full is honest; refusing for capacity while claiming room is a lie (or a
     // broken replica) and counts towards ejection, so it cannot soak up every
     // request's first attempt. A garbled load header counts the same way.
@@ -169,11 +185,14 @@ async function attemptOn(
   }
   // A stream: the replica is busy until it ends, so count it in flight until then.
   const { readable, writable } = new IdentityTransformStream();
-  ctx.background(upstream.body.pipeTo(writable).catch(() => undefined).finally(() => view.endDispatch(replica)));
+  const piped = upstream.body.pipeTo(writable).catch(() => undefined).finally(() => view.endDispatch(replica));
+  if (ctx.trace) ctx.trace.streamEnd = piped;
+  ctx.background(piped);
   return respond(new Response(readable, init), true);
 }
 
 function logEjection(ctx: DispatchContext, replica: ReplicaEntry, cause: string): void {
+  if (ctx.trace) ctx.trace.ejections++;
   console.error(
     JSON.stringify({ msg: "replica ejected", deployment: ctx.deployment.name, replica: replica.id, cause, failures: replica.breaker.failures, ejections: replica.breaker.ejections }),
   );

@@ -5,7 +5,8 @@
  * because the bindings it needs arrive with the first request's env.
  */
 import type { Deployment } from "../config/deployment.ts";
-import { keysFor, rateLimiterFor, routerFor, sessionRouterFor, type Env } from "../env.ts";
+import { keysFor, rateLimiterFor, routerFor, sessionRouterFor, telemetryFor, type Env } from "../env.ts";
+import { ProxyMetrics } from "../telemetry/proxy-metrics.ts";
 import { ApiKeyCache } from "./api-keys.ts";
 import { RateLimits } from "./rate-limits.ts";
 import { SessionAffinity } from "./session-affinity.ts";
@@ -16,10 +17,13 @@ export class IsolateState {
   readonly affinity: SessionAffinity;
   readonly apiKeys: ApiKeyCache;
   readonly rateLimits: RateLimits;
+  readonly metrics = new ProxyMetrics();
+  readonly #env: Env;
   /** Requests per deployment dispatched and not yet answered by a replica. */
   readonly pending = new Map<string, number>();
 
   constructor(env: Env) {
+    this.#env = env;
     this.snapshots = new SnapshotCache((name) => routerFor(env, name).snapshot());
     const ttlMs = (d: Deployment) => d.sessionAffinity.ttlSeconds * 1000;
     this.affinity = new SessionAffinity({
@@ -30,6 +34,17 @@ export class IsolateState {
     });
     this.apiKeys = new ApiKeyCache((name) => keysFor(env, name).activeHashes());
     this.rateLimits = new RateLimits((name, shard, limits, uses) => rateLimiterFor(env, name, shard).sync(limits, uses));
+  }
+
+  /** Sends the metrics deltas to the Telemetry object when a flush is due (in the background). */
+  flushMetrics(background: (p: Promise<unknown>) => void): void {
+    const flush = this.metrics.takeFlush(Date.now());
+    if (!flush) return;
+    background(
+      telemetryFor(this.#env)
+        .ingest(flush)
+        .catch((err: unknown) => console.error(JSON.stringify({ msg: "telemetry flush failed", error: String(err) }))),
+    );
   }
 
   /** Counts a request as pending until `done` is called; false when the deployment's cap is reached. */

@@ -203,6 +203,7 @@ async function main(): Promise<void> {
     admission,
     log,
     ...(cache && { maxModels: cache.maxModels }),
+    onDrainRequested: () => void drain("drain requested by the edge (admin API)"),
   });
 
   let draining = false;

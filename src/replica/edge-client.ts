@@ -28,6 +28,8 @@ export interface EdgeClientOptions {
   /** Coalescing window for load changes, ms. */
   changeReportDelayMs?: number;
   log?: (msg: string) => void;
+  /** Called once when the edge answers a report with `drain: true` (an operator asked, via the admin API). */
+  onDrainRequested?: () => void;
 }
 
 export class EdgeClient {
@@ -37,6 +39,7 @@ export class EdgeClient {
   #pending: ReturnType<typeof setTimeout> | undefined;
   #registered = false;
   #stopped = false;
+  #drainAnnounced = false;
   #inflight: Promise<void> | null = null;
   #again = false;
   #key: Promise<CryptoKey> | undefined;
@@ -137,7 +140,12 @@ export class EdgeClient {
       loading: a.loading,
     };
     try {
-      await this.#post("/-/replicas/report", msg);
+      const res = await this.#post("/-/replicas/report", msg);
+      const ack = (await res.json().catch(() => ({}))) as { drain?: boolean };
+      if (ack.drain === true && !this.#drainAnnounced) {
+        this.#drainAnnounced = true;
+        this.#o.onDrainRequested?.();
+      }
     } catch (err) {
       // The routing object forgot us (swept after a long silence): join again.
       if (err instanceof EdgeError && err.status === 409 && !this.#stopped) await this.#register();

@@ -7,6 +7,8 @@
 import { DurableObject } from "cloudflare:workers";
 import type { ControlAck, DeregisterMessage, RegisterMessage, ReportMessage, RoutingSnapshot } from "../protocol/index.ts";
 import type { Env } from "../env.ts";
+import { servedDeployment } from "../config/served.ts";
+import { Autoscaler, type AutoscaleDecision } from "../policy/autoscale.ts";
 import { Membership, NonceGuard, REPORT_INTERVAL_MS, type ReportOutcome } from "./membership.ts";
 
 /** How often the alarm sweeps silent members while there are any. */
@@ -26,6 +28,18 @@ export interface RouterStats {
 /** Answer of the control RPCs when the message's nonce is not above the last one accepted from that replica. */
 export type Replayed = "replayed";
 
+/** A report was accepted and an operator asked this replica to drain (it should, and then leave). */
+export type DrainRequested = "drain";
+
+/** Autoscaling status of the deployment (GET /-/deployments/:name/autoscale). */
+export interface AutoscaleStatus extends AutoscaleDecision {
+  deployment: string;
+  enabled: boolean;
+}
+
+/** The load is sampled for autoscaling at most this often. */
+const AUTOSCALE_SAMPLE_MS = 1_000;
+
 export class DeploymentRouter extends DurableObject<Env> {
   readonly #membership = new Membership();
   readonly #nonces = new NonceGuard();
@@ -35,6 +49,11 @@ export class DeploymentRouter extends DurableObject<Env> {
   #reports = 0;
   #registrations = 0;
   #replays = 0;
+  readonly #autoscaler = new Autoscaler();
+  #lastSampleAt = 0;
+  #announcedDesired: number | null = null;
+  /** Replicas an operator asked to drain (memory: a restart forgets it; the operator asks again). */
+  readonly #drainRequested = new Set<string>();
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -73,15 +92,35 @@ export class DeploymentRouter extends DurableObject<Env> {
   }
 
   /** Load report: memory only, no storage write (reports arrive every second from every replica). */
-  report(msg: ReportMessage, nonce: number): ReportOutcome | Replayed {
+  report(msg: ReportMessage, nonce: number): ReportOutcome | Replayed | DrainRequested {
     if (!this.#fresh(msg.replica_id, nonce)) return "replayed";
     this.#reports++;
-    return this.#membership.report(msg, Date.now());
+    const now = Date.now();
+    const outcome = this.#membership.report(msg, now);
+    this.#sampleLoad(now);
+    if (outcome !== "unknown_replica" && this.#drainRequested.has(msg.replica_id)) return "drain";
+    return outcome;
+  }
+
+  /**
+   * Asks a replica to drain: its next report's answer says so, and the replica
+   * drains itself (stops taking requests, finishes in-flight ones, deregisters).
+   */
+  requestDrain(replicaId: string): boolean {
+    if (!this.#membership.members.has(replicaId)) return false;
+    this.#drainRequested.add(replicaId);
+    return true;
+  }
+
+  /** The autoscaling signal now (decided on the load sampled from reports). */
+  autoscale(): AutoscaleStatus {
+    return this.#decideAutoscale(Date.now());
   }
 
   deregister(msg: DeregisterMessage, nonce: number): boolean | Replayed {
     if (!this.#fresh(msg.replica_id, nonce)) return "replayed";
     const removed = this.#membership.deregister(msg.replica_id);
+    this.#drainRequested.delete(msg.replica_id);
     if (removed) this.ctx.storage.sql.exec("DELETE FROM replicas WHERE id = ?", msg.replica_id);
     return removed;
   }
@@ -119,7 +158,45 @@ export class DeploymentRouter extends DurableObject<Env> {
       this.#membership.deregister(id);
       this.ctx.storage.sql.exec("DELETE FROM replicas WHERE id = ?", id);
     }
+    const decision = this.#decideAutoscale(now);
+    if (decision.enabled && decision.desired !== this.#announcedDesired) {
+      const first = this.#announcedDesired === null;
+      this.#announcedDesired = decision.desired;
+      const hook = servedDeployment(this.#deployment)?.autoscaling?.webhook;
+      if (hook && !first) await this.#notify(hook, decision);
+    }
     if (this.#membership.members.size > 0) await this.ctx.storage.setAlarm(now + SWEEP_INTERVAL_MS);
+  }
+
+  #sampleLoad(now: number): void {
+    const cfg = servedDeployment(this.#deployment)?.autoscaling;
+    if (!cfg || now - this.#lastSampleAt < AUTOSCALE_SAMPLE_MS) return;
+    this.#lastSampleAt = now;
+    let total = 0;
+    for (const m of this.#membership.members.values()) if (this.#membership.isFresh(m, now)) total += m.load.ongoing + m.load.queued;
+    this.#autoscaler.sample(now, total, cfg.lookBackPeriodS);
+  }
+
+  #decideAutoscale(now: number): AutoscaleStatus {
+    let current = 0;
+    for (const m of this.#membership.members.values()) if (this.#membership.isFresh(m, now) && m.load.state === "ready") current++;
+    const cfg = servedDeployment(this.#deployment)?.autoscaling;
+    if (!cfg) return { deployment: this.#deployment, enabled: false, current, desired: current, raw: current, averageOngoing: 0, pendingSince: null };
+    return { deployment: this.#deployment, enabled: true, ...this.#autoscaler.decide(now, current, cfg) };
+  }
+
+  /** Tells the configured autoscaler webhook about a new desired count (best effort, bounded). */
+  async #notify(url: string, d: AutoscaleStatus): Promise<void> {
+    try {
+      await fetch(url, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ deployment: d.deployment, desired: d.desired, current: d.current, average_ongoing: d.averageOngoing, at: Date.now() }),
+        signal: AbortSignal.timeout(5_000),
+      });
+    } catch (err) {
+      console.error(JSON.stringify({ msg: "autoscale webhook failed", deployment: d.deployment, error: String(err) }));
+    }
   }
 
   async #ensureSweep(): Promise<void> {

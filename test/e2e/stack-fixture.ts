@@ -6,7 +6,7 @@ import { LocalStack, type StackOptions } from "../../src/local/stack.ts";
 
 export const fixtureFunctions = join(import.meta.dirname, "fixtures/functions");
 
-export async function startStack(options: StackOptions = {}): Promise<LocalStack & { stateDir: string; dispose(): Promise<void> }> {
+export async function startStack(options: StackOptions = {}): Promise<LocalStack & { stateDir: string; logLines: string[]; dispose(): Promise<void> }> {
   const stateDir = mkdtempSync(join(tmpdir(), "switchyard-e2e-"));
   const lines: string[] = [];
   const stack = new LocalStack({ port: 0, stateDir, freshState: true, log: (l) => lines.push(l), ...options });
@@ -19,6 +19,8 @@ export async function startStack(options: StackOptions = {}): Promise<LocalStack
   return Object.assign(stack, {
     /** Where this stack's bundle, config and Durable Object storage live. */
     stateDir,
+    /** Output of workerd and the replicas so far, one line each, prefixed with the process name. */
+    logLines: lines,
     async dispose() {
       await stack.stop();
       rmSync(stateDir, { recursive: true, force: true });

@@ -1,0 +1,73 @@
+/**
+ * Admin observability routes: Prometheus metrics (GET /-/metrics) and the
+ * dashboard's live WebSocket (GET /-/dashboard/live), both behind the admin
+ * secret. Browsers cannot set headers on a WebSocket, so the dashboard sends
+ * the secret as a subprotocol: "auth." + base64url(secret).
+ */
+import { Hono } from "hono";
+import type { Deployment } from "../config/deployment.ts";
+import { routerFor, telemetryFor, type Env } from "../env.ts";
+import { errorResponse } from "../protocol/index.ts";
+import { sessionShardName } from "../state/session-binding.ts";
+import { renderPrometheus, type DeploymentMetrics } from "../telemetry/prometheus.ts";
+import { DASHBOARD_PROTOCOL } from "../telemetry/telemetry.ts";
+import { bearerMatches } from "./auth.ts";
+
+function secretFromSubprotocols(header: string | undefined): string | null {
+  for (const p of (header ?? "").split(",")) {
+    const t = p.trim();
+    if (!t.startsWith("auth.")) continue;
+    try {
+      const b64 = t.slice(5).replaceAll("-", "+").replaceAll("_", "/");
+      const bin = atob(b64 + "=".repeat((4 - (b64.length % 4)) % 4));
+      return new TextDecoder().decode(Uint8Array.from(bin, (ch) => ch.charCodeAt(0)));
+    } catch {
+      return null;
+    }
+  }
+  return null;
+}
+
+export function observabilityRoutes(deployments: readonly Deployment[]): Hono<{ Bindings: Env }> {
+  const app = new Hono<{ Bindings: Env }>();
+
+  app.get("/-/metrics", async (c) => {
+    if (!c.env.SWITCHYARD_ADMIN_SECRET || !bearerMatches(c.req.header("authorization"), c.env.SWITCHYARD_ADMIN_SECRET)) {
+      return errorResponse("unauthorized", "admin secret missing or wrong", { headers: { "www-authenticate": "Bearer" } });
+    }
+    const telemetry = await telemetryFor(c.env).totals(deployments.map((d) => d.name));
+    const metrics = await Promise.all(
+      deployments.map(async (d, i): Promise<DeploymentMetrics> => {
+        const router = routerFor(c.env, d.name);
+        const shards = Array.from({ length: d.sessionAffinity.enabled ? d.sessionAffinity.shards : 0 }, (_, k) =>
+          c.env.SESSIONS.get(c.env.SESSIONS.idFromName(sessionShardName(d.name, k))).stats(),
+        );
+        const [snapshot, autoscale, sessionStats] = await Promise.all([router.snapshot(), router.autoscale(), Promise.all(shards)]);
+        return {
+          totals: telemetry.totals[i]!,
+          replicas: snapshot.replicas,
+          sessionBindings: d.sessionAffinity.enabled ? sessionStats.reduce((a, s) => a + s.bindings, 0) : null,
+          desiredReplicas: autoscale.enabled ? autoscale.desired : null,
+        };
+      }),
+    );
+    return c.text(renderPrometheus(metrics, telemetry.liveIsolates), 200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" });
+  });
+
+  app.get("/-/dashboard/live", async (c) => {
+    if (c.req.header("upgrade")?.toLowerCase() !== "websocket") {
+      return errorResponse("bad_request", "this is the dashboard's WebSocket; open /-/dashboard in a browser");
+    }
+    const offered = c.req.header("sec-websocket-protocol");
+    const secret = secretFromSubprotocols(offered);
+    if (!c.env.SWITCHYARD_ADMIN_SECRET || secret === null || !bearerMatches(`Bearer ${secret}`, c.env.SWITCHYARD_ADMIN_SECRET)) {
+      return errorResponse("unauthorized", "admin secret missing or wrong");
+    }
+    if (!(offered ?? "").split(",").some((p) => p.trim() === DASHBOARD_PROTOCOL)) {
+      return errorResponse("bad_request", `offer the "${DASHBOARD_PROTOCOL}" subprotocol`);
+    }
+    return telemetryFor(c.env).fetch(c.req.raw);
+  });
+
+  return app;
+}

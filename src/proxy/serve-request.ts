@@ -1,0 +1,68 @@
+/**
+ * One proxied request, from the checks at the boundary to the replica's answer:
+ * header size, API key and rate limit (private deployments), model and session
+ * keys, the pending cap, then dispatch. Each refusal is a JSON error.
+ */
+import type { Deployment } from "../config/deployment.ts";
+import { errorResponse } from "../protocol/index.ts";
+import { dispatch, type DispatchTrace } from "./dispatch.ts";
+import type { IsolateState } from "./isolate-state.ts";
+import { requestKeys } from "./request-keys.ts";
+
+export interface ServeContext {
+  deployment: Deployment;
+  routePrefix: string;
+  state: IsolateState;
+  requestId: string;
+  background: (p: Promise<unknown>) => void;
+  trace: DispatchTrace;
+}
+
+export async function serveRequest(req: Request, ctx: ServeContext): Promise<Response> {
+  const { deployment, state, requestId, background } = ctx;
+  const headers = req.headers;
+  let headerBytes = 0;
+  for (const [name, value] of headers) headerBytes += name.length + value.length + 4;
+  if (headerBytes > deployment.limits.maxHeaderBytes) {
+    return errorResponse("header_too_large", `request headers take ${headerBytes} bytes; the limit is ${deployment.limits.maxHeaderBytes}`, { requestId });
+  }
+  if (!deployment.access.public) {
+    const key = await state.apiKeys.check(deployment.name, headers.get("authorization"), background);
+    if (!key.ok) {
+      const extra: Record<string, string> = key.code === "unauthorized" ? { "www-authenticate": 'Bearer realm="switchyard"' } : {};
+      return errorResponse(key.code, key.message, { requestId, headers: extra, ...(key.code === "auth_unavailable" ? { retryAfterSeconds: 1 } : {}) });
+    }
+    const rate = state.rateLimits.take(deployment, key.keyHash, background);
+    if (!rate.ok) {
+      return errorResponse("rate_limited", `rate limit of ${deployment.access.rateLimit?.requestsPerSecond} requests/s for this key exceeded`, {
+        requestId,
+        retryAfterSeconds: rate.retryAfterSeconds,
+      });
+    }
+  }
+  const keys = requestKeys(headers, deployment);
+  if (!keys.ok) return errorResponse(keys.code, keys.message, { requestId });
+  const done = state.admit(deployment);
+  if (!done) {
+    return errorResponse("queue_full", `deployment "${deployment.name}" has ${deployment.limits.maxPendingRequests} requests waiting here already`, {
+      requestId,
+      retryAfterSeconds: 1,
+    });
+  }
+  try {
+    const view = await state.snapshots.view(deployment.name, background);
+    const { model, session } = keys.keys;
+    return await dispatch(req, {
+      deployment,
+      routePrefix: ctx.routePrefix,
+      trace: ctx.trace,
+      view,
+      requestId,
+      background,
+      ...(model !== undefined ? { model } : {}),
+      ...(session !== undefined ? { session: { id: session, affinity: state.affinity } } : {}),
+    });
+  } finally {
+    done();
+  }
+}

@@ -1,0 +1,78 @@
+/**
+ * Counters one proxy isolate keeps per deployment, in memory. Flushed as deltas
+ * to the Telemetry Durable Object at most every FLUSH_INTERVAL_MS, in the
+ * background (waitUntil), so requests never wait on it and the object sees
+ * isolates × 1 call per interval, not a call per request. Pure: time is passed in.
+ */
+import { emptyHistogram, observe } from "./histogram.ts";
+import type { DeploymentDelta, StatusClass, TelemetryFlush } from "./types.ts";
+
+export const FLUSH_INTERVAL_MS = 2_000;
+
+export interface RequestOutcome {
+  status: number;
+  /** Dispatch attempts (1 = no retry); 0 when refused before any dispatch. */
+  attempts: number;
+  rejections: number;
+  ejections: number;
+  /** Time to the response head, ms. */
+  ttfbMs: number;
+}
+
+function emptyDelta(deployment: string): DeploymentDelta {
+  return {
+    deployment,
+    requests: { "2xx": 0, "3xx": 0, "4xx": 0, "5xx": 0 },
+    retries: 0,
+    rejections: 0,
+    ejections: 0,
+    duration: emptyHistogram(),
+    ttfb: emptyHistogram(),
+  };
+}
+
+export function statusClass(status: number): StatusClass {
+  if (status >= 500) return "5xx";
+  if (status >= 400) return "4xx";
+  if (status >= 300) return "3xx";
+  return "2xx";
+}
+
+export class ProxyMetrics {
+  readonly isolate = crypto.randomUUID();
+  readonly #deltas = new Map<string, DeploymentDelta>();
+  #lastFlushAt = 0;
+
+  #delta(deployment: string): DeploymentDelta {
+    let d = this.#deltas.get(deployment);
+    if (!d) {
+      d = emptyDelta(deployment);
+      this.#deltas.set(deployment, d);
+    }
+    return d;
+  }
+
+  /** Counts a request once its response head is known. */
+  recordResponse(deployment: string, o: RequestOutcome): void {
+    const d = this.#delta(deployment);
+    d.requests[statusClass(o.status)]++;
+    d.retries += Math.max(0, o.attempts - 1);
+    d.rejections += o.rejections;
+    d.ejections += o.ejections;
+    observe(d.ttfb, o.ttfbMs / 1000);
+  }
+
+  /** Counts the whole response's duration (at stream end, or with the head for sized bodies). */
+  recordDuration(deployment: string, totalMs: number): void {
+    observe(this.#delta(deployment).duration, totalMs / 1000);
+  }
+
+  /** The deltas to send, when a flush is due and there is something to send; resets them. */
+  takeFlush(now: number): TelemetryFlush | null {
+    if (now - this.#lastFlushAt < FLUSH_INTERVAL_MS || this.#deltas.size === 0) return null;
+    this.#lastFlushAt = now;
+    const deltas = [...this.#deltas.values()];
+    this.#deltas.clear();
+    return { isolate: this.isolate, sentAt: now, deltas };
+  }
+}
