@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export WRANGLER_SEND_METRICS=false CLOUDFLARE_CF_FETCH_ENABLED=false
-bash scripts/ensure-deps.sh --with-ab
+bash scripts/ensure-deps.sh --with-ab --with-chromium
 npx tsx scripts/build.ts
 npx tsc --noEmit
 npx tsc --noEmit -p test/workers
