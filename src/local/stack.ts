@@ -123,7 +123,13 @@ export class LocalStack {
         storageDir: join(this.#stateDir, "do"),
         address: `127.0.0.1:${workerdPort}`,
         // Local mode: replicas may register loopback and private addresses.
-        vars: { SWITCHYARD_REPLICA_SECRET: this.replicaSecret, SWITCHYARD_ADMIN_SECRET: this.adminSecret, SWITCHYARD_MODE: "local" },
+        vars: {
+          SWITCHYARD_REPLICA_SECRET: this.replicaSecret,
+          SWITCHYARD_ADMIN_SECRET: this.adminSecret,
+          SWITCHYARD_MODE: "local",
+          // Passed through when set in the environment (e.g. SWITCHYARD_REQUEST_LOGS=off for benchmarks).
+          ...(process.env.SWITCHYARD_REQUEST_LOGS ? { SWITCHYARD_REQUEST_LOGS: process.env.SWITCHYARD_REQUEST_LOGS } : {}),
+        },
       }),
     );
     this.workerdUrl = `http://127.0.0.1:${workerdPort}`;
