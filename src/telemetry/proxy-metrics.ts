@@ -19,7 +19,8 @@ export interface RequestOutcome {
   ttfbMs: number;
 }
 
-function emptyDelta(deployment: string): DeploymentDelta {
+/** All-zero counters for a deployment (also the Telemetry object's starting totals). */
+export function emptyDelta(deployment: string): DeploymentDelta {
   return {
     deployment,
     requests: { "2xx": 0, "3xx": 0, "4xx": 0, "5xx": 0 },

@@ -3,6 +3,7 @@
  * Telemetry object's state, apart from its runtime. Pure; time passed in.
  */
 import { emptyHistogram, mergeHistogram, quantile } from "./histogram.ts";
+import { emptyDelta } from "./proxy-metrics.ts";
 import type { DeploymentDelta, DeploymentTotals, Histogram, TelemetryFlush, WindowPoint } from "./types.ts";
 
 export const WINDOW_MS = 5_000;
@@ -14,18 +15,6 @@ interface Window {
   requests: number;
   errors: number;
   duration: Histogram;
-}
-
-function emptyTotals(deployment: string): DeploymentTotals {
-  return {
-    deployment,
-    requests: { "2xx": 0, "3xx": 0, "4xx": 0, "5xx": 0 },
-    retries: 0,
-    rejections: 0,
-    ejections: 0,
-    duration: emptyHistogram(),
-    ttfb: emptyHistogram(),
-  };
 }
 
 export class TelemetryWindows {
@@ -42,7 +31,7 @@ export class TelemetryWindows {
   #add(d: DeploymentDelta, now: number): void {
     let t = this.#totals.get(d.deployment);
     if (!t) {
-      t = emptyTotals(d.deployment);
+      t = emptyDelta(d.deployment);
       this.#totals.set(d.deployment, t);
     }
     for (const k of ["2xx", "3xx", "4xx", "5xx"] as const) t.requests[k] += d.requests[k];
@@ -75,7 +64,7 @@ export class TelemetryWindows {
   }
 
   totals(deployment: string): DeploymentTotals {
-    return structuredClone(this.#totals.get(deployment) ?? emptyTotals(deployment));
+    return structuredClone(this.#totals.get(deployment) ?? emptyDelta(deployment));
   }
 
   /** The last WINDOWS_KEPT windows up to now, oldest first, empty windows filled in. */
