@@ -19,6 +19,13 @@ import type { ReplicaEntry } from "./routing-view.ts";
 export const SESSION_CACHE_TTL_MS = 5_000;
 /** After a failed object call, the isolate routes the session on its own for this long before asking again. */
 export const SESSION_STORE_RETRY_MS = 1_000;
+/**
+ * A bound replica that is full (but alive) keeps the session for this long:
+ * meanwhile each request spills to the best other replica and the binding stays,
+ * so a burst does not move sessions (and lose their KV caches) back and forth.
+ * Full for longer than this, the session moves.
+ */
+export const SATURATION_GRACE_MS = 2_000;
 /** Bindings an isolate caches at most (oldest dropped first). */
 export const SESSION_CACHE_MAX = 10_000;
 
@@ -31,6 +38,8 @@ export interface SessionStore {
 interface CachedBinding {
   replica: string;
   fetchedAt: number;
+  /** Since when the bound replica has been found full (undefined: it had room last time). */
+  fullSince?: number;
 }
 
 export class SessionAffinity {
@@ -65,7 +74,19 @@ export class SessionAffinity {
     const cached = this.#cache.get(key);
     if (cached && now - cached.fetchedAt < SESSION_CACHE_TTL_MS) {
       const e = usable(cached.replica);
-      if (e) return e;
+      if (e) {
+        cached.fullSince = undefined;
+        return e;
+      }
+      const alive = candidates.find((c) => c.id === cached.replica);
+      if (alive) {
+        // Full but alive: spill this request, keep the binding, for a grace period.
+        cached.fullSince ??= now;
+        if (now - cached.fullSince < SATURATION_GRACE_MS) {
+          const other = propose(candidates.filter((c) => c.id !== cached.replica));
+          return other && usable(other.id) ? other : alive;
+        }
+      }
       return this.#move(deployment, session, key, cached.replica, candidates, propose, usable);
     }
     const proposal = propose(candidates);

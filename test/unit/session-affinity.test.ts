@@ -7,7 +7,7 @@ import { afterEach, beforeEach, describe, it, expect, vi } from "vitest";
 import { defineDeployment, type Deployment, type DeploymentInput } from "../../src/config/deployment.ts";
 import type { Load, ReplicaView } from "../../src/protocol/index.ts";
 import { RoutingView, type ReplicaEntry } from "../../src/proxy/routing-view.ts";
-import { SESSION_CACHE_MAX, SESSION_CACHE_TTL_MS, SESSION_STORE_RETRY_MS, SessionAffinity, type SessionStore } from "../../src/proxy/session-affinity.ts";
+import { SATURATION_GRACE_MS, SESSION_CACHE_MAX, SESSION_CACHE_TTL_MS, SESSION_STORE_RETRY_MS, SessionAffinity, type SessionStore } from "../../src/proxy/session-affinity.ts";
 import { rebindBinding, resolveBinding, type BindingDecision, type StoredBinding } from "../../src/state/session-binding.ts";
 
 const T0 = 1_700_000_000_000;
@@ -108,6 +108,12 @@ function proposer() {
 function setLoad(v: RoutingView, id: string, c: Clock, over: Partial<Load>): void {
   const e = v.get(id)!;
   v.applyLoad(id, { ...e.reported, seq: e.reported.seq + 1, ...over }, c.now());
+}
+
+/** Lets the saturation grace pass, keeping every replica's load and liveness as they were. */
+function afterGrace(v: RoutingView, c: Clock): void {
+  c.advance(SATURATION_GRACE_MS);
+  for (const e of v.candidates(c.now() - SATURATION_GRACE_MS)) v.applyLoad(e.id, { ...e.reported, seq: e.reported.seq + 1 }, c.now());
 }
 
 let errorSpy: ReturnType<typeof vi.spyOn>;
@@ -311,6 +317,12 @@ describe("SessionAffinity.choose: moving a session off its replica", () => {
     expect((await a.choose(d, "s1", v.candidates(c.now()), proposer().fn))?.id).toBe("r1");
     expect(store.calls).toBe(1);
     setLoad(v, "r1", c, { ongoing: 5 });
+    // Full but alive: this request spills to r2, the binding stays (no store call)...
+    expect((await a.choose(d, "s1", v.candidates(c.now()), proposer().fn))?.id).toBe("r2");
+    expect(store.log).toEqual(["resolve s1 r1"]);
+    expect(store.bound(d, "s1")).toBe("r1");
+    // ...until it has been full for the whole grace period: then the session moves.
+    afterGrace(v, c);
     expect((await a.choose(d, "s1", v.candidates(c.now()), proposer().fn))?.id).toBe("r2");
     expect(store.log).toEqual(["resolve s1 r1", "rebind s1 r1->r2"]);
     expect(store.bound(d, "s1")).toBe("r2");
@@ -324,6 +336,9 @@ describe("SessionAffinity.choose: moving a session off its replica", () => {
     expect((await a.choose(d, "s1", v.candidates(c.now()), proposer().fn))?.id).toBe("r1");
     v.startDispatch(r1);
     expect((await a.choose(d, "s1", v.candidates(c.now()), proposer().fn))?.id).toBe("r2");
+    expect(store.bound(d, "s1")).toBe("r1");
+    afterGrace(v, c);
+    expect((await a.choose(d, "s1", v.candidates(c.now()), proposer().fn))?.id).toBe("r2");
     expect(store.bound(d, "s1")).toBe("r2");
   });
 
@@ -334,6 +349,9 @@ describe("SessionAffinity.choose: moving a session off its replica", () => {
     expect((await a.choose(d, "s1", v.candidates(c.now()), proposer().fn))?.id).toBe("r1");
     setLoad(v, "r1", c, { ongoing: 3 }); // 3 >= 2.5
     expect((await a.choose(d, "s1", v.candidates(c.now()), proposer().fn))?.id).toBe("r2");
+    expect(store.bound(d, "s1")).toBe("r1");
+    afterGrace(v, c);
+    expect((await a.choose(d, "s1", v.candidates(c.now()), proposer().fn))?.id).toBe("r2");
     expect(store.bound(d, "s1")).toBe("r2");
   });
 
@@ -343,6 +361,9 @@ describe("SessionAffinity.choose: moving a session off its replica", () => {
     setLoad(v, "r1", c, { ongoing: 5, queued: 4 }); // 9 < 10
     expect((await a.choose(d, "s1", v.candidates(c.now()), proposer().fn))?.id).toBe("r1");
     setLoad(v, "r1", c, { ongoing: 5, queued: 5 }); // 10 >= 10
+    expect((await a.choose(d, "s1", v.candidates(c.now()), proposer().fn))?.id).toBe("r2");
+    expect(store.bound(d, "s1")).toBe("r1");
+    afterGrace(v, c);
     expect((await a.choose(d, "s1", v.candidates(c.now()), proposer().fn))?.id).toBe("r2");
     expect(store.bound(d, "s1")).toBe("r2");
   });
@@ -451,8 +472,12 @@ describe("SessionAffinity.choose: saturation (nowhere better to go)", () => {
     expect(new Set(seen)).toEqual(new Set(["r1"]));
     expect(store.calls).toBe(1);
     expect(store.bound(d, "s1")).toBe("r1");
-    // Once another replica has room again, the session moves there (one rebind).
+    // Once another replica has room again, requests spill there at once, and the
+    // session moves there (one rebind) when its own replica stayed full for the grace period.
     setLoad(v, "r2", c, { ongoing: 2 });
+    expect((await a.choose(d, "s1", v.candidates(c.now()), proposer().fn))?.id).toBe("r2");
+    expect(store.log.slice(1)).toEqual([]);
+    afterGrace(v, c);
     expect((await a.choose(d, "s1", v.candidates(c.now()), proposer().fn))?.id).toBe("r2");
     expect(store.log.slice(1)).toEqual(["rebind s1 r1->r2"]);
     expect(store.bound(d, "s1")).toBe("r2");
