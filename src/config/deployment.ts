@@ -65,6 +65,22 @@ const DeploymentInput = z
          */
         ejectAfterFailures: z.number().int().min(0).max(100).default(3),
         ejectBaseMs: z.number().int().min(100).max(60_000).default(5_000),
+        /**
+         * How a plain request (no session, no multiplexed model) picks its replica:
+         * - "load_aware" (default): power of two random choices on load, i.e. each
+         *   replica's reported ongoing + queued plus this isolate's in-flight
+         *   dispatches to it, relative to its max_ongoing_requests; replicas this
+         *   view believes full are avoided while others have room.
+         * - "round_robin": the next candidate in a stable order (sorted by replica
+         *   id), one counter per proxy isolate and deployment; ignores load.
+         * - "random": a candidate chosen uniformly at random; ignores load.
+         * All three skip draining, stale, cooling-down and ejected replicas, and a
+         * refusal is retried on another replica as usual: only the choice differs.
+         * Session affinity (`x-session-id`) and model multiplexing always use the
+         * load-aware choice. The two load-blind balancers exist as baselines
+         * (bench/dispatch-quality.ts) and for fleets of identical replicas.
+         */
+        balancer: z.enum(["load_aware", "round_robin", "random"]).default("load_aware"),
       })
       .strict()
       .default({
@@ -76,6 +92,7 @@ const DeploymentInput = z
         idempotent: false,
         ejectAfterFailures: 3,
         ejectBaseMs: 5_000,
+        balancer: "load_aware",
       }),
     /**
      * Who may call the deployment. By default a client needs one of the

@@ -38,6 +38,29 @@ export function pickReplica<T extends ReplicaChoice>(candidates: readonly T[], r
   return twoChoices(withRoom.length > 0 ? withRoom : candidates, random);
 }
 
+/**
+ * Round robin, load-blind (a baseline, `policy.balancer: "round_robin"`): the
+ * candidate at position `turn` (modulo their number) in a stable order, sorted
+ * by id, so the order does not depend on when replicas joined the view. The
+ * caller keeps the counter (one per isolate and deployment) and increments it
+ * per pick. Load is ignored; the replica's own admission check decides.
+ */
+export function pickRoundRobin<T extends { id: string }>(candidates: readonly T[], turn: number): T | undefined {
+  if (candidates.length === 0) return undefined;
+  const ordered = candidates.length === 1 ? candidates : [...candidates].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  const n = ordered.length;
+  // Safe for any integer turn, negative or past 2^53 included.
+  const i = ((Math.trunc(turn) % n) + n) % n;
+  return ordered[Number.isFinite(i) ? i : 0];
+}
+
+/** Uniformly random, load-blind (a baseline, `policy.balancer: "random"`). */
+export function pickRandom<T>(candidates: readonly T[], random: () => number = Math.random): T | undefined {
+  if (candidates.length === 0) return undefined;
+  // min(): a random() of exactly 1 (outside its contract) must not overrun.
+  return candidates[Math.min(candidates.length - 1, Math.floor(random() * candidates.length))];
+}
+
 /** A candidate that may hold multiplexed models. */
 export interface ModelHolderChoice extends ReplicaChoice {
   /** Loaded models. */

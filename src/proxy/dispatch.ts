@@ -5,7 +5,7 @@
  */
 import type { Deployment } from "../config/deployment.ts";
 import { Header, PROTOCOL_VERSION, errorResponse, parseLoadHeader } from "../protocol/index.ts";
-import { backoffMs, pickReplica, pickReplicaForModel } from "../policy/pick-replica.ts";
+import { backoffMs, pickRandom, pickReplica, pickReplicaForModel, pickRoundRobin } from "../policy/pick-replica.ts";
 import { clientHeaders, dispatchHeaders } from "./headers.ts";
 import { stripRoutePrefix } from "./route-table.ts";
 import type { ReplicaEntry, RoutingView } from "./routing-view.ts";
@@ -51,6 +51,37 @@ interface PreparedBody {
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
+/**
+ * Round-robin counters, one per routing view, i.e. per isolate and deployment
+ * (the snapshot cache keeps one view per deployment for the isolate's life).
+ */
+const roundRobinTurns = new WeakMap<RoutingView, { next: number }>();
+
+/**
+ * The choice for a plain request (no session, no model), by `policy.balancer`.
+ * Load-blind balancers still only see the candidates the view allows (ready,
+ * fresh, not cooling down, not ejected, not already tried).
+ */
+function plainPicker(deployment: Deployment, view: RoutingView): (among: readonly ReplicaEntry[]) => ReplicaEntry | undefined {
+  switch (deployment.policy.balancer) {
+    case "round_robin": {
+      let turns = roundRobinTurns.get(view);
+      if (!turns) roundRobinTurns.set(view, (turns = { next: 0 }));
+      const t = turns;
+      return (among) => {
+        if (among.length === 0) return undefined;
+        const turn = t.next;
+        t.next = turn >= Number.MAX_SAFE_INTEGER ? 0 : turn + 1;
+        return pickRoundRobin(among, turn);
+      };
+    }
+    case "random":
+      return (among) => pickRandom(among);
+    default:
+      return (among) => pickReplica(among);
+  }
+}
+
 export async function dispatch(req: Request, ctx: DispatchContext): Promise<Response> {
   const { deployment, view, requestId } = ctx;
   const body = await prepareBody(req, deployment, requestId);
@@ -70,10 +101,19 @@ export async function dispatch(req: Request, ctx: DispatchContext): Promise<Resp
   if (ctx.model !== undefined) baseHeaders.set(Header.model, ctx.model);
   if (ctx.session) baseHeaders.set(Header.session, ctx.session.id);
   const model = ctx.model;
-  const pick = (among: readonly ReplicaEntry[]) => (model === undefined ? pickReplica(among) : pickReplicaForModel(among, model));
+  // `policy.balancer` applies to plain requests only: sessions (affinity proposals
+  // and their retries) and multiplexed models always use the load-aware choice.
+  const pick =
+    model !== undefined
+      ? (among: readonly ReplicaEntry[]) => pickReplicaForModel(among, model)
+      : ctx.session
+        ? (among: readonly ReplicaEntry[]) => pickReplica(among)
+        : plainPicker(deployment, view);
 
   const tried = new Set<string>();
   let sawReplica = false;
+  /** How the first attempt (the session's bound replica, for session requests) ended, when it was not accepted. */
+  let firstRefusal: "full" | "gone" | undefined;
   const { maxAttempts, backoffBaseMs, backoffCapMs } = deployment.policy;
   for (let attempt = 1; attempt <= maxAttempts; attempt++) {
     const candidates = view.candidates(Date.now(), tried);
@@ -90,9 +130,12 @@ export async function dispatch(req: Request, ctx: DispatchContext): Promise<Resp
     const outcome = await attemptOn(replica, `${replica.url}${path}${url.search}`, req.method, headers, prepared, deadline, ctx);
     if (outcome.kind === "response") {
       if (outcome.fromReplica && ctx.trace) ctx.trace.replica = replica.id;
-      if (outcome.fromReplica) ctx.session?.affinity.served(deployment, ctx.session.id, replica.id, ctx.background);
+      // The session follows a retry only when its replica is gone or draining; a
+      // full one keeps it (the next requests spill until the grace period ends).
+      if (outcome.fromReplica && firstRefusal === "gone") ctx.session?.affinity.served(deployment, ctx.session.id, replica.id, ctx.background);
       return outcome.response;
     }
+    if (attempt === 1) firstRefusal = outcome.why;
     // Not accepted: another replica may take it, if the body can be sent again.
     if (!prepared.replayable || attempt === maxAttempts) break;
     if (Date.now() >= deadline) return errorResponse("deadline_exceeded", "deadline passed while retrying", { requestId });
@@ -114,7 +157,8 @@ export async function dispatch(req: Request, ctx: DispatchContext): Promise<Resp
 }
 
 /** `fromReplica`: the replica accepted the request and this is its answer (not a proxy error). */
-type AttemptOutcome = { kind: "response"; response: Response; fromReplica: boolean } | { kind: "not_accepted" };
+/** `full`: the replica refused because it is at capacity (alive); `gone`: draining or unreachable. */
+type AttemptOutcome = { kind: "response"; response: Response; fromReplica: boolean } | { kind: "not_accepted"; why: "full" | "gone" };
 
 async function attemptOn(
   replica: ReplicaEntry,
@@ -148,7 +192,7 @@ async function attemptOn(
     view.markDown(replica.id, Date.now());
     if (view.recordFailure(replica, Date.now(), ctx.deployment.policy)) logEjection(ctx, replica, "connection");
     console.error(JSON.stringify({ msg: "replica connection failed", deployment: ctx.deployment.name, replica: replica.id, request_id: requestId, error: String(err) }));
-    if (prepared.safeToRepeat) return { kind: "not_accepted" };
+    if (prepared.safeToRepeat) return { kind: "not_accepted", why: "gone" };
     return respond(errorResponse("upstream_failed", `connection to replica ${replica.id} lost: ${String(err)}`, { requestId }));
   } finally {
     clearTimeout(timer);
@@ -169,7 +213,7 @@ async function attemptOn(
     }
     // Free the connection: the rejection body is a short JSON we do not need.
     ctx.background(upstream.body?.cancel() ?? Promise.resolve());
-    return { kind: "not_accepted" };
+    return { kind: "not_accepted", why: upstream.headers.get(Header.rejected) === "capacity" ? "full" : "gone" };
   }
 
   view.recordSuccess(replica);

@@ -4,7 +4,7 @@
  *
  *   node dist/replica.mjs --deployment hello --backend text --text hi \
  *     --edge http://127.0.0.1:8787 [--port 0] [--host 127.0.0.1] [--id hello-1] \
- *     [--max-ongoing 5] [--advertise-url http://host:port]
+ *     [--max-ongoing 5] [--advertise-url http://host:port] [--service-ms 0]
  *
  * ONNX models: `--backend onnx --model ID` serves one model (loaded before registering);
  * `--backend onnx --models a,b,c --max-models-per-replica N [--default-model ID]`
@@ -22,10 +22,13 @@ import { echoHandler, modelHandler, textHandler, type RequestHandler } from "./h
 import { ModelCache } from "./models/model-cache.ts";
 import { ReplicaServer } from "./server.ts";
 
-const USAGE = `usage: replica --deployment NAME --backend text|echo|onnx [--text T]
+const USAGE = `usage: replica --deployment NAME --backend text|echo|onnx [--text T] [--service-ms N]
                [--model ID | --models ID,ID,... --max-models-per-replica N [--default-model ID]]
                --edge URL [--port N] [--host H] [--id ID] [--max-ongoing N]
                [--advertise-url URL] [--drain-timeout-ms N] [--standalone] [--fault hang|lie]
+--service-ms N: benchmark knob for --backend text: each admitted request waits N ms
+                 (a timer, no CPU) before the answer, simulating a model's service time;
+                 default 0
 --backend onnx --model ID: serve one model, loaded at start
 --backend onnx --models ...: multiplex these models, loaded on demand, at most N at once (LRU);
                  requests name one with x-switchyard-model or serve_multiplexed_model_id,
@@ -93,6 +96,7 @@ async function main(): Promise<void> {
         deployment: { type: "string" },
         backend: { type: "string" },
         text: { type: "string", default: "hi" },
+        "service-ms": { type: "string", default: "0" },
         model: { type: "string" },
         models: { type: "string" },
         "max-models-per-replica": { type: "string" },
@@ -137,6 +141,11 @@ async function main(): Promise<void> {
   const fault = args.fault;
   if (fault !== undefined && fault !== "hang" && fault !== "lie") fail(`--fault must be "hang" or "lie", not "${fault}"`);
 
+  const rawServiceMs = args["service-ms"] ?? "0";
+  const serviceMs = Number(rawServiceMs);
+  if (!/^\d+$/.test(rawServiceMs) || !Number.isSafeInteger(serviceMs) || serviceMs > 600_000) fail("--service-ms must be an integer from 0 to 600000");
+  if (serviceMs > 0 && args.backend !== "text") fail("--service-ms is a knob of --backend text");
+
   if (args.backend !== "onnx" && (args.model || args.models || args["max-models-per-replica"] || args["default-model"])) {
     fail("--model, --models, --max-models-per-replica and --default-model need --backend onnx");
   }
@@ -149,7 +158,7 @@ async function main(): Promise<void> {
   let cache: ModelCache | undefined;
   switch (args.backend) {
     case "text":
-      handler = textHandler(args.text ?? "hi");
+      handler = textHandler(args.text ?? "hi", { serviceMs });
       break;
     case "echo":
       handler = echoHandler();

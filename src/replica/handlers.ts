@@ -17,11 +17,26 @@ function sendJson(res: ServerResponse, status: number, body: unknown, extra: Rec
   res.end(text);
 }
 
+export interface TextHandlerOptions {
+  /**
+   * Simulated service time, ms (a benchmark knob, the CLI's --service-ms): each
+   * request waits this long on a timer, holding its admission slot but no CPU,
+   * before the answer is sent. 0 (default): answer at once.
+   */
+  serviceMs?: number;
+}
+
 /** The seed's handler: a fixed text. */
-export function textHandler(text: string): RequestHandler {
+export function textHandler(text: string, options: TextHandlerOptions = {}): RequestHandler {
   const body = Buffer.from(text);
+  const serviceMs = options.serviceMs ?? 0;
   return async (req, res, loadHeaders) => {
     req.resume();
+    if (serviceMs > 0) {
+      await new Promise((r) => setTimeout(r, serviceMs));
+      if (res.destroyed) return; // the client (the proxy) went away meanwhile
+    }
+    // Load headers are computed now, after the wait, so they show the load at send time.
     res.writeHead(200, { ...loadHeaders(), "content-type": "text/plain; charset=utf-8", "content-length": body.byteLength });
     res.end(body);
   };

@@ -26,6 +26,7 @@ describe("defineDeployment", () => {
         idempotent: false,
         ejectAfterFailures: 3,
         ejectBaseMs: 5_000,
+        balancer: "load_aware",
       },
       sessionAffinity: { enabled: true, ttlSeconds: 600, shards: 8, rebindAtLoad: 1 },
       limits: { maxRequestBodyBytes: 10 * 1024 * 1024, replayableBodyBytes: 64 * 1024, maxHeaderBytes: 32 * 1024, maxPendingRequests: 1024 },
@@ -47,6 +48,7 @@ describe("defineDeployment", () => {
       idempotent: false,
       ejectAfterFailures: 3,
       ejectBaseMs: 5_000,
+      balancer: "load_aware",
     });
     expect(d.limits).toEqual({ maxRequestBodyBytes: 10 * 1024 * 1024, replayableBodyBytes: 0, maxHeaderBytes: 32 * 1024, maxPendingRequests: 1024 });
   });
@@ -64,6 +66,12 @@ describe("defineDeployment", () => {
     expect(d.localReplicas).toBe(0);
     expect(d.policy.stripPrefix).toBe(true);
     expect(d.limits.replayableBodyBytes).toBe(1024 * 1024);
+  });
+
+  it("accepts every balancer", () => {
+    for (const balancer of ["load_aware", "round_robin", "random"] as const) {
+      expect(defineDeployment({ ...minimal, policy: { balancer } }).policy.balancer).toBe(balancer);
+    }
   });
 
   it("accepts every backend kind", () => {
@@ -126,6 +134,7 @@ describe("defineDeployment", () => {
     ["maxAttempts 11", { ...minimal, policy: { maxAttempts: 11 } }],
     ["requestTimeoutMs 0", { ...minimal, policy: { requestTimeoutMs: 0 } }],
     ["stripPrefix not boolean", { ...minimal, policy: { stripPrefix: "yes" } }],
+    ["unknown balancer", { ...minimal, policy: { balancer: "least_latency" } }],
     ["body limit above 100 MiB", { ...minimal, limits: { maxRequestBodyBytes: 100 * 1024 * 1024 + 1 } }],
     ["replayable limit above 1 MiB", { ...minimal, limits: { replayableBodyBytes: 1024 * 1024 + 1 } }],
   ];

@@ -1,6 +1,6 @@
 /** Power of two random choices, and full-jitter backoff. Randomness is injected. */
 import { describe, it, expect } from "vitest";
-import { backoffMs, pickReplica, pickReplicaForModel, type ModelHolderChoice, type ReplicaChoice } from "../../src/policy/pick-replica.ts";
+import { backoffMs, pickRandom, pickReplica, pickReplicaForModel, pickRoundRobin, type ModelHolderChoice, type ReplicaChoice } from "../../src/policy/pick-replica.ts";
 import type { ReplicaView, RoutingSnapshot } from "../../src/protocol/index.ts";
 import { RoutingView } from "../../src/proxy/routing-view.ts";
 import { mulberry32 } from "./seeded-random.ts";
@@ -448,5 +448,103 @@ describe("pickReplicaForModel: general", () => {
         expect(holdsIt(picked)).toBe(true);
       }
     }
+  });
+});
+
+describe("pickRoundRobin (load-blind baseline)", () => {
+  it("returns undefined for no candidates", () => {
+    expect(pickRoundRobin([], 0)).toBeUndefined();
+    expect(pickRoundRobin([], 7)).toBeUndefined();
+  });
+
+  it("cycles over the candidates in id order, whatever order they come in", () => {
+    const cands = [r("c", 0), r("a", 0), r("b", 0)];
+    expect([0, 1, 2, 3, 4, 5, 6].map((t) => pickRoundRobin(cands, t)?.id)).toEqual(["a", "b", "c", "a", "b", "c", "a"]);
+    const shuffled = [r("b", 0), r("c", 0), r("a", 0)];
+    for (let t = 0; t < 9; t++) expect(pickRoundRobin(shuffled, t)?.id).toBe(pickRoundRobin(cands, t)?.id);
+  });
+
+  it("ignores load and capacity: full replicas get their turn (their admission decides)", () => {
+    const cands = [r("a", 0, 8), r("b", 99, 2), r("c", 8, 8)];
+    const counts = new Map<string, number>();
+    for (let t = 0; t < 300; t++) {
+      const id = pickRoundRobin(cands, t)!.id;
+      counts.set(id, (counts.get(id) ?? 0) + 1);
+    }
+    expect(Object.fromEntries(counts)).toEqual({ a: 100, b: 100, c: 100 });
+  });
+
+  it("returns the same object it was given and does not reorder the input", () => {
+    const cands = [{ ...r("b", 0), url: "http://b" }, { ...r("a", 0), url: "http://a" }];
+    expect(pickRoundRobin(cands, 0)).toBe(cands[1]);
+    expect(cands.map((c) => c.id)).toEqual(["b", "a"]);
+  });
+
+  it("handles turns past the number of candidates, negative and huge turns", () => {
+    const cands = [r("a", 0), r("b", 0), r("c", 0)];
+    expect(pickRoundRobin(cands, 3_000_001)?.id).toBe("b");
+    expect(pickRoundRobin(cands, -1)?.id).toBe("c");
+    expect(cands).toContain(pickRoundRobin(cands, Number.MAX_SAFE_INTEGER));
+    expect(cands).toContain(pickRoundRobin(cands, 2.5));
+  });
+
+  it("a retry that excludes the tried replica still lands on a candidate", () => {
+    // dispatch passes view.candidates(now, tried): the tried replica is gone from the list.
+    const remaining = [r("a", 0), r("c", 0)];
+    for (let t = 0; t < 10; t++) expect(["a", "c"]).toContain(pickRoundRobin(remaining, t)!.id);
+  });
+
+  it("only sees what the routing view offers: draining and stale replicas are skipped", () => {
+    const T = 1_700_000_000_000;
+    const view = new RoutingView();
+    const replica = (id: string, state: "ready" | "draining", expiresInMs = 10_000): ReplicaView => ({
+      id,
+      url: `http://${id}.test:8000`,
+      epoch: 1,
+      models: [],
+      loading: [],
+      expiresInMs,
+      load: { seq: 1, ongoing: 0, queued: 0, max: 4, state },
+    });
+    view.applySnapshot({ deployment: "rr", replicas: [replica("a", "ready"), replica("b", "draining"), replica("c", "ready"), replica("d", "ready", 0)] }, T);
+    const seen = new Set<string>();
+    for (let t = 0; t < 20; t++) seen.add(pickRoundRobin(view.candidates(T), t)!.id);
+    expect([...seen].sort()).toEqual(["a", "c"]);
+  });
+});
+
+describe("pickRandom (load-blind baseline)", () => {
+  it("returns undefined for no candidates, without drawing randomness", () => {
+    let draws = 0;
+    expect(pickRandom([], () => (draws++, 0.5))).toBeUndefined();
+    expect(draws).toBe(0);
+  });
+
+  it("maps the random draw onto the candidates uniformly, ignoring load", () => {
+    const cands = [r("a", 0), r("b", 50), r("c", 5, 5)];
+    expect(pickRandom(cands, () => 0)?.id).toBe("a");
+    expect(pickRandom(cands, () => 0.34)?.id).toBe("b");
+    expect(pickRandom(cands, () => 0.99)?.id).toBe("c");
+    // Outside Math.random's contract, but must not overrun.
+    expect(pickRandom(cands, () => 1)?.id).toBe("c");
+  });
+
+  it("spreads evenly over many picks (seeded)", () => {
+    const cands = [r("a", 0), r("b", 9, 2), r("c", 1), r("d", 100)];
+    const rand = mulberry32(99);
+    const counts = new Map<string, number>();
+    for (let n = 0; n < 8_000; n++) {
+      const id = pickRandom(cands, rand)!.id;
+      counts.set(id, (counts.get(id) ?? 0) + 1);
+    }
+    for (const id of ["a", "b", "c", "d"]) {
+      expect(counts.get(id)!).toBeGreaterThan(1_800);
+      expect(counts.get(id)!).toBeLessThan(2_200);
+    }
+  });
+
+  it("returns the same object it was given", () => {
+    const cands = [{ ...r("a", 0), url: "http://a" }];
+    expect(pickRandom(cands, Math.random)).toBe(cands[0]);
   });
 });
