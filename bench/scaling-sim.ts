@@ -1,0 +1,358 @@
+/**
+ * What the Durable Objects must handle at 10k, 100k and 1M requests/s spread
+ * over many locations: a deterministic model (no network, no randomness) built
+ * on the per-request costs bench/state-cost.ts measures and on the design's
+ * cache lifetimes. docs/scaling.md quotes its tables.
+ *
+ *   npx tsx bench/scaling-sim.ts [--locations 300] [--rps-per-isolate 200] [--rps-per-replica 100]
+ *                                [--session-share 0.2] [--session-rps 0.2] [--budget 1000] [--json]
+ *
+ * The model. Requests are spread evenly over `locations`; a location runs
+ * max(1, ceil(its req/s / rpsPerIsolate)) proxy isolates, each seeing r req/s
+ * (Poisson). Every per-isolate cache in the proxy (routing snapshot 1 s, API
+ * key set 10 s, rate-limit sync 1 s, telemetry flush 2 s, session binding 5 s)
+ * refreshes on the first request after its lifetime, so one cache of lifetime T
+ * costs r / (1 + r·T) object calls per second: ≈ 1/T when busy, ≈ r (one call
+ * per request) when requests are rarer than 1/T. Replicas: one deployment takes
+ * all the traffic (the worst case for its routing object), rps / rpsPerReplica
+ * replicas, each sending the load reports a busy replica was measured to send.
+ * Objects are compared with a budget of ~1,000 calls/s each (design notes §3:
+ * "roughly 500–1,000 requests/s"; ~1,000 fsync-bound writes/s measured locally).
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const { values } = parseArgs({
+  options: {
+    locations: { type: "string", default: "300" },
+    "rps-per-isolate": { type: "string", default: "200" },
+    "rps-per-replica": { type: "string", default: "100" },
+    "session-share": { type: "string", default: "0.2" },
+    "session-rps": { type: "string", default: "0.2" },
+    budget: { type: "string", default: "1000" },
+    json: { type: "boolean", default: false },
+  },
+});
+
+// --- inputs, each with where it comes from ------------------------------------
+
+/** Measured here by bench/state-cost.ts (2026-11-30, 2 cores, loopback), quoted in docs/scaling.md. */
+const MEASURED = {
+  /** workerd CPU per plain proxied request (Worker + local Durable Objects, request logs on). */
+  cpuUsPerPlainRequest: 215,
+  /** A bare workerd Worker doing one fetch() per request, same load. */
+  cpuUsPerBareRequest: 112,
+  /** Load reports per second from a busy replica (heartbeat 1/s + change reports coalesced over 250 ms). */
+  reportsPerBusyReplica: 4.0,
+  /** … and from an idle one. */
+  reportsPerIdleReplica: 1.0,
+  /** Durable Object calls per 1,000 plain requests at ~4,500 req/s in one isolate. */
+  doCallsPer1000Plain: 0.37,
+};
+
+/** Constants of the design (src/): what each isolate caches and for how long. */
+const DESIGN = {
+  snapshotTtlS: 1, // src/proxy/snapshot-cache.ts SNAPSHOT_TTL_MS
+  sessionCacheTtlS: 5, // src/proxy/session-affinity.ts SESSION_CACHE_TTL_MS
+  keySetTtlS: 10, // src/proxy/api-keys.ts KEY_SET_TTL_MS
+  rateSyncS: 1, // src/proxy/rate-limits.ts RATE_SYNC_INTERVAL_MS
+  telemetryFlushS: 2, // src/telemetry/proxy-metrics.ts FLUSH_INTERVAL_MS
+  sessionShards: 8, // sessionAffinity.shards default
+  rateLimitShards: 16, // src/policy/rate-limit-sync.ts
+  maxSessionShards: 1024, // sessionAffinity.shards maximum
+};
+
+/** Assumptions, not measurements: change them with the flags. */
+const ASSUMED = {
+  locations: Number(values.locations),
+  /**
+   * Traffic one proxy isolate gets. Cloudflare spreads a Worker's traffic over
+   * many machines in a location, each with its own isolate(s); how many is not
+   * published. 200 req/s is an assumption; the measured CPU cost allows
+   * 1e6 / 212 µs ≈ 4,700 req/s on one fully busy core (a lower bound on the
+   * isolate count, shown in the sensitivity table).
+   */
+  rpsPerIsolate: Number(values["rps-per-isolate"]),
+  /** Requests a replica (a GPU process) serves per second: a small model with batching. LLM replicas serve far fewer. */
+  rpsPerReplica: Number(values["rps-per-replica"]),
+  /** Share of requests that carry x-session-id, and requests per second of one active session (a turn every 5 s). */
+  sessionShare: Number(values["session-share"]),
+  sessionRps: Number(values["session-rps"]),
+  /** Distinct API keys an isolate sees within a second (touches that many rate-limit shards at most). */
+  keysPerIsolate: 50,
+  /** Replicas one node agent would report for (8 GPUs a node). */
+  replicasPerNode: 8,
+  /** A session's lifetime, for the binding-token variant (new sessions/s = active / lifetime). */
+  sessionLifetimeS: 300,
+  /** Calls/s one Durable Object handles. */
+  budget: Number(values.budget),
+  /** Size shards to this share of the budget. */
+  headroom: 0.5,
+};
+
+const SCALES = [10_000, 100_000, 1_000_000];
+
+// --- the model ------------------------------------------------------------------
+
+/** Object calls/s of one per-isolate cache of lifetime `ttlS` under Poisson requests at `r`/s. */
+const refreshRate = (r: number, ttlS: number) => (r <= 0 ? 0 : r / (1 + r * ttlS));
+
+interface Load {
+  rps: number;
+  isolatesPerLocation: number;
+  isolates: number;
+  /** Requests per second one isolate sees. */
+  r: number;
+  replicas: number;
+  routerSnapshots: number;
+  routerReports: number;
+  router: number;
+  sessionsActive: number;
+  sessionCallsTotal: number;
+  sessionShard: number;
+  accessKeys: number;
+  rateLimiterShard: number;
+  telemetry: number;
+}
+
+function load(rps: number, a = ASSUMED): Load {
+  const perLocation = rps / a.locations;
+  const isolatesPerLocation = Math.max(1, Math.ceil(perLocation / a.rpsPerIsolate));
+  const isolates = isolatesPerLocation * a.locations;
+  const r = perLocation / isolatesPerLocation;
+  const replicas = Math.ceil(rps / a.rpsPerReplica);
+  const routerSnapshots = isolates * refreshRate(r, DESIGN.snapshotTtlS);
+  const routerReports = replicas * MEASURED.reportsPerBusyReplica;
+  // A session lives in one location; its requests land on any of that location's isolates,
+  // each of which caches the binding 5 s: calls per session = s / (1 + s·T / isolatesPerLocation).
+  const sessionsActive = (rps * a.sessionShare) / a.sessionRps;
+  const perPair = a.sessionRps / isolatesPerLocation;
+  const sessionCallsTotal = sessionsActive * isolatesPerLocation * refreshRate(perPair, DESIGN.sessionCacheTtlS);
+  // Each isolate syncs once a second with every shard holding one of the keys it saw.
+  const touched = 1 - (1 - 1 / DESIGN.rateLimitShards) ** a.keysPerIsolate;
+  return {
+    rps,
+    isolatesPerLocation,
+    isolates,
+    r,
+    replicas,
+    routerSnapshots,
+    routerReports,
+    router: routerSnapshots + routerReports,
+    sessionsActive,
+    sessionCallsTotal,
+    sessionShard: sessionCallsTotal / DESIGN.sessionShards,
+    accessKeys: isolates * refreshRate(r, DESIGN.keySetTtlS),
+    rateLimiterShard: isolates * refreshRate(r, DESIGN.rateSyncS) * touched,
+    telemetry: isolates * refreshRate(r, DESIGN.telemetryFlushS),
+  };
+}
+
+const OBJECTS: { key: keyof Load; name: string; scope: string }[] = [
+  { key: "router", name: "DeploymentRouter", scope: "one per deployment" },
+  { key: "sessionShard", name: `SessionRouter shard`, scope: `${DESIGN.sessionShards} per deployment` },
+  { key: "accessKeys", name: "AccessKeys", scope: "one per deployment" },
+  { key: "rateLimiterShard", name: "RateLimiter shard", scope: `${DESIGN.rateLimitShards} per deployment` },
+  { key: "telemetry", name: "Telemetry", scope: "one for the whole edge" },
+];
+
+/** Objects over the budget, worst first; "none" when all fit. */
+function limits(l: Load, budget = ASSUMED.budget): string {
+  const over = OBJECTS.map((o) => ({ o, v: l[o.key] as number }))
+    .filter((x) => x.v > budget)
+    .sort((a, b) => b.v - a.v);
+  if (over.length === 0) {
+    const worst = OBJECTS.map((o) => ({ o, v: l[o.key] as number })).sort((a, b) => b.v - a.v)[0]!;
+    return `none (busiest: ${worst.o.name}, ${pct(worst.v / budget)})`;
+  }
+  return over.map((x) => `${x.o.name} ${(x.v / budget).toFixed(1)}×`).join(", ");
+}
+
+/** The request rate at which an object first reaches the budget (bisection on the model, up to 100M req/s). */
+function crossing(key: keyof Load, a = ASSUMED): number {
+  const at = (rps: number) => load(rps, a)[key] as number;
+  let lo = 1;
+  let hi = 1e8;
+  if (at(hi) < a.budget) return Infinity;
+  if (at(lo) >= a.budget) return lo;
+  for (let i = 0; i < 200 && hi / lo > 1.001; i++) {
+    const mid = Math.sqrt(lo * hi);
+    if (at(mid) >= a.budget) hi = mid;
+    else lo = mid;
+  }
+  return hi;
+}
+
+// --- the sharpened design ---------------------------------------------------------
+
+interface Sharpened {
+  rps: number;
+  /** Snapshot relay per location (a per-colo object or the Cache API): the routing shards see locations × ~1/s. */
+  relayPerLocation: number;
+  routerSnapshotsPerShard: number;
+  nodes: number;
+  /** Reports batched by a node agent (one report for its replicas, same cadence). */
+  nodeReports: number;
+  routerShards: number;
+  routerPerShard: number;
+  telemetryShards: number;
+  telemetryPerShard: number;
+  sessionShardsNeeded: number;
+  sessionPerShard: number;
+  /** Variant: the client carries a signed binding token; objects see only new sessions and moves. */
+  tokenSessionCalls: number;
+  tokenSessionShards: number;
+  rateLimiterShard: number;
+  accessKeys: number;
+}
+
+function sharpened(rps: number, a = ASSUMED): Sharpened {
+  const l = load(rps, a);
+  const target = a.budget * a.headroom;
+  // Each location's relay refreshes from the routing object ≤ 1/s when its isolates ask.
+  const relayPerLocation = l.isolatesPerLocation * refreshRate(l.r, DESIGN.snapshotTtlS);
+  const routerSnapshotsPerShard = a.locations * refreshRate(relayPerLocation, DESIGN.snapshotTtlS);
+  const nodes = Math.ceil(l.replicas / a.replicasPerNode);
+  const nodeReports = nodes * MEASURED.reportsPerBusyReplica;
+  // Each shard owns a subset of the nodes and is asked by every relay: K ≥ reports / (target − snapshots per shard).
+  const room = Math.max(1, target - routerSnapshotsPerShard);
+  const routerShards = Math.max(1, Math.ceil(nodeReports / room));
+  const telemetryShards = Math.max(1, Math.ceil(l.telemetry / target));
+  const sessionShardsNeeded = Math.max(DESIGN.sessionShards, Math.ceil(l.sessionCallsTotal / target));
+  const tokenSessionCalls = l.sessionsActive / a.sessionLifetimeS;
+  return {
+    rps,
+    relayPerLocation,
+    routerSnapshotsPerShard,
+    nodes,
+    nodeReports,
+    routerShards,
+    routerPerShard: nodeReports / routerShards + routerSnapshotsPerShard,
+    telemetryShards,
+    telemetryPerShard: l.telemetry / telemetryShards,
+    sessionShardsNeeded,
+    sessionPerShard: l.sessionCallsTotal / sessionShardsNeeded,
+    tokenSessionCalls,
+    tokenSessionShards: Math.max(1, Math.ceil(tokenSessionCalls / target)),
+    // Rate-limit syncs and key sets go through the same per-location relay: ~1 caller per location.
+    rateLimiterShard: a.locations * refreshRate(relayPerLocation, DESIGN.rateSyncS) * (1 - (1 - 1 / DESIGN.rateLimitShards) ** (a.keysPerIsolate * l.isolatesPerLocation)),
+    accessKeys: a.locations * refreshRate(relayPerLocation, DESIGN.keySetTtlS),
+  };
+}
+
+// --- output -----------------------------------------------------------------------
+
+const n = (v: number) => (v >= 100 ? Math.round(v).toLocaleString("en-US") : v >= 10 ? v.toFixed(0) : v.toFixed(1));
+const pct = (v: number) => `${Math.round(100 * v)} %`;
+const k = (rps: number) => (rps >= 1e6 ? `${rps / 1e6}M` : `${rps / 1e3}k`);
+const cell = (v: number) => `${n(v)}${v > ASSUMED.budget ? " **over**" : v > ASSUMED.budget * ASSUMED.headroom ? " (tight)" : ""}`;
+const out: string[] = [];
+const p = (s = "") => out.push(s);
+
+p("## Inputs");
+p();
+p("| input | value | source |");
+p("|---|---:|---|");
+p(`| proxy CPU per plain request (workerd, Worker + local DOs) | ${MEASURED.cpuUsPerPlainRequest} µs | measured, bench/state-cost.ts (bare fetch() Worker: ${MEASURED.cpuUsPerBareRequest} µs) |`);
+p(`| load reports per busy / idle replica | ${MEASURED.reportsPerBusyReplica} / ${MEASURED.reportsPerIdleReplica} per s | measured, bench/state-cost.ts |`);
+p(`| DO calls per 1,000 plain requests (one isolate, ~4,500 req/s) | ${MEASURED.doCallsPer1000Plain} | measured, bench/state-cost.ts |`);
+p(`| snapshot TTL / session cache / key set / rate-limit sync / telemetry flush | ${DESIGN.snapshotTtlS} / ${DESIGN.sessionCacheTtlS} / ${DESIGN.keySetTtlS} / ${DESIGN.rateSyncS} / ${DESIGN.telemetryFlushS} s | design (src/) |`);
+p(`| session shards / rate-limit shards per deployment | ${DESIGN.sessionShards} / ${DESIGN.rateLimitShards} | design defaults |`);
+p(`| locations, traffic spread evenly | ${ASSUMED.locations} | assumed |`);
+p(`| req/s per proxy isolate | ${ASSUMED.rpsPerIsolate} (≥ 1 isolate per location) | assumed (Cloudflare does not publish it; 1 busy core = 1e6/${MEASURED.cpuUsPerPlainRequest} µs ≈ ${n(1e6 / MEASURED.cpuUsPerPlainRequest)} req/s) |`);
+p(`| req/s per replica; deployments | ${ASSUMED.rpsPerReplica}; one takes all traffic | assumed (worst case for one routing object) |`);
+p(`| requests with a session; requests/s per active session | ${pct(ASSUMED.sessionShare)}; ${ASSUMED.sessionRps} | assumed (a chat turn every 5 s) |`);
+p(`| API keys seen per isolate per second (rate-limited deployment) | ${ASSUMED.keysPerIsolate} | assumed |`);
+p(`| calls/s one Durable Object handles | ~${ASSUMED.budget.toLocaleString("en-US")} | design notes §3 (500–1,000/s; ~1,000 fsync-bound writes/s locally) |`);
+
+// Model check against the local measurement, when bench/results/state-cost.json exists.
+const measuredFile = join(root, "bench/results/state-cost.json");
+if (existsSync(measuredFile)) {
+  type K = { kind: string; rps: number; seconds: number; connections: number; doCalls: Record<string, number>; sessionResolves: number };
+  const m = JSON.parse(readFileSync(measuredFile, "utf8")) as { when: string; kinds: K[]; options: { sessions: number } };
+  const row = (kind: string) => m.kinds.find((x) => x.kind === kind);
+  p();
+  p(`## Model check: one local isolate (bench/results/state-cost.json, ${m.when.slice(0, 10)})`);
+  p();
+  p("| kind | req/s | calls | model, per s | measured, per s |");
+  p("|---|---:|---|---:|---:|");
+  for (const kind of ["plain", "session-light"]) {
+    const x = row(kind);
+    if (!x) continue;
+    p(`| ${kind} | ${n(x.rps)} | routing snapshots | ${refreshRate(x.rps, DESIGN.snapshotTtlS).toFixed(2)} | ${(x.doCalls.deploymentRouterSnapshots! / x.seconds).toFixed(2)} |`);
+    if (kind === "session-light") {
+      const s = m.options.sessions;
+      p(`| ${kind} | ${n(x.rps)} | session resolves (${s} sessions) | ${(s * refreshRate(x.rps / s, DESIGN.sessionCacheTtlS)).toFixed(1)} | ${(x.sessionResolves / x.seconds).toFixed(1)} |`);
+    }
+  }
+  p();
+  p("Telemetry is not exposed on a route; the benchmark estimates it with the same 1 flush / 2 s the model uses. The measured session figure runs below the model because the 8 s window starts 1 s after the warm-up cached every binding.");
+}
+
+p();
+p(`## Baseline design: calls/s on the busiest object of each kind (budget ~${ASSUMED.budget.toLocaleString("en-US")}/s)`);
+p();
+p(`| req/s | isolates | req/s per isolate | replicas | DeploymentRouter: snapshots + reports | SessionRouter shard (of ${DESIGN.sessionShards}) | AccessKeys | RateLimiter shard (of ${DESIGN.rateLimitShards}) | Telemetry (1) | over budget |`);
+p("|---:|---:|---:|---:|---|---:|---:|---:|---:|---|");
+for (const rps of SCALES) {
+  const l = load(rps);
+  p(
+    `| ${k(rps)} | ${n(l.isolates)} | ${n(l.r)} | ${n(l.replicas)} | ${n(l.routerSnapshots)} + ${n(l.routerReports)} = ${cell(l.router)} | ${cell(l.sessionShard)} | ${cell(l.accessKeys)} | ${cell(l.rateLimiterShard)} | ${cell(l.telemetry)} | ${limits(l)} |`,
+  );
+}
+p();
+p("Where each object reaches the budget (total req/s, same assumptions):");
+p();
+for (const o of OBJECTS) {
+  const c = crossing(o.key);
+  p(`- ${o.name} (${o.scope}): ${Number.isFinite(c) ? `${n(c)} req/s` : "never below 100M req/s"}`);
+}
+p(`- DeploymentRouter, snapshots alone: ${n(crossing("routerSnapshots"))} req/s; reports alone: ${n(crossing("routerReports"))} req/s (${n(ASSUMED.budget / MEASURED.reportsPerBusyReplica)} busy replicas)`);
+
+p();
+p("## Sensitivity: the first limit under other assumptions");
+p();
+p("| req/s per isolate | req/s per replica | 10k | 100k | 1M |");
+p("|---:|---:|---|---|---|");
+const variants: [number, number][] = [
+  [Math.round(1e6 / MEASURED.cpuUsPerPlainRequest), ASSUMED.rpsPerReplica],
+  [ASSUMED.rpsPerIsolate, ASSUMED.rpsPerReplica],
+  [50, ASSUMED.rpsPerReplica],
+  [ASSUMED.rpsPerIsolate, 1_000],
+  [ASSUMED.rpsPerIsolate, 10],
+];
+for (const [rpi, rpr] of variants) {
+  const a = { ...ASSUMED, rpsPerIsolate: rpi, rpsPerReplica: rpr };
+  p(`| ${n(rpi)} | ${n(rpr)} | ${SCALES.map((rps) => limits(load(rps, a), a.budget)).join(" | ")} |`);
+}
+
+p();
+p("## Sharpened design: what each change buys, and the shards it needs");
+p();
+p(`Sized so that no object runs above ${pct(ASSUMED.headroom)} of the budget.`);
+p();
+p("| req/s | snapshot relay per location: calls/s on it → on each routing shard | node agents: nodes → reports/s | routing shards → calls/s each | Telemetry shards → calls/s each (or Analytics Engine: 0) | session shards → calls/s each | binding token: calls/s → shards | RateLimiter shard via relay | AccessKeys via relay |");
+p("|---:|---|---|---|---|---|---|---:|---:|");
+for (const rps of SCALES) {
+  const s = sharpened(rps);
+  p(
+    `| ${k(rps)} | ${n(s.relayPerLocation)} → ${n(s.routerSnapshotsPerShard)} | ${n(s.nodes)} → ${n(s.nodeReports)} | ${s.routerShards} → ${n(s.routerPerShard)} | ${s.telemetryShards} → ${n(s.telemetryPerShard)} | ${s.sessionShardsNeeded} → ${n(s.sessionPerShard)}${s.sessionShardsNeeded > DESIGN.maxSessionShards ? " (over the 1,024 maximum)" : ""} | ${n(s.tokenSessionCalls)} → ${s.tokenSessionShards} | ${n(s.rateLimiterShard)} | ${n(s.accessKeys)} |`,
+  );
+}
+p();
+p(
+  `Node agents: one report for ${ASSUMED.replicasPerNode} replicas, same cadence (${MEASURED.reportsPerBusyReplica}/s when busy). Binding token: the response names the bound replica in a signed token the client sends back, so objects see only new sessions (active / ${ASSUMED.sessionLifetimeS} s lifetime) and moves.`,
+);
+
+if (values.json) {
+  console.log(
+    JSON.stringify(
+      { measured: MEASURED, design: DESIGN, assumed: ASSUMED, baseline: SCALES.map((rps) => load(rps)), crossings: Object.fromEntries(OBJECTS.map((o) => [o.key, crossing(o.key)])), sharpened: SCALES.map((rps) => sharpened(rps)) },
+      null,
+      2,
+    ),
+  );
+} else console.log(out.join("\n"));

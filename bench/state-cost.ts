@@ -1,0 +1,527 @@
+/**
+ * Scenario 4, hot-path state cost: Durable Object invocations per 1,000 proxied
+ * requests, and proxy CPU time per request, for plain, session, multiplexed and
+ * API-key (rate-limited) requests, on the real local stack (workerd + replica
+ * processes on loopback). Target: ≤ 5 Durable Object invocations per 1,000
+ * plain requests.
+ *
+ *   npx tsx bench/state-cost.ts [--seconds 8] [--sessions 100] [--skip-keyed] [--skip-bare] [--out FILE]
+ *   SWITCHYARD_REQUEST_LOGS=off npx tsx bench/state-cost.ts --out bench/results/state-cost-nologs.json
+ *
+ * For each kind: 1 s (multiplexed: 3 s) of unmeasured warm-up with the same traffic, then a wrk
+ * run of --seconds (≤ 10) against workerd's own port (HTTP/1.1 keep-alive):
+ *  - plain:        GET /hello                                  (4 replicas, 16 connections)
+ *  - session:      GET /hello, x-session-id from a pool of --sessions ids
+ *  - multiplexed:  POST /vad, serve_multiplexed_model_id cycling v4/v5/v6, a
+ *                  2-frame input cut from GET /vad/example (3 replicas, 8 connections)
+ *  - keyed:        GET /keyed with one of 4 API keys (a deployment that needs a key,
+ *                  with a per-key rate limit set high enough never to refuse);
+ *                  defined in a temporary functions folder next to hello and vad.
+ * Durable Object calls are read from the admin route (GET /-/deployments/:name):
+ * the routing object's snapshotCalls, the session shards' resolves + rebinds, and
+ * the isolate's keySetRefreshes and rateLimitSyncs, before and after the run.
+ * Telemetry flushes are not exposed on any route: they are estimated as
+ * isolates × seconds / 2 s (one flush per isolate per 2 s under steady load).
+ * Proxy CPU: utime + stime of the workerd process (/proc/<pid>/stat, in clock
+ * ticks of `getconf CLK_TCK`) before and after each run, also measured for a
+ * bare workerd Worker (one fetch() per request, bench/seed.ts's generator) in
+ * front of the same 4 replicas, and for an idle interval (replica reports only).
+ * Prints markdown tables and writes bench/results/state-cost.json.
+ */
+import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { cpus, loadavg, tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { compatibilityDate } from "../src/config/runtime.ts";
+import { LocalStack } from "../src/local/stack.ts";
+import { freePort } from "./load-tools.ts";
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const { values } = parseArgs({
+  options: {
+    seconds: { type: "string", default: "8" },
+    sessions: { type: "string", default: "100" },
+    "skip-keyed": { type: "boolean", default: false },
+    "skip-bare": { type: "boolean", default: false },
+    out: { type: "string", default: "bench/results/state-cost.json" },
+  },
+});
+const seconds = Math.min(10, Number(values.seconds));
+const sessionPool = Number(values.sessions);
+const withKeyed = !values["skip-keyed"];
+const TELEMETRY_FLUSH_S = 2;
+const REPLICAS = { hello: 4, vad: 3, keyed: withKeyed ? 2 : 0 };
+const MODELS = ["silero-vad-v4", "silero-vad-v5", "silero-vad-v6"];
+const KEYS = 4;
+
+const log = (line: string) => console.error(`[state-cost] ${line}`);
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+// --- CPU time of a process --------------------------------------------------
+
+function sh(cmd: string, args: string[], timeoutMs: number): Promise<{ stdout: string; error?: string }> {
+  return new Promise((res) => {
+    execFile(cmd, args, { timeout: timeoutMs, killSignal: "SIGINT", maxBuffer: 4 << 20 }, (err, stdout, stderr) =>
+      res({ stdout: String(stdout), ...(err ? { error: `${cmd}: ${err.killed ? "killed after its time limit" : String(stderr).trim().split("\n").pop()}` } : {}) }),
+    );
+  });
+}
+
+const CLK_TCK = Number((await sh("getconf", ["CLK_TCK"], 5_000)).stdout.trim()) || 100;
+
+/** The pid of the workerd process whose command line names `configPath` (what `pgrep -f` would find). */
+function workerdPid(configPath: string): number {
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    let argv: string[];
+    try {
+      argv = readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0");
+    } catch {
+      continue; // exited meanwhile
+    }
+    if (argv[0]?.endsWith("workerd") && argv.includes(configPath)) return Number(entry);
+  }
+  throw new Error(`no workerd process serving ${configPath}`);
+}
+
+/** utime + stime of a process (all its threads), in seconds. */
+function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  // Fields after "(comm)": state is field 3, utime 14, stime 15.
+  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(f[11]) + Number(f[12])) / CLK_TCK;
+}
+
+// --- wrk with a Lua script ---------------------------------------------------
+
+interface WrkResult {
+  requests: number;
+  rps: number;
+  p50ms: number;
+  p99ms: number;
+  non2xx: number;
+  socketErrors: number;
+  error?: string;
+}
+
+/** Replicas × maxOngoingRequests: hello 4 × 5 = 20, vad 3 × 4 = 12, keyed 2 × 5 = 10. */
+const CONNECTIONS = { hello: 16, vad: 8, keyed: 8 };
+
+async function wrk(url: string, script: string | undefined, secs: number, connections: number): Promise<WrkResult> {
+  const args = ["-t1", `-c${connections}`, `-d${secs}s`, "--latency", ...(script ? ["-s", script] : []), url];
+  const { stdout, error } = await sh("wrk", args, (secs + 15) * 1000);
+  const ms = (label: string) => {
+    const m = new RegExp(`^\\s+${label}%\\s+([\\d.]+)(us|ms|s)`, "m").exec(stdout);
+    if (!m) return NaN;
+    const v = Number(m[1]);
+    return m[2] === "us" ? v / 1000 : m[2] === "s" ? v * 1000 : v;
+  };
+  const errors = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(stdout);
+  return {
+    requests: Number(/(\d+) requests in/.exec(stdout)?.[1] ?? 0),
+    rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(stdout)?.[1] ?? NaN),
+    p50ms: ms("50"),
+    p99ms: ms("99"),
+    non2xx: Number(/Non-2xx or 3xx responses: (\d+)/.exec(stdout)?.[1] ?? 0),
+    socketErrors: errors ? errors.slice(1).reduce((a, b) => a + Number(b), 0) : 0,
+    ...(error ? { error } : {}),
+  };
+}
+
+const lua = (s: string) => `[==[${s}]==]`;
+const luaList = (xs: string[]) => `{ ${xs.map(lua).join(", ")} }`;
+
+/** A wrk script that sends `method path` with headers from a per-request function of n. */
+function requestScript(method: string, path: string, headers: string, body?: string): string {
+  return `-- Generated by bench/state-cost.ts
+local n = 0
+${body !== undefined ? `local body = ${lua(body)}` : "local body = nil"}
+request = function()
+  n = n + 1
+  return wrk.format(${lua(method)}, ${lua(path)}, ${headers}, body)
+end
+`;
+}
+
+// --- the bare Worker (bench/seed.ts's generator) -----------------------------
+
+const bareWorker = (upstreams: string[]) => `// Generated by bench/state-cost.ts (as bench/seed.ts): one fetch() per request, nothing else.
+const UPSTREAMS = ${JSON.stringify(upstreams)};
+let next = 0;
+export default {
+  fetch(request) {
+    const url = new URL(request.url);
+    return fetch(UPSTREAMS[next++ % UPSTREAMS.length] + url.pathname + url.search, request);
+  },
+};
+`;
+
+async function startBareWorkerd(dir: string, upstreams: string[]): Promise<{ url: string; child: ChildProcess; config: string }> {
+  writeFileSync(join(dir, "bare.js"), bareWorker(upstreams));
+  const port = await freePort();
+  const config = join(dir, "bare.capnp");
+  writeFileSync(
+    config,
+    `using Workerd = import "/workerd/workerd.capnp";
+
+const config :Workerd.Config = (
+  services = [
+    (name = "bare", worker = (modules = [(name = "worker.js", esModule = embed "bare.js")], compatibilityDate = ${JSON.stringify(compatibilityDate)}, globalOutbound = "internet")),
+    (name = "internet", network = (allow = ["public", "private", "local"])),
+  ],
+  sockets = [(name = "http", address = "127.0.0.1:${port}", http = (), service = "bare")],
+);
+`,
+  );
+  const bin = (createRequire(import.meta.url)("workerd") as { default: string }).default;
+  const child = spawn(bin, ["serve", config], { stdio: ["ignore", "ignore", "inherit"] });
+  const url = `http://127.0.0.1:${port}`;
+  const until = Date.now() + 15_000;
+  for (;;) {
+    try {
+      if ((await fetch(`${url}/hello`)).ok) break;
+    } catch {
+      // not up yet
+    }
+    if (Date.now() > until || child.exitCode !== null) throw new Error("bare workerd did not start");
+    await sleep(100);
+  }
+  return { url, child, config };
+}
+
+// --- the stack, with a keyed deployment in a temporary functions folder ------
+
+const work = mkdtempSync(join(tmpdir(), "sy-state-cost-"));
+const functionsDir = join(work, "functions");
+mkdirSync(functionsDir);
+const abs = (p: string) => JSON.stringify(join(root, p));
+writeFileSync(join(functionsDir, "hello.ts"), `export { default } from ${abs("functions/hello.ts")};\n`);
+writeFileSync(join(functionsDir, "vad.ts"), `export { default } from ${abs("functions/vad.ts")};\n`);
+if (withKeyed) {
+  writeFileSync(
+    join(functionsDir, "keyed.ts"),
+    `// Generated by bench/state-cost.ts: hello's replicas behind API keys and a per-key rate limit that never refuses.
+import { defineDeployment } from ${abs("src/config/deployment.ts")};
+export default defineDeployment({
+  name: "keyed",
+  routePrefix: "/keyed",
+  access: { public: false, rateLimit: { requestsPerSecond: 1_000_000, burst: 1_000_000 } },
+  backend: { kind: "text", text: "hi" },
+  localReplicas: 2,
+  maxOngoingRequests: 5,
+  policy: { idempotent: true },
+});
+`,
+  );
+}
+const stateDir = join(work, "state");
+const stackLog: string[] = [];
+const stack = new LocalStack({ port: 0, functionsDir, stateDir, freshState: true, replicas: REPLICAS, log: (l) => stackLog.push(l) });
+let bare: { url: string; child: ChildProcess; config: string } | undefined;
+process.on("exit", () => {
+  stack.killAll();
+  bare?.child.kill("SIGKILL");
+});
+for (const sig of ["SIGINT", "SIGTERM"] as const) process.on(sig, () => process.exit(130));
+// Keep the log buffer bounded (workerd writes one JSON line per request).
+setInterval(() => stackLog.splice(0, Math.max(0, stackLog.length - 200)), 2_000).unref();
+
+interface AdminState {
+  router: { snapshotCalls: number; reports: number };
+  sessions: { resolves: number; rebinds: number; writes: number };
+  isolate: { snapshotRefreshes: number; sessionStoreCalls: number; keySetRefreshes: number; rateLimitSyncs: number };
+}
+const admin = async (name: string): Promise<AdminState> => {
+  const res = await fetch(`${stack.workerdUrl}/-/deployments/${name}`, { headers: { authorization: `Bearer ${stack.adminSecret}` } });
+  if (!res.ok) throw new Error(`GET /-/deployments/${name}: ${res.status} ${await res.text()}`);
+  return (await res.json()) as AdminState;
+};
+/** A sample from /-/metrics (sum over matching lines). */
+const metric = async (name: string, labelPart = ""): Promise<number> => {
+  const text = await (await fetch(`${stack.workerdUrl}/-/metrics`, { headers: { authorization: `Bearer ${stack.adminSecret}` } })).text();
+  let sum = 0;
+  for (const line of text.split("\n")) if (line.startsWith(name) && line.includes(labelPart) && !line.startsWith(`${name}_`)) sum += Number(line.split(" ").pop());
+  return sum;
+};
+
+interface Kind {
+  kind: string;
+  deployment: "hello" | "vad" | "keyed";
+  what: string;
+  path: string;
+  script: string;
+  /** Default: CONNECTIONS[deployment]. */
+  connections?: number;
+  /** Unmeasured warm-up, s (default 1). */
+  warmupS?: number;
+}
+
+interface KindResult {
+  kind: string;
+  what: string;
+  deployment: string;
+  connections: number;
+  seconds: number;
+  requests: number;
+  rps: number;
+  p50ms: number;
+  p99ms: number;
+  non2xx: number;
+  socketErrors: number;
+  retries: number;
+  doCalls: {
+    deploymentRouterSnapshots: number;
+    sessionRouter: number;
+    accessKeys: number;
+    rateLimiter: number;
+    /** Not exposed on any route: isolates × seconds / 2 s. */
+    telemetryEstimated: number;
+    total: number;
+  };
+  doCallsPer1000: Record<keyof KindResult["doCalls"], number>;
+  /** Control plane, not per request: load reports to the routing object during the run. */
+  reportsPerSecond: number;
+  sessionResolves: number;
+  sessionRebinds: number;
+  sessionWrites: number;
+  cpu: { seconds: number; usPerRequest: number; usPerRequestNetOfIdle: number };
+  error?: string;
+}
+
+async function measureKind(k: Kind, pid: number, idleCpuPerS: number, isolates: number): Promise<KindResult> {
+  const connections = k.connections ?? CONNECTIONS[k.deployment];
+  const url = `${stack.workerdUrl}${k.path}`;
+  const warmupS = k.warmupS ?? 1;
+  log(`${k.kind}: warm-up ${warmupS} s, then ${seconds} s, ${connections} connections`);
+  await wrk(url, k.script, warmupS, connections);
+  await sleep(300);
+  const before = await admin(k.deployment);
+  const retriesBefore = await metric("switchyard_retries_total", `deployment="${k.deployment}"`);
+  const cpu0 = cpuSeconds(pid);
+  const t0 = performance.now();
+  const r = await wrk(url, k.script, seconds, connections);
+  const elapsed = (performance.now() - t0) / 1000;
+  const cpu = cpuSeconds(pid) - cpu0;
+  const after = await admin(k.deployment);
+  const retries = (await metric("switchyard_retries_total", `deployment="${k.deployment}"`)) - retriesBefore;
+  const d = <T extends keyof AdminState>(group: T, field: keyof AdminState[T]) => Number(after[group][field]) - Number(before[group][field]);
+  // The admin route itself calls snapshot() once per read, counted by the object: the "after" read adds one.
+  const doCalls = {
+    deploymentRouterSnapshots: d("router", "snapshotCalls") - 1,
+    sessionRouter: d("sessions", "resolves") + d("sessions", "rebinds"),
+    accessKeys: d("isolate", "keySetRefreshes"),
+    rateLimiter: d("isolate", "rateLimitSyncs"),
+    telemetryEstimated: Math.round((isolates * seconds) / TELEMETRY_FLUSH_S),
+    total: 0,
+  };
+  doCalls.total = doCalls.deploymentRouterSnapshots + doCalls.sessionRouter + doCalls.accessKeys + doCalls.rateLimiter + doCalls.telemetryEstimated;
+  const per1000 = Object.fromEntries(Object.entries(doCalls).map(([key, v]) => [key, (1000 * v) / Math.max(1, r.requests)])) as KindResult["doCallsPer1000"];
+  return {
+    kind: k.kind,
+    what: k.what,
+    deployment: k.deployment,
+    connections,
+    seconds,
+    requests: r.requests,
+    rps: r.rps,
+    p50ms: r.p50ms,
+    p99ms: r.p99ms,
+    non2xx: r.non2xx,
+    socketErrors: r.socketErrors,
+    retries,
+    doCalls,
+    doCallsPer1000: per1000,
+    reportsPerSecond: d("router", "reports") / elapsed,
+    sessionResolves: d("sessions", "resolves"),
+    sessionRebinds: d("sessions", "rebinds"),
+    sessionWrites: d("sessions", "writes"),
+    cpu: { seconds: cpu, usPerRequest: (1e6 * cpu) / Math.max(1, r.requests), usPerRequestNetOfIdle: (1e6 * (cpu - idleCpuPerS * elapsed)) / Math.max(1, r.requests) },
+    ...(r.error ? { error: r.error } : {}),
+  };
+}
+
+const started = Date.now();
+const machine = { cpus: cpus().length, loadavg1mAtStart: Number(loadavg()[0]!.toFixed(2)), clockTicksPerSecond: CLK_TCK };
+log(`${machine.cpus} CPUs, load average ${machine.loadavg1mAtStart}; replicas ${JSON.stringify(REPLICAS)}; ${seconds} s per kind`);
+
+const results: KindResult[] = [];
+let idle = { seconds: 0, cpuSeconds: 0, cpuPerSecond: 0, reportsPerSecond: 0 };
+let bareResult: { rps: number; p50ms: number; p99ms: number; requests: number; cpuSeconds: number; usPerRequest: number; connections: number } | undefined;
+let isolates = 1;
+try {
+  await stack.start();
+  const pid = workerdPid(join(stateDir, "workerd.capnp"));
+  log(`stack up (workerd pid ${pid}, CLK_TCK ${CLK_TCK})`);
+
+  // Inputs: a 2-frame VAD input cut from the replica's own example, API keys for "keyed".
+  const example = (await (await fetch(`${stack.workerdUrl}/vad/example`)).json()) as { samples: number[]; sampleRate: number };
+  const vadBody = JSON.stringify({ sampleRate: example.sampleRate, samples: example.samples.slice(0, 1024) });
+  const keys: string[] = [];
+  if (withKeyed) {
+    for (let i = 0; i < KEYS; i++) {
+      const body = JSON.stringify({ name: `bench-${i}` });
+      const res = await fetch(`${stack.workerdUrl}/-/deployments/keyed/keys`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${stack.adminSecret}`, "content-type": "application/json", "content-length": String(body.length) },
+        body,
+      });
+      if (res.status !== 201) throw new Error(`creating an API key: ${res.status} ${await res.text()}`);
+      keys.push(((await res.json()) as { key: string }).key);
+    }
+  }
+  const script = (name: string, text: string) => {
+    const p = join(work, `${name}.lua`);
+    writeFileSync(p, text);
+    return p;
+  };
+  const kinds: Kind[] = [
+    { kind: "plain", deployment: "hello", what: "GET /hello", path: "/hello", script: script("plain", requestScript("GET", "/hello", "{}")) },
+    // Sessions twice: as loaded as plain (16 connections on 20 slots, so a bound replica is often
+    // full and its sessions move), and lightly (6 connections: bindings hold, cache refreshes only).
+    ...[
+      { kind: "session", connections: CONNECTIONS.hello, load: "80 % of capacity" },
+      { kind: "session-light", connections: 6, load: "30 % of capacity" },
+    ].map((v) => ({
+      kind: v.kind,
+      deployment: "hello" as const,
+      what: `GET /hello, x-session-id from ${sessionPool} ids, ${v.connections} connections (${v.load})`,
+      path: "/hello",
+      connections: v.connections,
+      script: script("session", requestScript("GET", "/hello", `{ ["x-session-id"] = "bench-" .. (n % ${sessionPool}) }`)),
+    })),
+    {
+      kind: "multiplexed",
+      deployment: "vad",
+      what: `POST /vad (1,024 samples), serve_multiplexed_model_id cycling ${MODELS.length} models`,
+      path: "/vad",
+      // Longer warm-up: each replica's wasm runtime starts and loads its first models.
+      warmupS: 3,
+      script: script(
+        "multiplexed",
+        `local models = ${luaList(MODELS)}\n${requestScript("POST", "/vad", `{ ["content-type"] = "application/json", ["serve_multiplexed_model_id"] = models[(n % ${MODELS.length}) + 1] }`, vadBody)}`,
+      ),
+    },
+    ...(withKeyed
+      ? [
+          {
+            kind: "keyed",
+            deployment: "keyed" as const,
+            what: `GET /keyed with one of ${KEYS} API keys, per-key rate limit`,
+            path: "/keyed",
+            script: script("keyed", `local keys = ${luaList(keys)}\n${requestScript("GET", "/keyed", `{ ["authorization"] = "Bearer " .. keys[(n % ${KEYS}) + 1] }`)}`),
+          },
+        ]
+      : []),
+  ];
+
+  // A first request per deployment (the isolate's first snapshot waits on the object), then idle CPU.
+  for (const k of kinds) await wrk(`${stack.workerdUrl}${k.path}`, k.script, 1, 2);
+  isolates = Math.max(1, await metric("switchyard_proxy_isolates"));
+  await sleep(2_000);
+  const idleBefore = await admin("hello");
+  const idleVad = await admin("vad");
+  const c0 = cpuSeconds(pid);
+  const i0 = performance.now();
+  await sleep(4_000);
+  const idleS = (performance.now() - i0) / 1000;
+  const idleCpu = cpuSeconds(pid) - c0;
+  const idleAfter = await admin("hello");
+  const idleVadAfter = await admin("vad");
+  idle = {
+    seconds: idleS,
+    cpuSeconds: idleCpu,
+    cpuPerSecond: idleCpu / idleS,
+    reportsPerSecond: (idleAfter.router.reports - idleBefore.router.reports + idleVadAfter.router.reports - idleVad.router.reports) / idleS,
+  };
+  log(`idle: ${(1000 * idle.cpuPerSecond).toFixed(1)} ms CPU/s, ${idle.reportsPerSecond.toFixed(1)} reports/s (hello + vad)`);
+
+  for (const k of kinds) results.push(await measureKind(k, pid, idle.cpuPerSecond, isolates));
+
+  if (!values["skip-bare"]) {
+    const helloUrls = [...stack.replicas.values()].filter((r) => r.deployment === "hello").map((r) => r.url);
+    bare = await startBareWorkerd(work, helloUrls);
+    const barePid = workerdPid(bare.config);
+    log(`bare workerd Worker → ${helloUrls.length} replicas: warm-up 1 s, then ${seconds} s`);
+    await wrk(`${bare.url}/hello`, undefined, 1, CONNECTIONS.hello);
+    const c1 = cpuSeconds(barePid);
+    const r = await wrk(`${bare.url}/hello`, undefined, seconds, CONNECTIONS.hello);
+    const cpu = cpuSeconds(barePid) - c1;
+    bareResult = { rps: r.rps, p50ms: r.p50ms, p99ms: r.p99ms, requests: r.requests, cpuSeconds: cpu, usPerRequest: (1e6 * cpu) / Math.max(1, r.requests), connections: CONNECTIONS.hello };
+  }
+} catch (err) {
+  console.error(stackLog.filter((l) => !/"msg":"request"/.test(l)).slice(-30).join("\n"));
+  throw err;
+} finally {
+  if (bare && bare.child.exitCode === null) {
+    const gone = new Promise((r) => bare!.child.once("exit", r));
+    bare.child.kill("SIGTERM");
+    await Promise.race([gone, sleep(3_000).then(() => bare!.child.kill("SIGKILL"))]);
+  }
+  await stack.stop();
+}
+rmSync(work, { recursive: true, force: true });
+
+// --- report ------------------------------------------------------------------
+
+const f = (v: number, d = 1) => (Number.isFinite(v) ? v.toFixed(d) : "–");
+const plain = results.find((r) => r.kind === "plain");
+const target = plain ? { name: "Durable Object invocations per 1,000 plain requests", value: plain.doCallsPer1000.total, max: 5, pass: plain.doCallsPer1000.total <= 5 } : undefined;
+const lines = [
+  "",
+  `Durable Object invocations per 1,000 requests (${seconds} s per kind; ${isolates} proxy isolate${isolates === 1 ? "" : "s"}; telemetry estimated: 1 flush per isolate per ${TELEMETRY_FLUSH_S} s)`,
+  "",
+  "| kind | requests | req/s | non-2xx | retries | DeploymentRouter | SessionRouter | AccessKeys | RateLimiter | Telemetry (est.) | total / 1,000 | total calls/s |",
+  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+  ...results.map(
+    (r) =>
+      `| ${r.kind}: ${r.what} | ${r.requests} | ${f(r.rps, 0)} | ${r.non2xx + r.socketErrors} | ${r.retries} | ${f(r.doCallsPer1000.deploymentRouterSnapshots, 2)} (${r.doCalls.deploymentRouterSnapshots}) | ${f(r.doCallsPer1000.sessionRouter, 2)} (${r.doCalls.sessionRouter}) | ${f(r.doCallsPer1000.accessKeys, 2)} (${r.doCalls.accessKeys}) | ${f(r.doCallsPer1000.rateLimiter, 2)} (${r.doCalls.rateLimiter}) | ${f(r.doCallsPer1000.telemetryEstimated, 2)} (${r.doCalls.telemetryEstimated}) | **${f(r.doCallsPer1000.total, 2)}** | ${f(r.doCalls.total / r.seconds, 1)} |`,
+  ),
+  "",
+  "Per 1,000 requests, with the raw count in parentheses. Not per request, so not in the total: load reports from replicas to the routing object,",
+  ...results.map((r) => `  ${r.kind}: ${f(r.reportsPerSecond, 1)} load reports/s to "${r.deployment}" (${r.deployment === "vad" ? 3 : r.deployment === "keyed" ? 2 : 4} replicas); sessions: ${r.sessionResolves} resolves, ${r.sessionRebinds} rebinds, ${r.sessionWrites} writes`),
+  `  idle: ${f(idle.reportsPerSecond, 1)} reports/s (hello + vad).`,
+  "",
+  "Proxy CPU (workerd process: the Worker and its Durable Objects, utime + stime)",
+  "",
+  "| kind | connections | req/s | p50 ms | p99 ms | CPU s | CPU µs / request | net of idle | × bare Worker |",
+  "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+  ...(bareResult ? [`| bare workerd Worker (one fetch()) → 4 replicas, GET /hello | ${bareResult.connections} | ${f(bareResult.rps, 0)} | ${f(bareResult.p50ms, 2)} | ${f(bareResult.p99ms, 2)} | ${f(bareResult.cpuSeconds, 2)} | ${f(bareResult.usPerRequest, 0)} | – | 1.00 |`] : []),
+  ...results.map(
+    (r) =>
+      `| ${r.kind} | ${r.connections} | ${f(r.rps, 0)} | ${f(r.p50ms, 2)} | ${f(r.p99ms, 2)} | ${f(r.cpu.seconds, 2)} | ${f(r.cpu.usPerRequest, 0)} | ${f(r.cpu.usPerRequestNetOfIdle, 0)} | ${bareResult ? f(r.cpu.usPerRequest / bareResult.usPerRequest, 2) : "–"} |`,
+  ),
+  "",
+  `Idle (no client traffic; replica reports and Durable Object alarms only): ${f(1000 * idle.cpuPerSecond, 1)} ms CPU per second.`,
+  ...(target ? [`Target: ${target.name} ≤ ${target.max}: **${f(target.value, 2)}** (${target.pass ? "PASS" : "MISS"}).`] : []),
+  `${machine.cpus} CPUs shared by wrk, workerd and ${REPLICAS.hello + REPLICAS.vad + REPLICAS.keyed} replica processes; load average at start ${machine.loadavg1mAtStart}; request logs ${process.env.SWITCHYARD_REQUEST_LOGS ?? "on"}; run took ${((Date.now() - started) / 1000).toFixed(0)} s.`,
+];
+console.log(lines.join("\n"));
+const outFile = resolve(root, values.out);
+mkdirSync(dirname(outFile), { recursive: true });
+writeFileSync(
+  outFile,
+  `${JSON.stringify(
+    {
+      when: new Date().toISOString(),
+      machine,
+      options: { seconds, sessions: sessionPool, replicas: REPLICAS, connections: CONNECTIONS, keys: withKeyed ? KEYS : 0, requestLogs: process.env.SWITCHYARD_REQUEST_LOGS ?? "on", telemetryFlushS: TELEMETRY_FLUSH_S },
+      isolates,
+      kinds: results,
+      bare: bareResult ?? null,
+      idle,
+      target: target ?? null,
+      notes: [
+        "Durable Object calls from the admin route GET /-/deployments/:name before and after each run; the routing object's snapshotCalls minus the admin read's own call.",
+        "Telemetry flushes are not exposed on any route: estimated as isolates × seconds / 2 s.",
+        "CPU is the whole workerd process: the Worker isolate and, locally, the Durable Objects (on Cloudflare they run elsewhere). 'net of idle' subtracts the idle CPU rate (replica reports, alarms) over the run.",
+      ],
+      seconds: (Date.now() - started) / 1000,
+    },
+    null,
+    2,
+  )}\n`,
+);
+process.exit(0);
