@@ -49,9 +49,11 @@ export class RoutingView {
         // An older snapshot must not undo what newer load headers told us.
         if (r.load.seq >= known.reported.seq) {
           known.reported = r.load;
-          // A report relayed by the Durable Object is up to a few seconds old:
-          // assume it counts none of our in-flight dispatches (errs towards busy).
-          known.counted = 0;
+          // A report relayed by the Durable Object is up to a few seconds old.
+          // Assume it counts as many of our in-flight dispatches as it can: for
+          // short requests the ones it counted have finished and ours are new,
+          // so counting both would report a replica full at half its load.
+          known.counted = Math.min(known.inflight, r.load.ongoing + r.load.queued);
           known.models = r.models;
           known.loading = r.loading;
         }

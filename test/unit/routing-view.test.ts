@@ -56,8 +56,19 @@ describe("RoutingView.applySnapshot", () => {
     v.applySnapshot(snap(replica("a", { load: { seq: 2, ongoing: 3, queued: 1 } })), T0 + 100);
     expect(v.get("a")).toBe(a);
     expect(a.inflight).toBe(2);
-    expect(a.load).toBe(3 + 1 + 2);
+    // The report (ongoing 3 + queued 1) is assumed to include our 2 in-flight
+    // dispatches: others' 2 plus ours 2, not 4 + 2.
+    expect(a.load).toBe(3 + 1 - 2 + 2);
     expect(a.reported.seq).toBe(2);
+  });
+
+  it("a snapshot reporting less than our in-flight count does not make the load negative", () => {
+    const v = new RoutingView();
+    v.applySnapshot(snap(replica("a", { load: { seq: 1, ongoing: 0 } })), T0);
+    const a = v.get("a")!;
+    for (let i = 0; i < 3; i++) v.startDispatch(a);
+    v.applySnapshot(snap(replica("a", { load: { seq: 2, ongoing: 1 } })), T0 + 100);
+    expect(a.load).toBe(3);
   });
 
   it("keeps a newer load than the snapshot's (from a response header)", () => {
