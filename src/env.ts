@@ -1,6 +1,6 @@
 import type { DeploymentRouter } from "./state/deployment-router.ts";
-import { sessionObjectName } from "./state/session-binding.ts";
-import type { SessionRouter } from "./state/session-router.ts";
+import { sessionObjectName, sessionShardName } from "./state/session-binding.ts";
+import type { SessionRouter, SessionRouterStats } from "./state/session-router.ts";
 import type { AccessKeys } from "./state/access-keys.ts";
 import type { RateLimiter } from "./state/rate-limiter.ts";
 import type { Telemetry } from "./telemetry/telemetry.ts";
@@ -13,6 +13,14 @@ export function routerFor(env: Env, deployment: string): DurableObjectStub<Deplo
 /** The SessionRouter shard holding a session's binding. */
 export function sessionRouterFor(env: Env, deployment: string, session: string, shards: number): DurableObjectStub<SessionRouter> {
   return env.SESSIONS.get(env.SESSIONS.idFromName(sessionObjectName(deployment, session, shards)));
+}
+
+/** A deployment's session counters, summed over its SessionRouter shards (admin and metrics; calls every shard). */
+export async function sessionStatsFor(env: Env, deployment: string, shards: number): Promise<SessionRouterStats> {
+  const all = await Promise.all(Array.from({ length: shards }, (_, i) => env.SESSIONS.get(env.SESSIONS.idFromName(sessionShardName(deployment, i))).stats()));
+  const sum: SessionRouterStats = { bindings: 0, resolves: 0, rebinds: 0, writes: 0 };
+  for (const s of all) for (const k of Object.keys(sum) as (keyof SessionRouterStats)[]) sum[k] += s[k];
+  return sum;
 }
 
 /** The AccessKeys object of a deployment. */

@@ -7,10 +7,9 @@
 import { Hono, type MiddlewareHandler } from "hono";
 import { z } from "zod";
 import type { Deployment } from "../config/deployment.ts";
-import { keysFor, routerFor, type Env } from "../env.ts";
+import { keysFor, routerFor, sessionStatsFor, type Env } from "../env.ts";
 import { errorResponse } from "../protocol/index.ts";
-import { sessionShardName } from "../state/session-binding.ts";
-import { bearerMatches } from "./auth.ts";
+import { adminRefusal } from "./auth.ts";
 import { controlRejections } from "./control-routes.ts";
 import type { IsolateState } from "./isolate-state.ts";
 
@@ -23,9 +22,8 @@ export function adminRoutes(byName: ReadonlyMap<string, Deployment>, stateFor: (
   const app = new Hono<AdminEnv>();
 
   const guard: MiddlewareHandler<AdminEnv> = async (c, next) => {
-    if (!c.env.SWITCHYARD_ADMIN_SECRET || !bearerMatches(c.req.header("authorization"), c.env.SWITCHYARD_ADMIN_SECRET)) {
-      return errorResponse("unauthorized", "admin secret missing or wrong", { headers: { "www-authenticate": "Bearer" } });
-    }
+    const refused = adminRefusal(c.env, c.req.header("authorization"));
+    if (refused) return refused;
     const name = c.req.param("name") ?? "";
     const d = byName.get(name);
     if (!d) return errorResponse("route_not_found", `no deployment named "${name}"`);
@@ -39,12 +37,11 @@ export function adminRoutes(byName: ReadonlyMap<string, Deployment>, stateFor: (
   app.get("/:name", async (c) => {
     const d = c.get("deployment");
     const stub = routerFor(c.env, d.name);
-    const shards = Array.from({ length: d.sessionAffinity.enabled ? d.sessionAffinity.shards : 0 }, (_, i) =>
-      c.env.SESSIONS.get(c.env.SESSIONS.idFromName(sessionShardName(d.name, i))).stats(),
-    );
-    const [snapshot, stats, sessionShards] = await Promise.all([stub.snapshot(), stub.stats(), Promise.all(shards)]);
-    const sessions = { bindings: 0, resolves: 0, rebinds: 0, writes: 0 };
-    for (const s of sessionShards) for (const k of Object.keys(sessions) as (keyof typeof sessions)[]) sessions[k] += s[k];
+    const [snapshot, stats, sessions] = await Promise.all([
+      stub.snapshot(),
+      stub.stats(),
+      sessionStatsFor(c.env, d.name, d.sessionAffinity.enabled ? d.sessionAffinity.shards : 0),
+    ]);
     const state = stateFor(c.env);
     return c.json({
       deployment: d,

@@ -6,12 +6,11 @@
  */
 import { Hono } from "hono";
 import type { Deployment } from "../config/deployment.ts";
-import { routerFor, telemetryFor, type Env } from "../env.ts";
+import { routerFor, sessionStatsFor, telemetryFor, type Env } from "../env.ts";
 import { errorResponse } from "../protocol/index.ts";
-import { sessionShardName } from "../state/session-binding.ts";
 import { renderPrometheus, type DeploymentMetrics } from "../telemetry/prometheus.ts";
 import { DASHBOARD_PROTOCOL } from "../telemetry/telemetry.ts";
-import { bearerMatches } from "./auth.ts";
+import { adminRefusal, bearerMatches } from "./auth.ts";
 
 function secretFromSubprotocols(header: string | undefined): string | null {
   for (const p of (header ?? "").split(",")) {
@@ -32,21 +31,21 @@ export function observabilityRoutes(deployments: readonly Deployment[]): Hono<{ 
   const app = new Hono<{ Bindings: Env }>();
 
   app.get("/-/metrics", async (c) => {
-    if (!c.env.SWITCHYARD_ADMIN_SECRET || !bearerMatches(c.req.header("authorization"), c.env.SWITCHYARD_ADMIN_SECRET)) {
-      return errorResponse("unauthorized", "admin secret missing or wrong", { headers: { "www-authenticate": "Bearer" } });
-    }
+    const refused = adminRefusal(c.env, c.req.header("authorization"));
+    if (refused) return refused;
     const telemetry = await telemetryFor(c.env).totals(deployments.map((d) => d.name));
     const metrics = await Promise.all(
       deployments.map(async (d, i): Promise<DeploymentMetrics> => {
         const router = routerFor(c.env, d.name);
-        const shards = Array.from({ length: d.sessionAffinity.enabled ? d.sessionAffinity.shards : 0 }, (_, k) =>
-          c.env.SESSIONS.get(c.env.SESSIONS.idFromName(sessionShardName(d.name, k))).stats(),
-        );
-        const [snapshot, autoscale, sessionStats] = await Promise.all([router.snapshot(), router.autoscale(), Promise.all(shards)]);
+        const [snapshot, autoscale, sessions] = await Promise.all([
+          router.snapshot(),
+          router.autoscale(),
+          d.sessionAffinity.enabled ? sessionStatsFor(c.env, d.name, d.sessionAffinity.shards) : null,
+        ]);
         return {
           totals: telemetry.totals[i]!,
           replicas: snapshot.replicas,
-          sessionBindings: d.sessionAffinity.enabled ? sessionStats.reduce((a, s) => a + s.bindings, 0) : null,
+          sessionBindings: sessions?.bindings ?? null,
           desiredReplicas: autoscale.enabled ? autoscale.desired : null,
         };
       }),
@@ -60,7 +59,7 @@ export function observabilityRoutes(deployments: readonly Deployment[]): Hono<{ 
     }
     const offered = c.req.header("sec-websocket-protocol");
     const secret = secretFromSubprotocols(offered);
-    if (!c.env.SWITCHYARD_ADMIN_SECRET || secret === null || !bearerMatches(`Bearer ${secret}`, c.env.SWITCHYARD_ADMIN_SECRET)) {
+    if (secret === null || !bearerMatches(`Bearer ${secret}`, c.env.SWITCHYARD_ADMIN_SECRET)) {
       return errorResponse("unauthorized", "admin secret missing or wrong");
     }
     if (!(offered ?? "").split(",").some((p) => p.trim() === DASHBOARD_PROTOCOL)) {
