@@ -24,6 +24,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { LocalStack } from "../src/local/stack.ts";
 import { synthesizeVowel } from "../src/replica/models/silero-vad.ts";
+import { mulberry32 } from "../test/unit/seeded-random.ts";
 
 const { values } = parseArgs({ options: { seconds: { type: "string", default: "8" }, concurrency: { type: "string", default: "6" } } });
 const seconds = Number(values.seconds);
@@ -35,18 +36,6 @@ const MIX: [string, number][] = [
   ["silero-vad-v6", 0.15],
 ];
 const body = JSON.stringify({ samples: synthesizeVowel(16_000) });
-
-/** Deterministic PRNG (mulberry32) so both arms see the same model sequence. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function pickModel(r: number): string {
   let acc = 0;
@@ -148,9 +137,9 @@ try {
     };
 
   // 1. Model hit share: Switchyard, then a model-blind router on the same replicas.
-  const seq = prng(42);
+  const seq = mulberry32(42);
   const models = Array.from({ length: 1_000_000 }, () => pickModel(seq()));
-  const pickReplica = prng(7);
+  const pickReplica = mulberry32(7);
   const blindTarget = (i: number) => ({
     url: `${replicaUrls[Math.floor(pickReplica() * replicaUrls.length)]}/vad`,
     headers: { "x-switchyard-model": models[i]! },
@@ -162,7 +151,7 @@ try {
   const blind = await run(seconds, blindTarget);
 
   // 2. Sessions, each using one model (60 sessions, same skew), through Switchyard.
-  const sessionModels = Array.from({ length: 60 }, (_, k) => pickModel(prng(1000 + k)()));
+  const sessionModels = Array.from({ length: 60 }, (_, k) => pickModel(mulberry32(1000 + k)()));
   const before = await adminState();
   const sessions = await run(seconds, (i) => {
     const k = i % sessionModels.length;

@@ -40,6 +40,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { LocalStack } from "../src/local/stack.ts";
+import { mulberry32 } from "../test/unit/seeded-random.ts";
 
 const { values } = parseArgs({
   options: {
@@ -84,18 +85,6 @@ const ARMS: { balancer: Balancer; name: string; label: string }[] = [
   { balancer: "round_robin", name: "dq-round-robin", label: "round_robin" },
   { balancer: "random", name: "dq-random", label: "random" },
 ];
-
-/** Deterministic PRNG (mulberry32): every arm gets the same arrival sequence. */
-function prng(s: number): () => number {
-  let a = s >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface Sample {
   status: number;
@@ -160,7 +149,7 @@ async function closedLoop(url: string, clients: number, secs: number): Promise<S
 }
 
 const drive = (url: string, secs: number, arrivalSeed: number) =>
-  loadMode === "open" ? openLoop(url, rate, secs, prng(arrivalSeed)) : closedLoop(url, concurrency, secs);
+  loadMode === "open" ? openLoop(url, rate, secs, mulberry32(arrivalSeed)) : closedLoop(url, concurrency, secs);
 
 const pct = (xs: number[], p: number) => {
   const s = [...xs].sort((a, b) => a - b);

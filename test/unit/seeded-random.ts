@@ -1,4 +1,4 @@
-/** Small deterministic PRNG (mulberry32) for property tests: same seed, same sequence. */
+/** Small deterministic PRNG (mulberry32) for property tests and the benchmarks: same seed, same sequence. */
 export function mulberry32(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
