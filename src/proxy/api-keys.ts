@@ -7,6 +7,7 @@
  * key set (the object unreachable since the isolate started) nobody gets in.
  */
 import { bearerToken, hashApiKey } from "../state/api-key-format.ts";
+import { BackgroundRefresh } from "./background-refresh.ts";
 
 export const KEY_SET_TTL_MS = 10_000;
 const REFRESH_FAILURE_BACKOFF_MS = 1_000;
@@ -17,23 +18,25 @@ export type KeyCheck =
   | { ok: true; keyHash: string }
   | { ok: false; code: "unauthorized" | "auth_unavailable"; message: string };
 
-interface Cached {
-  hashes: Set<string> | null;
-  fetchedAt: number;
-  nextRefreshAt: number;
-  refreshing: Promise<void> | null;
-}
-
 export class ApiKeyCache {
-  readonly #source: KeySetSource;
-  readonly #now: () => number;
-  readonly #entries = new Map<string, Cached>();
-  /** Object calls made (observability and tests). */
-  refreshes = 0;
+  readonly #sets: BackgroundRefresh<Set<string> | null, string[]>;
 
   constructor(source: KeySetSource, now: () => number = Date.now) {
-    this.#source = source;
-    this.#now = now;
+    this.#sets = new BackgroundRefresh<Set<string> | null, string[]>({
+      source,
+      // No set until the first fetch succeeds: fail closed meanwhile.
+      initial: () => null,
+      apply: (_old, hashes) => new Set(hashes),
+      ttlMs: KEY_SET_TTL_MS,
+      failureBackoffMs: REFRESH_FAILURE_BACKOFF_MS,
+      what: "api key",
+      now,
+    });
+  }
+
+  /** Object calls made (observability and tests). */
+  get refreshes(): number {
+    return this.#sets.refreshes;
   }
 
   async check(deployment: string, authorization: string | null | undefined, background: (p: Promise<unknown>) => void): Promise<KeyCheck> {
@@ -41,7 +44,7 @@ export class ApiKeyCache {
     if (token === null) {
       return { ok: false, code: "unauthorized", message: "this deployment needs an API key: send Authorization: Bearer <key>" };
     }
-    const [hashes, keyHash] = await Promise.all([this.#hashes(deployment, background), hashApiKey(token)]);
+    const [hashes, keyHash] = await Promise.all([this.#sets.get(deployment, background, (s) => s.value === null), hashApiKey(token)]);
     if (!hashes) return { ok: false, code: "auth_unavailable", message: "API keys cannot be checked right now; retry shortly" };
     if (!hashes.has(keyHash)) return { ok: false, code: "unauthorized", message: "API key not valid for this deployment (unknown or revoked)" };
     return { ok: true, keyHash };
@@ -49,43 +52,6 @@ export class ApiKeyCache {
 
   /** Forgets the isolate's key set (after this isolate created or revoked a key). */
   invalidate(deployment: string): void {
-    this.#entries.delete(deployment);
-  }
-
-  async #hashes(deployment: string, background: (p: Promise<unknown>) => void): Promise<Set<string> | null> {
-    let c = this.#entries.get(deployment);
-    if (!c) {
-      c = { hashes: null, fetchedAt: 0, nextRefreshAt: 0, refreshing: null };
-      this.#entries.set(deployment, c);
-    }
-    const now = this.#now();
-    if (c.hashes === null) {
-      if (c.refreshing) await c.refreshing;
-      else if (now >= c.nextRefreshAt) await this.#refresh(deployment, c);
-      return c.hashes;
-    }
-    if (!c.refreshing && now >= c.nextRefreshAt) background(this.#refresh(deployment, c));
-    return c.hashes;
-  }
-
-  #refresh(deployment: string, c: Cached): Promise<void> {
-    this.refreshes++;
-    const p = this.#source(deployment)
-      .then((hashes) => {
-        const now = this.#now();
-        c.hashes = new Set(hashes);
-        c.fetchedAt = now;
-        c.nextRefreshAt = now + KEY_SET_TTL_MS;
-      })
-      .catch((err: unknown) => {
-        // Keep the last set (a revoked key may live one failed refresh longer).
-        c.nextRefreshAt = this.#now() + REFRESH_FAILURE_BACKOFF_MS;
-        console.error(JSON.stringify({ msg: "api key refresh failed", deployment, error: String(err) }));
-      })
-      .finally(() => {
-        c.refreshing = null;
-      });
-    c.refreshing = p;
-    return p;
+    this.#sets.forget(deployment);
   }
 }

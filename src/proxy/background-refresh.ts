@@ -1,0 +1,90 @@
+/**
+ * Per-key values an isolate keeps and refreshes from a Durable Object in the
+ * background (stale-while-revalidate): routing views and API key sets. A value
+ * older than `ttlMs` is refreshed after the response (`background`), so requests
+ * do not wait; only when the caller says the value is unusable (none yet, or no
+ * ready replica) does a request wait, for the refresh already in flight or a
+ * new one. A failed refresh keeps the old value and backs off before retrying.
+ */
+export interface BackgroundRefreshOptions<T, S> {
+  /** Fetches a fresh copy (a Durable Object call). */
+  source: (key: string) => Promise<S>;
+  /** The value before the first successful fetch. */
+  initial: () => T;
+  /** Folds a fetched copy into the value (returns the new value, or the same one updated). */
+  apply: (value: T, fetched: S, now: number) => T;
+  ttlMs: number;
+  failureBackoffMs: number;
+  /** Named in the log line of a failed refresh. */
+  what: string;
+  now?: () => number;
+}
+
+export interface Refreshed<T> {
+  value: T;
+  /** Epoch ms of the last successful refresh (0: never). */
+  fetchedAt: number;
+}
+
+interface Slot<T> extends Refreshed<T> {
+  /** Epoch ms before which no new refresh starts. */
+  nextRefreshAt: number;
+  refreshing: Promise<void> | null;
+}
+
+export class BackgroundRefresh<T, S> {
+  readonly #o: BackgroundRefreshOptions<T, S>;
+  readonly #now: () => number;
+  readonly #slots = new Map<string, Slot<T>>();
+  /** Durable Object calls made (observability and tests). */
+  refreshes = 0;
+
+  constructor(options: BackgroundRefreshOptions<T, S>) {
+    this.#o = options;
+    this.#now = options.now ?? Date.now;
+  }
+
+  /** The key's value; waits for a refresh only when `unusable` says the current one cannot serve. */
+  async get(key: string, background: (p: Promise<unknown>) => void, unusable: (s: Refreshed<T>, now: number) => boolean): Promise<T> {
+    let s = this.#slots.get(key);
+    if (!s) {
+      s = { value: this.#o.initial(), fetchedAt: 0, nextRefreshAt: 0, refreshing: null };
+      this.#slots.set(key, s);
+    }
+    const now = this.#now();
+    if (unusable(s, now)) {
+      if (s.refreshing) await s.refreshing;
+      else if (now >= s.nextRefreshAt) await this.#refresh(key, s);
+      return s.value;
+    }
+    if (!s.refreshing && now >= s.nextRefreshAt) background(this.#refresh(key, s));
+    return s.value;
+  }
+
+  /** Forgets the key's value (and its back-off): the next get fetches afresh. */
+  forget(key: string): void {
+    this.#slots.delete(key);
+  }
+
+  #refresh(key: string, s: Slot<T>): Promise<void> {
+    this.refreshes++;
+    const p = this.#o
+      .source(key)
+      .then((fetched) => {
+        const now = this.#now();
+        s.value = this.#o.apply(s.value, fetched, now);
+        s.fetchedAt = now;
+        s.nextRefreshAt = now + this.#o.ttlMs;
+      })
+      .catch((err: unknown) => {
+        // Keep serving the old value (the Durable Object may be restarting).
+        s.nextRefreshAt = this.#now() + this.#o.failureBackoffMs;
+        console.error(JSON.stringify({ msg: `${this.#o.what} refresh failed`, deployment: key, error: String(err) }));
+      })
+      .finally(() => {
+        s.refreshing = null;
+      });
+    s.refreshing = p;
+    return p;
+  }
+}
