@@ -19,6 +19,18 @@ const Backend = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("onnx"), model: ModelId.optional() }).strict(),
   /** Echoes the request body back as a stream (tests and benchmarks of the byte path). */
   z.object({ kind: z.literal("echo") }).strict(),
+  /**
+   * A generative language model served OpenAI-style (/v1/completions,
+   * /v1/chat/completions, /v1/embeddings) by the reference replica, token by
+   * token with real ONNX inference; see README ("The tiny language model").
+   */
+  z.object({ kind: z.literal("llm"), model: ModelId.default("tiny-lm") }).strict(),
+  /**
+   * A small ONNX model run inside the edge Worker itself (onnxruntime-web), with
+   * no replica hop: for models small enough that a GPU round trip costs more than
+   * it saves. Same request and response as the replica-served model of that id.
+   */
+  z.object({ kind: z.literal("edge"), model: ModelId }).strict(),
   /** Replicas are started elsewhere (e.g. GPU servers running the replica CLI); none locally. */
   z.object({ kind: z.literal("external") }).strict(),
 ]);
@@ -139,6 +151,20 @@ const DeploymentInput = z
       .strict()
       .optional(),
     /**
+     * OpenAI-compatible routes (POST /v1/chat/completions, /v1/completions,
+     * /v1/embeddings; GET /v1/models): a request whose body names one of these
+     * `models` is routed to this deployment, with the body forwarded unchanged
+     * to the same /v1 path on a replica. With `multiplexing` on, the model name is
+     * also the multiplexed model id (replicas holding it are preferred). Model
+     * names are unique across deployments. Off when absent.
+     */
+    openai: z
+      .object({
+        models: z.array(ModelId).min(1).max(1024),
+      })
+      .strict()
+      .optional(),
+    /**
      * Session affinity: requests with the header `x-session-id` stick to one replica
      * while it is ready and below `rebindAtLoad` of its capacity, so per-session
      * state on the replica (a KV cache) is reused. Bindings live in sharded
@@ -237,7 +263,16 @@ export function defineDeployment(input: DeploymentInput): Deployment {
 export function checkDeployments(deployments: readonly Deployment[]): void {
   const names = new Set<string>();
   const prefixes = new Set<string>();
+  const openaiModels = new Map<string, string>();
   for (const d of deployments) {
+    for (const m of d.openai?.models ?? []) {
+      const other = openaiModels.get(m);
+      if (other !== undefined) throw new Error(`OpenAI model "${m}" is served by two deployments ("${other}" and "${d.name}")`);
+      openaiModels.set(m, d.name);
+    }
+    if (d.routePrefix === "/v1" || d.routePrefix.startsWith("/v1/")) {
+      if (openaiModels.size > 0 || deployments.some((x) => x.openai)) throw new Error(`route prefix "${d.routePrefix}" clashes with the OpenAI routes under /v1`);
+    }
     if (names.has(d.name)) throw new Error(`two deployments are named "${d.name}"`);
     if (prefixes.has(d.routePrefix)) throw new Error(`two deployments use route prefix "${d.routePrefix}"`);
     if (d.routePrefix.startsWith("/-/") || d.routePrefix === "/-") throw new Error(`route prefix "${d.routePrefix}" is reserved for system routes`);

@@ -77,6 +77,9 @@ function backendArgs(d: Deployment): string[] {
       const args = ["--backend", "onnx", "--models", mux.models.join(","), "--max-models-per-replica", String(mux.maxModelsPerReplica)];
       return mux.defaultModel ? [...args, "--default-model", mux.defaultModel] : args;
     }
+    case "llm":
+      return ["--backend", "llm", "--model", d.backend.model];
+    case "edge":
     case "external":
       return [];
   }
@@ -144,7 +147,7 @@ export class LocalStack {
 
     const starts: Promise<ReplicaProcess>[] = [];
     for (const d of this.deployments) {
-      if (d.backend.kind === "external") continue;
+      if (d.backend.kind === "external" || d.backend.kind === "edge") continue;
       const n = this.#o.replicas?.[d.name] ?? d.localReplicas;
       for (let i = 0; i < n; i++) starts.push(this.startReplica(d.name));
     }

@@ -240,7 +240,9 @@ async function main(): Promise<void> {
   process.stdout.write(`${JSON.stringify({ event: "registered", replica_id: replicaId })}\n`);
 }
 
-main().catch((err: unknown) => {
+// `replica agent ...` fronts an external engine (vLLM, SGLang) instead of serving one.
+const entry = process.argv[2] === "agent" ? import("../agent/cli.ts").then((m) => m.agentMain(process.argv.slice(3))) : main();
+entry.catch((err: unknown) => {
   process.stderr.write(`replica failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
   process.exit(1);
 });
