@@ -11,6 +11,7 @@ import { adminRoutes } from "./admin-routes.ts";
 import { controlRoutes } from "./control-routes.ts";
 import { dashboardRoutes } from "./dashboard-routes.ts";
 import { observabilityRoutes } from "./observability-routes.ts";
+import { openaiRoutes } from "./openai-routes.ts";
 import type { DispatchTrace } from "./dispatch.ts";
 import { requestIdFor } from "./headers.ts";
 import { IsolateState } from "./isolate-state.ts";
@@ -55,6 +56,7 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
   app.route("/-/deployments", adminRoutes(byName, stateFor));
   app.route("/", observabilityRoutes(deployments));
   app.route("/-/dashboard", dashboardRoutes());
+  if (deployments.some((d) => d.openai)) app.route("/v1", openaiRoutes(deployments, stateFor));
 
   for (const path of ["/-/healthz", "/-/routes", "/-/metrics"]) {
     app.all(path, (c) => errorResponse("method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}`, { headers: { allow: "GET" } }));

@@ -4,10 +4,11 @@
  * touched is this isolate's routing view (no Durable Object call).
  */
 import type { Deployment } from "../config/deployment.ts";
-import { Header, PROTOCOL_VERSION, errorResponse, parseLoadHeader } from "../protocol/index.ts";
+import { Header, PROTOCOL_VERSION, errorBody, errorResponse, parseLoadHeader } from "../protocol/index.ts";
 import { backoffMs, pickRandom, pickReplica, pickReplicaForModel, pickRoundRobin } from "../policy/pick-replica.ts";
 import { clientHeaders, dispatchHeaders } from "./headers.ts";
 import { stripRoutePrefix } from "./route-table.ts";
+import { SseEventFramer } from "./sse-framing.ts";
 import type { ReplicaEntry, RoutingView } from "./routing-view.ts";
 import type { SessionAffinity } from "./session-affinity.ts";
 
@@ -24,6 +25,18 @@ export interface DispatchContext {
   session?: { id: string; affinity: SessionAffinity };
   /** Filled in as the dispatch goes, for metrics and logs. */
   trace?: DispatchTrace;
+  /**
+   * The request body, already read (OpenAI routes read it to route). It is
+   * replayed on another replica until one accepts the request, even after a lost
+   * connection: inference has no side effects worth more than a wasted prefill.
+   */
+  body?: ArrayBuffer;
+  /**
+   * The response is a Server-Sent Events stream (OpenAI `stream: true`): a
+   * replica failing after the first byte ends it with an error event instead of
+   * a cut connection.
+   */
+  sseErrors?: boolean;
 }
 
 /** What happened to one request on its way to a replica. */
@@ -84,9 +97,14 @@ function plainPicker(deployment: Deployment, view: RoutingView): (among: readonl
 
 export async function dispatch(req: Request, ctx: DispatchContext): Promise<Response> {
   const { deployment, view, requestId } = ctx;
-  const body = await prepareBody(req, deployment, requestId);
-  if (body instanceof Response) return body;
-  const prepared: PreparedBody = { ...body, safeToRepeat: body.replayable && safeToRepeat(req.method, req.headers, deployment.policy.idempotent) };
+  let prepared: PreparedBody;
+  if (ctx.body !== undefined) {
+    prepared = { body: ctx.body, replayable: true, safeToRepeat: true, overLimit: () => false };
+  } else {
+    const body = await prepareBody(req, deployment, requestId);
+    if (body instanceof Response) return body;
+    prepared = { ...body, safeToRepeat: body.replayable && safeToRepeat(req.method, req.headers, deployment.policy.idempotent) };
+  }
 
   const url = new URL(req.url);
   const path = deployment.policy.stripPrefix ? stripRoutePrefix(url.pathname, ctx.routePrefix) : url.pathname;
@@ -228,11 +246,45 @@ async function attemptOn(
     return respond(new Response(upstream.body, init), true);
   }
   // A stream: the replica is busy until it ends, so count it in flight until then.
+  // A client that goes away cancels the readable side, which cancels the pipe's
+  // source: the replica sees its request closed and stops.
   const { readable, writable } = new IdentityTransformStream();
-  const piped = upstream.body.pipeTo(writable).catch(() => undefined).finally(() => view.endDispatch(replica));
+  const piped = (ctx.sseErrors ? pipeWithErrorEvent(upstream.body, writable, replica.id, requestId) : upstream.body.pipeTo(writable))
+    .catch(() => undefined)
+    .finally(() => view.endDispatch(replica));
   if (ctx.trace) ctx.trace.streamEnd = piped;
   ctx.background(piped);
   return respond(new Response(readable, init), true);
+}
+
+/**
+ * Pipes an SSE stream event by event (SseEventFramer); when the source fails
+ * mid-stream (the replica died), the client gets a last well-formed event,
+ * OpenAI's `data: {"error": {...}}`, and a clean end instead of a cut
+ * connection. A client that went away is not written to.
+ */
+async function pipeWithErrorEvent(source: ReadableStream<Uint8Array>, sink: WritableStream<Uint8Array>, replicaId: string, requestId: string): Promise<void> {
+  const framer = new SseEventFramer();
+  const events = new TransformStream<Uint8Array, Uint8Array>({
+    transform(chunk, controller) {
+      const complete = framer.push(chunk);
+      if (complete.length > 0) controller.enqueue(complete);
+    },
+    flush(controller) {
+      const rest = framer.flush();
+      if (rest.length > 0) controller.enqueue(rest);
+    },
+  });
+  try {
+    await source.pipeThrough(events).pipeTo(sink, { preventAbort: true });
+  } catch (err) {
+    const event = errorBody("upstream_failed", `replica ${replicaId} failed mid-stream: ${String(err)}`, { requestId });
+    const writer = sink.getWriter();
+    // Fails when the client is the one that went away: nothing to tell then.
+    await writer.write(new TextEncoder().encode(`data: ${JSON.stringify(event)}\n\n`));
+    await writer.close();
+    console.error(JSON.stringify({ msg: "stream failed", replica: replicaId, request_id: requestId, error: String(err) }));
+  }
 }
 
 function logEjection(ctx: DispatchContext, replica: ReplicaEntry, cause: string): void {

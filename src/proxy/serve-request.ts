@@ -7,7 +7,7 @@ import type { Deployment } from "../config/deployment.ts";
 import { errorResponse } from "../protocol/index.ts";
 import { dispatch, type DispatchTrace } from "./dispatch.ts";
 import type { IsolateState } from "./isolate-state.ts";
-import { requestKeys } from "./request-keys.ts";
+import { requestKeys, type RequestKeys } from "./request-keys.ts";
 
 export interface ServeContext {
   deployment: Deployment;
@@ -16,6 +16,11 @@ export interface ServeContext {
   requestId: string;
   background: (p: Promise<unknown>) => void;
   trace: DispatchTrace;
+  /**
+   * An OpenAI-style request (openai-routes.ts): its body is already read and its
+   * model and session come from it, not from headers.
+   */
+  openai?: { body: ArrayBuffer; stream: boolean } & RequestKeys;
 }
 
 export async function serveRequest(req: Request, ctx: ServeContext): Promise<Response> {
@@ -40,7 +45,10 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
       });
     }
   }
-  const keys = requestKeys(headers, deployment);
+  const openai = ctx.openai;
+  const keys = openai
+    ? { ok: true as const, keys: { ...(openai.model !== undefined ? { model: openai.model } : {}), ...(openai.session !== undefined ? { session: openai.session } : {}) } }
+    : requestKeys(headers, deployment);
   if (!keys.ok) return errorResponse(keys.code, keys.message, { requestId });
   const done = state.admit(deployment);
   if (!done) {
@@ -61,6 +69,7 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
       background,
       ...(model !== undefined ? { model } : {}),
       ...(session !== undefined ? { session: { id: session, affinity: state.affinity } } : {}),
+      ...(openai ? { body: openai.body, sseErrors: openai.stream } : {}),
     });
   } finally {
     done();

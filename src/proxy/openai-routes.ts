@@ -1,0 +1,122 @@
+/**
+ * OpenAI-compatible routes: POST /v1/chat/completions, /v1/completions and
+ * /v1/embeddings are routed by the body's `model` to the deployment that lists
+ * it in `openai.models`, and forwarded byte for byte to the same path on one of
+ * its replicas; GET /v1/models lists the models whose deployment has a ready
+ * replica now. Responses stream through unbuffered (dispatch.ts).
+ */
+import { Hono, type Context } from "hono";
+import type { Deployment } from "../config/deployment.ts";
+import type { Env } from "../env.ts";
+import { errorResponse } from "../protocol/index.ts";
+import type { DispatchTrace } from "./dispatch.ts";
+import { requestIdFor } from "./headers.ts";
+import type { IsolateState } from "./isolate-state.ts";
+import { OPENAI_ENDPOINTS, openaiBodyLimit, openaiModelTable, parseOpenAIBody, type OpenAIEndpoint } from "./openai-request.ts";
+import { observeRequest } from "./request-observer.ts";
+import { SESSION_ID } from "./request-keys.ts";
+import { serveRequest } from "./serve-request.ts";
+import { Header } from "../protocol/index.ts";
+
+/** Reads a request body up to `limit` bytes; null when it is larger. */
+async function readBounded(req: Request, limit: number): Promise<ArrayBuffer | null> {
+  const declared = req.headers.get("content-length");
+  if (declared !== null && /^\d{1,15}$/.test(declared) && Number(declared) > limit) return null;
+  if (!req.body) return new ArrayBuffer(0);
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const reader = req.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel().catch(() => undefined);
+      return null;
+    }
+    chunks.push(value);
+  }
+  const out = new Uint8Array(size);
+  let at = 0;
+  for (const c of chunks) {
+    out.set(c, at);
+    at += c.byteLength;
+  }
+  return out.buffer;
+}
+
+export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env: Env) => IsolateState): Hono<{ Bindings: Env }> {
+  const byModel = openaiModelTable(deployments);
+  const served = deployments.filter((d) => d.openai);
+  const bodyLimit = openaiBodyLimit(deployments);
+  const app = new Hono<{ Bindings: Env }>();
+
+  app.get("/models", async (c) => {
+    const state = stateFor(c.env);
+    const now = Date.now();
+    const data: { id: string; object: "model"; created: number; owned_by: string }[] = [];
+    for (const d of served) {
+      const live = d.backend.kind === "edge" || (await state.snapshots.view(d.name, (p) => c.executionCtx.waitUntil(p))).readyCount(now) > 0;
+      if (!live) continue;
+      for (const id of d.openai!.models) data.push({ id, object: "model", created: 0, owned_by: d.name });
+    }
+    return c.json({ object: "list", data });
+  });
+
+  const post = (endpoint: OpenAIEndpoint) => async (c: Context<{ Bindings: Env }>) => {
+    const requestId = requestIdFor(c.req.header(Header.requestId) ?? null);
+    const bytes = await readBounded(c.req.raw, bodyLimit);
+    if (bytes === null) return errorResponse("payload_too_large", `request body exceeds ${bodyLimit} bytes`, { requestId });
+    const parsed = parseOpenAIBody(endpoint, bytes);
+    if (!parsed.ok) return errorResponse(parsed.code, parsed.message, { requestId });
+    const { model, stream, user } = parsed.routing;
+    const deployment = byModel.get(model);
+    if (!deployment) {
+      return errorResponse("model_not_found", `the model "${model}" does not exist here; GET /v1/models lists the models served now`, { requestId });
+    }
+    if (bytes.byteLength > deployment.limits.maxRequestBodyBytes) {
+      return errorResponse("payload_too_large", `request body of ${bytes.byteLength} bytes exceeds ${deployment.limits.maxRequestBodyBytes}`, { requestId });
+    }
+    // The session: the x-session-id header when given, else the body's `user`.
+    let session: string | undefined;
+    if (deployment.sessionAffinity.enabled) {
+      const header = c.req.header(Header.clientSession);
+      if (header !== undefined) {
+        if (!SESSION_ID.test(header)) return errorResponse("bad_request", `invalid ${Header.clientSession}: 1-256 visible ASCII characters`, { requestId });
+        session = header;
+      } else {
+        session = user;
+      }
+    }
+    const state = stateFor(c.env);
+    const background = (p: Promise<unknown>) => c.executionCtx.waitUntil(p);
+    const started = Date.now();
+    const trace: DispatchTrace = { attempts: 0, rejections: 0, ejections: 0 };
+    const response = await serveRequest(c.req.raw, {
+      deployment,
+      // /v1 paths go to the replica unchanged, whatever the deployment's own prefix.
+      routePrefix: "/",
+      state,
+      requestId,
+      background,
+      trace,
+      openai: {
+        body: bytes,
+        stream,
+        ...(deployment.multiplexing ? { model } : {}),
+        ...(session !== undefined ? { session } : {}),
+      },
+    });
+    observeRequest(c.env, state, deployment.name, c.req.method, response.status, requestId, started, trace, background);
+    return response;
+  };
+
+  for (const [path, endpoint] of Object.entries(OPENAI_ENDPOINTS)) {
+    const sub = path.slice("/v1".length);
+    app.post(sub, post(endpoint));
+    app.all(sub, (c) => errorResponse("method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}; use POST`, { headers: { allow: "POST" } }));
+  }
+  app.all("/models", (c) => errorResponse("method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}; use GET`, { headers: { allow: "GET" } }));
+  app.all("*", (c) => errorResponse("route_not_found", `no OpenAI route ${c.req.method} ${c.req.path}; served: POST ${Object.keys(OPENAI_ENDPOINTS).join(", POST ")}, GET /v1/models`));
+  return app;
+}

@@ -1,0 +1,87 @@
+/** What the edge reads from an OpenAI-style body to route it. */
+import { describe, expect, it } from "vitest";
+import { checkDeployments, defineDeployment } from "../../src/config/deployment.ts";
+import { openaiBodyLimit, openaiModelTable, parseOpenAIBody } from "../../src/proxy/openai-request.ts";
+
+const body = (x: unknown) => new TextEncoder().encode(typeof x === "string" ? x : JSON.stringify(x)).buffer as ArrayBuffer;
+const chat = { model: "tiny-lm", messages: [{ role: "user", content: "hi" }] };
+
+describe("parseOpenAIBody", () => {
+  it("reads model, stream and user from a chat body", () => {
+    expect(parseOpenAIBody("chat", body({ ...chat, stream: true, user: "alice" }))).toEqual({ ok: true, routing: { model: "tiny-lm", stream: true, user: "alice" } });
+    expect(parseOpenAIBody("chat", body(chat))).toEqual({ ok: true, routing: { model: "tiny-lm", stream: false } });
+  });
+
+  it("keeps unknown fields out of its way (they are forwarded, not checked)", () => {
+    const r = parseOpenAIBody("completions", body({ model: "m", prompt: ["a", "b"], logit_bias: { "1": 2 }, frobnicate: true }));
+    expect(r.ok).toBe(true);
+  });
+
+  it("accepts every prompt shape OpenAI accepts", () => {
+    for (const prompt of ["x", ["x", "y"], [1, 2, 3], [[1], [2, 3]]]) expect(parseOpenAIBody("completions", body({ model: "m", prompt })).ok).toBe(true);
+    for (const input of ["x", ["x"], [1, 2], [[1, 2]]]) expect(parseOpenAIBody("embeddings", body({ model: "m", input })).ok).toBe(true);
+  });
+
+  it("refuses what cannot be routed or served, with a message naming the field", () => {
+    const bad = (endpoint: "chat" | "completions" | "embeddings", x: unknown) => {
+      const r = parseOpenAIBody(endpoint, body(x));
+      if (r.ok) throw new Error("expected a refusal");
+      expect(r.code).toBe("bad_request");
+      return r.message;
+    };
+    expect(bad("chat", "{not json")).toMatch(/not valid JSON/);
+    expect(bad("chat", "[1,2]")).toMatch(/JSON object/);
+    expect(bad("chat", { messages: chat.messages })).toMatch(/`model`/);
+    expect(bad("chat", { ...chat, model: "" })).toMatch(/`model`/);
+    expect(bad("chat", { ...chat, messages: [] })).toMatch(/`messages`/);
+    expect(bad("chat", { ...chat, stream: "yes" })).toMatch(/`stream`/);
+    expect(bad("completions", { model: "m" })).toMatch(/`prompt`/);
+    expect(bad("embeddings", { model: "m", input: "x", stream: true })).toMatch(/`stream`/);
+  });
+
+  it("refuses invalid UTF-8", () => {
+    const r = parseOpenAIBody("chat", new Uint8Array([0x7b, 0xff, 0x7d]).buffer);
+    expect(r.ok).toBe(false);
+  });
+
+  it("turns any `user` into a header-safe session key", () => {
+    const r = parseOpenAIBody("chat", body({ ...chat, user: "Zoë Müller" }));
+    expect(r.ok && r.routing.user).toBe("Zo%C3%AB%20M%C3%BCller");
+    const long = parseOpenAIBody("chat", body({ ...chat, user: "é".repeat(100) }));
+    expect(long.ok).toBe(false);
+  });
+});
+
+describe("the model table", () => {
+  const llm = defineDeployment({ name: "llm", routePrefix: "/llm", backend: { kind: "llm" }, openai: { models: ["tiny-lm"] } });
+  const vllm = defineDeployment({
+    name: "vllm",
+    routePrefix: "/vllm",
+    backend: { kind: "external" },
+    openai: { models: ["llama", "llama-sql-lora"] },
+    multiplexing: { models: ["llama", "llama-sql-lora"] },
+    limits: { maxRequestBodyBytes: 20 * 1024 * 1024 },
+  });
+  const plain = defineDeployment({ name: "hello", routePrefix: "/hello", backend: { kind: "text", text: "hi" } });
+
+  it("maps each model to its deployment; the body bound is the largest /v1 limit", () => {
+    const t = openaiModelTable([llm, vllm, plain]);
+    expect(t.get("tiny-lm")?.name).toBe("llm");
+    expect(t.get("llama-sql-lora")?.name).toBe("vllm");
+    expect(t.size).toBe(3);
+    expect(openaiBodyLimit([llm, vllm, plain])).toBe(20 * 1024 * 1024);
+  });
+
+  it("refuses a model served by two deployments and a route prefix under /v1", () => {
+    const twin = defineDeployment({ name: "llm2", routePrefix: "/llm2", backend: { kind: "llm" }, openai: { models: ["tiny-lm"] } });
+    expect(() => checkDeployments([llm, twin])).toThrow(/served by two deployments/);
+    const v1 = defineDeployment({ name: "raw", routePrefix: "/v1/raw", backend: { kind: "echo" } });
+    expect(() => checkDeployments([llm, v1])).toThrow(/clashes with the OpenAI routes/);
+  });
+
+  it("with multiplexing, OpenAI models must be multiplexed model ids", () => {
+    expect(() =>
+      defineDeployment({ name: "x", routePrefix: "/x", backend: { kind: "external" }, openai: { models: ["a", "b"] }, multiplexing: { models: ["a"] } }),
+    ).toThrow(/b not in multiplexing.models/);
+  });
+});
