@@ -114,7 +114,7 @@ export class LocalStack {
     mkdirSync(join(this.#stateDir, "do"), { recursive: true });
     const workerPath = join(this.#stateDir, "worker.js");
     this.#replicaScript = join(root, "dist/replica.mjs");
-    await Promise.all([bundleWorker(workerPath, functionsDir), bundleReplica(this.#replicaScript)]);
+    const [bundle] = await Promise.all([bundleWorker(workerPath, functionsDir), bundleReplica(this.#replicaScript)]);
 
     const workerdPort = await freePort();
     const configPath = join(this.#stateDir, "workerd.capnp");
@@ -125,6 +125,8 @@ export class LocalStack {
         configDir: this.#stateDir,
         storageDir: join(this.#stateDir, "do"),
         address: `127.0.0.1:${workerdPort}`,
+        // Edge models' wasm runtime and weights (none unless a deployment has backend kind "edge").
+        modules: bundle.modules,
         // Local mode: replicas may register loopback and private addresses.
         vars: {
           SWITCHYARD_REPLICA_SECRET: this.replicaSecret,

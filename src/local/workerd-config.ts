@@ -18,6 +18,11 @@ export interface WorkerdConfigOptions {
   address: string;
   /** Plain-text bindings (secrets and vars). */
   vars: Record<string, string>;
+  /**
+   * The Worker's other modules, imported by the bundle by `name` (scripts/build.ts,
+   * WorkerBundle.modules): compiled WebAssembly and data (ONNX weights) of edge models.
+   */
+  modules?: readonly { name: string; type: "wasm" | "data"; path: string }[];
 }
 
 const str = (s: string) => JSON.stringify(s);
@@ -30,6 +35,10 @@ export function workerdConfig(o: WorkerdConfigOptions): string {
     `(name = "KEYS", durableObjectNamespace = "AccessKeys")`,
     `(name = "RATE_LIMITS", durableObjectNamespace = "RateLimiter")`,
     `(name = "TELEMETRY", durableObjectNamespace = "Telemetry")`,
+  ];
+  const modules = [
+    `(name = "worker.js", esModule = embed ${str(relative(o.configDir, o.workerPath))})`,
+    ...(o.modules ?? []).map((m) => `(name = ${str(m.name)}, ${m.type} = embed ${str(relative(o.configDir, m.path))})`),
   ];
   return `using Workerd = import "/workerd/workerd.capnp";
 
@@ -47,7 +56,9 @@ const config :Workerd.Config = (
 );
 
 const edgeWorker :Workerd.Worker = (
-  modules = [ (name = "worker.js", esModule = embed ${str(relative(o.configDir, o.workerPath))}) ],
+  modules = [
+    ${modules.join(",\n    ")},
+  ],
   compatibilityDate = ${str(compatibilityDate)},
   compatibilityFlags = ["nodejs_compat"],
   bindings = [

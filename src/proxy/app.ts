@@ -41,11 +41,14 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
     const cacheNow = stateFor(c.env).snapshots;
     const now = Date.now();
     const ready: Record<string, number> = {};
+    // Deployments whose model runs in this Worker: always ready, no replicas.
+    const edge = deployments.filter((d) => d.backend.kind === "edge").map((d) => d.name);
     for (const d of deployments) {
+      if (d.backend.kind === "edge") continue;
       ready[d.name] = (await cacheNow.view(d.name, (p) => c.executionCtx.waitUntil(p))).readyCount(now);
     }
-    const canRoute = Object.values(ready).some((n) => n > 0);
-    return c.json({ status: canRoute ? "ok" : "no_ready_replica", ready_replicas: ready }, canRoute ? 200 : 503);
+    const canRoute = edge.length > 0 || Object.values(ready).some((n) => n > 0);
+    return c.json({ status: canRoute ? "ok" : "no_ready_replica", ready_replicas: ready, edge_deployments: edge }, canRoute ? 200 : 503);
   });
 
   // Ray Serve's shape: { "<route_prefix>": "<app name>" }.

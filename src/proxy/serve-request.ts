@@ -4,6 +4,7 @@
  * keys, the pending cap, then dispatch. Each refusal is a JSON error.
  */
 import type { Deployment } from "../config/deployment.ts";
+import { serveAtEdge } from "../edge/serve.ts";
 import { errorResponse } from "../protocol/index.ts";
 import { dispatch, type DispatchTrace } from "./dispatch.ts";
 import type { IsolateState } from "./isolate-state.ts";
@@ -58,6 +59,11 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
     });
   }
   try {
+    // A model run inside this Worker (src/edge/): no replica, no dispatch; the pending cap still applies.
+    if (deployment.backend.kind === "edge") {
+      ctx.trace.replica = "edge";
+      return await serveAtEdge(req, { deployment, requestId });
+    }
     const view = await state.snapshots.view(deployment.name, background);
     const { model, session } = keys.keys;
     return await dispatch(req, {

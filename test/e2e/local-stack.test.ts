@@ -41,10 +41,10 @@ describe("local stack (functions/ as shipped)", () => {
   });
 
   it("serves Ray-style system routes", async () => {
-    expect(await (await fetch(`${stack.url}/-/routes`)).json()).toEqual({ "/echo": "echo", "/hello": "hello", "/vad": "vad" });
+    expect(await (await fetch(`${stack.url}/-/routes`)).json()).toEqual({ "/echo": "echo", "/hello": "hello", "/llm": "llm", "/vad": "vad", "/vad-edge": "vad-edge" });
     const health = await fetch(`${stack.url}/-/healthz`);
     expect(health.status).toBe(200);
-    expect(await health.json()).toMatchObject({ status: "ok", ready_replicas: { hello: 48, vad: 2, echo: 1 } });
+    expect(await health.json()).toMatchObject({ status: "ok", ready_replicas: { hello: 48, vad: 2, echo: 1 }, edge_deployments: ["vad-edge"] });
   });
 
   it("runs real ONNX inference (Silero VAD) with outputs that depend on the input", async () => {

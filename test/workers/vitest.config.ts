@@ -1,11 +1,18 @@
 import { cloudflareTest } from "@cloudflare/vitest-pool-workers";
+import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
+
+// The repository root is this project's root, not this folder: vitest-pool-workers
+// loads non-JavaScript modules (the edge runtime's .wasm, a model's .onnx; see
+// wrangler.toml's [[rules]]) by joining the project root with Vite's id for the
+// file, and for a file outside the root that id is an unusable "/@fs/..." path.
+const root = fileURLToPath(new URL("../..", import.meta.url));
 
 export default defineConfig({
   plugins: [
     cloudflareTest({
-      main: "../../src/worker.ts",
-      wrangler: { configPath: "../../wrangler.toml" },
+      main: `${root}src/worker.ts`,
+      wrangler: { configPath: `${root}wrangler.toml` },
       miniflare: {
         // Local mode: replicas may register loopback and private URLs (production rules are unit-tested in test/unit/replica-url.test.ts).
         bindings: { SWITCHYARD_REPLICA_SECRET: "test-replica-secret", SWITCHYARD_ADMIN_SECRET: "test-admin-secret", SWITCHYARD_MODE: "local" },
@@ -13,7 +20,8 @@ export default defineConfig({
     }),
   ],
   test: {
+    root,
     name: "workers",
-    include: ["**/*.test.ts"],
+    include: ["test/workers/**/*.test.ts"],
   },
 });

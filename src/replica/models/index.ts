@@ -4,12 +4,13 @@
  * lifetime and sharing belong to the caller, normally a ModelCache (model-cache.ts).
  */
 import { UnknownModelError, type InferenceModel } from "./model.ts";
+import { nodeOnnxRuntime, readPackageFile } from "./onnx-session.ts";
 import { createSileroVad, SILERO_VAD_SPECS } from "./silero-vad.ts";
 
 export { ModelInputError, UnknownModelError, type InferenceModel } from "./model.ts";
 
 const factories: ReadonlyMap<string, () => Promise<InferenceModel>> = new Map(
-  SILERO_VAD_SPECS.map((spec) => [spec.id, () => createSileroVad(spec)] as const),
+  SILERO_VAD_SPECS.map((spec) => [spec.id, async () => createSileroVad(spec, nodeOnnxRuntime, await readPackageFile(spec.file))] as const),
 );
 
 /** Ids of every model this replica can serve, e.g. "silero-vad-v5". */

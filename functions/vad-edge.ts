@@ -1,0 +1,14 @@
+// Silero VAD v5 run inside the edge Worker itself (onnxruntime-web, wasm), with no
+// replica: for a model this small (2.3 MB, ~30 µs per 32 ms frame) a hop to a GPU
+// replica costs more than it saves. Same request and answer as /vad with model v5:
+// POST {"samples":[...16 kHz mono PCM in -1..1...]} → speech probability per 32 ms frame.
+// The first request in each Worker isolate creates the session (~0.5 s); see docs/edge-inference.md.
+import { defineDeployment } from "../src/config/deployment.ts";
+
+export default defineDeployment({
+  name: "vad-edge",
+  routePrefix: "/vad-edge",
+  backend: { kind: "edge", model: "silero-vad-v5" },
+  // Anyone may call it (a choice: by default a deployment needs an API key).
+  access: { public: true },
+});

@@ -1,0 +1,157 @@
+/**
+ * Serving a deployment of backend kind "edge": the model runs in this Worker
+ * isolate, with no replica hop. The request and the response are those of the
+ * reference replica serving the same model (src/replica/handlers.ts, modelHandler)
+ * behind the proxy: the same JSON output, the same validation errors, the same
+ * GET description and `…/example`; the proxy's own checks on the body
+ * (Content-Length, maxRequestBodyBytes) come first, as they do before a dispatch.
+ * Responses say where they ran: `x-switchyard-replica: edge`, and carry
+ * `x-request-id`, `x-switchyard-model` and `x-switchyard-model-cache` (miss when the
+ * request waited for the model's creation in this isolate).
+ *
+ * This file imports no ONNX runtime: models are provided by src/edge/runtime.ts,
+ * which the build pulls into the Worker only when a deployment uses kind "edge"
+ * (scripts/build.ts), so other Workers keep a small bundle.
+ */
+import type { Deployment } from "../config/deployment.ts";
+import { errorBody, errorResponse, Header, MODEL_ID } from "../protocol/index.ts";
+import { ModelInputError, UnknownModelError } from "../replica/models/model.ts";
+import type { EdgeModelHost } from "./lazy-model.ts";
+
+/** The value of `x-switchyard-replica` on answers computed at the edge. */
+export const EDGE_REPLICA_ID = "edge";
+
+/** The largest model input the replica accepts (src/replica/handlers.ts); the same here. */
+export const MAX_MODEL_INPUT_BYTES = 4 * 1024 * 1024;
+
+const hosts = new Map<string, EdgeModelHost>();
+
+/** Makes a model servable at the edge in this isolate (src/edge/runtime.ts; tests). */
+export function provideEdgeModel(id: string, host: EdgeModelHost): void {
+  hosts.set(id, host);
+}
+
+export interface EdgeServeContext {
+  deployment: Deployment;
+  requestId: string;
+}
+
+function json(status: number, body: unknown, headers: Record<string, string>): Response {
+  return new Response(JSON.stringify(body), { status, headers: { ...headers, "content-type": "application/json; charset=utf-8" } });
+}
+
+/** The model a request names: x-switchyard-model, else Ray's header, else the deployment's model (as the replica reads them). */
+function requestedModel(headers: Headers, defaultModel: string): string {
+  for (const name of [Header.model, Header.rayModel]) {
+    const value = headers.get(name)?.trim();
+    if (value) return value;
+  }
+  return defaultModel;
+}
+
+type BodyResult = { ok: true; text: string } | { ok: false; response: Response };
+
+/** Reads the body up to `limit` bytes; `over` answers a body that goes past it. */
+async function readBody(req: Request, limit: number, over: () => Response): Promise<BodyResult> {
+  if (!req.body) return { ok: true, text: "" };
+  const reader = req.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel().catch(() => undefined);
+      return { ok: false, response: over() };
+    }
+    chunks.push(value);
+  }
+  const bytes = new Uint8Array(size);
+  let at = 0;
+  for (const c of chunks) {
+    bytes.set(c, at);
+    at += c.byteLength;
+  }
+  // ignoreBOM: a leading BOM stays and fails JSON.parse, as Buffer#toString does on the replica.
+  return { ok: true, text: new TextDecoder("utf-8", { fatal: false, ignoreBOM: true }).decode(bytes) };
+}
+
+export async function serveAtEdge(req: Request, ctx: EdgeServeContext): Promise<Response> {
+  const { deployment, requestId } = ctx;
+  if (deployment.backend.kind !== "edge") throw new Error(`deployment "${deployment.name}" does not run at the edge`);
+  const served = deployment.backend.model;
+  const base: Record<string, string> = { [Header.replica]: EDGE_REPLICA_ID, [Header.requestId]: requestId };
+  const method = req.method;
+
+  // The proxy's checks on a body it would dispatch (src/proxy/dispatch.ts, prepareBody).
+  const { maxRequestBodyBytes } = deployment.limits;
+  const hasBody = req.body !== null && method !== "GET" && method !== "HEAD";
+  if (hasBody) {
+    const declared = req.headers.get("content-length");
+    if (declared !== null) {
+      if (!/^\d{1,15}$/.test(declared)) return errorResponse("bad_request", "invalid Content-Length header", { requestId });
+      const size = Number(declared);
+      if (size > maxRequestBodyBytes) return errorResponse("payload_too_large", `request body of ${size} bytes exceeds ${maxRequestBodyBytes}`, { requestId });
+    }
+  }
+
+  // From here on, what the replica's model handler answers.
+  if (method !== "GET" && method !== "POST") {
+    return json(405, errorBody("method_not_allowed", "use POST with a JSON body (GET describes the model)"), { ...base, allow: "GET, POST" });
+  }
+  const id = requestedModel(req.headers, served);
+  if (!MODEL_ID.test(id)) {
+    return json(400, errorBody("bad_request", `malformed model id (1-128 of [A-Za-z0-9._:@/+-], starting with a letter or digit)`), base);
+  }
+  if (id !== served) {
+    const err = new UnknownModelError(id, [served]);
+    return json(404, errorBody("model_not_found", err.message, { details: { model: id, known: err.known } }), base);
+  }
+  const host = hosts.get(served);
+  if (!host) {
+    return errorResponse("internal_error", `this Worker was built without the edge runtime for model "${served}" (build it with scripts/build.ts)`, { requestId });
+  }
+
+  let input: unknown;
+  if (method === "POST") {
+    let body: BodyResult;
+    try {
+      body = await readBody(req, Math.min(maxRequestBodyBytes, MAX_MODEL_INPUT_BYTES), () =>
+        maxRequestBodyBytes < MAX_MODEL_INPUT_BYTES
+          ? errorResponse("payload_too_large", `request body exceeds ${maxRequestBodyBytes} bytes`, { requestId })
+          : json(413, errorBody("payload_too_large", `model input over ${MAX_MODEL_INPUT_BYTES} bytes`), base),
+      );
+    } catch (err) {
+      return errorResponse("bad_request", `could not read the request body: ${String(err)}`, { requestId });
+    }
+    if (!body.ok) return body.response;
+    try {
+      input = JSON.parse(body.text);
+    } catch {
+      return json(400, errorBody("bad_request", "body is not valid JSON"), base);
+    }
+  }
+
+  let lease;
+  try {
+    lease = await host.acquire();
+  } catch (err) {
+    console.error(JSON.stringify({ msg: "edge model failed to load", deployment: deployment.name, model: served, request_id: requestId, error: String(err) }));
+    return errorResponse("internal_error", `model "${served}" failed to load at the edge`, { requestId, headers: base });
+  }
+  const { model } = lease;
+  const headers = { ...base, [Header.model]: model.id, [Header.modelCache]: lease.hit ? "hit" : "miss" };
+  if (method === "GET") {
+    // GET …/example returns a valid input, ready to POST back; any other GET describes the model.
+    const example = new URL(req.url).pathname.endsWith("/example");
+    return json(200, example ? model.inputExample : { model: model.id, description: model.description, input_example: model.inputExample }, headers);
+  }
+  try {
+    return json(200, await model.infer(input), headers);
+  } catch (err) {
+    if (err instanceof ModelInputError) return json(400, errorBody("bad_request", err.message, { details: err.issues }), headers);
+    console.error(JSON.stringify({ msg: "edge inference failed", deployment: deployment.name, model: served, request_id: requestId, error: String(err) }));
+    return errorResponse("internal_error", "edge inference failed", { requestId, headers });
+  }
+}
