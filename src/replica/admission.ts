@@ -1,15 +1,42 @@
 /**
  * A replica's admission control and load state: it enforces
- * max_ongoing_requests by rejecting before accepting, and produces the load it
- * reports. Pure state (no I/O); the server and the edge client observe it.
+ * max_ongoing_requests, with an optional bounded FIFO queue in front of the
+ * slots (max_queued, like an engine's waiting queue: vLLM, Ray Serve's
+ * max_queued_requests), rejects before accepting beyond both, and produces the
+ * load it reports (`queued` counts the waiting requests). Pure state (no I/O);
+ * the server and the edge client observe it.
  */
 import type { Load, RejectReason, ReplicaState } from "../protocol/index.ts";
 
 export type Admission = { admitted: true } | { admitted: false; reason: RejectReason };
 
+/** A request accepted into the queue: it gets a slot when one frees, in arrival order. */
+export interface QueuedAdmission {
+  admitted: "queued";
+  /**
+   * Resolves true when the request holds a slot (it then counts as ongoing, and
+   * is released like any admitted request), false when it left the queue.
+   */
+  readonly started: Promise<boolean>;
+  /**
+   * Leaves the queue (the client went away); `started` resolves false. Returns
+   * false, doing nothing, when the request already holds a slot: the caller then
+   * releases it.
+   */
+  leave(): boolean;
+}
+
+interface Waiter {
+  start: (got: boolean) => void;
+}
+
 export class AdmissionControl {
   readonly maxOngoing: number;
+  /** How many requests may wait for a slot; 0: reject at maxOngoing. */
+  readonly maxQueued: number;
   #ongoing = 0;
+  /** Waiting requests, oldest first. Non-empty only while every slot is taken. */
+  readonly #queue: Waiter[] = [];
   #admitted = 0;
   #rejected = 0;
   #state: ReplicaState = "ready";
@@ -20,9 +47,11 @@ export class AdmissionControl {
   #multiplexing = false;
   #listeners: ((urgent: boolean) => void)[] = [];
   #idleWaiters: (() => void)[] = [];
+  #kvSource: (() => number | undefined) | undefined;
 
-  constructor(maxOngoing: number) {
+  constructor(maxOngoing: number, maxQueued = 0) {
     this.maxOngoing = maxOngoing;
+    this.maxQueued = maxQueued;
   }
 
   /** Called on every change; `urgent` for state and model changes that should be reported at once. */
@@ -30,6 +59,7 @@ export class AdmissionControl {
     this.#listeners.push(listener);
   }
 
+  /** Admits into a free slot, or rejects (never queues). */
   tryAdmit(): Admission {
     if (this.#state === "draining" || this.#ongoing >= this.maxOngoing) {
       this.#rejected++;
@@ -41,8 +71,43 @@ export class AdmissionControl {
     return { admitted: true };
   }
 
+  /**
+   * Admits into a free slot, else queues (FIFO, up to maxQueued waiting), else
+   * rejects. With maxQueued 0 it is tryAdmit. A draining replica queues nothing
+   * new; what it already queued still runs.
+   */
+  admitOrQueue(): Admission | QueuedAdmission {
+    if (this.#state === "draining" || this.#ongoing < this.maxOngoing || this.#queue.length >= this.maxQueued) return this.tryAdmit();
+    let start!: (got: boolean) => void;
+    const started = new Promise<boolean>((r) => (start = r));
+    const waiter: Waiter = { start };
+    this.#queue.push(waiter);
+    this.#changed(false);
+    return {
+      admitted: "queued",
+      started,
+      leave: () => {
+        const i = this.#queue.indexOf(waiter);
+        if (i < 0) return false;
+        this.#queue.splice(i, 1);
+        this.#changed(false);
+        waiter.start(false);
+        return true;
+      },
+    };
+  }
+
+  /** Frees a slot: the oldest queued request takes it, else it stays free. */
   release(): void {
     if (this.#ongoing === 0) return;
+    const next = this.#queue.shift();
+    if (next) {
+      // The slot passes on: ongoing stays, the queue shrinks.
+      this.#admitted++;
+      this.#changed(false);
+      next.start(true);
+      return;
+    }
     this.#ongoing--;
     this.#changed(false);
     if (this.#ongoing === 0) for (const w of this.#idleWaiters.splice(0)) w();
@@ -62,7 +127,7 @@ export class AdmissionControl {
     this.#changed(true);
   }
 
-  /** Resolves when no request is in flight. */
+  /** Resolves when no request is in flight (queued ones included: they run first). */
   idle(): Promise<void> {
     return this.#ongoing === 0 ? Promise.resolve() : new Promise((r) => this.#idleWaiters.push(r));
   }
@@ -71,9 +136,22 @@ export class AdmissionControl {
     return this.#ongoing;
   }
 
-  /** Requests admitted and rejected since start. */
+  /** Requests waiting in the queue now. */
+  get queued(): number {
+    return this.#queue.length;
+  }
+
+  /** Requests admitted (given a slot, queued ones when they start) and rejected since start. */
   get counts(): { admitted: number; rejected: number } {
     return { admitted: this.#admitted, rejected: this.#rejected };
+  }
+
+  /**
+   * KV-cache usage (0..1) to report in every load (replicas whose engine has a KV cache);
+   * `source` is read each time a load is produced.
+   */
+  setKvSource(source: () => number | undefined): void {
+    this.#kvSource = source;
   }
 
   get state(): ReplicaState {
@@ -94,7 +172,9 @@ export class AdmissionControl {
    * never call it, and their load header stays without them).
    */
   load(excluding = 0): Load {
-    const load: Load = { seq: this.#seq, ongoing: Math.max(0, this.#ongoing - excluding), queued: 0, max: this.maxOngoing, state: this.#state };
+    const load: Load = { seq: this.#seq, ongoing: Math.max(0, this.#ongoing - excluding), queued: this.#queue.length, max: this.maxOngoing, state: this.#state };
+    const kv = this.#kvSource?.();
+    if (kv !== undefined) load.kv = kv;
     if (this.#multiplexing) {
       load.models = [...this.#models];
       load.loading = [...this.#loading];

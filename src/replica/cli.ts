@@ -4,7 +4,7 @@
  *
  *   node dist/replica.mjs --deployment hello --backend text --text hi \
  *     --edge http://127.0.0.1:8787 [--port 0] [--host 127.0.0.1] [--id hello-1] \
- *     [--max-ongoing 5] [--advertise-url http://host:port] [--service-ms 0]
+ *     [--max-ongoing 5] [--max-queued 0] [--advertise-url http://host:port] [--service-ms 0]
  *
  * ONNX models: `--backend onnx --model ID` serves one model (loaded before registering);
  * `--backend onnx --models a,b,c --max-models-per-replica N [--default-model ID]`
@@ -13,18 +13,22 @@
  * Control messages are signed with the deployment's replica key, from
  * SWITCHYARD_REPLICA_KEY (64 hex digits). Operators derive it from the edge's master
  * secret with `--print-key --deployment NAME` (master read from SWITCHYARD_REPLICA_SECRET).
+ *
+ * Language model: `--backend llm --model tiny-lm [--kv-blocks N] [--prefill-ms N] [--decode-ms N]`
+ * serves OpenAI's /v1 routes and vLLM's /metrics (src/replica/llm/, docs/tiny-lm.md).
  */
 import { parseArgs } from "node:util";
 import { DEPLOYMENT_NAME, REPLICA_KEY_PATTERN, deriveReplicaKey } from "../protocol/index.ts";
 import { AdmissionControl } from "./admission.ts";
 import { EdgeClient } from "./edge-client.ts";
 import { echoHandler, modelHandler, textHandler, type RequestHandler } from "./handlers.ts";
+import type { LlmService } from "./llm/openai-handler.ts";
 import { ModelCache } from "./models/model-cache.ts";
 import { ReplicaServer } from "./server.ts";
 
-const USAGE = `usage: replica --deployment NAME --backend text|echo|onnx [--text T] [--service-ms N]
+const USAGE = `usage: replica --deployment NAME --backend text|echo|onnx|llm [--text T] [--service-ms N]
                [--model ID | --models ID,ID,... --max-models-per-replica N [--default-model ID]]
-               --edge URL [--port N] [--host H] [--id ID] [--max-ongoing N]
+               --edge URL [--port N] [--host H] [--id ID] [--max-ongoing N] [--max-queued N]
                [--advertise-url URL] [--drain-timeout-ms N] [--standalone] [--fault hang|lie]
 --service-ms N: benchmark knob for --backend text: each admitted request waits N ms
                  (a timer, no CPU) before the answer, simulating a model's service time;
@@ -33,6 +37,17 @@ const USAGE = `usage: replica --deployment NAME --backend text|echo|onnx [--text
 --backend onnx --models ...: multiplex these models, loaded on demand, at most N at once (LRU);
                  requests name one with x-switchyard-model or serve_multiplexed_model_id,
                  else --default-model
+--max-queued N: requests that may wait (FIFO) for one of the --max-ongoing slots, like an
+                 engine's waiting queue; beyond them the replica rejects. Default 0: reject
+                 at --max-ongoing
+--backend llm --model tiny-lm: a generative language model (docs/tiny-lm.md) behind OpenAI's
+                 POST /v1/completions, /v1/chat/completions (streaming or not), /v1/embeddings,
+                 GET /v1/models, and vLLM's GET /metrics and /health
+--kv-blocks N: (llm) KV-cache blocks of 16 tokens (vLLM's num_gpu_blocks); requests that do not
+                 fit wait; default 512
+--prefill-ms N, --decode-ms N: (llm) benchmark knobs emulating a GPU engine's speed: wait N ms
+                 (a timer, no CPU) before each request's first token / between tokens; the
+                 model still runs for every token; default 0
 --standalone: serve without registering (a direct baseline for benchmarks)
 --fault hang|lie: fault injection for testing a fleet: "hang" admits requests and never
                  answers; "lie" claims to be idle while refusing every request
@@ -101,11 +116,15 @@ async function main(): Promise<void> {
         models: { type: "string" },
         "max-models-per-replica": { type: "string" },
         "default-model": { type: "string" },
+        "kv-blocks": { type: "string" },
+        "prefill-ms": { type: "string" },
+        "decode-ms": { type: "string" },
         edge: { type: "string" },
         port: { type: "string", default: "0" },
         host: { type: "string", default: "127.0.0.1" },
         id: { type: "string" },
         "max-ongoing": { type: "string", default: "5" },
+        "max-queued": { type: "string", default: "0" },
         "advertise-url": { type: "string" },
         "drain-timeout-ms": { type: "string", default: "30000" },
         standalone: { type: "boolean", default: false },
@@ -137,6 +156,9 @@ async function main(): Promise<void> {
   if (!args.standalone && !REPLICA_KEY_PATTERN.test(key!)) fail("SWITCHYARD_REPLICA_KEY must be 64 lowercase hex digits (see --print-key)");
   const maxOngoing = Number(args["max-ongoing"]);
   if (!Number.isInteger(maxOngoing) || maxOngoing < 1) fail("--max-ongoing must be a positive integer");
+  const rawMaxQueued = args["max-queued"] ?? "0";
+  const maxQueued = Number(rawMaxQueued);
+  if (!/^\d+$/.test(rawMaxQueued) || !Number.isSafeInteger(maxQueued) || maxQueued > 1_000_000) fail("--max-queued must be an integer from 0 to 1000000");
   const drainTimeoutMs = Number(args["drain-timeout-ms"]);
   const fault = args.fault;
   if (fault !== undefined && fault !== "hang" && fault !== "lie") fail(`--fault must be "hang" or "lie", not "${fault}"`);
@@ -146,16 +168,28 @@ async function main(): Promise<void> {
   if (!/^\d+$/.test(rawServiceMs) || !Number.isSafeInteger(serviceMs) || serviceMs > 600_000) fail("--service-ms must be an integer from 0 to 600000");
   if (serviceMs > 0 && args.backend !== "text") fail("--service-ms is a knob of --backend text");
 
-  if (args.backend !== "onnx" && (args.model || args.models || args["max-models-per-replica"] || args["default-model"])) {
-    fail("--model, --models, --max-models-per-replica and --default-model need --backend onnx");
+  if (args.backend !== "onnx" && (args.models || args["max-models-per-replica"] || args["default-model"] || (args.model && args.backend !== "llm"))) {
+    fail("--model, --models, --max-models-per-replica and --default-model need --backend onnx (--model also goes with --backend llm)");
   }
+  const llmKnob = (flag: "kv-blocks" | "prefill-ms" | "decode-ms", fallback: number, min: number, max: number): number => {
+    const raw = args[flag];
+    if (raw === undefined) return fallback;
+    if (args.backend !== "llm") fail(`--${flag} is a knob of --backend llm`);
+    const n = Number(raw);
+    if (!/^\d+$/.test(raw) || !Number.isSafeInteger(n) || n < min || n > max) fail(`--${flag} must be an integer from ${min} to ${max}`);
+    return n;
+  };
+  const kvBlocks = llmKnob("kv-blocks", 512, 1, 1_000_000);
+  const prefillMs = llmKnob("prefill-ms", 0, 0, 600_000);
+  const decodeMs = llmKnob("decode-ms", 0, 0, 600_000);
 
   const replicaId = args.id ?? `${args.deployment}-${process.pid}`;
   const log = (msg: string) => process.stderr.write(`[${replicaId}] ${msg}\n`);
-  const admission = new AdmissionControl(maxOngoing);
+  const admission = new AdmissionControl(maxOngoing, maxQueued);
 
   let handler: RequestHandler;
   let cache: ModelCache | undefined;
+  let llm: { unadmitted: LlmService["unadmitted"]; describe: () => Record<string, unknown> } | undefined;
   switch (args.backend) {
     case "text":
       handler = textHandler(args.text ?? "hi", { serviceMs });
@@ -184,6 +218,27 @@ async function main(): Promise<void> {
       handler = modelHandler(cache, plan.defaultModel === undefined ? {} : { defaultModel: plan.defaultModel });
       break;
     }
+    case "llm": {
+      // Loaded only for llm replicas, like onnx.
+      const [{ loadTinyLm, TINY_LM_ID }, { LlmEngine }, { llmService }] = await Promise.all([
+        import("./llm/load-tiny-lm.ts"),
+        import("./llm/engine.ts"),
+        import("./llm/openai-handler.ts"),
+      ]);
+      const modelId = args.model ?? TINY_LM_ID;
+      if (modelId !== TINY_LM_ID) fail(`--model: unknown language model "${modelId}"; known models: ${TINY_LM_ID}`);
+      const loaded = await loadTinyLm();
+      log(`loaded ${modelId}: session ${Math.round(loaded.sessionMs)} ms, warm-up ${Math.round(loaded.warmupMs)} ms`);
+      const engine = new LlmEngine({ model: loaded.model, kvBlocks, prefillMs, decodeMs });
+      admission.setKvSource(() => Math.round(engine.kvUsage * 1e4) / 1e4);
+      const service = llmService({ engine, modelId });
+      handler = service.handler;
+      llm = {
+        unadmitted: service.unadmitted,
+        describe: () => ({ model: modelId, running: engine.running, waiting: engine.waiting, kv_cache_usage: engine.kvUsage, kv_blocks: engine.kvBlocks }),
+      };
+      break;
+    }
     default:
       fail(`unknown backend "${args.backend}"`);
   }
@@ -191,8 +246,8 @@ async function main(): Promise<void> {
   const modelCache = cache;
   const describe = modelCache
     ? () => ({ models: modelCache.loaded(), loading: modelCache.loading(), max_models: modelCache.maxModels, cache: modelCache.stats() })
-    : undefined;
-  const server = new ReplicaServer({ replicaId, admission, handler, log, ...(describe && { describe }), ...(fault && { fault }) });
+    : llm?.describe;
+  const server = new ReplicaServer({ replicaId, admission, handler, log, ...(describe && { describe }), ...(fault && { fault }), ...(llm && { unadmitted: llm.unadmitted }) });
   if (fault) log(`fault injection on: ${fault}`);
   const address = await server.listen(Number(args.port), args.host ?? "127.0.0.1");
   const advertiseUrl = args["advertise-url"] ?? `http://${address.address}:${address.port}`;

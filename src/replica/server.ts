@@ -1,5 +1,6 @@
 /**
- * The reference replica's HTTP server: admission (reject before accepting when
+ * The reference replica's HTTP server: admission (a free slot, else a place in
+ * the bounded FIFO queue when the replica has one, else reject before accepting:
  * at capacity or draining), a load header on every response, and graceful drain.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
@@ -16,6 +17,11 @@ export interface ReplicaServerOptions {
   handler: RequestHandler;
   /** Extra fields for /-/healthz (e.g. the model cache: models, loading, stats). */
   describe?: () => Record<string, unknown>;
+  /**
+   * Routes served outside admission, like /-/healthz (e.g. an engine's GET /metrics and
+   * /health): returns true when it answered the request, false to admit it as usual.
+   */
+  unadmitted?: (req: IncomingMessage, res: ServerResponse, loadHeaders: () => Record<string, string>) => boolean;
   log?: (msg: string) => void;
   /**
    * Fault injection, for testing a fleet's behaviour (the replica CLI's --fault):
@@ -70,7 +76,9 @@ export class ReplicaServer {
         JSON.stringify({
           status: admission.state,
           ongoing: admission.ongoing,
+          queued: admission.queued,
           max_ongoing_requests: admission.maxOngoing,
+          max_queued_requests: admission.maxQueued,
           ...admission.counts,
           ...this.#o.describe?.(),
           ...(this.#o.fault ? { fault: this.#o.fault, fault_refusals: this.#faultRefusals } : {}),
@@ -78,6 +86,7 @@ export class ReplicaServer {
       );
       return;
     }
+    if (this.#o.unadmitted?.(req, res, () => this.#loadHeaders(0))) return;
     if (this.#o.fault === "lie") {
       this.#faultRefusals++;
       req.resume();
@@ -87,14 +96,31 @@ export class ReplicaServer {
       res.end(body);
       return;
     }
-    const decision = admission.tryAdmit();
-    if (!decision.admitted) {
+    const decision = admission.admitOrQueue();
+    if (decision.admitted === false) {
       // Rejected before accepting: the body is not read, the proxy retries elsewhere.
       const body = JSON.stringify(errorBody("all_replicas_busy", `replica ${this.#o.replicaId} is ${decision.reason === "draining" ? "draining" : "at capacity"}`));
       res.writeHead(REJECT_STATUS, { ...this.#loadHeaders(0), [Header.rejected]: decision.reason, "content-type": "application/json", "content-length": Buffer.byteLength(body) });
       res.end(body);
       req.resume();
       return;
+    }
+    if (decision.admitted === "queued") {
+      // Accepted, waiting for a slot; the body stays unread meanwhile. A client
+      // that goes away leaves the queue (or, if a slot was just handed over, frees it).
+      let gone = false;
+      const onClose = () => {
+        gone = true;
+        decision.leave();
+      };
+      res.once("close", onClose);
+      const started = await decision.started;
+      res.off("close", onClose);
+      if (!started) return;
+      if (gone) {
+        admission.release();
+        return;
+      }
     }
     let released = false;
     const release = () => {

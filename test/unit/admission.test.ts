@@ -3,8 +3,8 @@ import { describe, it, expect } from "vitest";
 import { formatLoadHeader, parseLoadHeader } from "../../src/protocol/index.ts";
 import { AdmissionControl } from "../../src/replica/admission.ts";
 
-function watched(max: number) {
-  const a = new AdmissionControl(max);
+function watched(max: number, maxQueued = 0) {
+  const a = new AdmissionControl(max, maxQueued);
   const events: boolean[] = [];
   a.onChange((urgent) => events.push(urgent));
   return { a, events };
@@ -193,5 +193,115 @@ describe("AdmissionControl", () => {
     expect(await settled(p)).toBe(false);
     a.release();
     expect(await settled(p)).toBe(true);
+  });
+});
+
+describe("AdmissionControl: the queue (max_queued)", () => {
+  /** Admits or queues `n` requests, recording the order in which queued ones start. */
+  function fill(a: AdmissionControl, n: number, started: number[]) {
+    return Array.from({ length: n }, (_, i) => {
+      const d = a.admitOrQueue();
+      if (d.admitted === "queued") void d.started.then((got) => got && started.push(i));
+      return d;
+    });
+  }
+
+  it("with max_queued 0, admitOrQueue is tryAdmit: reject at maxOngoing", () => {
+    const a = new AdmissionControl(1);
+    expect(a.maxQueued).toBe(0);
+    expect(a.admitOrQueue()).toEqual({ admitted: true });
+    expect(a.admitOrQueue()).toEqual({ admitted: false, reason: "capacity" });
+    expect(a.queued).toBe(0);
+    expect(a.counts).toEqual({ admitted: 1, rejected: 1 });
+  });
+
+  it("admits into free slots first, then queues up to max_queued, then rejects with 'capacity'", () => {
+    const a = new AdmissionControl(2, 2);
+    const ds = fill(a, 5, []);
+    expect(ds.map((d) => d.admitted)).toEqual([true, true, "queued", "queued", false]);
+    expect(ds[4]).toEqual({ admitted: false, reason: "capacity" });
+    expect(a.ongoing).toBe(2);
+    expect(a.queued).toBe(2);
+    expect(a.load()).toMatchObject({ ongoing: 2, queued: 2, max: 2 });
+    expect(formatLoadHeader(a.load())).toBe(`seq=${a.load().seq};ongoing=2;queued=2;max=2;state=ready`);
+    // tryAdmit never queues, and does not jump the queue either.
+    expect(a.tryAdmit()).toEqual({ admitted: false, reason: "capacity" });
+    expect(a.counts).toEqual({ admitted: 2, rejected: 2 });
+  });
+
+  it("hands a freed slot to the oldest queued request (FIFO); ongoing stays at max while any wait", async () => {
+    const a = new AdmissionControl(1, 3);
+    const started: number[] = [];
+    fill(a, 4, started);
+    expect(a.queued).toBe(3);
+    a.release();
+    await settled(Promise.resolve());
+    expect(started).toEqual([1]);
+    expect(a.ongoing).toBe(1);
+    expect(a.queued).toBe(2);
+    a.release();
+    a.release();
+    await settled(Promise.resolve());
+    expect(started).toEqual([1, 2, 3]);
+    expect(a.queued).toBe(0);
+    expect(a.counts.admitted).toBe(4);
+    // The queue has room again; the slot is still taken by request 3.
+    expect(a.admitOrQueue().admitted).toBe("queued");
+    a.release();
+    a.release();
+    expect(a.ongoing).toBe(0);
+  });
+
+  it("a request that leaves the queue (client gone) resolves false and gives its place up", async () => {
+    const a = new AdmissionControl(1, 2);
+    const started: number[] = [];
+    const [, q1, q2] = fill(a, 3, started);
+    if (q1!.admitted !== "queued" || q2!.admitted !== "queued") throw new Error("not queued");
+    const seq = a.load().seq;
+    expect(q1!.leave()).toBe(true);
+    expect(await q1!.started).toBe(false);
+    expect(q1!.leave()).toBe(false); // twice: nothing more
+    expect(a.queued).toBe(1);
+    expect(a.load().seq).toBe(seq + 1);
+    // Its place is free: another request can queue.
+    expect(a.admitOrQueue().admitted).toBe("queued");
+    a.release();
+    await settled(Promise.resolve());
+    expect(started).toEqual([2]);
+    // Once started, leave() does nothing: the caller releases the slot.
+    expect(q2!.leave()).toBe(false);
+    expect(await q2!.started).toBe(true);
+    expect(a.ongoing).toBe(1);
+    expect(a.queued).toBe(1);
+  });
+
+  it("draining queues nothing new, but what it queued still runs, and idle() waits for it", async () => {
+    const a = new AdmissionControl(1, 2);
+    const started: number[] = [];
+    fill(a, 3, started);
+    a.drain();
+    expect(a.admitOrQueue()).toEqual({ admitted: false, reason: "draining" });
+    expect(a.load()).toMatchObject({ ongoing: 1, queued: 2, state: "draining" });
+    const idle = a.idle();
+    a.release();
+    a.release();
+    expect(await settled(idle)).toBe(false);
+    expect(started).toEqual([1, 2]);
+    expect(a.queued).toBe(0);
+    a.release();
+    expect(await settled(idle)).toBe(true);
+    expect(a.ongoing).toBe(0);
+  });
+
+  it("queueing, leaving and a slot passing on are each one non-urgent change", () => {
+    const { a: q, events } = watched(1, 2);
+    q.admitOrQueue(); // admitted
+    const w = q.admitOrQueue(); // queued
+    q.admitOrQueue(); // queued
+    q.admitOrQueue(); // rejected: no change
+    if (w.admitted === "queued") w.leave();
+    q.release(); // passes to the last one
+    expect(events).toEqual([false, false, false, false, false]);
+    expect(q.load().seq).toBe(5);
   });
 });

@@ -548,3 +548,61 @@ describe("pickRandom (load-blind baseline)", () => {
     expect(pickRandom(cands, Math.random)).toBe(cands[0]);
   });
 });
+
+describe("pickReplica with queueing replicas (reported load above max_ongoing)", () => {
+  const T = 1_700_000_000_000;
+  /** A view of replicas as their load headers describe them: ongoing, queued, max. */
+  function viewOf(loads: Record<string, [ongoing: number, queued: number, max: number]>) {
+    const view = new RoutingView();
+    const replicas: ReplicaView[] = Object.entries(loads).map(([id, [ongoing, queued, max]]) => ({
+      id,
+      url: `http://${id}.test:8000`,
+      epoch: 1,
+      models: [],
+      loading: [],
+      expiresInMs: 10_000,
+      load: { seq: 1, ongoing, queued, max, state: "ready" },
+    }));
+    view.applySnapshot({ deployment: "q", replicas } satisfies RoutingSnapshot, T);
+    return view;
+  }
+
+  it("counts the queue in the load, and a replica with a queue stays a candidate", () => {
+    const view = viewOf({ a: [8, 40, 8], b: [2, 3, 2] });
+    const cands = view.candidates(T);
+    expect(cands.map((c) => [c.id, c.load, c.capacity])).toEqual([
+      ["a", 48, 8],
+      ["b", 5, 2],
+    ]);
+    for (const x of [0, 0.5, 0.99]) expect(pickReplica(cands, sequence(x, x))).toBeDefined();
+  });
+
+  it("a replica with free slots wins over any replica with a queue", () => {
+    const view = viewOf({ slow: [8, 1, 8], busy: [7, 0, 8], small: [2, 1, 2] });
+    const rand = mulberry32(5);
+    for (let n = 0; n < 1_000; n++) expect(pickReplica(view.candidates(T), rand)?.id).toBe("busy");
+  });
+
+  it("between replicas with queues, the shorter queue relative to max_ongoing wins", () => {
+    // slow: (8 + 4) / 8 = 1.5; small: (2 + 2) / 2 = 2.0; fast: (8 + 16) / 8 = 3.0.
+    const view = viewOf({ slow: [8, 4, 8], small: [2, 2, 2], fast: [8, 16, 8] });
+    const seen = new Map<string, number>();
+    const rand = mulberry32(9);
+    for (let n = 0; n < 3_000; n++) {
+      const id = pickReplica(view.candidates(T), rand)!.id;
+      seen.set(id, (seen.get(id) ?? 0) + 1);
+    }
+    // Two choices: the best wins both pairs it is in (2/3), the middle one the pair with the worst (1/3).
+    expect(seen.get("fast")).toBeUndefined();
+    expect(seen.get("slow")! / 3_000).toBeCloseTo(2 / 3, 1);
+    expect(seen.get("small")! / 3_000).toBeCloseTo(1 / 3, 1);
+  });
+
+  it("this isolate's own in-flight dispatches add to a queue it has not heard of yet", () => {
+    const view = viewOf({ a: [4, 0, 4], b: [4, 0, 4] });
+    const a = view.get("a")!;
+    for (let i = 0; i < 3; i++) view.startDispatch(a, T);
+    expect(a.load).toBe(7);
+    expect(pickReplica(view.candidates(T), sequence(0, 0))?.id).toBe("b");
+  });
+});

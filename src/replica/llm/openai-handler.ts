@@ -1,0 +1,418 @@
+/**
+ * The reference replica's OpenAI-compatible HTTP API for its language model (the CLI's
+ * `--backend llm`), shaped like a vLLM server so clients and tools written for one work:
+ *
+ *   POST /v1/completions        prompt → text; `stream: true` for server-sent events
+ *   POST /v1/chat/completions   messages → assistant message (template below); streams too
+ *   POST /v1/embeddings         input (string or strings) → unit vectors
+ *   GET  /v1/models             the served model
+ *   GET  /metrics               vLLM's Prometheus metrics (vllm-metrics.ts)
+ *   GET  /health                200 (vLLM's liveness route)
+ *
+ * The GET routes are answered outside admission control (they are cheap and must work on
+ * a full replica); the POST routes are admitted like any request.
+ *
+ * Streaming: `text/event-stream`, one `data: {chunk}\n\n` per generated token, written as
+ * soon as the token exists, then `data: [DONE]\n\n`. Chunks are OpenAI's
+ * (`text_completion` / `chat.completion.chunk`); with `stream_options.include_usage` every
+ * chunk carries `usage: null` and one last chunk with no choices carries the usage.
+ *
+ * Chat template (documented in docs/tiny-lm.md): each message becomes `<role>: <text>\n`,
+ * then `assistant: ` follows, and the completion of that text is the answer.
+ *
+ * Parameters: max_tokens / max_completion_tokens (default 64, at most 1024), temperature
+ * (0..2, default 1; 0 is greedy), top_p (0 < p ≤ 1), seed (same seed, same text), stop
+ * (a string or up to 4), presence_penalty / frequency_penalty (-2..2), n (1 only), user
+ * and unknown fields (ignored). Errors are OpenAI's error object (src/protocol/errors.ts).
+ */
+import { randomUUID } from "node:crypto";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { z } from "zod";
+import { ERROR_STATUS, errorBody, type ErrorCode } from "../../protocol/index.ts";
+import type { RequestHandler } from "../handlers.ts";
+import { RequestTooLong, type FinishReason, type LlmEngine } from "./engine.ts";
+import { VOCAB_SIZE, encode } from "./tokenizer.ts";
+
+export const DEFAULT_MAX_TOKENS = 64;
+export const MAX_TOKENS_CAP = 1024;
+const MAX_BODY_BYTES = 1024 * 1024;
+const MAX_EMBEDDING_INPUTS = 2048;
+const MAX_EMBEDDING_TOKENS = 8192;
+
+type LoadHeaders = () => Record<string, string>;
+
+export interface LlmServiceOptions {
+  engine: LlmEngine;
+  /** The served model id: requests must name it in `model`. */
+  modelId: string;
+  /** owned_by in /v1/models. */
+  ownedBy?: string;
+}
+
+export interface LlmService {
+  /** POST routes (admitted requests). */
+  handler: RequestHandler;
+  /** GET /metrics, /health, /v1/models, answered without admission; false for anything else. */
+  unadmitted: (req: IncomingMessage, res: ServerResponse, loadHeaders: LoadHeaders) => boolean;
+}
+
+// ---- request schemas -------------------------------------------------------------------
+
+const tokenIds = z.array(z.number().int().min(1).max(VOCAB_SIZE - 1));
+const unsupported = (what: string) => ({ message: `${what} is not supported by this server` });
+
+const common = {
+  model: z.string().min(1),
+  max_tokens: z.number().int().min(1).max(MAX_TOKENS_CAP).nullish(),
+  temperature: z.number().min(0).max(2).nullish(),
+  top_p: z.number().gt(0).max(1).nullish(),
+  seed: z.number().int().nullish(),
+  stop: z
+    .union([z.string(), z.array(z.string())])
+    .nullish()
+    .refine((v) => !Array.isArray(v) || v.length <= 4, { message: "at most 4 stop sequences" }),
+  n: z
+    .number()
+    .int()
+    .nullish()
+    .refine((n) => n == null || n === 1, { message: "only n=1 is supported (one choice per request)" }),
+  stream: z.boolean().nullish(),
+  stream_options: z.object({ include_usage: z.boolean().nullish() }).nullish(),
+  presence_penalty: z.number().min(-2).max(2).nullish(),
+  frequency_penalty: z.number().min(-2).max(2).nullish(),
+  user: z.string().nullish(),
+};
+
+const completionSchema = z.object({
+  ...common,
+  prompt: z.union([z.string(), z.array(z.string()).length(1), tokenIds, z.array(tokenIds).length(1)]),
+  echo: z
+    .boolean()
+    .nullish()
+    .refine((v) => !v, unsupported("echo")),
+  suffix: z
+    .string()
+    .nullish()
+    .refine((v) => !v, unsupported("suffix")),
+  best_of: z
+    .number()
+    .int()
+    .nullish()
+    .refine((v) => v == null || v === 1, unsupported("best_of > 1")),
+  logprobs: z
+    .number()
+    .int()
+    .nullish()
+    .refine((v) => v == null, unsupported("logprobs")),
+});
+
+const contentPart = z.looseObject({ type: z.string(), text: z.string().optional() }).refine((p) => p.type === "text" && p.text !== undefined, {
+  message: "only text content parts are supported",
+});
+const message = z.looseObject({
+  role: z.enum(["system", "developer", "user", "assistant", "tool"]),
+  content: z.union([z.string(), z.array(contentPart), z.null()]).optional(),
+  name: z.string().optional(),
+});
+const chatSchema = z.object({
+  ...common,
+  max_completion_tokens: z.number().int().min(1).max(MAX_TOKENS_CAP).nullish(),
+  messages: z.array(message).min(1),
+  logprobs: z
+    .boolean()
+    .nullish()
+    .refine((v) => !v, unsupported("logprobs")),
+  top_logprobs: z
+    .number()
+    .int()
+    .nullish()
+    .refine((v) => v == null, unsupported("top_logprobs")),
+});
+
+const embeddingSchema = z.object({
+  model: z.string().min(1),
+  input: z.union([z.string(), z.array(z.string()).min(1).max(MAX_EMBEDDING_INPUTS), tokenIds, z.array(tokenIds).min(1).max(MAX_EMBEDDING_INPUTS)]),
+  encoding_format: z.enum(["float", "base64"]).nullish(),
+  dimensions: z.number().int().min(1).nullish(),
+  user: z.string().nullish(),
+});
+
+type ChatMessage = z.infer<typeof message>;
+
+/** The chat template: `<role>: <text>\n` per message, then `assistant: `. */
+export function chatPrompt(messages: readonly ChatMessage[]): string {
+  let text = "";
+  for (const m of messages) {
+    const content = typeof m.content === "string" ? m.content : (m.content ?? []).map((p) => p.text ?? "").join("");
+    text += `${m.role}: ${content}\n`;
+  }
+  return `${text}assistant: `;
+}
+
+// ---- HTTP helpers ----------------------------------------------------------------------
+
+class HttpError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly details?: unknown,
+  ) {
+    super(message);
+  }
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string>): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { ...headers, "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(text) });
+  res.end(text);
+}
+
+function sendError(res: ServerResponse, err: HttpError, headers: Record<string, string>): void {
+  sendJson(res, ERROR_STATUS[err.code], errorBody(err.code, err.message, err.details === undefined ? undefined : { details: err.details }), headers);
+}
+
+async function readJson(req: IncomingMessage): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.byteLength;
+    if (size > MAX_BODY_BYTES) {
+      req.destroy();
+      throw new HttpError("payload_too_large", `request body over ${MAX_BODY_BYTES} bytes`);
+    }
+    chunks.push(chunk);
+  }
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString("utf8"));
+  } catch {
+    throw new HttpError("bad_request", "We could not parse the JSON body of your request: it is not valid JSON.");
+  }
+}
+
+function parse<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
+  const parsed = schema.safeParse(body);
+  if (parsed.success) return parsed.data;
+  const issues = parsed.error.issues.slice(0, 20);
+  const first = issues[0]!;
+  const where = first.path.length > 0 ? `'${first.path.join(".")}': ` : "";
+  throw new HttpError("bad_request", `${where}${first.message}`, issues);
+}
+
+/** The body's `model` must be the served one: 404 model_not_found otherwise (as OpenAI and vLLM answer). */
+function checkModel(body: unknown, modelId: string): void {
+  if (typeof body !== "object" || body === null || Array.isArray(body)) throw new HttpError("bad_request", "the request body must be a JSON object");
+  const model = (body as { model?: unknown }).model;
+  if (typeof model === "string" && model !== modelId) {
+    throw new HttpError("model_not_found", `The model \`${model}\` does not exist. This server serves \`${modelId}\`.`, { model, known: [modelId] });
+  }
+}
+
+const promptIds = (prompt: string | string[] | number[] | number[][]): number[] => {
+  const one = Array.isArray(prompt) && prompt.length === 1 && typeof prompt[0] !== "number" ? prompt[0]! : prompt;
+  return typeof one === "string" ? encode(one) : (one as number[]);
+};
+
+const nowS = () => Math.floor(Date.now() / 1000);
+
+// ---- the service -----------------------------------------------------------------------
+
+export function llmService(options: LlmServiceOptions): LlmService {
+  const { engine, modelId } = options;
+  const createdS = nowS();
+
+  const unadmitted = (req: IncomingMessage, res: ServerResponse, loadHeaders: LoadHeaders): boolean => {
+    if (req.method !== "GET" && req.method !== "HEAD") return false;
+    const path = (req.url ?? "/").split("?")[0];
+    if (path === "/metrics") {
+      req.resume();
+      const text = engine.metricsText(modelId);
+      res.writeHead(200, { ...loadHeaders(), "content-type": "text/plain; version=0.0.4; charset=utf-8", "content-length": Buffer.byteLength(text) });
+      res.end(req.method === "HEAD" ? undefined : text);
+      return true;
+    }
+    if (path === "/health") {
+      req.resume();
+      res.writeHead(200, { ...loadHeaders(), "content-length": 0 });
+      res.end();
+      return true;
+    }
+    if (path === "/v1/models") {
+      req.resume();
+      sendJson(
+        res,
+        200,
+        {
+          object: "list",
+          data: [{ id: modelId, object: "model", created: createdS, owned_by: options.ownedBy ?? "switchyard", root: modelId, parent: null, max_model_len: engine.maxModelLen }],
+        },
+        loadHeaders(),
+      );
+      return true;
+    }
+    return false;
+  };
+
+  const handler: RequestHandler = async (req, res, loadHeaders) => {
+    const path = (req.url ?? "/").split("?")[0];
+    const route = path === "/v1/completions" ? "completion" : path === "/v1/chat/completions" ? "chat" : path === "/v1/embeddings" ? "embedding" : undefined;
+    try {
+      if (!route) {
+        req.resume();
+        throw new HttpError("route_not_found", `no route ${req.method} ${path}; this server has POST /v1/completions, /v1/chat/completions, /v1/embeddings and GET /v1/models, /metrics, /health`);
+      }
+      if (req.method !== "POST") {
+        req.resume();
+        res.setHeader("allow", "POST");
+        throw new HttpError("method_not_allowed", `${path} takes POST`);
+      }
+      const body = await readJson(req);
+      checkModel(body, modelId);
+      if (route === "embedding") await embeddings(body, res, loadHeaders);
+      else await completions(route, body, req, res, loadHeaders);
+    } catch (err) {
+      if (!(err instanceof HttpError)) throw err;
+      if (res.headersSent || res.destroyed) return;
+      sendError(res, err, loadHeaders());
+    }
+  };
+
+  async function embeddings(body: unknown, res: ServerResponse, loadHeaders: LoadHeaders): Promise<void> {
+    const request = parse(embeddingSchema, body);
+    if (request.dimensions != null && request.dimensions !== engine.model.embeddingSize) {
+      throw new HttpError("bad_request", `'dimensions': this model's embeddings have ${engine.model.embeddingSize} dimensions`);
+    }
+    const input = request.input;
+    const inputs: number[][] =
+      typeof input === "string" ? [encode(input)] : input.length > 0 && typeof input[0] === "number" ? [input as number[]] : (input as (string | number[])[]).map((x) => (typeof x === "string" ? encode(x) : x));
+    inputs.forEach((ids, i) => {
+      if (ids.length === 0) throw new HttpError("bad_request", `'input'${inputs.length > 1 ? `[${i}]` : ""}: empty input`);
+      if (ids.length > MAX_EMBEDDING_TOKENS) throw new HttpError("bad_request", `'input'${inputs.length > 1 ? `[${i}]` : ""}: ${ids.length} tokens, at most ${MAX_EMBEDDING_TOKENS}`);
+    });
+    const data: { object: "embedding"; index: number; embedding: number[] | string }[] = [];
+    let tokens = 0;
+    for (const [index, ids] of inputs.entries()) {
+      if (res.destroyed) return;
+      const vector = await engine.embed(ids);
+      tokens += ids.length;
+      const embedding = request.encoding_format === "base64" ? Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength).toString("base64") : Array.from(vector);
+      data.push({ object: "embedding", index, embedding });
+    }
+    sendJson(res, 200, { object: "list", data, model: modelId, usage: { prompt_tokens: tokens, total_tokens: tokens } }, loadHeaders());
+  }
+
+  async function completions(route: "completion" | "chat", body: unknown, req: IncomingMessage, res: ServerResponse, loadHeaders: LoadHeaders): Promise<void> {
+    let prompt: number[];
+    let maxTokens: number;
+    let r: z.infer<typeof completionSchema> | z.infer<typeof chatSchema>;
+    if (route === "chat") {
+      const chat = parse(chatSchema, body);
+      r = chat;
+      prompt = encode(chatPrompt(chat.messages));
+      maxTokens = chat.max_completion_tokens ?? chat.max_tokens ?? DEFAULT_MAX_TOKENS;
+    } else {
+      const completion = parse(completionSchema, body);
+      r = completion;
+      prompt = promptIds(completion.prompt);
+      maxTokens = completion.max_tokens ?? DEFAULT_MAX_TOKENS;
+    }
+    if (prompt.length === 0) throw new HttpError("bad_request", "'prompt': the prompt is empty");
+    const tooLong = engine.check(prompt.length, maxTokens);
+    if (tooLong) throw new HttpError("bad_request", tooLong);
+    const stop = r.stop == null ? [] : typeof r.stop === "string" ? [r.stop] : r.stop;
+
+    const abort = new AbortController();
+    const onClose = () => {
+      if (!res.writableFinished) abort.abort();
+    };
+    res.once("close", onClose);
+    req.once("error", onClose);
+    const generation = engine.generate({
+      prompt,
+      maxTokens,
+      sampling: { temperature: r.temperature ?? 1, topP: r.top_p ?? 1, presencePenalty: r.presence_penalty ?? 0, frequencyPenalty: r.frequency_penalty ?? 0 },
+      ...(r.seed != null && { seed: r.seed }),
+      stop,
+      signal: abort.signal,
+    });
+
+    const id = `${route === "chat" ? "chatcmpl" : "cmpl"}-${randomUUID().replaceAll("-", "")}`;
+    const created = nowS();
+    const object = route === "chat" ? "chat.completion" : "text_completion";
+    const usageOf = (result: { promptTokens: number; completionTokens: number }) => ({
+      prompt_tokens: result.promptTokens,
+      completion_tokens: result.completionTokens,
+      total_tokens: result.promptTokens + result.completionTokens,
+    });
+
+    try {
+      if (!r.stream) {
+        let text = "";
+        let step = await generation.next();
+        while (!step.done) {
+          text += step.value;
+          step = await generation.next();
+        }
+        const result = step.value;
+        if (result.finishReason === "abort" || res.destroyed) return;
+        const choice =
+          route === "chat"
+            ? { index: 0, message: { role: "assistant", content: text }, logprobs: null, finish_reason: result.finishReason }
+            : { index: 0, text, logprobs: null, finish_reason: result.finishReason };
+        sendJson(res, 200, { id, object, created, model: modelId, choices: [choice], usage: usageOf(result) }, loadHeaders());
+        return;
+      }
+
+      const includeUsage = r.stream_options?.include_usage === true;
+      const chunkObject = route === "chat" ? "chat.completion.chunk" : "text_completion";
+      res.writeHead(200, { ...loadHeaders(), "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", "x-accel-buffering": "no" });
+      res.flushHeaders();
+      const send = async (choices: unknown[], usage?: unknown): Promise<void> => {
+        const chunk: Record<string, unknown> = { id, object: chunkObject, created, model: modelId, choices };
+        if (includeUsage) chunk.usage = usage ?? null;
+        if (!res.write(`data: ${JSON.stringify(chunk)}\n\n`) && !res.destroyed) {
+          await new Promise<void>((resolve) => {
+            const done = () => {
+              res.off("drain", done);
+              res.off("close", done);
+              resolve();
+            };
+            res.on("drain", done);
+            res.on("close", done);
+          });
+        }
+      };
+      const piece = (text: string, finish: FinishReason | null) =>
+        route === "chat"
+          ? { index: 0, delta: text === "" && finish !== null ? {} : { content: text }, logprobs: null, finish_reason: finish }
+          : { index: 0, text, logprobs: null, finish_reason: finish };
+
+      if (route === "chat") await send([{ index: 0, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }]);
+      let step = await generation.next();
+      while (!step.done) {
+        if (res.destroyed) break;
+        await send([piece(step.value, null)]);
+        step = await generation.next();
+      }
+      if (!step.done || res.destroyed) return;
+      const result = step.value;
+      if (result.finishReason === "abort") return;
+      await send([piece("", result.finishReason)]);
+      if (includeUsage) await send([], usageOf(result));
+      res.end("data: [DONE]\n\n");
+    } catch (err) {
+      if (err instanceof RequestTooLong) throw new HttpError("bad_request", err.message);
+      if (!res.headersSent) throw err;
+      // A failure after the stream started: say so in the stream, then end it.
+      const body = errorBody("internal_error", `generation failed: ${err instanceof Error ? err.message : String(err)}`);
+      res.end(`data: ${JSON.stringify(body)}\n\ndata: [DONE]\n\n`);
+    } finally {
+      res.off("close", onClose);
+      req.off("error", onClose);
+      // Stops the generation if this function left it early (the client went away).
+      abort.abort();
+      await generation.return(undefined as never).catch(() => undefined);
+    }
+  }
+
+  return { handler, unadmitted };
+}

@@ -1,0 +1,305 @@
+// The reference replica's language model backend end to end: the real replica process
+// (`--backend llm --model tiny-lm --standalone`), real ONNX inference per token, spoken
+// to as an OpenAI client and a Prometheus scraper would: streaming token by token,
+// non-streaming, embeddings, /v1/models, vLLM's /metrics under load (read by the replica
+// agent's parser too), KV-cache waiting, seeds, errors, and a client that disconnects.
+import { spawn, type ChildProcess } from "node:child_process";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { engineLoad, isEngineMetricsError, type EngineLoad } from "../../src/agent/engine-metrics.ts";
+import { parseLoadHeader } from "../../src/protocol/index.ts";
+import { parsePrometheusText } from "../../src/telemetry/prometheus-parse.ts";
+
+const ROOT = join(import.meta.dirname, "../..");
+const DECODE_MS = 20;
+const MAX_ONGOING = 4;
+const KV_BLOCKS = 64; // 1,024 tokens
+
+let child: ChildProcess;
+let url: string;
+const logs: string[] = [];
+
+beforeAll(async () => {
+  child = spawn(
+    process.execPath,
+    ["--import", "tsx", "src/replica/cli.ts", "--backend", "llm", "--model", "tiny-lm", "--standalone", "--deployment", "llm", "--port", "0",
+      "--decode-ms", String(DECODE_MS), "--kv-blocks", String(KV_BLOCKS), "--max-ongoing", String(MAX_ONGOING)],
+    { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, SWITCHYARD_REPLICA_KEY: "" } },
+  );
+  child.stderr!.on("data", (d: Buffer) => logs.push(d.toString()));
+  url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`replica did not start: ${logs.join("")}`)), 60_000);
+    child.once("exit", (code) => reject(new Error(`replica exited (${code}): ${logs.join("")}`)));
+    createInterface({ input: child.stdout! }).on("line", (line) => {
+      const ev = JSON.parse(line) as { event?: string; url?: string };
+      if (ev.event === "listening" && ev.url) {
+        clearTimeout(timer);
+        resolve(ev.url);
+      }
+    });
+  });
+});
+
+afterAll(async () => {
+  if (child && child.exitCode === null) {
+    const exited = new Promise((r) => child.once("exit", r));
+    child.kill("SIGTERM");
+    await exited;
+  }
+});
+
+const post = (path: string, body: unknown, init: RequestInit = {}) =>
+  fetch(`${url}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: typeof body === "string" ? body : JSON.stringify(body), ...init });
+
+async function metrics(): Promise<{ text: string; load: EngineLoad; value: (name: string, labels?: Record<string, string>) => number }> {
+  const res = await fetch(`${url}/metrics`);
+  expect(res.status).toBe(200);
+  expect(res.headers.get("content-type")).toMatch(/^text\/plain; version=0\.0\.4/);
+  const text = await res.text();
+  const load = engineLoad(text);
+  if (isEngineMetricsError(load)) throw new Error(load.error);
+  const samples = parsePrometheusText(text).samples;
+  const value = (name: string, labels: Record<string, string> = {}) => {
+    const s = samples.find((x) => x.name === name && Object.entries(labels).every(([k, v]) => x.labels[k] === v));
+    if (!s) throw new Error(`no ${name} in /metrics`);
+    return s.value;
+  };
+  return { text, load, value };
+}
+
+async function until<T>(probe: () => Promise<T>, ok: (v: T) => boolean, ms = 5000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await probe();
+    if (ok(v)) return v;
+    if (Date.now() > deadline) throw new Error(`condition not met within ${ms} ms; last: ${JSON.stringify(v)}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+interface SseEvent {
+  at: number;
+  data: string;
+}
+
+/** Reads a server-sent event stream, timing each event's arrival; stops reading (leaving the stream open) after `limit` events if given. */
+async function readSse(res: Response, limit = Infinity): Promise<SseEvent[]> {
+  const reader = res.body!.getReader();
+  const decoder = new TextDecoder();
+  const events: SseEvent[] = [];
+  let buffer = "";
+  while (events.length < limit) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    const at = performance.now();
+    buffer += decoder.decode(value, { stream: true });
+    let end: number;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      expect(block.startsWith("data: ")).toBe(true);
+      events.push({ at, data: block.slice("data: ".length) });
+    }
+  }
+  reader.releaseLock();
+  return events;
+}
+
+describe("tiny-lm on the reference replica", () => {
+  it("lists the model, answers /health, and reports KV usage in the load header", async () => {
+    const models = (await (await fetch(`${url}/v1/models`)).json()) as { object: string; data: { id: string; object: string; owned_by: string; max_model_len: number }[] };
+    expect(models).toMatchObject({ object: "list", data: [{ id: "tiny-lm", object: "model", owned_by: "switchyard", max_model_len: KV_BLOCKS * 16 }] });
+    const health = await fetch(`${url}/health`);
+    expect(health.status).toBe(200);
+    expect(parseLoadHeader(health.headers.get("x-switchyard-load"))).toMatchObject({ ongoing: 0, kv: 0, state: "ready" });
+  });
+
+  it("streams a completion token by token, as each token is produced", async () => {
+    const started = performance.now();
+    const res = await post("/v1/completions", { model: "tiny-lm", prompt: "The replica", max_tokens: 12, seed: 1, stream: true });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toMatch(/^text\/event-stream/);
+    const events = await readSse(res);
+    expect(events.at(-1)!.data).toBe("[DONE]");
+    const chunks = events.slice(0, -1).map((e) => ({ at: e.at, chunk: JSON.parse(e.data) as { id: string; object: string; created: number; model: string; choices: { index: number; text: string; logprobs: null; finish_reason: string | null }[] } }));
+    const tokens = chunks.filter((c) => c.chunk.choices[0]!.finish_reason === null);
+    expect(tokens).toHaveLength(12);
+    for (const { chunk } of chunks) {
+      expect(chunk).toMatchObject({ object: "text_completion", model: "tiny-lm", id: chunks[0]!.chunk.id });
+      expect(chunk.id).toMatch(/^cmpl-/);
+      expect(Object.keys(chunk.choices[0]!).sort()).toEqual(["finish_reason", "index", "logprobs", "text"]);
+    }
+    for (const { chunk } of tokens) expect(chunk.choices[0]!.text).toHaveLength(1);
+    expect(chunks.at(-1)!.chunk.choices[0]).toEqual({ index: 0, text: "", logprobs: null, finish_reason: "length" });
+    // One token per --decode-ms: the chunks arrive spread out, not in one burst at the end.
+    const gaps = tokens.slice(1).map((t, i) => t.at - tokens[i]!.at);
+    expect(gaps.filter((g) => g >= DECODE_MS / 2).length).toBeGreaterThanOrEqual(gaps.length - 3);
+    expect(tokens.at(-1)!.at - tokens[0]!.at).toBeGreaterThanOrEqual(11 * DECODE_MS * 0.8);
+    expect(tokens[0]!.at - started).toBeLessThan(11 * DECODE_MS); // the first token did not wait for the rest
+  });
+
+  it("streams a chat completion in OpenAI's chunk format, with usage when asked", async () => {
+    const res = await post("/v1/chat/completions", {
+      model: "tiny-lm",
+      messages: [{ role: "system", content: "Be brief." }, { role: "user", content: [{ type: "text", text: "What is a replica?" }] }],
+      max_completion_tokens: 5,
+      stream: true,
+      stream_options: { include_usage: true },
+      user: "someone",
+    });
+    expect(res.status).toBe(200);
+    const events = await readSse(res);
+    expect(events.at(-1)!.data).toBe("[DONE]");
+    const chunks = events.slice(0, -1).map((e) => JSON.parse(e.data) as { id: string; object: string; choices: { delta: { role?: string; content?: string }; finish_reason: string | null }[]; usage: unknown });
+    expect(chunks.every((c) => c.object === "chat.completion.chunk" && c.id.startsWith("chatcmpl-"))).toBe(true);
+    expect(chunks[0]!.choices[0]!.delta).toEqual({ role: "assistant", content: "" });
+    const content = chunks.slice(1, 6);
+    expect(content.every((c) => c.choices[0]!.delta.content?.length === 1 && c.choices[0]!.finish_reason === null && c.usage === null)).toBe(true);
+    expect(chunks[6]!.choices[0]).toMatchObject({ delta: {}, finish_reason: "length" });
+    // "system: Be brief.\nuser: What is a replica?\nassistant: " is 54 characters.
+    expect(chunks[7]).toMatchObject({ choices: [], usage: { prompt_tokens: 54, completion_tokens: 5, total_tokens: 59 } });
+  });
+
+  it("answers without streaming, in OpenAI's completion and chat.completion shapes", async () => {
+    const completion = (await (await post("/v1/completions", { model: "tiny-lm", prompt: ["Hello"], max_tokens: 6, temperature: 0 })).json()) as Record<string, unknown>;
+    expect(completion).toMatchObject({ object: "text_completion", model: "tiny-lm", usage: { prompt_tokens: 5, completion_tokens: 6, total_tokens: 11 } });
+    expect(completion.choices).toEqual([{ index: 0, text: expect.stringMatching(/^.{6}$/s), logprobs: null, finish_reason: "length" }]);
+    const chat = (await (await post("/v1/chat/completions", { model: "tiny-lm", messages: [{ role: "user", content: "hi" }], max_tokens: 4, stop: "\n" })).json()) as Record<string, unknown>;
+    expect(chat).toMatchObject({ object: "chat.completion", model: "tiny-lm", choices: [{ index: 0, message: { role: "assistant" }, logprobs: null }] });
+    expect((chat.id as string).startsWith("chatcmpl-")).toBe(true);
+    expect(typeof chat.created).toBe("number");
+  });
+
+  it("gives the same text for the same seed", async () => {
+    const text = async (seed: number) => {
+      const body = (await (await post("/v1/completions", { model: "tiny-lm", prompt: "Switchyard", max_tokens: 15, temperature: 1, seed })).json()) as { choices: { text: string }[] };
+      return body.choices[0]!.text;
+    };
+    const [a, b, c] = await Promise.all([text(42), text(42), text(43)]);
+    expect(a).toHaveLength(15);
+    expect(b).toBe(a);
+    expect(c).not.toBe(a);
+  });
+
+  it("embeds strings into unit vectors, as floats or base64", async () => {
+    const res = await post("/v1/embeddings", { model: "tiny-lm", input: ["the replica reports its load", "x"] });
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { object: string; model: string; data: { object: string; index: number; embedding: number[] }[]; usage: unknown };
+    expect(body).toMatchObject({ object: "list", model: "tiny-lm", usage: { prompt_tokens: 29, total_tokens: 29 } });
+    expect(body.data.map((d) => [d.object, d.index, d.embedding.length])).toEqual([["embedding", 0, 96], ["embedding", 1, 96]]);
+    for (const d of body.data) expect(Math.hypot(...d.embedding)).toBeCloseTo(1, 4);
+    const b64 = (await (await post("/v1/embeddings", { model: "tiny-lm", input: "x", encoding_format: "base64" })).json()) as { data: { embedding: string }[] };
+    const decoded = new Float32Array(Uint8Array.from(Buffer.from(b64.data[0]!.embedding, "base64")).buffer);
+    expect(Array.from(decoded)).toEqual(body.data[1]!.embedding.map((x) => Math.fround(x)));
+  });
+
+  it("answers errors as OpenAI error objects with the right status", async () => {
+    const cases: [unknown, number, string][] = [
+      ["{not json", 400, "bad_request"],
+      [{ model: "gpt-4o", prompt: "x" }, 404, "model_not_found"],
+      [{ model: "tiny-lm", prompt: "x", n: 2 }, 400, "bad_request"],
+      [{ model: "tiny-lm", prompt: "x", max_tokens: 5000 }, 400, "bad_request"],
+      [{ model: "tiny-lm", prompt: "x", temperature: 3 }, 400, "bad_request"],
+      [{ model: "tiny-lm", prompt: "x".repeat(KV_BLOCKS * 16) }, 400, "bad_request"], // can never fit
+      [{ prompt: "x" }, 400, "bad_request"],
+    ];
+    for (const [body, status, code] of cases) {
+      const res = await post("/v1/completions", body);
+      expect(res.status, JSON.stringify(body).slice(0, 60)).toBe(status);
+      expect(res.headers.get("content-type")).toMatch(/^application\/json/);
+      const err = (await res.json()) as { error: { code: string; type: string; message: string } };
+      expect(err.error).toMatchObject({ code, type: expect.any(String), message: expect.any(String) });
+    }
+    const chatN = await post("/v1/chat/completions", { model: "tiny-lm", messages: [{ role: "user", content: "x" }], n: 2 });
+    expect(chatN.status).toBe(400);
+    expect(((await chatN.json()) as { error: { message: string } }).error.message).toMatch(/n=1/);
+    expect((await fetch(`${url}/v1/completions`)).status).toBe(405);
+    expect((await post("/v1/nothing", {})).status).toBe(404);
+  });
+
+  it("reports running requests and KV usage in vLLM's /metrics while they run, outside admission, and 0 after", async () => {
+    const before = await metrics();
+    expect(before.load).toEqual({ engine: "vllm", running: 0, waiting: 0, kvCacheUsage: 0, loraAdapters: [] });
+    const generatedBefore = before.value("vllm:generation_tokens_total", { model_name: "tiny-lm" });
+    const ttftBefore = before.value("vllm:time_to_first_token_seconds_count");
+    // Fill every admission slot with a stream of ~40 tokens (~0.8 s each).
+    const streams = Array.from({ length: MAX_ONGOING }, () => post("/v1/completions", { model: "tiny-lm", prompt: "x".repeat(40), max_tokens: 40, stream: true }).then((r) => readSse(r)));
+    const during = await until(metrics, (m) => m.load.running === MAX_ONGOING);
+    expect(during.load.kvCacheUsage).toBeGreaterThan(0);
+    expect(during.load.kvCacheUsage).toBeCloseTo((MAX_ONGOING * 3) / KV_BLOCKS, 1); // 40-80 tokens: 3-5 blocks each
+    expect(during.value("vllm:kv_cache_usage_perc")).toBe(during.load.kvCacheUsage);
+    // A full replica still answers /metrics and /health, and rejects a new POST before accepting it.
+    const health = await fetch(`${url}/health`);
+    expect(health.status).toBe(200);
+    const header = parseLoadHeader(health.headers.get("x-switchyard-load"));
+    expect(header?.ongoing).toBe(MAX_ONGOING);
+    expect(header?.kv).toBeGreaterThan(0);
+    const refused = await post("/v1/completions", { model: "tiny-lm", prompt: "x", max_tokens: 1 });
+    expect(refused.status).toBe(503);
+    expect(refused.headers.get("x-switchyard-rejected")).toBe("capacity");
+    await refused.text();
+    await Promise.all(streams);
+    const after = await metrics();
+    expect(after.load).toEqual({ engine: "vllm", running: 0, waiting: 0, kvCacheUsage: 0, loraAdapters: [] });
+    expect(after.value("vllm:generation_tokens_total", { model_name: "tiny-lm" }) - generatedBefore).toBe(MAX_ONGOING * 40);
+    expect(after.value("vllm:time_to_first_token_seconds_count") - ttftBefore).toBe(MAX_ONGOING);
+    expect(after.text).toContain('vllm:cache_config_info{block_size="16"');
+  });
+
+  it("makes a request wait while the KV cache is full (vllm:num_requests_waiting), then serves it", async () => {
+    const prompt = "y".repeat(600); // 38 blocks with its first tokens: two do not fit in 64
+    const first = post("/v1/completions", { model: "tiny-lm", prompt, max_tokens: 25 }).then((r) => r.json() as Promise<{ usage: { completion_tokens: number } }>);
+    await until(metrics, (m) => m.load.running === 1);
+    const secondStarted = performance.now();
+    const second = post("/v1/completions", { model: "tiny-lm", prompt, max_tokens: 3 }).then((r) => r.json() as Promise<{ usage: { completion_tokens: number } }>);
+    const waiting = await until(metrics, (m) => m.load.waiting === 1);
+    expect(waiting.load.running).toBe(1);
+    expect(waiting.load.kvCacheUsage).toBeGreaterThan(0.5);
+    expect((await first).usage.completion_tokens).toBe(25);
+    expect((await second).usage.completion_tokens).toBe(3);
+    expect(performance.now() - secondStarted).toBeGreaterThan(10 * DECODE_MS); // it waited for the first
+    expect((await metrics()).load).toMatchObject({ running: 0, waiting: 0, kvCacheUsage: 0 });
+  });
+
+  it("stops generating at once when the client disconnects mid-stream, freeing its KV blocks and admission slot", async () => {
+    const abortsBefore = (await metrics()).value("vllm:request_success_total", { finished_reason: "abort" });
+    const client = new AbortController();
+    const res = await post("/v1/completions", { model: "tiny-lm", prompt: "Hello", max_tokens: 1000, stream: true }, { signal: client.signal });
+    const firstChunks = await readSse(res, 3);
+    expect(firstChunks).toHaveLength(3);
+    expect((await metrics()).load.running).toBe(1);
+    const leftAt = performance.now();
+    client.abort();
+    const idle = await until(metrics, (m) => m.load.running === 0, 2000);
+    expect(performance.now() - leftAt).toBeLessThan(1000);
+    expect(idle.load.kvCacheUsage).toBe(0);
+    expect(idle.value("vllm:request_success_total", { finished_reason: "abort" })).toBe(abortsBefore + 1);
+    const generated = idle.value("vllm:generation_tokens_total");
+    await new Promise((r) => setTimeout(r, 5 * DECODE_MS));
+    expect((await metrics()).value("vllm:generation_tokens_total")).toBe(generated); // nothing generated since
+    const healthz = (await (await fetch(`${url}/-/healthz`)).json()) as { ongoing: number; running: number };
+    expect(healthz).toMatchObject({ ongoing: 0, running: 0 });
+  });
+});
+
+describe("the replica CLI's llm flags", () => {
+  const runToExit = (args: string[]) =>
+    new Promise<{ code: number | null; stderr: string }>((resolve) => {
+      const c = spawn(process.execPath, ["--import", "tsx", "src/replica/cli.ts", "--deployment", "llm", "--standalone", "--port", "0", ...args], { cwd: ROOT, stdio: ["ignore", "ignore", "pipe"] });
+      let stderr = "";
+      c.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
+      c.once("exit", (code) => resolve({ code, stderr }));
+    });
+
+  it("exits 2 with a clear message on a bad llm flag", async () => {
+    const [knob, model, value] = await Promise.all([
+      runToExit(["--backend", "text", "--kv-blocks", "4"]),
+      runToExit(["--backend", "llm", "--model", "gpt-2"]),
+      runToExit(["--backend", "llm", "--decode-ms", "fast"]),
+    ]);
+    expect(knob).toMatchObject({ code: 2, stderr: expect.stringMatching(/--kv-blocks is a knob of --backend llm/) });
+    expect(model).toMatchObject({ code: 2, stderr: expect.stringMatching(/unknown language model "gpt-2"/) });
+    expect(value).toMatchObject({ code: 2, stderr: expect.stringMatching(/--decode-ms must be an integer/) });
+  });
+});
