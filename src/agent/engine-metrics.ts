@@ -147,3 +147,27 @@ export function engineLoad(text: string): EngineLoad | EngineMetricsError {
     throw e;
   }
 }
+
+/**
+ * How many LoRA adapters the engine keeps loaded at once: the `max_lora` label of
+ * vLLM's latest vllm:lora_requests_info series (vLLM's --max-loras). Undefined when
+ * the engine reports no LoRA info (LoRA off, SGLang) or the text does not parse.
+ */
+export function maxLoraAdapters(text: string): number | undefined {
+  let samples: Sample[];
+  try {
+    samples = parsePrometheusText(text).samples;
+  } catch (e) {
+    if (e instanceof PrometheusParseError) return undefined;
+    throw e;
+  }
+  let latest: Sample | undefined;
+  for (const s of samples) {
+    if (s.name !== NAMES.vllm.lora || !Number.isFinite(s.value)) continue;
+    if (latest === undefined || s.value > latest.value) latest = s;
+  }
+  const raw = latest?.labels.max_lora;
+  if (raw === undefined || !/^\d{1,4}$/.test(raw.trim())) return undefined;
+  const n = Number(raw.trim());
+  return n >= 1 ? n : undefined;
+}

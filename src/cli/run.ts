@@ -123,18 +123,21 @@ async function dispatch(argv: string[], io: Io): Promise<number> {
   const at = commandIndex(argv);
   const command = at >= 0 ? argv[at]! : undefined;
 
-  if (command === "replica") {
-    // Everything after "replica" belongs to the replica, untouched.
+  if (command === "replica" || command === "agent") {
+    // Everything after "replica" (or "agent") belongs to the replica CLI, untouched.
     const before = parse(argv.slice(0, at).filter((t) => t !== "--"), GLOBAL, shortUsage()).values;
     const rest = argv.slice(at + 1);
     if (before.help) {
-      io.stdout.write(`${COMMAND_USAGE.replica}\n`);
+      io.stdout.write(`${COMMAND_USAGE[command]}\n`);
       return 0;
     }
     // A global --edge (or $SWITCHYARD_EDGE) reaches a replica that was not given one.
     const edge = (before.edge as string | undefined) ?? io.env.SWITCHYARD_EDGE;
-    const own = rest.some((t) => t === "--edge" || t.startsWith("--edge=") || ["--standalone", "--print-key", "--help", "-h"].includes(t));
-    return replicaCommand(edge && !own ? [...rest, "--edge", edge] : rest);
+    // An agent's engine command (after its own "--") is not searched for flags.
+    const sep = command === "agent" ? rest.indexOf("--") : -1;
+    const own = (sep >= 0 ? rest.slice(0, sep) : rest).some((t) => t === "--edge" || t.startsWith("--edge=") || ["--standalone", "--print-key", "--help", "-h"].includes(t));
+    const args = edge && !own ? (sep >= 0 ? [...rest.slice(0, sep), "--edge", edge, ...rest.slice(sep)] : [...rest, "--edge", edge]) : rest;
+    return replicaCommand(command === "agent" ? ["agent", ...args] : args);
   }
 
   if (command !== undefined && !COMMANDS.includes(command)) {
@@ -155,13 +158,6 @@ async function dispatch(argv: string[], io: Io): Promise<number> {
     return 0;
   }
   if (!command) throw new UsageError("no command given", shortUsage());
-  if (command === "agent") {
-    io.stderr.write(
-      'switchyard agent: not available yet: see the issue "LLM path" (a replica agent for external engines).\n' +
-        "Run a reference replica with: switchyard replica --help\n",
-    );
-    return EXIT_USAGE;
-  }
 
   const [min, max] = ARITY[command]!;
   if (positionals.length < min) throw new UsageError(`${command}: missing argument${min - positionals.length > 1 ? "s" : ""}`, usage);

@@ -22,7 +22,7 @@ commands:
   metrics                      the edge's Prometheus metrics; --follow watches them
   autoscale [DEPLOYMENT]       current and desired replica counts
   replica [REPLICA OPTIONS]    run a reference replica (switchyard replica --help)
-  agent                        a replica agent for external engines (not available yet)
+  agent                        a replica agent: puts vLLM or SGLang behind the edge
   help [COMMAND]               this text, or a command's
 
 ${GLOBAL_OPTIONS}
@@ -87,10 +87,14 @@ Runs a reference replica with these options (switchyard replica --help lists the
 Without its own --edge it gets switchyard's (--edge before "replica", or
 $SWITCHYARD_EDGE). SIGTERM and SIGINT drain it; the exit status is the replica's.`,
 
-  agent: `usage: switchyard agent
+  agent: `usage: switchyard agent --deployment NAME --engine-url URL [AGENT OPTIONS] [-- ENGINE COMMAND...]
 
-A replica agent that puts an external inference engine behind the Switchyard
-protocol. Not available yet: see the issue "LLM path".`,
+Runs the replica agent (docs/agent.md): it registers an OpenAI-compatible engine
+(vLLM, SGLang) with its deployment at the edge, turns the engine's /metrics into
+load reports every 100 ms, and on SIGTERM drains before it stops the engine it
+started (the command after "--"). "switchyard agent --help" lists its options.
+Without its own --edge it gets switchyard's (--edge before "agent", or
+$SWITCHYARD_EDGE). The exit status is the agent's.`,
 
   help: `usage: switchyard help [COMMAND]
 

@@ -10,30 +10,50 @@ import {
   importReplicaKey,
   signedHeaders,
   type ControlAck,
+  type Load,
   type RegisterMessage,
   type ReportMessage,
 } from "../protocol/index.ts";
-import type { AdmissionControl } from "./admission.ts";
 
-export interface EdgeClientOptions {
+/**
+ * What the edge client reports: the reference replica's AdmissionControl, or the
+ * replica agent's view of an external engine (src/agent/agent.ts).
+ */
+export interface LoadSource {
+  /** Sent as max_ongoing_requests on register. */
+  readonly maxOngoing: number;
+  /** The load now: seq, ongoing, queued, state and, when known, kv. */
+  load(): Load;
+  /** Loaded model ids (multiplexing), reported on every report. */
+  readonly models: string[];
+  /** Model ids being loaded now. */
+  readonly loading: string[];
+  /** Called on every change; `urgent` for changes to report at once (state, models). */
+  onChange(listener: (urgent: boolean) => void): void;
+}
+
+interface EdgeClientBaseOptions {
   edgeUrl: string;
   /** The deployment's replica key (64 hex digits): every control POST is signed with it. */
   key: string;
   deployment: string;
   replicaId: string;
   advertiseUrl: string;
-  admission: AdmissionControl;
   /** Multiplexing replicas: how many models they keep loaded at once (sent as `max_models`). */
   maxModels?: number;
-  /** Coalescing window for load changes, ms. */
+  /** Coalescing window for load changes, ms (default 250; urgent changes are sent at once). */
   changeReportDelayMs?: number;
   log?: (msg: string) => void;
   /** Called once when the edge answers a report with `drain: true` (an operator asked, via the admin API). */
   onDrainRequested?: () => void;
 }
 
+/** The load comes from `source`; `admission` is the same option under the reference replica's name. */
+export type EdgeClientOptions = EdgeClientBaseOptions & ({ source: LoadSource; admission?: never } | { admission: LoadSource; source?: never });
+
 export class EdgeClient {
   readonly #o: EdgeClientOptions;
+  readonly #source: LoadSource;
   #intervalMs = 1_000;
   #heartbeat: ReturnType<typeof setInterval> | undefined;
   #pending: ReturnType<typeof setTimeout> | undefined;
@@ -47,7 +67,13 @@ export class EdgeClient {
 
   constructor(options: EdgeClientOptions) {
     this.#o = options;
-    options.admission.onChange((urgent) => this.#scheduleReport(urgent ? 0 : (options.changeReportDelayMs ?? 250)));
+    this.#source = (options.source ?? options.admission)!;
+    this.#source.onChange((urgent) => this.#scheduleReport(urgent ? 0 : (options.changeReportDelayMs ?? 250)));
+  }
+
+  /** Whether the edge has accepted this replica's register (and it has not deregistered since). */
+  get registered(): boolean {
+    return this.#registered && !this.#stopped;
   }
 
   /** Registers, retrying until the edge answers (it may start after the replica). */
@@ -61,6 +87,8 @@ export class EdgeClient {
         await new Promise((r) => setTimeout(r, wait));
       }
     }
+    // Stopped before (or while) registering: no heartbeat for a replica that is leaving.
+    if (this.#stopped) return;
     this.#heartbeat = setInterval(() => void this.report(), this.#intervalMs);
   }
 
@@ -113,7 +141,7 @@ export class EdgeClient {
       deployment: this.#o.deployment,
       replica_id: this.#o.replicaId,
       url: this.#o.advertiseUrl,
-      max_ongoing_requests: this.#o.admission.maxOngoing,
+      max_ongoing_requests: this.#source.maxOngoing,
     };
     if (this.#o.maxModels !== undefined) msg.max_models = this.#o.maxModels;
     const res = await this.#post("/-/replicas/register", msg);
@@ -125,7 +153,7 @@ export class EdgeClient {
 
   async #sendReport(): Promise<void> {
     if (!this.#registered) return;
-    const a = this.#o.admission;
+    const a = this.#source;
     const load = a.load();
     const msg: ReportMessage = {
       protocol: PROTOCOL_VERSION,
@@ -136,6 +164,7 @@ export class EdgeClient {
       state: load.state,
       ongoing: load.ongoing,
       queued: load.queued,
+      ...(load.kv !== undefined && { kv_cache_usage: load.kv }),
       models: a.models,
       loading: a.loading,
     };

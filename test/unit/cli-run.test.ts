@@ -105,10 +105,10 @@ describe("usage and exit codes", () => {
     expect(edge.seen).toEqual([]);
   });
 
-  it("says agent is not available yet, exit 2", async () => {
-    const r = await cli(["agent"]);
-    expect(r.code).toBe(2);
-    expect(r.stderr).toMatch(/not available yet: see the issue "LLM path"/);
+  it("documents agent", async () => {
+    const r = await cli(["help", "agent"]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/usage: switchyard agent --deployment NAME --engine-url URL/);
   });
 
   it("exits 1 when the edge is unreachable or refuses the secret", async () => {
