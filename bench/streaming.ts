@@ -4,14 +4,23 @@
  * at concurrency 120 over 5 replicas, directly against the replicas versus
  * through Switchyard, in one run (arms interleaved: direct, proxy, direct, proxy).
  *
- *   npx tsx bench/streaming.ts [--seconds 10] [--concurrency 120] [--tokens 64] [--ttft-ms 570] [--tpot-ms 22]
+ *   npx tsx bench/streaming.ts [--seconds 10] [--concurrency 120] [--tokens 64]
+ *        [--pace seed|model] [--ttft-ms 570] [--tpot-ms 22]
  *
- * The replicas are the reference replica's streaming backend (`echo`: after
- * --ttft-ms it sends one line per "token" every --tpot-ms), paced like the
- * seed's vLLM (TTFT ~570 ms, TPOT ~22 ms), so the figures isolate the
- * dispatcher's overhead on the token path. The generative model of the LLM
- * issue will plug into the same script when it exists. The pacing is the
- * replica's, identical in both arms: the ratios compare like with like.
+ * The replicas are reference replicas running the tiny language model
+ * (docs/tiny-lm.md): every token is a real onnxruntime-web inference, streamed
+ * as OpenAI `/v1/completions` Server-Sent Events. Both arms send the same
+ * request body to the same path: direct to a replica (round robin over the
+ * five), or to the edge's OpenAI route (which reads the body's model, picks a
+ * replica and streams the answer back).
+ *
+ * --pace seed (default): the replicas pace their output like the seed's vLLM
+ *   (--prefill-ms 570 before the first token, --decode-ms 22 between tokens, on
+ *   timers); the model still runs for every token. This is a GPU engine's speed,
+ *   which this machine does not have; the pacing is identical in both arms, so
+ *   the difference is the dispatcher's.
+ * --pace model: no pacing; tokens come as fast as this CPU computes them, so
+ *   the proxy's cost shows against the smallest possible TTFT/TPOT.
  * Prints a markdown table and writes bench/results/streaming.json.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -25,6 +34,7 @@ const { values } = parseArgs({
     seconds: { type: "string", default: "10" },
     concurrency: { type: "string", default: "120" },
     tokens: { type: "string", default: "64" },
+    pace: { type: "string", default: "seed" },
     "ttft-ms": { type: "string", default: "570" },
     "tpot-ms": { type: "string", default: "22" },
   },
@@ -32,8 +42,10 @@ const { values } = parseArgs({
 const seconds = Number(values.seconds);
 const concurrency = Number(values.concurrency);
 const tokens = Number(values.tokens);
-const ttftMs = Number(values["ttft-ms"]);
-const tpotMs = Number(values["tpot-ms"]);
+const pace = values.pace;
+if (pace !== "seed" && pace !== "model") throw new Error(`--pace must be "seed" or "model", not "${pace}"`);
+const ttftMs = pace === "seed" ? Number(values["ttft-ms"]) : 0;
+const tpotMs = pace === "seed" ? Number(values["tpot-ms"]) : 0;
 const REPLICAS = 5;
 
 interface Sample {
@@ -42,30 +54,56 @@ interface Sample {
   ok: boolean;
 }
 
+const encoder = new TextEncoder();
+/** One request's expected duration at the replicas' pace (≥ 100 ms when unpaced). */
+const cycleMs = Math.max(100, ttftMs + tokens * tpotMs);
+/** The same body in both arms: /v1/completions, streamed, exactly `tokens` tokens. */
+const body = encoder.encode(JSON.stringify({ model: "tiny-lm", prompt: "The edge proxy sends each request to", max_tokens: tokens, temperature: 0.8, stream: true }));
+/** A token event of /v1/completions carries `"finish_reason":null`; the closing event and [DONE] do not. */
+const TOKEN_MARK = '"finish_reason":null';
+
+function countTokens(text: string): number {
+  let n = 0;
+  for (let at = text.indexOf(TOKEN_MARK); at >= 0; at = text.indexOf(TOKEN_MARK, at + TOKEN_MARK.length)) n++;
+  return n;
+}
+
 /** Closed loop: `concurrency` clients, each streaming one request after another. */
 async function arm(urlFor: (i: number) => string, durationMs: number): Promise<Sample[]> {
   const out: Sample[] = [];
   const until = Date.now() + durationMs;
   let n = 0;
   await Promise.all(
-    Array.from({ length: concurrency }, async () => {
+    Array.from({ length: concurrency }, async (_, client) => {
+      const decoder = new TextDecoder();
+      // Clients start spread over one request's duration, as independent users
+      // would; started together, every request of a closed loop with a fixed
+      // duration would arrive in lock-step bursts of `concurrency`, in both arms.
+      await new Promise((r) => setTimeout(r, (client / concurrency) * cycleMs));
       while (Date.now() < until) {
         const started = performance.now();
         let first = 0;
         let last = 0;
-        let lines = 0;
+        let seen = 0;
         try {
-          const res = await fetch(urlFor(n++));
+          const res = await fetch(urlFor(n++), { method: "POST", headers: { "content-type": "application/json" }, body });
           const reader = res.body!.getReader();
+          // Events can split across reads; carry a short tail so a mark is never cut in two.
+          let tail = "";
           for (;;) {
             const { done, value } = await reader.read();
             if (done) break;
-            const now = performance.now();
-            if (first === 0) first = now;
-            last = now;
-            for (const b of value) if (b === 10) lines++;
+            const text = tail + decoder.decode(value, { stream: true });
+            const k = countTokens(text);
+            tail = text.slice(-(TOKEN_MARK.length - 1));
+            if (k > 0) {
+              const now = performance.now();
+              if (seen === 0) first = now;
+              last = now;
+              seen += k;
+            }
           }
-          out.push({ ttft: first - started, tpot: lines > 1 ? (last - first) / (lines - 1) : NaN, ok: res.status === 200 && lines === tokens });
+          out.push({ ttft: first - started, tpot: seen > 1 ? (last - first) / (seen - 1) : NaN, ok: res.status === 200 && seen === tokens });
         } catch {
           out.push({ ttft: NaN, tpot: NaN, ok: false });
         }
@@ -83,13 +121,13 @@ function stats(xs: number[]): { mean: number; p50: number; p90: number } {
 
 const functionsDir = mkdtempSync(join(tmpdir(), "switchyard-bench-stream-"));
 const config = JSON.stringify(resolve(import.meta.dirname, "../src/config/deployment.ts"));
+const perReplica = Math.ceil((concurrency / REPLICAS) * 1.5);
 writeFileSync(
   join(functionsDir, "llm.ts"),
   `import { defineDeployment } from ${config};
 export default defineDeployment({
-  name: "llm", routePrefix: "/llm", access: { public: true }, backend: { kind: "echo" },
-  localReplicas: ${REPLICAS}, maxOngoingRequests: ${Math.ceil((concurrency / REPLICAS) * 1.5)},
-  policy: { idempotent: true },
+  name: "llm", routePrefix: "/llm", access: { public: true }, backend: { kind: "llm", model: "tiny-lm" },
+  openai: { models: ["tiny-lm"] }, localReplicas: 0, maxOngoingRequests: ${perReplica},
 });
 `,
 );
@@ -101,10 +139,12 @@ process.on("SIGINT", () => {
 });
 try {
   await stack.start();
+  // Enough KV blocks that a replica never makes a request wait for memory: both arms see the same engine.
+  const replicaArgs = ["--backend", "llm", "--model", "tiny-lm", "--prefill-ms", String(ttftMs), "--decode-ms", String(tpotMs), "--kv-blocks", String(perReplica * 16)];
+  await Promise.all(Array.from({ length: REPLICAS }, (_, i) => stack.startReplica("llm", { id: `llm-${i + 1}`, backendArgs: replicaArgs })));
   const replicaUrls = [...stack.replicas.values()].map((r) => r.url);
-  const query = `/llm?chunks=${tokens}&interval_ms=${tpotMs}&delay_ms=${ttftMs}`;
-  const direct = (i: number) => `${replicaUrls[i % replicaUrls.length]}${query}`;
-  const proxied = () => `${stack.workerdUrl}${query}`;
+  const direct = (i: number) => `${replicaUrls[i % replicaUrls.length]}/v1/completions`;
+  const proxied = () => `${stack.workerdUrl}/v1/completions`;
   // Warm-up (connections, JIT), not measured.
   await arm(proxied, 2_000);
   await arm(direct, 2_000);
@@ -116,6 +156,9 @@ try {
   d.push(...(await arm(direct, half)));
   p.push(...(await arm(proxied, half)));
 
+  // Refusals at max_ongoing (each one a retry by the proxy before the first byte): from the replicas' own counters.
+  let rejected = 0;
+  for (const url of replicaUrls) rejected += ((await (await fetch(`${url}/-/healthz`)).json()) as { rejected: number }).rejected;
   const row = (name: string, xs: Sample[]) => ({
     arm: name,
     requests: xs.length,
@@ -133,7 +176,9 @@ try {
   };
   const f = (x: number) => x.toFixed(2);
   const lines = [
-    `\nconcurrency ${concurrency} over ${REPLICAS} replicas, ${tokens} tokens per request, replica pacing TTFT ${ttftMs} ms / TPOT ${tpotMs} ms, ${seconds} s per arm (two halves, interleaved)\n`,
+    `\nconcurrency ${concurrency} over ${REPLICAS} replicas of the tiny LM (/v1/completions, streamed), ${tokens} tokens per request, ` +
+      (pace === "seed" ? `paced like the seed's vLLM (prefill ${ttftMs} ms, ${tpotMs} ms per token)` : "unpaced (the model's own speed on this CPU)") +
+      `, ${seconds} s per arm (two halves, interleaved); replicas refused ${rejected} requests (at max_ongoing ${perReplica})\n`,
     "| arm | requests | failed | TTFT mean | TTFT p50 | TTFT p90 | TPOT mean | TPOT p50 | TPOT p90 |",
     "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ...rows.map((r) => `| ${r.arm} | ${r.requests} | ${r.failed} | ${f(r.ttft.mean)} | ${f(r.ttft.p50)} | ${f(r.ttft.p90)} | ${f(r.tpot.mean)} | ${f(r.tpot.p50)} | ${f(r.tpot.p90)} |`),
@@ -144,8 +189,8 @@ try {
   console.log(lines.join("\n"));
   mkdirSync(join(import.meta.dirname, "results"), { recursive: true });
   writeFileSync(
-    join(import.meta.dirname, "results/streaming.json"),
-    `${JSON.stringify({ when: new Date().toISOString(), setup: { concurrency, replicas: REPLICAS, tokens, ttftMs, tpotMs, seconds }, rows, overhead }, null, 2)}\n`,
+    join(import.meta.dirname, pace === "seed" ? "results/streaming.json" : "results/streaming-model-pace.json"),
+    `${JSON.stringify({ when: new Date().toISOString(), setup: { concurrency, replicas: REPLICAS, tokens, pace, ttftMs, tpotMs, seconds, model: "tiny-lm", endpoint: "/v1/completions" }, rows, overhead, replicaRejections: rejected }, null, 2)}\n`,
   );
 } finally {
   await stack.stop();

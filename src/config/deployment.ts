@@ -240,6 +240,9 @@ const DeploymentInput = z
     if (d.backend.kind === "onnx" && d.backend.model && mux) {
       ctx.addIssue({ code: "custom", path: ["multiplexing"], message: "a single-model onnx backend (`backend.model`) cannot also multiplex; drop one" });
     }
+    if (d.backend.kind === "edge" && d.openai) {
+      ctx.addIssue({ code: "custom", path: ["openai"], message: "edge deployments serve their model's own API, not the OpenAI routes" });
+    }
     const outside = d.openai && mux && mux.models.length > 0 ? d.openai.models.filter((m) => !mux.models.includes(m)) : [];
     if (outside.length > 0) {
       ctx.addIssue({ code: "custom", path: ["openai", "models"], message: `with multiplexing, OpenAI models are multiplexed model ids: ${outside.join(", ")} not in multiplexing.models` });
