@@ -162,9 +162,9 @@ export interface BareWorkers {
 
 /**
  * One workerd process serving one bare Worker per named pool of upstreams, each
- * on its own loopback port; resolves once every one answers GET /hello.
+ * on its own loopback port; resolves once every one answers GET `readyPath`.
  */
-export async function startBareWorkers(dir: string, pools: Record<string, string[]>): Promise<BareWorkers> {
+export async function startBareWorkers(dir: string, pools: Record<string, string[]>, readyPath = "/hello"): Promise<BareWorkers> {
   const names = Object.keys(pools);
   const ports: Record<string, number> = {};
   for (const name of names) {
@@ -192,6 +192,6 @@ ${names.map((n) => `    (name = "${n}", address = "127.0.0.1:${ports[n]}", http 
   const workerdBin = (createRequire(import.meta.url)("workerd") as { default: string }).default;
   const child = spawn(workerdBin, ["serve", config], { stdio: ["ignore", "ignore", "inherit"] });
   const urls = Object.fromEntries(names.map((n) => [n, `http://127.0.0.1:${ports[n]}`]));
-  for (const n of names) await waitForOk(`${urls[n]}/hello`, 15_000, child);
+  for (const n of names) await waitForOk(`${urls[n]}${readyPath}`, 15_000, child);
   return { urls, child, config };
 }

@@ -11,8 +11,10 @@
  * (docs/tiny-lm.md): every token is a real onnxruntime-web inference, streamed
  * as OpenAI `/v1/completions` Server-Sent Events. Both arms send the same
  * request body to the same path: direct to a replica (round robin over the
- * five), or to the edge's OpenAI route (which reads the body's model, picks a
- * replica and streams the answer back).
+ * five), through a bare workerd Worker that only fetch()es a replica (round
+ * robin: the platform's own cost of a hop, the floor for any Worker proxy), or
+ * to the edge's OpenAI route (which reads the body's model, picks a replica and
+ * streams the answer back). Arms are interleaved: direct, bare, Switchyard, twice.
  *
  * --pace seed (default): the replicas pace their output like the seed's vLLM
  *   (--prefill-ms 570 before the first token, --decode-ms 22 between tokens, on
@@ -28,6 +30,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { LocalStack } from "../src/local/stack.ts";
+import { startBareWorkers, type BareWorkers } from "./load-tools.ts";
 
 const { values } = parseArgs({
   options: {
@@ -50,6 +53,8 @@ const REPLICAS = 5;
 
 interface Sample {
   ttft: number;
+  /** Time to the response head: the request path alone (the replica sends its head before the prefill). */
+  ttfb: number;
   tpot: number;
   ok: boolean;
 }
@@ -87,6 +92,7 @@ async function arm(urlFor: (i: number) => string, durationMs: number): Promise<S
         let seen = 0;
         try {
           const res = await fetch(urlFor(n++), { method: "POST", headers: { "content-type": "application/json" }, body });
+          const headersAt = performance.now() - started;
           const reader = res.body!.getReader();
           // Events can split across reads; carry a short tail so a mark is never cut in two.
           let tail = "";
@@ -103,9 +109,9 @@ async function arm(urlFor: (i: number) => string, durationMs: number): Promise<S
               seen += k;
             }
           }
-          out.push({ ttft: first - started, tpot: seen > 1 ? (last - first) / (seen - 1) : NaN, ok: res.status === 200 && seen === tokens });
+          out.push({ ttft: first - started, tpot: seen > 1 ? (last - first) / (seen - 1) : NaN, ttfb: headersAt, ok: res.status === 200 && seen === tokens });
         } catch {
-          out.push({ ttft: NaN, tpot: NaN, ok: false });
+          out.push({ ttft: NaN, tpot: NaN, ttfb: NaN, ok: false });
         }
       }
     }),
@@ -137,24 +143,32 @@ process.on("SIGINT", () => {
   stack.killAll();
   process.exit(130);
 });
+let bare: BareWorkers | undefined;
 try {
   await stack.start();
   // Enough KV blocks that a replica never makes a request wait for memory: both arms see the same engine.
   const replicaArgs = ["--backend", "llm", "--model", "tiny-lm", "--prefill-ms", String(ttftMs), "--decode-ms", String(tpotMs), "--kv-blocks", String(perReplica * 16)];
   await Promise.all(Array.from({ length: REPLICAS }, (_, i) => stack.startReplica("llm", { id: `llm-${i + 1}`, backendArgs: replicaArgs })));
   const replicaUrls = [...stack.replicas.values()].map((r) => r.url);
+  // The platform's floor: a workerd Worker that only fetch()es a replica (round robin), no routing logic.
+  bare = await startBareWorkers(functionsDir, { llm: replicaUrls }, "/health");
+  const bareUrl = bare.urls.llm!;
   const direct = (i: number) => `${replicaUrls[i % replicaUrls.length]}/v1/completions`;
+  const viaBare = () => `${bareUrl}/v1/completions`;
   const proxied = () => `${stack.workerdUrl}/v1/completions`;
   // Warm-up (connections, JIT), not measured.
   await arm(proxied, 2_000);
+  await arm(viaBare, 2_000);
   await arm(direct, 2_000);
   const half = (seconds * 1000) / 2;
   const d: Sample[] = [];
+  const b: Sample[] = [];
   const p: Sample[] = [];
-  d.push(...(await arm(direct, half)));
-  p.push(...(await arm(proxied, half)));
-  d.push(...(await arm(direct, half)));
-  p.push(...(await arm(proxied, half)));
+  for (let round = 0; round < 2; round++) {
+    d.push(...(await arm(direct, half)));
+    b.push(...(await arm(viaBare, half)));
+    p.push(...(await arm(proxied, half)));
+  }
 
   // Refusals at max_ongoing (each one a retry by the proxy before the first byte): from the replicas' own counters.
   let rejected = 0;
@@ -165,34 +179,45 @@ try {
     failed: xs.filter((x) => !x.ok).length,
     ttft: stats(xs.filter((x) => x.ok).map((x) => x.ttft)),
     tpot: stats(xs.filter((x) => x.ok).map((x) => x.tpot)),
+    ttfb: stats(xs.filter((x) => x.ok).map((x) => x.ttfb)),
   });
-  const rows = [row("direct to the replicas (round robin)", d), row("through Switchyard", p)];
-  const [rd, rp] = rows as [ReturnType<typeof row>, ReturnType<typeof row>];
+  const rows = [row("direct to the replicas (round robin)", d), row("bare workerd Worker (fetch only, round robin)", b), row("through Switchyard", p)];
+  const [rd, rb, rp] = rows as [ReturnType<typeof row>, ReturnType<typeof row>, ReturnType<typeof row>];
   const overhead = {
     ttftP50Ms: rp.ttft.p50 - rd.ttft.p50,
     ttftMeanMs: rp.ttft.mean - rd.ttft.mean,
     tpotP50Ms: rp.tpot.p50 - rd.tpot.p50,
     tpotMeanMs: rp.tpot.mean - rd.tpot.mean,
   };
+  /** What Switchyard adds over the platform's own hop (a Worker that only fetches). */
+  const overBare = {
+    ttftP50Ms: rp.ttft.p50 - rb.ttft.p50,
+    ttftMeanMs: rp.ttft.mean - rb.ttft.mean,
+    tpotP50Ms: rp.tpot.p50 - rb.tpot.p50,
+    tpotMeanMs: rp.tpot.mean - rb.tpot.mean,
+  };
   const f = (x: number) => x.toFixed(2);
   const lines = [
     `\nconcurrency ${concurrency} over ${REPLICAS} replicas of the tiny LM (/v1/completions, streamed), ${tokens} tokens per request, ` +
       (pace === "seed" ? `paced like the seed's vLLM (prefill ${ttftMs} ms, ${tpotMs} ms per token)` : "unpaced (the model's own speed on this CPU)") +
       `, ${seconds} s per arm (two halves, interleaved); replicas refused ${rejected} requests (at max_ongoing ${perReplica})\n`,
-    "| arm | requests | failed | TTFT mean | TTFT p50 | TTFT p90 | TPOT mean | TPOT p50 | TPOT p90 |",
-    "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ...rows.map((r) => `| ${r.arm} | ${r.requests} | ${r.failed} | ${f(r.ttft.mean)} | ${f(r.ttft.p50)} | ${f(r.ttft.p90)} | ${f(r.tpot.mean)} | ${f(r.tpot.p50)} | ${f(r.tpot.p90)} |`),
+    "| arm | requests | failed | TTFT mean | TTFT p50 | TTFT p90 | TPOT mean | TPOT p50 | TPOT p90 | response head p50 / p90 |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ...rows.map((r) => `| ${r.arm} | ${r.requests} | ${r.failed} | ${f(r.ttft.mean)} | ${f(r.ttft.p50)} | ${f(r.ttft.p90)} | ${f(r.tpot.mean)} | ${f(r.tpot.p50)} | ${f(r.tpot.p90)} | ${f(r.ttfb.p50)} / ${f(r.ttfb.p90)} |`),
     "",
     `added by Switchyard: TTFT p50 ${f(overhead.ttftP50Ms)} ms (${f((100 * overhead.ttftP50Ms) / rd.ttft.p50)} %; target ≤ 1 ms: ${overhead.ttftP50Ms <= 1 ? "PASS" : "MISS"}), ` +
       `TTFT mean ${f(overhead.ttftMeanMs)} ms; TPOT p50 ${f(overhead.tpotP50Ms)} ms (${f((100 * overhead.tpotP50Ms) / rd.tpot.p50)} %; target ≤ 0.2 ms: ${overhead.tpotP50Ms <= 0.2 ? "PASS" : "MISS"}), TPOT mean ${f(overhead.tpotMeanMs)} ms`,
+    `of which the platform's hop (bare Worker vs direct): TTFT p50 ${f(rb.ttft.p50 - rd.ttft.p50)} ms, mean ${f(rb.ttft.mean - rd.ttft.mean)} ms; ` +
+      `Switchyard over the bare Worker: TTFT p50 ${f(overBare.ttftP50Ms)} ms, mean ${f(overBare.ttftMeanMs)} ms; TPOT p50 ${f(overBare.tpotP50Ms)} ms, mean ${f(overBare.tpotMeanMs)} ms`,
   ];
   console.log(lines.join("\n"));
   mkdirSync(join(import.meta.dirname, "results"), { recursive: true });
   writeFileSync(
     join(import.meta.dirname, pace === "seed" ? "results/streaming.json" : "results/streaming-model-pace.json"),
-    `${JSON.stringify({ when: new Date().toISOString(), setup: { concurrency, replicas: REPLICAS, tokens, pace, ttftMs, tpotMs, seconds, model: "tiny-lm", endpoint: "/v1/completions" }, rows, overhead, replicaRejections: rejected }, null, 2)}\n`,
+    `${JSON.stringify({ when: new Date().toISOString(), setup: { concurrency, replicas: REPLICAS, tokens, pace, ttftMs, tpotMs, seconds, model: "tiny-lm", endpoint: "/v1/completions" }, rows, overhead, overBare, replicaRejections: rejected }, null, 2)}\n`,
   );
 } finally {
+  bare?.child.kill();
   await stack.stop();
   rmSync(functionsDir, { recursive: true, force: true });
   rmSync(stateDir, { recursive: true, force: true });

@@ -63,6 +63,16 @@ async function main(): Promise<void> {
     console.log(`  curl -s ${stack.url}/vad/example | curl -s ${stack.url}/vad -H 'content-type: application/json' --data @-`);
     console.log(`  curl -s ${stack.url}/vad/example | curl -si ${stack.url}/vad -H 'serve_multiplexed_model_id: silero-vad-v4' --data @-`);
   }
+  if (stack.deployments.some((d) => d.name === "vad-edge")) {
+    console.log(`  curl -s ${stack.url}/vad/example | curl -s ${stack.url}/vad-edge -H 'content-type: application/json' --data @-   # the model in the Worker`);
+  }
+  const openaiModel = stack.deployments.find((d) => d.openai)?.openai?.models[0];
+  if (openaiModel) {
+    console.log(`  curl ${stack.url}/v1/models`);
+    console.log(
+      `  curl -sN ${stack.url}/v1/chat/completions -H 'content-type: application/json' -d '{"model":"${openaiModel}","messages":[{"role":"user","content":"hi"}],"stream":true}'`,
+    );
+  }
   console.log(`  curl ${stack.url}/-/routes ; curl ${stack.url}/-/healthz`);
   console.log(`\nadmin secret (for /-/deployments/<name>, /-/metrics): ${stack.adminSecret}`);
   console.log(`dashboard: ${stack.url}/-/dashboard#token=${stack.adminSecret}`);

@@ -14,6 +14,7 @@ import { observabilityRoutes } from "./observability-routes.ts";
 import { openaiRoutes } from "./openai-routes.ts";
 import type { DispatchTrace } from "./dispatch.ts";
 import { requestIdFor } from "./headers.ts";
+import { drainUnreadBody } from "./request-drain.ts";
 import { IsolateState } from "./isolate-state.ts";
 import { observeRequest } from "./request-observer.ts";
 import { serveRequest } from "./serve-request.ts";
@@ -24,6 +25,9 @@ export interface EdgeApp {
   /** The isolate's state (routing views, session bindings, key sets, limits). */
   stateFor(env: Env): IsolateState;
 }
+
+/** Bodies of requests to no route are read up to this size before the 404 (see drainUnreadBody). */
+const NO_ROUTE_DRAIN_BYTES = 1024 * 1024;
 
 export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
   checkDeployments(deployments);
@@ -69,13 +73,18 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
   app.all("*", async (c) => {
     const requestId = requestIdFor(c.req.header("x-request-id") ?? null);
     const routed = routes.match(c.req.path);
-    if (!routed) return errorResponse("route_not_found", `no deployment serves ${c.req.path}`, { requestId });
+    if (!routed) {
+      await drainUnreadBody(c.req.raw, NO_ROUTE_DRAIN_BYTES);
+      return errorResponse("route_not_found", `no deployment serves ${c.req.path}`, { requestId });
+    }
     const deployment = routed.target;
     const state = stateFor(c.env);
     const background = (p: Promise<unknown>) => c.executionCtx.waitUntil(p);
     const started = Date.now();
     const trace: DispatchTrace = { attempts: 0, rejections: 0, ejections: 0 };
     const response = await serveRequest(c.req.raw, { deployment, routePrefix: routed.prefix, state, requestId, background, trace });
+    // Refused at the edge (no replica saw it): read the body so the client's connection survives.
+    if (trace.attempts === 0 && response.status >= 400) await drainUnreadBody(c.req.raw, deployment.limits.maxRequestBodyBytes);
     observeRequest(c.env, state, deployment.name, c.req.method, response.status, requestId, started, trace, background);
     return response;
   });

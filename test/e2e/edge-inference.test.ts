@@ -102,6 +102,24 @@ describe("edge inference (backend kind edge)", () => {
     }
   });
 
+  it("refuses a large body it has not read without resetting the client's connection", async () => {
+    // workerd resets a connection whose request body the Worker left unread: the edge reads it first.
+    const big = JSON.stringify({ samples: new Array(16_000).fill(0.123456) });
+    const statuses: number[] = [];
+    for (let i = 0; i < 25; i++) {
+      const answers = await Promise.all(
+        ["/vad-edge", "/vad", "/vad-edge", "/no-such-route"].map(async (path) => {
+          const res = await fetch(`${stack.workerdUrl}${path}`, { method: "POST", body: big, headers: { "x-switchyard-model": "bad model" } });
+          await res.json();
+          return res.status;
+        }),
+      );
+      statuses.push(...answers);
+    }
+    expect(statuses.filter((s) => s === 400)).toHaveLength(75);
+    expect(statuses.filter((s) => s === 404)).toHaveLength(25);
+  });
+
   it("answers bad input with the replica's JSON errors", async () => {
     const cases: { body: string; status: number; headers?: Record<string, string> }[] = [
       { body: "{not json", status: 400 },

@@ -345,10 +345,15 @@ describe("fuzz: HTTP routes of the Worker", () => {
     );
     const routes = await callWorker(new Request("http://edge/-/routes"));
     expect(await routes.json()).toEqual(Object.fromEntries(deployments.map((d) => [d.routePrefix, d.name])));
-    // No replica registered: the health check says so, in its own JSON shape.
+    // No replica registered: the health check says so, in its own JSON shape;
+    // only deployments whose model runs in the Worker (backend kind edge) can serve.
+    const edge = deployments.filter((d) => d.backend.kind === "edge").map((d) => d.name);
     const health = await callWorker(new Request("http://edge/-/healthz"));
-    expect(health.status).toBe(503);
-    expect(await health.json()).toMatchObject({ status: "no_ready_replica" });
+    expect(health.status).toBe(edge.length > 0 ? 200 : 503);
+    const healthBody = (await health.json()) as { status: string; ready_replicas: Record<string, number>; edge_deployments: string[] };
+    expect(healthBody.status).toBe(edge.length > 0 ? "ok" : "no_ready_replica");
+    expect(healthBody.edge_deployments).toEqual(edge);
+    expect(Object.values(healthBody.ready_replicas).every((n) => n === 0)).toBe(true);
   });
 
   it("leaves the routing objects intact: snapshots answer and list no replica that did not register", async () => {

@@ -1,0 +1,41 @@
+/**
+ * `npm run bench`: a quick version of every benchmark scenario, one after the
+ * other (each starts and stops its own stack), then the charts. A few minutes;
+ * each script's full mode is in bench/README.md.
+ *
+ *   npx tsx bench/all.ts [--only seed,streaming,dispatch,state-cost,affinity]
+ *
+ * Scenarios: the Ray Serve seed (bench/seed.ts --quick), the Llumnix seed
+ * (bench/streaming.ts, 4 s per arm), dispatch quality (--quick), hot-path state
+ * cost (3 s per phase), multiplexing and affinity (4 s). Ends with
+ * bench/chart.ts. A scenario that fails is reported and the others still run;
+ * the exit status says whether all passed.
+ */
+import { spawnSync } from "node:child_process";
+import { parseArgs } from "node:util";
+
+const SCENARIOS: Record<string, string[]> = {
+  seed: ["bench/seed.ts", "--quick"],
+  streaming: ["bench/streaming.ts", "--seconds", "4"],
+  dispatch: ["bench/dispatch-quality.ts", "--quick"],
+  "state-cost": ["bench/state-cost.ts", "--seconds", "3"],
+  affinity: ["bench/affinity.ts", "--seconds", "4"],
+};
+
+const { values } = parseArgs({ options: { only: { type: "string" } } });
+const chosen = values.only ? values.only.split(",").map((s) => s.trim()) : Object.keys(SCENARIOS);
+for (const name of chosen) if (!(name in SCENARIOS)) throw new Error(`unknown scenario "${name}"; known: ${Object.keys(SCENARIOS).join(", ")}`);
+
+const failed: string[] = [];
+for (const name of chosen) {
+  const started = Date.now();
+  console.log(`\n## ${name}: npx tsx ${SCENARIOS[name]!.join(" ")}\n`);
+  const r = spawnSync(process.execPath, ["--import", "tsx", ...SCENARIOS[name]!], { stdio: "inherit", env: process.env });
+  console.log(`\n(${name}: ${((Date.now() - started) / 1000).toFixed(0)} s, exit ${r.status ?? r.signal})`);
+  if (r.status !== 0) failed.push(name);
+}
+spawnSync(process.execPath, ["--import", "tsx", "bench/chart.ts"], { stdio: "inherit" });
+if (failed.length > 0) {
+  console.error(`\nfailed: ${failed.join(", ")}`);
+  process.exit(1);
+}
