@@ -14,7 +14,9 @@
  * five), through a bare workerd Worker that only fetch()es a replica (round
  * robin: the platform's own cost of a hop, the floor for any Worker proxy), or
  * to the edge's OpenAI route (which reads the body's model, picks a replica and
- * streams the answer back). Arms are interleaved: direct, bare, Switchyard, twice.
+ * streams the answer back, event by event so a replica failure can end it with
+ * an error event), or to the same deployment by its route prefix (/llm/v1:
+ * routed by path, native pipe, no error event). Arms are interleaved, twice.
  *
  * --pace seed (default): the replicas pace their output like the seed's vLLM
  *   (--prefill-ms 570 before the first token, --decode-ms 22 between tokens, on
@@ -156,18 +158,23 @@ try {
   const direct = (i: number) => `${replicaUrls[i % replicaUrls.length]}/v1/completions`;
   const viaBare = () => `${bareUrl}/v1/completions`;
   const proxied = () => `${stack.workerdUrl}/v1/completions`;
+  // The same deployment by its route prefix: routed by path, the body untouched, the native pipe (no error event).
+  const byPrefix = () => `${stack.workerdUrl}/llm/v1/completions`;
   // Warm-up (connections, JIT), not measured.
   await arm(proxied, 2_000);
+  await arm(byPrefix, 2_000);
   await arm(viaBare, 2_000);
   await arm(direct, 2_000);
   const half = (seconds * 1000) / 2;
   const d: Sample[] = [];
   const b: Sample[] = [];
   const p: Sample[] = [];
+  const x: Sample[] = [];
   for (let round = 0; round < 2; round++) {
     d.push(...(await arm(direct, half)));
     b.push(...(await arm(viaBare, half)));
     p.push(...(await arm(proxied, half)));
+    x.push(...(await arm(byPrefix, half)));
   }
 
   // Refusals at max_ongoing (each one a retry by the proxy before the first byte): from the replicas' own counters.
@@ -181,8 +188,13 @@ try {
     tpot: stats(xs.filter((x) => x.ok).map((x) => x.tpot)),
     ttfb: stats(xs.filter((x) => x.ok).map((x) => x.ttfb)),
   });
-  const rows = [row("direct to the replicas (round robin)", d), row("bare workerd Worker (fetch only, round robin)", b), row("through Switchyard", p)];
-  const [rd, rb, rp] = rows as [ReturnType<typeof row>, ReturnType<typeof row>, ReturnType<typeof row>];
+  const rows = [
+    row("direct to the replicas (round robin)", d),
+    row("bare workerd Worker (fetch only, round robin)", b),
+    row("through Switchyard: /v1 (routed by body, SSE error events)", p),
+    row("through Switchyard: /llm/v1 (routed by path, native pipe)", x),
+  ];
+  const [rd, rb, rp, rx] = rows as [ReturnType<typeof row>, ReturnType<typeof row>, ReturnType<typeof row>, ReturnType<typeof row>];
   const overhead = {
     ttftP50Ms: rp.ttft.p50 - rd.ttft.p50,
     ttftMeanMs: rp.ttft.mean - rd.ttft.mean,
@@ -209,12 +221,13 @@ try {
       `TTFT mean ${f(overhead.ttftMeanMs)} ms; TPOT p50 ${f(overhead.tpotP50Ms)} ms (${f((100 * overhead.tpotP50Ms) / rd.tpot.p50)} %; target ≤ 0.2 ms: ${overhead.tpotP50Ms <= 0.2 ? "PASS" : "MISS"}), TPOT mean ${f(overhead.tpotMeanMs)} ms`,
     `of which the platform's hop (bare Worker vs direct): TTFT p50 ${f(rb.ttft.p50 - rd.ttft.p50)} ms, mean ${f(rb.ttft.mean - rd.ttft.mean)} ms; ` +
       `Switchyard over the bare Worker: TTFT p50 ${f(overBare.ttftP50Ms)} ms, mean ${f(overBare.ttftMeanMs)} ms; TPOT p50 ${f(overBare.tpotP50Ms)} ms, mean ${f(overBare.tpotMeanMs)} ms`,
+    `by route prefix (native pipe): TTFT p50 ${f(rx.ttft.p50 - rd.ttft.p50)} ms over direct (${f(rx.ttft.p50 - rb.ttft.p50)} ms over the bare Worker), mean ${f(rx.ttft.mean - rd.ttft.mean)} ms; TPOT p50 ${f(rx.tpot.p50 - rd.tpot.p50)} ms`,
   ];
   console.log(lines.join("\n"));
   mkdirSync(join(import.meta.dirname, "results"), { recursive: true });
   writeFileSync(
     join(import.meta.dirname, pace === "seed" ? "results/streaming.json" : "results/streaming-model-pace.json"),
-    `${JSON.stringify({ when: new Date().toISOString(), setup: { concurrency, replicas: REPLICAS, tokens, pace, ttftMs, tpotMs, seconds, model: "tiny-lm", endpoint: "/v1/completions" }, rows, overhead, overBare, replicaRejections: rejected }, null, 2)}\n`,
+    `${JSON.stringify({ when: new Date().toISOString(), setup: { concurrency, replicas: REPLICAS, tokens, pace, ttftMs, tpotMs, seconds, model: "tiny-lm", endpoint: "/v1/completions" }, rows, overhead, overBare, byPrefix: { ttftP50Ms: rx.ttft.p50 - rd.ttft.p50, ttftMeanMs: rx.ttft.mean - rd.ttft.mean, tpotP50Ms: rx.tpot.p50 - rd.tpot.p50 }, replicaRejections: rejected }, null, 2)}\n`,
   );
 } finally {
   bare?.child.kill();
