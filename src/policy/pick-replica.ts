@@ -8,15 +8,30 @@ export interface ReplicaChoice {
   load: number;
   /** max_ongoing_requests. */
   capacity: number;
+  /** KV-cache usage 0..1 as the replica last reported it (LLM engines); absent otherwise. */
+  kv?: number;
+}
+
+/**
+ * How full a replica is, 0..1 and beyond: the larger of its request slots in
+ * use and its KV cache in use. An LLM engine with few requests but long
+ * contexts fills its KV cache first (vLLM then queues or preempts), so requests
+ * alone would call it idle.
+ */
+export function fullness(c: ReplicaChoice): number {
+  const slots = c.load / c.capacity;
+  return c.kv !== undefined && c.kv > slots ? c.kv : slots;
 }
 
 function better(a: ReplicaChoice, b: ReplicaChoice): ReplicaChoice {
-  // Compare relative load (fleets may mix capacities), then absolute load.
-  const ra = a.load / a.capacity;
-  const rb = b.load / b.capacity;
+  // Compare fullness (fleets may mix capacities), then absolute load.
+  const ra = fullness(a);
+  const rb = fullness(b);
   if (ra !== rb) return ra < rb ? a : b;
   return a.load <= b.load ? a : b;
 }
+
+const hasRoom = (c: ReplicaChoice) => fullness(c) < 1;
 
 function twoChoices<T extends ReplicaChoice>(pool: readonly T[], random: () => number): T {
   if (pool.length === 1) return pool[0]!;
@@ -34,7 +49,7 @@ function twoChoices<T extends ReplicaChoice>(pool: readonly T[], random: () => n
  */
 export function pickReplica<T extends ReplicaChoice>(candidates: readonly T[], random: () => number = Math.random): T | undefined {
   if (candidates.length === 0) return undefined;
-  const withRoom = candidates.filter((c) => c.load < c.capacity);
+  const withRoom = candidates.filter(hasRoom);
   return twoChoices(withRoom.length > 0 ? withRoom : candidates, random);
 }
 
@@ -69,7 +84,6 @@ export interface ModelHolderChoice extends ReplicaChoice {
   loading: readonly string[];
 }
 
-const hasRoom = (c: ReplicaChoice) => c.load < c.capacity;
 const holds = (c: ModelHolderChoice, model: string) => c.models.includes(model) || c.loading.includes(model);
 const modelCount = (c: ModelHolderChoice) => c.models.length + c.loading.length;
 
@@ -105,8 +119,8 @@ function fewerModelsThenLessLoad(a: ModelHolderChoice, b: ModelHolderChoice): bo
   const ma = modelCount(a);
   const mb = modelCount(b);
   if (ma !== mb) return ma < mb;
-  const ra = a.load / a.capacity;
-  const rb = b.load / b.capacity;
+  const ra = fullness(a);
+  const rb = fullness(b);
   return ra !== rb ? ra < rb : a.load < b.load;
 }
 

@@ -169,6 +169,8 @@ export class RoutingView {
 
 function refresh(e: ReplicaEntry): void {
   e.capacity = e.reported.max;
+  if (e.reported.kv !== undefined) e.kv = e.reported.kv;
+  else delete e.kv;
   // Others' load as last reported, plus all of ours.
   e.load = Math.max(0, e.reported.ongoing + e.reported.queued - e.counted) + e.inflight;
 }
@@ -185,6 +187,7 @@ function entryFrom(r: ReplicaView, now: number): ReplicaEntry {
     counted: 0,
     capacity: r.load.max,
     load: r.load.ongoing + r.load.queued,
+    ...(r.load.kv !== undefined ? { kv: r.load.kv } : {}),
     expiresAt: now + r.expiresInMs,
     downUntil: 0,
     breaker: newBreaker(),

@@ -12,6 +12,7 @@
  * An unreachable object never fails a request: the request goes to the best
  * replica and the binding is tried again on the next request.
  */
+import { fullness } from "../policy/pick-replica.ts";
 import type { Deployment } from "../config/deployment.ts";
 import type { ReplicaEntry } from "./routing-view.ts";
 
@@ -69,7 +70,7 @@ export class SessionAffinity {
     const now = this.#now();
     const usable = (id: string) => {
       const e = candidates.find((c) => c.id === id);
-      return e && e.load < e.capacity * deployment.sessionAffinity.rebindAtLoad ? e : undefined;
+      return e && fullness(e) < deployment.sessionAffinity.rebindAtLoad ? e : undefined;
     };
     const cached = this.#cache.get(key);
     if (cached && now - cached.fetchedAt < SESSION_CACHE_TTL_MS) {

@@ -1,6 +1,6 @@
 /** Power of two random choices, and full-jitter backoff. Randomness is injected. */
 import { describe, it, expect } from "vitest";
-import { backoffMs, pickRandom, pickReplica, pickReplicaForModel, pickRoundRobin, type ModelHolderChoice, type ReplicaChoice } from "../../src/policy/pick-replica.ts";
+import { backoffMs, fullness, pickRandom, pickReplica, pickReplicaForModel, pickRoundRobin, type ModelHolderChoice, type ReplicaChoice } from "../../src/policy/pick-replica.ts";
 import type { ReplicaView, RoutingSnapshot } from "../../src/protocol/index.ts";
 import { RoutingView } from "../../src/proxy/routing-view.ts";
 import { mulberry32 } from "./seeded-random.ts";
@@ -604,5 +604,43 @@ describe("pickReplica with queueing replicas (reported load above max_ongoing)",
     for (let i = 0; i < 3; i++) view.startDispatch(a, T);
     expect(a.load).toBe(7);
     expect(pickReplica(view.candidates(T), sequence(0, 0))?.id).toBe("b");
+  });
+});
+
+describe("KV-cache usage (LLM engines) counts as fullness", () => {
+  const kv = (id: string, load: number, capacity: number, kvUsage: number): ReplicaChoice => ({ id, load, capacity, kv: kvUsage });
+
+  it("fullness is the larger of slots used and KV cache used", () => {
+    expect(fullness(kv("a", 2, 256, 0.9))).toBe(0.9);
+    expect(fullness(kv("a", 128, 256, 0.1))).toBe(0.5);
+    expect(fullness(r("a", 2, 4))).toBe(0.5);
+  });
+
+  it("few requests but a nearly full KV cache lose to many requests on an empty one", () => {
+    const longContexts = kv("long", 4, 256, 0.95);
+    const shortOnes = kv("short", 40, 256, 0.2);
+    for (const draws of [sequence(0, 0.9), sequence(0.9, 0)]) expect(pickReplica([longContexts, shortOnes], draws)?.id).toBe("short");
+  });
+
+  it("a replica whose KV cache is full has no room while another has", () => {
+    const full = kv("full", 1, 256, 1);
+    const room = kv("room", 200, 256, 0.5);
+    for (let i = 0; i < 20; i++) expect(pickReplica([full, room], mulberry32(i))?.id).toBe("room");
+    // Model choice: a holder whose cache is full does not count as a holder with room.
+    const holderFull: ModelHolderChoice = { ...full, models: ["lora-a"], loading: [] };
+    const other: ModelHolderChoice = { ...room, models: [], loading: [] };
+    expect(pickReplicaForModel([holderFull, other], "lora-a", mulberry32(1))?.id).toBe("room");
+  });
+
+  it("the routing view carries kv from snapshots and load headers", () => {
+    const T = 1_700_000_000_000;
+    const view = new RoutingView();
+    const replica: ReplicaView = { id: "e1", url: "http://e1.test", epoch: 1, models: [], loading: [], expiresInMs: 10_000, load: { seq: 1, ongoing: 1, queued: 0, max: 256, state: "ready", kv: 0.4 } };
+    view.applySnapshot({ deployment: "llm", replicas: [replica] } satisfies RoutingSnapshot, T);
+    expect(view.get("e1")?.kv).toBe(0.4);
+    view.applyLoad("e1", { seq: 2, ongoing: 1, queued: 0, max: 256, state: "ready", kv: 0.8 }, T + 10);
+    expect(view.get("e1")?.kv).toBe(0.8);
+    view.applyLoad("e1", { seq: 3, ongoing: 1, queued: 0, max: 256, state: "ready" }, T + 20);
+    expect(view.get("e1")?.kv).toBeUndefined();
   });
 });
