@@ -135,7 +135,7 @@ writeFileSync(
   `import { defineDeployment } from ${config};
 export default defineDeployment({
   name: "llm", routePrefix: "/llm", access: { public: true }, backend: { kind: "llm", model: "tiny-lm" },
-  openai: { models: ["tiny-lm"] }, localReplicas: 0, maxOngoingRequests: ${perReplica},
+  openai: { models: ["tiny-lm"] }, localReplicas: 0, maxOngoingRequests: ${perReplica}, policy: { stripPrefix: true },
 });
 `,
 );

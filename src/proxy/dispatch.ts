@@ -246,10 +246,18 @@ async function attemptOn(
     return respond(new Response(upstream.body, init), true);
   }
   // A stream: the replica is busy until it ends, so count it in flight until then.
+  if (ctx.sseErrors) {
+    const events = sseWithErrorEvent(upstream.body, replica.id, requestId);
+    const ended = events.ended.finally(() => view.endDispatch(replica));
+    if (ctx.trace) ctx.trace.streamEnd = ended;
+    ctx.background(ended);
+    return respond(new Response(events.body, init), true);
+  }
   // A client that goes away cancels the readable side, which cancels the pipe's
   // source: the replica sees its request closed and stops.
   const { readable, writable } = new IdentityTransformStream();
-  const piped = (ctx.sseErrors ? pipeWithErrorEvent(upstream.body, writable, replica.id, requestId) : upstream.body.pipeTo(writable))
+  const piped = upstream.body
+    .pipeTo(writable)
     .catch(() => undefined)
     .finally(() => view.endDispatch(replica));
   if (ctx.trace) ctx.trace.streamEnd = piped;
@@ -258,7 +266,7 @@ async function attemptOn(
 }
 
 /**
- * Pipes an SSE stream event by event; when the replica fails mid-stream (it
+ * An SSE stream passed on event by event; when the replica fails mid-stream (it
  * died, or the connection broke), the client gets a last well-formed event,
  * OpenAI's `data: {"error": {...}}`, and a clean end, instead of a stream that
  * simply stops. A client that goes away cancels the replica's response.
@@ -267,46 +275,55 @@ async function attemptOn(
  * native streams, or returning the fetch body as is) ends the client's response
  * as if complete when the replica's connection drops mid-body, so a truncated
  * answer would look finished (and with preventAbort the pipe never settles);
- * a JS read sees the error ("Network connection lost."). The loop is kept lean
- * because per-chunk JS is what costs workerd most: a TransformStream here took
- * TTFT p90 at concurrency 120 from +4 ms to +25 ms (bench/streaming.ts).
+ * a JS read sees the error ("Network connection lost."). The body is a pull
+ * stream with no buffer: one JS step per chunk, when the client side asks for
+ * it. Per-chunk JS is what costs workerd most (bench/streaming.ts).
  * SseEventFramer holds back a partial event, so the error event never lands in
  * the middle of one.
  */
-async function pipeWithErrorEvent(source: ReadableStream<Uint8Array>, sink: WritableStream<Uint8Array>, replicaId: string, requestId: string): Promise<void> {
+function sseWithErrorEvent(source: ReadableStream<Uint8Array>, replicaId: string, requestId: string): { body: ReadableStream<Uint8Array>; ended: Promise<void> } {
   const framer = new SseEventFramer();
   const reader = source.getReader();
-  const writer = sink.getWriter();
-  let failure: unknown;
-  for (;;) {
-    let chunk: ReadableStreamReadResult<Uint8Array>;
-    try {
-      chunk = await reader.read();
-    } catch (err) {
-      failure = err;
-      break;
-    }
-    if (chunk.done) break;
-    const complete = framer.push(chunk.value);
-    if (complete.length === 0) continue;
-    try {
-      await writer.write(complete);
-    } catch {
-      // The client went away: stop the replica's work.
-      await reader.cancel().catch(() => undefined);
-      return;
-    }
-  }
-  if (failure === undefined) {
-    const rest = framer.flush();
-    if (rest.length > 0) await writer.write(rest);
-    await writer.close();
-    return;
-  }
-  const event = errorBody("upstream_failed", `replica ${replicaId} failed mid-stream: ${String(failure)}`, { requestId });
-  await writer.write(new TextEncoder().encode(`data: ${JSON.stringify(event)}\n\n`));
-  await writer.close();
-  console.error(JSON.stringify({ msg: "stream failed", replica: replicaId, request_id: requestId, error: String(failure) }));
+  let end!: () => void;
+  const ended = new Promise<void>((r) => (end = r));
+  const body = new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        for (;;) {
+          let chunk: ReadableStreamReadResult<Uint8Array>;
+          try {
+            chunk = await reader.read();
+          } catch (err) {
+            const event = errorBody("upstream_failed", `replica ${replicaId} failed mid-stream: ${String(err)}`, { requestId });
+            controller.enqueue(new TextEncoder().encode(`data: ${JSON.stringify(event)}\n\n`));
+            controller.close();
+            console.error(JSON.stringify({ msg: "stream failed", replica: replicaId, request_id: requestId, error: String(err) }));
+            end();
+            return;
+          }
+          if (chunk.done) {
+            const rest = framer.flush();
+            if (rest.length > 0) controller.enqueue(rest);
+            controller.close();
+            end();
+            return;
+          }
+          const complete = framer.push(chunk.value);
+          if (complete.length > 0) {
+            controller.enqueue(complete);
+            return;
+          }
+        }
+      },
+      async cancel(reason) {
+        // The client went away: stop the replica's work.
+        await reader.cancel(reason).catch(() => undefined);
+        end();
+      },
+    },
+    { highWaterMark: 0 },
+  );
+  return { body, ended };
 }
 
 function logEjection(ctx: DispatchContext, replica: ReplicaEntry, cause: string): void {
