@@ -13,6 +13,7 @@
  * which the build pulls into the Worker only when a deployment uses kind "edge"
  * (scripts/build.ts), so other Workers keep a small bundle.
  */
+import { readBoundedBody } from "../proxy/bounded-body.ts";
 import type { Deployment } from "../config/deployment.ts";
 import { errorBody, errorResponse, Header, MODEL_ID } from "../protocol/index.ts";
 import { ModelInputError, UnknownModelError } from "../replica/models/model.ts";
@@ -47,34 +48,6 @@ function requestedModel(headers: Headers, defaultModel: string): string {
     if (value) return value;
   }
   return defaultModel;
-}
-
-type BodyResult = { ok: true; text: string } | { ok: false; response: Response };
-
-/** Reads the body up to `limit` bytes; `over` answers a body that goes past it. */
-async function readBody(req: Request, limit: number, over: () => Response): Promise<BodyResult> {
-  if (!req.body) return { ok: true, text: "" };
-  const reader = req.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > limit) {
-      await reader.cancel().catch(() => undefined);
-      return { ok: false, response: over() };
-    }
-    chunks.push(value);
-  }
-  const bytes = new Uint8Array(size);
-  let at = 0;
-  for (const c of chunks) {
-    bytes.set(c, at);
-    at += c.byteLength;
-  }
-  // ignoreBOM: a leading BOM stays and fails JSON.parse, as Buffer#toString does on the replica.
-  return { ok: true, text: new TextDecoder("utf-8", { fatal: false, ignoreBOM: true }).decode(bytes) };
 }
 
 export async function serveAtEdge(req: Request, ctx: EdgeServeContext): Promise<Response> {
@@ -115,19 +88,22 @@ export async function serveAtEdge(req: Request, ctx: EdgeServeContext): Promise<
 
   let input: unknown;
   if (method === "POST") {
-    let body: BodyResult;
+    const limit = Math.min(maxRequestBodyBytes, MAX_MODEL_INPUT_BYTES);
+    let bytes: Uint8Array | null;
     try {
-      body = await readBody(req, Math.min(maxRequestBodyBytes, MAX_MODEL_INPUT_BYTES), () =>
-        maxRequestBodyBytes < MAX_MODEL_INPUT_BYTES
-          ? errorResponse("payload_too_large", `request body exceeds ${maxRequestBodyBytes} bytes`, { requestId })
-          : json(413, errorBody("payload_too_large", `model input over ${MAX_MODEL_INPUT_BYTES} bytes`), base),
-      );
+      bytes = await readBoundedBody(req, limit);
     } catch (err) {
       return errorResponse("bad_request", `could not read the request body: ${String(err)}`, { requestId });
     }
-    if (!body.ok) return body.response;
+    if (bytes === null) {
+      return maxRequestBodyBytes < MAX_MODEL_INPUT_BYTES
+        ? errorResponse("payload_too_large", `request body exceeds ${maxRequestBodyBytes} bytes`, { requestId })
+        : json(413, errorBody("payload_too_large", `model input over ${MAX_MODEL_INPUT_BYTES} bytes`), base);
+    }
+    // ignoreBOM: a leading BOM stays and fails JSON.parse, as Buffer#toString does on the replica.
+    const text = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true }).decode(bytes);
     try {
-      input = JSON.parse(body.text);
+      input = JSON.parse(text);
     } catch {
       return json(400, errorBody("bad_request", "body is not valid JSON"), base);
     }

@@ -13,41 +13,11 @@ import type { DispatchTrace } from "./dispatch.ts";
 import { requestIdFor } from "./headers.ts";
 import type { IsolateState } from "./isolate-state.ts";
 import { OPENAI_ENDPOINTS, openaiBodyLimit, openaiModelTable, parseOpenAIBody, type OpenAIEndpoint } from "./openai-request.ts";
+import { readBoundedBody } from "./bounded-body.ts";
 import { observeRequest } from "./request-observer.ts";
 import { SESSION_ID } from "./request-keys.ts";
 import { serveRequest } from "./serve-request.ts";
 import { Header } from "../protocol/index.ts";
-
-/** Reads a request body up to `limit` bytes; null when it is larger. */
-async function readBounded(req: Request, limit: number): Promise<ArrayBuffer | null> {
-  const declared = req.headers.get("content-length");
-  if (declared !== null && /^\d{1,15}$/.test(declared)) {
-    if (Number(declared) > limit) return null;
-    // Sized and within bounds: the runtime reads it in one native call.
-    return req.arrayBuffer();
-  }
-  if (!req.body) return new ArrayBuffer(0);
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  const reader = req.body.getReader();
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > limit) {
-      await reader.cancel().catch(() => undefined);
-      return null;
-    }
-    chunks.push(value);
-  }
-  const out = new Uint8Array(size);
-  let at = 0;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.byteLength;
-  }
-  return out.buffer;
-}
 
 export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env: Env) => IsolateState): Hono<{ Bindings: Env }> {
   const byModel = openaiModelTable(deployments);
@@ -69,7 +39,8 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
 
   const post = (endpoint: OpenAIEndpoint) => async (c: Context<{ Bindings: Env }>) => {
     const requestId = requestIdFor(c.req.header(Header.requestId) ?? null);
-    const bytes = await readBounded(c.req.raw, bodyLimit);
+    const read = await readBoundedBody(c.req.raw, bodyLimit);
+    const bytes = read === null ? null : (read.buffer.slice(read.byteOffset, read.byteOffset + read.byteLength) as ArrayBuffer);
     if (bytes === null) return errorResponse("payload_too_large", `request body exceeds ${bodyLimit} bytes`, { requestId });
     const parsed = parseOpenAIBody(endpoint, bytes);
     if (!parsed.ok) return errorResponse(parsed.code, parsed.message, { requestId });
