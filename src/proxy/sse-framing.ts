@@ -7,6 +7,7 @@
  * the rest of that event, which the client could not have used anyway. Pure.
  */
 const LF = 0x0a;
+const EMPTY = new Uint8Array(0);
 const CR = 0x0d;
 
 /** Index just past the last blank line ("\n\n" or "\r\n\r\n") in `bytes`, or 0. */
@@ -20,13 +21,15 @@ export function lastEventBoundary(bytes: Uint8Array): number {
 }
 
 export class SseEventFramer {
-  #held: Uint8Array = new Uint8Array(0);
+  #held: Uint8Array = EMPTY;
 
   /** Takes the next chunk; returns the bytes that complete events (possibly empty). */
   push(chunk: Uint8Array): Uint8Array {
     const joined = this.#held.length === 0 ? chunk : concat(this.#held, chunk);
     const end = lastEventBoundary(joined);
-    this.#held = joined.subarray(end);
+    // A copy, not a view: the returned bytes may be transferred (a byte stream's
+    // enqueue detaches their buffer), and the held tail must survive that.
+    this.#held = end === joined.length ? EMPTY : joined.slice(end);
     return joined.subarray(0, end);
   }
 
@@ -38,7 +41,7 @@ export class SseEventFramer {
   /** At a clean end of stream: whatever is held, passed on as it is. */
   flush(): Uint8Array {
     const rest = this.#held;
-    this.#held = new Uint8Array(0);
+    this.#held = EMPTY;
     return rest;
   }
 }

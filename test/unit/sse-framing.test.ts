@@ -41,4 +41,13 @@ describe("SseEventFramer", () => {
       }),
     );
   });
+
+  it("keeps what it holds when the bytes it returned are transferred (a byte stream detaches them)", () => {
+    const f = new SseEventFramer();
+    const out = f.push(enc("data: 1\n\ndata: {\"par"));
+    expect(dec(out)).toBe("data: 1\n\n");
+    structuredClone(out.buffer, { transfer: [out.buffer as ArrayBuffer] });
+    expect(out.buffer.byteLength).toBe(0);
+    expect(dec(f.push(enc("t\":1}\n\n")))).toBe('data: {"part":1}\n\n');
+  });
 });
