@@ -61,10 +61,11 @@ export class DeploymentRouter extends DurableObject<Env> {
     sql.exec(`CREATE TABLE IF NOT EXISTS replicas (
       id TEXT PRIMARY KEY, url TEXT NOT NULL, max_ongoing INTEGER NOT NULL, registered_at INTEGER NOT NULL)`);
     sql.exec(`CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`);
+    const restoredAt = Date.now();
     for (const row of sql.exec<{ id: string; url: string; max_ongoing: number; registered_at: number }>(
       "SELECT id, url, max_ongoing, registered_at FROM replicas",
     )) {
-      this.#membership.restore({ id: row.id, url: row.url, maxOngoing: row.max_ongoing, registeredAt: row.registered_at });
+      this.#membership.restore({ id: row.id, url: row.url, maxOngoing: row.max_ongoing, registeredAt: row.registered_at }, restoredAt);
     }
     const name = sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = 'deployment'").toArray()[0];
     if (name) this.#deployment = name.value;

@@ -31,11 +31,18 @@ export type ReportOutcome = "ok" | "unknown_replica" | "stale_seq";
 export class Membership {
   readonly members = new Map<string, Member>();
 
-  /** Restores a persisted member (after the object restarted): not fresh until it reports. */
-  restore(m: { id: string; url: string; maxOngoing: number; registeredAt: number }): void {
+  /**
+   * Restores a persisted member after the object restarted, as heard from at
+   * the restart (`now`): a live replica reports within its next heartbeat (1 s),
+   * a dead one goes stale after STALE_AFTER_MS like any silent replica. Treating
+   * restored members as stale instead made the first snapshots after a restart
+   * empty, and proxies that applied one dropped every replica (an e2e run saw
+   * 3,423 of 8,812 requests fail with no_ready_replica for ~1 s).
+   */
+  restore(m: { id: string; url: string; maxOngoing: number; registeredAt: number }, now: number): void {
     this.members.set(m.id, {
       ...m,
-      lastReportAt: 0,
+      lastReportAt: now,
       load: { seq: -1, ongoing: 0, queued: 0, max: m.maxOngoing, state: "ready" },
       models: [],
       loading: [],

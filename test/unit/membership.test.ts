@@ -164,22 +164,25 @@ describe("Membership.isFresh / snapshot", () => {
 });
 
 describe("Membership.restore", () => {
-  it("restored members are not fresh until they report", () => {
+  it("restored members count as heard from at the restart: in snapshots until they would go stale, then only if they report", () => {
     const m = new Membership();
-    m.restore({ id: "a", url: "http://a.test:8000", maxOngoing: 4, registeredAt: T0 - 100_000 });
+    m.restore({ id: "a", url: "http://a.test:8000", maxOngoing: 4, registeredAt: T0 - 100_000 }, T0);
+    m.restore({ id: "dead", url: "http://dead.test:8000", maxOngoing: 4, registeredAt: T0 - 100_000 }, T0);
     const a = m.members.get("a")!;
-    expect(a).toMatchObject({ lastReportAt: 0, models: [], loading: [], registeredAt: T0 - 100_000 });
+    expect(a).toMatchObject({ lastReportAt: T0, models: [], loading: [], registeredAt: T0 - 100_000 });
+    // Load unknown: seq -1, so any load header or report a proxy already has wins.
     expect(a.load).toEqual({ seq: -1, ongoing: 0, queued: 0, max: 4, state: "ready" });
-    expect(m.isFresh(a, T0)).toBe(false);
-    expect(snapIds(m, T0)).toEqual([]);
-    expect(m.report(rep("a", 42, { ongoing: 2 }), T0 + 1)).toBe("ok");
-    expect(snapIds(m, T0 + 1)).toEqual(["a"]);
+    expect(m.isFresh(a, T0)).toBe(true);
+    expect(snapIds(m, T0 + 1)).toEqual(["a", "dead"]);
+    expect(m.report(rep("a", 42, { ongoing: 2 }), T0 + 1_000)).toBe("ok");
     expect(a.load).toMatchObject({ seq: 42, ongoing: 2, max: 4 });
+    // The one that never reports drops out like any silent replica.
+    expect(snapIds(m, T0 + STALE_AFTER_MS)).toEqual(["a"]);
   });
 
   it("a restored member that re-registers with the same identity needs no write, and gets a new epoch", () => {
     const m = new Membership();
-    m.restore({ id: "a", url: "http://a.test:8000", maxOngoing: 5, registeredAt: T0 - 1 });
+    m.restore({ id: "a", url: "http://a.test:8000", maxOngoing: 5, registeredAt: T0 - 1 }, T0);
     expect(m.register(reg("a"), T0)).toBe(false);
     expect(m.members.get("a")!.registeredAt).toBe(T0);
   });
@@ -210,7 +213,7 @@ describe("Membership.forgettable", () => {
   it("counts restored members that never reported from the restart", () => {
     const m = new Membership();
     const restartedAt = T0 + 10_000;
-    m.restore({ id: "r", url: "http://r.test:1", maxOngoing: 1, registeredAt: T0 - 1_000_000 });
+    m.restore({ id: "r", url: "http://r.test:1", maxOngoing: 1, registeredAt: T0 - 1_000_000 }, restartedAt);
     expect(m.forgettable(restartedAt + FORGET_AFTER_MS - 1, restartedAt)).toEqual([]);
     expect(m.forgettable(restartedAt + FORGET_AFTER_MS, restartedAt)).toEqual(["r"]);
     m.report(rep("r", 0), restartedAt + 1_000);

@@ -98,7 +98,7 @@ describe("DeploymentRouter", () => {
     expect((await stub.snapshot()).replicas).toEqual([]);
   });
 
-  it("restores membership after a restart; replicas route again on their next report", async () => {
+  it("restores membership after a restart: members route at once (as heard from at the restart) and report as usual", async () => {
     const id = env.ROUTER.idFromName("t-restart");
     let stub = env.ROUTER.get(id);
     await stub.register(register("a"), nonce());
@@ -107,7 +107,11 @@ describe("DeploymentRouter", () => {
     stub = env.ROUTER.get(id);
     const afterRestart = await stub.stats();
     expect(afterRestart.members).toBe(1);
-    expect(afterRestart.fresh).toBe(0);
+    expect(afterRestart.fresh).toBe(1);
+    // Not an empty snapshot: proxies applying it keep routing to "a".
+    const snap = await stub.snapshot();
+    expect(snap.replicas.map((r) => r.id)).toEqual(["a"]);
+    expect(snap.replicas[0]!.load.seq).toBe(-1);
     expect(await stub.report(report("a", 1), nonce())).toBe("ok");
     expect((await stub.snapshot()).replicas.map((r) => r.id)).toEqual(["a"]);
   });
@@ -191,7 +195,7 @@ describe("DeploymentRouter replay guard", () => {
     await stub.register(register("a"), n);
     await stub.restart().catch(() => undefined);
     stub = env.ROUTER.get(id);
-    expect(await stub.stats()).toMatchObject({ members: 1, fresh: 0 });
+    expect(await stub.stats()).toMatchObject({ members: 1, fresh: 1 });
     expect(await stub.register(register("a"), n)).toMatchObject({ ok: true });
   });
 });
