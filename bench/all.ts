@@ -1,6 +1,6 @@
 /**
  * `npm run bench`: a quick version of every benchmark scenario, one after the
- * other (each starts and stops its own stack), then the charts. A few minutes;
+ * other (each starts and stops its own stack), then the charts. About 4 minutes;
  * each script's full mode is in bench/README.md.
  *
  *   npx tsx bench/all.ts [--only seed,streaming,dispatch,state-cost,affinity]
