@@ -13,17 +13,16 @@
  * which the build pulls into the Worker only when a deployment uses kind "edge"
  * (scripts/build.ts), so other Workers keep a small bundle.
  */
-import { readBoundedBody } from "../proxy/bounded-body.ts";
+import { checkDeclaredLength, readBoundedBody } from "../proxy/request-body.ts";
 import type { Deployment } from "../config/deployment.ts";
 import { errorBody, errorResponse, Header, MODEL_ID } from "../protocol/index.ts";
-import { ModelInputError, UnknownModelError } from "../replica/models/model.ts";
+import { MAX_MODEL_INPUT_BYTES, ModelInputError, UnknownModelError } from "../replica/models/model.ts";
 import type { EdgeModelHost } from "./lazy-model.ts";
 
 /** The value of `x-switchyard-replica` on answers computed at the edge. */
 export const EDGE_REPLICA_ID = "edge";
 
-/** The largest model input the replica accepts (src/replica/handlers.ts); the same here. */
-export const MAX_MODEL_INPUT_BYTES = 4 * 1024 * 1024;
+export { MAX_MODEL_INPUT_BYTES };
 
 const hosts = new Map<string, EdgeModelHost>();
 
@@ -61,12 +60,8 @@ export async function serveAtEdge(req: Request, ctx: EdgeServeContext): Promise<
   const { maxRequestBodyBytes } = deployment.limits;
   const hasBody = req.body !== null && method !== "GET" && method !== "HEAD";
   if (hasBody) {
-    const declared = req.headers.get("content-length");
-    if (declared !== null) {
-      if (!/^\d{1,15}$/.test(declared)) return errorResponse("bad_request", "invalid Content-Length header", { requestId });
-      const size = Number(declared);
-      if (size > maxRequestBodyBytes) return errorResponse("payload_too_large", `request body of ${size} bytes exceeds ${maxRequestBodyBytes}`, { requestId });
-    }
+    const declared = checkDeclaredLength(req.headers, maxRequestBodyBytes, requestId);
+    if (declared instanceof Response) return declared;
   }
 
   // From here on, what the replica's model handler answers.
@@ -89,7 +84,7 @@ export async function serveAtEdge(req: Request, ctx: EdgeServeContext): Promise<
   let input: unknown;
   if (method === "POST") {
     const limit = Math.min(maxRequestBodyBytes, MAX_MODEL_INPUT_BYTES);
-    let bytes: Uint8Array | null;
+    let bytes: ArrayBuffer | null;
     try {
       bytes = await readBoundedBody(req, limit);
     } catch (err) {

@@ -14,7 +14,7 @@ import { observabilityRoutes } from "./observability-routes.ts";
 import { openaiRoutes } from "./openai-routes.ts";
 import type { DispatchTrace } from "./dispatch.ts";
 import { requestIdFor } from "./headers.ts";
-import { drainUnreadBody } from "./request-drain.ts";
+import { drainUnreadBody } from "./request-body.ts";
 import { IsolateState } from "./isolate-state.ts";
 import { observeRequest } from "./request-observer.ts";
 import { serveRequest } from "./serve-request.ts";

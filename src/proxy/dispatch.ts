@@ -7,6 +7,7 @@ import type { Deployment } from "../config/deployment.ts";
 import { Header, PROTOCOL_VERSION, errorBody, errorResponse, parseLoadHeader } from "../protocol/index.ts";
 import { backoffMs, pickRandom, pickReplica, pickReplicaForModel, pickRoundRobin } from "../policy/pick-replica.ts";
 import { clientHeaders, dispatchHeaders } from "./headers.ts";
+import { checkDeclaredLength } from "./request-body.ts";
 import { stripRoutePrefix } from "./route-table.ts";
 import { SseEventFramer } from "./sse-framing.ts";
 import type { ReplicaEntry, RoutingView } from "./routing-view.ts";
@@ -355,13 +356,10 @@ async function prepareBody(req: Request, deployment: Deployment, requestId: stri
   const never = () => false;
   if (!req.body || req.method === "GET" || req.method === "HEAD") return { body: null, replayable: true, overLimit: never };
   const { maxRequestBodyBytes, replayableBodyBytes } = deployment.limits;
-  const declared = req.headers.get("content-length");
-  if (declared !== null) {
-    if (!/^\d{1,15}$/.test(declared)) return errorResponse("bad_request", "invalid Content-Length header", { requestId });
-    const size = Number(declared);
-    if (size > maxRequestBodyBytes) {
-      return errorResponse("payload_too_large", `request body of ${size} bytes exceeds ${maxRequestBodyBytes}`, { requestId });
-    }
+  const declared = checkDeclaredLength(req.headers, maxRequestBodyBytes, requestId);
+  if (declared instanceof Response) return declared;
+  const { size } = declared;
+  if (size !== undefined) {
     // Small bodies are held so a rejected dispatch can be replayed elsewhere.
     if (size <= replayableBodyBytes) return { body: await req.arrayBuffer(), replayable: true, overLimit: never };
     return { body: req.body, replayable: false, overLimit: never };

@@ -13,7 +13,7 @@ import type { DispatchTrace } from "./dispatch.ts";
 import { requestIdFor } from "./headers.ts";
 import type { IsolateState } from "./isolate-state.ts";
 import { OPENAI_ENDPOINTS, openaiBodyLimit, openaiModelTable, parseOpenAIBody, type OpenAIEndpoint } from "./openai-request.ts";
-import { readBoundedBody } from "./bounded-body.ts";
+import { readBoundedBody } from "./request-body.ts";
 import { observeRequest } from "./request-observer.ts";
 import { SESSION_ID } from "./request-keys.ts";
 import { serveRequest } from "./serve-request.ts";
@@ -39,8 +39,7 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
 
   const post = (endpoint: OpenAIEndpoint) => async (c: Context<{ Bindings: Env }>) => {
     const requestId = requestIdFor(c.req.header(Header.requestId) ?? null);
-    const read = await readBoundedBody(c.req.raw, bodyLimit);
-    const bytes = read === null ? null : (read.buffer.slice(read.byteOffset, read.byteOffset + read.byteLength) as ArrayBuffer);
+    const bytes = await readBoundedBody(c.req.raw, bodyLimit);
     if (bytes === null) return errorResponse("payload_too_large", `request body exceeds ${bodyLimit} bytes`, { requestId });
     const parsed = parseOpenAIBody(endpoint, bytes);
     if (!parsed.ok) return errorResponse(parsed.code, parsed.message, { requestId });

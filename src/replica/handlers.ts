@@ -5,11 +5,9 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Header, MODEL_ID, errorBody } from "../protocol/index.ts";
 import type { ModelCache, ModelLease } from "./models/model-cache.ts";
-import { ModelInputError, UnknownModelError } from "./models/model.ts";
+import { MAX_MODEL_INPUT_BYTES, ModelInputError, UnknownModelError } from "./models/model.ts";
 
 export type RequestHandler = (req: IncomingMessage, res: ServerResponse, loadHeaders: () => Record<string, string>) => Promise<void>;
-
-const MAX_MODEL_INPUT_BYTES = 4 * 1024 * 1024;
 
 function sendJson(res: ServerResponse, status: number, body: unknown, extra: Record<string, string>): void {
   const text = JSON.stringify(body);

@@ -23,6 +23,9 @@ export interface InferenceModel {
   release(): Promise<void>;
 }
 
+/** The largest model input (JSON body) a replica, or the edge serving the same model, accepts. */
+export const MAX_MODEL_INPUT_BYTES = 4 * 1024 * 1024;
+
 /** The request's input was rejected by the model's schema (a client error). */
 export class ModelInputError extends Error {
   /** Machine-readable details (zod issues), safe to return to the client. */

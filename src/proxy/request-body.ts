@@ -1,0 +1,73 @@
+/**
+ * Request bodies at the edge: the declared Content-Length, checked once the
+ * same way everywhere; bounded reads for requests the edge must read itself
+ * (OpenAI routing, models run in the Worker); and draining the body of a
+ * request the edge refused without reading it.
+ */
+import { errorResponse } from "../protocol/index.ts";
+
+/** The declared Content-Length: undefined when absent, null when malformed. */
+export function declaredLength(headers: Headers): number | undefined | null {
+  const declared = headers.get("content-length");
+  if (declared === null) return undefined;
+  return /^\d{1,15}$/.test(declared) ? Number(declared) : null;
+}
+
+/**
+ * The declared size checked against `limit`: `{ size }` (undefined when the
+ * body is unsized), or the JSON refusal to send (400 malformed, 413 too large).
+ */
+export function checkDeclaredLength(headers: Headers, limit: number, requestId: string): { size: number | undefined } | Response {
+  const size = declaredLength(headers);
+  if (size === null) return errorResponse("bad_request", "invalid Content-Length header", { requestId });
+  if (size !== undefined && size > limit) return errorResponse("payload_too_large", `request body of ${size} bytes exceeds ${limit}`, { requestId });
+  return { size };
+}
+
+/**
+ * Reads a request body into memory, up to `limit` bytes: null when it is (or
+ * declares itself) larger, after cancelling the rest. A sized body within the
+ * limit is read in one native call; a chunked one is counted as it arrives.
+ */
+export async function readBoundedBody(req: Request, limit: number): Promise<ArrayBuffer | null> {
+  const size = declaredLength(req.headers);
+  if (typeof size === "number") return size > limit ? null : req.arrayBuffer();
+  if (!req.body) return new ArrayBuffer(0);
+  const chunks: Uint8Array[] = [];
+  let seen = 0;
+  const reader = req.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    seen += value.byteLength;
+    if (seen > limit) {
+      await reader.cancel().catch(() => undefined);
+      return null;
+    }
+    chunks.push(value);
+  }
+  const out = new Uint8Array(seen);
+  let at = 0;
+  for (const c of chunks) {
+    out.set(c, at);
+    at += c.byteLength;
+  }
+  return out.buffer;
+}
+
+/**
+ * Reads and drops the body of a request the edge refused without reading it
+ * (bad header, unknown route or model, no key, rate limit, queue full). If the
+ * Worker answers with the body unread, workerd cannot reuse the connection and
+ * closes it while the client may still be sending, which resets it: the client
+ * then sees ECONNRESET instead of our JSON error (measured: 9 of 400 refusals of
+ * a 144 KB body lost that way). Bounded by the deployment's body limit; a
+ * larger or unsized body is left alone (its connection is lost, as it would be
+ * anywhere).
+ */
+export async function drainUnreadBody(req: Request, limitBytes: number): Promise<void> {
+  if (!req.body || req.bodyUsed) return;
+  const size = declaredLength(req.headers);
+  if (typeof size !== "number" || size > limitBytes) return;
+  await req.arrayBuffer().catch(() => undefined);
+}
