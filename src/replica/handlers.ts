@@ -5,15 +5,10 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Header, MODEL_ID, errorBody } from "../protocol/index.ts";
 import type { ModelCache, ModelLease } from "./models/model-cache.ts";
+import { readBodyUpTo, sendJson } from "./http-json.ts";
 import { MAX_MODEL_INPUT_BYTES, ModelInputError, UnknownModelError } from "./models/model.ts";
 
 export type RequestHandler = (req: IncomingMessage, res: ServerResponse, loadHeaders: () => Record<string, string>) => Promise<void>;
-
-function sendJson(res: ServerResponse, status: number, body: unknown, extra: Record<string, string>): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { ...extra, "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(text) });
-  res.end(text);
-}
 
 export interface TextHandlerOptions {
   /**
@@ -125,19 +120,14 @@ export function modelHandler(cache: ModelCache, options: ModelHandlerOptions = {
 
     let input: unknown;
     if (req.method === "POST") {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      for await (const chunk of req as AsyncIterable<Buffer>) {
-        size += chunk.byteLength;
-        if (size > MAX_MODEL_INPUT_BYTES) {
-          sendJson(res, 413, errorBody("payload_too_large", `model input over ${MAX_MODEL_INPUT_BYTES} bytes`), loadHeaders());
-          req.destroy();
-          return;
-        }
-        chunks.push(chunk);
+      const body = await readBodyUpTo(req, MAX_MODEL_INPUT_BYTES);
+      if (body === null) {
+        sendJson(res, 413, errorBody("payload_too_large", `model input over ${MAX_MODEL_INPUT_BYTES} bytes`), loadHeaders());
+        req.destroy();
+        return;
       }
       try {
-        input = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+        input = JSON.parse(body.toString("utf8"));
       } catch {
         sendJson(res, 400, errorBody("bad_request", "body is not valid JSON"), loadHeaders());
         return;

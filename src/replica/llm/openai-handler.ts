@@ -30,6 +30,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { z } from "zod";
 import { ERROR_STATUS, errorBody, type ErrorCode } from "../../protocol/index.ts";
 import type { RequestHandler } from "../handlers.ts";
+import { readBodyUpTo, sendJson } from "../http-json.ts";
 import { RequestTooLong, type FinishReason, type LlmEngine } from "./engine.ts";
 import { VOCAB_SIZE, encode } from "./tokenizer.ts";
 
@@ -161,29 +162,18 @@ class HttpError extends Error {
   }
 }
 
-function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string>): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { ...headers, "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(text) });
-  res.end(text);
-}
-
 function sendError(res: ServerResponse, err: HttpError, headers: Record<string, string>): void {
   sendJson(res, ERROR_STATUS[err.code], errorBody(err.code, err.message, err.details === undefined ? undefined : { details: err.details }), headers);
 }
 
 async function readJson(req: IncomingMessage): Promise<unknown> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.byteLength;
-    if (size > MAX_BODY_BYTES) {
-      req.destroy();
-      throw new HttpError("payload_too_large", `request body over ${MAX_BODY_BYTES} bytes`);
-    }
-    chunks.push(chunk);
+  const body = await readBodyUpTo(req, MAX_BODY_BYTES);
+  if (body === null) {
+    req.destroy();
+    throw new HttpError("payload_too_large", `request body over ${MAX_BODY_BYTES} bytes`);
   }
   try {
-    return JSON.parse(Buffer.concat(chunks).toString("utf8"));
+    return JSON.parse(body.toString("utf8"));
   } catch {
     throw new HttpError("bad_request", "We could not parse the JSON body of your request: it is not valid JSON.");
   }
