@@ -41,14 +41,15 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
 
   const app = new Hono<{ Bindings: Env }>();
 
+  // Deployments whose model runs in this Worker: always ready, no replicas.
+  const edge = deployments.filter((d) => d.backend.kind === "edge").map((d) => d.name);
+  const replicated = deployments.filter((d) => d.backend.kind !== "edge");
+
   app.get("/-/healthz", async (c) => {
     const cacheNow = stateFor(c.env).snapshots;
     const now = Date.now();
     const ready: Record<string, number> = {};
-    // Deployments whose model runs in this Worker: always ready, no replicas.
-    const edge = deployments.filter((d) => d.backend.kind === "edge").map((d) => d.name);
-    for (const d of deployments) {
-      if (d.backend.kind === "edge") continue;
+    for (const d of replicated) {
       ready[d.name] = (await cacheNow.view(d.name, (p) => c.executionCtx.waitUntil(p))).readyCount(now);
     }
     const canRoute = edge.length > 0 || Object.values(ready).some((n) => n > 0);

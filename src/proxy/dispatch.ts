@@ -247,23 +247,27 @@ async function attemptOn(
     return respond(new Response(upstream.body, init), true);
   }
   // A stream: the replica is busy until it ends, so count it in flight until then.
-  if (ctx.sseErrors) {
-    const events = sseWithErrorEvent(upstream.body, replica.id, requestId);
-    const ended = events.ended.finally(() => view.endDispatch(replica));
-    if (ctx.trace) ctx.trace.streamEnd = ended;
-    ctx.background(ended);
-    return respond(new Response(events.body, init), true);
-  }
-  // A client that goes away cancels the readable side, which cancels the pipe's
-  // source: the replica sees its request closed and stops.
+  const stream = ctx.sseErrors ? sseWithErrorEvent(upstream.body, replica.id, requestId) : nativePipe(upstream.body);
+  const ended = stream.ended.finally(() => view.endDispatch(replica));
+  if (ctx.trace) ctx.trace.streamEnd = ended;
+  ctx.background(ended);
+  return respond(new Response(stream.body, init), true);
+}
+
+/** A response body passed on, and when it has been passed on completely (or cut). */
+interface PassedStream {
+  body: ReadableStream<Uint8Array>;
+  ended: Promise<void>;
+}
+
+/**
+ * The native pipe: no JS per chunk. A client that goes away cancels the
+ * readable side, which cancels the pipe's source: the replica sees its request
+ * closed and stops.
+ */
+function nativePipe(source: ReadableStream<Uint8Array>): PassedStream {
   const { readable, writable } = new IdentityTransformStream();
-  const piped = upstream.body
-    .pipeTo(writable)
-    .catch(() => undefined)
-    .finally(() => view.endDispatch(replica));
-  if (ctx.trace) ctx.trace.streamEnd = piped;
-  ctx.background(piped);
-  return respond(new Response(readable, init), true);
+  return { body: readable, ended: source.pipeTo(writable).catch(() => undefined) };
 }
 
 /**
@@ -284,7 +288,7 @@ async function attemptOn(
  * SseEventFramer holds back a partial event, so the error event never lands in
  * the middle of one.
  */
-function sseWithErrorEvent(source: ReadableStream<Uint8Array>, replicaId: string, requestId: string): { body: ReadableStream<Uint8Array>; ended: Promise<void> } {
+function sseWithErrorEvent(source: ReadableStream<Uint8Array>, replicaId: string, requestId: string): PassedStream {
   const framer = new SseEventFramer();
   const reader = source.getReader();
   let end!: () => void;

@@ -30,8 +30,8 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
     const now = Date.now();
     const data: { id: string; object: "model"; created: number; owned_by: string }[] = [];
     for (const d of served) {
-      const live = d.backend.kind === "edge" || (await state.snapshots.view(d.name, (p) => c.executionCtx.waitUntil(p))).readyCount(now) > 0;
-      if (!live) continue;
+      // (Edge deployments cannot list OpenAI models: the config refuses it.)
+      if ((await state.snapshots.view(d.name, (p) => c.executionCtx.waitUntil(p))).readyCount(now) === 0) continue;
       for (const id of d.openai!.models) data.push({ id, object: "model", created: 0, owned_by: d.name });
     }
     return c.json({ object: "list", data });
@@ -77,8 +77,7 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
       openai: {
         body: bytes,
         stream,
-        ...(deployment.multiplexing ? { model } : {}),
-        ...(session !== undefined ? { session } : {}),
+        keys: { ...(deployment.multiplexing ? { model } : {}), ...(session !== undefined ? { session } : {}) },
       },
     });
     observeRequest(c.env, state, deployment.name, c.req.method, response.status, requestId, started, trace, background);

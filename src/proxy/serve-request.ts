@@ -21,7 +21,7 @@ export interface ServeContext {
    * An OpenAI-style request (openai-routes.ts): its body is already read and its
    * model and session come from it, not from headers.
    */
-  openai?: { body: ArrayBuffer; stream: boolean } & RequestKeys;
+  openai?: { body: ArrayBuffer; stream: boolean; keys: RequestKeys };
 }
 
 export async function serveRequest(req: Request, ctx: ServeContext): Promise<Response> {
@@ -47,9 +47,7 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
     }
   }
   const openai = ctx.openai;
-  const keys = openai
-    ? { ok: true as const, keys: { ...(openai.model !== undefined ? { model: openai.model } : {}), ...(openai.session !== undefined ? { session: openai.session } : {}) } }
-    : requestKeys(headers, deployment);
+  const keys = openai ? { ok: true as const, keys: openai.keys } : requestKeys(headers, deployment);
   if (!keys.ok) return errorResponse(keys.code, keys.message, { requestId });
   const done = state.admit(deployment);
   if (!done) {
