@@ -145,6 +145,16 @@ export class RoutingView {
     return n;
   }
 
+  /**
+   * Whether a ready replica's liveness ran out in this view. Its reports may well
+   * have reached the Durable Object since the view was fetched: a view left idle
+   * past its TTL ages every replica in it, not just dead ones.
+   */
+  hasLapsed(now: number): boolean {
+    for (const e of this.#replicas.values()) if (e.reported.state === "ready" && e.expiresAt <= now) return true;
+    return false;
+  }
+
   /** Why each replica is or is not a candidate now (for error details and debugging). */
   describe(now: number): { id: string; state: string; expiresInMs: number; coolingDownMs: number; ejected: boolean; load: number; capacity: number }[] {
     return [...this.#replicas.values()].map((e) => ({

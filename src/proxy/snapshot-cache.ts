@@ -40,13 +40,20 @@ export class SnapshotCache {
 
   /**
    * Returns the deployment's view. Waits for the Durable Object only when the
-   * isolate has no view yet, or when the view has nothing to route to (e.g. it
-   * expired while the deployment was idle: a fresher snapshot is worth waiting
-   * for, whether this request starts the refresh or another one already did).
+   * isolate has no view yet, when the view has nothing to route to, or when it
+   * is past its TTL and a replica's liveness ran out in it (a view left idle
+   * expires live replicas too: routing around them would send a multiplexed
+   * model or a session to a replica without its state, which costs far more than
+   * one Durable Object call). A wait joins a refresh another request started.
    * Otherwise a due refresh runs in the background, handed to `background`
-   * (ctx.waitUntil).
+   * (ctx.waitUntil). Snapshots list only live replicas, so a dead one costs at
+   * most one wait per TTL.
    */
   view(deployment: string, background: (p: Promise<unknown>) => void): Promise<RoutingView> {
-    return this.#views.get(deployment, background, (s, now) => s.fetchedAt === 0 || s.value.readyCount(now) === 0);
+    return this.#views.get(
+      deployment,
+      background,
+      (s, now) => s.fetchedAt === 0 || s.value.readyCount(now) === 0 || (now - s.fetchedAt >= SNAPSHOT_TTL_MS && s.value.hasLapsed(now)),
+    );
   }
 }

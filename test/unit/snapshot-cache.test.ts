@@ -204,6 +204,55 @@ describe("SnapshotCache", () => {
     expect(src.calls.length).toBe(2);
   });
 
+  it("a view left idle past its TTL with one replica lapsed waits for the refresh (the replica may be alive)", async () => {
+    // Regression: a multiplexing replica busy loading nothing for 2.7 s looked dead in an idle
+    // view, and its model's next request was routed to a replica without the model.
+    const src = controlledSource();
+    const c = clock();
+    const withExpiry = (d: string, expiry: Record<string, number>): RoutingSnapshot => {
+      const s = snapshotWith(d, Object.keys(expiry));
+      for (const r of s.replicas) r.expiresInMs = expiry[r.id]!;
+      return s;
+    };
+    src.set((d) => Promise.resolve(withExpiry(d, { a: 600, b: 2_500 })));
+    const cache = new SnapshotCache(src.source, c.now);
+    await cache.view("hello", () => undefined);
+
+    // Within the TTL a lapsed replica is not worth a wait: the view is as fresh as it gets.
+    c.advance(700);
+    const bg: Promise<unknown>[] = [];
+    let v = await cache.view("hello", (p) => bg.push(p));
+    expect(v.readyCount(c.now())).toBe(1);
+    expect(src.calls.length).toBe(1);
+
+    // Past the TTL with a lapsed: awaited, and a (which kept reporting) routes again.
+    src.set((d) => Promise.resolve(withExpiry(d, { a: 2_400, b: 2_400 })));
+    c.advance(SNAPSHOT_TTL_MS);
+    v = await cache.view("hello", (p) => bg.push(p));
+    expect(bg).toEqual([]);
+    expect(src.calls.length).toBe(2);
+    expect(v.readyCount(c.now())).toBe(2);
+  });
+
+  it("a dead replica costs one awaited refresh: the snapshot drops it, and later refreshes run in the background", async () => {
+    const src = controlledSource();
+    const c = clock();
+    src.set((d) => Promise.resolve(snapshotWith(d, ["a", "b"])));
+    const cache = new SnapshotCache(src.source, c.now);
+    const view = await cache.view("hello", () => undefined);
+    view.get("b")!.expiresAt = c.now() + 100; // b stopped reporting long ago
+    src.set((d) => Promise.resolve(snapshotWith(d, ["a"])));
+    c.advance(SNAPSHOT_TTL_MS);
+    const bg: Promise<unknown>[] = [];
+    await cache.view("hello", (p) => bg.push(p));
+    expect(bg).toEqual([]);
+    expect(view.get("b")).toBeUndefined();
+    c.advance(SNAPSHOT_TTL_MS);
+    await cache.view("hello", (p) => bg.push(p));
+    expect(bg.length).toBe(1);
+    await bg[0];
+  });
+
   it("a failing background refresh keeps the old view and backs off before retrying", async () => {
     const src = controlledSource();
     const c = clock();
