@@ -69,27 +69,33 @@ describe("streaming pass-through", () => {
 describe("admission: reject before accepting, retry elsewhere", () => {
   it("retries on the other replica when the chosen one is full, and no request fails", async () => {
     const [a, b] = [...stack.replicas.values()].filter((r) => r.deployment === "tight");
-    // Fill replica a (capacity 1) behind the proxy's back: its view still thinks a is free.
-    // Start at once, before a's next load report can reach the proxy's view.
-    const hog = fetch(`${a!.url}/?chunks=2&interval_ms=2500`).then((r) => r.text());
-    await untilOngoing(a!.url, 1);
-    const before = await replicaCounts(a!.url);
-    const statuses: number[] = [];
-    const servedBy = new Set<string>();
-    for (let i = 0; i < 20; i++) {
-      const res = await fetch(`${stack.url}/tight?chunks=1`);
-      await res.text();
-      statuses.push(res.status);
-      servedBy.add(res.headers.get("x-switchyard-replica")!);
+    // Fill replica a (capacity 1) behind the proxy's back, so the proxy's view still
+    // thinks a is free until a's next load report (coalesced 250 ms, then the view's
+    // 1 s refresh) reaches it. Whether a request lands on a inside that window depends
+    // on the machine's pace, so a round that never asked a is run again: every round
+    // must serve everything from b, and at least one must have been refused by a.
+    let refusedByA = 0;
+    for (let round = 0; round < 5 && refusedByA === 0; round++) {
+      const hog = fetch(`${a!.url}/?chunks=2&interval_ms=1000`).then((r) => r.text());
+      await untilOngoing(a!.url, 1);
+      const before = await replicaCounts(a!.url);
+      const statuses: number[] = [];
+      const servedBy = new Set<string>();
+      for (let i = 0; i < 20; i++) {
+        const res = await fetch(`${stack.url}/tight?chunks=1`);
+        await res.text();
+        statuses.push(res.status);
+        servedBy.add(res.headers.get("x-switchyard-replica")!);
+      }
+      const after = await replicaCounts(a!.url);
+      expect(statuses.every((s) => s === 200)).toBe(true);
+      expect([...servedBy]).toEqual([b!.id]);
+      // Never more than the few asks it took the proxy to learn from a's load header.
+      expect(after.rejected - before.rejected).toBeLessThanOrEqual(3);
+      refusedByA += after.rejected - before.rejected;
+      await hog;
     }
-    const after = await replicaCounts(a!.url);
-    expect(statuses.every((s) => s === 200)).toBe(true);
-    expect([...servedBy]).toEqual([b!.id]);
-    // Replica a said no (and so was asked) at least once, and never more than the
-    // few times it took the proxy to learn from a's load header.
-    expect(after.rejected - before.rejected).toBeGreaterThanOrEqual(1);
-    expect(after.rejected - before.rejected).toBeLessThanOrEqual(3);
-    await hog;
+    expect(refusedByA).toBeGreaterThanOrEqual(1);
   });
 
   it("answers 503 with Retry-After when every replica is full", async () => {
