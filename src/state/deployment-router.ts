@@ -8,7 +8,7 @@ import { DurableObject } from "cloudflare:workers";
 import type { ControlAck, DeregisterMessage, RegisterMessage, ReportMessage, RoutingSnapshot } from "../protocol/index.ts";
 import type { Env } from "../env.ts";
 import { servedDeployment } from "../config/served.ts";
-import { Autoscaler, type AutoscaleDecision } from "../policy/autoscale.ts";
+import { Autoscaler, desiredToAnnounce, type AutoscaleDecision } from "../policy/autoscale.ts";
 import { Membership, NonceGuard, REPORT_INTERVAL_MS, type ReportOutcome } from "./membership.ts";
 
 /** How often the alarm sweeps silent members while there are any. */
@@ -160,11 +160,11 @@ export class DeploymentRouter extends DurableObject<Env> {
       this.ctx.storage.sql.exec("DELETE FROM replicas WHERE id = ?", id);
     }
     const decision = this.#decideAutoscale(now);
-    if (decision.enabled && decision.desired !== this.#announcedDesired) {
-      const first = this.#announcedDesired === null;
+    if (decision.enabled) {
+      const announce = desiredToAnnounce(this.#announcedDesired, decision);
       this.#announcedDesired = decision.desired;
       const hook = servedDeployment(this.#deployment)?.autoscaling?.webhook;
-      if (hook && !first) await this.#notify(hook, decision);
+      if (hook && announce !== null) await this.#notify(hook, decision);
     }
     if (this.#membership.members.size > 0) await this.ctx.storage.setAlarm(now + SWEEP_INTERVAL_MS);
   }
