@@ -139,7 +139,7 @@ export class LocalStack {
     );
     this.workerdUrl = `http://127.0.0.1:${workerdPort}`;
     const workerdBin = (createRequire(import.meta.url)("workerd") as { default: string }).default;
-    this.#workerd = spawn(workerdBin, ["serve", configPath, "--experimental"], { stdio: ["ignore", "pipe", "pipe"] });
+    this.#workerd = spawn(workerdBin, ["serve", configPath, "--experimental", ...inspectorArgs()], { stdio: ["ignore", "pipe", "pipe"] });
     this.#pipeLog(this.#workerd, "workerd");
     await this.#waitFor(`${this.workerdUrl}/-/routes`, 15_000);
 
@@ -258,3 +258,9 @@ export class LocalStack {
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** SWITCHYARD_WORKERD_INSPECTOR=host:port opens workerd's V8 inspector there (bench/profile-proxy.ts). */
+function inspectorArgs(): string[] {
+  const addr = process.env.SWITCHYARD_WORKERD_INSPECTOR;
+  return addr ? ["--inspector-addr", addr] : [];
+}

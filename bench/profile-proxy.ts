@@ -1,0 +1,107 @@
+/**
+ * A V8 CPU profile of the edge Worker under load: starts the local stack with
+ * workerd's inspector on loopback, samples the Worker's isolate over the
+ * DevTools protocol while wrk loads one route, writes the profile (open it in
+ * Chrome DevTools or speedscope) and prints the functions with the most self time.
+ *   npx tsx bench/profile-proxy.ts [--path /hello] [--seconds 8] [--connections 16]
+ *     [--replicas 4] [--top 25] [--out bench/results/proxy.cpuprofile]
+ * The load generator must not block this process's event loop: the stack drains
+ * workerd's stdout (one log line per request) here, and a blocked drain stalls
+ * workerd after ~64 KB of logs (an earlier attempt with a synchronous wrk looked
+ * like "the inspector hangs requests").
+ */
+import { writeFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { LocalStack } from "../src/local/stack.ts";
+import { freePort, wrk } from "./load-tools.ts";
+
+const { values } = parseArgs({
+  options: {
+    path: { type: "string", default: "/hello" },
+    seconds: { type: "string", default: "8" },
+    connections: { type: "string", default: "16" },
+    replicas: { type: "string", default: "4" },
+    top: { type: "string", default: "25" },
+    out: { type: "string", default: "bench/results/proxy.cpuprofile" },
+  },
+});
+
+if (typeof WebSocket === "undefined") {
+  console.error("needs a global WebSocket (Node 22, or Node 20 with NODE_OPTIONS=--experimental-websocket)");
+  process.exit(2);
+}
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+}
+interface Profile {
+  nodes: ProfileNode[];
+  samples: number[];
+  timeDeltas: number[];
+}
+
+const inspectorPort = await freePort();
+process.env.SWITCHYARD_WORKERD_INSPECTOR = `127.0.0.1:${inspectorPort}`;
+const stack = new LocalStack({
+  port: 0,
+  replicas: { hello: Number(values.replicas) },
+  stateDir: ".switchyard/profile",
+  freshState: true,
+  log: () => undefined,
+});
+process.on("exit", () => stack.killAll());
+await stack.start();
+try {
+  const url = `${stack.workerdUrl}${values.path}`;
+  // Warm up: the Worker's hot functions get optimised before sampling starts.
+  for (let i = 0; i < 500; i++) await (await fetch(url)).text();
+
+  const targets = (await (await fetch(`http://127.0.0.1:${inspectorPort}/json`)).json()) as { title: string; webSocketDebuggerUrl: string }[];
+  const edge = targets.find((t) => t.title.includes("edge")) ?? targets[0];
+  if (!edge) throw new Error("workerd's inspector lists no isolate");
+  const ws = new WebSocket(edge.webSocketDebuggerUrl);
+  await new Promise((resolve, reject) => {
+    ws.addEventListener("open", resolve);
+    ws.addEventListener("error", reject);
+  });
+  let nextId = 0;
+  const waiting = new Map<number, (result: unknown) => void>();
+  ws.addEventListener("message", (e) => {
+    const m = JSON.parse(String(e.data)) as { id?: number; result?: unknown; error?: unknown };
+    if (m.id !== undefined) waiting.get(m.id)?.(m.result ?? m.error);
+  });
+  const call = (method: string, params: object = {}) =>
+    new Promise<unknown>((resolve) => {
+      const id = ++nextId;
+      waiting.set(id, resolve);
+      ws.send(JSON.stringify({ id, method, params }));
+    });
+
+  await call("Profiler.enable");
+  await call("Profiler.setSamplingInterval", { interval: 200 });
+  await call("Profiler.start");
+  const row = await wrk(`proxy ${values.path}`, url, { seconds: Number(values.seconds), connections: Number(values.connections) });
+  const { profile } = (await call("Profiler.stop")) as { profile: Profile };
+  ws.close();
+  writeFileSync(values.out, JSON.stringify(profile));
+
+  const byNode = new Map(profile.nodes.map((n) => [n.id, n]));
+  const self = new Map<string, number>();
+  for (const id of profile.samples) {
+    const f = byNode.get(id)!.callFrame;
+    const name = `${f.functionName || "(anonymous)"}${f.url ? ` ${f.url.split("/").pop()}:${f.lineNumber + 1}` : ""}`;
+    self.set(name, (self.get(name) ?? 0) + 1);
+  }
+  const total = profile.samples.length;
+  const idle = self.get("(idle)") ?? 0;
+  console.log(`wrk: ${row.rps.toFixed(0)} req/s, p50 ${row.p50ms} ms, p99 ${row.p99ms} ms (profiling slows it)`);
+  console.log(`${total} samples, ${((100 * idle) / total).toFixed(1)} % idle; profile written to ${values.out}\n`);
+  console.log("| self % of busy | function |\n|---:|---|");
+  for (const [name, n] of [...self].filter(([k]) => k !== "(idle)").sort((a, b) => b[1] - a[1]).slice(0, Number(values.top))) {
+    console.log(`| ${((100 * n) / (total - idle)).toFixed(1)} | ${name.replaceAll("|", "\\|")} |`);
+  }
+} finally {
+  await stack.stop();
+}
+process.exit(0);
