@@ -15,6 +15,12 @@ export interface BackgroundRefreshOptions<T, S> {
   apply: (value: T, fetched: S, now: number) => T;
   ttlMs: number;
   failureBackoffMs: number;
+  /**
+   * How long after a refresh starts a request that finds the value `stale` (see
+   * get) may wait for it; later ones use the old value. Bounds what a slow or
+   * hung source costs. Default 0: never wait for a stale value.
+   */
+  staleWaitMs?: number;
   /** Named in the log line of a failed refresh. */
   what: string;
   now?: () => number;
@@ -30,6 +36,8 @@ interface Slot<T> extends Refreshed<T> {
   /** Epoch ms before which no new refresh starts. */
   nextRefreshAt: number;
   refreshing: Promise<void> | null;
+  /** Epoch ms the refresh in flight started. */
+  refreshStartedAt: number;
 }
 
 export class BackgroundRefresh<T, S> {
@@ -44,11 +52,20 @@ export class BackgroundRefresh<T, S> {
     this.#now = options.now ?? Date.now;
   }
 
-  /** The key's value; waits for a refresh only when `unusable` says the current one cannot serve. */
-  async get(key: string, background: (p: Promise<unknown>) => void, unusable: (s: Refreshed<T>, now: number) => boolean): Promise<T> {
+  /**
+   * The key's value. Waits for a refresh when `unusable` says the current one
+   * cannot serve; when `stale` says it can but a fresher one would serve better,
+   * waits for the refresh only while it is younger than `staleWaitMs`.
+   */
+  async get(
+    key: string,
+    background: (p: Promise<unknown>) => void,
+    unusable: (s: Refreshed<T>, now: number) => boolean,
+    stale?: (s: Refreshed<T>, now: number) => boolean,
+  ): Promise<T> {
     let s = this.#slots.get(key);
     if (!s) {
-      s = { value: this.#o.initial(), fetchedAt: 0, nextRefreshAt: 0, refreshing: null };
+      s = { value: this.#o.initial(), fetchedAt: 0, nextRefreshAt: 0, refreshing: null, refreshStartedAt: 0 };
       this.#slots.set(key, s);
     }
     const now = this.#now();
@@ -58,6 +75,11 @@ export class BackgroundRefresh<T, S> {
       return s.value;
     }
     if (!s.refreshing && now >= s.nextRefreshAt) background(this.#refresh(key, s));
+    const waitMs = this.#o.staleWaitMs ?? 0;
+    if (s.refreshing && waitMs > 0 && stale?.(s, now)) {
+      const left = s.refreshStartedAt + waitMs - now;
+      if (left > 0) await settledWithin(s.refreshing, left);
+    }
     return s.value;
   }
 
@@ -85,6 +107,14 @@ export class BackgroundRefresh<T, S> {
         s.refreshing = null;
       });
     s.refreshing = p;
+    s.refreshStartedAt = this.#now();
     return p;
   }
+}
+
+/** Waits for `p` (which never rejects) or `ms`, whichever comes first. */
+function settledWithin(p: Promise<void>, ms: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<void>((r) => (timer = setTimeout(r, ms)));
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }

@@ -12,6 +12,12 @@ import { RoutingView } from "./routing-view.ts";
 export const SNAPSHOT_TTL_MS = 1_000;
 /** After a failed refresh, wait this long before asking again. */
 const REFRESH_FAILURE_BACKOFF_MS = 250;
+/**
+ * Requests wait for a refresh of a view with a lapsed replica only this long
+ * after the refresh started (a Durable Object call takes ~1 ms locally, tens of
+ * ms across locations): a slow or hung object cannot hold traffic up longer.
+ */
+export const LAPSED_REFRESH_WAIT_MS = 100;
 
 export type SnapshotSource = (deployment: string) => Promise<RoutingSnapshot>;
 
@@ -28,6 +34,7 @@ export class SnapshotCache {
       },
       ttlMs: SNAPSHOT_TTL_MS,
       failureBackoffMs: REFRESH_FAILURE_BACKOFF_MS,
+      staleWaitMs: LAPSED_REFRESH_WAIT_MS,
       what: "snapshot",
       now,
     });
@@ -39,21 +46,23 @@ export class SnapshotCache {
   }
 
   /**
-   * Returns the deployment's view. Waits for the Durable Object only when the
-   * isolate has no view yet, when the view has nothing to route to, or when it
-   * is past its TTL and a replica's liveness ran out in it (a view left idle
-   * expires live replicas too: routing around them would send a multiplexed
-   * model or a session to a replica without its state, which costs far more than
-   * one Durable Object call). A wait joins a refresh another request started.
-   * Otherwise a due refresh runs in the background, handed to `background`
-   * (ctx.waitUntil). Snapshots list only live replicas, so a dead one costs at
-   * most one wait per TTL.
+   * Returns the deployment's view. Waits for the Durable Object when the
+   * isolate has no view yet or the view has nothing to route to (a wait joins a
+   * refresh another request started). Otherwise a due refresh runs in the
+   * background, handed to `background` (ctx.waitUntil).
+   *
+   * A view past its TTL in which a ready replica's liveness ran out is worth a
+   * short wait (LAPSED_REFRESH_WAIT_MS) too: a view left idle ages live replicas
+   * as well as dead ones, and routing around a live one sends a multiplexed
+   * model or a session to a replica without its state, which costs far more.
+   * Snapshots list only live replicas, so a dead one costs one such wait.
    */
   view(deployment: string, background: (p: Promise<unknown>) => void): Promise<RoutingView> {
     return this.#views.get(
       deployment,
       background,
-      (s, now) => s.fetchedAt === 0 || s.value.readyCount(now) === 0 || (now - s.fetchedAt >= SNAPSHOT_TTL_MS && s.value.hasLapsed(now)),
+      (s, now) => s.fetchedAt === 0 || s.value.readyCount(now) === 0,
+      (s, now) => now - s.fetchedAt >= SNAPSHOT_TTL_MS && s.value.hasLapsed(now),
     );
   }
 }

@@ -5,7 +5,7 @@
  */
 import { afterEach, beforeEach, describe, it, expect, vi } from "vitest";
 import type { RoutingSnapshot } from "../../src/protocol/index.ts";
-import { SNAPSHOT_TTL_MS, SnapshotCache } from "../../src/proxy/snapshot-cache.ts";
+import { LAPSED_REFRESH_WAIT_MS, SNAPSHOT_TTL_MS, SnapshotCache } from "../../src/proxy/snapshot-cache.ts";
 
 const T0 = 1_700_000_000_000;
 
@@ -225,16 +225,17 @@ describe("SnapshotCache", () => {
     expect(v.readyCount(c.now())).toBe(1);
     expect(src.calls.length).toBe(1);
 
-    // Past the TTL with a lapsed: awaited, and a (which kept reporting) routes again.
+    // Past the TTL with a lapsed: the refresh (handed to waitUntil) is awaited, and a
+    // (which kept reporting) routes again.
     src.set((d) => Promise.resolve(withExpiry(d, { a: 2_400, b: 2_400 })));
     c.advance(SNAPSHOT_TTL_MS);
     v = await cache.view("hello", (p) => bg.push(p));
-    expect(bg).toEqual([]);
+    expect(bg.length).toBe(1);
     expect(src.calls.length).toBe(2);
     expect(v.readyCount(c.now())).toBe(2);
   });
 
-  it("a dead replica costs one awaited refresh: the snapshot drops it, and later refreshes run in the background", async () => {
+  it("a dead replica costs one awaited refresh: the snapshot drops it, and later refreshes are not awaited", async () => {
     const src = controlledSource();
     const c = clock();
     src.set((d) => Promise.resolve(snapshotWith(d, ["a", "b"])));
@@ -243,14 +244,38 @@ describe("SnapshotCache", () => {
     view.get("b")!.expiresAt = c.now() + 100; // b stopped reporting long ago
     src.set((d) => Promise.resolve(snapshotWith(d, ["a"])));
     c.advance(SNAPSHOT_TTL_MS);
-    const bg: Promise<unknown>[] = [];
-    await cache.view("hello", (p) => bg.push(p));
-    expect(bg).toEqual([]);
+    await cache.view("hello", () => undefined);
     expect(view.get("b")).toBeUndefined();
+    // Next due refresh: nothing lapsed, so the request returns before the source answers.
+    const pending = deferred<RoutingSnapshot>();
+    src.set(() => pending.promise);
     c.advance(SNAPSHOT_TTL_MS);
-    await cache.view("hello", (p) => bg.push(p));
+    const bg: Promise<unknown>[] = [];
+    expect(await cache.view("hello", (p) => bg.push(p))).toBe(view);
     expect(bg.length).toBe(1);
+    pending.resolve(snapshotWith("hello", ["a"], 2));
     await bg[0];
+  });
+
+  it("waits for a hung Durable Object at most LAPSED_REFRESH_WAIT_MS from the refresh's start, then routes on the old view", async () => {
+    const src = controlledSource();
+    const c = clock();
+    src.set((d) => Promise.resolve(snapshotWith(d, ["a", "b"])));
+    const cache = new SnapshotCache(src.source, c.now);
+    const view = await cache.view("hello", () => undefined);
+    view.get("b")!.expiresAt = c.now() + 100;
+    src.set(() => new Promise<RoutingSnapshot>(() => undefined)); // never answers
+    c.advance(SNAPSHOT_TTL_MS);
+    const started = performance.now();
+    expect(await cache.view("hello", () => undefined)).toBe(view);
+    const waited = performance.now() - started;
+    expect(waited).toBeGreaterThanOrEqual(LAPSED_REFRESH_WAIT_MS - 5);
+    expect(view.readyCount(c.now())).toBe(1);
+    // Once the refresh is older than the bound, requests no longer wait for it.
+    c.advance(LAPSED_REFRESH_WAIT_MS);
+    const race = await Promise.race([cache.view("hello", () => undefined).then(() => "returned"), new Promise((r) => setTimeout(() => r("waited"), LAPSED_REFRESH_WAIT_MS / 2))]);
+    expect(race).toBe("returned");
+    expect(src.calls.length).toBe(2);
   });
 
   it("a failing background refresh keeps the old view and backs off before retrying", async () => {
