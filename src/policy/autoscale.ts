@@ -82,12 +82,12 @@ export function rawDesired(current: number, averageOngoing: number, cfg: Autosca
 }
 
 /**
- * The desired count to tell the webhook about, or null when there is nothing new.
- * Before any announcement the fleet's size stands in for the last one: a routing
- * object that (re)starts at a steady state stays quiet, but one whose first look
- * already wants a different size says so (it used to record that silently, and a
- * scale-up seen first by a late alarm never reached the webhook).
+ * Whether the webhook should hear of `decision.desired`. Before any announcement
+ * the fleet's size stands in for the last one: a routing object that (re)starts
+ * at a steady state stays quiet, but one whose first look already wants a
+ * different size says so (it used to record that silently, and a scale-up seen
+ * first by a late alarm never reached the webhook).
  */
-export function desiredToAnnounce(lastAnnounced: number | null, decision: Pick<AutoscaleDecision, "current" | "desired">): number | null {
-  return decision.desired === (lastAnnounced ?? decision.current) ? null : decision.desired;
+export function shouldAnnounce(lastAnnounced: number | null, decision: Pick<AutoscaleDecision, "current" | "desired">): boolean {
+  return decision.desired !== (lastAnnounced ?? decision.current);
 }

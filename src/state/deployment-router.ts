@@ -8,7 +8,7 @@ import { DurableObject } from "cloudflare:workers";
 import type { ControlAck, DeregisterMessage, RegisterMessage, ReportMessage, RoutingSnapshot } from "../protocol/index.ts";
 import type { Env } from "../env.ts";
 import { servedDeployment } from "../config/served.ts";
-import { Autoscaler, desiredToAnnounce, type AutoscaleDecision } from "../policy/autoscale.ts";
+import { Autoscaler, shouldAnnounce, type AutoscaleDecision } from "../policy/autoscale.ts";
 import { Membership, NonceGuard, REPORT_INTERVAL_MS, type ReportOutcome } from "./membership.ts";
 
 /** How often the alarm sweeps silent members while there are any. */
@@ -161,10 +161,10 @@ export class DeploymentRouter extends DurableObject<Env> {
     }
     const decision = this.#decideAutoscale(now);
     if (decision.enabled) {
-      const announce = desiredToAnnounce(this.#announcedDesired, decision);
+      const announce = shouldAnnounce(this.#announcedDesired, decision);
       this.#announcedDesired = decision.desired;
       const hook = servedDeployment(this.#deployment)?.autoscaling?.webhook;
-      if (hook && announce !== null) await this.#notify(hook, decision);
+      if (hook && announce) await this.#notify(hook, decision);
     }
     if (this.#membership.members.size > 0) await this.ctx.storage.setAlarm(now + SWEEP_INTERVAL_MS);
   }

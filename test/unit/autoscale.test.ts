@@ -1,7 +1,7 @@
 /** The autoscaling signal: Ray Serve's formula, smoothing factors, look-back averaging, up/down delays. Time injected. */
 import { describe, expect, it } from "vitest";
 import { defineDeployment } from "../../src/config/deployment.ts";
-import { Autoscaler, desiredToAnnounce, rawDesired, type AutoscaleDecision, type AutoscalingConfig } from "../../src/policy/autoscale.ts";
+import { Autoscaler, rawDesired, shouldAnnounce, type AutoscaleDecision, type AutoscalingConfig } from "../../src/policy/autoscale.ts";
 import { mulberry32 } from "./seeded-random.ts";
 
 /** Ray Serve's defaults, as defineDeployment fills them in. */
@@ -436,20 +436,20 @@ describe("rawDesired: floating point", () => {
   });
 });
 
-describe("desiredToAnnounce (the webhook)", () => {
+describe("shouldAnnounce (the webhook)", () => {
   it("stays quiet at a steady state, including the first look after a (re)start", () => {
-    expect(desiredToAnnounce(null, { current: 3, desired: 3 })).toBeNull();
-    expect(desiredToAnnounce(3, { current: 3, desired: 3 })).toBeNull();
+    expect(shouldAnnounce(null, { current: 3, desired: 3 })).toBe(false);
+    expect(shouldAnnounce(3, { current: 3, desired: 3 })).toBe(false);
   });
 
   it("announces a first look that already wants another size (a late first alarm under load)", () => {
-    expect(desiredToAnnounce(null, { current: 1, desired: 5 })).toBe(5);
-    expect(desiredToAnnounce(null, { current: 4, desired: 2 })).toBe(2);
+    expect(shouldAnnounce(null, { current: 1, desired: 5 })).toBe(true);
+    expect(shouldAnnounce(null, { current: 4, desired: 2 })).toBe(true);
   });
 
   it("announces each change from the last announcement, whatever the fleet's size", () => {
-    expect(desiredToAnnounce(5, { current: 1, desired: 5 })).toBeNull();
-    expect(desiredToAnnounce(5, { current: 5, desired: 1 })).toBe(1);
-    expect(desiredToAnnounce(1, { current: 1, desired: 2 })).toBe(2);
+    expect(shouldAnnounce(5, { current: 1, desired: 5 })).toBe(false);
+    expect(shouldAnnounce(5, { current: 5, desired: 1 })).toBe(true);
+    expect(shouldAnnounce(1, { current: 1, desired: 2 })).toBe(true);
   });
 });
