@@ -75,11 +75,9 @@ export class BackgroundRefresh<T, S> {
       return s.value;
     }
     if (!s.refreshing && now >= s.nextRefreshAt) background(this.#refresh(key, s));
-    const waitMs = this.#o.staleWaitMs ?? 0;
-    if (s.refreshing && waitMs > 0 && stale?.(s, now)) {
-      const left = s.refreshStartedAt + waitMs - now;
-      if (left > 0) await settledWithin(s.refreshing, left);
-    }
+    // The time left is checked before `stale`, which may walk the whole value.
+    const left = s.refreshStartedAt + (this.#o.staleWaitMs ?? 0) - now;
+    if (s.refreshing && left > 0 && stale?.(s, now)) await settledWithin(s.refreshing, left);
     return s.value;
   }
 

@@ -6,7 +6,7 @@
  * very first one of an isolate.
  */
 import type { RoutingSnapshot } from "../protocol/index.ts";
-import { BackgroundRefresh } from "./background-refresh.ts";
+import { BackgroundRefresh, type Refreshed } from "./background-refresh.ts";
 import { RoutingView } from "./routing-view.ts";
 
 export const SNAPSHOT_TTL_MS = 1_000;
@@ -58,11 +58,10 @@ export class SnapshotCache {
    * Snapshots list only live replicas, so a dead one costs one such wait.
    */
   view(deployment: string, background: (p: Promise<unknown>) => void): Promise<RoutingView> {
-    return this.#views.get(
-      deployment,
-      background,
-      (s, now) => s.fetchedAt === 0 || s.value.readyCount(now) === 0,
-      (s, now) => now - s.fetchedAt >= SNAPSHOT_TTL_MS && s.value.hasLapsed(now),
-    );
+    return this.#views.get(deployment, background, cannotRoute, hasLapsedSinceDue);
   }
 }
+
+// Module-level, so the hot path allocates no closures for them.
+const cannotRoute = (s: Refreshed<RoutingView>, now: number) => s.fetchedAt === 0 || s.value.readyCount(now) === 0;
+const hasLapsedSinceDue = (s: Refreshed<RoutingView>, now: number) => now - s.fetchedAt >= SNAPSHOT_TTL_MS && s.value.hasLapsed(now);
