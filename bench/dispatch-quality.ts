@@ -56,7 +56,7 @@ import { cpus, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { LocalStack } from "../src/local/stack.ts";
-import { mulberry32 } from "../test/unit/seeded-random.ts";
+import { mulberry32 } from "../src/seeded-random.ts";
 
 const { values } = parseArgs({
   options: {

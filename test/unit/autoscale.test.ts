@@ -2,7 +2,7 @@
 import { describe, expect, it } from "vitest";
 import { defineDeployment } from "../../src/config/deployment.ts";
 import { Autoscaler, rawDesired, shouldAnnounce, type AutoscaleDecision, type AutoscalingConfig } from "../../src/policy/autoscale.ts";
-import { mulberry32 } from "./seeded-random.ts";
+import { mulberry32 } from "../../src/seeded-random.ts";
 
 /** Ray Serve's defaults, as defineDeployment fills them in. */
 const RAY_DEFAULTS: AutoscalingConfig = defineDeployment({ name: "hello", routePrefix: "/hello", backend: { kind: "text", text: "hi" }, autoscaling: {} }).autoscaling!;

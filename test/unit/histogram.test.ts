@@ -2,7 +2,7 @@
 import { describe, expect, it } from "vitest";
 import { emptyHistogram, mergeHistogram, observe, quantile } from "../../src/telemetry/histogram.ts";
 import { LATENCY_BUCKETS_S, type Histogram } from "../../src/telemetry/types.ts";
-import { mulberry32 } from "./seeded-random.ts";
+import { mulberry32 } from "../../src/seeded-random.ts";
 
 const INF = LATENCY_BUCKETS_S.length; // index of the +Inf bucket
 const LAST = LATENCY_BUCKETS_S[LATENCY_BUCKETS_S.length - 1]!;

@@ -4,7 +4,7 @@
  */
 import { describe, it, expect } from "vitest";
 import { MODEL_ID, formatLoadHeader, parseLoadHeader, type Load } from "../../src/protocol/index.ts";
-import { mulberry32 } from "./seeded-random.ts";
+import { mulberry32 } from "../../src/seeded-random.ts";
 
 
 const VALID = "seq=42;ongoing=3;queued=0;max=5;state=ready;kv=0.31";

@@ -8,7 +8,7 @@ import { createModelById, UnknownModelError, type InferenceModel } from "../../s
 import { ModelCache, type ModelCacheOptions, type ModelLease } from "../../src/replica/models/model-cache.ts";
 import type { SileroVadOutput } from "../../src/replica/models/silero-vad.ts";
 import { synthesizeVowel } from "../../src/replica/models/silero-vad.ts";
-import { mulberry32 } from "./seeded-random.ts";
+import { mulberry32 } from "../../src/seeded-random.ts";
 
 interface FakeModel extends InferenceModel {
   readonly instance: number;

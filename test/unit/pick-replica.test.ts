@@ -3,7 +3,7 @@ import { describe, it, expect } from "vitest";
 import { backoffMs, fullness, pickRandom, pickReplica, pickReplicaForModel, pickRoundRobin, type ModelHolderChoice, type ReplicaChoice } from "../../src/policy/pick-replica.ts";
 import type { ReplicaView, RoutingSnapshot } from "../../src/protocol/index.ts";
 import { RoutingView } from "../../src/proxy/routing-view.ts";
-import { mulberry32 } from "./seeded-random.ts";
+import { mulberry32 } from "../../src/seeded-random.ts";
 
 
 /** A "random" source that returns the given values in turn (then repeats the last). */

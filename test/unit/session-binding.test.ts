@@ -8,7 +8,7 @@ import {
   sessionShardName,
   type StoredBinding,
 } from "../../src/state/session-binding.ts";
-import { mulberry32 } from "./seeded-random.ts";
+import { mulberry32 } from "../../src/seeded-random.ts";
 
 const T0 = 1_700_000_000_000;
 const TTL = 600_000;

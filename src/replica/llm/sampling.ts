@@ -3,6 +3,7 @@
  * temperature, nucleus (top_p) sampling, and a seeded PRNG so that the same request with
  * the same `seed` produces the same text. Pure (no I/O, no clock).
  */
+import { mulberry32 } from "../../seeded-random.ts";
 
 export interface SamplingParams {
   /** 0 (greedy: the most likely token, lowest id on ties) to 2. */
@@ -25,16 +26,9 @@ function seedState(seed: number): number {
   return (lo ^ Math.imul(hi, 0x9e3779b1)) >>> 0;
 }
 
-/** mulberry32: a small, fast PRNG of uniform numbers in [0, 1); same seed, same sequence. */
+/** The seeded PRNG (mulberry32) for a request's `seed`: same seed, same sequence. */
 export function createRng(seed: number): Rng {
-  let a = seedState(seed);
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  return mulberry32(seedState(seed));
 }
 
 /** A fresh random seed for requests that give none. */

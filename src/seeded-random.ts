@@ -1,4 +1,8 @@
-/** Small deterministic PRNG (mulberry32) for property tests and the benchmarks: same seed, same sequence. */
+/**
+ * mulberry32: a small, fast PRNG of uniform numbers in [0, 1); the same 32-bit
+ * seed gives the same sequence. Seeds the tiny language model's sampling
+ * (src/replica/llm/sampling.ts), the property tests and the benchmarks' load.
+ */
 export function mulberry32(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
