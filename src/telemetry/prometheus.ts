@@ -14,10 +14,11 @@ export interface DeploymentMetrics {
   desiredReplicas: number | null;
 }
 
-const escape = (v: string) => v.replaceAll("\\", "\\\\").replaceAll('"', '\\"').replaceAll("\n", "\\n");
+/** A label value as the exposition format writes it: backslash, double quote and newline escaped. */
+export const escapeLabelValue = (v: string) => v.replaceAll("\\", "\\\\").replaceAll('"', '\\"').replaceAll("\n", "\\n");
 const labels = (l: Record<string, string>) =>
   `{${Object.entries(l)
-    .map(([k, v]) => `${k}="${escape(v)}"`)
+    .map(([k, v]) => `${k}="${escapeLabelValue(v)}"`)
     .join(",")}}`;
 
 class Families {

@@ -7,6 +7,7 @@
  *
  * Every series carries model_name="<served model>" and engine="0", as vLLM's do.
  */
+import { escapeLabelValue } from "../../telemetry/prometheus.ts";
 
 /** vLLM's buckets for vllm:time_to_first_token_seconds. */
 export const TTFT_BUCKETS_S: readonly number[] = [
@@ -81,8 +82,7 @@ export function formatPromFloat(v: number): string {
   return Number.isInteger(v) ? `${s}.0` : s;
 }
 
-const escape = (v: string) => v.replaceAll("\\", "\\\\").replaceAll('"', '\\"').replaceAll("\n", "\\n");
-const labelText = (labels: readonly (readonly [string, string])[]) => `{${labels.map(([k, v]) => `${k}="${escape(v)}"`).join(",")}}`;
+const labelText = (labels: readonly (readonly [string, string])[]) => `{${labels.map(([k, v]) => `${k}="${escapeLabelValue(v)}"`).join(",")}}`;
 
 /** The exposition text (format 0.0.4). */
 export function renderVllmMetrics(s: VllmMetricsState): string {
