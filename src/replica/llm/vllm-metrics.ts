@@ -110,18 +110,18 @@ export function renderVllmMetrics(s: VllmMetricsState): string {
     sample(`${name}_sum`, base, Math.round(h.sum * 1e6) / 1e6);
   };
 
-  family("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.");
-  sample("vllm:num_requests_running", base, s.running);
-  family("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.");
-  sample("vllm:num_requests_waiting", base, s.waiting);
-  family("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.");
-  sample("vllm:kv_cache_usage_perc", base, s.kvCacheUsage);
-  family("vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.");
-  sample("vllm:num_preemptions_total", base, s.preemptions);
-  family("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.");
-  sample("vllm:prompt_tokens_total", base, s.promptTokens);
-  family("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.");
-  sample("vllm:generation_tokens_total", base, s.generationTokens);
+  /** A family with one sample, labelled with the base labels only. */
+  const single = (name: string, type: "gauge" | "counter", help: string, value: number) => {
+    family(name, type, help);
+    sample(name, base, value);
+  };
+
+  single("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", s.running);
+  single("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", s.waiting);
+  single("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", s.kvCacheUsage);
+  single("vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.", s.preemptions);
+  single("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", s.promptTokens);
+  single("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.", s.generationTokens);
   family("vllm:request_success_total", "counter", "Count of successfully processed requests.");
   for (const reason of ["stop", "length", "abort"] as const) {
     sample("vllm:request_success_total", [...base, ["finished_reason", reason]], s.requestSuccess[reason]);
