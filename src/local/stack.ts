@@ -6,7 +6,7 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
@@ -111,7 +111,8 @@ export class LocalStack {
     const functionsDir = resolve(this.#o.functionsDir ?? join(root, "functions"));
     this.deployments = await loadDeployments(functionsDir);
     if (this.#o.freshState) rmSync(join(this.#stateDir, "do"), { recursive: true, force: true });
-    mkdirSync(join(this.#stateDir, "do"), { recursive: true });
+    // Owner-only: the state holds workerd.capnp (with the secrets) and the Durable Objects' data.
+    mkdirSync(join(this.#stateDir, "do"), { recursive: true, mode: 0o700 });
     const workerPath = join(this.#stateDir, "worker.js");
     this.#replicaScript = join(root, "dist/replica.mjs");
     const [bundle] = await Promise.all([bundleWorker(workerPath, functionsDir), bundleReplica(this.#replicaScript)]);
@@ -136,7 +137,11 @@ export class LocalStack {
           ...(process.env.SWITCHYARD_REQUEST_LOGS ? { SWITCHYARD_REQUEST_LOGS: process.env.SWITCHYARD_REQUEST_LOGS } : {}),
         },
       }),
+      { mode: 0o600 },
     );
+    // It holds SWITCHYARD_REPLICA_SECRET and SWITCHYARD_ADMIN_SECRET; `mode` applies only when the
+    // file is created, so one left world-readable by an earlier run is tightened here.
+    chmodSync(configPath, 0o600);
     this.workerdUrl = `http://127.0.0.1:${workerdPort}`;
     const workerdBin = (createRequire(import.meta.url)("workerd") as { default: string }).default;
     this.#workerd = spawn(workerdBin, ["serve", configPath, "--experimental", ...inspectorArgs()], { stdio: ["ignore", "pipe", "pipe"] });

@@ -131,7 +131,8 @@ function originAllowed(u: URL, allowed: readonly string[]): boolean {
 /**
  * Whether a replica may register `url`. Always refused: link-local (169.254/16,
  * fe80::/10), cloud metadata hosts and addresses, 0.0.0.0/8 and ::, multicast,
- * broadcast and 240/4, also when embedded in IPv6 (mapped, compatible, NAT64, 6to4).
+ * broadcast and 240/4, also when embedded in IPv6 (mapped, compatible, NAT64, 6to4),
+ * and hostnames with an empty label (only one trailing dot is allowed).
  * Local mode: loopback and private addresses are allowed. Production mode: https
  * on port 443 to a DNS hostname with a dot; no raw IPs, no localhost.
  * `allowedOrigins`, when non-empty, narrows further (it never widens the rules above).
@@ -157,8 +158,12 @@ export function checkReplicaUrl(url: string, allowedOrigins: readonly string[], 
     isIp = true;
     cls = classifyV4(parseIPv4(host)!, host);
   } else {
+    // One trailing dot is the fully qualified spelling of the same name; anything else that leaves
+    // an empty label ("a..b", ".a", "a..") is not a valid DNS name, yet new URL() keeps it as written
+    // (and "169.254.169.254.." stays a "hostname"), so it would slip past every comparison below.
     const name = host.endsWith(".") ? host.slice(0, -1) : host;
-    if (METADATA_HOSTS.has(name)) cls = refused("metadata", `${host} is a cloud metadata host`);
+    if (name.split(".").includes("")) cls = refused("invalid_host", `${host} has an empty label (a leading dot, ".." or more than one trailing dot)`);
+    else if (METADATA_HOSTS.has(name)) cls = refused("metadata", `${host} is a cloud metadata host`);
     else if (name === "localhost" || name.endsWith(".localhost")) cls = "loopback";
     else cls = "public";
   }

@@ -3,3 +3,4 @@ export * from "./load.ts";
 export * from "./messages.ts";
 export * from "./errors.ts";
 export * from "./signing.ts";
+export * from "./constant-time.ts";

@@ -32,6 +32,8 @@ const TABLE: Row[] = [
   ["http://%6detadata.goog/", "metadata", "metadata"],
   ["http://metadata/", "metadata", "metadata"],
   ["http://instance-data/latest/", "metadata", "metadata"],
+  ["http://instance-data./latest/", "metadata", "metadata"],
+  ["https://METADATA.GOOGLE.INTERNAL./", "metadata", "metadata"],
   ["http://[fd00:ec2::254]/", "metadata", "metadata"],
   ["http://100.100.100.200/", "metadata", "metadata"],
   ["http://168.63.129.16/", "metadata", "metadata"],
@@ -86,6 +88,11 @@ const TABLE: Row[] = [
   // cannot see it (no DNS here). Deployed Workers cannot connect to link-local addresses.
   ["https://169.254.169.254.nip.io", "ok", "ok"],
   ["http://169.254.169.254.nip.io", "ok", "not_https"],
+  // Empty labels: new URL() keeps them as written, so without a check they would slip past the
+  // metadata names and the IPv4 parser. One trailing dot is fine (see the rows above).
+  ["https://metadata.google.internal../", "invalid_host", "invalid_host"],
+  ["https://169.254.169.254../", "invalid_host", "invalid_host"],
+  ["https://gpu..example.com/", "invalid_host", "invalid_host"],
   // Not http(s), credentials, unparseable.
   ["ftp://gpu-7.example.com", "scheme", "scheme"],
   ["file:///etc/passwd", "scheme", "scheme"],
@@ -110,6 +117,55 @@ describe("checkReplicaUrl without an allow-list", () => {
   it("explains a refusal", () => {
     const r = checkReplicaUrl("http://[::ffff:169.254.169.254]/", [], "local");
     expect(r).toMatchObject({ ok: false, reason: "link_local", message: expect.stringContaining("[::ffff:a9fe:a9fe]") });
+  });
+});
+
+describe("checkReplicaUrl refuses hostnames with an empty label in both modes", () => {
+  // [as written in the URL, the hostname new URL() keeps]: the empty label survives parsing, so
+  // the refusal has to come from the policy.
+  const hosts: [string, string][] = [
+    ["metadata.google.internal..", "metadata.google.internal.."],
+    ["metadata.google.internal...", "metadata.google.internal..."],
+    ["METADATA.GOOGLE.INTERNAL..", "metadata.google.internal.."],
+    ["metadata.google.internal%2e%2e", "metadata.google.internal.."],
+    [".metadata.google.internal", ".metadata.google.internal"],
+    [".metadata.google.internal.", ".metadata.google.internal."],
+    ["metadata..google.internal", "metadata..google.internal"],
+    ["metadata.goog..", "metadata.goog.."],
+    ["metadata..", "metadata.."],
+    ["instance-data..", "instance-data.."],
+    ["instance-data.ec2.internal..", "instance-data.ec2.internal.."],
+    ["169.254.169.254..", "169.254.169.254.."], // not an IPv4 address to new URL() any more
+    ["127.0.0.1..", "127.0.0.1.."],
+    ["localhost..", "localhost.."],
+    [".localhost", ".localhost"],
+    ["gpu..example.com", "gpu..example.com"],
+    ["gpu.example.com..", "gpu.example.com.."],
+    [".gpu.example.com", ".gpu.example.com"],
+    ["gpu.%2e.example.com", "gpu...example.com"],
+    ["gpu.\u3002example.com", "gpu..example.com"], // U+3002, the ideographic full stop, maps to "."
+    ["..", ".."],
+    ["...", "..."],
+  ];
+  for (const [written, parsed] of hosts) {
+    for (const url of [`https://${written}/`, `http://${written}:8000/x`]) {
+      it(url, () => {
+        expect(new URL(url).hostname).toBe(parsed);
+        expect(verdict(url, "local")).toBe("invalid_host");
+        expect(verdict(url, "production")).toBe("invalid_host");
+      });
+    }
+  }
+
+  it("even when the replicaOrigins allow-list names the host", () => {
+    const url = "https://gpu..example.com/";
+    expect(verdict(url, "production", ["https://gpu..example.com"])).toBe("invalid_host");
+    expect(verdict("https://a..gpu.example.com/", "production", ["https://*.gpu.example.com"])).toBe("invalid_host");
+  });
+
+  it("explains the refusal", () => {
+    const r = checkReplicaUrl("https://metadata.google.internal../", [], "production");
+    expect(r).toMatchObject({ ok: false, reason: "invalid_host", message: expect.stringContaining("metadata.google.internal..") });
   });
 });
 
