@@ -75,6 +75,12 @@ export interface AgentOptions {
   engineUrl: string;
   /** The URL registered for proxies to dispatch to; default engineUrl. */
   advertiseUrl?: string;
+  /**
+   * The engine's own API key (vLLM `--api-key`): registered through the signed
+   * control plane, sent by the edge with every dispatch, and by the agent on its
+   * own calls to the engine's /v1 routes. setEngineKey rotates it.
+   */
+  engineKey?: string;
   /** Which metric names to read; "auto" takes whichever engine's names are present. Default auto. */
   engine?: EngineKind;
   /** The engine's concurrency budget (vLLM's --max-num-seqs): max_ongoing_requests and the reports' max. */
@@ -270,6 +276,7 @@ export class ReplicaAgent {
   #unhealthy = false;
   #lastError = "";
   #idleScrapes = 0;
+  #engineKey: string | undefined;
   /** Scrapes since start (tests and logs). */
   scrapes = 0;
 
@@ -284,6 +291,18 @@ export class ReplicaAgent {
     this.#now = options.now ?? Date.now;
     this.#engineBase = o.engineUrl.replace(/\/+$/, "");
     this.source = new EngineLoadSource(o.maxOngoing, Math.floor(this.#now()), this.#log);
+    this.#engineKey = o.engineKey;
+  }
+
+  /**
+   * Rotates the engine key: the agent registers again with the new one, and the edge
+   * sends it from its next snapshot on. The engine must take both keys meanwhile.
+   */
+  async setEngineKey(key: string): Promise<void> {
+    if (key === this.#engineKey) return;
+    this.#engineKey = key;
+    this.#log("engine key changed: registering again with the new one");
+    await this.#edge?.setEngineKey(key);
   }
 
   get phase(): AgentPhase {
@@ -353,6 +372,7 @@ export class ReplicaAgent {
       changeReportDelayMs: o.changeReportDelayMs,
       log: this.#log,
       ...(maxModels !== undefined && { maxModels }),
+      ...(this.#engineKey !== undefined && { engineKey: this.#engineKey }),
       onDrainRequested: () => void this.shutdown("drain requested by the edge (admin API)"),
     });
     this.#edge = edge;
@@ -423,7 +443,8 @@ export class ReplicaAgent {
   }
 
   #get(path: string, timeoutMs = 5_000): Promise<Response> {
-    return this.#fetch(`${this.#engineBase}${path}`, { signal: AbortSignal.timeout(timeoutMs) });
+    const headers: Record<string, string> = this.#engineKey !== undefined ? { authorization: `Bearer ${this.#engineKey}` } : {};
+    return this.#fetch(`${this.#engineBase}${path}`, { headers, signal: AbortSignal.timeout(timeoutMs) });
   }
 
   async #scrapeOnce(): Promise<Scrape> {

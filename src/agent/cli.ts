@@ -7,8 +7,9 @@
  *   npm run replica -- agent --deployment llm --edge https://edge.example.com \
  *     --engine-url http://10.0.0.7:8000 [--max-ongoing 256] [-- vllm serve MODEL …]
  */
+import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { DEPLOYMENT_NAME, MODEL_ID, REPLICA_ID, REPLICA_KEY_PATTERN } from "../protocol/index.ts";
+import { DEPLOYMENT_NAME, ENGINE_KEY, MODEL_ID, REPLICA_ID, REPLICA_KEY_PATTERN } from "../protocol/index.ts";
 import { AGENT_DEFAULTS, MAX_SCRAPE_INTERVAL_MS, ReplicaAgent, type AgentOptions, type EngineKind } from "./agent.ts";
 import { spawnEngine } from "./engine-process.ts";
 
@@ -17,7 +18,7 @@ export const AGENT_USAGE = `usage: replica agent --deployment NAME --edge URL --
                [--models ID,ID,...] [--scrape-interval-ms N] [--report-delay-ms N]
                [--drain-timeout-ms N] [--drain-grace-ms N]
                [--engine-start-timeout-ms N] [--engine-stop-timeout-ms N]
-               [-- ENGINE COMMAND...]
+               [--engine-api-key-file PATH] [-- ENGINE COMMAND...]
 Fronts an external OpenAI-compatible engine: registers it with the deployment (proxies
 dispatch straight to --advertise-url, default --engine-url), scrapes its /metrics into
 load reports, and on SIGTERM/SIGINT drains, deregisters, then stops the engine.
@@ -33,12 +34,17 @@ load reports, and on SIGTERM/SIGINT drains, deregisters, then stops the engine.
 --drain-grace-ms N      shortest: proxies may still send until they see the drain, default ${AGENT_DEFAULTS.drainGraceMs}
 --engine-start-timeout-ms N  for the engine to answer GET /health, default ${AGENT_DEFAULTS.engineStartTimeoutMs}
 --engine-stop-timeout-ms N   after SIGTERM to the engine, before SIGKILL, default ${AGENT_DEFAULTS.engineStopTimeoutMs}
+--engine-api-key-file PATH  the engine's API key (vLLM --api-key), first line of PATH: registered
+                        with the edge, which sends it as Authorization: Bearer on every dispatch;
+                        SIGHUP re-reads the file and registers the new key (rotation, docs/agent.md)
 -- COMMAND...           start the engine as the agent's child (stdout/stderr shared); the agent
                         stops it after deregistering and exits 1 if it exits on its own
 env: SWITCHYARD_REPLICA_KEY (required): the deployment's replica key (replica --print-key)`;
 
 export interface AgentArgs {
-  options: Omit<AgentOptions, "key" | "log" | "engineProcess" | "onRegistered" | "fetch" | "now">;
+  options: Omit<AgentOptions, "key" | "log" | "engineProcess" | "onRegistered" | "fetch" | "now" | "engineKey">;
+  /** Where the engine's API key is (its first line), when the engine has one. */
+  engineKeyFile?: string;
   /** The engine command after `--` (empty: the engine runs elsewhere). */
   command: string[];
 }
@@ -86,6 +92,7 @@ export function parseAgentArgs(argv: readonly string[]): AgentArgs | "help" {
         "drain-grace-ms": { type: "string", default: String(AGENT_DEFAULTS.drainGraceMs) },
         "engine-start-timeout-ms": { type: "string", default: String(AGENT_DEFAULTS.engineStartTimeoutMs) },
         "engine-stop-timeout-ms": { type: "string", default: String(AGENT_DEFAULTS.engineStopTimeoutMs) },
+        "engine-api-key-file": { type: "string" },
         help: { type: "boolean", short: "h" },
       },
       strict: true,
@@ -123,7 +130,16 @@ export function parseAgentArgs(argv: readonly string[]): AgentArgs | "help" {
   };
   if (v["advertise-url"] !== undefined) options.advertiseUrl = httpUrl(v["advertise-url"], "--advertise-url");
   if (models !== undefined) options.models = models;
-  return { options, command };
+  const engineKeyFile = v["engine-api-key-file"];
+  return engineKeyFile !== undefined ? { options, command, engineKeyFile } : { options, command };
+}
+
+/** The first non-empty line of the file: the engine's API key. */
+function readEngineKey(path: string): string {
+  const key = readFileSync(path, "utf8").split("\n").map((l) => l.trim()).find((l) => l !== "");
+  if (key === undefined) throw new Error(`${path} holds no key`);
+  if (!ENGINE_KEY.test(key)) throw new Error(`the key in ${path} is not 1-512 visible ASCII characters`);
+  return key;
 }
 
 function fail(msg: string): never {
@@ -146,7 +162,15 @@ export async function agentMain(argv: string[]): Promise<void> {
     process.stdout.write(`${AGENT_USAGE}\n`);
     return;
   }
-  const { options, command } = parsed;
+  const { options, command, engineKeyFile } = parsed;
+  let engineKey: string | undefined;
+  if (engineKeyFile !== undefined) {
+    try {
+      engineKey = readEngineKey(engineKeyFile);
+    } catch (err) {
+      fail(`--engine-api-key-file: ${(err as Error).message}`);
+    }
+  }
   const key = process.env.SWITCHYARD_REPLICA_KEY;
   if (!key) fail("SWITCHYARD_REPLICA_KEY is not set (the deployment's replica key; see replica --print-key)");
   if (!REPLICA_KEY_PATTERN.test(key)) fail("SWITCHYARD_REPLICA_KEY must be 64 lowercase hex digits (see replica --print-key)");
@@ -163,10 +187,23 @@ export async function agentMain(argv: string[]): Promise<void> {
     key,
     log,
     ...(engineProcess && { engineProcess }),
+    ...(engineKey !== undefined && { engineKey }),
     onRegistered: () => event({ event: "registered", replica_id: options.replicaId, url: options.advertiseUrl ?? options.engineUrl, deployment: options.deployment }),
   });
   process.on("SIGTERM", () => void agent.shutdown("SIGTERM"));
   process.on("SIGINT", () => void agent.shutdown("SIGINT"));
+  if (engineKeyFile !== undefined) {
+    process.on("SIGHUP", () => {
+      let key: string;
+      try {
+        key = readEngineKey(engineKeyFile);
+      } catch (err) {
+        log(`SIGHUP: keeping the engine key: ${(err as Error).message}`);
+        return;
+      }
+      void agent.setEngineKey(key).then(() => event({ event: "engine_key_registered", replica_id: options.replicaId }));
+    });
+  }
   const code = await agent.run();
   event({ event: "exited", replica_id: options.replicaId, code });
   process.exit(code);

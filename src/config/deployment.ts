@@ -6,6 +6,9 @@
 import { z } from "zod";
 import { DEPLOYMENT_NAME, MODEL_ID } from "../protocol/messages.ts";
 
+/** Methods a deployment may serve (the default: all of them). */
+export const SERVABLE_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] as const;
+
 const ModelId = z.string().regex(MODEL_ID, "model ids are 1-128 of [A-Za-z0-9._:@/+-]");
 
 /** What the reference replica runs for this deployment (`npm start` and tests). */
@@ -48,6 +51,15 @@ const DeploymentInput = z
     localReplicas: z.number().int().min(0).max(256).default(2),
     /** Requests a replica executes at once before it rejects (Ray Serve's max_ongoing_requests). */
     maxOngoingRequests: z.number().int().min(1).max(100_000).default(5),
+    /**
+     * HTTP methods the deployment serves; any other gets 405 (with Allow) before a
+     * replica sees it. TRACE, CONNECT and unknown methods are never forwarded.
+     */
+    methods: z
+      .array(z.enum(SERVABLE_METHODS))
+      .min(1)
+      .refine((m) => new Set(m).size === m.length, "a method is listed twice")
+      .default([...SERVABLE_METHODS]),
     policy: z
       .object({
         /** Dispatch attempts per request, counting the first (retries happen only before a replica accepted). */
@@ -183,9 +195,20 @@ const DeploymentInput = z
          * 1 = only when full; above 1 lets sessions queue on engines that queue.
          */
         rebindAtLoad: z.number().min(0.1).max(10).default(1),
+        /**
+         * A session is bound (one object call and write) from its N-th request
+         * in a proxy isolate; the ones before are placed by rendezvous hashing of
+         * the session id, with no object call, on the same replica in every
+         * isolate. 2 (default) makes ids used once free; 1 binds at once.
+         */
+        bindOnRequest: z.number().int().min(1).max(100).default(2),
+        /** New bindings one client (API key, else client IP) may create per second in one isolate... */
+        maxNewBindingsPerSecond: z.number().positive().max(100_000).default(10),
+        /** ...and at once after a quiet period. Sessions beyond it are placed by hash, unbound. */
+        maxNewBindingsBurst: z.number().int().min(1).max(1_000_000).default(100),
       })
       .strict()
-      .default({ enabled: true, ttlSeconds: 600, shards: 8, rebindAtLoad: 1 }),
+      .default({ enabled: true, ttlSeconds: 600, shards: 8, rebindAtLoad: 1, bindOnRequest: 2, maxNewBindingsPerSecond: 10, maxNewBindingsBurst: 100 }),
     /**
      * The autoscaling signal (Ray Serve's autoscaling_config names): the desired
      * replica count from reported load, exposed as JSON (/-/deployments/:name/autoscale),
@@ -227,9 +250,24 @@ const DeploymentInput = z
          * get 503 queue_full with Retry-After instead of piling up.
          */
         maxPendingRequests: z.number().int().min(1).max(1_000_000).default(1024),
+        /**
+         * A request body must keep arriving: no pause longer than this between
+         * bytes, and this long a grace period before the rate below counts, ms.
+         * Otherwise 408 request_timeout, and the replica is let go.
+         */
+        uploadIdleTimeoutMs: z.number().int().min(100).max(600_000).default(10_000),
+        /** Slowest average upload accepted once the grace period is over, bytes/s; 0 turns the floor off. */
+        uploadMinBytesPerSecond: z.number().int().min(0).max(1_000_000_000).default(1024),
       })
       .strict()
-      .default({ maxRequestBodyBytes: 10 * 1024 * 1024, replayableBodyBytes: 64 * 1024, maxHeaderBytes: 32 * 1024, maxPendingRequests: 1024 }),
+      .default({
+        maxRequestBodyBytes: 10 * 1024 * 1024,
+        replayableBodyBytes: 64 * 1024,
+        maxHeaderBytes: 32 * 1024,
+        maxPendingRequests: 1024,
+        uploadIdleTimeoutMs: 10_000,
+        uploadMinBytesPerSecond: 1024,
+      }),
   })
   .strict()
   .superRefine((d, ctx) => {

@@ -19,6 +19,7 @@ export type ErrorCode =
   | "no_ready_replica"
   | "all_replicas_busy"
   | "deadline_exceeded"
+  | "request_timeout"
   | "upstream_failed"
   | "internal_error";
 
@@ -38,6 +39,7 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   no_ready_replica: 503,
   all_replicas_busy: 503,
   deadline_exceeded: 504,
+  request_timeout: 408,
   upstream_failed: 502,
   internal_error: 500,
 };
@@ -69,6 +71,7 @@ const TYPE: Record<ErrorCode, ErrorBody["error"]["type"]> = {
   no_ready_replica: "overloaded_error",
   all_replicas_busy: "overloaded_error",
   deadline_exceeded: "timeout_error",
+  request_timeout: "timeout_error",
   upstream_failed: "server_error",
   internal_error: "server_error",
 };

@@ -31,6 +31,12 @@ export const Header = {
   rejected: "x-switchyard-rejected",
   /** Proxy → client: the replica that served the response. */
   replica: "x-switchyard-replica",
+  /** Signed messages (control messages and dispatches): epoch ms at which the sender signed. */
+  timestamp: "x-switchyard-timestamp",
+  /** Signed messages: a decimal nonce (increasing per replica for control messages, unique per dispatch). */
+  nonce: "x-switchyard-nonce",
+  /** Signed messages: "v1=" + hex HMAC-SHA256 (signing.ts). */
+  signature: "x-switchyard-signature",
 } as const;
 
 /** Status a replica answers with when it rejects before accepting (at capacity or draining). */
@@ -38,3 +44,10 @@ export const REJECT_STATUS = 503;
 
 /** Reasons a replica gives in the `x-switchyard-rejected` header. */
 export type RejectReason = "capacity" | "draining";
+
+/**
+ * A replica refused a dispatch that was not signed by the edge (401 with
+ * `x-switchyard-rejected: unauthorized`). The proxy never shows it to the
+ * client: it means the replica has another deployment's key, or a clock far off.
+ */
+export const UNAUTHORIZED_REJECTION = "unauthorized";

@@ -36,6 +36,13 @@ const replicaUrl = z
     return (u.protocol === "http:" || u.protocol === "https:") && !u.username && !u.password;
   }, "replica url must be http(s), without credentials, query or fragment");
 
+/**
+ * An engine's own API key (vLLM `--api-key`), which the edge sends as
+ * `Authorization: Bearer <key>` on every dispatch to that replica: visible
+ * ASCII, as a header value must be.
+ */
+export const ENGINE_KEY = /^[\x21-\x7e]{1,512}$/;
+
 export const RegisterMessage = z
   .object({
     protocol: z.literal(PROTOCOL_VERSION),
@@ -45,6 +52,11 @@ export const RegisterMessage = z
     max_ongoing_requests: z.number().int().min(1).max(100_000),
     /** Multiplexing: how many models the replica keeps loaded at once (informational). */
     max_models: z.number().int().min(1).max(1024).optional(),
+    /**
+     * The engine's bearer key (replica agent in front of vLLM or SGLang): the edge
+     * sends it with every dispatch. A register with another key replaces it (rotation).
+     */
+    engine_key: z.string().regex(ENGINE_KEY, "engine keys are 1-512 visible ASCII characters").optional(),
   })
   .strict();
 export type RegisterMessage = z.infer<typeof RegisterMessage>;
@@ -91,6 +103,8 @@ export interface ReplicaView {
   loading: string[];
   /** Milliseconds until the replica's last report goes stale; proxies stop choosing it then. */
   expiresInMs: number;
+  /** The engine's bearer key, sent with every dispatch (never shown outside the edge: admin answers redact it). */
+  engineKey?: string;
 }
 
 /** What a proxy isolate caches per deployment (refreshed on a short TTL). */

@@ -9,12 +9,14 @@
  * stack run this same code.
  */
 
-/** Epoch milliseconds at which the replica signed the message. */
-export const TIMESTAMP_HEADER = "x-switchyard-timestamp";
-/** Decimal integer, strictly increasing per replica id (across process restarts). */
-export const NONCE_HEADER = "x-switchyard-nonce";
+import { Header } from "./headers.ts";
+
+/** Epoch milliseconds at which the message was signed. */
+export const TIMESTAMP_HEADER = Header.timestamp;
+/** Decimal integer: strictly increasing per replica id (control messages), unique per dispatch (dispatches). */
+export const NONCE_HEADER = Header.nonce;
 /** `v1=` + lowercase hex HMAC-SHA256. */
-export const SIGNATURE_HEADER = "x-switchyard-signature";
+export const SIGNATURE_HEADER = Header.signature;
 
 export const SIGNATURE_SCHEME = "v1";
 /** A signed message is accepted while its timestamp is within this of the edge's clock (either way). */
@@ -122,7 +124,7 @@ export type SignatureHeaders =
  * well-formed (timestamp or nonce not a decimal safe integer, signature not "v1=" +
  * 64 hex digits): malformed, which the edge answers like a wrong signature.
  */
-export function readSignatureHeaders(headers: Headers): SignatureHeaders {
+export function readSignatureHeaders(headers: { get(name: string): string | null }): SignatureHeaders {
   const ts = headers.get(TIMESTAMP_HEADER);
   const nonce = headers.get(NONCE_HEADER);
   const signature = headers.get(SIGNATURE_HEADER);
@@ -158,4 +160,54 @@ export class NonceCounter {
     this.#last = Math.max(this.#last + 1, this.#now() * 1000);
     return this.#last;
   }
+}
+
+/**
+ * Signed dispatches (docs/protocol.md §2, "Signed dispatches"): every request
+ * the edge sends to a replica carries the same three headers, with an HMAC of
+ * the replica key over what identifies that one dispatch. A replica that checks
+ * them serves only the edge: a direct request, a forged one, an old one or a
+ * copy of one already served is refused with 401.
+ */
+export const DISPATCH_SIGNATURE_WINDOW_MS = 15_000;
+const DISPATCH_LABEL = "switchyard-dispatch/v1";
+
+/** What a dispatch signature covers. */
+export interface DispatchParts {
+  timestamp: number;
+  /** Unique per dispatch (a replica refuses a nonce it has seen). */
+  nonce: number;
+  method: string;
+  deployment: string;
+  /** The request target as the replica receives it: path and query ("/v1/completions?x=1"). */
+  target: string;
+  requestId: string;
+}
+
+/**
+ * The bytes signed: the label, then timestamp, nonce, method, deployment, request
+ * id and target, one per line. The label keeps a dispatch signature from ever
+ * being a control-message signature (those start with the timestamp's digits).
+ */
+export function dispatchStringToSign(p: DispatchParts): Uint8Array<ArrayBuffer> {
+  return encoder.encode(`${DISPATCH_LABEL}\n${p.timestamp}\n${p.nonce}\n${p.method}\n${p.deployment}\n${p.requestId}\n${p.target}`) as Uint8Array<ArrayBuffer>;
+}
+
+/** The x-switchyard-signature value of a dispatch. */
+export async function signDispatch(key: CryptoKey, p: DispatchParts): Promise<string> {
+  return `${SIGNATURE_SCHEME}=${toHex(await subtle().sign("HMAC", key, dispatchStringToSign(p)))}`;
+}
+
+/** Checks a dispatch signature in constant time (crypto.subtle.verify). */
+export async function verifyDispatch(key: CryptoKey, p: DispatchParts, signature: string): Promise<boolean> {
+  const prefix = `${SIGNATURE_SCHEME}=`;
+  if (!signature.startsWith(prefix)) return false;
+  const mac = fromHex(signature.slice(prefix.length));
+  if (!mac || mac.byteLength !== 32) return false;
+  return subtle().verify("HMAC", key, mac, dispatchStringToSign(p));
+}
+
+/** Whether a dispatch's timestamp is within DISPATCH_SIGNATURE_WINDOW_MS of the replica's clock. */
+export function dispatchTimestampFresh(timestamp: number, now: number): boolean {
+  return Math.abs(now - timestamp) <= DISPATCH_SIGNATURE_WINDOW_MS;
 }

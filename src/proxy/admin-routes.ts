@@ -8,7 +8,7 @@ import { Hono, type MiddlewareHandler } from "hono";
 import { z } from "zod";
 import type { Deployment } from "../config/deployment.ts";
 import { keysFor, routerFor, sessionStatsFor, type Env } from "../env.ts";
-import { errorResponse } from "../protocol/index.ts";
+import { errorResponse, type RoutingSnapshot } from "../protocol/index.ts";
 import { adminRefusal } from "./auth.ts";
 import { controlRejections } from "./control-routes.ts";
 import type { IsolateState } from "./isolate-state.ts";
@@ -45,7 +45,7 @@ export function adminRoutes(byName: ReadonlyMap<string, Deployment>, stateFor: (
     const state = stateFor(c.env);
     return c.json({
       deployment: d,
-      snapshot,
+      snapshot: withoutSecrets(snapshot),
       router: stats,
       sessions,
       isolate: {
@@ -121,4 +121,9 @@ export function adminRoutes(byName: ReadonlyMap<string, Deployment>, stateFor: (
     app.all(path, (c) => errorResponse("method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}`, { headers: { allow: methods } }));
   }
   return app;
+}
+
+/** The snapshot as operators see it: an engine key is shown as set, never as itself. */
+function withoutSecrets(snapshot: RoutingSnapshot): RoutingSnapshot & { replicas: { engine_key?: "set" }[] } {
+  return { ...snapshot, replicas: snapshot.replicas.map(({ engineKey, ...r }) => (engineKey === undefined ? r : { ...r, engine_key: "set" as const })) };
 }

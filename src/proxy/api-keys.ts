@@ -6,6 +6,7 @@
  * (at once in the isolate that served the admin call). Fails closed: without a
  * key set (the object unreachable since the isolate started) nobody gets in.
  */
+import { errorResponse } from "../protocol/index.ts";
 import { bearerToken, hashApiKey } from "../state/api-key-format.ts";
 import { BackgroundRefresh } from "./background-refresh.ts";
 
@@ -39,19 +40,42 @@ export class ApiKeyCache {
     return this.#sets.refreshes;
   }
 
-  async check(deployment: string, authorization: string | null | undefined, background: (p: Promise<unknown>) => void): Promise<KeyCheck> {
+  check(deployment: string, authorization: string | null | undefined, background: (p: Promise<unknown>) => void): Promise<KeyCheck> {
+    return this.checkAny([deployment], authorization, background);
+  }
+
+  /**
+   * Whether the key is valid for at least one of `deployments`: what the OpenAI
+   * routes ask before they read a body, when every deployment there is private
+   * (the body names the deployment, so the exact check comes after it).
+   */
+  async checkAny(deployments: readonly string[], authorization: string | null | undefined, background: (p: Promise<unknown>) => void): Promise<KeyCheck> {
     const token = bearerToken(authorization);
     if (token === null) {
       return { ok: false, code: "unauthorized", message: "this deployment needs an API key: send Authorization: Bearer <key>" };
     }
-    const [hashes, keyHash] = await Promise.all([this.#sets.get(deployment, background, (s) => s.value === null), hashApiKey(token)]);
-    if (!hashes) return { ok: false, code: "auth_unavailable", message: "API keys cannot be checked right now; retry shortly" };
-    if (!hashes.has(keyHash)) return { ok: false, code: "unauthorized", message: "API key not valid for this deployment (unknown or revoked)" };
-    return { ok: true, keyHash };
+    const [keyHash, ...sets] = await Promise.all([hashApiKey(token), ...deployments.map((d) => this.#sets.get(d, background, (s) => s.value === null))]);
+    if (sets.some((hashes) => hashes?.has(keyHash))) return { ok: true, keyHash };
+    if (sets.some((hashes) => !hashes)) return { ok: false, code: "auth_unavailable", message: "API keys cannot be checked right now; retry shortly" };
+    return { ok: false, code: "unauthorized", message: "API key not valid for this deployment (unknown or revoked)" };
+  }
+
+  /** The deployments among `deployments` this key may use (none without a key, or while sets are unknown). */
+  async usableBy(deployments: readonly string[], authorization: string | null | undefined, background: (p: Promise<unknown>) => void): Promise<Set<string>> {
+    const token = bearerToken(authorization);
+    if (token === null || deployments.length === 0) return new Set();
+    const [keyHash, ...sets] = await Promise.all([hashApiKey(token), ...deployments.map((d) => this.#sets.get(d, background, (s) => s.value === null))]);
+    return new Set(deployments.filter((_, i) => sets[i]?.has(keyHash)));
   }
 
   /** Forgets the isolate's key set (after this isolate created or revoked a key). */
   invalidate(deployment: string): void {
     this.#sets.forget(deployment);
   }
+}
+
+/** The JSON refusal of a failed key check (401 with WWW-Authenticate, or 503 with Retry-After). */
+export function keyRefusal(key: Extract<KeyCheck, { ok: false }>, requestId: string): Response {
+  if (key.code === "unauthorized") return errorResponse(key.code, key.message, { requestId, headers: { "www-authenticate": 'Bearer realm="switchyard"' } });
+  return errorResponse(key.code, key.message, { requestId, retryAfterSeconds: 1 });
 }

@@ -8,6 +8,7 @@ import { checkDeployments, type Deployment } from "../config/deployment.ts";
 import type { Env } from "../env.ts";
 import { errorResponse } from "../protocol/index.ts";
 import { adminRoutes } from "./admin-routes.ts";
+import { bearerMatches } from "./auth.ts";
 import { controlRoutes } from "./control-routes.ts";
 import { dashboardRoutes } from "./dashboard-routes.ts";
 import { observabilityRoutes } from "./observability-routes.ts";
@@ -17,11 +18,14 @@ import { requestIdFor } from "./headers.ts";
 import { drainUnreadBody } from "./request-body.ts";
 import { IsolateState } from "./isolate-state.ts";
 import { observeRequest } from "./request-observer.ts";
+import { requestTarget } from "./request-path.ts";
 import { serveRequest } from "./serve-request.ts";
 import { RouteTable } from "./route-table.ts";
 
+type EdgeEnv = { Bindings: Env; Variables: { target: { path: string; search: string } } };
+
 export interface EdgeApp {
-  app: Hono<{ Bindings: Env }>;
+  app: Hono<EdgeEnv>;
   /** The isolate's state (routing views, session bindings, key sets, limits). */
   stateFor(env: Env): IsolateState;
 }
@@ -39,21 +43,42 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
   let state: IsolateState | undefined;
   const stateFor = (env: Env) => (state ??= new IsolateState(env));
 
-  const app = new Hono<{ Bindings: Env }>();
+  const app = new Hono<EdgeEnv>();
+
+  // First, for every route: the one normalised path, or 400 for a path that could
+  // leave its prefix (request-path.ts). Nothing below sees the raw path.
+  app.use("*", async function normalisedPath(c, next) {
+    const target = requestTarget(c.req.url);
+    if (!target.ok) {
+      await drainUnreadBody(c.req.raw, NO_ROUTE_DRAIN_BYTES);
+      return errorResponse("bad_request", target.message, { requestId: requestIdFor(c.req.header("x-request-id") ?? null) });
+    }
+    c.set("target", { path: target.path, search: target.search });
+    await next();
+  });
 
   // Deployments whose model runs in this Worker: always ready, no replicas.
   const edge = deployments.filter((d) => d.backend.kind === "edge").map((d) => d.name);
   const replicated = deployments.filter((d) => d.backend.kind !== "edge");
 
+  const privateNames = deployments.filter((d) => !d.access.public).map((d) => d.name);
   app.get("/-/healthz", async (c) => {
-    const cacheNow = stateFor(c.env).snapshots;
+    const state = stateFor(c.env);
+    const background = (p: Promise<unknown>) => c.executionCtx.waitUntil(p);
     const now = Date.now();
+    // A private deployment is shown only to a caller whose key may use it (or the admin).
+    const authorization = c.req.header("authorization");
+    const admin = bearerMatches(authorization, c.env.SWITCHYARD_ADMIN_SECRET);
+    const usable = admin ? new Set(privateNames) : await state.apiKeys.usableBy(privateNames, authorization, background);
     const ready: Record<string, number> = {};
+    let canRoute = edge.length > 0;
     for (const d of replicated) {
-      ready[d.name] = (await cacheNow.view(d.name, (p) => c.executionCtx.waitUntil(p))).readyCount(now);
+      const n = (await state.snapshots.view(d.name, background)).readyCount(now);
+      if (n > 0) canRoute = true;
+      if (d.access.public || usable.has(d.name)) ready[d.name] = n;
     }
-    const canRoute = edge.length > 0 || Object.values(ready).some((n) => n > 0);
-    return c.json({ status: canRoute ? "ok" : "no_ready_replica", ready_replicas: ready, edge_deployments: edge }, canRoute ? 200 : 503);
+    const shownEdge = edge.filter((name) => byName.get(name)!.access.public || usable.has(name));
+    return c.json({ status: canRoute ? "ok" : "no_ready_replica", ready_replicas: ready, edge_deployments: shownEdge }, canRoute ? 200 : 503);
   });
 
   // Ray Serve's shape: { "<route_prefix>": "<app name>" }.
@@ -73,17 +98,22 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
 
   app.all("*", async (c) => {
     const requestId = requestIdFor(c.req.header("x-request-id") ?? null);
-    const routed = routes.match(c.req.path);
+    const target = c.get("target");
+    const routed = routes.match(target.path);
     if (!routed) {
       await drainUnreadBody(c.req.raw, NO_ROUTE_DRAIN_BYTES);
-      return errorResponse("route_not_found", `no deployment serves ${c.req.path}`, { requestId });
+      return errorResponse("route_not_found", `no deployment serves ${target.path}`, { requestId });
     }
     const deployment = routed.target;
+    if (!(deployment.methods as readonly string[]).includes(c.req.method)) {
+      await drainUnreadBody(c.req.raw, NO_ROUTE_DRAIN_BYTES);
+      return errorResponse("method_not_allowed", `${c.req.method} is not served by "${deployment.name}"`, { requestId, headers: { allow: deployment.methods.join(", ") } });
+    }
     const state = stateFor(c.env);
     const background = (p: Promise<unknown>) => c.executionCtx.waitUntil(p);
     const started = Date.now();
     const trace: DispatchTrace = { attempts: 0, rejections: 0, ejections: 0 };
-    const response = await serveRequest(c.req.raw, { deployment, routePrefix: routed.prefix, state, requestId, background, trace });
+    const response = await serveRequest(c.req.raw, { deployment, routePrefix: routed.prefix, target, state, requestId, background, trace });
     // Refused at the edge (no replica saw it): read the body so the client's connection survives.
     if (trace.attempts === 0 && response.status >= 400) await drainUnreadBody(c.req.raw, deployment.limits.maxRequestBodyBytes);
     observeRequest(c.env, state, deployment.name, c.req.method, response.status, requestId, started, trace, background);
@@ -91,8 +121,9 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
   });
 
   app.onError((err, c) => {
-    console.error(JSON.stringify({ msg: "unhandled error", path: c.req.path, error: String(err) }));
-    return errorResponse("internal_error", "internal error", { requestId: c.req.header("x-request-id") });
+    const requestId = requestIdFor(c.req.header("x-request-id") ?? null);
+    console.error(JSON.stringify({ msg: "unhandled error", path: c.req.path, request_id: requestId, error: String(err) }));
+    return errorResponse("internal_error", "internal error", { requestId });
   });
 
   return { app, stateFor };

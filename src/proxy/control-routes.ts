@@ -24,15 +24,14 @@ import type { z } from "zod";
 import type { Deployment } from "../config/deployment.ts";
 import { routerFor as router, type Env } from "../env.ts";
 import { checkReplicaUrl } from "../policy/replica-url.ts";
+import { replicaKeyFor } from "./replica-keys.ts";
 import {
   CONTROL_REJECT_REASONS,
   DeregisterMessage,
   RegisterMessage,
   ReportMessage,
   SIGNATURE_WINDOW_MS,
-  deriveReplicaKey,
   errorResponse,
-  importReplicaKey,
   readSignatureHeaders,
   timestampFresh,
   verifyControl,
@@ -66,21 +65,6 @@ function reject(deployment: string, reason: ControlRejectReason, message: string
   }
   counts[reason]++;
   return errorResponse("unauthorized", message, { details: { reason } });
-}
-
-/** Derived replica keys of this isolate, per deployment (reset if the master secret changes). */
-let keyCache: { master: string; keys: Map<string, Promise<CryptoKey>> } | undefined;
-
-function deploymentKey(master: string, deployment: string): Promise<CryptoKey> {
-  if (keyCache?.master !== master) keyCache = { master, keys: new Map() };
-  const keys = keyCache.keys;
-  let key = keys.get(deployment);
-  if (!key) {
-    key = deriveReplicaKey(master, deployment).then(importReplicaKey);
-    key.catch(() => keys.delete(deployment));
-    keys.set(deployment, key);
-  }
-  return key;
 }
 
 type Read<T> = { error: Response } | { msg: T; nonce: number; deployment: Deployment };
@@ -123,7 +107,7 @@ async function readMessage<S extends z.ZodType>(
     console.error(JSON.stringify({ msg: "SWITCHYARD_REPLICA_SECRET is not set: every control message is refused" }));
     return { error: errorResponse("internal_error", "the edge has no replica secret configured") };
   }
-  const key = await deploymentKey(master, name);
+  const key = await replicaKeyFor(master, name);
   const path = new URL(c.req.url).pathname;
   if (!(await verifyControl(key, { timestamp: sig.timestamp, nonce: sig.nonce, path, body }, sig.signature))) {
     return { error: reject(name, "bad_signature", `signature does not match (is the replica using "${name}"'s key?)`) };

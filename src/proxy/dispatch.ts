@@ -4,18 +4,26 @@
  * touched is this isolate's routing view (no Durable Object call).
  */
 import type { Deployment } from "../config/deployment.ts";
-import { Header, PROTOCOL_VERSION, errorBody, errorResponse, parseLoadHeader } from "../protocol/index.ts";
+import { Header, PROTOCOL_VERSION, UNAUTHORIZED_REJECTION, errorResponse, parseLoadHeader } from "../protocol/index.ts";
 import { backoffMs, pickRandom, pickReplica, pickReplicaForModel, pickRoundRobin } from "../policy/pick-replica.ts";
 import { clientHeaders, dispatchHeaders } from "./headers.ts";
-import { checkDeclaredLength } from "./request-body.ts";
+import { checkDeclaredLength, uploadPaceOf } from "./request-body.ts";
+import { dispatchUrl } from "./request-path.ts";
+import { nativePipe, sseWithErrorEvent } from "./response-streams.ts";
 import { stripRoutePrefix } from "./route-table.ts";
-import { SseEventFramer } from "./sse-framing.ts";
+import { TIMED_OUT, pacedBody, uploadBudgetMs, withinMs } from "./upload-pace.ts";
 import type { ReplicaEntry, RoutingView } from "./routing-view.ts";
 import type { SessionAffinity } from "./session-affinity.ts";
+
+/** Signs one dispatch (replica-keys.ts): the headers that prove the edge sent it. */
+export type DispatchSigner = (p: { method: string; deployment: string; target: string; requestId: string }) => Promise<[string, string][]>;
 
 export interface DispatchContext {
   deployment: Deployment;
   routePrefix: string;
+  /** The request's normalised path and raw query (request-path.ts). */
+  target: { path: string; search: string };
+  sign: DispatchSigner;
   view: RoutingView;
   requestId: string;
   /** Registers follow-up work that must outlive the response (ctx.waitUntil). */
@@ -23,7 +31,7 @@ export interface DispatchContext {
   /** Multiplexed model the request names (already validated). */
   model?: string;
   /** Session the request belongs to, when the deployment has affinity on. */
-  session?: { id: string; affinity: SessionAffinity };
+  session?: { id: string; affinity: SessionAffinity; /** Whose budget a new binding comes from (API key hash or client IP). */ client: string };
   /** Filled in as the dispatch goes, for metrics and logs. */
   trace?: DispatchTrace;
   /**
@@ -61,6 +69,8 @@ interface PreparedBody {
   safeToRepeat: boolean;
   /** Set when a streamed body outgrew the limit mid-flight. */
   overLimit: () => boolean;
+  /** Set when a streamed body stopped arriving (upload-pace.ts). */
+  tooSlow: () => boolean;
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -100,15 +110,15 @@ export async function dispatch(req: Request, ctx: DispatchContext): Promise<Resp
   const { deployment, view, requestId } = ctx;
   let prepared: PreparedBody;
   if (ctx.body !== undefined) {
-    prepared = { body: ctx.body, replayable: true, safeToRepeat: true, overLimit: () => false };
+    prepared = { body: ctx.body, replayable: true, safeToRepeat: true, overLimit: () => false, tooSlow: () => false };
   } else {
     const body = await prepareBody(req, deployment, requestId);
     if (body instanceof Response) return body;
     prepared = { ...body, safeToRepeat: body.replayable && safeToRepeat(req.method, req.headers, deployment.policy.idempotent) };
   }
 
-  const url = new URL(req.url);
-  const path = deployment.policy.stripPrefix ? stripRoutePrefix(url.pathname, ctx.routePrefix) : url.pathname;
+  const { search } = ctx.target;
+  const path = deployment.policy.stripPrefix ? stripRoutePrefix(ctx.target.path, ctx.routePrefix) : ctx.target.path;
   const deadline = Date.now() + deployment.policy.requestTimeoutMs;
   const baseHeaders = dispatchHeaders(req.headers);
   // A private deployment's API key is the edge's credential, not the replica's.
@@ -137,16 +147,32 @@ export async function dispatch(req: Request, ctx: DispatchContext): Promise<Resp
   for (let attempt = 1; attempt <= maxAttempts; attempt++) {
     const candidates = view.candidates(Date.now(), tried);
     const replica =
-      attempt === 1 && ctx.session ? await ctx.session.affinity.choose(deployment, ctx.session.id, candidates, pick) : pick(candidates);
+      attempt === 1 && ctx.session ? await ctx.session.affinity.choose(deployment, ctx.session.id, candidates, pick, ctx.session.client) : pick(candidates);
     if (!replica) break;
     if (model !== undefined) view.noteModelDispatch(replica, model);
     sawReplica = true;
     tried.add(replica.id);
+    const target = dispatchUrl(replica.url, path, search);
+    if (!target) {
+      // requestTarget's path cannot leave the replica's URL; this is a bug, and nothing is sent.
+      console.error(JSON.stringify({ msg: "dispatch target refused", deployment: deployment.name, replica: replica.id, request_id: requestId, path }));
+      return errorResponse("internal_error", "internal error", { requestId });
+    }
     const headers = new Headers(baseHeaders);
     headers.set(Header.attempt, String(attempt));
+    // The engine's own key (vLLM --api-key), registered by its agent, replaces any client credential.
+    if (replica.engineKey !== undefined) headers.set("authorization", `Bearer ${replica.engineKey}`);
+    let signature: [string, string][];
+    try {
+      signature = await ctx.sign({ method: req.method, deployment: deployment.name, target: target.pathname + target.search, requestId });
+    } catch (err) {
+      console.error(JSON.stringify({ msg: "cannot sign dispatches (is SWITCHYARD_REPLICA_SECRET set?)", deployment: deployment.name, error: String(err) }));
+      return errorResponse("internal_error", "the edge cannot sign dispatches", { requestId });
+    }
+    for (const [name, value] of signature) headers.set(name, value);
     if (ctx.trace) ctx.trace.attempts = attempt;
 
-    const outcome = await attemptOn(replica, `${replica.url}${path}${url.search}`, req.method, headers, prepared, deadline, ctx);
+    const outcome = await attemptOn(replica, target, req.method, headers, prepared, deadline, ctx);
     if (outcome.kind === "response") {
       if (outcome.fromReplica && ctx.trace) ctx.trace.replica = replica.id;
       // The session follows a retry only when its replica is gone or draining; a
@@ -162,11 +188,9 @@ export async function dispatch(req: Request, ctx: DispatchContext): Promise<Resp
     if (wait > 0) await sleep(Math.min(wait, deadline - Date.now()));
   }
   if (!sawReplica) {
-    return errorResponse("no_ready_replica", `deployment "${deployment.name}" has no ready replica`, {
-      requestId,
-      retryAfterSeconds: 1,
-      details: { replicas: view.describe(Date.now()) },
-    });
+    // Why each replica was no candidate is for operators (the log), not for clients.
+    console.error(JSON.stringify({ msg: "no ready replica", deployment: deployment.name, request_id: requestId, replicas: view.describe(Date.now()) }));
+    return errorResponse("no_ready_replica", `deployment "${deployment.name}" has no ready replica`, { requestId, retryAfterSeconds: 1 });
   }
   return errorResponse("all_replicas_busy", `every replica of "${deployment.name}" tried was at capacity or unreachable`, {
     requestId,
@@ -181,7 +205,7 @@ type AttemptOutcome = { kind: "response"; response: Response; fromReplica: boole
 
 async function attemptOn(
   replica: ReplicaEntry,
-  target: string,
+  target: URL,
   method: string,
   headers: Headers,
   prepared: PreparedBody,
@@ -202,8 +226,11 @@ async function attemptOn(
     if (abort.signal.aborted) {
       // A hung replica: after a few in a row it is ejected (circuit breaker).
       if (view.recordFailure(replica, Date.now(), ctx.deployment.policy)) logEjection(ctx, replica, "deadline");
-      return respond(errorResponse("deadline_exceeded", `replica ${replica.id} did not answer before the deadline`, { requestId }));
+      console.error(JSON.stringify({ msg: "replica deadline passed", deployment: ctx.deployment.name, replica: replica.id, request_id: requestId }));
+      return respond(errorResponse("deadline_exceeded", "the replica did not answer before the deadline", { requestId }));
     }
+    // The client's fault, not the replica's: it is not marked down.
+    if (prepared.tooSlow()) return respond(errorResponse("request_timeout", "the request body arrived too slowly", { requestId }));
     if (prepared.overLimit()) {
       return respond(errorResponse("payload_too_large", `request body exceeds ${ctx.deployment.limits.maxRequestBodyBytes} bytes`, { requestId }));
     }
@@ -212,13 +239,24 @@ async function attemptOn(
     if (view.recordFailure(replica, Date.now(), ctx.deployment.policy)) logEjection(ctx, replica, "connection");
     console.error(JSON.stringify({ msg: "replica connection failed", deployment: ctx.deployment.name, replica: replica.id, request_id: requestId, error: String(err) }));
     if (prepared.safeToRepeat) return { kind: "not_accepted", why: "gone" };
-    return respond(errorResponse("upstream_failed", `connection to replica ${replica.id} lost: ${String(err)}`, { requestId }));
+    return respond(errorResponse("upstream_failed", "the connection to the replica was lost", { requestId }));
   } finally {
     clearTimeout(timer);
   }
 
   const load = parseLoadHeader(upstream.headers.get(Header.load));
   if (load) view.applyLoad(replica.id, load, Date.now());
+
+  // The replica refused the edge itself: it checks signatures with another key (or a
+  // clock far off), or the engine does not take the key its agent registered. Not the
+  // client's doing: try another replica, and count it towards ejection.
+  if (upstream.status === 401 && (upstream.headers.get(Header.rejected) === UNAUTHORIZED_REJECTION || replica.engineKey !== undefined)) {
+    view.endDispatch(replica);
+    if (view.recordFailure(replica, Date.now(), ctx.deployment.policy)) logEjection(ctx, replica, "refused the edge's credentials");
+    console.error(JSON.stringify({ msg: "replica refused the edge's credentials", deployment: ctx.deployment.name, replica: replica.id, request_id: requestId }));
+    ctx.background(upstream.body?.cancel() ?? Promise.resolve());
+    return { kind: "not_accepted", why: "gone" };
+  }
 
   if (upstream.status === 503 && upstream.headers.has(Header.rejected)) {
     view.endDispatch(replica);
@@ -254,85 +292,6 @@ async function attemptOn(
   return respond(new Response(stream.body, init), true);
 }
 
-/** A response body passed on, and when it has been passed on completely (or cut). */
-interface PassedStream {
-  body: ReadableStream<Uint8Array>;
-  ended: Promise<void>;
-}
-
-/**
- * The native pipe: no JS per chunk. A client that goes away cancels the
- * readable side, which cancels the pipe's source: the replica sees its request
- * closed and stops.
- */
-function nativePipe(source: ReadableStream<Uint8Array>): PassedStream {
-  const { readable, writable } = new IdentityTransformStream();
-  return { body: readable, ended: source.pipeTo(writable).catch(() => undefined) };
-}
-
-/**
- * An SSE stream passed on event by event; when the replica fails mid-stream (it
- * died, or the connection broke), the client gets a last well-formed event,
- * OpenAI's `data: {"error": {...}}`, and a clean end, instead of a stream that
- * simply stops. A client that goes away cancels the replica's response.
- *
- * Why JS touches every chunk here: workerd's native pipe (pipeTo between
- * native streams, or returning the fetch body as is) ends the client's response
- * as if complete when the replica's connection drops mid-body, so a truncated
- * answer would look finished (and with preventAbort the pipe never settles);
- * a JS read sees the error ("Network connection lost."). The body is a pull
- * byte stream: one JS step per chunk, when the client side asks for it, and
- * the cheapest shape measured (bench/README.md: TTFT p50 +1.6–2.3 ms at
- * concurrency 120 against +3.0–4.1 ms for a plain pull stream, +3.3–6.3 ms for
- * a read/write loop, +3.6 ms and p90 +25 ms for a TransformStream).
- * SseEventFramer holds back a partial event, so the error event never lands in
- * the middle of one.
- */
-function sseWithErrorEvent(source: ReadableStream<Uint8Array>, replicaId: string, requestId: string): PassedStream {
-  const framer = new SseEventFramer();
-  const reader = source.getReader();
-  let end!: () => void;
-  const ended = new Promise<void>((r) => (end = r));
-  const body = new ReadableStream(
-    {
-      type: "bytes",
-      async pull(controller) {
-        for (;;) {
-          let chunk: ReadableStreamReadResult<Uint8Array>;
-          try {
-            chunk = await reader.read();
-          } catch (err) {
-            const event = errorBody("upstream_failed", `replica ${replicaId} failed mid-stream: ${String(err)}`, { requestId });
-            controller.enqueue(new TextEncoder().encode(`data: ${JSON.stringify(event)}\n\n`));
-            controller.close();
-            console.error(JSON.stringify({ msg: "stream failed", replica: replicaId, request_id: requestId, error: String(err) }));
-            end();
-            return;
-          }
-          if (chunk.done) {
-            const rest = framer.flush();
-            if (rest.length > 0) controller.enqueue(rest);
-            controller.close();
-            end();
-            return;
-          }
-          const complete = framer.push(chunk.value);
-          if (complete.length > 0) {
-            controller.enqueue(complete);
-            return;
-          }
-        }
-      },
-      async cancel(reason) {
-        // The client went away: stop the replica's work.
-        await reader.cancel(reason).catch(() => undefined);
-        end();
-      },
-    },
-  );
-  return { body, ended };
-}
-
 function logEjection(ctx: DispatchContext, replica: ReplicaEntry, cause: string): void {
   if (ctx.trace) ctx.trace.ejections++;
   console.error(
@@ -358,29 +317,24 @@ export function safeToRepeat(method: string, headers: Headers, deploymentIdempot
 
 async function prepareBody(req: Request, deployment: Deployment, requestId: string): Promise<Omit<PreparedBody, "safeToRepeat"> | Response> {
   const never = () => false;
-  if (!req.body || req.method === "GET" || req.method === "HEAD") return { body: null, replayable: true, overLimit: never };
+  if (!req.body || req.method === "GET" || req.method === "HEAD") return { body: null, replayable: true, overLimit: never, tooSlow: never };
   const { maxRequestBodyBytes, replayableBodyBytes } = deployment.limits;
   const declared = checkDeclaredLength(req.headers, maxRequestBodyBytes, requestId);
   if (declared instanceof Response) return declared;
   const { size } = declared;
-  if (size !== undefined) {
-    // Small bodies are held so a rejected dispatch can be replayed elsewhere.
-    if (size <= replayableBodyBytes) return { body: await req.arrayBuffer(), replayable: true, overLimit: never };
-    return { body: req.body, replayable: false, overLimit: never };
+  const pace = uploadPaceOf(deployment.limits);
+  if (size !== undefined && size <= replayableBodyBytes) {
+    // Small bodies are held so a rejected dispatch can be replayed elsewhere: one native read, bounded in time.
+    const held = await withinMs(req.arrayBuffer(), uploadBudgetMs(size, pace));
+    if (held === TIMED_OUT) return errorResponse("request_timeout", "the request body arrived too slowly", { requestId });
+    return { body: held, replayable: true, overLimit: never, tooSlow: never };
   }
-  // Chunked upload of unknown size: stream it, counting bytes against the limit.
-  let seen = 0;
-  let over = false;
-  const limiter = new TransformStream<Uint8Array, Uint8Array>({
-    transform(chunk, controller) {
-      seen += chunk.byteLength;
-      if (seen > maxRequestBodyBytes) {
-        over = true;
-        controller.error(new Error("request body too large"));
-        return;
-      }
-      controller.enqueue(chunk);
-    },
-  });
-  return { body: req.body.pipeThrough(limiter), replayable: false, overLimit: () => over };
+  // Streamed to the replica as it arrives: counted against the limit and paced, so a
+  // client that stops sending cannot hold a replica's slot (upload-pace.ts).
+  const paced = pacedBody(req.body, maxRequestBodyBytes, pace);
+  if (size === undefined) return { body: paced.body, replayable: false, overLimit: paced.overLimit, tooSlow: paced.tooSlow };
+  // A sized body keeps its Content-Length on the way to the replica.
+  const fixed = new FixedLengthStream(size);
+  paced.body.pipeTo(fixed.writable).catch(() => undefined);
+  return { body: fixed.readable, replayable: false, overLimit: paced.overLimit, tooSlow: paced.tooSlow };
 }

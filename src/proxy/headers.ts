@@ -13,8 +13,26 @@ export const HOP_BY_HOP_HEADERS: readonly string[] = [
   "upgrade",
 ];
 
-/** Protocol headers only Switchyard may set on a dispatch; a client's copies are dropped. */
-const DISPATCH_ONLY = [Header.protocol, Header.deadline, Header.attempt, Header.deployment, Header.session, Header.load, Header.rejected, Header.replica];
+/**
+ * Headers only Switchyard may set on a dispatch; a client's copies are dropped.
+ * `expect` too: the edge answers the client's 100-continue itself, and a replica's
+ * interim 100 reaching the Worker made workerd throw (a 500) after the replica had
+ * done the work.
+ */
+const DISPATCH_ONLY = [
+  Header.protocol,
+  Header.deadline,
+  Header.attempt,
+  Header.deployment,
+  Header.session,
+  Header.load,
+  Header.rejected,
+  Header.replica,
+  Header.timestamp,
+  Header.nonce,
+  Header.signature,
+  "expect",
+];
 /** Protocol headers a replica sends for the proxy that clients do not need to see. */
 const REPLICA_ONLY = [Header.protocol, Header.load, Header.rejected];
 

@@ -8,6 +8,8 @@ import type { Deployment } from "../config/deployment.ts";
 import { keysFor, rateLimiterFor, routerFor, sessionRouterFor, telemetryFor, type Env } from "../env.ts";
 import { ProxyMetrics } from "../telemetry/proxy-metrics.ts";
 import { ApiKeyCache } from "./api-keys.ts";
+import type { DispatchSigner } from "./dispatch.ts";
+import { dispatchSignature } from "./replica-keys.ts";
 import { RateLimits } from "./rate-limits.ts";
 import { SessionAffinity } from "./session-affinity.ts";
 import { SnapshotCache } from "./snapshot-cache.ts";
@@ -21,9 +23,12 @@ export class IsolateState {
   readonly #env: Env;
   /** Requests per deployment dispatched and not yet answered by a replica. */
   readonly pending = new Map<string, number>();
+  /** Signs each dispatch with its deployment's replica key (derived from the master secret once per isolate). */
+  readonly sign: DispatchSigner;
 
   constructor(env: Env) {
     this.#env = env;
+    this.sign = (p) => dispatchSignature(env.SWITCHYARD_REPLICA_SECRET, p);
     this.snapshots = new SnapshotCache((name) => routerFor(env, name).snapshot());
     const ttlMs = (d: Deployment) => d.sessionAffinity.ttlSeconds * 1000;
     this.affinity = new SessionAffinity({

@@ -4,10 +4,11 @@
  * streams, and the session (`user`). The body itself is forwarded byte for byte;
  * the replica validates everything else. Pure.
  */
-import { z } from "zod";
 import type { Deployment } from "../config/deployment.ts";
 import type { ErrorCode } from "../protocol/index.ts";
+import { scanTopLevel, type ScanFailure, type TopLevelValue } from "./json-top-level.ts";
 import { SESSION_ID } from "./request-keys.ts";
+import type { UploadPace } from "./upload-pace.ts";
 
 /** The POST endpoints under /v1 the edge routes by body. */
 export const OPENAI_ENDPOINTS = {
@@ -27,58 +28,67 @@ export interface OpenAIRouting {
 
 export type OpenAIRoutingResult = { ok: true; routing: OpenAIRouting } | { ok: false; code: ErrorCode; message: string };
 
-const TokenIds = z.array(z.number().int());
-const PromptInput = z.union([z.string(), z.array(z.string()), TokenIds, z.array(TokenIds)]);
-
-// Only the fields routing needs, plus the one field each endpoint cannot do
-// without, so an obviously malformed call is refused at the edge; unknown
-// fields pass through untouched (the body is forwarded as received).
-const Common = {
-  model: z.string().min(1, "`model` must not be empty").max(256),
-  stream: z.boolean().optional(),
-  user: z.string().max(256).optional(),
+/** The one field each endpoint cannot do without, and the JSON types it may have. */
+const REQUIRED: Record<OpenAIEndpoint, { field: string; types: readonly TopLevelValue["type"][]; nonEmpty?: boolean }> = {
+  chat: { field: "messages", types: ["array"], nonEmpty: true },
+  completions: { field: "prompt", types: ["string", "array"] },
+  embeddings: { field: "input", types: ["string", "array"] },
 };
 
-const SCHEMAS: Record<OpenAIEndpoint, z.ZodType<{ model: string; stream?: boolean | undefined; user?: string | undefined }>> = {
-  chat: z.looseObject({
-    ...Common,
-    messages: z.array(z.looseObject({ role: z.string() })).min(1, "`messages` must not be empty"),
-  }),
-  completions: z.looseObject({ ...Common, prompt: PromptInput }),
-  embeddings: z.looseObject({
-    ...Common,
-    stream: z.literal(false).optional(),
-    input: PromptInput,
-  }),
+/** Longest `model` and `user` accepted, characters. */
+const MAX_NAME = 256;
+
+const WANTED: Record<OpenAIEndpoint, ReadonlySet<string>> = {
+  chat: new Set(["model", "stream", "user", "messages"]),
+  completions: new Set(["model", "stream", "user", "prompt"]),
+  embeddings: new Set(["model", "stream", "user", "input"]),
 };
 
-function firstIssue(error: z.ZodError): string {
-  const issue = error.issues[0];
-  if (!issue) return "invalid request body";
-  const where = issue.path.length > 0 ? `\`${issue.path.join(".")}\`: ` : "";
-  return `${where}${issue.message}`;
-}
+const FAILURES: Record<ScanFailure, string> = {
+  invalid_utf8: "request body is not valid JSON (it is not UTF-8)",
+  invalid_json: "request body is not valid JSON",
+  not_an_object: "request body must be a JSON object",
+  too_deep: "request body nests too deeply",
+};
 
-/** Parses and checks a request body (bytes as received) for `endpoint`. */
+const refuse = (message: string): OpenAIRoutingResult => ({ ok: false, code: "bad_request", message });
+const typeName = (v: TopLevelValue | undefined) => (v === undefined ? "nothing" : v.type === "true" || v.type === "false" ? "boolean" : v.type);
+
+/**
+ * Checks a request body (bytes as received) for `endpoint` and reads what
+ * routing needs, without building the document: one scan over the bytes
+ * (json-top-level.ts) checks that it is UTF-8 JSON and an object, and picks
+ * out `model`, `stream`, `user` and the endpoint's required field. The replica
+ * validates everything else (the shape of each message, token ids).
+ */
 export function parseOpenAIBody(endpoint: OpenAIEndpoint, bytes: ArrayBuffer): OpenAIRoutingResult {
-  let json: unknown;
-  try {
-    json = JSON.parse(new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(bytes));
-  } catch {
-    return { ok: false, code: "bad_request", message: "request body is not valid JSON" };
+  const scan = scanTopLevel(new Uint8Array(bytes), WANTED[endpoint], { maxStringBytes: 6 * MAX_NAME });
+  if (!scan.ok) return refuse(FAILURES[scan.reason]);
+  const f = scan.fields;
+  const model = f.get("model");
+  if (model?.type !== "string") return refuse(`\`model\`: expected a string, got ${typeName(model)}`);
+  if (model.value === undefined || model.value.length > MAX_NAME) return refuse(`\`model\`: at most ${MAX_NAME} characters`);
+  if (model.value.length === 0) return refuse("`model` must not be empty");
+  const stream = f.get("stream");
+  if (stream !== undefined && stream.type !== "true" && stream.type !== "false") return refuse(`\`stream\`: expected a boolean, got ${typeName(stream)}`);
+  if (endpoint === "embeddings" && stream?.type === "true") return refuse("`stream`: embeddings do not stream");
+  const required = REQUIRED[endpoint];
+  const value = f.get(required.field);
+  if (value === undefined || !required.types.includes(value.type)) {
+    return refuse(`\`${required.field}\`: expected ${required.types.join(" or ")}, got ${typeName(value)}`);
   }
-  if (typeof json !== "object" || json === null || Array.isArray(json)) {
-    return { ok: false, code: "bad_request", message: "request body must be a JSON object" };
-  }
-  const parsed = SCHEMAS[endpoint].safeParse(json);
-  if (!parsed.success) return { ok: false, code: "bad_request", message: firstIssue(parsed.error) };
-  const routing: OpenAIRouting = { model: parsed.data.model, stream: parsed.data.stream === true };
-  const user = parsed.data.user;
-  if (user !== undefined && user !== "") {
-    // Session ids travel in a header: anything beyond visible ASCII is percent-encoded.
-    const key = SESSION_ID.test(user) ? user : encodeURIComponent(user);
-    if (!SESSION_ID.test(key)) return { ok: false, code: "bad_request", message: "`user` is too long to serve as a session key (at most 256 bytes once percent-encoded)" };
-    routing.user = key;
+  if (required.nonEmpty && value.type === "array" && value.length === 0) return refuse(`\`${required.field}\` must not be empty`);
+  const routing: OpenAIRouting = { model: model.value, stream: stream?.type === "true" };
+  const user = f.get("user");
+  if (user !== undefined && user.type !== "string") return refuse(`\`user\`: expected a string, got ${typeName(user)}`);
+  if (user !== undefined) {
+    if (user.value === undefined || user.value.length > MAX_NAME) return refuse(`\`user\`: at most ${MAX_NAME} characters`);
+    if (user.value !== "") {
+      // Session ids travel in a header: anything beyond visible ASCII is percent-encoded.
+      const key = SESSION_ID.test(user.value) ? user.value : encodeURIComponent(user.value);
+      if (!SESSION_ID.test(key)) return refuse("`user` is too long to serve as a session key (at most 256 bytes once percent-encoded)");
+      routing.user = key;
+    }
   }
   return { ok: true, routing };
 }
@@ -95,4 +105,15 @@ export function openaiBodyLimit(deployments: readonly Deployment[]): number {
   let limit = 0;
   for (const d of deployments) if (d.openai) limit = Math.max(limit, d.limits.maxRequestBodyBytes);
   return limit;
+}
+
+/** The strictest upload pace among the /v1 deployments: a body is read before its model (and so its deployment) is known. */
+export function openaiUploadPace(deployments: readonly Deployment[]): UploadPace {
+  let pace: UploadPace | undefined;
+  for (const d of deployments) {
+    if (!d.openai) continue;
+    const { uploadIdleTimeoutMs: idleMs, uploadMinBytesPerSecond: minBytesPerSecond } = d.limits;
+    pace = pace ? { idleMs: Math.min(pace.idleMs, idleMs), minBytesPerSecond: Math.max(pace.minBytesPerSecond, minBytesPerSecond) } : { idleMs, minBytesPerSecond };
+  }
+  return pace ?? { idleMs: 10_000, minBytesPerSecond: 1024 };
 }

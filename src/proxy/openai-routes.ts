@@ -12,24 +12,37 @@ import { errorResponse } from "../protocol/index.ts";
 import type { DispatchTrace } from "./dispatch.ts";
 import { requestIdFor } from "./headers.ts";
 import type { IsolateState } from "./isolate-state.ts";
-import { OPENAI_ENDPOINTS, openaiBodyLimit, openaiModelTable, parseOpenAIBody, type OpenAIEndpoint } from "./openai-request.ts";
-import { readBoundedBody } from "./request-body.ts";
+import { keyRefusal } from "./api-keys.ts";
+import { OPENAI_ENDPOINTS, openaiBodyLimit, openaiModelTable, openaiUploadPace, parseOpenAIBody, type OpenAIEndpoint } from "./openai-request.ts";
+import { checkDeclaredLength, drainUnreadBody, readBoundedBody } from "./request-body.ts";
+import { requestTarget } from "./request-path.ts";
 import { observeRequest } from "./request-observer.ts";
 import { SESSION_ID } from "./request-keys.ts";
 import { serveRequest } from "./serve-request.ts";
 import { Header } from "../protocol/index.ts";
 
+/** A body refused before it was read is read up to this size first, so the client's connection survives (drainUnreadBody). */
+const REFUSAL_DRAIN_BYTES = 64 * 1024;
+
 export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env: Env) => IsolateState): Hono<{ Bindings: Env }> {
   const byModel = openaiModelTable(deployments);
   const served = deployments.filter((d) => d.openai);
   const bodyLimit = openaiBodyLimit(deployments);
+  const pace = openaiUploadPace(deployments);
+  // When every /v1 deployment is private, a caller with no key valid for any of them is refused before its body is read.
+  const keyFirst = served.every((d) => !d.access.public) ? served.map((d) => d.name) : null;
+  const privateNames = served.filter((d) => !d.access.public).map((d) => d.name);
   const app = new Hono<{ Bindings: Env }>();
 
   app.get("/models", async (c) => {
     const state = stateFor(c.env);
     const now = Date.now();
+    const background = (p: Promise<unknown>) => c.executionCtx.waitUntil(p);
+    // Private deployments' models are listed only to a caller whose key may use them.
+    const usable = await state.apiKeys.usableBy(privateNames, c.req.header("authorization"), background);
     const data: { id: string; object: "model"; created: number; owned_by: string }[] = [];
     for (const d of served) {
+      if (!d.access.public && !usable.has(d.name)) continue;
       // (Edge deployments cannot list OpenAI models: the config refuses it.)
       if ((await state.snapshots.view(d.name, (p) => c.executionCtx.waitUntil(p))).readyCount(now) === 0) continue;
       for (const id of d.openai!.models) data.push({ id, object: "model", created: 0, owned_by: d.name });
@@ -37,10 +50,23 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
     return c.json({ object: "list", data });
   });
 
-  const post = (endpoint: OpenAIEndpoint) => async (c: Context<{ Bindings: Env }>) => {
+  const post = (path: string, endpoint: OpenAIEndpoint) => async (c: Context<{ Bindings: Env }>) => {
     const requestId = requestIdFor(c.req.header(Header.requestId) ?? null);
-    const bytes = await readBoundedBody(c.req.raw, bodyLimit);
-    if (bytes === null) return errorResponse("payload_too_large", `request body exceeds ${bodyLimit} bytes`, { requestId });
+    const state = stateFor(c.env);
+    const background = (p: Promise<unknown>) => c.executionCtx.waitUntil(p);
+    // The cheap checks first: the declared size, and the key when no /v1 deployment is public.
+    const declared = checkDeclaredLength(c.req.raw.headers, bodyLimit, requestId);
+    if (declared instanceof Response) return declared;
+    if (keyFirst) {
+      const key = await state.apiKeys.checkAny(keyFirst, c.req.header("authorization"), background);
+      if (!key.ok) {
+        await drainUnreadBody(c.req.raw, REFUSAL_DRAIN_BYTES);
+        return keyRefusal(key, requestId);
+      }
+    }
+    const bytes = await readBoundedBody(c.req.raw, bodyLimit, pace);
+    if (bytes === "too_large") return errorResponse("payload_too_large", `request body exceeds ${bodyLimit} bytes`, { requestId });
+    if (bytes === "too_slow") return errorResponse("request_timeout", "the request body arrived too slowly", { requestId });
     const parsed = parseOpenAIBody(endpoint, bytes);
     if (!parsed.ok) return errorResponse(parsed.code, parsed.message, { requestId });
     const { model, stream, user } = parsed.routing;
@@ -62,14 +88,13 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
         session = user;
       }
     }
-    const state = stateFor(c.env);
-    const background = (p: Promise<unknown>) => c.executionCtx.waitUntil(p);
     const started = Date.now();
     const trace: DispatchTrace = { attempts: 0, rejections: 0, ejections: 0 };
     const response = await serveRequest(c.req.raw, {
       deployment,
       // /v1 paths go to the replica unchanged, whatever the deployment's own prefix.
       routePrefix: "/",
+      target: { path, search: searchOf(c.req.url) },
       state,
       requestId,
       background,
@@ -86,10 +111,16 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
 
   for (const [path, endpoint] of Object.entries(OPENAI_ENDPOINTS)) {
     const sub = path.slice("/v1".length);
-    app.post(sub, post(endpoint));
+    app.post(sub, post(path, endpoint));
     app.all(sub, (c) => errorResponse("method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}; use POST`, { headers: { allow: "POST" } }));
   }
   app.all("/models", (c) => errorResponse("method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}; use GET`, { headers: { allow: "GET" } }));
   app.all("*", (c) => errorResponse("route_not_found", `no OpenAI route ${c.req.method} ${c.req.path}; served: POST ${Object.keys(OPENAI_ENDPOINTS).join(", POST ")}, GET /v1/models`));
   return app;
+}
+
+/** The raw query of a request (its path was checked before routing: app.ts). */
+function searchOf(url: string): string {
+  const t = requestTarget(url);
+  return t.ok ? t.search : "";
 }

@@ -1,10 +1,12 @@
 /**
  * Request bodies at the edge: the declared Content-Length, checked once the
  * same way everywhere; bounded reads for requests the edge must read itself
- * (OpenAI routing, models run in the Worker); and draining the body of a
+ * (OpenAI routing, models run in the Worker), at the deployment's upload pace
+ * (upload-pace.ts); and draining the body of a
  * request the edge refused without reading it.
  */
 import { errorResponse } from "../protocol/index.ts";
+import { TIMED_OUT, pacedBody, uploadBudgetMs, withinMs, type UploadPace } from "./upload-pace.ts";
 
 /** The declared Content-Length: undefined when absent, null when malformed. */
 export function declaredLength(headers: Headers): number | undefined | null {
@@ -24,27 +26,39 @@ export function checkDeclaredLength(headers: Headers, limit: number, requestId: 
   return { size };
 }
 
+/** A body read into memory, or why not. */
+export type BoundedBody = ArrayBuffer | "too_large" | "too_slow";
+
 /**
- * Reads a request body into memory, up to `limit` bytes: null when it is (or
- * declares itself) larger, after cancelling the rest. A sized body within the
- * limit is read in one native call; a chunked one is counted as it arrives.
+ * Reads a request body into memory, up to `limit` bytes, at the upload pace:
+ * "too_large" when it is (or declares itself) larger, after cancelling the
+ * rest; "too_slow" when it does not arrive in time (upload-pace.ts). A sized
+ * body within the limit is read in one native call, bounded by the time its
+ * size may take; a chunked one is counted and paced as it arrives.
  */
-export async function readBoundedBody(req: Request, limit: number): Promise<ArrayBuffer | null> {
+export async function readBoundedBody(req: Request, limit: number, pace: UploadPace): Promise<BoundedBody> {
   const size = declaredLength(req.headers);
-  if (typeof size === "number") return size > limit ? null : req.arrayBuffer();
+  if (typeof size === "number") {
+    if (size > limit) return "too_large";
+    const read = await withinMs(req.arrayBuffer(), uploadBudgetMs(size, pace));
+    return read === TIMED_OUT ? "too_slow" : read;
+  }
   if (!req.body) return new ArrayBuffer(0);
+  const paced = pacedBody(req.body, limit, pace);
   const chunks: Uint8Array[] = [];
   let seen = 0;
-  const reader = req.body.getReader();
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    seen += value.byteLength;
-    if (seen > limit) {
-      await reader.cancel().catch(() => undefined);
-      return null;
+  const reader = paced.body.getReader();
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      seen += value.byteLength;
+      chunks.push(value);
     }
-    chunks.push(value);
+  } catch {
+    if (paced.tooSlow()) return "too_slow";
+    if (paced.overLimit()) return "too_large";
+    throw new Error("the request body could not be read");
   }
   const out = new Uint8Array(seen);
   let at = 0;
@@ -53,6 +67,11 @@ export async function readBoundedBody(req: Request, limit: number): Promise<Arra
     at += c.byteLength;
   }
   return out.buffer;
+}
+
+/** The pace a deployment asks of uploads (its limits). */
+export function uploadPaceOf(limits: { uploadIdleTimeoutMs: number; uploadMinBytesPerSecond: number }): UploadPace {
+  return { idleMs: limits.uploadIdleTimeoutMs, minBytesPerSecond: limits.uploadMinBytesPerSecond };
 }
 
 /**

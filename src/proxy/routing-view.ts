@@ -34,6 +34,8 @@ export interface ReplicaEntry extends ModelHolderChoice {
   downUntil: number;
   /** Outlier ejection state (src/policy/circuit-breaker.ts). */
   breaker: Breaker;
+  /** The engine's bearer key, sent as Authorization on every dispatch to it. */
+  engineKey?: string;
 }
 
 export class RoutingView {
@@ -201,5 +203,6 @@ function entryFrom(r: ReplicaView, now: number): ReplicaEntry {
     expiresAt: now + r.expiresInMs,
     downUntil: 0,
     breaker: newBreaker(),
+    ...(r.engineKey !== undefined ? { engineKey: r.engineKey } : {}),
   };
 }

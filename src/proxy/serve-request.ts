@@ -6,6 +6,7 @@
 import type { Deployment } from "../config/deployment.ts";
 import { serveAtEdge } from "../edge/serve.ts";
 import { errorResponse } from "../protocol/index.ts";
+import { keyRefusal } from "./api-keys.ts";
 import { dispatch, type DispatchTrace } from "./dispatch.ts";
 import type { IsolateState } from "./isolate-state.ts";
 import { requestKeys, type RequestKeys } from "./request-keys.ts";
@@ -13,6 +14,8 @@ import { requestKeys, type RequestKeys } from "./request-keys.ts";
 export interface ServeContext {
   deployment: Deployment;
   routePrefix: string;
+  /** The request's normalised path and raw query (request-path.ts). */
+  target: { path: string; search: string };
   state: IsolateState;
   requestId: string;
   background: (p: Promise<unknown>) => void;
@@ -32,12 +35,12 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
   if (headerBytes > deployment.limits.maxHeaderBytes) {
     return errorResponse("header_too_large", `request headers take ${headerBytes} bytes; the limit is ${deployment.limits.maxHeaderBytes}`, { requestId });
   }
+  // Who the request comes from, for per-client budgets: its API key, else its address (Cloudflare sets cf-connecting-ip).
+  let client = `ip:${headers.get("cf-connecting-ip") ?? ""}`;
   if (!deployment.access.public) {
     const key = await state.apiKeys.check(deployment.name, headers.get("authorization"), background);
-    if (!key.ok) {
-      const extra: Record<string, string> = key.code === "unauthorized" ? { "www-authenticate": 'Bearer realm="switchyard"' } : {};
-      return errorResponse(key.code, key.message, { requestId, headers: extra, ...(key.code === "auth_unavailable" ? { retryAfterSeconds: 1 } : {}) });
-    }
+    if (!key.ok) return keyRefusal(key, requestId);
+    client = `key:${key.keyHash}`;
     const rate = state.rateLimits.take(deployment, key.keyHash, background);
     if (!rate.ok) {
       return errorResponse("rate_limited", `rate limit of ${deployment.access.rateLimit?.requestsPerSecond} requests/s for this key exceeded`, {
@@ -67,12 +70,14 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
     return await dispatch(req, {
       deployment,
       routePrefix: ctx.routePrefix,
+      target: ctx.target,
+      sign: state.sign,
       trace: ctx.trace,
       view,
       requestId,
       background,
       ...(model !== undefined ? { model } : {}),
-      ...(session !== undefined ? { session: { id: session, affinity: state.affinity } } : {}),
+      ...(session !== undefined ? { session: { id: session, affinity: state.affinity, client } } : {}),
       ...(openai ? { body: openai.body, sseErrors: openai.stream } : {}),
     });
   } finally {

@@ -11,8 +11,17 @@
  * in the object, so concurrent isolates converge) and the new binding is stored.
  * An unreachable object never fails a request: the request goes to the best
  * replica and the binding is tried again on the next request.
+ *
+ * Sessions are bound only from their `bindOnRequest`-th request in an isolate
+ * (default 2): until then a session is placed by rendezvous hashing over the
+ * candidates, skipping replicas at the rebind threshold, so every isolate with
+ * the same membership places it on the same replica with no object call. A
+ * caller that invents a new session id per request therefore costs nothing in
+ * the objects, and one that repeats ids may create at most
+ * `maxNewBindingsPerSecond` (burst `maxNewBindingsBurst`) bindings per isolate.
  */
 import { fullness } from "../policy/pick-replica.ts";
+import { fullBucket, takeToken, type TokenBucket } from "../policy/token-bucket.ts";
 import type { Deployment } from "../config/deployment.ts";
 import type { ReplicaEntry } from "./routing-view.ts";
 
@@ -27,7 +36,7 @@ export const SESSION_STORE_RETRY_MS = 1_000;
  * Full for longer than this, the session moves.
  */
 export const SATURATION_GRACE_MS = 2_000;
-/** Bindings an isolate caches at most (oldest dropped first). */
+/** Bindings an isolate caches at most (oldest dropped first); also the most unbound sessions and clients it tracks. */
 export const SESSION_CACHE_MAX = 10_000;
 
 /** The SessionRouter objects, as the proxy sees them (RPC in the Worker, a fake in unit tests). */
@@ -47,6 +56,10 @@ export class SessionAffinity {
   readonly #store: SessionStore;
   readonly #now: () => number;
   readonly #cache = new Map<string, CachedBinding>();
+  /** Sessions seen here but not bound yet: how many requests, and where the last one went. */
+  readonly #unbound = new Map<string, { requests: number; replica: string }>();
+  /** New bindings each client may still create in this isolate. */
+  readonly #budgets = new Map<string, TokenBucket>();
   /** Calls made to the session objects (observability and tests). */
   storeCalls = 0;
 
@@ -65,6 +78,7 @@ export class SessionAffinity {
     session: string,
     candidates: readonly ReplicaEntry[],
     propose: (among: readonly ReplicaEntry[]) => ReplicaEntry | undefined,
+    client = "",
   ): Promise<ReplicaEntry | undefined> {
     const key = cacheKey(deployment.name, session);
     const now = this.#now();
@@ -90,7 +104,22 @@ export class SessionAffinity {
       }
       return this.#move(deployment, session, key, cached.replica, candidates, propose, usable);
     }
-    const proposal = propose(candidates);
+    let proposal: ReplicaEntry | undefined;
+    if (!cached && deployment.sessionAffinity.bindOnRequest > 1) {
+      // Not bound yet: the first requests are placed by hash, without an object call.
+      const seen = this.#unbound.get(key);
+      const placed = (seen && usable(seen.replica)) || hashedChoice(session, candidates, usable) || propose(candidates);
+      if (!placed) return undefined;
+      const requests = (seen?.requests ?? 0) + 1;
+      if (requests < deployment.sessionAffinity.bindOnRequest || !this.#mayBind(deployment, client, now)) {
+        remember(this.#unbound, key, { requests, replica: placed.id });
+        return placed;
+      }
+      this.#unbound.delete(key);
+      proposal = placed;
+    } else {
+      proposal = propose(candidates);
+    }
     if (!proposal) return undefined;
     let bound: string;
     try {
@@ -111,6 +140,12 @@ export class SessionAffinity {
    */
   served(deployment: Deployment, session: string, replicaId: string, background: (p: Promise<unknown>) => void): void {
     const key = cacheKey(deployment.name, session);
+    const unbound = this.#unbound.get(key);
+    if (unbound) {
+      // Not bound yet: its next request starts from where this one was served, still without an object call.
+      unbound.replica = replicaId;
+      return;
+    }
     const cached = this.#cache.get(key);
     if (!cached || cached.replica === replicaId) return;
     this.#remember(key, replicaId);
@@ -126,6 +161,22 @@ export class SessionAffinity {
   /** Bindings cached in this isolate. */
   get cached(): number {
     return this.#cache.size;
+  }
+
+  /** Sessions seen in this isolate that are not bound yet. */
+  get unbound(): number {
+    return this.#unbound.size;
+  }
+
+  /** Takes one new binding from the client's budget in this isolate; false when it is spent. */
+  #mayBind(deployment: Deployment, client: string, now: number): boolean {
+    const { maxNewBindingsPerSecond: requestsPerSecond, maxNewBindingsBurst: burst } = deployment.sessionAffinity;
+    const limits = { requestsPerSecond, burst };
+    const id = `${deployment.name}\u0000${client}`;
+    const bucket = this.#budgets.get(id) ?? fullBucket(limits, now);
+    const ok = takeToken(bucket, limits, now).ok;
+    remember(this.#budgets, id, bucket);
+    return ok;
   }
 
   async #move(
@@ -165,6 +216,56 @@ export class SessionAffinity {
       const oldest = this.#cache.keys().next().value;
       if (oldest !== undefined) this.#cache.delete(oldest);
     }
+  }
+}
+
+/**
+ * Rendezvous (highest random weight) hashing: the candidate with the highest
+ * hash of (session, replica id) that `usable` accepts. Every isolate with the
+ * same candidates picks the same one; a replica joining or leaving moves only
+ * the sessions it wins or held.
+ */
+export function hashedChoice(session: string, candidates: readonly ReplicaEntry[], usable: (id: string) => ReplicaEntry | undefined): ReplicaEntry | undefined {
+  let best: ReplicaEntry | undefined;
+  let bestScore = -1;
+  const base = fnv1a(session, 0x811c9dc5);
+  for (const c of candidates) {
+    if (!usable(c.id)) continue;
+    const score = mix(fnv1a(c.id, base));
+    if (score > bestScore || (score === bestScore && best && c.id < best.id)) {
+      best = c;
+      bestScore = score;
+    }
+  }
+  return best;
+}
+
+function fnv1a(text: string, seed: number): number {
+  let h = seed;
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return h >>> 0;
+}
+
+/** A final avalanche (murmur3's fmix32), so ids differing in one character still spread. */
+function mix(h: number): number {
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h >>> 0;
+}
+
+/** Sets `key` as the newest entry of an insertion-ordered map, dropping the oldest beyond SESSION_CACHE_MAX. */
+function remember<V>(map: Map<string, V>, key: string, value: V): void {
+  map.delete(key);
+  map.set(key, value);
+  if (map.size > SESSION_CACHE_MAX) {
+    const oldest = map.keys().next().value;
+    if (oldest !== undefined) map.delete(oldest);
   }
 }
 

@@ -17,9 +17,11 @@
  * Language model: `--backend llm --model tiny-lm [--kv-blocks N] [--prefill-ms N] [--decode-ms N]`
  * serves OpenAI's /v1 routes and vLLM's /metrics (src/replica/llm/, docs/tiny-lm.md).
  */
+import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { DEPLOYMENT_NAME, REPLICA_KEY_PATTERN, deriveReplicaKey } from "../protocol/index.ts";
 import { AdmissionControl } from "./admission.ts";
+import { DispatchGuard } from "./dispatch-guard.ts";
 import { EdgeClient } from "./edge-client.ts";
 import { echoHandler, modelHandler, textHandler, type RequestHandler } from "./handlers.ts";
 import type { LlmService } from "./llm/openai-handler.ts";
@@ -29,7 +31,8 @@ import { ReplicaServer } from "./server.ts";
 const USAGE = `usage: replica --deployment NAME --backend text|echo|onnx|llm [--text T] [--service-ms N]
                [--model ID | --models ID,ID,... --max-models-per-replica N [--default-model ID]]
                --edge URL [--port N] [--host H] [--id ID] [--max-ongoing N] [--max-queued N]
-               [--advertise-url URL] [--drain-timeout-ms N] [--standalone] [--fault hang|lie]
+               [--advertise-url URL] [--drain-timeout-ms N] [--standalone [--api-key-file PATH]]
+               [--fault hang|lie]
 --service-ms N: benchmark knob for --backend text: each admitted request waits N ms
                  (a timer, no CPU) before the answer, simulating a model's service time;
                  default 0
@@ -48,7 +51,11 @@ const USAGE = `usage: replica --deployment NAME --backend text|echo|onnx|llm [--
 --prefill-ms N, --decode-ms N: (llm) benchmark knobs emulating a GPU engine's speed: wait N ms
                  (a timer, no CPU) before each request's first token / between tokens; the
                  model still runs for every token; default 0
---standalone: serve without registering (a direct baseline for benchmarks)
+--standalone: serve without registering (a direct baseline for benchmarks, or an engine behind
+                 "replica agent"). A registered replica serves only dispatches signed by its
+                 deployment's edge (docs/protocol.md §2); a standalone one checks no signature
+--api-key-file PATH: (standalone) serve only requests with Authorization: Bearer <a key in
+                 PATH, one per line>, as vLLM's --api-key does; SIGHUP reloads the file
 --fault hang|lie: fault injection for testing a fleet: "hang" admits requests and never
                  answers; "lie" claims to be idle while refusing every request
 env: SWITCHYARD_REPLICA_KEY (required unless --standalone): the deployment's replica key
@@ -128,6 +135,7 @@ async function main(): Promise<void> {
         "advertise-url": { type: "string" },
         "drain-timeout-ms": { type: "string", default: "30000" },
         standalone: { type: "boolean", default: false },
+        "api-key-file": { type: "string" },
         "print-key": { type: "boolean", default: false },
         fault: { type: "string" },
         help: { type: "boolean", short: "h" },
@@ -185,6 +193,29 @@ async function main(): Promise<void> {
 
   const replicaId = args.id ?? `${args.deployment}-${process.pid}`;
   const log = (msg: string) => process.stderr.write(`[${replicaId}] ${msg}\n`);
+  const apiKeyFile = args["api-key-file"];
+  if (apiKeyFile !== undefined && !args.standalone) fail("--api-key-file is for --standalone replicas (a registered replica checks the edge's signatures)");
+  let apiKeys: string[] | undefined;
+  if (apiKeyFile !== undefined) {
+    const load = () => {
+      const keys = readFileSync(apiKeyFile, "utf8").split("\n").map((k) => k.trim()).filter((k) => k !== "");
+      if (keys.length === 0) throw new Error(`${apiKeyFile} holds no key`);
+      return keys;
+    };
+    try {
+      apiKeys = load();
+    } catch (err) {
+      fail(`--api-key-file: ${(err as Error).message}`);
+    }
+    process.on("SIGHUP", () => {
+      try {
+        apiKeys = load();
+        log(`reloaded ${apiKeys.length} API key(s) from ${apiKeyFile}`);
+      } catch (err) {
+        log(`SIGHUP: keeping the old API keys: ${(err as Error).message}`);
+      }
+    });
+  }
   const admission = new AdmissionControl(maxOngoing, maxQueued);
 
   let handler: RequestHandler;
@@ -247,7 +278,18 @@ async function main(): Promise<void> {
   const describe = modelCache
     ? () => ({ models: modelCache.loaded(), loading: modelCache.loading(), max_models: modelCache.maxModels, cache: modelCache.stats() })
     : llm?.describe;
-  const server = new ReplicaServer({ replicaId, admission, handler, log, ...(describe && { describe }), ...(fault && { fault }), ...(llm && { unadmitted: llm.unadmitted }) });
+  const guard = args.standalone ? undefined : new DispatchGuard(key!, args.deployment);
+  const server = new ReplicaServer({
+    replicaId,
+    admission,
+    handler,
+    log,
+    ...(describe && { describe }),
+    ...(fault && { fault }),
+    ...(llm && { unadmitted: llm.unadmitted }),
+    ...(guard && { guard }),
+    ...(apiKeys && { apiKeys: () => apiKeys! }),
+  });
   if (fault) log(`fault injection on: ${fault}`);
   const address = await server.listen(Number(args.port), args.host ?? "127.0.0.1");
   const advertiseUrl = args["advertise-url"] ?? `http://${address.address}:${address.port}`;

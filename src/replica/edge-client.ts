@@ -46,6 +46,8 @@ interface EdgeClientBaseOptions {
   log?: (msg: string) => void;
   /** Called once when the edge answers a report with `drain: true` (an operator asked, via the admin API). */
   onDrainRequested?: () => void;
+  /** The engine's bearer key (vLLM --api-key) for the edge to send with every dispatch (replica agent). */
+  engineKey?: string;
 }
 
 /** The load comes from `source`; `admission` is the same option under the reference replica's name. */
@@ -64,10 +66,14 @@ export class EdgeClient {
   #again = false;
   #key: Promise<CryptoKey> | undefined;
   readonly #nonces = new NonceCounter();
+  #engineKey: string | undefined;
+  /** The next send is a register (the engine key changed). */
+  #registerAgain = false;
 
   constructor(options: EdgeClientOptions) {
     this.#o = options;
     this.#source = (options.source ?? options.admission)!;
+    this.#engineKey = options.engineKey;
     this.#source.onChange((urgent) => this.#scheduleReport(urgent ? 0 : (options.changeReportDelayMs ?? 250)));
   }
 
@@ -103,12 +109,35 @@ export class EdgeClient {
     this.#inflight = (async () => {
       do {
         this.#again = false;
-        await this.#sendReport().catch((err: unknown) => this.#o.log?.(`report failed: ${String(err)}`));
+        if (this.#registerAgain) {
+          this.#registerAgain = false;
+          await this.#register().catch((err: unknown) => {
+            this.#registerAgain = true;
+            this.#o.log?.(`register with the new engine key failed: ${String(err)}`);
+          });
+        } else {
+          await this.#sendReport().catch((err: unknown) => this.#o.log?.(`report failed: ${String(err)}`));
+        }
       } while (this.#again && !this.#stopped);
     })().finally(() => {
       this.#inflight = null;
     });
     return this.#inflight;
+  }
+
+  /**
+   * A new engine key (rotation): registers again with it, so the edge sends it
+   * from its next routing snapshot on (≤ ~1 s). The engine must accept both keys
+   * until then (docs/agent.md, "Engine API keys").
+   */
+  async setEngineKey(key: string | undefined): Promise<void> {
+    if (key === this.#engineKey) return;
+    this.#engineKey = key;
+    if (!this.#registered || this.#stopped) return;
+    // Through the report queue: control messages go one at a time, so their nonces
+    // arrive in order (a register overtaken by a later report would be a "replay").
+    this.#registerAgain = true;
+    await this.report();
   }
 
   async deregister(): Promise<void> {
@@ -144,6 +173,7 @@ export class EdgeClient {
       max_ongoing_requests: this.#source.maxOngoing,
     };
     if (this.#o.maxModels !== undefined) msg.max_models = this.#o.maxModels;
+    if (this.#engineKey !== undefined) msg.engine_key = this.#engineKey;
     const res = await this.#post("/-/replicas/register", msg);
     const ack = (await res.json()) as ControlAck;
     if (ack.report_interval_ms > 0) this.#intervalMs = ack.report_interval_ms;

@@ -5,8 +5,9 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { Header, PROTOCOL_VERSION, REJECT_STATUS, errorBody, formatLoadHeader } from "../protocol/index.ts";
+import { Header, PROTOCOL_VERSION, REJECT_STATUS, UNAUTHORIZED_REJECTION, errorBody, formatLoadHeader, timingSafeEqualStrings } from "../protocol/index.ts";
 import type { AdmissionControl } from "./admission.ts";
+import type { DispatchGuard, DispatchRefusal } from "./dispatch-guard.ts";
 import type { RequestHandler } from "./handlers.ts";
 
 export type ReplicaFault = "hang" | "lie";
@@ -29,12 +30,34 @@ export interface ReplicaServerOptions {
    * load header while refusing every request as "at capacity".
    */
   fault?: ReplicaFault;
+  /**
+   * Serve only dispatches signed by the deployment's edge (docs/protocol.md §2).
+   * Without one (a --standalone benchmark baseline) every request is served.
+   */
+  guard?: DispatchGuard;
+  /**
+   * Serve only requests with `Authorization: Bearer <one of these>`, the way vLLM's
+   * `--api-key` does (a --standalone replica standing in for an engine behind the
+   * agent). Read at each request, so a key file reloaded on SIGHUP takes effect at once.
+   */
+  apiKeys?: () => readonly string[];
 }
+
+/**
+ * Routes that stay open without a signature (GET/HEAD only): they are read by
+ * orchestrators and scrapers that hold no replica key (Kubernetes probes,
+ * Prometheus, the replica agent) and show load figures, never model output.
+ */
+const OPEN_PATHS = new Set(["/-/healthz", "/health", "/metrics"]);
+
+const firstHeader = (v: string | string[] | undefined): string | undefined => (Array.isArray(v) ? v[0] : v);
 
 export class ReplicaServer {
   readonly #o: ReplicaServerOptions;
   readonly server: Server;
   #faultRefusals = 0;
+  /** When each refusal reason was last logged (a flood of forgeries logs once per 10 s per reason). */
+  readonly #refusalLogged = new Map<DispatchRefusal, number>();
 
   constructor(options: ReplicaServerOptions) {
     this.#o = options;
@@ -66,6 +89,44 @@ export class ReplicaServer {
     };
   }
 
+  #isOpen(req: IncomingMessage): boolean {
+    if (req.method !== "GET" && req.method !== "HEAD") return false;
+    const url = req.url ?? "/";
+    const q = url.indexOf("?");
+    return OPEN_PATHS.has(q < 0 ? url : url.slice(0, q));
+  }
+
+  /** Answers 401 (and returns true) unless the request carries a valid edge signature. */
+  #refuseUnsigned(req: IncomingMessage, res: ServerResponse, guard: DispatchGuard): boolean {
+    const refusal = guard.check({ method: req.method ?? "GET", target: req.url ?? "/", header: (name) => firstHeader(req.headers[name]) });
+    if (refusal === null) return false;
+    const now = Date.now();
+    if (now - (this.#refusalLogged.get(refusal) ?? -Infinity) >= 10_000) {
+      this.#refusalLogged.set(refusal, now);
+      this.#o.log?.(`refused a dispatch not signed by the edge (${refusal}; ${guard.refused[refusal]} so far): ${req.method} ${(req.url ?? "").slice(0, 200)}`);
+    }
+    req.resume();
+    const body = JSON.stringify(errorBody("unauthorized", "this replica serves only requests dispatched by its deployment's edge", { details: { reason: refusal } }));
+    res.writeHead(401, { ...this.#loadHeaders(0), [Header.rejected]: UNAUTHORIZED_REJECTION, "content-type": "application/json", "content-length": Buffer.byteLength(body) });
+    res.end(body);
+    return true;
+  }
+
+  /** vLLM's answer to a missing or wrong API key: 401 {"error": "Unauthorized"}. */
+  #refuseWithoutApiKey(req: IncomingMessage, res: ServerResponse, keys: readonly string[]): boolean {
+    const header = firstHeader(req.headers.authorization) ?? "";
+    const given = header.startsWith("Bearer ") ? header.slice(7) : "";
+    // Every key is compared (no early exit), each in constant time.
+    let ok = false;
+    for (const key of keys) ok = timingSafeEqualStrings(given, key) || ok;
+    if (ok) return false;
+    req.resume();
+    const body = JSON.stringify({ error: "Unauthorized" });
+    res.writeHead(401, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
+    res.end(body);
+    return true;
+  }
+
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const admission = this.#o.admission;
     if (req.url === "/-/healthz") {
@@ -80,12 +141,15 @@ export class ReplicaServer {
           max_ongoing_requests: admission.maxOngoing,
           max_queued_requests: admission.maxQueued,
           ...admission.counts,
+          ...(this.#o.guard ? { dispatch_refusals: this.#o.guard.refused } : {}),
           ...this.#o.describe?.(),
           ...(this.#o.fault ? { fault: this.#o.fault, fault_refusals: this.#faultRefusals } : {}),
         }),
       );
       return;
     }
+    if (this.#o.guard && !this.#isOpen(req) && this.#refuseUnsigned(req, res, this.#o.guard)) return;
+    if (this.#o.apiKeys && !this.#isOpen(req) && this.#refuseWithoutApiKey(req, res, this.#o.apiKeys())) return;
     if (this.#o.unadmitted?.(req, res, () => this.#loadHeaders(0))) return;
     if (this.#o.fault === "lie") {
       this.#faultRefusals++;

@@ -61,11 +61,18 @@ export class DeploymentRouter extends DurableObject<Env> {
     sql.exec(`CREATE TABLE IF NOT EXISTS replicas (
       id TEXT PRIMARY KEY, url TEXT NOT NULL, max_ongoing INTEGER NOT NULL, registered_at INTEGER NOT NULL)`);
     sql.exec(`CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`);
+    // Storage written before engine keys existed has no such column.
+    if (!sql.exec<{ name: string }>("PRAGMA table_info(replicas)").toArray().some((c) => c.name === "engine_key")) {
+      sql.exec("ALTER TABLE replicas ADD COLUMN engine_key TEXT");
+    }
     const restoredAt = Date.now();
-    for (const row of sql.exec<{ id: string; url: string; max_ongoing: number; registered_at: number }>(
-      "SELECT id, url, max_ongoing, registered_at FROM replicas",
+    for (const row of sql.exec<{ id: string; url: string; max_ongoing: number; registered_at: number; engine_key: string | null }>(
+      "SELECT id, url, max_ongoing, registered_at, engine_key FROM replicas",
     )) {
-      this.#membership.restore({ id: row.id, url: row.url, maxOngoing: row.max_ongoing, registeredAt: row.registered_at }, restoredAt);
+      this.#membership.restore(
+        { id: row.id, url: row.url, maxOngoing: row.max_ongoing, registeredAt: row.registered_at, ...(row.engine_key !== null ? { engineKey: row.engine_key } : {}) },
+        restoredAt,
+      );
     }
     const name = sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = 'deployment'").toArray()[0];
     if (name) this.#deployment = name.value;
@@ -81,11 +88,12 @@ export class DeploymentRouter extends DurableObject<Env> {
     this.#rememberName(msg.deployment);
     if (this.#membership.register(msg, Date.now())) {
       this.ctx.storage.sql.exec(
-        "INSERT OR REPLACE INTO replicas (id, url, max_ongoing, registered_at) VALUES (?, ?, ?, ?)",
+        "INSERT OR REPLACE INTO replicas (id, url, max_ongoing, registered_at, engine_key) VALUES (?, ?, ?, ?, ?)",
         msg.replica_id,
         msg.url,
         msg.max_ongoing_requests,
         Date.now(),
+        msg.engine_key ?? null,
       );
     }
     await this.#ensureSweep();

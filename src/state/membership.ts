@@ -24,6 +24,8 @@ export interface Member {
   loading: string[];
   /** Multiplexing capacity the replica announced, if any. */
   maxModels?: number;
+  /** The engine's bearer key (RegisterMessage.engine_key), persisted with the identity. */
+  engineKey?: string;
 }
 
 export type ReportOutcome = "ok" | "unknown_replica" | "stale_seq";
@@ -39,7 +41,7 @@ export class Membership {
    * empty, and proxies that applied one dropped every replica (an e2e run saw
    * 3,423 of 8,812 requests fail with no_ready_replica for ~1 s).
    */
-  restore(m: { id: string; url: string; maxOngoing: number; registeredAt: number }, now: number): void {
+  restore(m: { id: string; url: string; maxOngoing: number; registeredAt: number; engineKey?: string }, now: number): void {
     this.members.set(m.id, {
       ...m,
       lastReportAt: now,
@@ -52,7 +54,7 @@ export class Membership {
   /** Returns true when the persisted identity (url, capacity) changed and must be written. */
   register(msg: RegisterMessage, now: number): boolean {
     const known = this.members.get(msg.replica_id);
-    const changed = !known || known.url !== msg.url || known.maxOngoing !== msg.max_ongoing_requests;
+    const changed = !known || known.url !== msg.url || known.maxOngoing !== msg.max_ongoing_requests || known.engineKey !== msg.engine_key;
     this.members.set(msg.replica_id, {
       id: msg.replica_id,
       url: msg.url,
@@ -66,6 +68,7 @@ export class Membership {
       models: [],
       loading: [],
       ...(msg.max_models !== undefined ? { maxModels: msg.max_models } : {}),
+      ...(msg.engine_key !== undefined ? { engineKey: msg.engine_key } : {}),
     });
     return changed;
   }
@@ -105,6 +108,7 @@ export class Membership {
         models: m.models,
         loading: m.loading,
         expiresInMs: m.lastReportAt + STALE_AFTER_MS - now,
+        ...(m.engineKey !== undefined ? { engineKey: m.engineKey } : {}),
       });
     }
     return { deployment, replicas };

@@ -1,7 +1,7 @@
 // The byte path and the dispatch protocol against real replicas: streaming in
 // both directions, rejection before acceptance and retry, deadlines, bad input.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { fixtureFunctions, sleep, startStack } from "./stack-fixture.ts";
+import { fixtureFunctions, signedFetch, sleep, startStack } from "./stack-fixture.ts";
 
 let stack: Awaited<ReturnType<typeof startStack>>;
 
@@ -76,7 +76,7 @@ describe("admission: reject before accepting, retry elsewhere", () => {
     // must serve everything from b, and at least one must have been refused by a.
     let refusedByA = 0;
     for (let round = 0; round < 5 && refusedByA === 0; round++) {
-      const hog = fetch(`${a!.url}/?chunks=2&interval_ms=1000`).then((r) => r.text());
+      const hog = signedFetch(stack, "tight")(`${a!.url}/?chunks=2&interval_ms=1000`).then((r) => r.text());
       await untilOngoing(a!.url, 1);
       const before = await replicaCounts(a!.url);
       const statuses: number[] = [];
@@ -100,7 +100,7 @@ describe("admission: reject before accepting, retry elsewhere", () => {
 
   it("answers 503 with Retry-After when every replica is full", async () => {
     const tight = [...stack.replicas.values()].filter((r) => r.deployment === "tight");
-    const hogs = tight.map((r) => fetch(`${r.url}/?chunks=2&interval_ms=1500`).then((x) => x.text()));
+    const hogs = tight.map((r) => signedFetch(stack, "tight")(`${r.url}/?chunks=2&interval_ms=1500`).then((x) => x.text()));
     for (const r of tight) await untilOngoing(r.url, 1);
     const res = await fetch(`${stack.url}/tight`);
     expect(res.status).toBe(503);

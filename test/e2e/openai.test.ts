@@ -6,7 +6,7 @@ import OpenAI from "openai";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ReplicaProcess } from "../../src/local/stack.ts";
-import { sleep, startStack } from "./stack-fixture.ts";
+import { signedFetch, sleep, startStack } from "./stack-fixture.ts";
 
 const DECODE_MS = 25;
 let stack: Awaited<ReturnType<typeof startStack>>;
@@ -50,7 +50,8 @@ describe("OpenAI routes through the edge, with the official client", () => {
     expect(text.length).toBeGreaterThan(0);
     expect(data.usage!.completion_tokens).toBe(12);
     expect(data.object).toBe("chat.completion");
-    const direct = new OpenAI({ baseURL: `${replicas[0]!.url}/v1`, apiKey: "x", maxRetries: 0 });
+    // Straight to a replica, signed as the edge signs (a replica serves nothing else).
+    const direct = new OpenAI({ baseURL: `${replicas[0]!.url}/v1`, apiKey: "x", maxRetries: 0, fetch: signedFetch(stack, "llm") });
     const same = await direct.chat.completions.create(params);
     expect(same.choices[0]!.message.content).toBe(text);
   });

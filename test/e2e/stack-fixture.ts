@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { LocalStack, type StackOptions } from "../../src/local/stack.ts";
+import { Header, importReplicaKey, signDispatch } from "../../src/protocol/index.ts";
 
 export const fixtureFunctions = join(import.meta.dirname, "fixtures/functions");
 
@@ -62,3 +63,28 @@ export async function runLoad(url: string, o: { concurrency: number; durationMs:
 }
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+let nextNonce = 1;
+
+/**
+ * fetch as the deployment's edge sends a dispatch: signed with the deployment's
+ * replica key (docs/protocol.md §2). A registered replica refuses any other
+ * request, so tests that talk to a replica behind the edge's back use this.
+ */
+export function signedFetch(stack: LocalStack, deployment: string): typeof fetch {
+  return async (input, init) => {
+    const url = new URL(typeof input === "string" ? input : input instanceof URL ? input.href : input.url);
+    const method = init?.method ?? (input instanceof Request ? input.method : "GET");
+    const headers = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined));
+    const requestId = headers.get(Header.requestId) ?? `test-${nextNonce}`;
+    const timestamp = Date.now();
+    const nonce = nextNonce++;
+    const key = await importReplicaKey(await stack.replicaKey(deployment));
+    headers.set(Header.requestId, requestId);
+    headers.set(Header.deployment, deployment);
+    headers.set(Header.timestamp, String(timestamp));
+    headers.set(Header.nonce, String(nonce));
+    headers.set(Header.signature, await signDispatch(key, { timestamp, nonce, method, deployment, target: url.pathname + url.search, requestId }));
+    return fetch(input instanceof Request ? new Request(input, { headers }) : url, { ...init, method, headers });
+  };
+}

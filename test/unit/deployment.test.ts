@@ -15,6 +15,7 @@ describe("defineDeployment", () => {
       backend: { kind: "text", text: "hi" },
       localReplicas: 2,
       maxOngoingRequests: 5,
+      methods: ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
       access: { public: false },
       replicaOrigins: [],
       policy: {
@@ -28,8 +29,15 @@ describe("defineDeployment", () => {
         ejectBaseMs: 5_000,
         balancer: "load_aware",
       },
-      sessionAffinity: { enabled: true, ttlSeconds: 600, shards: 8, rebindAtLoad: 1 },
-      limits: { maxRequestBodyBytes: 10 * 1024 * 1024, replayableBodyBytes: 64 * 1024, maxHeaderBytes: 32 * 1024, maxPendingRequests: 1024 },
+      sessionAffinity: { enabled: true, ttlSeconds: 600, shards: 8, rebindAtLoad: 1, bindOnRequest: 2, maxNewBindingsPerSecond: 10, maxNewBindingsBurst: 100 },
+      limits: {
+        maxRequestBodyBytes: 10 * 1024 * 1024,
+        replayableBodyBytes: 64 * 1024,
+        maxHeaderBytes: 32 * 1024,
+        maxPendingRequests: 1024,
+        uploadIdleTimeoutMs: 10_000,
+        uploadMinBytesPerSecond: 1024,
+      },
     });
     // Private unless the file says otherwise.
     expect(defineDeployment(minimal).access.public).toBe(false);
@@ -50,7 +58,14 @@ describe("defineDeployment", () => {
       ejectBaseMs: 5_000,
       balancer: "load_aware",
     });
-    expect(d.limits).toEqual({ maxRequestBodyBytes: 10 * 1024 * 1024, replayableBodyBytes: 0, maxHeaderBytes: 32 * 1024, maxPendingRequests: 1024 });
+    expect(d.limits).toEqual({
+      maxRequestBodyBytes: 10 * 1024 * 1024,
+      replayableBodyBytes: 0,
+      maxHeaderBytes: 32 * 1024,
+      maxPendingRequests: 1024,
+      uploadIdleTimeoutMs: 10_000,
+      uploadMinBytesPerSecond: 1024,
+    });
   });
 
   it("keeps given values", () => {
@@ -124,6 +139,8 @@ describe("defineDeployment", () => {
     ["fractional shards", { ...minimal, sessionAffinity: { shards: 2.5 } }],
     ["rebindAtLoad below 0.1", { ...minimal, sessionAffinity: { rebindAtLoad: 0.09 } }],
     ["rebindAtLoad above 10", { ...minimal, sessionAffinity: { rebindAtLoad: 10.01 } }],
+    ["bindOnRequest 0", { ...minimal, sessionAffinity: { bindOnRequest: 0 } }],
+    ["maxNewBindingsBurst 0", { ...minimal, sessionAffinity: { maxNewBindingsBurst: 0 } }],
     ["missing backend", { name: "hello", routePrefix: "/hello" }],
     ["missing prefix", { name: "hello", backend: { kind: "echo" } }],
     ["localReplicas above 256", { ...minimal, localReplicas: 257 }],
@@ -202,18 +219,18 @@ describe("defineDeployment: multiplexing", () => {
 
 describe("defineDeployment: sessionAffinity", () => {
   it("is on by default with the documented defaults", () => {
-    expect(defineDeployment(minimal).sessionAffinity).toEqual({ enabled: true, ttlSeconds: 600, shards: 8, rebindAtLoad: 1 });
+    expect(defineDeployment(minimal).sessionAffinity).toEqual({ enabled: true, ttlSeconds: 600, shards: 8, rebindAtLoad: 1, bindOnRequest: 2, maxNewBindingsPerSecond: 10, maxNewBindingsBurst: 100 });
   });
 
   it("fills defaults inside a partly given section", () => {
-    expect(defineDeployment({ ...minimal, sessionAffinity: { enabled: false } }).sessionAffinity).toEqual({ enabled: false, ttlSeconds: 600, shards: 8, rebindAtLoad: 1 });
-    expect(defineDeployment({ ...minimal, sessionAffinity: { shards: 1 } }).sessionAffinity).toEqual({ enabled: true, ttlSeconds: 600, shards: 1, rebindAtLoad: 1 });
+    expect(defineDeployment({ ...minimal, sessionAffinity: { enabled: false } }).sessionAffinity).toEqual({ enabled: false, ttlSeconds: 600, shards: 8, rebindAtLoad: 1, bindOnRequest: 2, maxNewBindingsPerSecond: 10, maxNewBindingsBurst: 100 });
+    expect(defineDeployment({ ...minimal, sessionAffinity: { shards: 1 } }).sessionAffinity).toEqual({ enabled: true, ttlSeconds: 600, shards: 1, rebindAtLoad: 1, bindOnRequest: 2, maxNewBindingsPerSecond: 10, maxNewBindingsBurst: 100 });
   });
 
   it("accepts its bounds", () => {
     const d = (sa: NonNullable<DeploymentInput["sessionAffinity"]>) => defineDeployment({ ...minimal, sessionAffinity: sa }).sessionAffinity;
-    expect(d({ ttlSeconds: 10, shards: 1, rebindAtLoad: 0.1 })).toEqual({ enabled: true, ttlSeconds: 10, shards: 1, rebindAtLoad: 0.1 });
-    expect(d({ ttlSeconds: 7 * 24 * 3600, shards: 1024, rebindAtLoad: 10 })).toEqual({ enabled: true, ttlSeconds: 7 * 24 * 3600, shards: 1024, rebindAtLoad: 10 });
+    expect(d({ ttlSeconds: 10, shards: 1, rebindAtLoad: 0.1 })).toEqual({ enabled: true, ttlSeconds: 10, shards: 1, rebindAtLoad: 0.1, bindOnRequest: 2, maxNewBindingsPerSecond: 10, maxNewBindingsBurst: 100 });
+    expect(d({ ttlSeconds: 7 * 24 * 3600, shards: 1024, rebindAtLoad: 10 })).toEqual({ enabled: true, ttlSeconds: 7 * 24 * 3600, shards: 1024, rebindAtLoad: 10, bindOnRequest: 2, maxNewBindingsPerSecond: 10, maxNewBindingsBurst: 100 });
     expect(d({ rebindAtLoad: 1.5 }).rebindAtLoad).toBe(1.5);
   });
 });

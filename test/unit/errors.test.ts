@@ -18,6 +18,7 @@ const EXPECTED: Record<ErrorCode, { status: number; type: string }> = {
   no_ready_replica: { status: 503, type: "overloaded_error" },
   all_replicas_busy: { status: 503, type: "overloaded_error" },
   deadline_exceeded: { status: 504, type: "timeout_error" },
+  request_timeout: { status: 408, type: "timeout_error" },
   upstream_failed: { status: 502, type: "server_error" },
   internal_error: { status: 500, type: "server_error" },
 };

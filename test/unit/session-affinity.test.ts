@@ -74,8 +74,10 @@ const key = (d: Deployment, session: string) => `${d.name}/${session}`;
 const ttlMs = (d: Deployment) => d.sessionAffinity.ttlSeconds * 1000;
 
 const base: DeploymentInput = { name: "chat", routePrefix: "/chat", backend: { kind: "echo" } };
+// These tests are about bound sessions, so sessions bind on their first request
+// here (bindOnRequest 1); "binding on the second request" below covers the default.
 const dep = (sessionAffinity: DeploymentInput["sessionAffinity"] = {}, name = "chat"): Deployment =>
-  defineDeployment({ ...base, name, routePrefix: `/${name}`, sessionAffinity });
+  defineDeployment({ ...base, name, routePrefix: `/${name}`, sessionAffinity: { bindOnRequest: 1, ...sessionAffinity } });
 
 function replica(id: string, ongoing = 0, over: Partial<Load> = {}): ReplicaView {
   return { id, url: `http://${id}.test:8000`, epoch: 1, models: [], loading: [], expiresInMs: 60_000, load: { seq: 1, ongoing, queued: 0, max: 5, state: "ready", ...over } };
@@ -664,5 +666,120 @@ describe("SessionAffinity cache bound", () => {
     await a.choose(d, "s0", cands, p);
     expect(store.resolves).toBe(SESSION_CACHE_MAX + 2);
     expect(a.cached).toBe(SESSION_CACHE_MAX);
+  });
+});
+
+describe("SessionAffinity: binding on the second request (the default, bindOnRequest 2)", () => {
+  const dep2 = (over: DeploymentInput["sessionAffinity"] = {}) => defineDeployment({ ...base, sessionAffinity: over });
+
+  it("defaults: bind on the 2nd request, 10 new bindings/s and a burst of 100 per client", () => {
+    expect(dep2().sessionAffinity).toMatchObject({ bindOnRequest: 2, maxNewBindingsPerSecond: 10, maxNewBindingsBurst: 100 });
+  });
+
+  it("a session's first request costs no store call, and isolates with the same replicas place it on the same one", async () => {
+    const c = clock();
+    const store = new FakeStore(c);
+    const d = dep2();
+    const isolates = Array.from({ length: 4 }, () => new SessionAffinity(store, c.now));
+    const views = isolates.map(() => viewOf(c, replica("r1"), replica("r2"), replica("r3"), replica("r4")));
+    for (let s = 0; s < 50; s++) {
+      const placed = new Set<string>();
+      for (let i = 0; i < isolates.length; i++) placed.add((await isolates[i]!.choose(d, `s${s}`, views[i]!.candidates(c.now()), proposer().fn))!.id);
+      expect(placed.size).toBe(1);
+    }
+    expect(store.calls).toBe(0);
+    expect(isolates[0]!.unbound).toBe(50);
+  });
+
+  it("ids used once cost nothing in the objects: 1,200 sessions, 0 calls, 0 writes", async () => {
+    const c = clock();
+    const store = new FakeStore(c);
+    const a = new SessionAffinity(store, c.now);
+    const v = viewOf(c, replica("r1"), replica("r2"));
+    for (let s = 0; s < 1200; s++) expect(await a.choose(dep2(), `one-shot-${s}`, v.candidates(c.now()), proposer().fn)).toBeDefined();
+    expect(store.calls).toBe(0);
+    expect(store.writes).toBe(0);
+  });
+
+  it("the second request binds the session where the first went (one resolve, one write), then the binding is cached", async () => {
+    const c = clock();
+    const store = new FakeStore(c);
+    const a = new SessionAffinity(store, c.now);
+    const v = viewOf(c, replica("r1"), replica("r2"), replica("r3"));
+    const d = dep2();
+    const first = (await a.choose(d, "chat-42", v.candidates(c.now()), proposer().fn))!.id;
+    expect(store.calls).toBe(0);
+    expect((await a.choose(d, "chat-42", v.candidates(c.now()), proposer().fn))!.id).toBe(first);
+    expect(store.log).toEqual([`resolve chat-42 ${first}`]);
+    expect(store.bound(d, "chat-42")).toBe(first);
+    expect(store.writes).toBe(1);
+    expect((await a.choose(d, "chat-42", v.candidates(c.now()), proposer().fn))!.id).toBe(first);
+    expect(store.calls).toBe(1);
+    expect(a.unbound).toBe(0);
+  });
+
+  it("the hash skips a replica at the rebind threshold, and all isolates skip it alike", async () => {
+    const c = clock();
+    const d = dep2();
+    const a = new SessionAffinity(new FakeStore(c), c.now);
+    const v = viewOf(c, replica("r1"), replica("r2"), replica("r3"));
+    // Find a session the hash sends to r2, then fill r2.
+    let session = "";
+    for (let s = 0; !session; s++) if ((await new SessionAffinity(new FakeStore(c), c.now).choose(d, `s${s}`, v.candidates(c.now()), proposer().fn))!.id === "r2") session = `s${s}`;
+    setLoad(v, "r2", c, { ongoing: 5 });
+    const elsewhere = (await a.choose(d, session, v.candidates(c.now()), proposer().fn))!.id;
+    expect(elsewhere).not.toBe("r2");
+    const other = new SessionAffinity(new FakeStore(c), c.now);
+    expect((await other.choose(d, session, v.candidates(c.now()), proposer().fn))!.id).toBe(elsewhere);
+  });
+
+  it("spreads sessions over the replicas", async () => {
+    const c = clock();
+    const a = new SessionAffinity(new FakeStore(c), c.now);
+    const v = viewOf(c, replica("r1"), replica("r2"), replica("r3"), replica("r4"));
+    const counts = new Map<string, number>();
+    for (let s = 0; s < 2000; s++) {
+      const id = (await a.choose(dep2(), `user-${s}`, v.candidates(c.now()), proposer().fn))!.id;
+      counts.set(id, (counts.get(id) ?? 0) + 1);
+    }
+    expect(counts.size).toBe(4);
+    for (const n of counts.values()) expect(n).toBeGreaterThan(2000 * 0.18);
+  });
+
+  it("a client's new bindings are bounded per isolate: past the burst, sessions stay unbound (still placed, no store call) until the budget refills", async () => {
+    const c = clock();
+    const store = new FakeStore(c);
+    const a = new SessionAffinity(store, c.now);
+    const v = viewOf(c, replica("r1"), replica("r2"));
+    const d = dep2({ maxNewBindingsPerSecond: 2, maxNewBindingsBurst: 5 });
+    for (let s = 0; s < 20; s++) {
+      for (let r = 0; r < 2; r++) expect(await a.choose(d, `s${s}`, v.candidates(c.now()), proposer().fn, "key:attacker")).toBeDefined();
+    }
+    expect(store.writes).toBe(5);
+    expect(store.calls).toBe(5);
+    // Another client has its own budget.
+    await a.choose(d, "friend", v.candidates(c.now()), proposer().fn, "key:friend");
+    await a.choose(d, "friend", v.candidates(c.now()), proposer().fn, "key:friend");
+    expect(store.bound(d, "friend")).toBeDefined();
+    // One second refills two bindings for the first client.
+    c.advance(1000);
+    for (let s = 100; s < 104; s++) for (let r = 0; r < 2; r++) await a.choose(d, `s${s}`, v.candidates(c.now()), proposer().fn, "key:attacker");
+    expect(store.writes).toBe(5 + 1 + 2);
+  });
+
+  it("a retry that served an unbound session elsewhere makes its next request start there, without a store call", async () => {
+    const c = clock();
+    const store = new FakeStore(c);
+    const a = new SessionAffinity(store, c.now);
+    const v = viewOf(c, replica("r1"), replica("r2"));
+    const d = dep2({ bindOnRequest: 3 });
+    const first = (await a.choose(d, "s1", v.candidates(c.now()), proposer().fn))!.id;
+    const other = first === "r1" ? "r2" : "r1";
+    a.served(d, "s1", other, () => undefined);
+    expect((await a.choose(d, "s1", v.candidates(c.now()), proposer().fn))!.id).toBe(other);
+    expect(store.calls).toBe(0);
+    // The third request binds it there.
+    expect((await a.choose(d, "s1", v.candidates(c.now()), proposer().fn))!.id).toBe(other);
+    expect(store.log).toEqual([`resolve s1 ${other}`]);
   });
 });

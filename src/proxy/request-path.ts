@@ -1,0 +1,107 @@
+/**
+ * The one path a proxied request is routed by and forwarded with, and the
+ * replica URL it is sent to. Pure.
+ *
+ * Why this exists: routing once matched the decoded, un-normalised path
+ * (`/llm/%2e%2e/x` starts with `/llm`) while dispatch rebuilt the path with
+ * `new URL()`, which resolves the dot segment, and the target was a string
+ * concatenation. `/llm/%2e%2e/aaa@host:port/secret` then became
+ * `http://<replica>@host:port/secret`: an open proxy. Here the path is
+ * normalised once (RFC 3986 §6.2.2: percent-encoded unreserved characters
+ * decoded), a path with a dot segment in any spelling is refused outright (no
+ * client that follows RFC 3986 sends one: it removes them before sending), and
+ * the dispatch URL is checked to keep the replica's origin and base path.
+ */
+
+export type RequestTarget = { ok: true; path: string; search: string } | { ok: false; message: string };
+
+const HEX = /^[0-9A-Fa-f]{2}$/;
+const UNRESERVED = /^[A-Za-z0-9\-._~]$/;
+
+/**
+ * The normalised origin-form path and the raw query of a request URL (what
+ * `Request.url` holds: absolute, `scheme://authority/path?query`). Refused:
+ * a malformed percent escape, a backslash, and any dot segment (`.` or `..`)
+ * however it is spelled (`%2e`, `.%2E`) and whatever separates it (`/`, or an
+ * encoded `%2F` or `%5C` that a replica might decode into a separator).
+ */
+export function requestTarget(url: string): RequestTarget {
+  const scheme = url.indexOf("://");
+  const slash = scheme < 0 ? -1 : url.indexOf("/", scheme + 3);
+  if (slash < 0) return { ok: true, path: "/", search: "" };
+  let end = url.length;
+  const hash = url.indexOf("#", slash);
+  if (hash >= 0) end = hash;
+  const q = url.indexOf("?", slash);
+  const queryAt = q >= 0 && q < end ? q : end;
+  const raw = url.slice(slash, queryAt);
+  const search = url.slice(queryAt, end);
+  const path = decodeUnreserved(raw);
+  if (path === null) return { ok: false, message: "the request path has a malformed percent escape" };
+  if (path.includes("\\")) return { ok: false, message: "the request path contains a backslash" };
+  if (hasDotSegment(path)) return { ok: false, message: "the request path has a dot segment ('.' or '..'); send the path resolved" };
+  return { ok: true, path, search: search === "?" ? "" : search };
+}
+
+/** Decodes %XX of unreserved characters (and only those); null on a malformed escape. */
+function decodeUnreserved(raw: string): string | null {
+  if (!raw.includes("%")) return raw;
+  let out = "";
+  let from = 0;
+  for (let i = raw.indexOf("%"); i >= 0; i = raw.indexOf("%", i + 1)) {
+    const hex = raw.slice(i + 1, i + 3);
+    if (!HEX.test(hex)) return null;
+    const ch = String.fromCharCode(parseInt(hex, 16));
+    if (!UNRESERVED.test(ch)) continue;
+    out += raw.slice(from, i) + ch;
+    from = i + 3;
+    i += 2;
+  }
+  return out + raw.slice(from);
+}
+
+/** Whether any segment is "." or "..", splitting on "/" and on encoded slashes and backslashes too. */
+function hasDotSegment(path: string): boolean {
+  if (!path.includes(".")) return false;
+  for (const segment of path.split(/\/|%2[Ff]|%5[Cc]/)) if (segment === "." || segment === "..") return true;
+  return false;
+}
+
+/** Parsed replica URLs (one per registered replica): origin and base path, so dispatch does not parse them per request. */
+const replicaBases = new Map<string, { origin: string; base: string }>();
+const REPLICA_BASES_MAX = 4096;
+
+function replicaBase(replicaUrl: string): { origin: string; base: string } | null {
+  let known = replicaBases.get(replicaUrl);
+  if (known) return known;
+  let u: URL;
+  try {
+    u = new URL(replicaUrl);
+  } catch {
+    return null;
+  }
+  known = { origin: u.origin, base: u.pathname.replace(/\/+$/, "") };
+  if (replicaBases.size >= REPLICA_BASES_MAX) replicaBases.clear();
+  replicaBases.set(replicaUrl, known);
+  return known;
+}
+
+/**
+ * The URL a dispatch goes to: the replica's URL with `path` (normalised, starting
+ * with "/") and `search` appended. Null when the result would leave the replica's
+ * origin or its base path; with a path from requestTarget that cannot happen, so
+ * null means a bug, and the request is refused rather than sent anywhere else.
+ */
+export function dispatchUrl(replicaUrl: string, path: string, search: string): URL | null {
+  const replica = replicaBase(replicaUrl);
+  if (!replica || !path.startsWith("/")) return null;
+  let u: URL;
+  try {
+    u = new URL(`${replica.origin}${replica.base}${path}${search}`);
+  } catch {
+    return null;
+  }
+  if (u.origin !== replica.origin) return null;
+  if (replica.base !== "" && u.pathname !== replica.base && !u.pathname.startsWith(`${replica.base}/`)) return null;
+  return u;
+}
