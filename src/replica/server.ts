@@ -44,11 +44,14 @@ export interface ReplicaServerOptions {
 }
 
 /**
- * Routes that stay open without a signature (GET/HEAD only): they are read by
- * orchestrators and scrapers that hold no replica key (Kubernetes probes,
- * Prometheus, the replica agent) and show load figures, never model output.
+ * Routes that stay open without a signature (GET/HEAD only, and only where the
+ * backend serves them, like the LLM's vLLM-style /health and /metrics; the
+ * replica's own /-/healthz is always open): they are read by orchestrators and
+ * scrapers that hold no replica key (Kubernetes probes, Prometheus, the replica
+ * agent) and show load figures, never model output. vLLM leaves the same two
+ * open under --api-key.
  */
-const OPEN_PATHS = new Set(["/-/healthz", "/health", "/metrics"]);
+const OPEN_PATHS = new Set(["/health", "/metrics"]);
 
 const firstHeader = (v: string | string[] | undefined): string | undefined => (Array.isArray(v) ? v[0] : v);
 
@@ -58,6 +61,8 @@ export class ReplicaServer {
   #faultRefusals = 0;
   /** When each refusal reason was last logged (a flood of forgeries logs once per 10 s per reason). */
   readonly #refusalLogged = new Map<DispatchRefusal, number>();
+  /** Requests served per API key (rotation: shows when the old key is no longer used). */
+  readonly #apiKeyUses = new Map<string, number>();
 
   constructor(options: ReplicaServerOptions) {
     this.#o = options;
@@ -117,9 +122,12 @@ export class ReplicaServer {
     const header = firstHeader(req.headers.authorization) ?? "";
     const given = header.startsWith("Bearer ") ? header.slice(7) : "";
     // Every key is compared (no early exit), each in constant time.
-    let ok = false;
-    for (const key of keys) ok = timingSafeEqualStrings(given, key) || ok;
-    if (ok) return false;
+    let matched: string | undefined;
+    for (const key of keys) if (timingSafeEqualStrings(given, key)) matched = key;
+    if (matched !== undefined) {
+      this.#apiKeyUses.set(matched, (this.#apiKeyUses.get(matched) ?? 0) + 1);
+      return false;
+    }
     req.resume();
     const body = JSON.stringify({ error: "Unauthorized" });
     res.writeHead(401, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
@@ -142,15 +150,20 @@ export class ReplicaServer {
           max_queued_requests: admission.maxQueued,
           ...admission.counts,
           ...(this.#o.guard ? { dispatch_refusals: this.#o.guard.refused } : {}),
+          // By position in the key file, never the keys themselves.
+          ...(this.#o.apiKeys ? { api_key_requests: this.#o.apiKeys().map((k) => this.#apiKeyUses.get(k) ?? 0) } : {}),
           ...this.#o.describe?.(),
           ...(this.#o.fault ? { fault: this.#o.fault, fault_refusals: this.#faultRefusals } : {}),
         }),
       );
       return;
     }
-    if (this.#o.guard && !this.#isOpen(req) && this.#refuseUnsigned(req, res, this.#o.guard)) return;
-    if (this.#o.apiKeys && !this.#isOpen(req) && this.#refuseWithoutApiKey(req, res, this.#o.apiKeys())) return;
-    if (this.#o.unadmitted?.(req, res, () => this.#loadHeaders(0))) return;
+    // Open routes (the backend's /health and /metrics) answer without a signature or key; everything else needs one.
+    const open = this.#isOpen(req);
+    if (open && this.#o.unadmitted?.(req, res, () => this.#loadHeaders(0))) return;
+    if (this.#o.guard && this.#refuseUnsigned(req, res, this.#o.guard)) return;
+    if (this.#o.apiKeys && this.#refuseWithoutApiKey(req, res, this.#o.apiKeys())) return;
+    if (!open && this.#o.unadmitted?.(req, res, () => this.#loadHeaders(0))) return;
     if (this.#o.fault === "lie") {
       this.#faultRefusals++;
       req.resume();
