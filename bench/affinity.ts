@@ -122,7 +122,7 @@ function stickiness(samples: Sample[]): number {
 
 const stateDir = mkdtempSync(join(tmpdir(), "switchyard-bench-"));
 const logLines: string[] = [];
-const stack = new LocalStack({ port: 0, stateDir, freshState: true, replicas: { hello: 0, echo: 0, vad: 3 }, log: (l) => logLines.push(l) });
+const stack = new LocalStack({ port: 0, acceptUnsignedDispatches: true, stateDir, freshState: true, replicas: { hello: 0, echo: 0, vad: 3 }, log: (l) => logLines.push(l) });
 process.on("SIGINT", () => {
   stack.killAll();
   process.exit(130);

@@ -4,7 +4,7 @@
  * output parsed into one row shape, and the markdown table the benchmarks print.
  */
 import { execFile, spawn, type ChildProcess } from "node:child_process";
-import { writeFileSync } from "node:fs";
+import { readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { createServer } from "node:net";
 import { join } from "node:path";
@@ -194,4 +194,37 @@ ${names.map((n) => `    (name = "${n}", address = "127.0.0.1:${ports[n]}", http 
   const urls = Object.fromEntries(names.map((n) => [n, `http://127.0.0.1:${ports[n]}`]));
   for (const n of names) await waitForOk(`${urls[n]}${readyPath}`, 15_000, child);
   return { urls, child, config };
+}
+
+// --- a process's CPU time and memory (Linux /proc) ----------------------------
+
+export const CLK_TCK = Number((await run("getconf", ["CLK_TCK"], 5_000)).stdout.trim()) || 100;
+
+/** The pid of the workerd process whose command line names `configPath` (what `pgrep -f` would find). */
+export function workerdPid(configPath: string): number {
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    let argv: string[];
+    try {
+      argv = readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0");
+    } catch {
+      continue; // exited meanwhile
+    }
+    if (argv[0]?.endsWith("workerd") && argv.includes(configPath)) return Number(entry);
+  }
+  throw new Error(`no workerd process serving ${configPath}`);
+}
+
+/** utime + stime of a process (all its threads), in seconds. */
+export function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  // Fields after "(comm)": state is field 3, utime 14, stime 15.
+  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(f[11]) + Number(f[12])) / CLK_TCK;
+}
+
+/** Resident memory of a process now, bytes. */
+export function rssBytes(pid: number): number {
+  const m = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return m ? Number(m[1]) * 1024 : NaN;
 }

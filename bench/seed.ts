@@ -298,7 +298,7 @@ const skipRayWhy = values["skip-ray"] ? "--skip-ray" : quick ? "--quick (run wit
 mkdirSync(join(work, "ray", "rt"), { recursive: true });
 const rayInstall = skipRayWhy ? undefined : installRay(join(work, "ray"));
 
-const stack = new LocalStack({ port: 0, replicas: { hello: replicas, vad: 0, echo: 0 }, stateDir: join(root, ".switchyard/bench-seed"), freshState: true });
+const stack = new LocalStack({ port: 0, acceptUnsignedDispatches: true, replicas: { hello: replicas, vad: 0, echo: 0 }, stateDir: join(root, ".switchyard/bench-seed"), freshState: true });
 process.on("exit", () => {
   stack.killAll();
   for (const c of children) c.kill("SIGKILL");

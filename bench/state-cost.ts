@@ -28,13 +28,13 @@
  * front of the same 4 replicas, and for an idle interval (replica reports only).
  * Prints markdown tables and writes bench/results/state-cost.json.
  */
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { LocalStack } from "../src/local/stack.ts";
-import { run, startBareWorkers, wrk as runWrk, type BareWorkers } from "./load-tools.ts";
+import { CLK_TCK, cpuSeconds, run, startBareWorkers, workerdPid, wrk as runWrk, type BareWorkers } from "./load-tools.ts";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const { values } = parseArgs({
@@ -56,33 +56,6 @@ const KEYS = 4;
 
 const log = (line: string) => console.error(`[state-cost] ${line}`);
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-// --- CPU time of a process --------------------------------------------------
-
-const CLK_TCK = Number((await run("getconf", ["CLK_TCK"], 5_000)).stdout.trim()) || 100;
-
-/** The pid of the workerd process whose command line names `configPath` (what `pgrep -f` would find). */
-function workerdPid(configPath: string): number {
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    let argv: string[];
-    try {
-      argv = readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0");
-    } catch {
-      continue; // exited meanwhile
-    }
-    if (argv[0]?.endsWith("workerd") && argv.includes(configPath)) return Number(entry);
-  }
-  throw new Error(`no workerd process serving ${configPath}`);
-}
-
-/** utime + stime of a process (all its threads), in seconds. */
-function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  // Fields after "(comm)": state is field 3, utime 14, stime 15.
-  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(f[11]) + Number(f[12])) / CLK_TCK;
-}
 
 // --- wrk with a Lua script ---------------------------------------------------
 
@@ -146,7 +119,7 @@ export default defineDeployment({
 }
 const stateDir = join(work, "state");
 const stackLog: string[] = [];
-const stack = new LocalStack({ port: 0, functionsDir, stateDir, freshState: true, replicas: REPLICAS, log: (l) => stackLog.push(l) });
+const stack = new LocalStack({ port: 0, acceptUnsignedDispatches: true, functionsDir, stateDir, freshState: true, replicas: REPLICAS, log: (l) => stackLog.push(l) });
 let bare: BareWorkers | undefined;
 process.on("exit", () => {
   stack.killAll();

@@ -140,7 +140,7 @@ export default defineDeployment({
 `,
 );
 const stateDir = mkdtempSync(join(tmpdir(), "switchyard-bench-stream-state-"));
-const stack = new LocalStack({ port: 0, functionsDir, stateDir, freshState: true });
+const stack = new LocalStack({ port: 0, acceptUnsignedDispatches: true, functionsDir, stateDir, freshState: true });
 process.on("SIGINT", () => {
   stack.killAll();
   process.exit(130);

@@ -33,6 +33,12 @@ export interface StackOptions {
   freshState?: boolean;
   /** Progress and child output; default silent. */
   log?: (line: string) => void;
+  /**
+   * Benchmarks only: replicas also serve requests without the edge's signature
+   * (replica --accept-unsigned), for arms that reach them directly or through
+   * another proxy. Signed requests are still checked.
+   */
+  acceptUnsignedDispatches?: boolean;
 }
 
 export interface ReplicaProcess {
@@ -174,6 +180,7 @@ export class LocalStack {
       "--id", id,
       "--max-ongoing", String(o.maxOngoing ?? d.maxOngoingRequests),
       "--drain-timeout-ms", String(o.drainTimeoutMs ?? 30_000),
+      ...(this.#o.acceptUnsignedDispatches ? ["--accept-unsigned"] : []),
     ];
     // The replica gets its deployment's key, never the master secret (not even one inherited from this shell).
     const env: NodeJS.ProcessEnv = { ...process.env, SWITCHYARD_REPLICA_KEY: await this.replicaKey(d.name) };

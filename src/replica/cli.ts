@@ -54,6 +54,8 @@ const USAGE = `usage: replica --deployment NAME --backend text|echo|onnx|llm [--
 --standalone: serve without registering (a direct baseline for benchmarks, or an engine behind
                  "replica agent"). A registered replica serves only dispatches signed by its
                  deployment's edge (docs/protocol.md §2); a standalone one checks no signature
+--accept-unsigned: benchmarks only: also serve requests that carry no edge signature (the
+                 direct and bare-Worker arms); signed ones are still checked
 --api-key-file PATH: (standalone) serve only requests with Authorization: Bearer <a key in
                  PATH, one per line>, as vLLM's --api-key does; SIGHUP reloads the file
 --fault hang|lie: fault injection for testing a fleet: "hang" admits requests and never
@@ -136,6 +138,7 @@ async function main(): Promise<void> {
         "drain-timeout-ms": { type: "string", default: "30000" },
         standalone: { type: "boolean", default: false },
         "api-key-file": { type: "string" },
+        "accept-unsigned": { type: "boolean", default: false },
         "print-key": { type: "boolean", default: false },
         fault: { type: "string" },
         help: { type: "boolean", short: "h" },
@@ -194,6 +197,7 @@ async function main(): Promise<void> {
   const replicaId = args.id ?? `${args.deployment}-${process.pid}`;
   const log = (msg: string) => process.stderr.write(`[${replicaId}] ${msg}\n`);
   const apiKeyFile = args["api-key-file"];
+  if (args["accept-unsigned"]) log("--accept-unsigned: serving requests without an edge signature too (benchmarks only)");
   if (apiKeyFile !== undefined && !args.standalone) fail("--api-key-file is for --standalone replicas (a registered replica checks the edge's signatures)");
   let apiKeys: string[] | undefined;
   if (apiKeyFile !== undefined) {
@@ -288,6 +292,7 @@ async function main(): Promise<void> {
     ...(fault && { fault }),
     ...(llm && { unadmitted: llm.unadmitted }),
     ...(guard && { guard }),
+    ...(args["accept-unsigned"] && { acceptUnsigned: true }),
     ...(apiKeys && { apiKeys: () => apiKeys! }),
   });
   if (fault) log(`fault injection on: ${fault}`);

@@ -36,6 +36,12 @@ export interface ReplicaServerOptions {
    */
   guard?: DispatchGuard;
   /**
+   * Benchmarks only (the CLI's --accept-unsigned): requests without a signature are
+   * served too, as by a replica behind another proxy (the direct, nginx and bare
+   * Worker arms); signed ones are still checked, so the edge's arm pays the same.
+   */
+  acceptUnsigned?: boolean;
+  /**
    * Serve only requests with `Authorization: Bearer <one of these>`, the way vLLM's
    * `--api-key` does (a --standalone replica standing in for an engine behind the
    * agent). Read at each request, so a key file reloaded on SIGHUP takes effect at once.
@@ -161,7 +167,8 @@ export class ReplicaServer {
     // Open routes (the backend's /health and /metrics) answer without a signature or key; everything else needs one.
     const open = this.#isOpen(req);
     if (open && this.#o.unadmitted?.(req, res, () => this.#loadHeaders(0))) return;
-    if (this.#o.guard && this.#refuseUnsigned(req, res, this.#o.guard)) return;
+    const unsignedOk = this.#o.acceptUnsigned === true && req.headers[Header.signature] === undefined;
+    if (this.#o.guard && !unsignedOk && this.#refuseUnsigned(req, res, this.#o.guard)) return;
     if (this.#o.apiKeys && this.#refuseWithoutApiKey(req, res, this.#o.apiKeys())) return;
     if (!open && this.#o.unadmitted?.(req, res, () => this.#loadHeaders(0))) return;
     if (this.#o.fault === "lie") {
