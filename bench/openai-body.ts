@@ -11,8 +11,9 @@
  *
  * The body is a long chat (many small message objects, model last): the shape
  * that makes a parser build the most objects. Each round sends `--parallel`
- * bodies at once while a probe loop GETs /hello; the table shows the median
- * round.
+ * bodies at once, alone (CPU and memory of the workerd process), then again
+ * while a probe loop GETs /hello (how long other requests wait); the arms are
+ * interleaved round by round, and the table shows the median round.
  *
  *   npx tsx bench/openai-body.ts [--mib 10] [--parallel 3] [--rounds 3] [--out FILE]
  */
@@ -22,6 +23,7 @@ import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
+import { build } from "esbuild";
 import { compatibilityDate } from "../src/config/runtime.ts";
 import { LocalStack } from "../src/local/stack.ts";
 import { cpuSeconds, freePort, rssBytes, waitForOk, workerdPid } from "./load-tools.ts";
@@ -51,12 +53,24 @@ export default defineDeployment({ name: "hello", routePrefix: "/hello", access: 
 `,
 );
 
-/** The route as it was: decode and JSON.parse the whole body to read its model. */
-const parseWorker = `export default {
+/**
+ * The route as it was (before 2026-12-01): decode the whole body, JSON.parse it,
+ * and check the chat schema with zod (src/proxy/openai-request.ts at 24ccd60),
+ * bundled with esbuild into a workerd Worker of its own.
+ */
+const parseWorker = `import { z } from "zod";
+const Chat = z.looseObject({
+  model: z.string().min(1).max(256),
+  stream: z.boolean().optional(),
+  user: z.string().max(256).optional(),
+  messages: z.array(z.looseObject({ role: z.string() })).min(1),
+});
+export default {
   async fetch(request) {
     if (new URL(request.url).pathname === "/hello") return new Response("hi");
     const json = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(await request.arrayBuffer()));
-    return Response.json({ model: json.model }, { status: 503 });
+    const parsed = Chat.safeParse(json);
+    return Response.json({ model: parsed.success ? parsed.data.model : null }, { status: 503 });
   },
 };
 `;
@@ -81,8 +95,20 @@ interface Round {
   statuses: number[];
 }
 
-/** One round: PARALLEL bodies at once, /hello probed every 20 ms until they are all answered. */
+/**
+ * One round: PARALLEL bodies at once, twice. First alone, for the CPU and memory
+ * they cost (nothing else runs in the process); then with /hello probed every
+ * 20 ms until they are all answered, for how long other requests wait.
+ */
 async function round(pid: number, bodyUrl: string, helloUrl: string, headers: Record<string, string>, body: Uint8Array): Promise<Round> {
+  const send = () =>
+    Promise.all(
+      Array.from({ length: PARALLEL }, async () => {
+        const res = await fetch(bodyUrl, { method: "POST", headers: { "content-type": "application/json", ...headers }, body });
+        await res.arrayBuffer();
+        return res.status;
+      }),
+    );
   const rssBefore = rssBytes(pid);
   const cpu0 = cpuSeconds(pid);
   let peak = rssBefore;
@@ -93,6 +119,12 @@ async function round(pid: number, bodyUrl: string, helloUrl: string, headers: Re
       await sleep(10);
     }
   })();
+  const statuses = await send();
+  done = true;
+  await sampler;
+  const cpu = cpuSeconds(pid) - cpu0;
+
+  done = false;
   const hello: number[] = [];
   const prober = (async () => {
     while (!done) {
@@ -102,16 +134,9 @@ async function round(pid: number, bodyUrl: string, helloUrl: string, headers: Re
       await sleep(20);
     }
   })();
-  const statuses = await Promise.all(
-    Array.from({ length: PARALLEL }, async () => {
-      const res = await fetch(bodyUrl, { method: "POST", headers: { "content-type": "application/json", ...headers }, body });
-      await res.arrayBuffer();
-      return res.status;
-    }),
-  );
+  await send();
   done = true;
-  await Promise.all([sampler, prober]);
-  const cpu = cpuSeconds(pid) - cpu0;
+  await prober;
   hello.sort((a, b) => a - b);
   return {
     rssBeforeMb: rssBefore / 2 ** 20,
@@ -133,7 +158,8 @@ try {
   const key = ((await (await fetch(`${stack.workerdUrl}/-/deployments/gpt/keys`, { method: "POST", headers: admin, body: '{"name":"bench"}' })).json()) as { key: string }).key;
 
   const port = await freePort();
-  writeFileSync(join(work, "parse.js"), parseWorker);
+  writeFileSync(join(work, "parse-src.js"), parseWorker);
+  await build({ entryPoints: [join(work, "parse-src.js")], bundle: true, format: "esm", outfile: join(work, "parse.js"), nodePaths: [join(root, "node_modules")], logLevel: "silent" });
   const config = join(work, "parse.capnp");
   writeFileSync(
     config,
@@ -153,7 +179,7 @@ const config :Workerd.Config = (
   log(`body: ${(body.byteLength / 2 ** 20).toFixed(1)} MiB; ${PARALLEL} at once, ${ROUNDS} rounds per arm`);
   const arms: { name: string; pid: number; bodyUrl: string; helloUrl: string; headers: Record<string, string> }[] = [
     { name: "Switchyard /v1 (key first, one scan)", pid: workerdPid(join(work, "stack", "workerd.capnp")), bodyUrl: `${stack.workerdUrl}/v1/chat/completions`, helloUrl: `${stack.workerdUrl}/hello`, headers: { authorization: `Bearer ${key}` } },
-    { name: "Worker that JSON.parses the body (the old route)", pid: workerdPid(config), bodyUrl: `${parserUrl}/v1/chat/completions`, helloUrl: `${parserUrl}/hello`, headers: {} },
+    { name: "the old route: decode, JSON.parse, zod (a Worker of its own)", pid: workerdPid(config), bodyUrl: `${parserUrl}/v1/chat/completions`, helloUrl: `${parserUrl}/hello`, headers: {} },
   ];
   const results: { arm: string; rounds: Round[] }[] = arms.map((a) => ({ arm: a.name, rounds: [] }));
   // Warm-up, then the arms interleaved round by round.
@@ -173,7 +199,7 @@ const config :Workerd.Config = (
     ...results.map((r) => `| ${r.arm} | ${(median(r.rounds, "rssPeakMb") - median(r.rounds, "rssBeforeMb")).toFixed(0)} | ${(median(r.rounds, "cpuSecondsPerBody") * 1000).toFixed(0)} | ${median(r.rounds, "helloP50Ms").toFixed(1)} | ${median(r.rounds, "helloMaxMs").toFixed(0)} |`),
   ];
   const [sy, old] = results;
-  lines.push("", `Ratios (Switchyard / JSON.parse Worker): CPU per body ${(median(sy!.rounds, "cpuSecondsPerBody") / median(old!.rounds, "cpuSecondsPerBody")).toFixed(2)}, RSS growth ${((median(sy!.rounds, "rssPeakMb") - median(sy!.rounds, "rssBeforeMb")) / Math.max(1, median(old!.rounds, "rssPeakMb") - median(old!.rounds, "rssBeforeMb"))).toFixed(2)}`);
+  lines.push("", `Ratios (Switchyard / the old route): CPU per body ${(median(sy!.rounds, "cpuSecondsPerBody") / median(old!.rounds, "cpuSecondsPerBody")).toFixed(2)}, RSS growth ${((median(sy!.rounds, "rssPeakMb") - median(sy!.rounds, "rssBeforeMb")) / Math.max(1, median(old!.rounds, "rssPeakMb") - median(old!.rounds, "rssBeforeMb"))).toFixed(2)}`);
   console.log(lines.join("\n"));
   if (values.out) writeFileSync(values.out, JSON.stringify({ when: new Date().toISOString(), mib: MIB, parallel: PARALLEL, results }, null, 2));
 } finally {

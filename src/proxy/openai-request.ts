@@ -6,7 +6,7 @@
  */
 import type { Deployment } from "../config/deployment.ts";
 import type { ErrorCode } from "../protocol/index.ts";
-import { scanTopLevel, type ScanFailure, type TopLevelValue } from "./json-top-level.ts";
+import { TopLevelScanner, type ScanFailure, type ScanResult, type TopLevelValue } from "./json-top-level.ts";
 import { SESSION_ID } from "./request-keys.ts";
 import type { UploadPace } from "./upload-pace.ts";
 
@@ -59,10 +59,23 @@ const typeName = (v: TopLevelValue | undefined) => (v === undefined ? "nothing" 
  * routing needs, without building the document: one scan over the bytes
  * (json-top-level.ts) checks that it is UTF-8 JSON and an object, and picks
  * out `model`, `stream`, `user` and the endpoint's required field. The replica
- * validates everything else (the shape of each message, token ids).
+ * validates everything else (the shape of each message, token ids). The route
+ * itself scans each chunk as it arrives (openaiBodyScanner, openaiRouting), so a
+ * large body's scan is spread over its upload instead of one block at the end.
  */
 export function parseOpenAIBody(endpoint: OpenAIEndpoint, bytes: ArrayBuffer): OpenAIRoutingResult {
-  const scan = scanTopLevel(new Uint8Array(bytes), WANTED[endpoint], { maxStringBytes: 6 * MAX_NAME });
+  const scanner = openaiBodyScanner(endpoint);
+  scanner.push(new Uint8Array(bytes));
+  return openaiRouting(endpoint, scanner.end());
+}
+
+/** A scanner for an `endpoint` body, fed chunk by chunk as the body arrives (what the route does). */
+export function openaiBodyScanner(endpoint: OpenAIEndpoint): TopLevelScanner {
+  return new TopLevelScanner(WANTED[endpoint], { maxStringBytes: 6 * MAX_NAME });
+}
+
+/** What routing needs from a scanned body, or the refusal (400) naming the field. */
+export function openaiRouting(endpoint: OpenAIEndpoint, scan: ScanResult): OpenAIRoutingResult {
   if (!scan.ok) return refuse(FAILURES[scan.reason]);
   const f = scan.fields;
   const model = f.get("model");

@@ -1,7 +1,7 @@
 /** The top-level JSON scanner, against `JSON.parse(TextDecoder fatal)` as the reference. */
 import { describe, it, expect } from "vitest";
 import fc from "fast-check";
-import { scanTopLevel, type ScanOptions, type ScanResult, type TopLevelValue } from "../../src/proxy/json-top-level.ts";
+import { scanTopLevel, TopLevelScanner, type ScanOptions, type ScanResult, type TopLevelValue } from "../../src/proxy/json-top-level.ts";
 
 const WANTED: ReadonlySet<string> = new Set(["model", "stream", "user", "messages", "__proto__"]);
 const encoder = new TextEncoder();
@@ -465,16 +465,28 @@ describe("scanTopLevel: UTF-8", () => {
 });
 
 describe("scanTopLevel: a 10 MiB body", { timeout: 30_000 }, () => {
+  const message = JSON.stringify({ role: "user", content: "lorem ipsum é€😀 \"quoted\" \\ ".repeat(30) });
+  const count = Math.ceil((10 * 1024 * 1024) / (message.length + 1));
+  const body = utf8(`{"messages":[${Array(count).fill(message).join(",")}],"stream":true,"model":"big"}`);
+  const expected = {
+    messages: { type: "array", length: count },
+    stream: { type: "true" },
+    model: { type: "string", value: "big" },
+  };
+
   it("scans a 10 MiB messages array and finds model at the end", () => {
-    const message = JSON.stringify({ role: "user", content: "lorem ipsum é€😀 \"quoted\" \\ ".repeat(30) });
-    const count = Math.ceil((10 * 1024 * 1024) / (message.length + 1));
-    const body = utf8(`{"messages":[${Array(count).fill(message).join(",")}],"stream":true,"model":"big"}`);
     expect(body.length).toBeGreaterThan(10 * 1024 * 1024);
-    expect(fieldsOf(body)).toEqual({
-      messages: { type: "array", length: count },
-      stream: { type: "true" },
-      model: { type: "string", value: "big" },
-    });
+    expect(fieldsOf(body)).toEqual(expected);
+  });
+
+  it("scans it pushed in 64 KiB chunks, and in chunks of an odd size", () => {
+    for (const size of [64 * 1024, 65_537]) {
+      const scanner = new TopLevelScanner(WANTED);
+      for (let from = 0; from < body.length; from += size) expect(scanner.push(body.subarray(from, from + size))).toBeUndefined();
+      const result = scanner.end();
+      if (!result.ok) throw new Error(`expected ok, got ${result.reason} at ${result.offset}`);
+      expect(Object.fromEntries(result.fields), `chunks of ${size}`).toEqual(expected);
+    }
   });
 });
 
@@ -546,5 +558,255 @@ describe("scanTopLevel agrees with JSON.parse(TextDecoder fatal)", { timeout: 30
       }),
       { numRuns: 2000 },
     );
+  });
+});
+
+// ---------------------------------------------------------------------------
+// The incremental scanner: any split of a document gives what the one-shot scan gives.
+
+/** A scan result as a string, fields (in order) and all, for plain comparisons. */
+function summary(result: ScanResult): string {
+  return result.ok ? JSON.stringify({ ok: true, fields: [...result.fields] }) : JSON.stringify(result);
+}
+
+/**
+ * Pushes `bytes` cut at `cuts` (offsets, in any order, repeats allowed: empty
+ * chunks are pushed too), each chunk a fresh copy that is overwritten right
+ * after the push, as a caller reusing its buffer would. Checks the contract
+ * of `push` on the way: a failure only once it is final (`invalid_utf8`,
+ * what the whole scan gives), then the same object every time after.
+ */
+function scanInChunks(bytes: Uint8Array, cuts: readonly number[], options?: ScanOptions): ScanResult {
+  const scanner = new TopLevelScanner(WANTED, options);
+  const ends = [...cuts.map((cut) => Math.min(cut, bytes.length)).sort((a, b) => a - b), bytes.length];
+  let early: ScanResult | undefined;
+  let from = 0;
+  for (const end of ends) {
+    const chunk = bytes.slice(from, end);
+    const failure = scanner.push(chunk);
+    chunk.fill(0x5c);
+    if (early !== undefined && failure !== early) expect({ failure, early }).toBe("a different failure from a later push");
+    if (early === undefined && failure !== undefined) {
+      if (failure.reason !== "invalid_utf8" || failure.offset >= end) expect({ failure, end }).toBe("an early failure that is not final");
+      early = failure;
+    }
+    from = end;
+  }
+  const result = scanner.end();
+  if (early !== undefined && result !== early) expect({ result, early }).toBe("end() differs from the failure push returned");
+  if (scanner.end() !== result) expect("end() twice").toBe("the same result");
+  return result;
+}
+
+/** The incremental scan of `bytes` cut at `cuts` must equal the one-shot scan. One `expect` on a mismatch. */
+function expectSameInChunks(bytes: Uint8Array, cuts: readonly number[], options?: ScanOptions): void {
+  const want = summary(scanTopLevel(bytes, WANTED, options));
+  const got = summary(scanInChunks(bytes, cuts, options));
+  if (got !== want) expect({ bytes: [...bytes], cuts, options, got }).toEqual({ bytes: [...bytes], cuts, options, got: want });
+}
+
+/** Up to 19 cuts, anywhere (fitted to the document by the caller), and for a short document, sometimes a byte a chunk. */
+const cuts = fc.oneof(
+  { weight: 4, arbitrary: fc.array(fc.nat(), { maxLength: 19 }).map((at) => ({ at, bytewise: false })) },
+  { weight: 1, arbitrary: fc.constant({ at: [] as number[], bytewise: true }) },
+);
+
+function cutsFor(bytes: Uint8Array, split: { at: number[]; bytewise: boolean }): number[] {
+  if (split.bytewise && bytes.length <= 256) return Array.from({ length: bytes.length }, (_, k) => k);
+  return split.at.map((at) => at % (bytes.length + 1));
+}
+
+// As above: thousands of runs, a few seconds at most; the ceiling is for a busy machine.
+describe("TopLevelScanner: any split gives the one-shot result", { timeout: 60_000 }, () => {
+  it("on generated documents", () => {
+    fc.assert(
+      fc.property(document, layout, cuts, (doc, lay, split) => {
+        const bytes = write(doc, lay);
+        expectSameInChunks(bytes, cutsFor(bytes, split));
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it("on generated documents with a small maxStringBytes or maxDepth", () => {
+    fc.assert(
+      fc.property(document, layout, cuts, fc.integer({ min: 0, max: 12 }), fc.integer({ min: 0, max: 5 }), (doc, lay, split, maxStringBytes, maxDepth) => {
+        const bytes = write(doc, lay);
+        expectSameInChunks(bytes, cutsFor(bytes, split), { maxStringBytes });
+        expectSameInChunks(bytes, cutsFor(bytes, split), { maxDepth });
+      }),
+      { numRuns: 1000 },
+    );
+  });
+
+  it("on mutated documents", () => {
+    fc.assert(
+      fc.property(document, layout, fc.array(mutation, { minLength: 1, maxLength: 4 }), cuts, (doc, lay, mutations, split) => {
+        const bytes = mutate(write(doc, lay), mutations);
+        expectSameInChunks(bytes, cutsFor(bytes, split));
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it("on strings of JSON-like fragments", () => {
+    fc.assert(
+      fc.property(soup, cuts, (bytes, split) => {
+        expectSameInChunks(bytes, cutsFor(bytes, split));
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it("on random bytes, alone and inside a string value", () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 48 }), fc.array(anyByte, { maxLength: 16 }), cuts, (bytes, inner, split) => {
+        expectSameInChunks(bytes, cutsFor(bytes, split));
+        const member = new Uint8Array([...utf8('{"model":"'), ...inner, ...utf8('"}')]);
+        expectSameInChunks(member, cutsFor(member, split), { maxStringBytes: 6 });
+      }),
+      { numRuns: 1500 },
+    );
+  });
+});
+
+describe("TopLevelScanner: every split point of tricky documents", () => {
+  const long = "model".repeat(20);
+  const tricky: (string | number[])[] = [
+    '{"model":"a\\u00e9\\uD83D\\uDE00b\\u20AC","user":"\\"\\\\\\/\\b\\f\\n\\r\\t"}',
+    '{"model":"\\ud800x\\udfff","stream":"\\uDBFF\\uDFFF"}',
+    '{"mod\\u0065l":"x","\\u0075\\u0073\\u0065\\u0072":"u","stream":true}',
+    `{"${long}":"no","${"\\u006d".repeat(8)}":1,"model":"yes","user":"${"y".repeat(40)}"}`,
+    '{"model":"aé€😀\u{10ffff}","user":"😀é","stream":"\u{10000}\u07ff\u0800"}',
+    '{"model":"\ufeffm","user":"\\n\ufeff"}',
+    [...BOM, ...utf8('{"model":"x","stream":false}')],
+    [...BOM, ...utf8("[]")],
+    [...BOM, ...BOM, ...utf8("{}")],
+    [0x20, ...BOM, ...utf8("{}")],
+    BOM,
+    [0xef, 0xbb],
+    [0xef, 0xbb, 0x7b, 0x7d],
+    [0xef, 0xbb, 0xbe],
+    '{"a":123,"b":1.5,"c":1e+5,"d":-0.0E-0,"e":12E-3,"model":-12,"stream":0}',
+    '{"messages":[0,-0,1.25,9e9,-1E+2,[1,[2]],{"a":[3]},"s",true,null],"model":[],"user":{}}',
+    '{"model":true,"stream":false,"user":null,"messages":[true,false,null]}',
+    " \t\r\n{ \t\r\n\"model\" \t\r\n: \t\r\n\"x\" \t\r\n, \"stream\" : 1 \t\r\n} \t\r\n",
+    "123",
+    " -1.5e3 ",
+    "0",
+    "[1,{}]",
+    '"model"',
+    "true",
+    "",
+    "{",
+    '{"a":1.',
+    '{"a":-',
+    '{"a":1e',
+    '{"a":1e+',
+    '{"a":01}',
+    '{"a":1.e5}',
+    '{"a":tru}',
+    '{"a":nul',
+    '{"a":True}',
+    '{"model":"\\u12G4"}',
+    '{"model":"\\u12',
+    '{"model":"\\x"}',
+    '{"model":"\\',
+    '{"model":"abc',
+    '{"a":1,}',
+    '{"a":1} x',
+    '{"model":"x"}{}',
+    '{"a":"\u0001"}',
+    '{"a":[[[[1]]]]}',
+    [...utf8('{"model":"a'), 0xc3, ...utf8('"}')],
+    [...utf8('{"model":"a'), 0xe2, 0x82, ...utf8('"}')],
+    [...utf8('{"model":"a'), 0xf0, 0x9f, 0x98, ...utf8('"}')],
+    [...utf8('{"model":"a'), 0xed, 0xa0, 0x80, ...utf8('"}')],
+    [...utf8('{"model":"a'), 0xf4, 0x90, 0x80, 0x80, ...utf8('"}')],
+    [...utf8('{"model":"a'), 0xe0, 0x80, 0xaf, ...utf8('"}')],
+    [...utf8('{"model":"a'), 0xc0, 0xaf, ...utf8('"}')],
+    [...utf8('{"a":x, "'), 0xff, ...utf8('"}')],
+    [...utf8('{"a":x, "é€😀"'), 0xe2, 0x82],
+    [...utf8("{} "), 0xf0, 0x9f, 0x98, 0x80],
+    [...utf8("{} "), 0xf0, 0x9f, 0x98],
+    [...utf8('{"a":[[[[1'), 0xc3, 0xa9, 0xc0],
+    [...utf8('{"model":"'), 0xc3],
+  ];
+  const bytesOf = (doc: string | number[]) => (typeof doc === "string" ? utf8(doc) : new Uint8Array(doc));
+  const optionSets: (ScanOptions | undefined)[] = [undefined, { maxStringBytes: 3 }, { maxDepth: 3 }];
+
+  it("gives the one-shot result cut at any one point, and a byte a chunk", () => {
+    for (const doc of tricky) {
+      const bytes = bytesOf(doc);
+      for (const options of optionSets) {
+        for (let cut = 0; cut <= bytes.length; cut++) expectSameInChunks(bytes, [cut], options);
+        expectSameInChunks(bytes, Array.from({ length: bytes.length }, (_, k) => k), options);
+      }
+    }
+  });
+
+  it("gives the one-shot result cut at any two points", () => {
+    for (const doc of tricky) {
+      const bytes = bytesOf(doc);
+      if (bytes.length > 80) continue;
+      for (let a = 0; a <= bytes.length; a++) for (let b = a; b <= bytes.length; b++) expectSameInChunks(bytes, [a, b]);
+    }
+  });
+
+  it("agrees with the reference on the tricky documents", () => {
+    for (const doc of tricky) expectAgreement(bytesOf(doc));
+  });
+});
+
+describe("TopLevelScanner: the contract of push and end", () => {
+  it("returns invalid_utf8 from push as soon as it is certain, and keeps returning it", () => {
+    const scanner = new TopLevelScanner(WANTED);
+    expect(scanner.push(utf8('{"model":"a'))).toBeUndefined();
+    expect(scanner.push(new Uint8Array([0xe2]))).toBeUndefined(); // could still be a good sequence
+    const failure = scanner.push(new Uint8Array([0x82, 0x41]));
+    expect(failure).toEqual({ ok: false, reason: "invalid_utf8", offset: 11 });
+    expect(scanner.push(utf8('"}'))).toBe(failure);
+    expect(scanner.end()).toBe(failure);
+  });
+
+  it("leaves a JSON error to end(), as bad UTF-8 later would outrank it", () => {
+    const scanner = new TopLevelScanner(WANTED);
+    expect(scanner.push(utf8('{"a":x, "é'))).toBeUndefined();
+    expect(scanner.push(utf8('"}'))).toBeUndefined();
+    expect(scanner.end()).toEqual({ ok: false, reason: "invalid_json", offset: 5 });
+
+    const later = new TopLevelScanner(WANTED);
+    expect(later.push(utf8('{"a":x, "'))).toBeUndefined();
+    expect(later.push(new Uint8Array([0xf0, 0x9f]))).toBeUndefined();
+    expect(later.push(new Uint8Array([0x98, 0x22]))).toEqual({ ok: false, reason: "invalid_utf8", offset: 9 });
+    expect(later.end()).toEqual({ ok: false, reason: "invalid_utf8", offset: 9 });
+  });
+
+  it("reports a document cut short, a number at the very end and a UTF-8 sequence cut by the end at end()", () => {
+    const end = (...chunks: string[]) => {
+      const scanner = new TopLevelScanner(WANTED);
+      for (const chunk of chunks) expect(scanner.push(utf8(chunk))).toBeUndefined();
+      return scanner.end();
+    };
+    expect(end('{"model":"x"', "}")).toMatchObject({ ok: true });
+    expect(end('{"model":"x"')).toEqual({ ok: false, reason: "invalid_json", offset: 12 });
+    expect(end('{"model":1', "2")).toEqual({ ok: false, reason: "invalid_json", offset: 11 });
+    expect(end("1", "2")).toEqual({ ok: false, reason: "not_an_object", offset: 0 });
+    expect(end("1.", "5e", "+")).toEqual({ ok: false, reason: "invalid_json", offset: 5 });
+    const cut = new TopLevelScanner(WANTED);
+    expect(cut.push(new Uint8Array([...utf8('{"model":"'), 0xf0, 0x9f, 0x98]))).toBeUndefined();
+    expect(cut.end()).toEqual({ ok: false, reason: "invalid_utf8", offset: 10 });
+  });
+
+  it("refuses a push after end()", () => {
+    const scanner = new TopLevelScanner(WANTED);
+    scanner.push(utf8("{}"));
+    expect(scanner.end()).toMatchObject({ ok: true });
+    expect(() => scanner.push(utf8(" "))).toThrow(/after end/);
+  });
+
+  it("checks its options when constructed", () => {
+    expect(() => new TopLevelScanner(WANTED, { maxDepth: -1 })).toThrow(RangeError);
+    expect(() => new TopLevelScanner(WANTED, { maxStringBytes: Number.NaN })).toThrow(RangeError);
   });
 });
