@@ -7,7 +7,9 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     projects: [
-      { test: { name: "unit", include: ["test/unit/**/*.test.ts"], environment: "node" } },
+      // Generous time limits: CI runs on a machine that may be busy, and a few unit tests
+      // start real onnxruntime sessions; a limit is not an assertion (nothing is timed).
+      { test: { name: "unit", include: ["test/unit/**/*.test.ts"], environment: "node", testTimeout: 60_000, hookTimeout: 60_000 } },
       "test/workers/vitest.config.ts",
       {
         test: {

@@ -145,9 +145,13 @@ export async function dispatch(req: Request, ctx: DispatchContext): Promise<Resp
   let firstRefusal: "full" | "gone" | undefined;
   const { maxAttempts, backoffBaseMs, backoffCapMs } = deployment.policy;
   for (let attempt = 1; attempt <= maxAttempts; attempt++) {
-    const candidates = view.candidates(Date.now(), tried);
+    const now = Date.now();
+    // A holder of the model whose liveness merely lapsed here is still tried first (RoutingView.lapsed).
+    const candidates = model !== undefined ? view.candidatesHolding(now, tried, (e) => e.models.includes(model) || e.loading.includes(model)) : view.candidates(now, tried);
     const replica =
-      attempt === 1 && ctx.session ? await ctx.session.affinity.choose(deployment, ctx.session.id, candidates, pick, ctx.session.client) : pick(candidates);
+      attempt === 1 && ctx.session
+        ? await ctx.session.affinity.choose(deployment, ctx.session.id, candidates, pick, ctx.session.client, view.lapsed(now, tried))
+        : pick(candidates);
     if (!replica) break;
     if (model !== undefined) view.noteModelDispatch(replica, model);
     sawReplica = true;

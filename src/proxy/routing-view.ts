@@ -140,6 +140,35 @@ export class RoutingView {
     return out.length > 0 ? out : ejected;
   }
 
+  /**
+   * Ready replicas whose liveness lapsed in this view but that nothing showed
+   * dead: no refused or lost connection (cool-down, ejection), no drain, still in
+   * the last snapshot (the routing object drops a replica whose report is older
+   * than its hard expiry). A replica that holds what a request needs (its model,
+   * its session) is still tried first when merely late: trying a dead one costs a
+   * refused connection and a retry, routing around a live one costs a model load
+   * or a session's cache.
+   */
+  lapsed(now: number, exclude?: ReadonlySet<string>): ReplicaEntry[] {
+    const out: ReplicaEntry[] = [];
+    for (const e of this.#replicas.values()) {
+      if (e.reported.state !== "ready" || e.expiresAt > now || e.downUntil > now) continue;
+      if (exclude?.has(e.id) || !breakerAllows(e.breaker, now)) continue;
+      out.push(e);
+    }
+    return out;
+  }
+
+  /**
+   * The candidates, plus the lapsed replicas that hold what the request needs
+   * (`holds`): the liveness rule for model holders (docs/architecture.md).
+   */
+  candidatesHolding(now: number, exclude: ReadonlySet<string> | undefined, holds: (e: ReplicaEntry) => boolean): ReplicaEntry[] {
+    const fresh = this.candidates(now, exclude);
+    const late = this.lapsed(now, exclude).filter(holds);
+    return late.length > 0 ? [...fresh, ...late] : fresh;
+  }
+
   /** Replicas that are ready and fresh, ignoring this isolate's cool-downs. */
   readyCount(now: number): number {
     let n = 0;

@@ -79,11 +79,14 @@ export class SessionAffinity {
     candidates: readonly ReplicaEntry[],
     propose: (among: readonly ReplicaEntry[]) => ReplicaEntry | undefined,
     client = "",
+    late: readonly ReplicaEntry[] = [],
   ): Promise<ReplicaEntry | undefined> {
     const key = cacheKey(deployment.name, session);
     const now = this.#now();
+    // The bound replica may be merely late (its liveness lapsed in this view, nothing showed it dead): it is still tried first.
+    const find = (id: string) => candidates.find((c) => c.id === id) ?? late.find((c) => c.id === id);
     const usable = (id: string) => {
-      const e = candidates.find((c) => c.id === id);
+      const e = find(id);
       return e && fullness(e) < deployment.sessionAffinity.rebindAtLoad ? e : undefined;
     };
     const cached = this.#cache.get(key);
@@ -93,7 +96,7 @@ export class SessionAffinity {
         cached.fullSince = undefined;
         return e;
       }
-      const alive = candidates.find((c) => c.id === cached.replica);
+      const alive = find(cached.replica);
       if (alive) {
         // Full but alive: spill this request, keep the binding, for a grace period.
         cached.fullSince ??= now;

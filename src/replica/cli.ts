@@ -224,6 +224,8 @@ async function main(): Promise<void> {
 
   let handler: RequestHandler;
   let cache: ModelCache | undefined;
+  /** Sends a load report now (set once the edge client exists; standalone replicas have none). */
+  let reportNow: () => Promise<void> = () => Promise.resolve();
   let llm: { unadmitted: LlmService["unadmitted"]; describe: () => Record<string, unknown> } | undefined;
   switch (args.backend) {
     case "text":
@@ -241,8 +243,20 @@ async function main(): Promise<void> {
         create: createModelById,
         allowed: plan.models,
         onChange: () => admission.setModels(cache!.loaded(), cache!.loading()),
+        // The "loading" report goes out before the load blocks the event loop (bounded: a slow edge must not delay loads).
+        beforeLoad: () => Promise.race([reportNow(), new Promise<void>((r) => setTimeout(r, 500))]),
       });
       admission.setModels([], []);
+      if (!plan.preload) {
+        // The first session of a process instantiates onnxruntime's wasm, which holds the
+        // event loop for 1.5-3.5 s on this machine kind: done now, before registering, or the
+        // first model load would silence this replica's reports long enough for the edge
+        // to drop it from routing (with the model it was loading). Later loads hold it ~0.1-0.5 s.
+        const started = Date.now();
+        const warm = await createModelById(plan.models[0]!);
+        await warm.release();
+        log(`onnx runtime ready in ${Date.now() - started} ms`);
+      }
       if (plan.preload) {
         // Single model: load it before registering, like a replica that is ready when it joins.
         const started = Date.now();
@@ -316,6 +330,7 @@ async function main(): Promise<void> {
     ...(cache && { maxModels: cache.maxModels }),
     onDrainRequested: () => void drain("drain requested by the edge (admin API)"),
   });
+  reportNow = () => edge.report();
 
   let draining = false;
   const drain = async (signal: string) => {

@@ -4,12 +4,17 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createModelById } from "../../src/replica/models/index.ts";
 import { synthesizeVowel } from "../../src/replica/models/silero-vad.ts";
-import { sleep, startStack } from "./stack-fixture.ts";
+import { signedFetch, sleep, startStack } from "./stack-fixture.ts";
 
 const MODELS = ["silero-vad-v4", "silero-vad-v5", "silero-vad-v6"] as const;
 let stack: Awaited<ReturnType<typeof startStack>>;
 
 beforeAll(async () => {
+  // This process runs the models too (to compare outputs). Its first onnxruntime session
+  // holds its event loop for seconds; that happens here, before any connection to the
+  // stack exists, not while a kept-alive one sits idle and the server closes it
+  // (which made the next request fail with ECONNRESET on a busy machine).
+  await (await createModelById(MODELS[0])).release();
   stack = await startStack({ functionsDir: join(import.meta.dirname, "fixtures/multiplexing") });
 });
 afterAll(async () => {
@@ -115,8 +120,10 @@ describe("model multiplexing", () => {
     // The v6 replica now holds v6 and v5 (the spill). Send it v4 directly: it must evict one.
     const target = home.get("silero-vad-v6")!;
     const url = stack.replicas.get(target)!.url;
-    await fetch(`${url}/mux`, { method: "POST", headers: { "x-switchyard-model": "silero-vad-v6" }, body: JSON.stringify(vowel) }).then((r) => r.text());
-    const direct = await fetch(`${url}/mux`, { method: "POST", headers: { "x-switchyard-model": "silero-vad-v4" }, body: JSON.stringify(vowel) });
+    // Behind the proxy's back, signed as the edge signs (a replica serves nothing else).
+    const signed = signedFetch(stack, "mux");
+    await signed(`${url}/mux`, { method: "POST", headers: { "x-switchyard-model": "silero-vad-v6" }, body: JSON.stringify(vowel) }).then((r) => r.text());
+    const direct = await signed(`${url}/mux`, { method: "POST", headers: { "x-switchyard-model": "silero-vad-v4" }, body: JSON.stringify(vowel) });
     expect(direct.status).toBe(200);
     expect(direct.headers.get("x-switchyard-model-cache")).toBe("miss");
     await direct.text();

@@ -339,6 +339,39 @@ describe("ModelCache: failures and unknown ids", () => {
   });
 });
 
+describe("ModelCache: the report before a load", () => {
+  it("announces the load (onChange), then waits for beforeLoad to settle before the model is created", async () => {
+    const order: string[] = [];
+    let letLoad!: () => void;
+    const h = harness({
+      onChange: () => order.push("change"),
+      beforeLoad: () => {
+        order.push("before");
+        return new Promise<void>((r) => (letLoad = r));
+      },
+    });
+    const lease = h.cache.acquire("a");
+    await tick();
+    expect(order).toEqual(["change", "before"]);
+    expect(h.cache.loading()).toEqual(["a"]);
+    expect(h.calls).toEqual([]);
+    letLoad();
+    await tick();
+    expect(h.calls).toEqual(["a"]);
+    await h.finish("a");
+    expect((await lease).hit).toBe(false);
+  });
+
+  it("a failing beforeLoad does not stop the load", async () => {
+    const h = harness({ beforeLoad: () => Promise.reject(new Error("edge unreachable")) });
+    const lease = h.cache.acquire("a");
+    await tick();
+    expect(h.calls).toEqual(["a"]);
+    await h.finish("a");
+    expect((await lease).model.id).toBe("a");
+  });
+});
+
 describe("ModelCache: property test", () => {
   it("never releases a model in use, releases each instance at most once, and respects the limit", async () => {
     for (let seed = 1; seed <= 20; seed++) {

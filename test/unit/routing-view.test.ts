@@ -407,3 +407,44 @@ describe("RoutingView: models and loading (multiplexing)", () => {
     expect(a.loading).toEqual(["m2"]);
   });
 });
+
+describe("the liveness rule for holders: a late report is not a death", () => {
+  const lapsedIds = (v: RoutingView, now: number, exclude?: ReadonlySet<string>) =>
+    v
+      .lapsed(now, exclude)
+      .map((e) => e.id)
+      .sort();
+
+  it("a replica whose liveness lapsed in this view is not a candidate, but it is lapsed, not gone", () => {
+    const v = new RoutingView();
+    v.applySnapshot(snap(replica("a", { expiresInMs: 1_000 }), replica("b", { expiresInMs: 3_000 })), T0);
+    expect(lapsedIds(v, T0 + 999)).toEqual([]);
+    expect(ids(v, T0 + 1_000)).toEqual(["b"]);
+    expect(lapsedIds(v, T0 + 1_000)).toEqual(["a"]);
+  });
+
+  it("evidence abandons it: a refused or lost connection, an ejection, a drain, a snapshot without it", () => {
+    const cfg = { ejectAfterFailures: 1, ejectBaseMs: 5_000 };
+    const v = new RoutingView();
+    v.applySnapshot(
+      snap(replica("down", { expiresInMs: 100 }), replica("ejected", { expiresInMs: 100 }), replica("draining", { expiresInMs: 100, load: { state: "draining" } }), replica("late", { expiresInMs: 100 }), replica("gone", { expiresInMs: 100 })),
+      T0,
+    );
+    v.markDown("down", T0);
+    v.recordFailure(v.get("ejected")!, T0, cfg);
+    expect(lapsedIds(v, T0 + 200)).toEqual(["gone", "late"]);
+    // The routing object dropped "gone" (its report passed the hard expiry).
+    v.applySnapshot(snap(replica("down", { expiresInMs: 100 }), replica("ejected", { expiresInMs: 100 }), replica("late", { expiresInMs: -100 })), T0 + 200);
+    expect(lapsedIds(v, T0 + 200)).toEqual(["late"]);
+    expect(lapsedIds(v, T0 + 200, new Set(["late"]))).toEqual([]);
+  });
+
+  it("candidatesHolding adds the lapsed replicas that hold what the request needs, and only those", () => {
+    const v = new RoutingView();
+    v.applySnapshot(snap(replica("holder", { expiresInMs: 500, models: ["m"] }), replica("loader", { expiresInMs: 500, loading: ["m"] }), replica("other", { expiresInMs: 500, models: ["x"] }), replica("fresh", { expiresInMs: 5_000 })), T0);
+    const holds = (e: { models: string[]; loading: string[] }) => e.models.includes("m") || e.loading.includes("m");
+    expect(v.candidatesHolding(T0 + 1_000, undefined, holds).map((e) => e.id).sort()).toEqual(["fresh", "holder", "loader"]);
+    expect(v.candidatesHolding(T0, undefined, holds).map((e) => e.id).sort()).toEqual(["fresh", "holder", "loader", "other"]);
+    expect(v.candidatesHolding(T0 + 1_000, new Set(["holder"]), holds).map((e) => e.id).sort()).toEqual(["fresh", "loader"]);
+  });
+});

@@ -783,3 +783,23 @@ describe("SessionAffinity: binding on the second request (the default, bindOnReq
     expect(store.log).toEqual([`resolve s1 ${other}`]);
   });
 });
+
+describe("SessionAffinity: a bound replica that is merely late", () => {
+  it("is still tried first when it is among the lapsed replicas, with no store call; gone from both lists, the session moves", async () => {
+    const c = clock();
+    const store = new FakeStore(c);
+    const a = new SessionAffinity(store, c.now);
+    const d = dep();
+    const v = viewOf(c, { ...replica("r1"), expiresInMs: 1_000 }, replica("r2"));
+    expect((await a.choose(d, "s1", v.candidates(c.now()), proposer().fn))!.id).toBe("r1");
+    c.advance(1_500);
+    // r1's liveness lapsed here, but nothing showed it dead.
+    expect(v.candidates(c.now()).map((e) => e.id)).toEqual(["r2"]);
+    const late = v.lapsed(c.now());
+    expect((await a.choose(d, "s1", v.candidates(c.now()), proposer().fn, "", late))!.id).toBe("r1");
+    expect(store.rebinds).toBe(0);
+    // Without it in either list (a snapshot dropped it, or a connection failed), the session moves.
+    expect((await a.choose(d, "s1", v.candidates(c.now()), proposer().fn, "", []))!.id).toBe("r2");
+    expect(store.rebinds).toBe(1);
+  });
+});

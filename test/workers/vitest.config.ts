@@ -23,5 +23,8 @@ export default defineConfig({
     root,
     name: "workers",
     include: ["test/workers/**/*.test.ts"],
+    // A busy CI machine: a limit is not an assertion (nothing here is timed).
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
   },
 });

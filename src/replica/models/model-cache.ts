@@ -38,6 +38,14 @@ export interface ModelCacheOptions {
   allowed?: readonly string[];
   /** Called (synchronously) whenever the loaded or loading set changes. */
   onChange?: () => void;
+  /**
+   * Awaited after a load is announced (onChange) and before `create` runs. A load
+   * can hold the event loop for seconds (onnxruntime-web compiles and initialises
+   * synchronously), so the replica's report that says "loading" must be on the wire
+   * first: otherwise its heartbeat falls silent meanwhile and the edge drops it from
+   * routing, with the models it holds. Should settle quickly; a rejection is ignored.
+   */
+  beforeLoad?: () => Promise<void>;
 }
 
 export interface ModelLease {
@@ -76,6 +84,7 @@ export class ModelCache {
   readonly allowed: readonly string[] | undefined;
   readonly #create: (id: string) => Promise<InferenceModel>;
   readonly #onChange: (() => void) | undefined;
+  readonly #beforeLoad: (() => Promise<void>) | undefined;
   /** Loaded models, least recently used first (Map keeps insertion order). */
   readonly #loaded = new Map<string, Entry>();
   /** Loads under way, oldest first. */
@@ -90,6 +99,7 @@ export class ModelCache {
     }
     this.maxModels = options.maxModels;
     this.#create = options.create;
+    this.#beforeLoad = options.beforeLoad;
     this.allowed = options.allowed ? Object.freeze([...options.allowed]) : undefined;
     this.#onChange = options.onChange;
   }
@@ -169,12 +179,19 @@ export class ModelCache {
     this.#makeRoom(1);
     this.#loading.set(id, entry);
     this.#changed();
-    let created: Promise<InferenceModel>;
-    try {
-      created = this.#create(id);
-    } catch (err) {
-      created = Promise.reject(err);
-    }
+    const create = () => {
+      try {
+        return this.#create(id);
+      } catch (err) {
+        return Promise.reject(err);
+      }
+    };
+    const before = this.#beforeLoad;
+    const created: Promise<InferenceModel> = before
+      ? before()
+          .catch(() => undefined)
+          .then(create)
+      : create();
     entry.load = created.then(
       (model) => {
         this.#loading.delete(id);
