@@ -100,8 +100,13 @@ describe("local stack (functions/ as shipped)", () => {
     expect(num("Complete requests")).toBe(10000);
     expect(num("Failed requests")).toBe(0);
     expect(stdout).not.toMatch(/Non-2xx responses/);
-    // A stall is ~5 s per connection (20 req/s); anything in the hundreds is not stalling.
-    expect(num("Requests per second")).toBeGreaterThan(200);
+    // A stall holds each connection ~5 s (workerd's idle timeout): every request would
+    // take at least that (p50 >= 5,000 ms) and 100 connections would do 20 req/s. Both
+    // bounds sit at half of that signature, not at this machine's speed: a loaded
+    // machine is slower (151 req/s with other work running), never 5 s per request.
+    const p50 = Number(/50%\s+(\d+)/.exec(stdout)?.[1]);
+    expect(p50).toBeLessThan(2_500);
+    expect(num("Requests per second")).toBeGreaterThan(40);
     console.log(`ab through the proxy: ${num("Requests per second")} req/s, p50 ${/50%\s+(\d+)/.exec(stdout)?.[1]} ms, p99 ${/99%\s+(\d+)/.exec(stdout)?.[1]} ms`);
   });
 
