@@ -18,7 +18,7 @@
  *
  * docs/agent.md describes it for operators.
  */
-import { MODEL_ID, type Load, type ReplicaState } from "../protocol/index.ts";
+import { MAX_LOAD_COUNT as MAX_COUNT, MAX_REPLICA_MODELS as MAX_MODELS, MODEL_ID, type Load, type ReplicaState } from "../protocol/index.ts";
 import { EdgeClient, type LoadSource } from "../replica/edge-client.ts";
 import { engineLoad, isEngineMetricsError, maxLoraAdapters, type EngineLoad, type EngineMetricsError } from "./engine-metrics.ts";
 
@@ -30,10 +30,6 @@ export const MAX_SCRAPE_INTERVAL_MS = 100;
 export const KV_REPORT_STEP = 0.05;
 /** Consecutive idle scrapes (running + waiting = 0) that make a draining engine idle. */
 export const IDLE_SCRAPES = 2;
-/** Largest count a report may carry (the protocol's bound). */
-const MAX_COUNT = 1_000_000;
-/** Largest model list a report may carry (the protocol's bound). */
-const MAX_MODELS = 1024;
 
 export const AGENT_DEFAULTS = {
   engine: "auto" as EngineKind,
@@ -360,7 +356,7 @@ export class ReplicaAgent {
     this.#lastOkAt = this.#now();
     const maxLora = maxLoraAdapters(first.text);
     // Adapters reported: the engine multiplexes its base models and up to max_lora adapters.
-    const maxModels = maxLora === undefined ? undefined : Math.min(1024, this.source.baseModels.length + maxLora);
+    const maxModels = maxLora === undefined ? undefined : Math.min(MAX_MODELS, this.source.baseModels.length + maxLora);
 
     const edge = new EdgeClient({
       edgeUrl: o.edgeUrl,

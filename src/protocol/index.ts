@@ -4,3 +4,4 @@ export * from "./messages.ts";
 export * from "./errors.ts";
 export * from "./signing.ts";
 export * from "./constant-time.ts";
+export * from "./limits.ts";

@@ -12,6 +12,7 @@
  * `ongoing` excludes the request the header is attached to (it is finishing, and
  * the proxy counts its own in-flight requests separately).
  */
+import { MAX_LOAD_COUNT, MAX_LOAD_HEADER_BYTES, MAX_REPLICA_MODELS } from "./limits.ts";
 import { MODEL_ID } from "./messages.ts";
 
 export type ReplicaState = "ready" | "draining";
@@ -34,17 +35,18 @@ export interface Load {
   loading?: string[];
 }
 
-const MAX_COUNT = 1_000_000;
-/** Bounds what a (possibly lying) replica can make the proxy parse on every response. */
-const MAX_HEADER_LENGTH = 8192;
-const MAX_MODELS_IN_HEADER = 256;
-
+/**
+ * The header for `load`. Model sets too long for MAX_LOAD_HEADER_BYTES are left
+ * out (the proxy then keeps the sets it has from reports), so a replica with many
+ * models still sends a header every proxy accepts.
+ */
 export function formatLoadHeader(load: Load): string {
   let out = `seq=${load.seq};ongoing=${load.ongoing};queued=${load.queued};max=${load.max};state=${load.state}`;
   if (load.kv !== undefined) out += `;kv=${load.kv}`;
-  if (load.models !== undefined) out += `;models=${load.models.join(",")}`;
-  if (load.loading !== undefined) out += `;loading=${load.loading.join(",")}`;
-  return out;
+  let sets = "";
+  if (load.models !== undefined) sets += `;models=${load.models.join(",")}`;
+  if (load.loading !== undefined) sets += `;loading=${load.loading.join(",")}`;
+  return out.length + sets.length <= MAX_LOAD_HEADER_BYTES ? out + sets : out;
 }
 
 function count(raw: string | undefined, min: number): number | undefined {
@@ -58,7 +60,8 @@ function count(raw: string | undefined, min: number): number | undefined {
  * with garbage must not poison the proxy's view.
  */
 export function parseLoadHeader(value: string | null | undefined): Load | null {
-  if (!value || value.length > MAX_HEADER_LENGTH) return null;
+  // Bounds what a (possibly lying) replica can make the proxy parse on every response.
+  if (!value || value.length > MAX_LOAD_HEADER_BYTES) return null;
   const fields = new Map<string, string>();
   for (const part of value.split(";")) {
     const eq = part.indexOf("=");
@@ -71,7 +74,7 @@ export function parseLoadHeader(value: string | null | undefined): Load | null {
   const max = count(fields.get("max"), 1);
   const state = fields.get("state");
   if (seq === undefined || ongoing === undefined || queued === undefined || max === undefined) return null;
-  if (ongoing > MAX_COUNT || queued > MAX_COUNT || max > MAX_COUNT) return null;
+  if (ongoing > MAX_LOAD_COUNT || queued > MAX_LOAD_COUNT || max > MAX_LOAD_COUNT) return null;
   if (state !== "ready" && state !== "draining") return null;
   const load: Load = { seq, ongoing, queued, max, state };
   const kvRaw = fields.get("kv");
@@ -93,7 +96,7 @@ export function parseLoadHeader(value: string | null | undefined): Load | null {
 function modelList(raw: string): string[] | null {
   if (raw === "") return [];
   const ids = raw.split(",");
-  if (ids.length > MAX_MODELS_IN_HEADER) return null;
+  if (ids.length > MAX_REPLICA_MODELS) return null;
   for (const id of ids) if (!MODEL_ID.test(id)) return null;
   return ids;
 }

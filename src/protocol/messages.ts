@@ -5,6 +5,7 @@
  */
 import { z } from "zod";
 import { PROTOCOL_VERSION } from "./headers.ts";
+import { MAX_LOAD_COUNT, MAX_REPLICA_MODELS } from "./limits.ts";
 import type { Load } from "./load.ts";
 
 export const DEPLOYMENT_NAME = /^[a-z][a-z0-9-]{0,62}$/;
@@ -12,7 +13,7 @@ export const REPLICA_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 
 const deploymentName = z.string().regex(DEPLOYMENT_NAME, "deployment names are lowercase letters, digits and '-'");
 const replicaId = z.string().regex(REPLICA_ID, "replica ids are 1-128 of [A-Za-z0-9._:-]");
-const count = z.number().int().min(0).max(1_000_000);
+const count = z.number().int().min(0).max(MAX_LOAD_COUNT);
 /**
  * Model ids travel in headers and in the comma-separated load header, so they
  * exclude separators and spaces; Hugging Face style "org/name" and LoRA names fit.
@@ -51,7 +52,7 @@ export const RegisterMessage = z
     url: replicaUrl,
     max_ongoing_requests: z.number().int().min(1).max(100_000),
     /** Multiplexing: how many models the replica keeps loaded at once (informational). */
-    max_models: z.number().int().min(1).max(1024).optional(),
+    max_models: z.number().int().min(1).max(MAX_REPLICA_MODELS).optional(),
     /**
      * The engine's bearer key (replica agent in front of vLLM or SGLang): the edge
      * sends it with every dispatch. A register with another key replaces it (rotation).
@@ -74,9 +75,9 @@ export const ReportMessage = z
     queued: count,
     kv_cache_usage: z.number().min(0).max(1).optional(),
     /** Models loaded and ready to serve (multiplexing). */
-    models: z.array(modelId).max(1024).default([]),
+    models: z.array(modelId).max(MAX_REPLICA_MODELS).default([]),
     /** Models being loaded now; requests for them wait on the load instead of starting another elsewhere. */
-    loading: z.array(modelId).max(1024).default([]),
+    loading: z.array(modelId).max(MAX_REPLICA_MODELS).default([]),
   })
   .strict();
 export type ReportMessage = z.infer<typeof ReportMessage>;
@@ -114,9 +115,32 @@ export interface RoutingSnapshot {
   replicas: ReplicaView[];
 }
 
-/** Answer of the edge to a register or report. */
+/** The control plane's paths (POST, signed: docs/protocol.md §1). */
+export const ControlPath = {
+  register: "/-/replicas/register",
+  report: "/-/replicas/report",
+  deregister: "/-/replicas/deregister",
+} as const;
+
+/** Answer of the edge to a register. */
 export interface ControlAck {
   ok: true;
   /** How often the edge wants load reports, ms. */
   report_interval_ms: number;
+}
+
+/** Answer of the edge to a report (a report from a replica it does not know gets 409 unknown_replica instead). */
+export interface ReportAck {
+  ok: true;
+  /** "stale_seq": accepted as proof of life, but older than the load held. */
+  outcome: "ok" | "stale_seq";
+  /** An operator asked this replica to drain (admin API): it should, and then leave. */
+  drain?: true;
+}
+
+/** Answer of the edge to a deregister. */
+export interface DeregisterAck {
+  ok: true;
+  /** Whether the replica was a member. */
+  removed: boolean;
 }

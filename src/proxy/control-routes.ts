@@ -27,6 +27,10 @@ import { checkReplicaUrl } from "../policy/replica-url.ts";
 import { replicaKeyFor } from "./replica-keys.ts";
 import {
   CONTROL_REJECT_REASONS,
+  ControlPath,
+  MAX_CONTROL_BODY_BYTES,
+  type DeregisterAck,
+  type ReportAck,
   DeregisterMessage,
   RegisterMessage,
   ReportMessage,
@@ -39,7 +43,7 @@ import {
 } from "../protocol/index.ts";
 
 /** Control messages are small; anything larger is not one. */
-const MAX_CONTROL_BODY = 64 * 1024;
+const MAX_CONTROL_BODY = MAX_CONTROL_BODY_BYTES;
 
 /** Rejections of messages naming no deployment this Worker serves are counted under this name (never a valid deployment name). */
 export const UNKNOWN_DEPLOYMENT = "_unknown";
@@ -128,7 +132,9 @@ const replayed = (deployment: string) => reject(deployment, "replayed", "nonce i
 export function controlRoutes(deployments: ReadonlyMap<string, Deployment>): Hono<{ Bindings: Env }> {
   const app = new Hono<{ Bindings: Env }>();
 
-  app.post("/register", async (c) => {
+  // Mounted under /-/replicas (app.ts): these are ControlPath's paths.
+  const path = (full: string) => full.slice("/-/replicas".length);
+  app.post(path(ControlPath.register), async (c) => {
     const r = await readMessage(c, RegisterMessage, deployments);
     if ("error" in r) return r.error;
     const mode = c.env.SWITCHYARD_MODE === "local" ? "local" : "production";
@@ -139,23 +145,24 @@ export function controlRoutes(deployments: ReadonlyMap<string, Deployment>): Hon
     return c.json(ack);
   });
 
-  app.post("/report", async (c) => {
+  app.post(path(ControlPath.report), async (c) => {
     const r = await readMessage(c, ReportMessage, deployments);
     if ("error" in r) return r.error;
     const outcome = await router(c.env, r.deployment.name).report(r.msg, r.nonce);
     if (outcome === "replayed") return replayed(r.deployment.name);
     if (outcome === "unknown_replica") return errorResponse("unknown_replica", "register before reporting");
     // "drain": an operator asked this replica to drain (admin API); the report itself was accepted.
-    if (outcome === "drain") return c.json({ ok: true, outcome: "ok", drain: true });
-    return c.json({ ok: true, outcome });
+    const ack: ReportAck = outcome === "drain" ? { ok: true, outcome: "ok", drain: true } : { ok: true, outcome };
+    return c.json(ack);
   });
 
-  app.post("/deregister", async (c) => {
+  app.post(path(ControlPath.deregister), async (c) => {
     const r = await readMessage(c, DeregisterMessage, deployments);
     if ("error" in r) return r.error;
     const removed = await router(c.env, r.deployment.name).deregister(r.msg, r.nonce);
     if (removed === "replayed") return replayed(r.deployment.name);
-    return c.json({ ok: true, removed });
+    const ack: DeregisterAck = { ok: true, removed };
+    return c.json(ack);
   });
 
   return app;

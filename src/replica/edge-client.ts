@@ -5,6 +5,7 @@
  * connection to keep alive (docs/protocol.md explains the choice).
  */
 import {
+  ControlPath,
   NonceCounter,
   PROTOCOL_VERSION,
   importReplicaKey,
@@ -12,6 +13,7 @@ import {
   type ControlAck,
   type Load,
   type RegisterMessage,
+  type ReportAck,
   type ReportMessage,
 } from "../protocol/index.ts";
 
@@ -142,7 +144,7 @@ export class EdgeClient {
 
   async deregister(): Promise<void> {
     this.stop();
-    await this.#post("/-/replicas/deregister", {
+    await this.#post(ControlPath.deregister, {
       protocol: PROTOCOL_VERSION,
       deployment: this.#o.deployment,
       replica_id: this.#o.replicaId,
@@ -174,7 +176,7 @@ export class EdgeClient {
     };
     if (this.#o.maxModels !== undefined) msg.max_models = this.#o.maxModels;
     if (this.#engineKey !== undefined) msg.engine_key = this.#engineKey;
-    const res = await this.#post("/-/replicas/register", msg);
+    const res = await this.#post(ControlPath.register, msg);
     const ack = (await res.json()) as ControlAck;
     if (ack.report_interval_ms > 0) this.#intervalMs = ack.report_interval_ms;
     this.#registered = true;
@@ -199,8 +201,8 @@ export class EdgeClient {
       loading: a.loading,
     };
     try {
-      const res = await this.#post("/-/replicas/report", msg);
-      const ack = (await res.json().catch(() => ({}))) as { drain?: boolean };
+      const res = await this.#post(ControlPath.report, msg);
+      const ack = (await res.json().catch(() => ({}))) as Partial<ReportAck>;
       if (ack.drain === true && !this.#drainAnnounced) {
         this.#drainAnnounced = true;
         this.#o.onDrainRequested?.();

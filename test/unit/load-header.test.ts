@@ -3,7 +3,8 @@
  * anything malformed (a replica that lies must not poison the proxy's view).
  */
 import { describe, it, expect } from "vitest";
-import { MODEL_ID, formatLoadHeader, parseLoadHeader, type Load } from "../../src/protocol/index.ts";
+import { MAX_REPLICA_MODELS, MODEL_ID, formatLoadHeader, parseLoadHeader, type Load } from "../../src/protocol/index.ts";
+import { AdmissionControl } from "../../src/replica/admission.ts";
 import { mulberry32 } from "../../src/seeded-random.ts";
 
 
@@ -269,12 +270,31 @@ describe("load header: models and loading (multiplexing)", () => {
     expect(parseLoadHeader("loading=c;models=a;state=ready;max=4;queued=0;ongoing=1;seq=7")).toEqual({ seq: 7, ongoing: 1, queued: 0, max: 4, state: "ready", models: ["a"], loading: ["c"] });
   });
 
-  it("accepts exactly 256 ids per list and refuses 257", () => {
+  it(`accepts exactly MAX_REPLICA_MODELS (${MAX_REPLICA_MODELS}) ids per list, as reports do, and refuses one more`, () => {
     const ids = (n: number) => Array.from({ length: n }, (_, i) => `m${i}`);
-    expect(parseLoadHeader(`${BASE};models=${ids(256).join(",")}`)?.models).toEqual(ids(256));
-    expect(parseLoadHeader(`${BASE};loading=${ids(256).join(",")}`)?.loading).toEqual(ids(256));
-    expect(parseLoadHeader(`${BASE};models=${ids(257).join(",")}`)).toBeNull();
-    expect(parseLoadHeader(`${BASE};loading=${ids(257).join(",")}`)).toBeNull();
+    expect(parseLoadHeader(`${BASE};models=${ids(MAX_REPLICA_MODELS).join(",")}`)?.models).toEqual(ids(MAX_REPLICA_MODELS));
+    expect(parseLoadHeader(`${BASE};loading=${ids(MAX_REPLICA_MODELS).join(",")}`)?.loading).toEqual(ids(MAX_REPLICA_MODELS));
+    expect(parseLoadHeader(`${BASE};models=${ids(MAX_REPLICA_MODELS + 1).join(",")}`)).toBeNull();
+    expect(parseLoadHeader(`${BASE};loading=${ids(MAX_REPLICA_MODELS + 1).join(",")}`)).toBeNull();
+  });
+
+  it("a replica holding 300 models (more than the old 256 bound of the header) still sends headers the proxy reads", () => {
+    // Before: the header's own bound (256) was below the report's (1,024), so every header of
+    // such a replica was dropped, and its refusals "at capacity" counted as lies.
+    const models = Array.from({ length: 300 }, (_, i) => `org/model-${i}`);
+    const a = new AdmissionControl(1);
+    a.setModels(models, []);
+    expect(a.tryAdmit().admitted).toBe(true);
+    const header = formatLoadHeader(a.load());
+    const parsed = parseLoadHeader(header);
+    expect(parsed).not.toBeNull();
+    expect(parsed).toMatchObject({ ongoing: 1, max: 1, state: "ready", models });
+    // Too many long ids for 8 KiB: the sets are left out, the counts still arrive.
+    const long = Array.from({ length: MAX_REPLICA_MODELS }, (_, i) => `org/${"x".repeat(100)}-${i}`);
+    const b = new AdmissionControl(1);
+    b.setModels(long, []);
+    const parsedLong = parseLoadHeader(formatLoadHeader(b.load()));
+    expect(parsedLong).toEqual({ seq: b.load().seq, ongoing: 0, queued: 0, max: 1, state: "ready" });
   });
 
   it("accepts a 128-character id and refuses a 129-character one", () => {
