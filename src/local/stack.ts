@@ -6,7 +6,7 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { chmodSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
@@ -14,7 +14,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { createInterface } from "node:readline";
 import { bundleReplica, bundleWorker, deploymentFiles } from "../../scripts/build.ts";
 import type { Deployment } from "../config/deployment.ts";
-import { deriveReplicaKey } from "../protocol/index.ts";
+import { ControlPath, NonceCounter, PROTOCOL_VERSION, deriveReplicaKey, importReplicaKey, signedHeaders } from "../protocol/index.ts";
 import { startHttp10Front } from "./http10-front.ts";
 import { workerdConfig } from "./workerd-config.ts";
 
@@ -106,6 +106,8 @@ export class LocalStack {
   #workerd: ChildProcess | undefined;
   #front: Server | undefined;
   #replicaScript = "";
+  /** Every replica this run started (the next run deregisters them: #forgetPreviousReplicas). */
+  readonly #started: { id: string; deployment: string }[] = [];
   #seq = 0;
 
   constructor(options: StackOptions = {}) {
@@ -153,6 +155,9 @@ export class LocalStack {
     this.#workerd = spawn(workerdBin, ["serve", configPath, "--experimental", ...inspectorArgs()], { stdio: ["ignore", "pipe", "pipe"] });
     this.#pipeLog(this.#workerd, "workerd");
     await this.#waitFor(`${this.workerdUrl}/-/routes`, 15_000);
+    // Before the public port opens: the previous run's replicas are dead (they were this
+    // stack's children), but their routing objects restored them as live.
+    await this.#forgetPreviousReplicas();
 
     const port = this.#o.port ?? 8787;
     this.#front = await startHttp10Front({ host: "127.0.0.1", port, targetHost: "127.0.0.1", targetPort: workerdPort });
@@ -205,8 +210,51 @@ export class LocalStack {
     });
     const rp: ReplicaProcess = { id, deployment: d.name, url, child, exited };
     this.replicas.set(id, rp);
+    this.#started.push({ id, deployment: d.name });
+    this.#recordReplicas();
     void exited.then(() => this.replicas.delete(id));
     return rp;
+  }
+
+  /** Where this stack lists the replicas it started, so the next start can take them out of routing. */
+  get #replicasFile(): string {
+    return join(this.#stateDir, "replicas.json");
+  }
+
+  #recordReplicas(): void {
+    writeFileSync(this.#replicasFile, JSON.stringify(this.#started), { mode: 0o600 });
+  }
+
+  /**
+   * Deregisters the replicas the previous run of this stack started. A routing object
+   * that restarts keeps its members (in production their replicas are usually alive),
+   * so without this a restarted local stack routed to the previous run's dead replicas
+   * for 2.5 s, and /-/healthz counted them as ready. Signed like any replica's
+   * deregister (the stack holds the master secret); replicas started elsewhere (an
+   * agent in another terminal) are left alone.
+   */
+  async #forgetPreviousReplicas(): Promise<void> {
+    let previous: { id: string; deployment: string }[];
+    try {
+      previous = JSON.parse(readFileSync(this.#replicasFile, "utf8")) as typeof previous;
+    } catch {
+      return; // first run, or fresh state
+    }
+    const nonces = new NonceCounter();
+    await Promise.all(
+      previous
+        .filter((r) => this.deployments.some((d) => d.name === r.deployment))
+        .map(async (r) => {
+          const body = new TextEncoder().encode(JSON.stringify({ protocol: PROTOCOL_VERSION, deployment: r.deployment, replica_id: r.id }));
+          const key = await importReplicaKey(await this.replicaKey(r.deployment));
+          const headers = await signedHeaders(key, { timestamp: Date.now(), nonce: nonces.next(), path: ControlPath.deregister, body });
+          await fetch(`${this.workerdUrl}${ControlPath.deregister}`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body }).then(
+            (res) => res.body?.cancel(),
+            () => undefined,
+          );
+        }),
+    );
+    rmSync(this.#replicasFile, { force: true });
   }
 
   /** A deployment's replica key, derived from this stack's master secret (what `replica --print-key` prints). */
@@ -240,6 +288,16 @@ export class LocalStack {
   killAll(): void {
     for (const r of this.replicas.values()) r.child.kill("SIGKILL");
     this.#workerd?.kill("SIGKILL");
+  }
+
+  /** Kills every child at once, as a terminal's Ctrl-C may, and waits until they are gone (tests). */
+  async kill(): Promise<void> {
+    const gone = [...this.replicas.values()].map((r) => r.exited);
+    const w = this.#workerd;
+    if (w && w.exitCode === null && w.signalCode === null) gone.push(new Promise((r) => w.once("exit", r)));
+    this.killAll();
+    await Promise.all(gone);
+    await new Promise<void>((r) => (this.#front ? this.#front.close(() => r()) : r()));
   }
 
   #pipeLog(child: ChildProcess, name: string, stderrOnly = false): void {

@@ -62,24 +62,37 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
   const replicated = deployments.filter((d) => d.backend.kind !== "edge");
 
   const privateNames = deployments.filter((d) => !d.access.public).map((d) => d.name);
+  // Readiness: 200 only when every deployment served by replicas has one that can
+  // take a request now (per this isolate's routing view); 503 with the same JSON
+  // otherwise. Models run in the Worker are always ready. A caller sees counts for
+  // public deployments and those its key (or the admin secret) may use; the status
+  // covers them all.
   app.get("/-/healthz", async (c) => {
     const state = stateFor(c.env);
     const background = (p: Promise<unknown>) => c.executionCtx.waitUntil(p);
     const now = Date.now();
-    // A private deployment is shown only to a caller whose key may use it (or the admin).
     const authorization = c.req.header("authorization");
     const admin = bearerMatches(authorization, c.env.SWITCHYARD_ADMIN_SECRET);
     const usable = admin ? new Set(privateNames) : await state.apiKeys.usableBy(privateNames, authorization, background);
     const ready: Record<string, number> = {};
-    let canRoute = edge.length > 0;
+    const waiting: string[] = [];
     for (const d of replicated) {
       const n = (await state.snapshots.view(d.name, background)).readyCount(now);
-      if (n > 0) canRoute = true;
-      if (d.access.public || usable.has(d.name)) ready[d.name] = n;
+      const shown = d.access.public || usable.has(d.name);
+      if (shown) ready[d.name] = n;
+      if (n === 0 && shown) waiting.push(d.name);
+      if (n === 0 && !shown) waiting.push("(private)");
     }
     const shownEdge = edge.filter((name) => byName.get(name)!.access.public || usable.has(name));
-    return c.json({ status: canRoute ? "ok" : "no_ready_replica", ready_replicas: ready, edge_deployments: shownEdge }, canRoute ? 200 : 503);
+    const ok = waiting.length === 0;
+    return c.json(
+      { status: ok ? "ok" : "no_ready_replica", ready_replicas: ready, edge_deployments: shownEdge, ...(ok ? {} : { waiting_for: [...new Set(waiting)] }) },
+      ok ? 200 : 503,
+    );
   });
+
+  // Liveness: the Worker answers. (Readiness, above, also needs replicas.)
+  app.get("/-/livez", (c) => c.json({ status: "ok" }));
 
   // Ray Serve's shape: { "<route_prefix>": "<app name>" }.
   app.get("/-/routes", (c) => c.json(Object.fromEntries(deployments.map((d) => [d.routePrefix, d.name]))));
@@ -91,7 +104,7 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
   app.route("/-/dashboard", dashboardRoutes());
   if (deployments.some((d) => d.openai)) app.route("/v1", openaiRoutes(deployments, stateFor));
 
-  for (const path of ["/-/healthz", "/-/routes", "/-/metrics"]) {
+  for (const path of ["/-/healthz", "/-/livez", "/-/routes", "/-/metrics"]) {
     app.all(path, (c) => errorResponse("method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}`, { headers: { allow: "GET" } }));
   }
   app.all("/-/*", (c) => errorResponse("route_not_found", `no system route ${c.req.method} ${c.req.path}`));
