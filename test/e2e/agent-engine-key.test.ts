@@ -5,13 +5,12 @@
 // under load without a failed request.
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { sleep, startStack } from "./stack-fixture.ts";
+import { freePort, sleep, startStack, until } from "./stack-fixture.ts";
 
 const CLI = fileURLToPath(new URL("../../src/replica/cli.ts", import.meta.url));
 const AGENT_ID = "chat-keyed-1";
@@ -21,28 +20,15 @@ const K2 = "engine-key-two-9876543210";
 let stack: Awaited<ReturnType<typeof startStack>>;
 let agent: ChildProcess;
 let agentLog = "";
+/** until(), with the agent's log when it times out. */
+const eventually = <T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000) =>
+  until(what, probe, timeoutMs, () => `--- agent log ---\n${agentLog.slice(-4000)}`);
 const events: Record<string, unknown>[] = [];
 let engineUrl = "";
 let enginePid = 0;
 let dir = "";
 
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
 
-async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}\n--- agent log ---\n${agentLog.slice(-4000)}`);
-    await sleep(25);
-  }
-}
 
 const engineHealth = async () => (await (await fetch(`${engineUrl}/-/healthz`)).json()) as { api_key_requests: number[] };
 
@@ -75,9 +61,9 @@ beforeAll(async () => {
       // engine output
     }
   });
-  await until("the agent to register", () => (events.some((e) => e.event === "registered") ? true : undefined), 90_000);
+  await eventually("the agent to register", () => (events.some((e) => e.event === "registered") ? true : undefined), 90_000);
   enginePid = events.find((e) => e.event === "engine_started")!.pid as number;
-  await until("the replica in routing", async () => ((await chat()).status === 200 ? true : undefined));
+  await eventually("the replica in routing", async () => ((await chat()).status === 200 ? true : undefined));
 }, 180_000);
 
 afterAll(async () => {
@@ -135,18 +121,18 @@ describe("an engine with its own API key behind the agent", () => {
     // 1. The engine accepts both keys.
     writeFileSync(join(dir, "engine-keys"), `${K1}\n${K2}\n`);
     process.kill(enginePid, "SIGHUP");
-    await until("the engine to hold two keys", async () => ((await engineHealth()).api_key_requests.length === 2 ? true : undefined));
+    await eventually("the engine to hold two keys", async () => ((await engineHealth()).api_key_requests.length === 2 ? true : undefined));
     // 2. The agent registers the new key; the edge switches to it.
     writeFileSync(join(dir, "agent-key"), `${K2}\n`);
     agent.kill("SIGHUP");
-    await until("the new key to be registered", () => (events.some((e) => e.event === "engine_key_registered") ? true : undefined));
-    await until("the edge to send the new key", async () => ((await engineHealth()).api_key_requests[1]! > 0 ? true : undefined));
+    await eventually("the new key to be registered", () => (events.some((e) => e.event === "engine_key_registered") ? true : undefined));
+    await eventually("the edge to send the new key", async () => ((await engineHealth()).api_key_requests[1]! > 0 ? true : undefined));
     // 3. The engine drops the old key; the edge keeps being served.
     writeFileSync(join(dir, "engine-keys"), `${K2}\n`);
     process.kill(enginePid, "SIGHUP");
-    await until("the engine to hold only the new key", async () => ((await engineHealth()).api_key_requests.length === 1 ? true : undefined));
+    await eventually("the engine to hold only the new key", async () => ((await engineHealth()).api_key_requests.length === 1 ? true : undefined));
     const after = sent;
-    await until("more requests after the old key is gone", () => (sent >= after + 20 ? true : undefined));
+    await eventually("more requests after the old key is gone", () => (sent >= after + 20 ? true : undefined));
     loading = false;
     await load;
     expect(failures).toEqual([]);

@@ -5,12 +5,11 @@
 // and on SIGTERM drains while a streaming request finishes, deregisters, and
 // only then stops the engine.
 import { spawn, type ChildProcess } from "node:child_process";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { sleep, startStack } from "./stack-fixture.ts";
+import { freePort, sleep, startStack, until } from "./stack-fixture.ts";
 
 const CLI = fileURLToPath(new URL("../../src/replica/cli.ts", import.meta.url));
 const AGENT_ID = "chat-agent-1";
@@ -19,17 +18,13 @@ let stack: Awaited<ReturnType<typeof startStack>>;
 let agent: ChildProcess;
 let agentExit: Promise<number | null>;
 let agentLog = "";
+/** until(), with the agent's log when it times out. */
+const eventually = <T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000) =>
+  until(what, probe, timeoutMs, () => `--- agent log ---\n${agentLog.slice(-4000)}`);
 const events: Record<string, unknown>[] = [];
 let engineUrl = "";
 let enginePid = 0;
 
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
 
 function alive(pid: number): boolean {
   try {
@@ -40,15 +35,6 @@ function alive(pid: number): boolean {
   }
 }
 
-async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}\n--- agent log ---\n${agentLog.slice(-4000)}`);
-    await sleep(25);
-  }
-}
 
 interface ReplicaState {
   id: string;
@@ -133,7 +119,7 @@ beforeAll(async () => {
       // engine output
     }
   });
-  await until("the agent to register", () => (events.some((e) => e.event === "registered") ? true : undefined), 90_000);
+  await eventually("the agent to register", () => (events.some((e) => e.event === "registered") ? true : undefined), 90_000);
   enginePid = events.find((e) => e.event === "engine_started")!.pid as number;
 }, 180_000);
 
@@ -145,7 +131,7 @@ afterAll(async () => {
 
 describe("replica agent in front of an engine", () => {
   it("registers the engine's own URL: the replica appears in the deployment, ready", async () => {
-    const [r] = await until("the replica in the snapshot", async () => {
+    const [r] = await eventually("the replica in the snapshot", async () => {
       const rs = await replicas();
       return rs.length > 0 ? rs : undefined;
     });
@@ -170,7 +156,7 @@ describe("replica agent in front of an engine", () => {
     const res = await chat(60, true);
     expect(res.status).toBe(200);
     const reading = readStream(res);
-    const loaded = await until("a report of the running request", async () => {
+    const loaded = await eventually("a report of the running request", async () => {
       const r = (await replicas()).find((x) => x.id === AGENT_ID);
       return r && r.load.ongoing >= 1 ? r : undefined;
     });
@@ -178,7 +164,7 @@ describe("replica agent in front of an engine", () => {
     expect(loaded.load.kv).toBeGreaterThan(0);
     const out = await reading;
     expect(out).toEqual({ chunks: 60, finish: "length", done: true });
-    await until("the load to go back to 0", async () => {
+    await eventually("the load to go back to 0", async () => {
       const r = (await replicas()).find((x) => x.id === AGENT_ID);
       return r && r.load.ongoing === 0 ? r : undefined;
     });
@@ -195,12 +181,12 @@ describe("replica agent in front of an engine", () => {
     agent.kill("SIGTERM");
 
     // The drain is announced at once and shows at the edge.
-    await until("the replica to be draining", async () => {
+    await eventually("the replica to be draining", async () => {
       const r = (await replicas()).find((x) => x.id === AGENT_ID);
       return r?.load.state === "draining" ? r : undefined;
     }, 5_000);
     // Proxies stop routing to it once their view is refreshed (≤ 1 s); the engine still runs.
-    const refused = await until("a request refused for want of a ready replica", async () => {
+    const refused = await eventually("a request refused for want of a ready replica", async () => {
       const r = await chat(2, false);
       const body = await r.text();
       return r.status === 503 ? body : undefined;

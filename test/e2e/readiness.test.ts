@@ -4,11 +4,11 @@
 // deregisters) and started again, three times, on the same state directory; healthz
 // is polled from the moment the public port answers.
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { LocalStack } from "../../src/local/stack.ts";
+import { freePort } from "./stack-fixture.ts";
 
 const stateDir = mkdtempSync(join(tmpdir(), "switchyard-e2e-ready-"));
 let stack: LocalStack | undefined;
@@ -18,13 +18,6 @@ afterAll(async () => {
   rmSync(stateDir, { recursive: true, force: true });
 });
 
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
 
 const status = async (url: string): Promise<number> => {
   try {

@@ -7,7 +7,7 @@ import { connect } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Header, importReplicaKey, signDispatch } from "../../src/protocol/index.ts";
-import { signedFetch, sleep, startStack } from "./stack-fixture.ts";
+import { signedFetch, startStack, until } from "./stack-fixture.ts";
 
 let stack: Awaited<ReturnType<typeof startStack>>;
 let secret: Server;
@@ -81,15 +81,6 @@ function dechunk(answer: string): string {
 }
 const jsonOf = (answer: string) => JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4)) as { error: { code: string; message: string; request_id?: string } };
 
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
-}
 
 describe("1. the open proxy: a path that leaves its prefix", () => {
   it("never makes the edge fetch another host: every spelling of the review's request gets a JSON 400", async () => {

@@ -1,5 +1,6 @@
 // Starts the real local stack (workerd + replica processes) for an e2e test file.
 import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { LocalStack, type StackOptions } from "../../src/local/stack.ts";
@@ -87,4 +88,27 @@ export function signedFetch(stack: LocalStack, deployment: string): typeof fetch
     headers.set(Header.signature, await signDispatch(key, { timestamp, nonce, method, deployment, target: url.pathname + url.search, requestId }));
     return fetch(input instanceof Request ? new Request(input, { headers }) : url, { ...init, method, headers });
   };
+}
+
+/** A loopback port that was free a moment ago (for a process the test starts on a fixed port). */
+export async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
+  const port = (s.address() as { port: number }).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}
+
+/**
+ * Waits for an event: polls `probe` every 25 ms until it returns something other
+ * than undefined. On timeout it throws, naming `what` and adding `detail()` (a log).
+ */
+export async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000, detail?: () => string): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}${detail ? `\n${detail()}` : ""}`);
+    await sleep(25);
+  }
 }
