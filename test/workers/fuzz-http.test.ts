@@ -345,14 +345,17 @@ describe("fuzz: HTTP routes of the Worker", () => {
     );
     const routes = await callWorker(new Request("http://edge/-/routes"));
     expect(await routes.json()).toEqual(Object.fromEntries(deployments.map((d) => [d.routePrefix, d.name])));
-    // No replica registered: the health check says so, in its own JSON shape;
-    // only deployments whose model runs in the Worker (backend kind edge) can serve.
-    const edge = deployments.filter((d) => d.backend.kind === "edge").map((d) => d.name);
+    // No replica registered: the readiness check says so, in its own JSON shape; it is
+    // ready only if every deployment's model runs in the Worker (backend kind edge).
+    const edge = deployments.filter((d) => d.backend.kind === "edge" && d.access.public).map((d) => d.name);
+    const replicated = deployments.filter((d) => d.backend.kind !== "edge");
+    const waiting = [...new Set(replicated.map((d) => (d.access.public ? d.name : "(private)")))];
     const health = await callWorker(new Request("http://edge/-/healthz"));
-    expect(health.status).toBe(edge.length > 0 ? 200 : 503);
-    const healthBody = (await health.json()) as { status: string; ready_replicas: Record<string, number>; edge_deployments: string[] };
-    expect(healthBody.status).toBe(edge.length > 0 ? "ok" : "no_ready_replica");
+    expect(health.status).toBe(replicated.length === 0 ? 200 : 503);
+    const healthBody = (await health.json()) as { status: string; ready_replicas: Record<string, number>; edge_deployments: string[]; waiting_for?: string[] };
+    expect(healthBody.status).toBe(replicated.length === 0 ? "ok" : "no_ready_replica");
     expect(healthBody.edge_deployments).toEqual(edge);
+    expect(healthBody.waiting_for ?? []).toEqual(waiting);
     expect(Object.values(healthBody.ready_replicas).every((n) => n === 0)).toBe(true);
   });
 
