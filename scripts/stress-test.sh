@@ -41,7 +41,7 @@ for r in $(seq 1 "$runs"); do
   started=$(date +%s)
   if (cd "$clone" && CI=true bash .ci/run) >"$work/run-$r.log" 2>&1; then result=passed; else result=FAILED; failed=$((failed + 1)); fi
   took=$(( $(date +%s) - started ))
-  summary=$(grep -E "^ +Tests " "$work/run-$r.log" | tail -1 | sed 's/\x1b\[[0-9;]*m//g' | tr -s ' ' || true)
+  summary=$(sed 's/\x1b\[[0-9;]*m//g' "$work/run-$r.log" | grep -E "^ +Tests " | tail -1 | tr -s ' ' || true)
   echo "run $r: $result in ${took} s (load average $(cut -d' ' -f1-3 /proc/loadavg));${summary}"
   if [ "$result" = FAILED ]; then grep -E "FAIL|×" "$work/run-$r.log" | sed 's/\x1b\[[0-9;]*m//g' | head -20 || true; fi
   [ "$keep" = 1 ] || rm -rf "$clone"
