@@ -13,7 +13,7 @@
  * which the build pulls into the Worker only when a deployment uses kind "edge"
  * (scripts/build.ts), so other Workers keep a small bundle.
  */
-import { checkDeclaredLength, readBoundedBody, uploadPaceOf } from "../proxy/request-body.ts";
+import { checkDeclaredLength, readBoundedBody, uploadPaceOf, uploadTooSlow } from "../proxy/request-body.ts";
 import type { Deployment } from "../config/deployment.ts";
 import { errorBody, errorResponse, Header, MODEL_ID } from "../protocol/index.ts";
 import { MAX_MODEL_INPUT_BYTES, ModelInputError, UnknownModelError } from "../replica/models/model.ts";
@@ -90,7 +90,7 @@ export async function serveAtEdge(req: Request, ctx: EdgeServeContext): Promise<
     } catch {
       return errorResponse("bad_request", "could not read the request body", { requestId });
     }
-    if (bytes === "too_slow") return errorResponse("request_timeout", "the request body arrived too slowly", { requestId });
+    if (bytes === "too_slow") return uploadTooSlow(requestId);
     if (bytes === "too_large") {
       return maxRequestBodyBytes < MAX_MODEL_INPUT_BYTES
         ? errorResponse("payload_too_large", `request body exceeds ${maxRequestBodyBytes} bytes`, { requestId })

@@ -18,11 +18,11 @@ import { requestIdFor } from "./headers.ts";
 import { drainUnreadBody } from "./request-body.ts";
 import { IsolateState } from "./isolate-state.ts";
 import { observeRequest } from "./request-observer.ts";
-import { requestTarget } from "./request-path.ts";
+import { requestTarget, type PathVariables } from "./request-path.ts";
 import { serveRequest } from "./serve-request.ts";
 import { RouteTable } from "./route-table.ts";
 
-type EdgeEnv = { Bindings: Env; Variables: { target: { path: string; search: string } } };
+type EdgeEnv = { Bindings: Env; Variables: PathVariables };
 
 export interface EdgeApp {
   app: Hono<EdgeEnv>;

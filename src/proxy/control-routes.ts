@@ -42,8 +42,6 @@ import {
   type ControlRejectReason,
 } from "../protocol/index.ts";
 
-/** Control messages are small; anything larger is not one. */
-const MAX_CONTROL_BODY = MAX_CONTROL_BODY_BYTES;
 
 /** Rejections of messages naming no deployment this Worker serves are counted under this name (never a valid deployment name). */
 export const UNKNOWN_DEPLOYMENT = "_unknown";
@@ -79,12 +77,12 @@ async function readMessage<S extends z.ZodType>(
   known: ReadonlyMap<string, Deployment>,
 ): Promise<Read<z.output<S>>> {
   const length = Number(c.req.header("content-length") ?? "NaN");
-  if (!(length <= MAX_CONTROL_BODY)) {
-    return { error: errorResponse("payload_too_large", `control messages need a Content-Length of at most ${MAX_CONTROL_BODY} bytes`) };
+  if (!(length <= MAX_CONTROL_BODY_BYTES)) {
+    return { error: errorResponse("payload_too_large", `control messages need a Content-Length of at most ${MAX_CONTROL_BODY_BYTES} bytes`) };
   }
   const body = new Uint8Array(await c.req.arrayBuffer());
-  if (body.byteLength > MAX_CONTROL_BODY) {
-    return { error: errorResponse("payload_too_large", `control messages are at most ${MAX_CONTROL_BODY} bytes`) };
+  if (body.byteLength > MAX_CONTROL_BODY_BYTES) {
+    return { error: errorResponse("payload_too_large", `control messages are at most ${MAX_CONTROL_BODY_BYTES} bytes`) };
   }
   let raw: unknown;
   let json = true;

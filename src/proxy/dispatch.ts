@@ -7,11 +7,11 @@ import type { Deployment } from "../config/deployment.ts";
 import { Header, PROTOCOL_VERSION, UNAUTHORIZED_REJECTION, errorResponse, parseLoadHeader } from "../protocol/index.ts";
 import { backoffMs, pickRandom, pickReplica, pickReplicaForModel, pickRoundRobin } from "../policy/pick-replica.ts";
 import { clientHeaders, dispatchHeaders } from "./headers.ts";
-import { checkDeclaredLength, uploadPaceOf } from "./request-body.ts";
+import { checkDeclaredLength, readBoundedBody, uploadPaceOf, uploadTooSlow } from "./request-body.ts";
 import { dispatchUrl } from "./request-path.ts";
 import { nativePipe, sseWithErrorEvent } from "./response-streams.ts";
 import { stripRoutePrefix } from "./route-table.ts";
-import { TIMED_OUT, pacedBody, uploadBudgetMs, withinMs } from "./upload-pace.ts";
+import { pacedBody } from "./upload-pace.ts";
 import type { ReplicaEntry, RoutingView } from "./routing-view.ts";
 import type { SessionAffinity } from "./session-affinity.ts";
 
@@ -150,7 +150,7 @@ export async function dispatch(req: Request, ctx: DispatchContext): Promise<Resp
     const candidates = model !== undefined ? view.candidatesHolding(now, tried, (e) => e.models.includes(model) || e.loading.includes(model)) : view.candidates(now, tried);
     const replica =
       attempt === 1 && ctx.session
-        ? await ctx.session.affinity.choose(deployment, ctx.session.id, candidates, pick, ctx.session.client, view.lapsed(now, tried))
+        ? await ctx.session.affinity.choose(deployment, ctx.session.id, candidates, pick, ctx.session.client, () => view.lapsed(now, tried))
         : pick(candidates);
     if (!replica) break;
     if (model !== undefined) view.noteModelDispatch(replica, model);
@@ -234,7 +234,7 @@ async function attemptOn(
       return respond(errorResponse("deadline_exceeded", "the replica did not answer before the deadline", { requestId }));
     }
     // The client's fault, not the replica's: it is not marked down.
-    if (prepared.tooSlow()) return respond(errorResponse("request_timeout", "the request body arrived too slowly", { requestId }));
+    if (prepared.tooSlow()) return respond(uploadTooSlow(requestId));
     if (prepared.overLimit()) {
       return respond(errorResponse("payload_too_large", `request body exceeds ${ctx.deployment.limits.maxRequestBodyBytes} bytes`, { requestId }));
     }
@@ -329,8 +329,9 @@ async function prepareBody(req: Request, deployment: Deployment, requestId: stri
   const pace = uploadPaceOf(deployment.limits);
   if (size !== undefined && size <= replayableBodyBytes) {
     // Small bodies are held so a rejected dispatch can be replayed elsewhere: one native read, bounded in time.
-    const held = await withinMs(req.arrayBuffer(), uploadBudgetMs(size, pace));
-    if (held === TIMED_OUT) return errorResponse("request_timeout", "the request body arrived too slowly", { requestId });
+    const held = await readBoundedBody(req, replayableBodyBytes, pace);
+    if (held === "too_slow") return uploadTooSlow(requestId);
+    if (held === "too_large") return errorResponse("payload_too_large", `request body exceeds ${maxRequestBodyBytes} bytes`, { requestId });
     return { body: held, replayable: true, overLimit: never, tooSlow: never };
   }
   // Streamed to the replica as it arrives: counted against the limit and paced, so a

@@ -15,8 +15,8 @@ import type { IsolateState } from "./isolate-state.ts";
 import { keyRefusal } from "./api-keys.ts";
 import type { ScanResult, TopLevelScanner } from "./json-top-level.ts";
 import { OPENAI_ENDPOINTS, openaiBodyLimit, openaiBodyScanner, openaiModelTable, openaiRouting, openaiUploadPace, type OpenAIEndpoint } from "./openai-request.ts";
-import { checkDeclaredLength, drainUnreadBody, readBoundedBody } from "./request-body.ts";
-import { requestTarget } from "./request-path.ts";
+import { checkDeclaredLength, drainUnreadBody, readBoundedBody, uploadTooSlow } from "./request-body.ts";
+import type { PathVariables } from "./request-path.ts";
 import { observeRequest } from "./request-observer.ts";
 import { SESSION_ID } from "./request-keys.ts";
 import { serveRequest } from "./serve-request.ts";
@@ -25,7 +25,9 @@ import { Header } from "../protocol/index.ts";
 /** A body refused before it was read is read up to this size first, so the client's connection survives (drainUnreadBody). */
 const REFUSAL_DRAIN_BYTES = 64 * 1024;
 
-export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env: Env) => IsolateState): Hono<{ Bindings: Env }> {
+type OpenAIEnv = { Bindings: Env; Variables: PathVariables };
+
+export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env: Env) => IsolateState): Hono<OpenAIEnv> {
   const byModel = openaiModelTable(deployments);
   const served = deployments.filter((d) => d.openai);
   const bodyLimit = openaiBodyLimit(deployments);
@@ -33,7 +35,7 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
   // When every /v1 deployment is private, a caller with no key valid for any of them is refused before its body is read.
   const keyFirst = served.every((d) => !d.access.public) ? served.map((d) => d.name) : null;
   const privateNames = served.filter((d) => !d.access.public).map((d) => d.name);
-  const app = new Hono<{ Bindings: Env }>();
+  const app = new Hono<OpenAIEnv>();
 
   app.get("/models", async (c) => {
     const state = stateFor(c.env);
@@ -51,7 +53,7 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
     return c.json({ object: "list", data });
   });
 
-  const post = (path: string, endpoint: OpenAIEndpoint) => async (c: Context<{ Bindings: Env }>) => {
+  const post = (path: string, endpoint: OpenAIEndpoint) => async (c: Context<OpenAIEnv>) => {
     const requestId = requestIdFor(c.req.header(Header.requestId) ?? null);
     const state = stateFor(c.env);
     const background = (p: Promise<unknown>) => c.executionCtx.waitUntil(p);
@@ -67,7 +69,7 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
     }
     const bytes = await readBoundedBody(c.req.raw, bodyLimit, pace);
     if (bytes === "too_large") return errorResponse("payload_too_large", `request body exceeds ${bodyLimit} bytes`, { requestId });
-    if (bytes === "too_slow") return errorResponse("request_timeout", "the request body arrived too slowly", { requestId });
+    if (bytes === "too_slow") return uploadTooSlow(requestId);
     const parsed = openaiRouting(endpoint, await scanInSlices(openaiBodyScanner(endpoint), new Uint8Array(bytes)));
     if (!parsed.ok) return errorResponse(parsed.code, parsed.message, { requestId });
     const { model, stream, user } = parsed.routing;
@@ -95,7 +97,8 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
       deployment,
       // /v1 paths go to the replica unchanged, whatever the deployment's own prefix.
       routePrefix: "/",
-      target: { path, search: searchOf(c.req.url) },
+      // The query as app.ts normalised the request (its path check runs first, for every route).
+      target: { path, search: c.get("target").search },
       state,
       requestId,
       background,
@@ -134,10 +137,4 @@ async function scanInSlices(scanner: TopLevelScanner, bytes: Uint8Array): Promis
     if (at + SCAN_SLICE_BYTES < bytes.byteLength) await new Promise((r) => setTimeout(r, 0));
   }
   return scanner.end();
-}
-
-/** The raw query of a request (its path was checked before routing: app.ts). */
-function searchOf(url: string): string {
-  const t = requestTarget(url);
-  return t.ok ? t.search : "";
 }

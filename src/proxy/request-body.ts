@@ -69,6 +69,11 @@ export async function readBoundedBody(req: Request, limit: number, pace: UploadP
   return out.buffer;
 }
 
+/** The answer to a body that did not arrive at the upload pace (408). */
+export function uploadTooSlow(requestId: string): Response {
+  return errorResponse("request_timeout", "the request body arrived too slowly", { requestId });
+}
+
 /** The pace a deployment asks of uploads (its limits). */
 export function uploadPaceOf(limits: { uploadIdleTimeoutMs: number; uploadMinBytesPerSecond: number }): UploadPace {
   return { idleMs: limits.uploadIdleTimeoutMs, minBytesPerSecond: limits.uploadMinBytesPerSecond };

@@ -13,6 +13,9 @@
  * the dispatch URL is checked to keep the replica's origin and base path.
  */
 
+/** What the edge app's first middleware (app.ts) leaves on the context for every route. */
+export type PathVariables = { target: { path: string; search: string } };
+
 export type RequestTarget = { ok: true; path: string; search: string } | { ok: false; message: string };
 
 const HEX = /^[0-9A-Fa-f]{2}$/;

@@ -79,12 +79,14 @@ export class SessionAffinity {
     candidates: readonly ReplicaEntry[],
     propose: (among: readonly ReplicaEntry[]) => ReplicaEntry | undefined,
     client = "",
-    late: readonly ReplicaEntry[] = [],
+    late: () => readonly ReplicaEntry[] = () => [],
   ): Promise<ReplicaEntry | undefined> {
     const key = cacheKey(deployment.name, session);
     const now = this.#now();
-    // The bound replica may be merely late (its liveness lapsed in this view, nothing showed it dead): it is still tried first.
-    const find = (id: string) => candidates.find((c) => c.id === id) ?? late.find((c) => c.id === id);
+    // The bound replica may be merely late (its liveness lapsed in this view, nothing showed it dead): it is still tried
+    // first. Asked for only when the replica is not a candidate, so a usual request does not walk the view twice.
+    let lapsed: readonly ReplicaEntry[] | undefined;
+    const find = (id: string) => candidates.find((c) => c.id === id) ?? (lapsed ??= late()).find((c) => c.id === id);
     const usable = (id: string) => {
       const e = find(id);
       return e && fullness(e) < deployment.sessionAffinity.rebindAtLoad ? e : undefined;

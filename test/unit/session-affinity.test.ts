@@ -796,10 +796,10 @@ describe("SessionAffinity: a bound replica that is merely late", () => {
     // r1's liveness lapsed here, but nothing showed it dead.
     expect(v.candidates(c.now()).map((e) => e.id)).toEqual(["r2"]);
     const late = v.lapsed(c.now());
-    expect((await a.choose(d, "s1", v.candidates(c.now()), proposer().fn, "", late))!.id).toBe("r1");
+    expect((await a.choose(d, "s1", v.candidates(c.now()), proposer().fn, "", () => late))!.id).toBe("r1");
     expect(store.rebinds).toBe(0);
     // Without it in either list (a snapshot dropped it, or a connection failed), the session moves.
-    expect((await a.choose(d, "s1", v.candidates(c.now()), proposer().fn, "", []))!.id).toBe("r2");
+    expect((await a.choose(d, "s1", v.candidates(c.now()), proposer().fn, "", () => []))!.id).toBe("r2");
     expect(store.rebinds).toBe(1);
   });
 });

@@ -1,0 +1,115 @@
+/** The upload pace (src/proxy/upload-pace.ts): when the next bytes are due, and a body stream held to it. */
+import { describe, expect, it } from "vitest";
+import { TIMED_OUT, pacedBody, uploadBudgetMs, uploadDeadline, withinMs } from "../../src/proxy/upload-pace.ts";
+
+const T0 = 1_700_000_000_000;
+const pace = { idleMs: 10_000, minBytesPerSecond: 1024 };
+
+describe("uploadDeadline", () => {
+  it("is the idle timeout from the last bytes while the rate has nothing to say", () => {
+    expect(uploadDeadline(T0, T0, 0, pace)).toBe(T0 + 10_000);
+    expect(uploadDeadline(T0, T0 + 3_000, 100 * 1024, pace)).toBe(T0 + 13_000);
+  });
+
+  it("is earlier when the average since the start would fall below the floor after the grace period", () => {
+    // 16 bytes every 5 s (the review's slow uploader): due at the start + grace + 16 / 1024 s.
+    expect(uploadDeadline(T0, T0 + 5_000, 16, pace)).toBe(T0 + 10_000 + (16 * 1000) / 1024);
+    expect(uploadDeadline(T0, T0 + 9_000, 2048, pace)).toBe(T0 + 12_000);
+  });
+
+  it("has no rate floor at 0 bytes/s", () => {
+    expect(uploadDeadline(T0, T0 + 50_000, 1, { idleMs: 10_000, minBytesPerSecond: 0 })).toBe(T0 + 60_000);
+  });
+});
+
+describe("uploadBudgetMs", () => {
+  it("gives a sized body the grace period plus its size at the floor rate", () => {
+    expect(uploadBudgetMs(0, pace)).toBe(10_000);
+    expect(uploadBudgetMs(64 * 1024, pace)).toBe(10_000 + 64_000);
+    expect(uploadBudgetMs(64 * 1024, { idleMs: 10_000, minBytesPerSecond: 0 })).toBe(Infinity);
+  });
+});
+
+describe("withinMs", () => {
+  it("passes the value on, or TIMED_OUT when the time runs out first", async () => {
+    expect(await withinMs(Promise.resolve(7), 1_000)).toBe(7);
+    expect(await withinMs(new Promise(() => undefined), 1)).toBe(TIMED_OUT);
+    expect(await withinMs(Promise.resolve("x"), Infinity)).toBe("x");
+  });
+});
+
+/** A source the test writes to by hand. */
+function source() {
+  let controller!: ReadableStreamDefaultController<Uint8Array>;
+  let cancelled: unknown;
+  const stream = new ReadableStream<Uint8Array>({
+    start: (c) => void (controller = c),
+    cancel: (reason) => void (cancelled = reason),
+  });
+  return { stream, push: (n: number) => controller.enqueue(new Uint8Array(n)), end: () => controller.close(), cancelled: () => cancelled };
+}
+
+async function readAll(body: ReadableStream<Uint8Array>): Promise<{ bytes: number; error?: unknown }> {
+  const reader = body.getReader();
+  let bytes = 0;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return { bytes };
+      bytes += value.byteLength;
+    }
+  } catch (error) {
+    return { bytes, error };
+  }
+}
+
+describe("pacedBody", () => {
+  it("passes a body that keeps its pace through unchanged", async () => {
+    const s = source();
+    const paced = pacedBody(s.stream, 1_000, pace);
+    s.push(300);
+    s.push(700);
+    s.end();
+    expect(await readAll(paced.body)).toEqual({ bytes: 1_000 });
+    expect(paced.tooSlow()).toBe(false);
+    expect(paced.overLimit()).toBe(false);
+  });
+
+  it("errors the stream and cancels its source when the client stops sending", async () => {
+    const s = source();
+    const paced = pacedBody(s.stream, 1_000, { idleMs: 20, minBytesPerSecond: 0 });
+    s.push(10);
+    const read = await readAll(paced.body);
+    expect(read.bytes).toBe(10);
+    expect(String(read.error)).toMatch(/too slowly/);
+    expect(paced.tooSlow()).toBe(true);
+    expect(s.cancelled()).toBe("too slow");
+  });
+
+  it("errors the stream when the average falls below the floor, however regularly bytes arrive", async () => {
+    // A clock the test moves: 1 byte a "second" never starves the idle timeout, but fails the rate.
+    let now = T0;
+    const s = source();
+    const paced = pacedBody(s.stream, 1_000_000, { idleMs: 10_000, minBytesPerSecond: 1024 }, () => now);
+    const reading = readAll(paced.body);
+    for (let i = 0; i < 11; i++) {
+      now += 1_000;
+      s.push(1);
+    }
+    // 11 s in, 11 bytes: past the grace period and the rate's deadline, so the next read times out at once.
+    expect(await reading).toMatchObject({ bytes: 11 });
+    expect(paced.tooSlow()).toBe(true);
+  });
+
+  it("errors the stream past the limit", async () => {
+    const s = source();
+    const paced = pacedBody(s.stream, 100, pace);
+    s.push(60);
+    s.push(60);
+    const read = await readAll(paced.body);
+    expect(read.bytes).toBe(60);
+    expect(String(read.error)).toMatch(/too large/);
+    expect(paced.overLimit()).toBe(true);
+    expect(paced.tooSlow()).toBe(false);
+  });
+});
