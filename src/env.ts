@@ -1,13 +1,20 @@
 import type { DeploymentRouter } from "./state/deployment-router.ts";
+import { routingShardName } from "./state/routing-shards.ts";
+import type { SnapshotRelay } from "./state/snapshot-relay.ts";
 import { sessionObjectName, sessionShardName } from "./state/session-binding.ts";
 import type { SessionRouter, SessionRouterStats } from "./state/session-router.ts";
 import type { AccessKeys } from "./state/access-keys.ts";
 import type { RateLimiter } from "./state/rate-limiter.ts";
 import type { Telemetry } from "./telemetry/telemetry.ts";
 
-/** The routing Durable Object of a deployment (one per deployment, named by it). */
-export function routerFor(env: Env, deployment: string): DurableObjectStub<DeploymentRouter> {
-  return env.ROUTER.get(env.ROUTER.idFromName(deployment));
+/** A routing Durable Object of a deployment: shard 0 (the deployment's own name) unless `shard` is given. */
+export function routerFor(env: Env, deployment: string, shard = 0): DurableObjectStub<DeploymentRouter> {
+  return env.ROUTER.get(env.ROUTER.idFromName(routingShardName(deployment, shard)));
+}
+
+/** The snapshot relay of a deployment in one location (`colo`). */
+export function relayFor(env: Env, deployment: string, location: string): DurableObjectStub<SnapshotRelay> {
+  return env.RELAYS.get(env.RELAYS.idFromName(`${deployment}@${location}`));
 }
 
 /** The SessionRouter shard holding a session's binding. */
@@ -40,8 +47,10 @@ export function telemetryFor(env: Env): DurableObjectStub<Telemetry> {
 
 /** Bindings and secrets of the edge Worker (wrangler.toml; secrets via `wrangler secret put`). */
 export interface Env {
-  /** One routing Durable Object per deployment, named by the deployment. */
+  /** A deployment's routing Durable Objects: `routing.shards` of them, shard 0 named by the deployment, shard k `<name>#k`. */
   ROUTER: DurableObjectNamespace<DeploymentRouter>;
+  /** Snapshot relays, one per deployment and location (`<name>@<colo>`): isolates ask these, not the shards. */
+  RELAYS: DurableObjectNamespace<SnapshotRelay>;
   /** Session → replica bindings, `sessionAffinity.shards` objects per deployment. */
   SESSIONS: DurableObjectNamespace<SessionRouter>;
   /** Client API keys (hashed), one object per deployment. */

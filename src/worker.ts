@@ -8,6 +8,7 @@ import { registerServedDeployments } from "./config/served.ts";
 import { createEdgeApp } from "./proxy/app.ts";
 
 export { DeploymentRouter } from "./state/deployment-router.ts";
+export { SnapshotRelay } from "./state/snapshot-relay.ts";
 export { SessionRouter } from "./state/session-router.ts";
 export { AccessKeys } from "./state/access-keys.ts";
 export { RateLimiter } from "./state/rate-limiter.ts";

@@ -5,6 +5,7 @@
  */
 import { z } from "zod";
 import { DEPLOYMENT_NAME, MODEL_ID } from "../protocol/messages.ts";
+import { MAX_ROUTING_SHARDS } from "../state/routing-shards.ts";
 
 /** Methods a deployment may serve (the default: all of them). */
 export const SERVABLE_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] as const;
@@ -209,6 +210,25 @@ const DeploymentInput = z
       })
       .strict()
       .default({ enabled: true, ttlSeconds: 600, shards: 8, rebindAtLoad: 1, bindOnRequest: 2, maxNewBindingsPerSecond: 10, maxNewBindingsBurst: 100 }),
+    /**
+     * The routing state plane (docs/scaling.md §4). A deployment's replicas, and
+     * their load reports, are spread over `shards` routing Durable Objects by
+     * node (a replica's `node`, else its id); proxies never call them per
+     * request. With `relay`, proxy isolates ask one relay object per location,
+     * which merges the shards' snapshots at most every 750 ms, so each shard sees
+     * about one call per location per 750 ms whatever the number of isolates.
+     * Raising `shards` is a redeploy: replicas whose node moves register again in
+     * their new shard on their next report, without dropping traffic.
+     */
+    routing: z
+      .object({
+        /** Routing objects; size it to about one per 100 busy nodes (docs/scaling.md). */
+        shards: z.number().int().min(1).max(MAX_ROUTING_SHARDS).default(1),
+        /** Isolates ask their location's relay, not the shards. Off: each isolate asks every shard (the design before relays). */
+        relay: z.boolean().default(true),
+      })
+      .strict()
+      .default({ shards: 1, relay: true }),
     /**
      * The autoscaling signal (Ray Serve's autoscaling_config names): the desired
      * replica count from reported load, exposed as JSON (/-/deployments/:name/autoscale),

@@ -31,6 +31,7 @@ export function workerdConfig(o: WorkerdConfigOptions): string {
   const bindings = [
     ...Object.entries(o.vars).map(([name, value]) => `(name = ${str(name)}, text = ${str(value)})`),
     `(name = "ROUTER", durableObjectNamespace = "DeploymentRouter")`,
+    `(name = "RELAYS", durableObjectNamespace = "SnapshotRelay")`,
     `(name = "SESSIONS", durableObjectNamespace = "SessionRouter")`,
     `(name = "KEYS", durableObjectNamespace = "AccessKeys")`,
     `(name = "RATE_LIMITS", durableObjectNamespace = "RateLimiter")`,
@@ -66,6 +67,7 @@ const edgeWorker :Workerd.Worker = (
   ],
   durableObjectNamespaces = [
     (className = "DeploymentRouter", uniqueKey = "switchyard-deployment-router", enableSql = true),
+    (className = "SnapshotRelay", uniqueKey = "switchyard-snapshot-relay", enableSql = true),
     (className = "SessionRouter", uniqueKey = "switchyard-session-router", enableSql = true),
     (className = "AccessKeys", uniqueKey = "switchyard-access-keys", enableSql = true),
     (className = "RateLimiter", uniqueKey = "switchyard-rate-limiter", enableSql = true),

@@ -16,3 +16,7 @@ export const MAX_REPLICA_MODELS = 1024;
 export const MAX_LOAD_HEADER_BYTES = 8192;
 /** Largest control message body, bytes (register, report, deregister). */
 export const MAX_CONTROL_BODY_BYTES = 64 * 1024;
+/** Most replicas one node report carries (one agent per node reports for all its engines). */
+export const MAX_NODE_REPLICAS = 64;
+/** Largest node report body, bytes: up to MAX_NODE_REPLICAS reports in one message. */
+export const MAX_NODE_REPORT_BYTES = 256 * 1024;

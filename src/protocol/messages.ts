@@ -5,7 +5,7 @@
  */
 import { z } from "zod";
 import { PROTOCOL_VERSION } from "./headers.ts";
-import { MAX_LOAD_COUNT, MAX_REPLICA_MODELS } from "./limits.ts";
+import { MAX_LOAD_COUNT, MAX_NODE_REPLICAS, MAX_REPLICA_MODELS } from "./limits.ts";
 import type { Load } from "./load.ts";
 
 export const DEPLOYMENT_NAME = /^[a-z][a-z0-9-]{0,62}$/;
@@ -13,6 +13,13 @@ export const REPLICA_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 
 const deploymentName = z.string().regex(DEPLOYMENT_NAME, "deployment names are lowercase letters, digits and '-'");
 const replicaId = z.string().regex(REPLICA_ID, "replica ids are 1-128 of [A-Za-z0-9._:-]");
+/**
+ * The node (machine) a replica runs on, same characters as replica ids. A
+ * deployment's routing shards own nodes: every replica of a node lives in the
+ * same shard, so one node report reaches one object. Without it, the replica
+ * id is the node.
+ */
+const nodeId = z.string().regex(REPLICA_ID, "node ids are 1-128 of [A-Za-z0-9._:-]");
 const count = z.number().int().min(0).max(MAX_LOAD_COUNT);
 /**
  * Model ids travel in headers and in the comma-separated load header, so they
@@ -58,26 +65,34 @@ export const RegisterMessage = z
      * sends it with every dispatch. A register with another key replaces it (rotation).
      */
     engine_key: z.string().regex(ENGINE_KEY, "engine keys are 1-512 visible ASCII characters").optional(),
+    node: nodeId.optional(),
   })
   .strict();
 export type RegisterMessage = z.infer<typeof RegisterMessage>;
+
+/** One replica's load, as a report carries it (alone, or as an entry of a node report). */
+const ReportFields = {
+  replica_id: replicaId,
+  seq: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
+  /** Sender's clock, epoch ms: lets the edge log clock skew; freshness uses the edge's clock. */
+  ts: z.number().int().min(0),
+  state: z.enum(["ready", "draining"]),
+  ongoing: count,
+  queued: count,
+  kv_cache_usage: z.number().min(0).max(1).optional(),
+  /** Models loaded and ready to serve (multiplexing). */
+  models: z.array(modelId).max(MAX_REPLICA_MODELS).default([]),
+  /** Models being loaded now; requests for them wait on the load instead of starting another elsewhere. */
+  loading: z.array(modelId).max(MAX_REPLICA_MODELS).default([]),
+};
 
 export const ReportMessage = z
   .object({
     protocol: z.literal(PROTOCOL_VERSION),
     deployment: deploymentName,
-    replica_id: replicaId,
-    seq: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
-    /** Sender's clock, epoch ms: lets the edge log clock skew; freshness uses the edge's clock. */
-    ts: z.number().int().min(0),
-    state: z.enum(["ready", "draining"]),
-    ongoing: count,
-    queued: count,
-    kv_cache_usage: z.number().min(0).max(1).optional(),
-    /** Models loaded and ready to serve (multiplexing). */
-    models: z.array(modelId).max(MAX_REPLICA_MODELS).default([]),
-    /** Models being loaded now; requests for them wait on the load instead of starting another elsewhere. */
-    loading: z.array(modelId).max(MAX_REPLICA_MODELS).default([]),
+    ...ReportFields,
+    /** The node named at register, if any: it picks the routing shard. */
+    node: nodeId.optional(),
   })
   .strict();
 export type ReportMessage = z.infer<typeof ReportMessage>;
@@ -87,9 +102,34 @@ export const DeregisterMessage = z
     protocol: z.literal(PROTOCOL_VERSION),
     deployment: deploymentName,
     replica_id: replicaId,
+    node: nodeId.optional(),
   })
   .strict();
 export type DeregisterMessage = z.infer<typeof DeregisterMessage>;
+
+/**
+ * Node batching: one agent per node reports for all its replicas in one signed
+ * message, at one replica's cadence. Every entry is a report of a replica that
+ * registered with this `node`; the edge applies each as if sent alone.
+ */
+export const NodeReportMessage = z
+  .object({
+    protocol: z.literal(PROTOCOL_VERSION),
+    deployment: deploymentName,
+    node: nodeId,
+    reports: z.array(z.object(ReportFields).strict()).min(1).max(MAX_NODE_REPLICAS),
+  })
+  .strict()
+  .refine((m) => new Set(m.reports.map((r) => r.replica_id)).size === m.reports.length, "a replica appears twice in one node report");
+export type NodeReportMessage = z.infer<typeof NodeReportMessage>;
+/** One entry of a node report. */
+export type NodeReportEntry = NodeReportMessage["reports"][number];
+
+/** Answer of the edge to a node report: one outcome per entry, in order. */
+export interface NodeReportAck {
+  ok: true;
+  outcomes: ("ok" | "stale_seq" | "unknown_replica" | "drain")[];
+}
 
 /** One replica as the routing snapshot shows it to proxies. */
 export interface ReplicaView {
@@ -113,6 +153,12 @@ export interface RoutingSnapshot {
   deployment: string;
   /** Replicas with a fresh report, ready or draining (proxies never pick draining ones). */
   replicas: ReplicaView[];
+  /**
+   * Set when `replicas` is a bounded sample of a larger deployment (a relay's
+   * answer to one isolate, src/state/bounded-view.ts): how many replicas the
+   * whole deployment has in view.
+   */
+  total?: number;
 }
 
 /** The control plane's paths (POST, signed: docs/protocol.md §1). */
@@ -120,6 +166,8 @@ export const ControlPath = {
   register: "/-/replicas/register",
   report: "/-/replicas/report",
   deregister: "/-/replicas/deregister",
+  /** Node batching: one report for all of a node's replicas (NodeReportMessage). */
+  nodeReport: "/-/replicas/report-node",
 } as const;
 
 /** Answer of the edge to a register. */

@@ -7,7 +7,8 @@
 import { Hono, type MiddlewareHandler } from "hono";
 import { z } from "zod";
 import type { Deployment } from "../config/deployment.ts";
-import { keysFor, routerFor, sessionStatsFor, type Env } from "../env.ts";
+import { keysFor, sessionStatsFor, type Env } from "../env.ts";
+import { autoscaleStatus, mergedSnapshot, planeStats, requestDrain, restartShards } from "../state/routing-plane.ts";
 import { errorResponse, type RoutingSnapshot } from "../protocol/index.ts";
 import { adminRefusal } from "./auth.ts";
 import { controlRejections } from "./control-routes.ts";
@@ -36,10 +37,9 @@ export function adminRoutes(byName: ReadonlyMap<string, Deployment>, stateFor: (
 
   app.get("/:name", async (c) => {
     const d = c.get("deployment");
-    const stub = routerFor(c.env, d.name);
     const [snapshot, stats, sessions] = await Promise.all([
-      stub.snapshot(),
-      stub.stats(),
+      mergedSnapshot(c.env, d.name, d.routing.shards),
+      planeStats(c.env, d),
       sessionStatsFor(c.env, d.name, d.sessionAffinity.enabled ? d.sessionAffinity.shards : 0),
     ]);
     const state = stateFor(c.env);
@@ -57,6 +57,25 @@ export function adminRoutes(byName: ReadonlyMap<string, Deployment>, stateFor: (
         pending: state.pending.get(d.name) ?? 0,
         controlRejections: controlRejections()[d.name] ?? {},
       },
+    });
+  });
+
+  /**
+   * This isolate's routing view of the deployment, as it routes now: no Durable
+   * Object call (the bench and tests watch how fast changes reach each isolate).
+   */
+  app.get("/:name/view", async (c) => {
+    const d = c.get("deployment");
+    const state = stateFor(c.env);
+    const view = await state.snapshots.view(d.name, (p) => c.executionCtx.waitUntil(p));
+    const now = Date.now();
+    return c.json({
+      deployment: d.name,
+      location: state.location,
+      at: now,
+      total: view.total,
+      snapshotRefreshes: state.snapshots.refreshes,
+      replicas: view.describe(now),
     });
   });
 
@@ -91,26 +110,27 @@ export function adminRoutes(byName: ReadonlyMap<string, Deployment>, stateFor: (
   app.get("/:name/autoscale", async (c) => {
     const d = c.get("deployment");
     // A routing object that never saw a replica does not know its name yet.
-    return c.json({ ...(await routerFor(c.env, d.name).autoscale()), deployment: d.name });
+    return c.json({ ...(await autoscaleStatus(c.env, d)), deployment: d.name });
   });
 
   /** Asks a replica to drain: it learns it from its next report's answer (≤ 1 s), drains and leaves. */
   app.post("/:name/replicas/:id/drain", async (c) => {
     const d = c.get("deployment");
     const id = c.req.param("id");
-    if (!(await routerFor(c.env, d.name).requestDrain(id))) return errorResponse("route_not_found", `no replica "${id}" in "${d.name}"`);
+    if (!(await requestDrain(c.env, d, id))) return errorResponse("route_not_found", `no replica "${id}" in "${d.name}"`);
     return c.json({ ok: true, deployment: d.name, replica: id, draining: true });
   });
 
-  /** Restarts the deployment's routing object (operators, and the restart fault test). */
+  /** Restarts the deployment's routing objects, every shard (operators, and the restart fault test). */
   app.post("/:name/router/restart", async (c) => {
     const d = c.get("deployment");
-    await routerFor(c.env, d.name).restart().catch(() => undefined);
+    await restartShards(c.env, d);
     return c.json({ ok: true, restarted: d.name });
   });
 
   const allow: Record<string, string> = {
     "/:name": "GET",
+    "/:name/view": "GET",
     "/:name/keys": "GET, POST",
     "/:name/keys/:id": "DELETE",
     "/:name/router/restart": "POST",

@@ -42,6 +42,7 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
   // request, so it is created on first use.
   let state: IsolateState | undefined;
   const stateFor = (env: Env) => (state ??= new IsolateState(env));
+  let located = false;
 
   const app = new Hono<EdgeEnv>();
 
@@ -54,6 +55,12 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
       return errorResponse("bad_request", target.message, { requestId: requestIdFor(c.req.header("x-request-id") ?? null) });
     }
     c.set("target", { path: target.path, search: target.search });
+    if (!located) {
+      // An isolate runs in one location: the first request names it (cf.colo; absent on local workerd).
+      located = true;
+      const colo = (c.req.raw as { cf?: { colo?: unknown } }).cf?.colo;
+      if (typeof colo === "string" && /^[A-Za-z0-9-]{1,16}$/.test(colo)) stateFor(c.env).location = colo;
+    }
     await next();
   });
 

@@ -13,7 +13,8 @@ export interface BackgroundRefreshOptions<T, S> {
   initial: () => T;
   /** Folds a fetched copy into the value (returns the new value, or the same one updated). */
   apply: (value: T, fetched: S, now: number) => T;
-  ttlMs: number;
+  /** How long a value serves before a refresh, ms: one figure, or one per key. */
+  ttlMs: number | ((key: string) => number);
   failureBackoffMs: number;
   /**
    * How long after a refresh starts a request that finds the value `stale` (see
@@ -94,7 +95,8 @@ export class BackgroundRefresh<T, S> {
         const now = this.#now();
         s.value = this.#o.apply(s.value, fetched, now);
         s.fetchedAt = now;
-        s.nextRefreshAt = now + this.#o.ttlMs;
+        const ttl = this.#o.ttlMs;
+        s.nextRefreshAt = now + (typeof ttl === "number" ? ttl : ttl(key));
       })
       .catch((err: unknown) => {
         // Keep serving the old value (the Durable Object may be restarting).

@@ -22,13 +22,17 @@
 import { Hono, type Context } from "hono";
 import type { z } from "zod";
 import type { Deployment } from "../config/deployment.ts";
-import { routerFor as router, type Env } from "../env.ts";
+import { routerFor, type Env } from "../env.ts";
+import { shardOfReplica } from "../state/routing-plane.ts";
 import { checkReplicaUrl } from "../policy/replica-url.ts";
 import { replicaKeyFor } from "./replica-keys.ts";
 import {
   CONTROL_REJECT_REASONS,
   ControlPath,
   MAX_CONTROL_BODY_BYTES,
+  MAX_NODE_REPORT_BYTES,
+  NodeReportMessage,
+  type NodeReportAck,
   type DeregisterAck,
   type ReportAck,
   DeregisterMessage,
@@ -75,14 +79,15 @@ async function readMessage<S extends z.ZodType>(
   c: Context<{ Bindings: Env }>,
   schema: S,
   known: ReadonlyMap<string, Deployment>,
+  maxBytes = MAX_CONTROL_BODY_BYTES,
 ): Promise<Read<z.output<S>>> {
   const length = Number(c.req.header("content-length") ?? "NaN");
-  if (!(length <= MAX_CONTROL_BODY_BYTES)) {
-    return { error: errorResponse("payload_too_large", `control messages need a Content-Length of at most ${MAX_CONTROL_BODY_BYTES} bytes`) };
+  if (!(length <= maxBytes)) {
+    return { error: errorResponse("payload_too_large", `control messages need a Content-Length of at most ${maxBytes} bytes`) };
   }
   const body = new Uint8Array(await c.req.arrayBuffer());
-  if (body.byteLength > MAX_CONTROL_BODY_BYTES) {
-    return { error: errorResponse("payload_too_large", `control messages are at most ${MAX_CONTROL_BODY_BYTES} bytes`) };
+  if (body.byteLength > maxBytes) {
+    return { error: errorResponse("payload_too_large", `control messages are at most ${maxBytes} bytes`) };
   }
   let raw: unknown;
   let json = true;
@@ -138,7 +143,9 @@ export function controlRoutes(deployments: ReadonlyMap<string, Deployment>): Hon
     const mode = c.env.SWITCHYARD_MODE === "local" ? "local" : "production";
     const url = checkReplicaUrl(r.msg.url, r.deployment.replicaOrigins, mode);
     if (!url.ok) return errorResponse("invalid_message", `replica url refused: ${url.message}`, { details: { reason: url.reason } });
-    const ack = await router(c.env, r.deployment.name).register(r.msg, r.nonce);
+    const d = r.deployment;
+    const shard = shardOfReplica(d, r.msg.replica_id, r.msg.node);
+    const ack = await routerFor(c.env, d.name, shard).register(r.msg, r.nonce, { index: shard, count: d.routing.shards });
     if (ack === "replayed") return replayed(r.deployment.name);
     return c.json(ack);
   });
@@ -146,7 +153,8 @@ export function controlRoutes(deployments: ReadonlyMap<string, Deployment>): Hon
   app.post(path(ControlPath.report), async (c) => {
     const r = await readMessage(c, ReportMessage, deployments);
     if ("error" in r) return r.error;
-    const outcome = await router(c.env, r.deployment.name).report(r.msg, r.nonce);
+    const shard = shardOfReplica(r.deployment, r.msg.replica_id, r.msg.node);
+    const outcome = await routerFor(c.env, r.deployment.name, shard).report(r.msg, r.nonce);
     if (outcome === "replayed") return replayed(r.deployment.name);
     if (outcome === "unknown_replica") return errorResponse("unknown_replica", "register before reporting");
     // "drain": an operator asked this replica to drain (admin API); the report itself was accepted.
@@ -157,9 +165,21 @@ export function controlRoutes(deployments: ReadonlyMap<string, Deployment>): Hon
   app.post(path(ControlPath.deregister), async (c) => {
     const r = await readMessage(c, DeregisterMessage, deployments);
     if ("error" in r) return r.error;
-    const removed = await router(c.env, r.deployment.name).deregister(r.msg, r.nonce);
+    const shard = shardOfReplica(r.deployment, r.msg.replica_id, r.msg.node);
+    const removed = await routerFor(c.env, r.deployment.name, shard).deregister(r.msg, r.nonce);
     if (removed === "replayed") return replayed(r.deployment.name);
     const ack: DeregisterAck = { ok: true, removed };
+    return c.json(ack);
+  });
+
+  // Node batching: every entry is a replica of `node`, so all go to the node's shard in one call.
+  app.post(path(ControlPath.nodeReport), async (c) => {
+    const r = await readMessage(c, NodeReportMessage, deployments, MAX_NODE_REPORT_BYTES);
+    if ("error" in r) return r.error;
+    const shard = shardOfReplica(r.deployment, r.msg.node, r.msg.node);
+    const outcomes = await routerFor(c.env, r.deployment.name, shard).reportNode(r.msg, r.nonce);
+    if (outcomes === "replayed") return replayed(r.deployment.name);
+    const ack: NodeReportAck = { ok: true, outcomes };
     return c.json(ack);
   });
 

@@ -5,14 +5,17 @@
  * because the bindings it needs arrive with the first request's env.
  */
 import type { Deployment } from "../config/deployment.ts";
-import { keysFor, rateLimiterFor, routerFor, sessionRouterFor, telemetryFor, type Env } from "../env.ts";
+import { servedDeployment } from "../config/served.ts";
+import { keysFor, rateLimiterFor, relayFor, sessionRouterFor, telemetryFor, type Env } from "../env.ts";
+import type { RoutingSnapshot } from "../protocol/index.ts";
+import { mergedSnapshot } from "../state/routing-plane.ts";
 import { ProxyMetrics } from "../telemetry/proxy-metrics.ts";
 import { ApiKeyCache } from "./api-keys.ts";
 import type { DispatchSigner } from "./dispatch.ts";
 import { dispatchSignature } from "./replica-keys.ts";
 import { RateLimits } from "./rate-limits.ts";
 import { SessionAffinity } from "./session-affinity.ts";
-import { SnapshotCache } from "./snapshot-cache.ts";
+import { RELAYED_SNAPSHOT_TTL_MS, SNAPSHOT_TTL_MS, SnapshotCache } from "./snapshot-cache.ts";
 
 export class IsolateState {
   readonly snapshots: SnapshotCache;
@@ -25,11 +28,22 @@ export class IsolateState {
   readonly pending = new Map<string, number>();
   /** Signs each dispatch with its deployment's replica key (derived from the master secret once per isolate). */
   readonly sign: DispatchSigner;
+  /**
+   * Where this isolate runs (Cloudflare's colo, from the first request's
+   * `cf.colo`; "local" on workerd): it names the relay the isolate asks.
+   */
+  location = "local";
+  /** Random per isolate: picks this isolate's sample of a deployment too large for one view. */
+  readonly seed = crypto.getRandomValues(new Uint32Array(1))[0]!;
 
   constructor(env: Env) {
     this.#env = env;
     this.sign = (p) => dispatchSignature(env.SWITCHYARD_REPLICA_SECRET, p);
-    this.snapshots = new SnapshotCache((name) => routerFor(env, name).snapshot());
+    this.snapshots = new SnapshotCache(
+      (name) => this.#snapshotOf(name),
+      Date.now,
+      (name) => (servedDeployment(name)?.routing.relay ? RELAYED_SNAPSHOT_TTL_MS : SNAPSHOT_TTL_MS),
+    );
     const ttlMs = (d: Deployment) => d.sessionAffinity.ttlSeconds * 1000;
     this.affinity = new SessionAffinity({
       resolve: async (d, session, proposal) =>
@@ -39,6 +53,13 @@ export class IsolateState {
     });
     this.apiKeys = new ApiKeyCache((name) => keysFor(env, name).activeHashes());
     this.rateLimits = new RateLimits((name, shard, limits, uses) => rateLimiterFor(env, name, shard).sync(limits, uses));
+  }
+
+  /** A deployment's routing snapshot: from its relay in this location, or merged from its shards without relays. */
+  #snapshotOf(name: string): Promise<RoutingSnapshot> {
+    const routing = servedDeployment(name)?.routing ?? { shards: 1, relay: false };
+    if (routing.relay) return relayFor(this.#env, name, this.location).view(name, routing.shards, this.seed);
+    return mergedSnapshot(this.#env, name, routing.shards);
   }
 
   /** Sends the metrics deltas to the Telemetry object when a flush is due (in the background). */

@@ -6,7 +6,8 @@
  */
 import { Hono } from "hono";
 import type { Deployment } from "../config/deployment.ts";
-import { routerFor, sessionStatsFor, telemetryFor, type Env } from "../env.ts";
+import { sessionStatsFor, telemetryFor, type Env } from "../env.ts";
+import { autoscaleStatus, mergedSnapshot } from "../state/routing-plane.ts";
 import { errorResponse } from "../protocol/index.ts";
 import { renderPrometheus, type DeploymentMetrics } from "../telemetry/prometheus.ts";
 import { DASHBOARD_PROTOCOL } from "../telemetry/telemetry.ts";
@@ -36,10 +37,9 @@ export function observabilityRoutes(deployments: readonly Deployment[]): Hono<{ 
     const telemetry = await telemetryFor(c.env).totals(deployments.map((d) => d.name));
     const metrics = await Promise.all(
       deployments.map(async (d, i): Promise<DeploymentMetrics> => {
-        const router = routerFor(c.env, d.name);
         const [snapshot, autoscale, sessions] = await Promise.all([
-          router.snapshot(),
-          router.autoscale(),
+          mergedSnapshot(c.env, d.name, d.routing.shards),
+          autoscaleStatus(c.env, d),
           d.sessionAffinity.enabled ? sessionStatsFor(c.env, d.name, d.sessionAffinity.shards) : null,
         ]);
         return {

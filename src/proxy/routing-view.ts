@@ -40,9 +40,12 @@ export interface ReplicaEntry extends ModelHolderChoice {
 
 export class RoutingView {
   readonly #replicas = new Map<string, ReplicaEntry>();
+  /** Replicas the deployment has in view: more than this view holds when the relay sent a sample. */
+  total = 0;
 
   /** Replaces membership with the snapshot's, keeping in-flight counts and newer loads. */
   applySnapshot(snapshot: RoutingSnapshot, now: number): void {
+    this.total = snapshot.total ?? snapshot.replicas.length;
     const seen = new Set<string>();
     for (const r of snapshot.replicas) {
       seen.add(r.id);
@@ -187,9 +190,10 @@ export class RoutingView {
   }
 
   /** Why each replica is or is not a candidate now (for error details and debugging). */
-  describe(now: number): { id: string; state: string; expiresInMs: number; coolingDownMs: number; ejected: boolean; load: number; capacity: number }[] {
+  describe(now: number): { id: string; seq: number; state: string; expiresInMs: number; coolingDownMs: number; ejected: boolean; load: number; capacity: number }[] {
     return [...this.#replicas.values()].map((e) => ({
       id: e.id,
+      seq: e.reported.seq,
       state: e.reported.state,
       expiresInMs: e.expiresAt - now,
       coolingDownMs: Math.max(0, e.downUntil - now),

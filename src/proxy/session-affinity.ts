@@ -21,6 +21,7 @@
  * `maxNewBindingsPerSecond` (burst `maxNewBindingsBurst`) bindings per isolate.
  */
 import { fullness } from "../policy/pick-replica.ts";
+import { rendezvousWeight } from "../policy/rendezvous.ts";
 import { fullBucket, takeToken, type TokenBucket } from "../policy/token-bucket.ts";
 import type { Deployment } from "../config/deployment.ts";
 import type { ReplicaEntry } from "./routing-view.ts";
@@ -233,35 +234,15 @@ export class SessionAffinity {
 export function hashedChoice(session: string, candidates: readonly ReplicaEntry[], usable: (id: string) => ReplicaEntry | undefined): ReplicaEntry | undefined {
   let best: ReplicaEntry | undefined;
   let bestScore = -1;
-  const base = fnv1a(session, 0x811c9dc5);
   for (const c of candidates) {
     if (!usable(c.id)) continue;
-    const score = mix(fnv1a(c.id, base));
+    const score = rendezvousWeight(session, c.id);
     if (score > bestScore || (score === bestScore && best && c.id < best.id)) {
       best = c;
       bestScore = score;
     }
   }
   return best;
-}
-
-function fnv1a(text: string, seed: number): number {
-  let h = seed;
-  for (let i = 0; i < text.length; i++) {
-    h ^= text.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  return h >>> 0;
-}
-
-/** A final avalanche (murmur3's fmix32), so ids differing in one character still spread. */
-function mix(h: number): number {
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
 }
 
 /** Sets `key` as the newest entry of an insertion-ordered map, dropping the oldest beyond SESSION_CACHE_MAX. */

@@ -1,15 +1,18 @@
 /**
- * The routing Durable Object: one per deployment. Holds membership (persisted
- * in SQLite) and load (in memory, fed by reports), and hands proxies a routing
- * snapshot. It never sees a request body: proxies call it about once a second
- * per isolate, not per request.
+ * The routing Durable Object: one per shard of a deployment (`routing.shards`,
+ * one by default). Holds the membership of the nodes it owns (persisted in
+ * SQLite) and their load (in memory, fed by reports), and hands relays (or
+ * proxies) a routing snapshot. It never sees a request body: it is called about
+ * once a second per location (per isolate without relays), not per request.
+ * Shard 0 leads the autoscaling signal: the other shards tell it their load.
  */
 import { DurableObject } from "cloudflare:workers";
-import type { ControlAck, DeregisterMessage, RegisterMessage, ReportMessage, RoutingSnapshot } from "../protocol/index.ts";
-import type { Env } from "../env.ts";
+import type { ControlAck, DeregisterMessage, NodeReportAck, NodeReportMessage, RegisterMessage, ReportMessage, RoutingSnapshot } from "../protocol/index.ts";
+import { routerFor, type Env } from "../env.ts";
 import { servedDeployment } from "../config/served.ts";
 import { Autoscaler, shouldAnnounce, type AutoscaleDecision } from "../policy/autoscale.ts";
 import { Membership, NonceGuard, REPORT_INTERVAL_MS, type ReportOutcome } from "./membership.ts";
+import { fleetLoad, type ShardLoad } from "./routing-shards.ts";
 
 /** How often the alarm sweeps silent members while there are any. */
 const SWEEP_INTERVAL_MS = 5_000;
@@ -18,11 +21,21 @@ export interface RouterStats {
   deployment: string;
   snapshotCalls: number;
   reports: number;
+  /** Node reports (each carries several replicas' reports, counted in `reports` too). */
+  nodeReports: number;
   registrations: number;
   members: number;
   fresh: number;
   /** Signed control messages refused because their nonce was not above the replica's last (since the object started). */
   replays: number;
+  /** Every call this object served (snapshots, control messages, shard loads, admin): its load. */
+  calls: number;
+}
+
+/** Which shard an object is, as the edge tells it with each register. */
+export interface ShardRef {
+  index: number;
+  count: number;
 }
 
 /** Answer of the control RPCs when the message's nonce is not above the last one accepted from that replica. */
@@ -47,8 +60,13 @@ export class DeploymentRouter extends DurableObject<Env> {
   #deployment = "";
   #snapshotCalls = 0;
   #reports = 0;
+  #nodeReports = 0;
   #registrations = 0;
   #replays = 0;
+  #calls = 0;
+  #shard: ShardRef = { index: 0, count: 1 };
+  /** Leader only: the other shards' latest load, by shard index. */
+  readonly #shardLoads = new Map<number, ShardLoad>();
   readonly #autoscaler = new Autoscaler();
   #lastSampleAt = 0;
   #announcedDesired: number | null = null;
@@ -76,16 +94,19 @@ export class DeploymentRouter extends DurableObject<Env> {
     }
     const name = sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = 'deployment'").toArray()[0];
     if (name) this.#deployment = name.value;
+    const shard = sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = 'shard'").toArray()[0];
+    if (shard) this.#shard = JSON.parse(shard.value) as ShardRef;
   }
 
   /**
    * The control RPCs take the message's signed nonce (the edge verified the
    * signature and timestamp); a nonce not above the replica's last is a replay.
    */
-  async register(msg: RegisterMessage, nonce: number): Promise<ControlAck | Replayed> {
+  async register(msg: RegisterMessage, nonce: number, shard: ShardRef = { index: 0, count: 1 }): Promise<ControlAck | Replayed> {
+    this.#calls++;
     if (!this.#fresh(msg.replica_id, nonce)) return "replayed";
     this.#registrations++;
-    this.#rememberName(msg.deployment);
+    this.#rememberName(msg.deployment, shard);
     if (this.#membership.register(msg, Date.now())) {
       this.ctx.storage.sql.exec(
         "INSERT OR REPLACE INTO replicas (id, url, max_ongoing, registered_at, engine_key) VALUES (?, ?, ?, ?, ?)",
@@ -102,13 +123,41 @@ export class DeploymentRouter extends DurableObject<Env> {
 
   /** Load report: memory only, no storage write (reports arrive every second from every replica). */
   report(msg: ReportMessage, nonce: number): ReportOutcome | Replayed | DrainRequested {
+    this.#calls++;
     if (!this.#fresh(msg.replica_id, nonce)) return "replayed";
-    this.#reports++;
     const now = Date.now();
-    const outcome = this.#membership.report(msg, now);
+    const outcome = this.#apply(msg, now);
     this.#sampleLoad(now);
+    return outcome;
+  }
+
+  /**
+   * A node's reports for all its replicas in one call (node batching): each
+   * entry is applied as a report of its own. The nonce guards the node's
+   * messages as a whole (its agent signs them in order).
+   */
+  reportNode(msg: NodeReportMessage, nonce: number): NodeReportAck["outcomes"] | Replayed {
+    this.#calls++;
+    if (!this.#fresh(`\u0000node:${msg.node}`, nonce)) return "replayed";
+    this.#nodeReports++;
+    const now = Date.now();
+    const outcomes = msg.reports.map((r) => this.#apply({ protocol: msg.protocol, deployment: msg.deployment, ...r }, now));
+    this.#sampleLoad(now);
+    return outcomes;
+  }
+
+  #apply(msg: ReportMessage, now: number): ReportOutcome | DrainRequested {
+    this.#reports++;
+    const outcome = this.#membership.report(msg, now);
     if (outcome !== "unknown_replica" && this.#drainRequested.has(msg.replica_id)) return "drain";
     return outcome;
+  }
+
+  /** Leader only (shard 0): another shard's load, for the autoscaling signal over the whole deployment. */
+  shardLoad(shard: number, load: ShardLoad): void {
+    this.#calls++;
+    this.#shardLoads.set(shard, load);
+    this.#sampleLoad(Date.now(), true);
   }
 
   /**
@@ -116,6 +165,7 @@ export class DeploymentRouter extends DurableObject<Env> {
    * drains itself (stops taking requests, finishes in-flight ones, deregisters).
    */
   requestDrain(replicaId: string): boolean {
+    this.#calls++;
     if (!this.#membership.members.has(replicaId)) return false;
     this.#drainRequested.add(replicaId);
     return true;
@@ -123,10 +173,12 @@ export class DeploymentRouter extends DurableObject<Env> {
 
   /** The autoscaling signal now (decided on the load sampled from reports). */
   autoscale(): AutoscaleStatus {
+    this.#calls++;
     return this.#decideAutoscale(Date.now());
   }
 
   deregister(msg: DeregisterMessage, nonce: number): boolean | Replayed {
+    this.#calls++;
     if (!this.#fresh(msg.replica_id, nonce)) return "replayed";
     const removed = this.#membership.deregister(msg.replica_id);
     this.#drainRequested.delete(msg.replica_id);
@@ -135,6 +187,7 @@ export class DeploymentRouter extends DurableObject<Env> {
   }
 
   snapshot(): RoutingSnapshot {
+    this.#calls++;
     this.#snapshotCalls++;
     return this.#membership.snapshot(this.#deployment, Date.now());
   }
@@ -147,10 +200,12 @@ export class DeploymentRouter extends DurableObject<Env> {
       deployment: this.#deployment,
       snapshotCalls: this.#snapshotCalls,
       reports: this.#reports,
+      nodeReports: this.#nodeReports,
       registrations: this.#registrations,
       members: this.#membership.members.size,
       fresh,
       replays: this.#replays,
+      calls: this.#calls,
     };
   }
 
@@ -174,21 +229,49 @@ export class DeploymentRouter extends DurableObject<Env> {
       const hook = servedDeployment(this.#deployment)?.autoscaling?.webhook;
       if (hook && announce) await this.#notify(hook, decision);
     }
-    if (this.#membership.members.size > 0) await this.ctx.storage.setAlarm(now + SWEEP_INTERVAL_MS);
+    if (this.#membership.members.size > 0 || fleetLoad({ ready: 0, ongoing: 0 }, this.#shardLoads.values(), now).ready > 0) {
+      await this.ctx.storage.setAlarm(now + SWEEP_INTERVAL_MS);
+    }
   }
 
-  #sampleLoad(now: number): void {
+  /**
+   * Samples the load for the autoscaler at most every AUTOSCALE_SAMPLE_MS. The
+   * leader samples the whole deployment (its own shard plus the others' latest);
+   * another shard sends its own load to the leader instead.
+   */
+  #sampleLoad(now: number, fromShard = false): void {
     const cfg = servedDeployment(this.#deployment)?.autoscaling;
     if (!cfg || now - this.#lastSampleAt < AUTOSCALE_SAMPLE_MS) return;
     this.#lastSampleAt = now;
-    let total = 0;
-    for (const m of this.#membership.members.values()) if (this.#membership.isFresh(m, now)) total += m.load.ongoing + m.load.queued;
-    this.#autoscaler.sample(now, total, cfg.lookBackPeriodS);
+    const own = this.#ownLoad(now);
+    if (this.#shard.index !== 0) {
+      const load: ShardLoad = { ...own, at: now };
+      this.ctx.waitUntil(
+        routerFor(this.env, this.#deployment)
+          .shardLoad(this.#shard.index, load)
+          .catch((err: unknown) => console.error(JSON.stringify({ msg: "shard load to leader failed", deployment: this.#deployment, error: String(err) }))),
+      );
+      return;
+    }
+    this.#autoscaler.sample(now, fleetLoad(own, this.#shardLoads.values(), now).ongoing, cfg.lookBackPeriodS);
+    // The leader decides on its alarm: a leader with no members of its own has none armed yet.
+    if (fromShard) this.ctx.waitUntil(this.#ensureSweep());
+  }
+
+  /** This shard's fresh ready replicas and their ongoing + queued requests. */
+  #ownLoad(now: number): { ready: number; ongoing: number } {
+    let ready = 0;
+    let ongoing = 0;
+    for (const m of this.#membership.members.values()) {
+      if (!this.#membership.isFresh(m, now)) continue;
+      ongoing += m.load.ongoing + m.load.queued;
+      if (m.load.state === "ready") ready++;
+    }
+    return { ready, ongoing };
   }
 
   #decideAutoscale(now: number): AutoscaleStatus {
-    let current = 0;
-    for (const m of this.#membership.members.values()) if (this.#membership.isFresh(m, now) && m.load.state === "ready") current++;
+    const current = fleetLoad(this.#ownLoad(now), this.#shardLoads.values(), now).ready;
     const cfg = servedDeployment(this.#deployment)?.autoscaling;
     if (!cfg) return { deployment: this.#deployment, enabled: false, current, desired: current, raw: current, averageOngoing: 0, pendingSince: null };
     return { deployment: this.#deployment, enabled: true, ...this.#autoscaler.decide(now, current, cfg) };
@@ -218,9 +301,14 @@ export class DeploymentRouter extends DurableObject<Env> {
     return false;
   }
 
-  #rememberName(deployment: string): void {
-    if (this.#deployment === deployment) return;
-    this.#deployment = deployment;
-    this.ctx.storage.sql.exec("INSERT OR REPLACE INTO meta (key, value) VALUES ('deployment', ?)", deployment);
+  #rememberName(deployment: string, shard: ShardRef): void {
+    if (this.#deployment !== deployment) {
+      this.#deployment = deployment;
+      this.ctx.storage.sql.exec("INSERT OR REPLACE INTO meta (key, value) VALUES ('deployment', ?)", deployment);
+    }
+    if (this.#shard.index !== shard.index || this.#shard.count !== shard.count) {
+      this.#shard = shard;
+      this.ctx.storage.sql.exec("INSERT OR REPLACE INTO meta (key, value) VALUES ('shard', ?)", JSON.stringify(shard));
+    }
   }
 }

@@ -8,6 +8,7 @@
  * than half of the TTL is left, which bounds writes to about two per binding per
  * TTL instead of one per resolve.
  */
+import { fnv1a } from "../policy/rendezvous.ts";
 
 export interface StoredBinding {
   replica: string;
@@ -50,12 +51,7 @@ export function rebindBinding(existing: StoredBinding | null, from: string, to: 
 
 /** FNV-1a, 32 bit: a stable, cheap hash for picking a session's shard. */
 export function sessionShard(sessionId: string, shards: number): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < sessionId.length; i++) {
-    h ^= sessionId.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  return (h >>> 0) % shards;
+  return fnv1a(sessionId) % shards;
 }
 
 /** Name of a deployment's SessionRouter shard. */

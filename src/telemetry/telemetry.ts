@@ -9,7 +9,8 @@
  */
 import { DurableObject } from "cloudflare:workers";
 import { servedDeployments } from "../config/served.ts";
-import { routerFor, type Env } from "../env.ts";
+import type { Env } from "../env.ts";
+import { autoscaleStatus, mergedSnapshot } from "../state/routing-plane.ts";
 import type { DashboardFrame, DeploymentFrame, DeploymentTotals, TelemetryFlush } from "./types.ts";
 import { TelemetryWindows } from "./windows.ts";
 
@@ -70,8 +71,7 @@ export class Telemetry extends DurableObject<Env> {
     const now = Date.now();
     const deployments = await Promise.all(
       servedDeployments().map(async (d): Promise<DeploymentFrame> => {
-        const router = routerFor(this.env, d.name);
-        const [snapshot, autoscale] = await Promise.all([router.snapshot(), router.autoscale()]);
+        const [snapshot, autoscale] = await Promise.all([mergedSnapshot(this.env, d.name, d.routing.shards), autoscaleStatus(this.env, d)]);
         return {
           name: d.name,
           routePrefix: d.routePrefix,

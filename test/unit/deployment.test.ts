@@ -30,6 +30,7 @@ describe("defineDeployment", () => {
         balancer: "load_aware",
       },
       sessionAffinity: { enabled: true, ttlSeconds: 600, shards: 8, rebindAtLoad: 1, bindOnRequest: 2, maxNewBindingsPerSecond: 10, maxNewBindingsBurst: 100 },
+      routing: { shards: 1, relay: true },
       limits: {
         maxRequestBodyBytes: 10 * 1024 * 1024,
         replayableBodyBytes: 64 * 1024,
@@ -131,6 +132,9 @@ describe("defineDeployment", () => {
     ["onnx without model and multiplexing without models", { ...minimal, backend: { kind: "onnx" }, multiplexing: { defaultModel: "a" } }],
     ["unknown sessionAffinity key", { ...minimal, sessionAffinity: { ttl: 5 } }],
     ["sessionAffinity.enabled not boolean", { ...minimal, sessionAffinity: { enabled: "yes" } }],
+    ["routing.shards zero", { ...minimal, routing: { shards: 0 } }],
+    ["routing.shards above the most", { ...minimal, routing: { shards: 257 } }],
+    ["unknown routing key", { ...minimal, routing: { relays: true } }],
     ["ttlSeconds below 10", { ...minimal, sessionAffinity: { ttlSeconds: 9 } }],
     ["ttlSeconds above a week", { ...minimal, sessionAffinity: { ttlSeconds: 7 * 24 * 3600 + 1 } }],
     ["fractional ttlSeconds", { ...minimal, sessionAffinity: { ttlSeconds: 60.5 } }],

@@ -1,0 +1,61 @@
+/**
+ * The routing state plane of a deployment as the Worker and the relays reach
+ * it: its shards, their merged snapshot, and the operations that go to every
+ * shard (stats, drain, restart) or to the leader (autoscaling). The pure rules
+ * are in routing-shards.ts; this is the I/O around them.
+ */
+import type { Deployment } from "../config/deployment.ts";
+import { routerFor, type Env } from "../env.ts";
+import type { RoutingSnapshot } from "../protocol/index.ts";
+import type { AutoscaleStatus, RouterStats } from "./deployment-router.ts";
+import { mergeSnapshots, shardOfNode } from "./routing-shards.ts";
+
+/** Where a replica's control messages go: the shard owning its node (its id when it names none). */
+export function shardOfReplica(d: Deployment, replicaId: string, node: string | undefined): number {
+  return shardOfNode(node ?? replicaId, d.routing.shards);
+}
+
+/** The deployment's snapshot, merged from every shard (one call per shard). */
+export async function mergedSnapshot(env: Env, deployment: string, shards: number): Promise<RoutingSnapshot> {
+  if (shards === 1) return routerFor(env, deployment).snapshot();
+  const parts = await Promise.all(Array.from({ length: shards }, (_, k) => routerFor(env, deployment, k).snapshot()));
+  return mergeSnapshots(deployment, parts);
+}
+
+export interface PlaneStats extends RouterStats {
+  /** Each shard's own counters, in shard order. */
+  shards: RouterStats[];
+}
+
+/** The shards' counters, summed, with each shard's own. */
+export async function planeStats(env: Env, d: Deployment): Promise<PlaneStats> {
+  const shards = await Promise.all(Array.from({ length: d.routing.shards }, (_, k) => routerFor(env, d.name, k).stats()));
+  const sum: PlaneStats = { deployment: d.name, snapshotCalls: 0, reports: 0, nodeReports: 0, registrations: 0, members: 0, fresh: 0, replays: 0, calls: 0, shards };
+  for (const s of shards) {
+    sum.snapshotCalls += s.snapshotCalls;
+    sum.reports += s.reports;
+    sum.nodeReports += s.nodeReports;
+    sum.registrations += s.registrations;
+    sum.members += s.members;
+    sum.fresh += s.fresh;
+    sum.replays += s.replays;
+    sum.calls += s.calls;
+  }
+  return sum;
+}
+
+/** Asks the replica to drain, in whichever shard holds it; false when none does. */
+export async function requestDrain(env: Env, d: Deployment, replicaId: string): Promise<boolean> {
+  const found = await Promise.all(Array.from({ length: d.routing.shards }, (_, k) => routerFor(env, d.name, k).requestDrain(replicaId)));
+  return found.some(Boolean);
+}
+
+/** The autoscaling signal, decided by the leader (shard 0) over every shard's load. */
+export function autoscaleStatus(env: Env, d: Deployment): Promise<AutoscaleStatus> {
+  return routerFor(env, d.name).autoscale();
+}
+
+/** Restarts every shard (memory lost, SQLite kept); the calls themselves fail. */
+export async function restartShards(env: Env, d: Deployment): Promise<void> {
+  await Promise.all(Array.from({ length: d.routing.shards }, (_, k) => routerFor(env, d.name, k).restart().catch(() => undefined)));
+}

@@ -1,0 +1,93 @@
+/**
+ * A deployment's routing state spread over N routing objects (shards), each
+ * owning a subset of nodes. Pure: the names, which shard owns a node, and how
+ * the shards' snapshots merge into the one view proxies route with. The rules
+ * of one object (membership, drain, expiry, multiplexing) apply in each shard
+ * unchanged, because a replica lives in exactly one shard at a time; the merge
+ * only has to handle the moment a replica moves (the shard count changed).
+ */
+import type { ReplicaView, RoutingSnapshot } from "../protocol/index.ts";
+import { rendezvousWeight } from "../policy/rendezvous.ts";
+
+/** Most routing shards a deployment may have. */
+export const MAX_ROUTING_SHARDS = 256;
+
+/**
+ * The routing object of shard `shard`. Shard 0 keeps the deployment's own name,
+ * so a deployment with one shard is the single routing object it always was
+ * (same storage), and growing the count keeps shard 0's members in place.
+ */
+export function routingShardName(deployment: string, shard: number): string {
+  return shard === 0 ? deployment : `${deployment}#${shard}`;
+}
+
+/**
+ * The shard that owns `node` (a replica's node, else its id) among `shards`:
+ * rendezvous hashing, so going from N to N+1 shards moves only the nodes the
+ * new shard wins (about 1/(N+1) of them). A moved replica's next report reaches
+ * a shard that does not know it, is answered unknown_replica, and the replica
+ * registers there: no restart, and the old shard lets it expire.
+ */
+export function shardOfNode(node: string, shards: number): number {
+  if (shards <= 1) return 0;
+  let best = 0;
+  let bestWeight = -1;
+  for (let k = 0; k < shards; k++) {
+    const w = rendezvousWeight(node, String(k));
+    if (w > bestWeight) {
+      best = k;
+      bestWeight = w;
+    }
+  }
+  return best;
+}
+
+/**
+ * One deployment's snapshot from its shards' snapshots. A replica appears in
+ * two shards only while it moves between them (it registered again in the new
+ * one): the newer registration (higher epoch) wins, and between equal epochs
+ * the later expiry, so the merge never resurrects what one shard already let go.
+ */
+export function mergeSnapshots(deployment: string, parts: readonly RoutingSnapshot[]): RoutingSnapshot {
+  if (parts.length === 1) return { deployment, replicas: parts[0]!.replicas };
+  const byId = new Map<string, ReplicaView>();
+  for (const part of parts) {
+    for (const r of part.replicas) {
+      const held = byId.get(r.id);
+      if (!held || newer(r, held)) byId.set(r.id, r);
+    }
+  }
+  return { deployment, replicas: [...byId.values()] };
+}
+
+function newer(a: ReplicaView, b: ReplicaView): boolean {
+  if (a.epoch !== b.epoch) return a.epoch > b.epoch;
+  return a.expiresInMs > b.expiresInMs;
+}
+
+/** A shard's own load, as it tells the leader shard (shard 0) for the autoscaling signal. */
+export interface ShardLoad {
+  /** Fresh, ready replicas in the shard. */
+  ready: number;
+  /** Their ongoing + queued requests. */
+  ongoing: number;
+  /** Epoch ms the shard sampled it. */
+  at: number;
+}
+
+/** A shard's load older than this no longer counts (the shard went quiet: its replicas have gone stale too). */
+export const SHARD_LOAD_STALE_MS = 3_000;
+
+/**
+ * The fleet's load for the autoscaler, on the leader: its own plus every other
+ * shard's latest, dropping those older than SHARD_LOAD_STALE_MS.
+ */
+export function fleetLoad(own: Omit<ShardLoad, "at">, others: Iterable<ShardLoad>, now: number): Omit<ShardLoad, "at"> {
+  let { ready, ongoing } = own;
+  for (const s of others) {
+    if (now - s.at > SHARD_LOAD_STALE_MS) continue;
+    ready += s.ready;
+    ongoing += s.ongoing;
+  }
+  return { ready, ongoing };
+}
