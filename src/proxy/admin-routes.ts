@@ -7,7 +7,7 @@
 import { Hono, type MiddlewareHandler } from "hono";
 import { z } from "zod";
 import type { Deployment } from "../config/deployment.ts";
-import { keysFor, sessionStatsFor, type Env } from "../env.ts";
+import { keysFor, relayFor, sessionStatsFor, type Env } from "../env.ts";
 import { autoscaleStatus, mergedSnapshot, planeStats, requestDrain, restartShards } from "../state/routing-plane.ts";
 import { errorResponse, type RoutingSnapshot } from "../protocol/index.ts";
 import { adminRefusal } from "./auth.ts";
@@ -43,10 +43,13 @@ export function adminRoutes(byName: ReadonlyMap<string, Deployment>, stateFor: (
       sessionStatsFor(c.env, d.name, d.sessionAffinity.enabled ? d.sessionAffinity.shards : 0),
     ]);
     const state = stateFor(c.env);
+    const relay = d.routing.relay ? await relayFor(c.env, d.name, state.location).stats() : null;
     return c.json({
       deployment: d,
       snapshot: withoutSecrets(snapshot),
       router: stats,
+      /** The relay of this isolate's location (null without relays). */
+      relay,
       sessions,
       isolate: {
         snapshotRefreshes: state.snapshots.refreshes,
