@@ -154,9 +154,11 @@ export class DeploymentRouter extends DurableObject<Env> {
   }
 
   /** Leader only (shard 0): another shard's load, for the autoscaling signal over the whole deployment. */
-  shardLoad(shard: number, load: ShardLoad): void {
+  shardLoad(deployment: string, shard: ShardRef, load: ShardLoad): void {
     this.#calls++;
-    this.#shardLoads.set(shard, load);
+    // A leader with no replicas of its own learns its deployment from its shards.
+    this.#rememberName(deployment, { index: 0, count: shard.count });
+    this.#shardLoads.set(shard.index, load);
     this.#sampleLoad(Date.now(), true);
   }
 
@@ -248,7 +250,7 @@ export class DeploymentRouter extends DurableObject<Env> {
       const load: ShardLoad = { ...own, at: now };
       this.ctx.waitUntil(
         routerFor(this.env, this.#deployment)
-          .shardLoad(this.#shard.index, load)
+          .shardLoad(this.#deployment, this.#shard, load)
           .catch((err: unknown) => console.error(JSON.stringify({ msg: "shard load to leader failed", deployment: this.#deployment, error: String(err) }))),
       );
       return;

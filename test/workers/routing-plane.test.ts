@@ -1,0 +1,139 @@
+// The sharded state plane inside workerd: routing shards, the per-location
+// snapshot relay that merges them, and the autoscaling leader (shard 0) that
+// hears every shard's load. Control routes choosing a shard by node are in
+// test/e2e (a sharded deployment on the real stack).
+import { env } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import { PROTOCOL_VERSION, type NodeReportMessage, type RegisterMessage, type ReportMessage } from "../../src/protocol/index.ts";
+import { RELAY_TTL_MS } from "../../src/state/snapshot-relay.ts";
+import { routingShardName } from "../../src/state/routing-shards.ts";
+import { STALE_AFTER_MS } from "../../src/state/membership.ts";
+
+let lastNonce = 0;
+const nonce = () => ++lastNonce;
+
+const register = (deployment: string, id: string, node?: string): RegisterMessage => ({
+  protocol: PROTOCOL_VERSION,
+  deployment,
+  replica_id: id,
+  url: `http://127.0.0.1:9/${id}`,
+  max_ongoing_requests: 4,
+  ...(node ? { node } : {}),
+});
+const report = (deployment: string, id: string, seq: number, ongoing = 0): ReportMessage => ({
+  protocol: PROTOCOL_VERSION,
+  deployment,
+  replica_id: id,
+  seq,
+  ts: Date.now(),
+  state: "ready",
+  ongoing,
+  queued: 0,
+  models: [],
+  loading: [],
+});
+
+const shard = (deployment: string, k: number) => env.ROUTER.get(env.ROUTER.idFromName(routingShardName(deployment, k)));
+const relay = (deployment: string, location: string) => env.RELAYS.get(env.RELAYS.idFromName(`${deployment}@${location}`));
+
+/** Waits for `check` to hold, asking again on every turn (bounded). */
+async function until(what: string, check: () => Promise<boolean>, limitMs = 20_000): Promise<void> {
+  const end = Date.now() + limitMs;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe("SnapshotRelay", () => {
+  it("merges the shards' snapshots, and many isolates' calls cost each shard one call per refresh", async () => {
+    const d = "plane-a";
+    for (let k = 0; k < 3; k++) {
+      await shard(d, k).register(register(d, `r${k}`), nonce(), { index: k, count: 3 });
+      await shard(d, k).register(register(d, `s${k}`), nonce(), { index: k, count: 3 });
+    }
+    const r = relay(d, "TEST");
+    const first = await r.view(d, 3, 1);
+    expect(first.replicas.map((x) => x.id).sort()).toEqual(["r0", "r1", "r2", "s0", "s1", "s2"]);
+    const before = await Promise.all([0, 1, 2].map((k) => shard(d, k).stats()));
+    // 40 isolates asking at once, within one TTL: one refresh (or none), not 40.
+    const views = await Promise.all(Array.from({ length: 40 }, (_, i) => r.view(d, 3, i)));
+    for (const v of views) expect(v.replicas).toHaveLength(6);
+    const after = await Promise.all([0, 1, 2].map((k) => shard(d, k).stats()));
+    for (let k = 0; k < 3; k++) expect(after[k]!.snapshotCalls - before[k]!.snapshotCalls).toBeLessThanOrEqual(1);
+    expect((await r.stats()).calls).toBe(41);
+  });
+
+  it("refreshes once its snapshot is RELAY_TTL_MS old, so a new replica in another shard shows up", async () => {
+    const d = "plane-b";
+    await shard(d, 0).register(register(d, "a"), nonce(), { index: 0, count: 2 });
+    const r = relay(d, "TEST");
+    expect((await r.view(d, 2, 7)).replicas.map((x) => x.id)).toEqual(["a"]);
+    await shard(d, 1).register(register(d, "b"), nonce(), { index: 1, count: 2 });
+    await until("the relay to show b", async () => (await r.view(d, 2, 7)).replicas.some((x) => x.id === "b"), 10 * RELAY_TTL_MS);
+    expect((await r.stats()).refreshes).toBeGreaterThanOrEqual(2);
+  });
+
+  it("ages what it hands out, so a replica expires in every isolate when it would in its shard", async () => {
+    const d = "plane-c";
+    await shard(d, 0).register(register(d, "a"), nonce(), { index: 0, count: 1 });
+    const r = relay(d, "TEST");
+    const v = (await r.view(d, 1, 1)).replicas[0]!;
+    expect(v.expiresInMs).toBeLessThanOrEqual(STALE_AFTER_MS);
+    await new Promise((res) => setTimeout(res, 200));
+    // Within the TTL the relay answers from memory: the expiry has shrunk by the time held.
+    const later = await r.view(d, 1, 1);
+    // (Were the machine slow enough for the TTL to pass, the refreshed expiry is shorter still.)
+    expect(later.replicas.find((x) => x.id === "a")?.expiresInMs).toBeLessThanOrEqual(v.expiresInMs - 150);
+  });
+
+  it("relays of two locations are separate objects, each asking the shards itself", async () => {
+    const d = "plane-d";
+    await shard(d, 0).register(register(d, "a"), nonce(), { index: 0, count: 1 });
+    await relay(d, "AMS").view(d, 1, 1);
+    await relay(d, "SIN").view(d, 1, 1);
+    expect((await relay(d, "AMS").stats()).refreshes).toBe(1);
+    expect((await relay(d, "SIN").stats()).refreshes).toBe(1);
+    expect((await shard(d, 0).stats()).snapshotCalls).toBe(2);
+  });
+});
+
+describe("DeploymentRouter shards", () => {
+  it("applies a node report's entries as reports of their own, and refuses its replay", async () => {
+    const d = "plane-e";
+    const s = shard(d, 0);
+    await s.register(register(d, "g1", "gpu-1"), nonce(), { index: 0, count: 1 });
+    await s.register(register(d, "g2", "gpu-1"), nonce(), { index: 0, count: 1 });
+    const msg: NodeReportMessage = {
+      protocol: PROTOCOL_VERSION,
+      deployment: d,
+      node: "gpu-1",
+      reports: [
+        { replica_id: "g1", seq: 1, ts: Date.now(), state: "ready", ongoing: 3, queued: 0, models: [], loading: [] },
+        { replica_id: "g2", seq: 1, ts: Date.now(), state: "draining", ongoing: 1, queued: 0, models: [], loading: [] },
+        { replica_id: "ghost", seq: 1, ts: Date.now(), state: "ready", ongoing: 0, queued: 0, models: [], loading: [] },
+      ],
+    };
+    const n = nonce();
+    expect(await s.reportNode(msg, n)).toEqual(["ok", "ok", "unknown_replica"]);
+    expect(await s.reportNode(msg, n)).toBe("replayed");
+    const snap = await s.snapshot();
+    expect(snap.replicas.find((r) => r.id === "g1")!.load).toMatchObject({ seq: 1, ongoing: 3, state: "ready" });
+    expect(snap.replicas.find((r) => r.id === "g2")!.load).toMatchObject({ state: "draining" });
+    const stats = await s.stats();
+    expect(stats.nodeReports).toBe(1);
+    expect(stats.reports).toBe(3);
+  });
+
+  it("the leader (shard 0) counts another shard's replicas and load in the autoscaling signal", async () => {
+    // "hello" (functions/hello.ts) has autoscaling configured.
+    const d = "hello";
+    await shard(d, 1).register(register(d, "far-1"), nonce(), { index: 1, count: 2 });
+    await shard(d, 1).register(register(d, "far-2"), nonce(), { index: 1, count: 2 });
+    expect(await shard(d, 1).report(report(d, "far-1", 1, 3), nonce())).toBe("ok");
+    await until("the leader to count shard 1's replicas", async () => (await shard(d, 0).autoscale()).current >= 2);
+    const status = await shard(d, 0).autoscale();
+    expect(status.enabled).toBe(true);
+    expect(status.averageOngoing).toBeGreaterThan(0);
+  });
+});
