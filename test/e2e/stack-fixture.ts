@@ -1,17 +1,55 @@
 // Starts the real local stack (workerd + replica processes) for an e2e test file.
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { deploymentFiles } from "../../scripts/build.ts";
+import type { DeploymentInput } from "../../src/config/deployment.ts";
 import { LocalStack, type StackOptions } from "../../src/local/stack.ts";
 import { Header, importReplicaKey, signDispatch } from "../../src/protocol/index.ts";
 
 export const fixtureFunctions = join(import.meta.dirname, "fixtures/functions");
+const defaultFunctions = join(import.meta.dirname, "../../functions");
 
-export async function startStack(options: StackOptions = {}): Promise<LocalStack & { stateDir: string; logLines: string[]; dispose(): Promise<void> }> {
+type Routing = NonNullable<DeploymentInput["routing"]>;
+
+/**
+ * The routing designs the fault, multiplexing, session and key tests run
+ * against: one routing object (behind its location's relay, the default), and
+ * the same deployments spread over 4 routing shards.
+ */
+export const ROUTING_DESIGNS: readonly { name: string; routing?: Routing }[] = [
+  { name: "one routing object" },
+  { name: "4 routing shards", routing: { shards: 4, relay: true } },
+];
+
+/**
+ * A functions folder whose deployments are those of `functionsDir` with
+ * `routing` replaced: one file per deployment, re-exporting the original.
+ */
+export function withRouting(functionsDir: string, routing: Routing, into: string): string {
+  const config = join(import.meta.dirname, "../../src/config/deployment.ts");
+  for (const f of deploymentFiles(functionsDir)) {
+    writeFileSync(
+      join(into, f.replace(/\.(js|mjs)$/, ".ts")),
+      `import { defineDeployment } from ${JSON.stringify(config)};\nimport d from ${JSON.stringify(join(functionsDir, f))};\nexport default defineDeployment({ ...d, routing: ${JSON.stringify(routing)} });\n`,
+    );
+  }
+  return into;
+}
+
+export async function startStack(
+  options: StackOptions & { routing?: Routing } = {},
+): Promise<LocalStack & { stateDir: string; logLines: string[]; dispose(): Promise<void> }> {
   const stateDir = mkdtempSync(join(tmpdir(), "switchyard-e2e-"));
   const lines: string[] = [];
-  const stack = new LocalStack({ port: 0, stateDir, freshState: true, log: (l) => lines.push(l), ...options });
+  const { routing, ...rest } = options;
+  if (routing) {
+    const dir = join(stateDir, "functions");
+    mkdirSync(dir);
+    rest.functionsDir = withRouting(rest.functionsDir ?? defaultFunctions, routing, dir);
+  }
+  const stack = new LocalStack({ port: 0, stateDir, freshState: true, log: (l) => lines.push(l), ...rest });
   try {
     await stack.start();
   } catch (err) {
