@@ -39,6 +39,13 @@ export interface StackOptions {
    * another proxy. Signed requests are still checked.
    */
   acceptUnsignedDispatches?: boolean;
+  /**
+   * Edge isolates in workerd (default 1): each runs the same bundle as its own
+   * Worker service on its own loopback port (stack.edgeUrls), with its own module
+   * state (routing views, caches), and all share one set of Durable Objects, as
+   * a deployed Worker's isolates do. The public port fronts the first.
+   */
+  edgeIsolates?: number;
 }
 
 export interface ReplicaProcess {
@@ -101,6 +108,8 @@ export class LocalStack {
   url = "";
   /** workerd's own URL (HTTP/1.1 clients may use it directly). */
   workerdUrl = "";
+  /** Every edge isolate's workerd URL (StackOptions.edgeIsolates), the first being workerdUrl. */
+  edgeUrls: string[] = [];
   readonly #o: StackOptions;
   readonly #stateDir: string;
   #workerd: ChildProcess | undefined;
@@ -125,7 +134,14 @@ export class LocalStack {
     this.#replicaScript = join(root, "dist/replica.mjs");
     const [bundle] = await Promise.all([bundleWorker(workerPath, functionsDir), bundleReplica(this.#replicaScript)]);
 
+    const isolates = this.#o.edgeIsolates ?? 1;
+    if (!Number.isInteger(isolates) || isolates < 1) throw new Error(`edgeIsolates must be a positive integer (got ${isolates})`);
     const workerdPort = await freePort();
+    const morePorts: number[] = [];
+    while (morePorts.length < isolates - 1) {
+      const p = await freePort();
+      if (p !== workerdPort && !morePorts.includes(p)) morePorts.push(p);
+    }
     const configPath = join(this.#stateDir, "workerd.capnp");
     writeFileSync(
       configPath,
@@ -136,6 +152,7 @@ export class LocalStack {
         address: `127.0.0.1:${workerdPort}`,
         // Edge models' wasm runtime and weights (none unless a deployment has backend kind "edge").
         modules: bundle.modules,
+        moreEdges: morePorts.map((p) => `127.0.0.1:${p}`),
         // Local mode: replicas may register loopback and private addresses.
         vars: {
           SWITCHYARD_REPLICA_SECRET: this.replicaSecret,
@@ -151,10 +168,11 @@ export class LocalStack {
     // file is created, so one left world-readable by an earlier run is tightened here.
     chmodSync(configPath, 0o600);
     this.workerdUrl = `http://127.0.0.1:${workerdPort}`;
+    this.edgeUrls = [workerdPort, ...morePorts].map((p) => `http://127.0.0.1:${p}`);
     const workerdBin = (createRequire(import.meta.url)("workerd") as { default: string }).default;
     this.#workerd = spawn(workerdBin, ["serve", configPath, "--experimental", ...inspectorArgs()], { stdio: ["ignore", "pipe", "pipe"] });
     this.#pipeLog(this.#workerd, "workerd");
-    await this.#waitFor(`${this.workerdUrl}/-/routes`, 15_000);
+    for (const url of this.edgeUrls) await this.#waitFor(`${url}/-/routes`, 15_000);
     // Before the public port opens: the previous run's replicas are dead (they were this
     // stack's children), but their routing objects restored them as live.
     await this.#forgetPreviousReplicas();

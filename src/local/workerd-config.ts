@@ -23,49 +23,56 @@ export interface WorkerdConfigOptions {
    * WorkerBundle.modules): compiled WebAssembly and data (ONNX weights) of edge models.
    */
   modules?: readonly { name: string; type: "wasm" | "data"; path: string }[];
+  /**
+   * host:port of each further edge isolate (services "edge-2".."edge-N"): the same
+   * bundle and bindings, each service its own isolate (own module state: routing
+   * views, caches), all bound to the Durable Objects of the first service, as
+   * isolates on Cloudflare share one deployment's objects. Empty: one isolate.
+   */
+  moreEdges?: readonly string[];
 }
 
 const str = (s: string) => JSON.stringify(s);
 
+/** Binding name → Durable Object class, for every edge service. */
+const OBJECTS = [
+  ["ROUTER", "DeploymentRouter"],
+  ["RELAYS", "SnapshotRelay"],
+  ["SESSIONS", "SessionRouter"],
+  ["KEYS", "AccessKeys"],
+  ["RATE_LIMITS", "RateLimiter"],
+  ["TELEMETRY", "Telemetry"],
+] as const;
+
 export function workerdConfig(o: WorkerdConfigOptions): string {
-  const bindings = [
-    ...Object.entries(o.vars).map(([name, value]) => `(name = ${str(name)}, text = ${str(value)})`),
-    `(name = "ROUTER", durableObjectNamespace = "DeploymentRouter")`,
-    `(name = "RELAYS", durableObjectNamespace = "SnapshotRelay")`,
-    `(name = "SESSIONS", durableObjectNamespace = "SessionRouter")`,
-    `(name = "KEYS", durableObjectNamespace = "AccessKeys")`,
-    `(name = "RATE_LIMITS", durableObjectNamespace = "RateLimiter")`,
-    `(name = "TELEMETRY", durableObjectNamespace = "Telemetry")`,
-  ];
+  const vars = Object.entries(o.vars).map(([name, value]) => `(name = ${str(name)}, text = ${str(value)})`);
   const modules = [
     `(name = "worker.js", esModule = embed ${str(relative(o.configDir, o.workerPath))})`,
     ...(o.modules ?? []).map((m) => `(name = ${str(m.name)}, ${m.type} = embed ${str(relative(o.configDir, m.path))})`),
   ];
+  const more = (o.moreEdges ?? []).map((address, i) => ({ n: i + 2, address }));
+  const moreServices = more.map(({ n }) => `    (name = "edge-${n}", worker = .edgeWorker${n}),\n`).join("");
+  const moreSockets = more.map(({ n, address }) => `    (name = "http-${n}", address = ${str(address)}, http = (), service = "edge-${n}"),\n`).join("");
+  // The other edge services name the first one's namespaces, so every isolate reaches the same objects.
+  const sharedBindings = [...vars, ...OBJECTS.map(([name, cls]) => `(name = ${str(name)}, durableObjectNamespace = (className = ${str(cls)}, serviceName = "edge"))`)];
+  const moreWorkers = more.map(({ n }) => `\nconst edgeWorker${n} :Workerd.Worker = (\n${workerBody(modules, sharedBindings)}  globalOutbound = "internet",\n);\n`).join("");
   return `using Workerd = import "/workerd/workerd.capnp";
 
 const config :Workerd.Config = (
   services = [
     (name = "edge", worker = .edgeWorker),
-    # Replicas are on loopback or private addresses in local mode.
+${moreServices}    # Replicas are on loopback or private addresses in local mode.
     # Link-local (cloud metadata) is never reachable, even if a replica's hostname resolves there.
     (name = "internet", network = (allow = ["public", "private", "local"], deny = ["169.254.0.0/16", "fe80::/10"], tlsOptions = (trustBrowserCas = true))),
     (name = "do-storage", disk = (path = ${str(o.storageDir)}, writable = true)),
   ],
   sockets = [
     (name = "http", address = ${str(o.address)}, http = (), service = "edge"),
-  ],
+${moreSockets}  ],
 );
 
 const edgeWorker :Workerd.Worker = (
-  modules = [
-    ${modules.join(",\n    ")},
-  ],
-  compatibilityDate = ${str(compatibilityDate)},
-  compatibilityFlags = ["nodejs_compat"],
-  bindings = [
-    ${bindings.join(",\n    ")},
-  ],
-  durableObjectNamespaces = [
+${workerBody(modules, [...vars, ...OBJECTS.map(([name, cls]) => `(name = ${str(name)}, durableObjectNamespace = ${str(cls)})`)])}  durableObjectNamespaces = [
     (className = "DeploymentRouter", uniqueKey = "switchyard-deployment-router", enableSql = true),
     (className = "SnapshotRelay", uniqueKey = "switchyard-snapshot-relay", enableSql = true),
     (className = "SessionRouter", uniqueKey = "switchyard-session-router", enableSql = true),
@@ -76,5 +83,18 @@ const edgeWorker :Workerd.Worker = (
   durableObjectStorage = (localDisk = "do-storage"),
   globalOutbound = "internet",
 );
+${moreWorkers}`;
+}
+
+/** A Worker's modules, compatibility and bindings: the same bundle in every edge service. */
+function workerBody(modules: readonly string[], bindings: readonly string[]): string {
+  return `  modules = [
+    ${modules.join(",\n    ")},
+  ],
+  compatibilityDate = ${str(compatibilityDate)},
+  compatibilityFlags = ["nodejs_compat"],
+  bindings = [
+    ${bindings.join(",\n    ")},
+  ],
 `;
 }
