@@ -4,22 +4,28 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createModelById } from "../../src/replica/models/index.ts";
 import { synthesizeVowel } from "../../src/replica/models/silero-vad.ts";
-import { signedFetch, sleep, startStack } from "./stack-fixture.ts";
+import { ROUTING_DESIGNS, signedFetch, sleep, startStack } from "./stack-fixture.ts";
 
 const MODELS = ["silero-vad-v4", "silero-vad-v5", "silero-vad-v6"] as const;
 let stack: Awaited<ReturnType<typeof startStack>>;
 
-beforeAll(async () => {
-  // This process runs the models too (to compare outputs). Its first onnxruntime session
-  // holds its event loop for seconds; that happens here, before any connection to the
-  // stack exists, not while a kept-alive one sits idle and the server closes it
-  // (which made the next request fail with ECONNRESET on a busy machine).
-  await (await createModelById(MODELS[0])).release();
-  stack = await startStack({ functionsDir: join(import.meta.dirname, "fixtures/multiplexing") });
-});
-afterAll(async () => {
-  await stack?.dispose();
-});
+for (const design of ROUTING_DESIGNS) {
+  describe(`with ${design.name}`, () => {
+    beforeAll(async () => {
+      // This process runs the models too (to compare outputs). Its first onnxruntime session
+      // holds its event loop for seconds; that happens here, before any connection to the
+      // stack exists, not while a kept-alive one sits idle and the server closes it
+      // (which made the next request fail with ECONNRESET on a busy machine).
+      await (await createModelById(MODELS[0])).release();
+      home.clear();
+      stack = await startStack({ functionsDir: join(import.meta.dirname, "fixtures/multiplexing"), ...(design.routing ? { routing: design.routing } : {}) });
+    });
+    afterAll(async () => {
+      await stack?.dispose();
+    });
+    multiplexingTests();
+  });
+}
 
 interface Answer {
   status: number;
@@ -41,115 +47,120 @@ async function replicaModels(id: string): Promise<{ models: string[]; loading: s
 const vowel = { samples: synthesizeVowel(16_000) };
 const home = new Map<string, string>();
 
-describe("model multiplexing", () => {
-  it("loads each new model on a replica that has none, then keeps routing it there", async () => {
-    for (const [i, model] of MODELS.entries()) {
-      // Alternate Ray's header and Switchyard's: both name the model.
-      const first = await infer(model, vowel, i % 2 === 0 ? "serve_multiplexed_model_id" : "x-switchyard-model");
-      expect(first.status).toBe(200);
-      expect(first.cache).toBe("miss");
-      expect(first.body.model).toBe(model);
-      expect([...home.values()]).not.toContain(first.replica);
-      home.set(model, first.replica);
-    }
-    // Three models, three replicas, one each: every later request is a cache hit on its home.
-    for (let round = 0; round < 5; round++) {
+
+/** The tests, run once per routing design. */
+function multiplexingTests(): void {
+  describe("model multiplexing", () => {
+    it("loads each new model on a replica that has none, then keeps routing it there", async () => {
+      for (const [i, model] of MODELS.entries()) {
+        // Alternate Ray's header and Switchyard's: both name the model.
+        const first = await infer(model, vowel, i % 2 === 0 ? "serve_multiplexed_model_id" : "x-switchyard-model");
+        expect(first.status).toBe(200);
+        expect(first.cache).toBe("miss");
+        expect(first.body.model).toBe(model);
+        expect([...home.values()]).not.toContain(first.replica);
+        home.set(model, first.replica);
+      }
+      // Three models, three replicas, one each: every later request is a cache hit on its home.
+      for (let round = 0; round < 5; round++) {
+        for (const model of MODELS) {
+          const a = await infer(model, vowel);
+          expect(a).toMatchObject({ status: 200, replica: home.get(model), cache: "hit" });
+        }
+      }
+    });
+
+    it("returns each model's own output, equal to running that model in-process", async () => {
+      const outputs = new Map<string, number[]>();
       for (const model of MODELS) {
-        const a = await infer(model, vowel);
-        expect(a).toMatchObject({ status: 200, replica: home.get(model), cache: "hit" });
+        const local = await createModelById(model);
+        try {
+          const expected = (await local.infer(vowel)) as Answer["body"];
+          const got = await infer(model, vowel);
+          expect(got.body).toEqual(expected);
+          expect(got.body.speech).toBe(true);
+          outputs.set(model, got.body.probabilities!);
+        } finally {
+          await local.release();
+        }
       }
-    }
+      // Three different networks: three different probability curves.
+      expect(outputs.get("silero-vad-v4")).not.toEqual(outputs.get("silero-vad-v5"));
+      expect(outputs.get("silero-vad-v5")).not.toEqual(outputs.get("silero-vad-v6"));
+    });
+
+    it("rejects models the deployment does not serve, and malformed ids, at the edge", async () => {
+      const unknown = await infer("gpt-9", vowel);
+      expect(unknown.status).toBe(404);
+      expect(unknown.body.error?.code).toBe("model_not_found");
+      const bad = await infer("bad model,id", vowel);
+      expect(bad.status).toBe(400);
+    });
+
+    it("spreads a hot model to one more replica when its holder is full, onto the least-loaded replica", async () => {
+      const hot = "silero-vad-v5";
+      const holder = home.get(hot)!;
+      // Keep the v4 replica busy too, so the spill has a clear least-loaded target: the v6 replica.
+      const busy = home.get("silero-vad-v4")!;
+      const target = home.get("silero-vad-v6")!;
+      const long = { samples: synthesizeVowel(16_000 * 4) };
+      const answers: { model: string; status: number; replica: string }[] = [];
+      const until = Date.now() + 3_000;
+      const loop = async (model: string) => {
+        while (Date.now() < until) {
+          const a = await infer(model, long);
+          answers.push({ model, status: a.status, replica: a.replica });
+        }
+      };
+      // 2 loops keep v4's replica at its capacity of 2; 3 loops of v5 need more than its holder's 2 slots.
+      await Promise.all([loop("silero-vad-v4"), loop("silero-vad-v4"), ...Array.from({ length: 3 }, () => loop(hot))]);
+      expect(answers.filter((a) => a.status !== 200)).toEqual([]);
+      const hotServedBy = new Set(answers.filter((a) => a.model === hot).map((a) => a.replica));
+      expect(hotServedBy.has(holder)).toBe(true);
+      expect(hotServedBy.has(target)).toBe(true);
+      const v5on = await replicaModels(target);
+      console.log(`hot model: served by ${[...hotServedBy].join(", ")}; ${target} now holds ${v5on.models.join(", ")}`);
+      expect(v5on.models).toContain(hot);
+      // The spill went to one replica, not all of them: the busy v4 replica never loaded v5.
+      expect((await replicaModels(busy)).models).not.toContain(hot);
+    });
+
+    it("evicts the least recently used model at the replica's limit, and the proxy follows", async () => {
+      // The v6 replica now holds v6 and v5 (the spill). Send it v4 directly: it must evict one.
+      const target = home.get("silero-vad-v6")!;
+      const url = stack.replicas.get(target)!.url;
+      // Behind the proxy's back, signed as the edge signs (a replica serves nothing else).
+      const signed = signedFetch(stack, "mux");
+      await signed(`${url}/mux`, { method: "POST", headers: { "x-switchyard-model": "silero-vad-v6" }, body: JSON.stringify(vowel) }).then((r) => r.text());
+      const direct = await signed(`${url}/mux`, { method: "POST", headers: { "x-switchyard-model": "silero-vad-v4" }, body: JSON.stringify(vowel) });
+      expect(direct.status).toBe(200);
+      expect(direct.headers.get("x-switchyard-model-cache")).toBe("miss");
+      await direct.text();
+      const state = await replicaModels(target);
+      // v5 was the least recently used of its two: evicted.
+      expect(state.models.sort()).toEqual(["silero-vad-v4", "silero-vad-v6"]);
+      expect(state.evictions).toBeGreaterThanOrEqual(1);
+      // The proxy learns it from the replica's report (through its next snapshot
+      // refresh, which a request starts); v5 keeps going to its original holder.
+      await sleep(1_200);
+      await infer("silero-vad-v6", vowel);
+      await sleep(200);
+      for (let i = 0; i < 5; i++) expect((await infer("silero-vad-v5", vowel)).replica).toBe(home.get("silero-vad-v5"));
+    });
+
+    it("serves a mixed load of more models than fit on one replica mostly from replicas that had the model", async () => {
+      const answers: Answer[] = [];
+      const until = Date.now() + 3_000;
+      let n = 0;
+      const loop = async () => {
+        while (Date.now() < until) answers.push(await infer(MODELS[n++ % MODELS.length]!, vowel));
+      };
+      await Promise.all(Array.from({ length: 4 }, loop));
+      expect(answers.filter((a) => a.status !== 200)).toEqual([]);
+      const hits = answers.filter((a) => a.cache === "hit").length;
+      console.log(`mixed load: ${answers.length} requests over ${MODELS.length} models, ${((100 * hits) / answers.length).toFixed(1)}% served by a replica that already had the model`);
+      expect(hits / answers.length).toBeGreaterThan(0.9);
+    });
   });
 
-  it("returns each model's own output, equal to running that model in-process", async () => {
-    const outputs = new Map<string, number[]>();
-    for (const model of MODELS) {
-      const local = await createModelById(model);
-      try {
-        const expected = (await local.infer(vowel)) as Answer["body"];
-        const got = await infer(model, vowel);
-        expect(got.body).toEqual(expected);
-        expect(got.body.speech).toBe(true);
-        outputs.set(model, got.body.probabilities!);
-      } finally {
-        await local.release();
-      }
-    }
-    // Three different networks: three different probability curves.
-    expect(outputs.get("silero-vad-v4")).not.toEqual(outputs.get("silero-vad-v5"));
-    expect(outputs.get("silero-vad-v5")).not.toEqual(outputs.get("silero-vad-v6"));
-  });
-
-  it("rejects models the deployment does not serve, and malformed ids, at the edge", async () => {
-    const unknown = await infer("gpt-9", vowel);
-    expect(unknown.status).toBe(404);
-    expect(unknown.body.error?.code).toBe("model_not_found");
-    const bad = await infer("bad model,id", vowel);
-    expect(bad.status).toBe(400);
-  });
-
-  it("spreads a hot model to one more replica when its holder is full, onto the least-loaded replica", async () => {
-    const hot = "silero-vad-v5";
-    const holder = home.get(hot)!;
-    // Keep the v4 replica busy too, so the spill has a clear least-loaded target: the v6 replica.
-    const busy = home.get("silero-vad-v4")!;
-    const target = home.get("silero-vad-v6")!;
-    const long = { samples: synthesizeVowel(16_000 * 4) };
-    const answers: { model: string; status: number; replica: string }[] = [];
-    const until = Date.now() + 3_000;
-    const loop = async (model: string) => {
-      while (Date.now() < until) {
-        const a = await infer(model, long);
-        answers.push({ model, status: a.status, replica: a.replica });
-      }
-    };
-    // 2 loops keep v4's replica at its capacity of 2; 3 loops of v5 need more than its holder's 2 slots.
-    await Promise.all([loop("silero-vad-v4"), loop("silero-vad-v4"), ...Array.from({ length: 3 }, () => loop(hot))]);
-    expect(answers.filter((a) => a.status !== 200)).toEqual([]);
-    const hotServedBy = new Set(answers.filter((a) => a.model === hot).map((a) => a.replica));
-    expect(hotServedBy.has(holder)).toBe(true);
-    expect(hotServedBy.has(target)).toBe(true);
-    const v5on = await replicaModels(target);
-    console.log(`hot model: served by ${[...hotServedBy].join(", ")}; ${target} now holds ${v5on.models.join(", ")}`);
-    expect(v5on.models).toContain(hot);
-    // The spill went to one replica, not all of them: the busy v4 replica never loaded v5.
-    expect((await replicaModels(busy)).models).not.toContain(hot);
-  });
-
-  it("evicts the least recently used model at the replica's limit, and the proxy follows", async () => {
-    // The v6 replica now holds v6 and v5 (the spill). Send it v4 directly: it must evict one.
-    const target = home.get("silero-vad-v6")!;
-    const url = stack.replicas.get(target)!.url;
-    // Behind the proxy's back, signed as the edge signs (a replica serves nothing else).
-    const signed = signedFetch(stack, "mux");
-    await signed(`${url}/mux`, { method: "POST", headers: { "x-switchyard-model": "silero-vad-v6" }, body: JSON.stringify(vowel) }).then((r) => r.text());
-    const direct = await signed(`${url}/mux`, { method: "POST", headers: { "x-switchyard-model": "silero-vad-v4" }, body: JSON.stringify(vowel) });
-    expect(direct.status).toBe(200);
-    expect(direct.headers.get("x-switchyard-model-cache")).toBe("miss");
-    await direct.text();
-    const state = await replicaModels(target);
-    // v5 was the least recently used of its two: evicted.
-    expect(state.models.sort()).toEqual(["silero-vad-v4", "silero-vad-v6"]);
-    expect(state.evictions).toBeGreaterThanOrEqual(1);
-    // The proxy learns it from the replica's report (through its next snapshot
-    // refresh, which a request starts); v5 keeps going to its original holder.
-    await sleep(1_200);
-    await infer("silero-vad-v6", vowel);
-    await sleep(200);
-    for (let i = 0; i < 5; i++) expect((await infer("silero-vad-v5", vowel)).replica).toBe(home.get("silero-vad-v5"));
-  });
-
-  it("serves a mixed load of more models than fit on one replica mostly from replicas that had the model", async () => {
-    const answers: Answer[] = [];
-    const until = Date.now() + 3_000;
-    let n = 0;
-    const loop = async () => {
-      while (Date.now() < until) answers.push(await infer(MODELS[n++ % MODELS.length]!, vowel));
-    };
-    await Promise.all(Array.from({ length: 4 }, loop));
-    expect(answers.filter((a) => a.status !== 200)).toEqual([]);
-    const hits = answers.filter((a) => a.cache === "hit").length;
-    console.log(`mixed load: ${answers.length} requests over ${MODELS.length} models, ${((100 * hits) / answers.length).toFixed(1)}% served by a replica that already had the model`);
-    expect(hits / answers.length).toBeGreaterThan(0.9);
-  });
-});
+}
