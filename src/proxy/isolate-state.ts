@@ -6,15 +6,17 @@
  */
 import type { Deployment } from "../config/deployment.ts";
 import { servedDeployment } from "../config/served.ts";
-import { keysFor, rateLimiterFor, relayFor, sessionRouterFor, telemetryFor, type Env } from "../env.ts";
+import { keysFor, rateLimiterFor, relayFor, sessionRouterFor, type Env } from "../env.ts";
 import type { RoutingSnapshot } from "../protocol/index.ts";
 import { mergedSnapshot } from "../state/routing-plane.ts";
 import { ProxyMetrics } from "../telemetry/proxy-metrics.ts";
+import { sendFlush } from "../telemetry/telemetry-plane.ts";
 import { ApiKeyCache } from "./api-keys.ts";
 import type { DispatchSigner } from "./dispatch.ts";
 import { dispatchSignature } from "./replica-keys.ts";
 import { RateLimits } from "./rate-limits.ts";
 import { SessionAffinity } from "./session-affinity.ts";
+import { SessionTokens, sessionTokenKeyFor } from "./session-token.ts";
 import { RELAYED_SNAPSHOT_TTL_MS, SNAPSHOT_TTL_MS, SnapshotCache } from "./snapshot-cache.ts";
 
 export class IsolateState {
@@ -45,14 +47,24 @@ export class IsolateState {
       (name) => (servedDeployment(name)?.routing.relay ? RELAYED_SNAPSHOT_TTL_MS : SNAPSHOT_TTL_MS),
     );
     const ttlMs = (d: Deployment) => d.sessionAffinity.ttlSeconds * 1000;
-    this.affinity = new SessionAffinity({
-      resolve: async (d, session, proposal) =>
-        (await sessionRouterFor(env, d.name, session, d.sessionAffinity.shards).resolve(session, proposal, ttlMs(d))).replica,
-      rebind: async (d, session, from, to) =>
-        (await sessionRouterFor(env, d.name, session, d.sessionAffinity.shards).rebind(session, from, to, ttlMs(d))).replica,
-    });
+    this.affinity = new SessionAffinity(
+      {
+        resolve: async (d, session, proposal) =>
+          (await sessionRouterFor(env, d.name, session, d.sessionAffinity.shards).resolve(session, proposal, ttlMs(d))).replica,
+        rebind: async (d, session, from, to) =>
+          (await sessionRouterFor(env, d.name, session, d.sessionAffinity.shards).rebind(session, from, to, ttlMs(d))).replica,
+      },
+      Date.now,
+      // Binding tokens, under a key derived from the master secret once per isolate.
+      new SessionTokens(() => sessionTokenKeyFor(env.SWITCHYARD_REPLICA_SECRET)),
+    );
     this.apiKeys = new ApiKeyCache((name) => keysFor(env, name).activeHashes());
-    this.rateLimits = new RateLimits((name, shard, limits, uses) => rateLimiterFor(env, name, shard).sync(limits, uses));
+    // With relays, rate-limit syncs go through the location's relay too (it syncs the location's sum with the shard).
+    this.rateLimits = new RateLimits((name, shard, limits, uses) =>
+      servedDeployment(name)?.routing.relay
+        ? relayFor(env, name, this.location).syncRates(name, shard, limits, uses)
+        : rateLimiterFor(env, name, shard).sync(limits, uses),
+    );
   }
 
   /** A deployment's routing snapshot: from its relay in this location, or merged from its shards without relays. */
@@ -62,14 +74,12 @@ export class IsolateState {
     return mergedSnapshot(this.#env, name, routing.shards);
   }
 
-  /** Sends the metrics deltas to the Telemetry object when a flush is due (in the background). */
+  /** Sends the metrics deltas to this isolate's Telemetry shard when a flush is due (in the background). */
   flushMetrics(background: (p: Promise<unknown>) => void): void {
     const flush = this.metrics.takeFlush(Date.now());
     if (!flush) return;
     background(
-      telemetryFor(this.#env)
-        .ingest(flush)
-        .catch((err: unknown) => console.error(JSON.stringify({ msg: "telemetry flush failed", error: String(err) }))),
+      sendFlush(this.#env, flush).catch((err: unknown) => console.error(JSON.stringify({ msg: "telemetry flush failed", error: String(err) }))),
     );
   }
 

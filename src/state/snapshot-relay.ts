@@ -5,16 +5,24 @@
  * routing shards, so each shard sees one call per location every RELAY_TTL_MS,
  * whatever the number of isolates. It keeps the shards' merged snapshot in
  * memory, ages it by the time held (a replica's expiry stays what its shard
- * said), and hands each isolate a bounded view (bounded-view.ts).
+ * said), and hands each isolate a bounded view (bounded-view.ts). It is also
+ * the location's tier for rate limits: isolates report their keys' uses here,
+ * and the relay syncs their sum with the RateLimiter shards once a second
+ * (src/policy/rate-limit-relay.ts).
  */
 import { DurableObject } from "cloudflare:workers";
-import type { Env } from "../env.ts";
+import { rateLimiterFor, type Env } from "../env.ts";
 import type { RoutingSnapshot } from "../protocol/index.ts";
+import { RateRelayLedger } from "../policy/rate-limit-relay.ts";
+import type { RateRemaining, RateUse } from "../policy/rate-limit-sync.ts";
+import type { BucketLimits } from "../policy/token-bucket.ts";
 import { agedSnapshot, boundedView } from "./bounded-view.ts";
 import { mergedSnapshot } from "./routing-plane.ts";
 
 /** The relay asks the shards again once its merged snapshot is this old. */
 export const RELAY_TTL_MS = 750;
+/** The relay syncs a RateLimiter shard at most this often (what each isolate did before relays). */
+export const RELAY_RATE_SYNC_INTERVAL_MS = 1_000;
 /** A refresh that takes longer is given up; the relay answers from what it has. */
 const SHARD_CALL_TIMEOUT_MS = 2_000;
 
@@ -25,6 +33,9 @@ export interface RelayStats {
   refreshes: number;
   /** Replicas in the merged snapshot. */
   replicas: number;
+  /** Rate-limit syncs from isolates, and those the relay sent on to RateLimiter shards. */
+  rateSyncs: number;
+  rateShardSyncs: number;
 }
 
 export class SnapshotRelay extends DurableObject<Env> {
@@ -33,6 +44,10 @@ export class SnapshotRelay extends DurableObject<Env> {
   #refreshing: Promise<void> | null = null;
   #calls = 0;
   #refreshes = 0;
+  #rateSyncs = 0;
+  #rateShardSyncs = 0;
+  /** One ledger per RateLimiter shard. */
+  readonly #ledgers = new Map<number, RateRelayLedger>();
 
   /**
    * The view for the isolate with `seed`. Refreshes first when the merged
@@ -51,8 +66,43 @@ export class SnapshotRelay extends DurableObject<Env> {
     return boundedView(agedSnapshot(merged, now - this.#fetchedAt), seed, now);
   }
 
+  /**
+   * An isolate's rate-limit sync for one RateLimiter shard (src/proxy/rate-limits.ts
+   * sends the same to the shard itself without relays): its uses join the
+   * location's, which go on to the shard when a sync is due.
+   */
+  async syncRates(deployment: string, shard: number, limits: BucketLimits, uses: RateUse[]): Promise<RateRemaining[]> {
+    this.#calls++;
+    this.#rateSyncs++;
+    let ledger = this.#ledgers.get(shard);
+    if (!ledger) {
+      ledger = new RateRelayLedger();
+      this.#ledgers.set(shard, ledger);
+    }
+    ledger.add(uses);
+    if (ledger.due(Date.now(), RELAY_RATE_SYNC_INTERVAL_MS)) {
+      const taken = ledger.take();
+      this.#rateShardSyncs++;
+      try {
+        ledger.adopt(await rateLimiterFor(this.env, deployment, shard).sync(limits, taken));
+        const synced = new Set(taken.map((u) => u.key));
+        ledger.prune((key) => synced.has(key));
+      } catch (err) {
+        ledger.giveBack(taken);
+        console.error(JSON.stringify({ msg: "relay rate limit sync failed", deployment, error: String(err) }));
+      }
+    }
+    return ledger.answer(uses.map((u) => u.key));
+  }
+
   stats(): RelayStats {
-    return { calls: this.#calls, refreshes: this.#refreshes, replicas: this.#merged?.replicas.length ?? 0 };
+    return {
+      calls: this.#calls,
+      refreshes: this.#refreshes,
+      replicas: this.#merged?.replicas.length ?? 0,
+      rateSyncs: this.#rateSyncs,
+      rateShardSyncs: this.#rateShardSyncs,
+    };
   }
 
   async #refresh(deployment: string, shards: number): Promise<void> {

@@ -98,6 +98,27 @@ describe("SnapshotRelay", () => {
   });
 });
 
+describe("SnapshotRelay rate-limit syncs", () => {
+  it("sums its isolates' uses and syncs the RateLimiter shard once per interval, answering every isolate with the global remainder", async () => {
+    const d = "plane-rate";
+    const r = relay(d, "TEST");
+    const limits = { requestsPerSecond: 1, burst: 10 };
+    const since = Date.now();
+    // The first isolate's sync is sent on at once (none was due before).
+    expect(await r.syncRates(d, 3, limits, [{ key: "k", used: 4, since }])).toEqual([{ key: "k", tokens: expect.closeTo(6, 0) }]);
+    // Seven more isolates within the interval: joined to the ledger, not sent on, each told the remainder less the location's uses since.
+    for (let i = 0; i < 7; i++) await r.syncRates(d, 3, limits, [{ key: "k", used: 1, since }]);
+    const stats = await r.stats();
+    expect(stats.rateSyncs).toBe(8);
+    // One per interval (a machine slow enough to spend more than a second on these calls may have sent one more).
+    const elapsedS = (Date.now() - since) / 1000;
+    expect(stats.rateShardSyncs).toBeLessThanOrEqual(1 + Math.floor(elapsedS));
+    // 11 let through against a burst of 10 (plus the refill at 1/s since).
+    const last = await r.syncRates(d, 3, limits, [{ key: "k", used: 0, since }]);
+    expect(last[0]!.tokens).toBeLessThan(elapsedS);
+  });
+});
+
 describe("DeploymentRouter shards", () => {
   it("applies a node report's entries as reports of their own, and refuses its replay", async () => {
     const d = "plane-e";
