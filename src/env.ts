@@ -6,6 +6,7 @@ import type { SessionRouter, SessionRouterStats } from "./state/session-router.t
 import type { AccessKeys } from "./state/access-keys.ts";
 import type { RateLimiter } from "./state/rate-limiter.ts";
 import type { Telemetry } from "./telemetry/telemetry.ts";
+import { telemetryShardName } from "./telemetry/telemetry-shards.ts";
 
 /** A routing Durable Object of a deployment: shard 0 (the deployment's own name) unless `shard` is given. */
 export function routerFor(env: Env, deployment: string, shard = 0): DurableObjectStub<DeploymentRouter> {
@@ -45,6 +46,11 @@ export function telemetryFor(env: Env): DurableObjectStub<Telemetry> {
   return env.TELEMETRY.get(env.TELEMETRY.idFromName("global"));
 }
 
+/** Telemetry shard `k` (0 ≤ k < TELEMETRY_SHARDS): the counters of the isolates that hash to it. */
+export function telemetryShardFor(env: Env, k: number): DurableObjectStub<Telemetry> {
+  return env.TELEMETRY.get(env.TELEMETRY.idFromName(telemetryShardName(k)));
+}
+
 /** Bindings and secrets of the edge Worker (wrangler.toml; secrets via `wrangler secret put`). */
 export interface Env {
   /** A deployment's routing Durable Objects: `routing.shards` of them, shard 0 named by the deployment, shard k `<name>#k`. */
@@ -57,7 +63,7 @@ export interface Env {
   KEYS: DurableObjectNamespace<AccessKeys>;
   /** Global per-key token buckets, RATE_LIMIT_SHARDS objects per deployment. */
   RATE_LIMITS: DurableObjectNamespace<RateLimiter>;
-  /** Telemetry: counters flushed by isolates, dashboard WebSockets (one object, "global"). */
+  /** Telemetry: counters flushed by isolates (TELEMETRY_SHARDS objects, "telemetry/<k>"), dashboard WebSockets (one object, "global"). */
   TELEMETRY: DurableObjectNamespace<Telemetry>;
   /**
    * Master secret of the control plane; never leaves the edge. Each deployment's

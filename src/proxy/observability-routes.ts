@@ -10,6 +10,7 @@ import { sessionStatsFor, telemetryFor, type Env } from "../env.ts";
 import { autoscaleStatus, mergedSnapshot } from "../state/routing-plane.ts";
 import { errorResponse } from "../protocol/index.ts";
 import { renderPrometheus, type DeploymentMetrics } from "../telemetry/prometheus.ts";
+import { fleetTelemetry } from "../telemetry/telemetry-plane.ts";
 import { DASHBOARD_PROTOCOL } from "../telemetry/telemetry.ts";
 import { adminRefusal, bearerMatches } from "./auth.ts";
 
@@ -34,7 +35,8 @@ export function observabilityRoutes(deployments: readonly Deployment[]): Hono<{ 
   app.get("/-/metrics", async (c) => {
     const refused = adminRefusal(c.env, c.req.header("authorization"));
     if (refused) return refused;
-    const telemetry = await telemetryFor(c.env).totals(deployments.map((d) => d.name));
+    // Counters from every Telemetry shard, summed; gauges from the routing and session objects.
+    const telemetry = await fleetTelemetry(c.env, deployments.map((d) => d.name), false);
     const metrics = await Promise.all(
       deployments.map(async (d, i): Promise<DeploymentMetrics> => {
         const [snapshot, autoscale, sessions] = await Promise.all([

@@ -1,9 +1,11 @@
 /**
- * The Telemetry Durable Object (one, named "global"): sums the counters proxy
- * isolates flush every few seconds, keeps 5 minutes of 5 s windows for the
- * dashboard, and pushes dashboard frames over hibernatable WebSockets once a
- * second while any dashboard is open. Memory only: telemetry is soft state, and
- * a restart starts the counters over (Prometheus handles counter resets).
+ * The Telemetry Durable Object, in two roles by name. A shard ("telemetry/<k>",
+ * TELEMETRY_SHARDS of them) sums the counters of the proxy isolates that hash
+ * to it (each flushes every few seconds) and keeps 5 minutes of 5 s windows.
+ * The "global" object holds only the dashboards' hibernatable WebSockets and,
+ * once a second while any is open, asks every shard for its totals and windows
+ * and pushes the merged frame. Memory only: telemetry is soft state, and a
+ * restarted shard starts its counters over (Prometheus handles counter resets).
  * In production, Workers Analytics Engine is the durable store for the same
  * data points (docs/architecture.md, "Observability").
  */
@@ -11,27 +13,34 @@ import { DurableObject } from "cloudflare:workers";
 import { servedDeployments } from "../config/served.ts";
 import type { Env } from "../env.ts";
 import { autoscaleStatus, mergedSnapshot } from "../state/routing-plane.ts";
-import type { DashboardFrame, DeploymentFrame, DeploymentTotals, TelemetryFlush } from "./types.ts";
-import { TelemetryWindows } from "./windows.ts";
+import { fleetTelemetry } from "./telemetry-plane.ts";
+import type { ShardReport } from "./telemetry-shards.ts";
+import type { DashboardFrame, DeploymentFrame, TelemetryFlush } from "./types.ts";
+import { TelemetryWindows, seriesOf } from "./windows.ts";
 
 const FRAME_INTERVAL_MS = 1_000;
 /** The subprotocol the dashboard speaks; the server picks it. */
 export const DASHBOARD_PROTOCOL = "switchyard.v1";
 
 export class Telemetry extends DurableObject<Env> {
+  /** A shard's counters (empty on the "global" object, which no isolate flushes to). */
   readonly #windows = new TelemetryWindows();
-  #flushes = 0;
 
+  /** A shard: one isolate's flush. */
   ingest(flush: TelemetryFlush): void {
-    this.#flushes++;
     this.#windows.ingest(flush, Date.now());
   }
 
-  totals(deployments: string[]): { totals: DeploymentTotals[]; liveIsolates: number; flushes: number } {
-    return { totals: deployments.map((d) => this.#windows.totals(d)), liveIsolates: this.#windows.liveIsolates(Date.now()), flushes: this.#flushes };
+  /** A shard: its totals per deployment (in the order asked), live isolates, and its windows when asked. */
+  report(deployments: string[], withWindows: boolean): ShardReport {
+    return {
+      totals: deployments.map((d) => this.#windows.totals(d)),
+      liveIsolates: this.#windows.liveIsolates(Date.now()),
+      windows: withWindows ? deployments.map((d) => this.#windows.windows(d)) : null,
+    };
   }
 
-  /** Dashboard WebSocket (the Worker authenticated it before forwarding the upgrade). */
+  /** "global": a dashboard WebSocket (the Worker authenticated it before forwarding the upgrade). */
   override async fetch(request: Request): Promise<Response> {
     if (request.headers.get("upgrade")?.toLowerCase() !== "websocket") return new Response("expected a WebSocket upgrade", { status: 426 });
     const { 0: client, 1: server } = new WebSocketPair();
@@ -67,10 +76,13 @@ export class Telemetry extends DurableObject<Env> {
     }
   }
 
+  /** One frame for every open dashboard: TELEMETRY_SHARDS calls for the counters, whatever the number of dashboards. */
   async #frame(): Promise<DashboardFrame> {
     const now = Date.now();
+    const served = servedDeployments();
+    const fleet = await fleetTelemetry(this.env, served.map((d) => d.name), true);
     const deployments = await Promise.all(
-      servedDeployments().map(async (d): Promise<DeploymentFrame> => {
+      served.map(async (d, i): Promise<DeploymentFrame> => {
         const [snapshot, autoscale] = await Promise.all([mergedSnapshot(this.env, d.name, d.routing.shards), autoscaleStatus(this.env, d)]);
         return {
           name: d.name,
@@ -85,8 +97,8 @@ export class Telemetry extends DurableObject<Env> {
             models: r.models,
             loading: r.loading,
           })),
-          series: this.#windows.series(d.name, now),
-          totals: this.#windows.totals(d.name),
+          series: seriesOf(fleet.windows?.[i] ?? [], now),
+          totals: fleet.totals[i]!,
           sessionBindings: null,
           desiredReplicas: autoscale.enabled ? autoscale.desired : null,
         };

@@ -1,6 +1,6 @@
 /**
- * Per-deployment totals and 5 s windows of what the proxy isolates flushed: the
- * Telemetry object's state, apart from its runtime. Pure; time passed in.
+ * Per-deployment totals and 5 s windows of what the proxy isolates flushed: a
+ * Telemetry shard's state, apart from its runtime. Pure; time passed in.
  */
 import { emptyHistogram, mergeHistogram, quantile } from "./histogram.ts";
 import { emptyDelta } from "./proxy-metrics.ts";
@@ -10,16 +10,43 @@ export const WINDOW_MS = 5_000;
 /** 5 minutes of windows. */
 export const WINDOWS_KEPT = 60;
 
-interface Window {
+/** One 5 s window's counts (what shards hand over, so that their windows merge exactly). */
+export interface WindowCounts {
+  /** Window start, epoch ms (a multiple of WINDOW_MS). */
   t: number;
   requests: number;
+  /** 5xx answers. */
   errors: number;
   duration: Histogram;
 }
 
+export function emptyWindow(t: number): WindowCounts {
+  return { t, requests: 0, errors: 0, duration: emptyHistogram() };
+}
+
+/** The last WINDOWS_KEPT windows up to now from `windows` (any order), oldest first, empty windows filled in. */
+export function seriesOf(windows: readonly WindowCounts[], now: number): WindowPoint[] {
+  const byStart = new Map(windows.map((w) => [w.t, w]));
+  const end = now - (now % WINDOW_MS);
+  const out: WindowPoint[] = [];
+  for (let t = end - (WINDOWS_KEPT - 1) * WINDOW_MS; t <= end; t += WINDOW_MS) {
+    const w = byStart.get(t);
+    const p50 = w ? quantile(w.duration, 0.5) : null;
+    const p99 = w ? quantile(w.duration, 0.99) : null;
+    out.push({
+      t,
+      requestsPerSecond: w ? w.requests / (WINDOW_MS / 1000) : 0,
+      errorsPerSecond: w ? w.errors / (WINDOW_MS / 1000) : 0,
+      p50Ms: p50 === null ? null : p50 * 1000,
+      p99Ms: p99 === null ? null : p99 * 1000,
+    });
+  }
+  return out;
+}
+
 export class TelemetryWindows {
   readonly #totals = new Map<string, DeploymentTotals>();
-  readonly #windows = new Map<string, Window[]>();
+  readonly #windows = new Map<string, WindowCounts[]>();
   /** Isolates heard from, with when (to count the live ones). */
   readonly #isolates = new Map<string, number>();
 
@@ -47,7 +74,7 @@ export class TelemetryWindows {
     mergeHistogram(w.duration, d.duration);
   }
 
-  #window(deployment: string, now: number): Window {
+  #window(deployment: string, now: number): WindowCounts {
     const start = now - (now % WINDOW_MS);
     let ws = this.#windows.get(deployment);
     if (!ws) {
@@ -56,7 +83,7 @@ export class TelemetryWindows {
     }
     let last = ws[ws.length - 1];
     if (!last || last.t !== start) {
-      last = { t: start, requests: 0, errors: 0, duration: emptyHistogram() };
+      last = emptyWindow(start);
       ws.push(last);
       while (ws.length > WINDOWS_KEPT) ws.shift();
     }
@@ -69,22 +96,12 @@ export class TelemetryWindows {
 
   /** The last WINDOWS_KEPT windows up to now, oldest first, empty windows filled in. */
   series(deployment: string, now: number): WindowPoint[] {
-    const byStart = new Map((this.#windows.get(deployment) ?? []).map((w) => [w.t, w]));
-    const end = now - (now % WINDOW_MS);
-    const out: WindowPoint[] = [];
-    for (let t = end - (WINDOWS_KEPT - 1) * WINDOW_MS; t <= end; t += WINDOW_MS) {
-      const w = byStart.get(t);
-      const p50 = w ? quantile(w.duration, 0.5) : null;
-      const p99 = w ? quantile(w.duration, 0.99) : null;
-      out.push({
-        t,
-        requestsPerSecond: w ? w.requests / (WINDOW_MS / 1000) : 0,
-        errorsPerSecond: w ? w.errors / (WINDOW_MS / 1000) : 0,
-        p50Ms: p50 === null ? null : p50 * 1000,
-        p99Ms: p99 === null ? null : p99 * 1000,
-      });
-    }
-    return out;
+    return seriesOf(this.#windows.get(deployment) ?? [], now);
+  }
+
+  /** The windows kept for a deployment, oldest first (a copy). */
+  windows(deployment: string): WindowCounts[] {
+    return structuredClone(this.#windows.get(deployment) ?? []);
   }
 
   /** Isolates that flushed within `withinMs`. */
