@@ -97,7 +97,7 @@ export function adminRoutes(byName: ReadonlyMap<string, Deployment>, stateFor: (
     if (!parsed.success) return errorResponse("bad_request", 'send {"name": "…"} (1-128 characters)', { details: parsed.error.issues });
     const d = c.get("deployment");
     const created = await keysFor(c.env, d.name).create(parsed.data.name);
-    stateFor(c.env).apiKeys.invalidate(d.name);
+    await stateFor(c.env).keysChanged(d.name);
     return c.json(created, 201);
   });
 
@@ -105,7 +105,7 @@ export function adminRoutes(byName: ReadonlyMap<string, Deployment>, stateFor: (
     const d = c.get("deployment");
     const revoked = await keysFor(c.env, d.name).revoke(c.req.param("id"));
     if (!revoked) return errorResponse("route_not_found", `no active key "${c.req.param("id")}" in "${d.name}"`);
-    stateFor(c.env).apiKeys.invalidate(d.name);
+    await stateFor(c.env).keysChanged(d.name);
     return c.json({ ok: true, revoked: c.req.param("id") });
   });
 

@@ -11,6 +11,12 @@ import { bearerToken, hashApiKey } from "../state/api-key-format.ts";
 import { BackgroundRefresh } from "./background-refresh.ts";
 
 export const KEY_SET_TTL_MS = 10_000;
+/**
+ * The TTL of a key set that comes from a relay, which holds it for up to
+ * RELAY_KEY_SET_TTL_MS (5 s) itself: a key change still takes effect
+ * everywhere within 10 s.
+ */
+export const RELAYED_KEY_SET_TTL_MS = 5_000;
 const REFRESH_FAILURE_BACKOFF_MS = 1_000;
 
 export type KeySetSource = (deployment: string) => Promise<string[]>;
@@ -22,13 +28,13 @@ export type KeyCheck =
 export class ApiKeyCache {
   readonly #sets: BackgroundRefresh<Set<string> | null, string[]>;
 
-  constructor(source: KeySetSource, now: () => number = Date.now) {
+  constructor(source: KeySetSource, now: () => number = Date.now, ttlFor: (deployment: string) => number = () => KEY_SET_TTL_MS) {
     this.#sets = new BackgroundRefresh<Set<string> | null, string[]>({
       source,
       // No set until the first fetch succeeds: fail closed meanwhile.
       initial: () => null,
       apply: (_old, hashes) => new Set(hashes),
-      ttlMs: KEY_SET_TTL_MS,
+      ttlMs: ttlFor,
       failureBackoffMs: REFRESH_FAILURE_BACKOFF_MS,
       what: "api key",
       now,

@@ -11,7 +11,7 @@ import type { RoutingSnapshot } from "../protocol/index.ts";
 import { mergedSnapshot } from "../state/routing-plane.ts";
 import { ProxyMetrics } from "../telemetry/proxy-metrics.ts";
 import { sendFlush } from "../telemetry/telemetry-plane.ts";
-import { ApiKeyCache } from "./api-keys.ts";
+import { ApiKeyCache, KEY_SET_TTL_MS, RELAYED_KEY_SET_TTL_MS } from "./api-keys.ts";
 import type { DispatchSigner } from "./dispatch.ts";
 import { dispatchSignature } from "./replica-keys.ts";
 import { RateLimits } from "./rate-limits.ts";
@@ -58,7 +58,11 @@ export class IsolateState {
       // Binding tokens, under a key derived from the master secret once per isolate.
       new SessionTokens(() => sessionTokenKeyFor(env.SWITCHYARD_REPLICA_SECRET)),
     );
-    this.apiKeys = new ApiKeyCache((name) => keysFor(env, name).activeHashes());
+    this.apiKeys = new ApiKeyCache(
+      (name) => (servedDeployment(name)?.routing.relay ? relayFor(env, name, this.location).activeKeyHashes(name) : keysFor(env, name).activeHashes()),
+      Date.now,
+      (name) => (servedDeployment(name)?.routing.relay ? RELAYED_KEY_SET_TTL_MS : KEY_SET_TTL_MS),
+    );
     // With relays, rate-limit syncs go through the location's relay too (it syncs the location's sum with the shard).
     this.rateLimits = new RateLimits((name, shard, limits, uses) =>
       servedDeployment(name)?.routing.relay
@@ -72,6 +76,12 @@ export class IsolateState {
     const routing = servedDeployment(name)?.routing ?? { shards: 1, relay: false };
     if (routing.relay) return relayFor(this.#env, name, this.location).view(name, routing.shards, this.seed);
     return mergedSnapshot(this.#env, name, routing.shards);
+  }
+
+  /** Forgets the deployment's key set here and in this location's relay (an admin call changed it). */
+  async keysChanged(deployment: string): Promise<void> {
+    if (servedDeployment(deployment)?.routing.relay) await relayFor(this.#env, deployment, this.location).forgetKeys();
+    this.apiKeys.invalidate(deployment);
   }
 
   /** Sends the metrics deltas to this isolate's Telemetry shard when a flush is due (in the background). */

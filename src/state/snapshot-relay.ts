@@ -8,10 +8,11 @@
  * said), and hands each isolate a bounded view (bounded-view.ts). It is also
  * the location's tier for rate limits: isolates report their keys' uses here,
  * and the relay syncs their sum with the RateLimiter shards once a second
- * (src/policy/rate-limit-relay.ts).
+ * (src/policy/rate-limit-relay.ts), and for API key sets, which it holds for
+ * RELAY_KEY_SET_TTL_MS.
  */
 import { DurableObject } from "cloudflare:workers";
-import { rateLimiterFor, type Env } from "../env.ts";
+import { keysFor, rateLimiterFor, type Env } from "../env.ts";
 import type { RoutingSnapshot } from "../protocol/index.ts";
 import { RateRelayLedger } from "../policy/rate-limit-relay.ts";
 import type { RateRemaining, RateUse } from "../policy/rate-limit-sync.ts";
@@ -23,6 +24,8 @@ import { mergedSnapshot } from "./routing-plane.ts";
 export const RELAY_TTL_MS = 750;
 /** The relay syncs a RateLimiter shard at most this often (what each isolate did before relays). */
 export const RELAY_RATE_SYNC_INTERVAL_MS = 1_000;
+/** The relay asks the AccessKeys object again once its key set is this old. */
+export const RELAY_KEY_SET_TTL_MS = 5_000;
 /** A refresh that takes longer is given up; the relay answers from what it has. */
 const SHARD_CALL_TIMEOUT_MS = 2_000;
 
@@ -36,6 +39,8 @@ export interface RelayStats {
   /** Rate-limit syncs from isolates, and those the relay sent on to RateLimiter shards. */
   rateSyncs: number;
   rateShardSyncs: number;
+  /** Key-set fetches from the AccessKeys object. */
+  keySetRefreshes: number;
 }
 
 export class SnapshotRelay extends DurableObject<Env> {
@@ -46,6 +51,9 @@ export class SnapshotRelay extends DurableObject<Env> {
   #refreshes = 0;
   #rateSyncs = 0;
   #rateShardSyncs = 0;
+  #keys: { hashes: string[]; at: number } | null = null;
+  #keysRefreshing: Promise<string[]> | null = null;
+  #keySetRefreshes = 0;
   /** One ledger per RateLimiter shard. */
   readonly #ledgers = new Map<number, RateRelayLedger>();
 
@@ -95,6 +103,30 @@ export class SnapshotRelay extends DurableObject<Env> {
     return ledger.answer(uses.map((u) => u.key));
   }
 
+  /** The deployment's active API key hashes (AccessKeys.activeHashes), held for RELAY_KEY_SET_TTL_MS. */
+  async activeKeyHashes(deployment: string): Promise<string[]> {
+    this.#calls++;
+    if (this.#keys && Date.now() - this.#keys.at < RELAY_KEY_SET_TTL_MS) return this.#keys.hashes;
+    this.#keysRefreshing ??= (async () => {
+      const at = Date.now();
+      try {
+        this.#keySetRefreshes++;
+        const hashes = await keysFor(this.env, deployment).activeHashes();
+        this.#keys = { hashes, at };
+        return hashes;
+      } finally {
+        this.#keysRefreshing = null;
+      }
+    })();
+    return this.#keysRefreshing;
+  }
+
+  /** An admin call changed the key set: the next ask fetches it afresh (this location at once; others within their TTL). */
+  forgetKeys(): void {
+    this.#calls++;
+    this.#keys = null;
+  }
+
   stats(): RelayStats {
     return {
       calls: this.#calls,
@@ -102,6 +134,7 @@ export class SnapshotRelay extends DurableObject<Env> {
       replicas: this.#merged?.replicas.length ?? 0,
       rateSyncs: this.#rateSyncs,
       rateShardSyncs: this.#rateShardSyncs,
+      keySetRefreshes: this.#keySetRefreshes,
     };
   }
 

@@ -119,6 +119,23 @@ describe("SnapshotRelay rate-limit syncs", () => {
   });
 });
 
+describe("SnapshotRelay key sets", () => {
+  it("holds a deployment's key set for its isolates, and fetches it afresh after an admin change", async () => {
+    const d = "plane-keys";
+    const keys = env.KEYS.get(env.KEYS.idFromName(d));
+    const r = relay(d, "TEST");
+    expect(await r.activeKeyHashes(d)).toEqual([]);
+    const created = await keys.create("first");
+    // Held: twenty isolates asking within the TTL cost no further AccessKeys call.
+    for (let i = 0; i < 20; i++) await r.activeKeyHashes(d);
+    expect((await r.stats()).keySetRefreshes).toBe(1);
+    await r.forgetKeys();
+    expect(await r.activeKeyHashes(d)).toHaveLength(1);
+    expect((await r.stats()).keySetRefreshes).toBe(2);
+    expect(created.id).toBeTruthy();
+  });
+});
+
 describe("DeploymentRouter shards", () => {
   it("applies a node report's entries as reports of their own, and refuses its replay", async () => {
     const d = "plane-e";
