@@ -21,6 +21,12 @@ export const Header = {
   rayModel: "serve_multiplexed_model_id",
   /** Client → proxy: the session a request belongs to (session affinity). */
   clientSession: "x-session-id",
+  /**
+   * Proxy → client on every replica response to a session request, client → proxy
+   * on the next one: the session's signed binding token (src/proxy/session-token.ts),
+   * opaque to clients. Never sent to replicas.
+   */
+  sessionToken: "x-switchyard-session-token",
   /** Proxy → replica: the session id, so a replica can find per-session state (KV cache). */
   session: "x-switchyard-session",
   /** Replica → proxy/client: whether the named model was already loaded ("hit") or had to be loaded ("miss"). */

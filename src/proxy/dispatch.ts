@@ -129,6 +129,9 @@ export async function dispatch(req: Request, ctx: DispatchContext): Promise<Resp
   baseHeaders.set(Header.deadline, String(deadline));
   if (ctx.model !== undefined) baseHeaders.set(Header.model, ctx.model);
   if (ctx.session) baseHeaders.set(Header.session, ctx.session.id);
+  // The session's binding token is the edge's business, not the replica's.
+  const sessionToken = ctx.session ? (req.headers.get(Header.sessionToken) ?? undefined) : undefined;
+  baseHeaders.delete(Header.sessionToken);
   const model = ctx.model;
   // `policy.balancer` applies to plain requests only: sessions (affinity proposals
   // and their retries) and multiplexed models always use the load-aware choice.
@@ -150,7 +153,7 @@ export async function dispatch(req: Request, ctx: DispatchContext): Promise<Resp
     const candidates = model !== undefined ? view.candidatesHolding(now, tried, (e) => e.models.includes(model) || e.loading.includes(model)) : view.candidates(now, tried);
     const replica =
       attempt === 1 && ctx.session
-        ? await ctx.session.affinity.choose(deployment, ctx.session.id, candidates, pick, ctx.session.client, () => view.lapsed(now, tried))
+        ? await ctx.session.affinity.choose(deployment, ctx.session.id, candidates, pick, ctx.session.client, () => view.lapsed(now, tried), sessionToken)
         : pick(candidates);
     if (!replica) break;
     if (model !== undefined) view.noteModelDispatch(replica, model);
@@ -182,6 +185,11 @@ export async function dispatch(req: Request, ctx: DispatchContext): Promise<Resp
       // The session follows a retry only when its replica is gone or draining; a
       // full one keeps it (the next requests spill until the grace period ends).
       if (outcome.fromReplica && firstRefusal === "gone") ctx.session?.affinity.served(deployment, ctx.session.id, replica.id, ctx.background);
+      if (outcome.fromReplica && ctx.session) {
+        // The binding after this request, signed: a client that sends it back is routed with no object call.
+        const token = await ctx.session.affinity.tokenFor(deployment, ctx.session.id, replica.id);
+        if (token !== undefined) outcome.response.headers.set(Header.sessionToken, token);
+      }
       return outcome.response;
     }
     if (attempt === 1) firstRefusal = outcome.why;
@@ -279,6 +287,8 @@ async function attemptOn(
 
   view.recordSuccess(replica);
   const out = clientHeaders(upstream.headers);
+  // Only the edge mints binding tokens (dispatch() adds the session's own to a session response).
+  out.delete(Header.sessionToken);
   out.set(Header.replica, replica.id);
   out.set(Header.requestId, requestId);
   const init = { status: upstream.status, statusText: upstream.statusText, headers: out };

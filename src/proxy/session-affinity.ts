@@ -19,6 +19,14 @@
  * caller that invents a new session id per request therefore costs nothing in
  * the objects, and one that repeats ids may create at most
  * `maxNewBindingsPerSecond` (burst `maxNewBindingsBurst`) bindings per isolate.
+ *
+ * Every replica response to a session request carries a signed binding token
+ * naming the session's replica (session-token.ts). A client that sends it back
+ * is bound by it: while the named replica is usable the request goes there with
+ * no object call, whatever this isolate has cached, so the objects see only new
+ * sessions and moves; when it is not, the rules above move the session, and the response
+ * carries a token naming the new replica. Clients that ignore tokens are served
+ * from the objects and the cache as before.
  */
 import { fullness } from "../policy/pick-replica.ts";
 import { rendezvousWeight } from "../policy/rendezvous.ts";
@@ -40,6 +48,14 @@ export const SATURATION_GRACE_MS = 2_000;
 /** Bindings an isolate caches at most (oldest dropped first); also the most unbound sessions and clients it tracks. */
 export const SESSION_CACHE_MAX = 10_000;
 
+/** Binding tokens, as affinity uses them (session-token.ts's SessionTokens). */
+export interface BindingTokens {
+  /** The replica a valid token binds the session to; undefined for an invalid, expired or foreign one. Never rejects. */
+  verify(deployment: string, session: string, token: string): Promise<string | undefined>;
+  /** A token binding the session to `replica` for `ttlSeconds`. */
+  issue(deployment: string, session: string, replica: string, ttlSeconds: number): Promise<string>;
+}
+
 /** The SessionRouter objects, as the proxy sees them (RPC in the Worker, a fake in unit tests). */
 export interface SessionStore {
   resolve(deployment: Deployment, session: string, proposal: string): Promise<string>;
@@ -56,6 +72,7 @@ interface CachedBinding {
 export class SessionAffinity {
   readonly #store: SessionStore;
   readonly #now: () => number;
+  readonly #tokens: BindingTokens | undefined;
   readonly #cache = new Map<string, CachedBinding>();
   /** Sessions seen here but not bound yet: how many requests, and where the last one went. */
   readonly #unbound = new Map<string, { requests: number; replica: string }>();
@@ -64,15 +81,18 @@ export class SessionAffinity {
   /** Calls made to the session objects (observability and tests). */
   storeCalls = 0;
 
-  constructor(store: SessionStore, now: () => number = Date.now) {
+  /** Without `tokens`, no token is minted or honoured. */
+  constructor(store: SessionStore, now: () => number = Date.now, tokens?: BindingTokens) {
     this.#store = store;
     this.#now = now;
+    this.#tokens = tokens;
   }
 
   /**
    * The replica this session's request should try first, or undefined when no
    * candidate exists. `propose` picks the best replica among those given (the
-   * deployment's normal policy).
+   * deployment's normal policy). `token` is the binding token the client sent
+   * back, if any; one that does not verify is ignored.
    */
   async choose(
     deployment: Deployment,
@@ -81,8 +101,10 @@ export class SessionAffinity {
     propose: (among: readonly ReplicaEntry[]) => ReplicaEntry | undefined,
     client = "",
     late: () => readonly ReplicaEntry[] = () => [],
+    token?: string,
   ): Promise<ReplicaEntry | undefined> {
     const key = cacheKey(deployment.name, session);
+    const tokenReplica = token !== undefined && this.#tokens ? await this.#tokens.verify(deployment.name, session, token) : undefined;
     const now = this.#now();
     // The bound replica may be merely late (its liveness lapsed in this view, nothing showed it dead): it is still tried
     // first. Asked for only when the replica is not a candidate, so a usual request does not walk the view twice.
@@ -92,8 +114,21 @@ export class SessionAffinity {
       const e = find(id);
       return e && fullness(e) < deployment.sessionAffinity.rebindAtLoad ? e : undefined;
     };
-    const cached = this.#cache.get(key);
-    if (cached && now - cached.fetchedAt < SESSION_CACHE_TTL_MS) {
+    let cached = this.#cache.get(key);
+    let trusted = cached !== undefined && now - cached.fetchedAt < SESSION_CACHE_TTL_MS;
+    if (tokenReplica !== undefined) {
+      // The token is the binding, trusted however old this isolate's copy is. Only when its replica is
+      // unusable and this isolate has a fresh binding elsewhere (it moved the session, and the client sent
+      // a token from before the move), that binding wins: moving again would cost an object call.
+      if (cached?.replica === tokenReplica) trusted = true;
+      else if (!trusted || usable(tokenReplica)) {
+        this.#unbound.delete(key);
+        this.#remember(key, tokenReplica);
+        cached = this.#cache.get(key);
+        trusted = true;
+      }
+    }
+    if (cached && trusted) {
       const e = usable(cached.replica);
       if (e) {
         cached.fullSince = undefined;
@@ -162,6 +197,25 @@ export class SessionAffinity {
         .then((bound) => this.#remember(key, bound))
         .catch((err: unknown) => logStoreFailure(deployment.name, err)),
     );
+  }
+
+  /**
+   * The binding token for the response to this session's request, which
+   * `servedBy` served: it names the session's binding in this isolate, which is
+   * `servedBy` except while the bound replica is full and the request spilled
+   * (then the binding stays, and so does the token's replica). Undefined when
+   * tokens are off or cannot be minted (the response goes without one).
+   */
+  async tokenFor(deployment: Deployment, session: string, servedBy: string): Promise<string | undefined> {
+    if (!this.#tokens) return undefined;
+    const key = cacheKey(deployment.name, session);
+    const replica = this.#cache.get(key)?.replica ?? this.#unbound.get(key)?.replica ?? servedBy;
+    try {
+      return await this.#tokens.issue(deployment.name, session, replica, deployment.sessionAffinity.ttlSeconds);
+    } catch (err) {
+      console.error(JSON.stringify({ msg: "session token not minted", deployment: deployment.name, error: String(err) }));
+      return undefined;
+    }
   }
 
   /** Bindings cached in this isolate. */

@@ -1,7 +1,8 @@
 /**
  * Session affinity at the first hop, with a fake in-memory store that has the
  * SessionRouter object's semantics (it uses the same pure decisions) and counts
- * calls, an injected clock, and routing views for the candidates.
+ * calls, an injected clock, and routing views for the candidates. Binding
+ * tokens are the real ones (session-token.ts) under a test key.
  */
 import { afterEach, beforeEach, describe, it, expect, vi } from "vitest";
 import { defineDeployment, type Deployment, type DeploymentInput } from "../../src/config/deployment.ts";
@@ -9,6 +10,7 @@ import type { Load, ReplicaView } from "../../src/protocol/index.ts";
 import { RoutingView, type ReplicaEntry } from "../../src/proxy/routing-view.ts";
 import { SATURATION_GRACE_MS, SESSION_CACHE_MAX, SESSION_CACHE_TTL_MS, SESSION_STORE_RETRY_MS, SessionAffinity, type SessionStore } from "../../src/proxy/session-affinity.ts";
 import { rebindBinding, resolveBinding, type BindingDecision, type StoredBinding } from "../../src/state/session-binding.ts";
+import { deriveSessionTokenKey, readSessionToken, SessionTokens, signSessionToken } from "../../src/proxy/session-token.ts";
 
 const T0 = 1_700_000_000_000;
 
@@ -801,5 +803,226 @@ describe("SessionAffinity: a bound replica that is merely late", () => {
     // Without it in either list (a snapshot dropped it, or a connection failed), the session moves.
     expect((await a.choose(d, "s1", v.candidates(c.now()), proposer().fn, "", () => []))!.id).toBe("r2");
     expect(store.rebinds).toBe(1);
+  });
+});
+
+describe("SessionAffinity with binding tokens", () => {
+  const tokenKey = deriveSessionTokenKey("test-master-secret");
+  /** An isolate: affinity over the shared fake store, with real tokens under the test key. */
+  function isolate(c: Clock, store: FakeStore) {
+    const tokens = new SessionTokens(() => tokenKey, c.now);
+    return { a: new SessionAffinity(store, c.now, tokens), tokens };
+  }
+  /** One request as dispatch makes it: choose (with the client's token), then the response's token. */
+  async function turn(a: SessionAffinity, d: Deployment, v: RoutingView, c: Clock, token?: string, session = "s1") {
+    const chosen = await a.choose(d, session, v.candidates(c.now()), proposer().fn, "", () => v.lapsed(c.now()), token);
+    const next = chosen ? await a.tokenFor(d, session, chosen.id) : undefined;
+    return { replica: chosen?.id, token: next };
+  }
+
+  it("a client that sends the token back stays on its replica with no store call, long past the cache TTL", async () => {
+    const c = clock();
+    const store = new FakeStore(c);
+    const { a } = isolate(c, store);
+    const v = viewOf(c, replica("r1", 0), replica("r2", 1));
+    const d = dep();
+    const first = await turn(a, d, v, c);
+    expect(first).toMatchObject({ replica: "r1" });
+    expect(readSessionToken(first.token!)).toEqual({ replica: "r1", expiresAt: T0 / 1000 + 600 });
+    expect(store.calls).toBe(1);
+    let token = first.token;
+    for (let n = 0; n < 50; n++) {
+      c.advance(SESSION_CACHE_TTL_MS);
+      // r2 looks better now; the token holds.
+      setLoad(v, "r1", c, { ongoing: 3 });
+      setLoad(v, "r2", c, { ongoing: 0 });
+      const t = await turn(a, d, v, c, token);
+      expect(t.replica).toBe("r1");
+      token = t.token;
+    }
+    expect(store.calls).toBe(1);
+    expect(a.storeCalls).toBe(1);
+    // 250 s in: still the first token (more than half its life left).
+    expect(token).toBe(first.token);
+  });
+
+  it("with the default bindOnRequest (2), a token client never calls the store: the first request is placed by hash", async () => {
+    const c = clock();
+    const store = new FakeStore(c);
+    const { a } = isolate(c, store);
+    const v = viewOf(c, replica("r1"), replica("r2"), replica("r3"));
+    const d = defineDeployment({ ...base, sessionAffinity: {} });
+    const first = await turn(a, d, v, c);
+    expect(readSessionToken(first.token!)?.replica).toBe(first.replica);
+    let token = first.token;
+    for (let n = 0; n < 10; n++) {
+      const t = await turn(a, d, v, c, token);
+      expect(t.replica).toBe(first.replica);
+      token = t.token;
+    }
+    expect(store.calls).toBe(0);
+  });
+
+  it("a client that ignores the token keeps the lookup path (and still gets tokens)", async () => {
+    const c = clock();
+    const store = new FakeStore(c);
+    const { a } = isolate(c, store);
+    const v = viewOf(c, replica("r1", 0), replica("r2", 1));
+    const d = dep();
+    for (let n = 0; n < 3; n++) {
+      const t = await turn(a, d, v, c);
+      expect(t.replica).toBe("r1");
+      expect(readSessionToken(t.token!)?.replica).toBe("r1");
+      c.advance(SESSION_CACHE_TTL_MS);
+    }
+    expect(store.log).toEqual(["resolve s1 r1", "resolve s1 r1", "resolve s1 r1"]);
+  });
+
+  it("another isolate honours the token with no store call, over a binding it cached from the store", async () => {
+    const c = clock();
+    const store = new FakeStore(c);
+    const isoA = isolate(c, store).a;
+    const isoB = isolate(c, store).a;
+    const vA = viewOf(c, replica("r1", 0), replica("r2", 1));
+    const vB = viewOf(c, replica("r1", 0), replica("r2", 1));
+    const d = dep();
+    expect((await turn(isoA, d, vA, c)).replica).toBe("r1");
+    // Isolate B moves the session to r2 (r1 failed there); its response carries a token for r2.
+    vB.markDown("r1", c.now());
+    const moved = await turn(isoB, d, vB, c);
+    expect(moved.replica).toBe("r2");
+    const before = store.calls;
+    // Isolate A still has r1 cached and fresh; the token wins.
+    expect((await turn(isoA, d, vA, c, moved.token)).replica).toBe("r2");
+    expect(store.calls).toBe(before);
+  });
+
+  it("a token whose replica is gone moves the session compare-and-set, and the response names the new replica; the new token then costs nothing", async () => {
+    const c = clock();
+    const store = new FakeStore(c);
+    const { a } = isolate(c, store);
+    const v = viewOf(c, replica("r1", 0), replica("r2", 1), replica("r3", 2));
+    const d = dep();
+    const first = await turn(a, d, v, c);
+    c.advance(60_000);
+    for (const e of v.candidates(c.now() - 60_000)) v.applyLoad(e.id, { ...e.reported, seq: e.reported.seq + 1 }, c.now());
+    v.markDown("r1", c.now(), 60_000);
+    const moved = await turn(a, d, v, c, first.token);
+    expect(moved.replica).toBe("r2");
+    expect(store.log).toEqual(["resolve s1 r1", "rebind s1 r1->r2"]);
+    expect(store.bound(d, "s1")).toBe("r2");
+    expect(readSessionToken(moved.token!)?.replica).toBe("r2");
+    for (let n = 0; n < 5; n++) expect((await turn(a, d, v, c, moved.token)).replica).toBe("r2");
+    expect(store.calls).toBe(2);
+  });
+
+  it("a token for a replica the store already moved elsewhere follows the store (compare-and-set)", async () => {
+    const c = clock();
+    const store = new FakeStore(c);
+    const { a } = isolate(c, store);
+    const v = viewOf(c, replica("r1", 0), replica("r2", 1), replica("r3", 2));
+    const d = dep();
+    const first = await turn(a, d, v, c);
+    // Another isolate moved it to r3 meanwhile; here r1 is gone too.
+    store.seed(d, "s1", "r3");
+    c.advance(SESSION_CACHE_TTL_MS);
+    v.markDown("r1", c.now(), 60_000);
+    const t = await turn(a, d, v, c, first.token);
+    expect(t.replica).toBe("r3");
+    expect(readSessionToken(t.token!)?.replica).toBe("r3");
+  });
+
+  it("a token whose replica is full spills within the grace period (no store call, the token keeps naming it), then moves", async () => {
+    const c = clock();
+    const store = new FakeStore(c);
+    const { a } = isolate(c, store);
+    const v = viewOf(c, replica("r1", 0), replica("r2", 1));
+    const d = dep();
+    const first = await turn(a, d, v, c);
+    c.advance(SESSION_CACHE_TTL_MS);
+    setLoad(v, "r1", c, { ongoing: 5 });
+    setLoad(v, "r2", c, { ongoing: 1 });
+    const spilled = await turn(a, d, v, c, first.token);
+    expect(spilled.replica).toBe("r2");
+    expect(spilled.token).toBe(first.token);
+    expect(store.calls).toBe(1);
+    afterGrace(v, c);
+    const moved = await turn(a, d, v, c, spilled.token);
+    expect(moved.replica).toBe("r2");
+    expect(store.log).toEqual(["resolve s1 r1", "rebind s1 r1->r2"]);
+    expect(readSessionToken(moved.token!)?.replica).toBe("r2");
+  });
+
+  it("a stale token from before this isolate moved the session does not move it again", async () => {
+    const c = clock();
+    const store = new FakeStore(c);
+    const { a } = isolate(c, store);
+    const v = viewOf(c, replica("r1", 0), replica("r2", 1));
+    const d = dep();
+    const first = await turn(a, d, v, c);
+    v.markDown("r1", c.now(), 60_000);
+    expect((await turn(a, d, v, c, first.token)).replica).toBe("r2");
+    const calls = store.calls;
+    // A request sent concurrently with the old token: r1 is still unusable, this isolate's fresh binding wins.
+    expect((await turn(a, d, v, c, first.token)).replica).toBe("r2");
+    expect(store.calls).toBe(calls);
+  });
+
+  it("a retry served elsewhere after the token's replica failed moves the binding, and the token follows", async () => {
+    const c = clock();
+    const store = new FakeStore(c);
+    const { a } = isolate(c, store);
+    const v = viewOf(c, replica("r1", 0), replica("r2", 1));
+    const d = dep();
+    const first = await turn(a, d, v, c);
+    c.advance(SESSION_CACHE_TTL_MS);
+    expect((await a.choose(d, "s1", v.candidates(c.now()), proposer().fn, "", () => [], first.token))?.id).toBe("r1");
+    // r1 refused the connection; the retry went to r2.
+    const bg: Promise<unknown>[] = [];
+    a.served(d, "s1", "r2", (p) => bg.push(p));
+    const token = await a.tokenFor(d, "s1", "r2");
+    expect(readSessionToken(token!)?.replica).toBe("r2");
+    await Promise.all(bg);
+    expect(store.log).toEqual(["resolve s1 r1", "rebind s1 r1->r2"]);
+  });
+
+  const invalid: [string, (d: Deployment, good: string) => Promise<string>][] = [
+    ["forged", async () => "st1.WyJyMiIsOTk5OTk5OTk5OV0.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"],
+    ["garbage", async () => "not a token at all"],
+    ["for another session", async (d) => signSessionToken(await tokenKey, d.name, "s2", { replica: "r2", expiresAt: T0 / 1000 + 600 })],
+    ["for another deployment", async () => signSessionToken(await tokenKey, "other", "s1", { replica: "r2", expiresAt: T0 / 1000 + 600 })],
+    ["expired", async (d) => signSessionToken(await tokenKey, d.name, "s1", { replica: "r2", expiresAt: T0 / 1000 - 1 })],
+    ["under another key", async (d) => signSessionToken(await deriveSessionTokenKey("another master"), d.name, "s1", { replica: "r2", expiresAt: T0 / 1000 + 600 })],
+  ];
+  for (const [what, make] of invalid) {
+    it(`a token ${what} is ignored: the request is routed as without one`, async () => {
+      const c = clock();
+      const store = new FakeStore(c);
+      const { a } = isolate(c, store);
+      const v = viewOf(c, replica("r1", 0), replica("r2", 1));
+      const d = dep();
+      const t = await turn(a, d, v, c, await make(d, ""));
+      expect(t.replica).toBe("r1");
+      expect(store.log).toEqual(["resolve s1 r1"]);
+      expect(readSessionToken(t.token!)?.replica).toBe("r1");
+    });
+  }
+
+  it("without tokens configured, none is minted and a client's token is ignored", async () => {
+    const c = clock();
+    const store = new FakeStore(c);
+    const a = new SessionAffinity(store, c.now);
+    const v = viewOf(c, replica("r1", 0), replica("r2", 1));
+    const d = dep();
+    const token = await signSessionToken(await tokenKey, d.name, "s1", { replica: "r2", expiresAt: T0 / 1000 + 600 });
+    expect((await a.choose(d, "s1", v.candidates(c.now()), proposer().fn, "", () => [], token))?.id).toBe("r1");
+    expect(await a.tokenFor(d, "s1", "r1")).toBeUndefined();
+  });
+
+  it("a token that cannot be minted (no master secret) leaves the response without one, and is logged", async () => {
+    const c = clock();
+    const a = new SessionAffinity(new FakeStore(c), c.now, new SessionTokens(() => deriveSessionTokenKey(""), c.now));
+    expect(await a.tokenFor(dep(), "s1", "r1")).toBeUndefined();
+    expect(String(errorSpy.mock.calls.at(-1)?.[0])).toContain("session token not minted");
   });
 });
