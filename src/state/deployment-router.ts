@@ -12,6 +12,7 @@ import { routerFor, type Env } from "../env.ts";
 import { servedDeployment } from "../config/served.ts";
 import { Autoscaler, shouldAnnounce, type AutoscaleDecision } from "../policy/autoscale.ts";
 import { Membership, NonceGuard, REPORT_INTERVAL_MS, type ReportOutcome } from "./membership.ts";
+import { boundedView } from "./bounded-view.ts";
 import { fleetLoad, type ShardLoad } from "./routing-shards.ts";
 
 /** How often the alarm sweeps silent members while there are any. */
@@ -30,6 +31,12 @@ export interface RouterStats {
   replays: number;
   /** Every call this object served (snapshots, control messages, shard loads, admin): its load. */
   calls: number;
+}
+
+/** A relay's request for a bounded sample of a shard's replicas (src/state/bounded-view.ts). */
+export interface ShardSample {
+  seed: number;
+  max: number;
 }
 
 /** Which shard an object is, as the edge tells it with each register. */
@@ -188,10 +195,12 @@ export class DeploymentRouter extends DurableObject<Env> {
     return removed;
   }
 
-  snapshot(): RoutingSnapshot {
+  snapshot(sample?: ShardSample): RoutingSnapshot {
     this.#calls++;
     this.#snapshotCalls++;
-    return this.#membership.snapshot(this.#deployment, Date.now());
+    const now = Date.now();
+    const all = this.#membership.snapshot(this.#deployment, now);
+    return sample ? boundedView(all, sample.seed, now, sample.max, Math.ceil(sample.max / 4)) : all;
   }
 
   stats(): RouterStats {

@@ -7,7 +7,7 @@
 import type { Deployment } from "../config/deployment.ts";
 import { routerFor, type Env } from "../env.ts";
 import type { RoutingSnapshot } from "../protocol/index.ts";
-import type { AutoscaleStatus, RouterStats } from "./deployment-router.ts";
+import type { AutoscaleStatus, RouterStats, ShardSample } from "./deployment-router.ts";
 import { mergeSnapshots, shardOfNode } from "./routing-shards.ts";
 
 /** Where a replica's control messages go: the shard owning its node (its id when it names none). */
@@ -15,10 +15,14 @@ export function shardOfReplica(d: Deployment, replicaId: string, node: string | 
   return shardOfNode(node ?? replicaId, d.routing.shards);
 }
 
-/** The deployment's snapshot, merged from every shard (one call per shard). */
-export async function mergedSnapshot(env: Env, deployment: string, shards: number): Promise<RoutingSnapshot> {
-  if (shards === 1) return routerFor(env, deployment).snapshot();
-  const parts = await Promise.all(Array.from({ length: shards }, (_, k) => routerFor(env, deployment, k).snapshot()));
+/**
+ * The deployment's snapshot, merged from every shard (one call per shard).
+ * With `sample`, each shard sends at most `sample.max` of its replicas (a
+ * bounded view drawn with `sample.seed`); `total` then says how many there are.
+ */
+export async function mergedSnapshot(env: Env, deployment: string, shards: number, sample?: ShardSample): Promise<RoutingSnapshot> {
+  if (shards === 1) return routerFor(env, deployment).snapshot(sample);
+  const parts = await Promise.all(Array.from({ length: shards }, (_, k) => routerFor(env, deployment, k).snapshot(sample)));
   return mergeSnapshots(deployment, parts);
 }
 

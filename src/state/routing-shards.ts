@@ -49,7 +49,9 @@ export function shardOfNode(node: string, shards: number): number {
  * the later expiry, so the merge never resurrects what one shard already let go.
  */
 export function mergeSnapshots(deployment: string, parts: readonly RoutingSnapshot[]): RoutingSnapshot {
-  if (parts.length === 1) return { deployment, replicas: parts[0]!.replicas };
+  const sampled = parts.some((p) => p.total !== undefined);
+  const total = sampled ? parts.reduce((n, p) => n + (p.total ?? p.replicas.length), 0) : undefined;
+  if (parts.length === 1) return { deployment, replicas: parts[0]!.replicas, ...(total !== undefined ? { total } : {}) };
   const byId = new Map<string, ReplicaView>();
   for (const part of parts) {
     for (const r of part.replicas) {
@@ -57,7 +59,7 @@ export function mergeSnapshots(deployment: string, parts: readonly RoutingSnapsh
       if (!held || newer(r, held)) byId.set(r.id, r);
     }
   }
-  return { deployment, replicas: [...byId.values()] };
+  return { deployment, replicas: [...byId.values()], ...(total !== undefined ? { total } : {}) };
 }
 
 function newer(a: ReplicaView, b: ReplicaView): boolean {

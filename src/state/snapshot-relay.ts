@@ -20,8 +20,18 @@ import type { BucketLimits } from "../policy/token-bucket.ts";
 import { agedSnapshot, boundedView } from "./bounded-view.ts";
 import { mergedSnapshot } from "./routing-plane.ts";
 
-/** The relay asks the shards again once its merged snapshot is this old. */
-export const RELAY_TTL_MS = 750;
+/**
+ * The relay asks the shards again once its merged snapshot is this old: each
+ * shard sees about one call per location per second (docs/scaling.md §4).
+ */
+export const RELAY_TTL_MS = 1_000;
+/**
+ * Most replicas a relay asks the shards for in all (each shard sends a sample
+ * of its share): a relay merges at most this many per refresh, and its
+ * isolates draw their own bounded views (VIEW_MAX_REPLICAS) from it. Across
+ * locations the relays' samples differ, so the fleet is covered.
+ */
+export const RELAY_MAX_REPLICAS = 8_192;
 /** The relay syncs a RateLimiter shard at most this often (what each isolate did before relays). */
 export const RELAY_RATE_SYNC_INTERVAL_MS = 1_000;
 /** The relay asks the AccessKeys object again once its key set is this old. */
@@ -49,6 +59,8 @@ export class SnapshotRelay extends DurableObject<Env> {
   #refreshing: Promise<void> | null = null;
   #calls = 0;
   #refreshes = 0;
+  /** Random per relay: picks this relay's sample of a deployment too large for RELAY_MAX_REPLICAS. */
+  readonly #seed = crypto.getRandomValues(new Uint32Array(1))[0]!;
   #rateSyncs = 0;
   #rateShardSyncs = 0;
   #keys: { hashes: string[]; at: number } | null = null;
@@ -144,7 +156,7 @@ export class SnapshotRelay extends DurableObject<Env> {
     let timer: ReturnType<typeof setTimeout> | undefined;
     try {
       const merged = await Promise.race([
-        mergedSnapshot(this.env, deployment, shards),
+        mergedSnapshot(this.env, deployment, shards, { seed: this.#seed, max: Math.ceil(RELAY_MAX_REPLICAS / shards) }),
         new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error("routing shards did not answer in time")), SHARD_CALL_TIMEOUT_MS))),
       ]);
       this.#merged = merged;

@@ -82,6 +82,13 @@ describe("mergeSnapshots", () => {
     expect(mergeSnapshots("llm", [snap(moved), snap(old)]).replicas).toEqual([moved]);
   });
 
+  it("adds up the shards' totals when they sent samples, and sets none when every shard sent all it has", () => {
+    const sampled = mergeSnapshots("llm", [{ ...snap(view("a")), total: 900 }, snap(view("b"), view("c"))]);
+    expect(sampled.total).toBe(902);
+    expect(mergeSnapshots("llm", [snap(view("a")), snap(view("b"))]).total).toBeUndefined();
+    expect(mergeSnapshots("llm", [{ ...snap(view("a")), total: 50 }]).total).toBe(50);
+  });
+
   it("between equal epochs keeps the later expiry", () => {
     const a = view("a", { expiresInMs: 500 });
     const b = view("a", { expiresInMs: 2_000 });
