@@ -13,7 +13,7 @@ import { servedDeployment } from "../config/served.ts";
 import { Autoscaler, shouldAnnounce, type AutoscaleDecision } from "../policy/autoscale.ts";
 import { Membership, NonceGuard, REPORT_INTERVAL_MS, type ReportOutcome } from "./membership.ts";
 import { boundedView } from "./bounded-view.ts";
-import { fleetLoad, type ShardLoad } from "./routing-shards.ts";
+import { AUTOSCALE_SAMPLE_MS, SHARD_LOAD_INTERVAL_MS, fleetLoad, type ShardLoad } from "./routing-shards.ts";
 
 /** How often the alarm sweeps silent members while there are any. */
 const SWEEP_INTERVAL_MS = 5_000;
@@ -57,8 +57,6 @@ export interface AutoscaleStatus extends AutoscaleDecision {
   enabled: boolean;
 }
 
-/** The load is sampled for autoscaling at most this often. */
-const AUTOSCALE_SAMPLE_MS = 1_000;
 
 export class DeploymentRouter extends DurableObject<Env> {
   readonly #membership = new Membership();
@@ -248,14 +246,16 @@ export class DeploymentRouter extends DurableObject<Env> {
   /**
    * Samples the load for the autoscaler at most every AUTOSCALE_SAMPLE_MS. The
    * leader samples the whole deployment (its own shard plus the others' latest);
-   * another shard sends its own load to the leader instead.
+   * another shard sends its own load to the leader instead, at most every
+   * SHARD_LOAD_INTERVAL_MS.
    */
   #sampleLoad(now: number, fromShard = false): void {
     const cfg = servedDeployment(this.#deployment)?.autoscaling;
-    if (!cfg || now - this.#lastSampleAt < AUTOSCALE_SAMPLE_MS) return;
+    const leader = this.#shard.index === 0;
+    if (!cfg || now - this.#lastSampleAt < (leader ? AUTOSCALE_SAMPLE_MS : SHARD_LOAD_INTERVAL_MS)) return;
     this.#lastSampleAt = now;
     const own = this.#ownLoad(now);
-    if (this.#shard.index !== 0) {
+    if (!leader) {
       const load: ShardLoad = { ...own, at: now };
       this.ctx.waitUntil(
         routerFor(this.env, this.#deployment)

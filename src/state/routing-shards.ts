@@ -77,8 +77,17 @@ export interface ShardLoad {
   at: number;
 }
 
+/** The leader samples the deployment's load for the autoscaler at most this often. */
+export const AUTOSCALE_SAMPLE_MS = 1_000;
+/**
+ * Another shard tells the leader its load at most this often: the leader then
+ * hears (shards − 1) / 5 calls per second, which leaves a leader of a
+ * 70-shard deployment within its budget (docs/scaling.md §4), and the
+ * autoscaler's 30 s look-back still has six samples of every shard.
+ */
+export const SHARD_LOAD_INTERVAL_MS = 5_000;
 /** A shard's load older than this no longer counts (the shard went quiet: its replicas have gone stale too). */
-export const SHARD_LOAD_STALE_MS = 3_000;
+export const SHARD_LOAD_STALE_MS = 3 * SHARD_LOAD_INTERVAL_MS;
 
 /**
  * The fleet's load for the autoscaler, on the leader: its own plus every other
