@@ -7,8 +7,10 @@
  *   start     (the CLI spawns the engine, if given) → wait for GET /health 200
  *             (GET /v1/models where there is no /health) → base models (--models,
  *             else GET /v1/models) → first scrape → register → scrape every ≤ 100 ms
- *   reports   on every load change (coalesced), at once on state and model-set
- *             changes, and a heartbeat at the edge's report interval (EdgeClient)
+ *   reports   on every load change (coalesced; over ~1 s while the engine is busy),
+ *             at once on state and model-set changes, and a heartbeat at the edge's
+ *             report interval (EdgeClient); with a NodeReporter, one node report
+ *             carries every engine of the node (node batching)
  *   trouble   no usable metrics for ~1 s: report "draining" (proxies stop choosing
  *             it) until they are back; the engine process exiting: leave, exit 1
  *   drain     (SIGTERM, SIGINT, or the edge's admin drain) announce "draining"
@@ -20,6 +22,7 @@
  */
 import { MAX_LOAD_COUNT as MAX_COUNT, MAX_REPLICA_MODELS as MAX_MODELS, MODEL_ID, type Load, type ReplicaState } from "../protocol/index.ts";
 import { EdgeClient, type LoadSource } from "../replica/edge-client.ts";
+import type { NodeReporter } from "../replica/node-reporter.ts";
 import { engineLoad, isEngineMetricsError, maxLoraAdapters, type EngineLoad, type EngineMetricsError } from "./engine-metrics.ts";
 
 export type EngineKind = "vllm" | "sglang" | "auto";
@@ -92,6 +95,14 @@ export interface AgentOptions {
   changeReportDelayMs?: number;
   /** The engine process, when the agent owns it. */
   engineProcess?: EngineProcess;
+  /** The node (machine) the engine runs on: sent with every control message, it picks the routing shard. */
+  node?: string;
+  /**
+   * Node batching: the agents of one node's engines share one reporter, which sends
+   * one node report for all of them; each agent still registers, drains and
+   * deregisters its own engine.
+   */
+  nodeReporter?: NodeReporter;
   /** Called once the edge accepted the registration. */
   onRegistered?: () => void;
   log?: (msg: string) => void;
@@ -369,11 +380,17 @@ export class ReplicaAgent {
       log: this.#log,
       ...(maxModels !== undefined && { maxModels }),
       ...(this.#engineKey !== undefined && { engineKey: this.#engineKey }),
+      ...(o.node !== undefined && { node: o.node }),
+      ...(o.nodeReporter !== undefined && { nodeReporter: o.nodeReporter }),
       onDrainRequested: () => void this.shutdown("drain requested by the edge (admin API)"),
     });
     this.#edge = edge;
     this.#startScraping();
-    this.#log(`registering ${o.replicaId} (${o.advertiseUrl ?? o.engineUrl}, max_ongoing_requests ${o.maxOngoing}${maxModels !== undefined ? `, max_models ${maxModels}` : ""}) at ${o.edgeUrl}`);
+    const node = o.nodeReporter?.node ?? o.node;
+    this.#log(
+      `registering ${o.replicaId} (${o.advertiseUrl ?? o.engineUrl}, max_ongoing_requests ${o.maxOngoing}${maxModels !== undefined ? `, max_models ${maxModels}` : ""}` +
+        `${node !== undefined ? `, node ${node}${o.nodeReporter ? ", node reports" : ""}` : ""}) at ${o.edgeUrl}`,
+    );
     await edge.start();
     if (this.#shutdown) return;
     this.#phase = "serving";

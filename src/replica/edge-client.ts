@@ -2,7 +2,8 @@
  * The replica's side of the control plane: registers with its deployment at the
  * edge, reports load every second and soon after every change, and deregisters
  * when it leaves. HTTP POST, so it works through any Worker deployment with no
- * connection to keep alive (docs/protocol.md explains the choice).
+ * connection to keep alive (docs/protocol.md explains the choice). With a
+ * NodeReporter (node batching), its reports travel in the node's reports instead.
  */
 import {
   ControlPath,
@@ -11,11 +12,15 @@ import {
   importReplicaKey,
   signedHeaders,
   type ControlAck,
+  type DeregisterMessage,
   type Load,
+  type NodeReportEntry,
   type RegisterMessage,
   type ReportAck,
   type ReportMessage,
 } from "../protocol/index.ts";
+import type { NodeReporter } from "./node-reporter.ts";
+import { ReportCadence } from "./report-cadence.ts";
 
 /**
  * What the edge client reports: the reference replica's AdmissionControl, or the
@@ -34,6 +39,43 @@ export interface LoadSource {
   onChange(listener: (urgent: boolean) => void): void;
 }
 
+/** Busy: requests running or waiting (changes then wait for the busy window, report-cadence.ts). */
+export function isBusy(source: LoadSource): boolean {
+  const l = source.load();
+  return l.ongoing + l.queued > 0;
+}
+
+/** One replica's report as it is now: the body of a ReportMessage, or one entry of a node report. */
+export function reportEntry(replicaId: string, source: LoadSource): NodeReportEntry {
+  const load = source.load();
+  return {
+    replica_id: replicaId,
+    seq: load.seq,
+    ts: Date.now(),
+    state: load.state,
+    ongoing: load.ongoing,
+    queued: load.queued,
+    ...(load.kv !== undefined && { kv_cache_usage: load.kv }),
+    models: source.models,
+    loading: source.loading,
+  };
+}
+
+/** POSTs a control message, signed over the exact bytes sent (docs/protocol.md §1); a non-2xx answer throws EdgeError. */
+export async function postControl(edgeUrl: string, key: CryptoKey, nonces: NonceCounter, path: string, message: unknown): Promise<Response> {
+  const url = new URL(path, edgeUrl);
+  const body = new TextEncoder().encode(JSON.stringify(message));
+  const signature = await signedHeaders(key, { timestamp: Date.now(), nonce: nonces.next(), path: url.pathname, body });
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...signature },
+    body,
+    signal: AbortSignal.timeout(5_000),
+  });
+  if (!res.ok) throw new EdgeError(res.status, await res.text());
+  return res;
+}
+
 interface EdgeClientBaseOptions {
   edgeUrl: string;
   /** The deployment's replica key (64 hex digits): every control POST is signed with it. */
@@ -43,13 +85,24 @@ interface EdgeClientBaseOptions {
   advertiseUrl: string;
   /** Multiplexing replicas: how many models they keep loaded at once (sent as `max_models`). */
   maxModels?: number;
-  /** Coalescing window for load changes, ms (default 250; urgent changes are sent at once). */
+  /**
+   * Coalescing window for load changes while idle, ms (default 250; urgent changes are
+   * sent at once; while busy, changes wait up to BUSY_CHANGE_REPORT_DELAY_MS).
+   */
   changeReportDelayMs?: number;
   log?: (msg: string) => void;
   /** Called once when the edge answers a report with `drain: true` (an operator asked, via the admin API). */
   onDrainRequested?: () => void;
   /** The engine's bearer key (vLLM --api-key) for the edge to send with every dispatch (replica agent). */
   engineKey?: string;
+  /** The node (machine) the replica runs on, sent with every message: it picks the routing shard. */
+  node?: string;
+  /**
+   * Node batching: the node's reporter sends this replica's reports within its node
+   * reports (and its nonces sign this client's messages too); this client still
+   * registers and deregisters, with the reporter's node.
+   */
+  nodeReporter?: NodeReporter;
 }
 
 /** The load comes from `source`; `admission` is the same option under the reference replica's name. */
@@ -58,25 +111,38 @@ export type EdgeClientOptions = EdgeClientBaseOptions & ({ source: LoadSource; a
 export class EdgeClient {
   readonly #o: EdgeClientOptions;
   readonly #source: LoadSource;
-  #intervalMs = 1_000;
-  #heartbeat: ReturnType<typeof setInterval> | undefined;
-  #pending: ReturnType<typeof setTimeout> | undefined;
+  readonly #node: string | undefined;
+  readonly #reporter: NodeReporter | undefined;
+  /** Without a node reporter: this client's own report timing. */
+  readonly #cadence: ReportCadence;
   #registered = false;
   #stopped = false;
   #drainAnnounced = false;
-  #inflight: Promise<void> | null = null;
-  #again = false;
   #key: Promise<CryptoKey> | undefined;
-  readonly #nonces = new NonceCounter();
+  readonly #nonces: NonceCounter;
   #engineKey: string | undefined;
   /** The next send is a register (the engine key changed). */
   #registerAgain = false;
+  /** With a node reporter: this client's own messages (register, deregister), one at a time. */
+  #own: Promise<unknown> = Promise.resolve();
 
   constructor(options: EdgeClientOptions) {
     this.#o = options;
     this.#source = (options.source ?? options.admission)!;
     this.#engineKey = options.engineKey;
-    this.#source.onChange((urgent) => this.#scheduleReport(urgent ? 0 : (options.changeReportDelayMs ?? 250)));
+    this.#reporter = options.nodeReporter;
+    if (this.#reporter && options.node !== undefined && options.node !== this.#reporter.node) {
+      throw new Error(`node "${options.node}" is not the node reporter's ("${this.#reporter.node}")`);
+    }
+    this.#node = this.#reporter?.node ?? options.node;
+    this.#nonces = this.#reporter?.nonces ?? new NonceCounter();
+    this.#cadence = new ReportCadence({
+      send: () => this.#sendOrRegister(),
+      busy: () => isBusy(this.#source),
+      ...(options.changeReportDelayMs !== undefined && { changeDelayMs: options.changeReportDelayMs }),
+    });
+    // With a node reporter, the reporter listens (NodeReporter.add).
+    if (!this.#reporter) this.#source.onChange((urgent) => this.#registered && this.#cadence.changed(urgent));
   }
 
   /** Whether the edge has accepted this replica's register (and it has not deregistered since). */
@@ -88,7 +154,7 @@ export class EdgeClient {
   async start(): Promise<void> {
     for (let wait = 100; !this.#stopped; wait = Math.min(wait * 2, 2_000)) {
       try {
-        await this.#register();
+        await this.#exclusive(() => this.#register());
         break;
       } catch (err) {
         this.#o.log?.(`register failed (${String(err)}); retrying in ${wait} ms`);
@@ -97,34 +163,26 @@ export class EdgeClient {
     }
     // Stopped before (or while) registering: no heartbeat for a replica that is leaving.
     if (this.#stopped) return;
-    this.#heartbeat = setInterval(() => void this.report(), this.#intervalMs);
+    if (this.#reporter) {
+      this.#reporter.add({
+        replicaId: this.#o.replicaId,
+        source: this.#source,
+        registerAgain: () => (this.#stopped ? Promise.resolve() : this.#exclusive(() => this.#register())),
+        onDrainRequested: () => this.#drainRequested(),
+      });
+      return;
+    }
+    this.#cadence.start();
   }
 
   /** Sends a load report now; changes during a send are coalesced into one more send. */
   report(): Promise<void> {
-    if (this.#pending) clearTimeout(this.#pending);
-    this.#pending = undefined;
-    if (this.#inflight) {
-      this.#again = true;
-      return this.#inflight;
-    }
-    this.#inflight = (async () => {
-      do {
-        this.#again = false;
-        if (this.#registerAgain) {
-          this.#registerAgain = false;
-          await this.#register().catch((err: unknown) => {
-            this.#registerAgain = true;
-            this.#o.log?.(`register with the new engine key failed: ${String(err)}`);
-          });
-        } else {
-          await this.#sendReport().catch((err: unknown) => this.#o.log?.(`report failed: ${String(err)}`));
-        }
-      } while (this.#again && !this.#stopped);
-    })().finally(() => {
-      this.#inflight = null;
-    });
-    return this.#inflight;
+    return this.#reporter ? this.#reporter.report() : this.#cadence.now();
+  }
+
+  /** Resolves once no report of this replica is in flight. */
+  settled(): Promise<void> {
+    return this.#reporter ? this.#reporter.settled() : this.#cadence.settled();
   }
 
   /**
@@ -136,6 +194,20 @@ export class EdgeClient {
     if (key === this.#engineKey) return;
     this.#engineKey = key;
     if (!this.#registered || this.#stopped) return;
+    if (this.#reporter) {
+      // A register resets the replica's load and models at the edge: the node reports it again at once.
+      for (let wait = 100; !this.#stopped; wait = Math.min(wait * 2, 2_000)) {
+        try {
+          await this.#exclusive(() => this.#register());
+          await this.#reporter.report();
+          return;
+        } catch (err) {
+          this.#o.log?.(`register with the new engine key failed (${String(err)}); retrying in ${wait} ms`);
+          await new Promise((r) => setTimeout(r, wait));
+        }
+      }
+      return;
+    }
     // Through the report queue: control messages go one at a time, so their nonces
     // arrive in order (a register overtaken by a later report would be a "replay").
     this.#registerAgain = true;
@@ -144,26 +216,51 @@ export class EdgeClient {
 
   async deregister(): Promise<void> {
     this.stop();
-    await this.#post(ControlPath.deregister, {
+    const msg: DeregisterMessage = {
       protocol: PROTOCOL_VERSION,
       deployment: this.#o.deployment,
       replica_id: this.#o.replicaId,
-    });
+      ...(this.#node !== undefined && { node: this.#node }),
+    };
+    if (this.#reporter) {
+      // After the node report in flight, if it names us: nothing of ours arrives after the deregister.
+      await this.#reporter.remove(this.#o.replicaId);
+      await this.#exclusive(() => this.#post(ControlPath.deregister, msg));
+      return;
+    }
+    await this.#post(ControlPath.deregister, msg);
   }
 
   stop(): void {
     this.#stopped = true;
-    clearInterval(this.#heartbeat);
-    if (this.#pending) clearTimeout(this.#pending);
+    this.#cadence.stop();
+    void this.#reporter?.remove(this.#o.replicaId);
   }
 
-  #scheduleReport(delayMs: number): void {
-    if (this.#stopped || !this.#registered) return;
-    if (delayMs === 0) {
-      void this.report();
+  /** With a node reporter, one own message at a time (their nonces then arrive in order); without, at once. */
+  #exclusive<T>(f: () => Promise<T>): Promise<T> {
+    if (!this.#reporter) return f();
+    const run = this.#own.then(f, f);
+    this.#own = run.catch(() => undefined);
+    return run;
+  }
+
+  #drainRequested(): void {
+    if (this.#drainAnnounced) return;
+    this.#drainAnnounced = true;
+    this.#o.onDrainRequested?.();
+  }
+
+  async #sendOrRegister(): Promise<void> {
+    if (!this.#registerAgain) {
+      await this.#sendReport().catch((err: unknown) => this.#o.log?.(`report failed: ${String(err)}`));
       return;
     }
-    this.#pending ??= setTimeout(() => void this.report(), delayMs);
+    this.#registerAgain = false;
+    await this.#register().catch((err: unknown) => {
+      this.#registerAgain = true;
+      this.#o.log?.(`register with the new engine key failed: ${String(err)}`);
+    });
   }
 
   async #register(): Promise<void> {
@@ -176,37 +273,30 @@ export class EdgeClient {
     };
     if (this.#o.maxModels !== undefined) msg.max_models = this.#o.maxModels;
     if (this.#engineKey !== undefined) msg.engine_key = this.#engineKey;
+    if (this.#node !== undefined) msg.node = this.#node;
     const res = await this.#post(ControlPath.register, msg);
     const ack = (await res.json()) as ControlAck;
-    if (ack.report_interval_ms > 0) this.#intervalMs = ack.report_interval_ms;
+    if (ack.report_interval_ms > 0) {
+      this.#cadence.intervalMs = ack.report_interval_ms;
+      if (this.#reporter) this.#reporter.intervalMs = ack.report_interval_ms;
+    }
     this.#registered = true;
-    await this.#sendReport();
+    // With a node reporter, the node's next report (at once) carries our load.
+    if (!this.#reporter) await this.#sendReport();
   }
 
   async #sendReport(): Promise<void> {
     if (!this.#registered) return;
-    const a = this.#source;
-    const load = a.load();
     const msg: ReportMessage = {
       protocol: PROTOCOL_VERSION,
       deployment: this.#o.deployment,
-      replica_id: this.#o.replicaId,
-      seq: load.seq,
-      ts: Date.now(),
-      state: load.state,
-      ongoing: load.ongoing,
-      queued: load.queued,
-      ...(load.kv !== undefined && { kv_cache_usage: load.kv }),
-      models: a.models,
-      loading: a.loading,
+      ...reportEntry(this.#o.replicaId, this.#source),
+      ...(this.#node !== undefined && { node: this.#node }),
     };
     try {
       const res = await this.#post(ControlPath.report, msg);
       const ack = (await res.json().catch(() => ({}))) as Partial<ReportAck>;
-      if (ack.drain === true && !this.#drainAnnounced) {
-        this.#drainAnnounced = true;
-        this.#o.onDrainRequested?.();
-      }
+      if (ack.drain === true) this.#drainRequested();
     } catch (err) {
       // The routing object forgot us (swept after a long silence): join again.
       if (err instanceof EdgeError && err.status === 409 && !this.#stopped) await this.#register();
@@ -214,20 +304,9 @@ export class EdgeClient {
     }
   }
 
-  /** POSTs a control message, signed over the exact bytes sent (docs/protocol.md §1). */
   async #post(path: string, message: unknown): Promise<Response> {
     this.#key ??= importReplicaKey(this.#o.key);
-    const url = new URL(path, this.#o.edgeUrl);
-    const body = new TextEncoder().encode(JSON.stringify(message));
-    const signature = await signedHeaders(await this.#key, { timestamp: Date.now(), nonce: this.#nonces.next(), path: url.pathname, body });
-    const res = await fetch(url, {
-      method: "POST",
-      headers: { "content-type": "application/json", ...signature },
-      body,
-      signal: AbortSignal.timeout(5_000),
-    });
-    if (!res.ok) throw new EdgeError(res.status, await res.text());
-    return res;
+    return postControl(this.#o.edgeUrl, await this.#key, this.#nonces, path, message);
   }
 }
 

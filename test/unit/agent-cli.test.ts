@@ -13,7 +13,7 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { AGENT_DEFAULTS } from "../../src/agent/agent.ts";
-import { parseAgentArgs, UsageError, type AgentArgs } from "../../src/agent/cli.ts";
+import { parseAgentArgs, UsageError, type AgentArgs, type EngineArgs } from "../../src/agent/cli.ts";
 import { spawnEngine } from "../../src/agent/engine-process.ts";
 
 const CLI = fileURLToPath(new URL("../../src/replica/cli.ts", import.meta.url));
@@ -31,9 +31,16 @@ function parsed(argv: string[]): AgentArgs {
   return out;
 }
 
+/** The parse of a one-engine command line. */
+function one(argv: string[]): AgentArgs & { engines: [EngineArgs] } {
+  const out = parsed(argv);
+  expect(out.engines).toHaveLength(1);
+  return out as AgentArgs & { engines: [EngineArgs] };
+}
+
 describe("parseAgentArgs", () => {
   it("applies the defaults; the engine URL is the advertised one; no engine command", () => {
-    const { options, command } = parsed(required);
+    const { engines: [{ options }], command } = one(required);
     expect(options).toMatchObject({
       deployment: "llm",
       edgeUrl: "http://127.0.0.1:8787",
@@ -53,7 +60,7 @@ describe("parseAgentArgs", () => {
   });
 
   it("takes every flag, and the engine command after --, flags and all", () => {
-    const { options, command } = parsed([
+    const { engines: [{ options }], command } = one([
       ...required,
       "--engine", "vllm", "--id", "gpu-7", "--advertise-url", "https://gpu-7.example.com", "--max-ongoing", "128",
       "--models", "meta-llama/Llama-3.1-8B-Instruct,qwen", "--scrape-interval-ms", "50", "--report-delay-ms", "20",
@@ -82,6 +89,62 @@ describe("parseAgentArgs", () => {
   it("answers help", () => {
     expect(parseAgentArgs(["--help"])).toBe("help");
   });
+
+  it("one engine with --node: the node goes with its options (no node batching for one engine)", () => {
+    const out = parsed([...required, "--node", "gpu-7", "--id", "gpu-7-a"]);
+    expect(out.node).toBe("gpu-7");
+    expect(out.engines.map((e) => e.options)).toMatchObject([{ replicaId: "gpu-7-a", node: "gpu-7", engineUrl: "http://127.0.0.1:8000" }]);
+  });
+
+  const node = ["--deployment", "llm", "--edge", "http://127.0.0.1:8787", "--node", "gpu-7"];
+  const urls = ["--engine-url", "http://127.0.0.1:8000", "--engine-url", "http://127.0.0.1:8001", "--engine-url", "http://127.0.0.1:8002"];
+
+  it("several engines on one node: ids NODE-i by default, shared flags for all, per-engine flags in order", () => {
+    const out = parsed([...node, ...urls, "--max-ongoing", "64", "--engine", "vllm"]);
+    expect(out.node).toBe("gpu-7");
+    expect(out.command).toEqual([]);
+    expect(out.engines.map((e) => e.options)).toMatchObject([
+      { replicaId: "gpu-7-0", engineUrl: "http://127.0.0.1:8000", node: "gpu-7", maxOngoing: 64, engine: "vllm" },
+      { replicaId: "gpu-7-1", engineUrl: "http://127.0.0.1:8001", node: "gpu-7", maxOngoing: 64, engine: "vllm" },
+      { replicaId: "gpu-7-2", engineUrl: "http://127.0.0.1:8002", node: "gpu-7", maxOngoing: 64, engine: "vllm" },
+    ]);
+    for (const e of out.engines) expect(e.options).not.toHaveProperty("advertiseUrl");
+
+    const prefixed = parsed([...node, ...urls, "--id", "llm-g7"]);
+    expect(prefixed.engines.map((e) => e.options.replicaId)).toEqual(["llm-g7-0", "llm-g7-1", "llm-g7-2"]);
+
+    const each = parsed([
+      ...node, ...urls,
+      "--id", "a", "--id", "b", "--id", "c",
+      "--advertise-url", "https://a.example.com", "--advertise-url", "https://b.example.com", "--advertise-url", "https://c.example.com",
+      "--max-ongoing", "8", "--max-ongoing", "16", "--max-ongoing", "32",
+      "--models", "m1", "--models", "m2,m3", "--models", "m4",
+      "--engine-api-key-file", "/k/a", "--engine-api-key-file", "/k/b", "--engine-api-key-file", "/k/c",
+    ]);
+    expect(each.engines).toMatchObject([
+      { options: { replicaId: "a", advertiseUrl: "https://a.example.com", maxOngoing: 8, models: ["m1"] }, engineKeyFile: "/k/a" },
+      { options: { replicaId: "b", advertiseUrl: "https://b.example.com", maxOngoing: 16, models: ["m2", "m3"] }, engineKeyFile: "/k/b" },
+      { options: { replicaId: "c", advertiseUrl: "https://c.example.com", maxOngoing: 32, models: ["m4"] }, engineKeyFile: "/k/c" },
+    ]);
+  });
+
+  const badNode: [string, string[], RegExp][] = [
+    ["several engines without --node", [...required, "--engine-url", "http://127.0.0.1:8001"], /several --engine-url need --node/],
+    ["an engine command with several engines", [...node, ...urls, "--", "vllm", "serve", "m"], /cannot start the engines: start them yourself/],
+    ["two --id for three engines", [...node, ...urls, "--id", "a", "--id", "b"], /--id is given 2 times for 3 engines/],
+    ["the same id twice", [...node, ...urls, "--id", "a", "--id", "b", "--id", "a"], /a replica id is given twice/],
+    ["one --advertise-url for three engines", [...node, ...urls, "--advertise-url", "https://a.example.com"], /once per --engine-url/],
+    ["two --max-ongoing for three engines", [...node, ...urls, "--max-ongoing", "1", "--max-ongoing", "2"], /--max-ongoing is given 2 times for 3 engines/],
+    ["the same engine twice", [...node, "--engine-url", "http://127.0.0.1:8000", "--engine-url", "http://127.0.0.1:8000"], /an engine is given twice/],
+    ["a bad node id", [...required, "--node", "gpu 7"], /--node "gpu 7" is not a node id/],
+    ["two --id for one engine", [...required, "--id", "a", "--id", "b"], /--id is given 2 times for one engine/],
+  ];
+  for (const [what, argv, msg] of badNode) {
+    it(`refuses ${what}`, () => {
+      expect(() => parseAgentArgs(argv)).toThrow(UsageError);
+      expect(() => parseAgentArgs(argv)).toThrow(msg);
+    });
+  }
 
   const bad: [string, string[], RegExp][] = [
     ["no --engine-url", ["--deployment", "llm", "--edge", "http://e"], /--engine-url are required/],

@@ -1,35 +1,37 @@
 /**
  * The replica's control-plane messages for multiplexing: `max_models` on register,
- * `models` and `loading` on every report, all valid under the protocol's schemas.
+ * `models` and `loading` on every report, all valid under the protocol's schemas;
+ * the `node` field; and the report cadence of a busy replica on a fake clock.
  */
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { afterEach, describe, expect, it } from "vitest";
-import { RegisterMessage, ReportMessage } from "../../src/protocol/index.ts";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { DeregisterMessage, RegisterMessage, ReportMessage } from "../../src/protocol/index.ts";
 import { AdmissionControl } from "../../src/replica/admission.ts";
 import { EdgeClient } from "../../src/replica/edge-client.ts";
 
 const cleanup: (() => void | Promise<void>)[] = [];
 afterEach(async () => {
+  vi.useRealTimers();
   for (const f of cleanup.splice(0)) await f();
 });
 
 /** A fake edge that records what replicas send it. */
-async function fakeEdge() {
+async function fakeEdge(reportIntervalMs = 60_000) {
   const received: { path: string; body: Record<string, unknown> }[] = [];
   const server: Server = createServer(async (req, res) => {
     let text = "";
     for await (const chunk of req) text += String(chunk);
     received.push({ path: req.url ?? "", body: JSON.parse(text) as Record<string, unknown> });
     res.writeHead(200, { "content-type": "application/json" });
-    res.end(JSON.stringify({ ok: true, report_interval_ms: 60_000 }));
+    res.end(JSON.stringify({ ok: true, report_interval_ms: reportIntervalMs }));
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   cleanup.push(() => new Promise<void>((r) => server.close(() => r())));
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, received };
 }
 
-function client(edgeUrl: string, admission: AdmissionControl, maxModels?: number) {
+function client(edgeUrl: string, admission: AdmissionControl, maxModels?: number, o: { changeReportDelayMs?: number; node?: string } = { changeReportDelayMs: 1 }) {
   const c = new EdgeClient({
     edgeUrl,
     key: "0".repeat(64),
@@ -37,7 +39,7 @@ function client(edgeUrl: string, admission: AdmissionControl, maxModels?: number
     replicaId: "vad-1",
     advertiseUrl: "http://127.0.0.1:9",
     admission,
-    changeReportDelayMs: 1,
+    ...o,
     ...(maxModels === undefined ? {} : { maxModels }),
   });
   cleanup.push(() => c.stop());
@@ -76,5 +78,89 @@ describe("EdgeClient and multiplexing", () => {
     const report = edge.received.find((m) => m.path === "/-/replicas/report")!.body;
     expect(report).toMatchObject({ models: [], loading: [] });
     expect(ReportMessage.safeParse(report).success).toBe(true);
+  });
+});
+
+describe("EdgeClient and nodes", () => {
+  it("names its node in register, report and deregister when it has one", async () => {
+    const edge = await fakeEdge();
+    const c = client(edge.url, new AdmissionControl(4), undefined, { node: "gpu-7" });
+    await c.start();
+    await c.deregister();
+    const [register, report, deregister] = edge.received;
+    expect(register).toMatchObject({ path: "/-/replicas/register", body: { node: "gpu-7" } });
+    expect(report).toMatchObject({ path: "/-/replicas/report", body: { node: "gpu-7" } });
+    expect(deregister).toMatchObject({ path: "/-/replicas/deregister", body: { node: "gpu-7" } });
+    expect(RegisterMessage.safeParse(register!.body).success).toBe(true);
+    expect(ReportMessage.safeParse(report!.body).success).toBe(true);
+    expect(DeregisterMessage.safeParse(deregister!.body).success).toBe(true);
+  });
+
+  it("sends no node field without one", async () => {
+    const edge = await fakeEdge();
+    const c = client(edge.url, new AdmissionControl(4));
+    await c.start();
+    await c.deregister();
+    for (const m of edge.received) expect(m.body).not.toHaveProperty("node");
+  });
+});
+
+describe("EdgeClient report cadence (fake clock)", () => {
+  /**
+   * `ms` of fake time in 20 ms steps, the load changing at every step (a request
+   * admitted or released, ongoing staying ≥ 1 when `busy`), each step waiting
+   * for the report it may have started to be answered.
+   */
+  async function simulate(c: EdgeClient, admission: AdmissionControl, ms: number, busy: boolean) {
+    for (let t = 0; t < ms; t += 20) {
+      if (busy) {
+        if (admission.ongoing > 1) admission.release();
+        else admission.tryAdmit();
+      } else {
+        // Idle, but changing: a request that comes and goes within the step.
+        admission.tryAdmit();
+        admission.release();
+      }
+      await vi.advanceTimersByTimeAsync(20);
+      await c.settled();
+    }
+  }
+
+  it("a busy replica sends about one report a second (changes and heartbeats merged), ~4 while its changes leave it idle", async () => {
+    const edge = await fakeEdge(1_000);
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "setInterval", "clearInterval", "Date"] });
+    const admission = new AdmissionControl(4);
+    const c = client(edge.url, admission, undefined, {});
+    await c.start();
+    const reports = () => edge.received.filter((m) => m.path === "/-/replicas/report").length;
+
+    // Busy for 10 s: ongoing 1 or 2, changing every 20 ms.
+    admission.tryAdmit();
+    await c.settled();
+    let before = reports();
+    await simulate(c, admission, 10_000, true);
+    const busy = reports() - before;
+    expect(busy).toBeGreaterThanOrEqual(9);
+    expect(busy).toBeLessThanOrEqual(11);
+    const ts = edge.received.filter((m) => m.path === "/-/replicas/report").slice(-busy).map((m) => m.body.ts as number);
+    for (let i = 1; i < ts.length; i++) expect(ts[i]! - ts[i - 1]!).toBeGreaterThanOrEqual(1_000);
+
+    // Idle for 10 s with the same rate of changes: the 250 ms window.
+    while (admission.ongoing > 0) admission.release();
+    await vi.advanceTimersByTimeAsync(1_000);
+    await c.settled();
+    before = reports();
+    await simulate(c, admission, 10_000, false);
+    const idle = reports() - before;
+    expect(idle).toBeGreaterThanOrEqual(35);
+    expect(idle).toBeLessThanOrEqual(41);
+
+    // Urgent (the drain) goes at once, busy or not.
+    admission.tryAdmit();
+    before = reports();
+    admission.drain();
+    await c.settled();
+    expect(reports()).toBe(before + 1);
+    expect(edge.received.at(-1)!.body).toMatchObject({ state: "draining" });
   });
 });
