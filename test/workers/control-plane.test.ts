@@ -1,11 +1,12 @@
 // The Worker's control routes inside workerd: signed register/report/deregister
-// (HMAC per deployment key, timestamp window, nonce replay guard), the rejection
+// and node reports (HMAC per deployment key, timestamp window, nonce replay guard), the rejection
 // counters, and the replica URL policy in local mode (SWITCHYARD_MODE=local in
 // vitest.config.ts; production rules are unit-tested in test/unit/replica-url.test.ts).
 import { env } from "cloudflare:test";
 import { exports } from "cloudflare:workers";
 import { afterAll, describe, expect, it } from "vitest";
 import {
+  MAX_NODE_REPLICAS,
   NonceCounter,
   PROTOCOL_VERSION,
   SIGNATURE_WINDOW_MS,
@@ -13,6 +14,8 @@ import {
   importReplicaKey,
   signedHeaders,
   type ControlRejectReason,
+  type NodeReportEntry,
+  type NodeReportMessage,
   type RegisterMessage,
   type ReportMessage,
 } from "../../src/protocol/index.ts";
@@ -243,5 +246,112 @@ describe("replica URL policy at registration (local mode)", () => {
     ] as const) {
       expect((await post("/-/replicas/register", register(id, url))).status, url).toBe(200);
     }
+  });
+});
+
+describe("node reports", () => {
+  const NODE = "gpu-n1";
+  const entry = (id: string, seq: number, load: Partial<NodeReportEntry> = {}): NodeReportEntry => ({
+    replica_id: id,
+    seq,
+    ts: Date.now(),
+    state: "ready",
+    ongoing: 0,
+    queued: 0,
+    models: [],
+    loading: [],
+    ...load,
+  });
+  const nodeReport = (reports: NodeReportEntry[], node = NODE): NodeReportMessage => ({ protocol: PROTOCOL_VERSION, deployment: "hello", node, reports });
+  const onNode = (id: string): RegisterMessage => ({ ...register(id), node: NODE });
+  const router = () => env.ROUTER.get(env.ROUTER.idFromName("hello"));
+  const loadOf = async (id: string) => (await router().snapshot()).replicas.find((r) => r.id === id)?.load;
+
+  it("a valid node report updates every entry's load, one outcome per entry in order; counted once as a node report", async () => {
+    for (const id of ["nr-a", "nr-b"]) expect((await post("/-/replicas/register", onNode(id))).status).toBe(200);
+    const before = await router().stats();
+    const res = await post("/-/replicas/report-node", nodeReport([entry("nr-a", 1, { ongoing: 2, kv_cache_usage: 0.5 }), entry("nr-b", 1, { ongoing: 3, queued: 1 })]));
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ ok: true, outcomes: ["ok", "ok"] });
+    expect(await loadOf("nr-a")).toMatchObject({ seq: 1, ongoing: 2, kv: 0.5, state: "ready" });
+    expect(await loadOf("nr-b")).toMatchObject({ seq: 1, ongoing: 3, queued: 1 });
+    const after = await router().stats();
+    expect(after.nodeReports - before.nodeReports).toBe(1);
+    expect(after.reports - before.reports).toBe(2);
+
+    // An older seq for one entry: stale_seq for it alone (liveness, not load).
+    const stale = await post("/-/replicas/report-node", nodeReport([entry("nr-a", 2, { ongoing: 1 }), entry("nr-b", 0, { ongoing: 9 })]));
+    expect(await stale.json()).toEqual({ ok: true, outcomes: ["ok", "stale_seq"] });
+    expect(await loadOf("nr-a")).toMatchObject({ seq: 2, ongoing: 1 });
+    expect(await loadOf("nr-b")).toMatchObject({ seq: 1, ongoing: 3 });
+  });
+
+  it("refuses a replay of the same node report (same nonce) with 401 replayed, and changes nothing", async () => {
+    await post("/-/replicas/register", onNode("nr-c"));
+    const before = count("hello", "replayed");
+    const m = await sign("/-/replicas/report-node", nodeReport([entry("nr-c", 5, { ongoing: 4 })]));
+    expect((await send(m)).status).toBe(200);
+    // Newer load since, then the captured message again.
+    expect((await post("/-/replicas/report-node", nodeReport([entry("nr-c", 6, { ongoing: 1 })]))).status).toBe(200);
+    await expectRejected(await send(m), "replayed");
+    expect(count("hello", "replayed")).toBe(before + 1);
+    expect(await loadOf("nr-c")).toMatchObject({ seq: 6, ongoing: 1 });
+  });
+
+  it("checks the node report's nonce per node, apart from each replica's own", async () => {
+    const own = nonces.next();
+    expect((await post("/-/replicas/register", onNode("nr-d"), { nonce: own })).status).toBe(200);
+    // Below the replica's last nonce, but the first of its node: accepted.
+    expect((await post("/-/replicas/report-node", nodeReport([entry("nr-d", 1)], "gpu-n3"), { nonce: own - 1_000 })).status).toBe(200);
+    // Above: and the replica's own next message, below the node's, is accepted too.
+    expect((await post("/-/replicas/report-node", nodeReport([entry("nr-d", 2)], "gpu-n4"), { nonce: nonces.next() + 1_000 })).status).toBe(200);
+    expect((await post("/-/replicas/report", { ...report("nr-d", 3), node: NODE }, { nonce: own + 1 })).status).toBe(200);
+  });
+
+  it("answers unknown_replica for an entry of an unregistered replica, and applies the others", async () => {
+    await post("/-/replicas/register", onNode("nr-e"));
+    const res = await post("/-/replicas/report-node", nodeReport([entry("nr-ghost", 1), entry("nr-e", 1, { ongoing: 2 })]));
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ ok: true, outcomes: ["unknown_replica", "ok"] });
+    expect(await loadOf("nr-e")).toMatchObject({ ongoing: 2 });
+    expect(await loadOf("nr-ghost")).toBeUndefined();
+  });
+
+  it("answers drain for an entry whose replica an operator asked to drain", async () => {
+    await post("/-/replicas/register", onNode("nr-f"));
+    await post("/-/replicas/register", onNode("nr-g"));
+    expect(await router().requestDrain("nr-f")).toBe(true);
+    const res = await post("/-/replicas/report-node", nodeReport([entry("nr-f", 1), entry("nr-g", 1)]));
+    expect(await res.json()).toEqual({ ok: true, outcomes: ["drain", "ok"] });
+  });
+
+  it("refuses too many entries, a replica twice, none, and unknown fields with 400", async () => {
+    const many = Array.from({ length: MAX_NODE_REPLICAS + 1 }, (_, i) => entry(`nr-m${i}`, 1));
+    for (const bad of [
+      nodeReport(many),
+      nodeReport([entry("nr-a", 1), entry("nr-a", 2)]),
+      nodeReport([]),
+      { ...nodeReport([entry("nr-a", 1)]), surprise: true },
+      nodeReport([{ ...entry("nr-a", 1), node: NODE } as NodeReportEntry]),
+    ]) {
+      const res = await post("/-/replicas/report-node", bad);
+      expect(res.status).toBe(400);
+      expect(await res.json()).toMatchObject({ error: { code: "invalid_message" } });
+    }
+  });
+
+  it("takes bodies above the 64 KiB of other control messages, up to MAX_NODE_REPORT_BYTES", async () => {
+    const models = Array.from({ length: 40 }, (_, k) => `org-${k}/a-fairly-long-model-name-for-the-size-test-${k}`);
+    const reports = Array.from({ length: MAX_NODE_REPLICAS }, (_, i) => entry(`nr-big${i}`, 1, { models }));
+    const m = nodeReport(reports);
+    expect(JSON.stringify(m).length).toBeGreaterThan(64 * 1024);
+    const res = await post("/-/replicas/report-node", m);
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { outcomes: string[] }).outcomes).toEqual(Array(MAX_NODE_REPLICAS).fill("unknown_replica"));
+  });
+
+  it("refuses an unsigned node report", async () => {
+    const m = await sign("/-/replicas/report-node", nodeReport([entry("nr-a", 9)]));
+    await expectRejected(await send(m, { "content-type": "application/json" }), "unsigned");
   });
 });
