@@ -145,6 +145,43 @@ describe("mergeSnapshots", () => {
   });
 });
 
+describe("growing the shard count", () => {
+  it("moves a node's replicas to their new shard through unknown_replica and a register, and no replica leaves routing meanwhile", () => {
+    // 30 replicas on 10 nodes, first over 2 shards, then the deployment is redeployed with 3.
+    const replicas = Array.from({ length: 30 }, (_, i) => ({ id: `r${i}`, node: `node-${Math.floor(i / 3)}` }));
+    const shards = [new Membership(), new Membership(), new Membership()];
+    const seqs = new Map<string, number>();
+    let now = T0;
+    const report = (count: number, r: { id: string; node: string }) => {
+      const seq = (seqs.get(r.id) ?? 0) + 1;
+      seqs.set(r.id, seq);
+      const shard = shards[shardOfNode(r.node, count)]!;
+      // The replica's client registers again when its shard does not know it (EdgeClient on a 409).
+      if (shard.report(rep(r.id, seq), now) === "unknown_replica") {
+        shard.register(reg(r.id), now);
+        seqs.set(r.id, 0);
+      }
+    };
+    const routed = () => mergeSnapshots("llm", shards.map((m) => m.snapshot("llm", now))).replicas;
+    for (const r of replicas) shards[shardOfNode(r.node, 2)]!.register(reg(r.id), now);
+    let moved = 0;
+    for (let second = 0; second < 8; second++) {
+      now += 1_000;
+      for (const r of replicas) report(second < 2 ? 2 : 3, r);
+      // At every moment each replica is routed exactly once.
+      const ids = routed().map((v) => v.id);
+      expect(ids.sort()).toEqual(replicas.map((r) => r.id).sort());
+      if (second === 2) moved = replicas.filter((r) => shardOfNode(r.node, 3) !== shardOfNode(r.node, 2)).length;
+    }
+    expect(moved).toBeGreaterThan(0);
+    // The old shards let the moved replicas go stale: each replica is a member of one shard's snapshot only.
+    for (const r of replicas) {
+      const holders = shards.filter((m) => m.snapshot("llm", now).replicas.some((v) => v.id === r.id));
+      expect(holders).toHaveLength(1);
+    }
+  });
+});
+
 describe("fleetLoad", () => {
   it("adds the other shards' latest load to the leader's own, dropping stale ones", () => {
     const now = T0 + 10_000;
