@@ -23,6 +23,17 @@ import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { MAX_NODE_REPLICAS } from "../src/protocol/limits.ts";
+import { RATE_LIMIT_SHARDS } from "../src/policy/rate-limit-sync.ts";
+import { RELAYED_KEY_SET_TTL_MS } from "../src/proxy/api-keys.ts";
+import { RATE_SYNC_INTERVAL_MS } from "../src/proxy/rate-limits.ts";
+import { RELAYED_SNAPSHOT_TTL_MS } from "../src/proxy/snapshot-cache.ts";
+import { BUSY_CHANGE_REPORT_DELAY_MS, DEFAULT_REPORT_INTERVAL_MS } from "../src/replica/report-cadence.ts";
+import { VIEW_MAX_REPLICAS } from "../src/state/bounded-view.ts";
+import { RELAY_KEY_SET_TTL_MS, RELAY_MAX_REPLICAS, RELAY_RATE_SYNC_INTERVAL_MS, RELAY_TTL_MS } from "../src/state/relay-cadence.ts";
+import { MAX_ROUTING_SHARDS, SHARD_LOAD_INTERVAL_MS } from "../src/state/routing-shards.ts";
+import { FLUSH_INTERVAL_MS } from "../src/telemetry/proxy-metrics.ts";
+import { TELEMETRY_SHARDS } from "../src/telemetry/telemetry-shards.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const { values } = parseArgs({
@@ -186,61 +197,116 @@ function crossing(key: keyof Load, a = ASSUMED): number {
   return hi;
 }
 
-// --- the sharpened design ---------------------------------------------------------
+// --- the built design ---------------------------------------------------------------
 
-interface Sharpened {
+/** The built design's constants, read from the code (src/), not restated. */
+const BUILT = {
+  relayedSnapshotTtlS: RELAYED_SNAPSHOT_TTL_MS / 1000,
+  relayTtlS: RELAY_TTL_MS / 1000,
+  relayRateSyncS: RELAY_RATE_SYNC_INTERVAL_MS / 1000,
+  relayKeySetTtlS: RELAY_KEY_SET_TTL_MS / 1000,
+  relayedKeySetTtlS: RELAYED_KEY_SET_TTL_MS / 1000,
+  rateSyncS: RATE_SYNC_INTERVAL_MS / 1000,
+  telemetryFlushS: FLUSH_INTERVAL_MS / 1000,
+  telemetryShards: TELEMETRY_SHARDS,
+  rateLimitShards: RATE_LIMIT_SHARDS,
+  /** A busy node's reports per second: changes coalesce over the busy window, and a heartbeat goes only after an interval without a report. */
+  reportsPerBusyNode: 1000 / Math.max(BUSY_CHANGE_REPORT_DELAY_MS, DEFAULT_REPORT_INTERVAL_MS),
+  shardLoadIntervalS: SHARD_LOAD_INTERVAL_MS / 1000,
+  maxRoutingShards: MAX_ROUTING_SHARDS,
+  viewMaxReplicas: VIEW_MAX_REPLICAS,
+  relayMaxReplicas: RELAY_MAX_REPLICAS,
+  sessionShards: DESIGN.sessionShards,
+  maxNodeReplicas: MAX_NODE_REPLICAS,
+};
+
+interface Built {
   rps: number;
-  /** Snapshot relay per location (a per-colo object or the Cache API): the routing shards see locations × ~1/s. */
-  relayPerLocation: number;
-  routerSnapshotsPerShard: number;
+  replicas: number;
+  isolates: number;
+  isolatesPerLocation: number;
+  /** Calls/s on one location's relay: snapshots + rate-limit syncs + key sets from its isolates. */
+  relay: number;
+  relaySnapshots: number;
+  relayRateSyncs: number;
+  relayKeySets: number;
+  /** Snapshot calls/s each routing shard gets: one per location per relay TTL. */
+  shardSnapshots: number;
   nodes: number;
-  /** Reports batched by a node agent (one report for its replicas, same cadence). */
   nodeReports: number;
-  routerShards: number;
-  routerPerShard: number;
-  telemetryShards: number;
-  telemetryPerShard: number;
-  sessionShardsNeeded: number;
-  sessionPerShard: number;
-  /** Variant: the client carries a signed binding token; objects see only new sessions and moves. */
-  tokenSessionCalls: number;
-  tokenSessionShards: number;
+  /** Routing shards needed so that every shard, the leader included, stays within the headroom. */
+  routingShards: number;
+  shardsFit: boolean;
+  routingShard: number;
+  /** Shard 0 also hears every other shard's load for the autoscaling signal. */
+  leaderShard: number;
   rateLimiterShard: number;
   accessKeys: number;
+  telemetryShard: number;
+  /** Session objects with binding tokens: only new sessions (and moves) call them. */
+  tokenSessionShard: number;
+  /** Session shards clients that ignore the token would need (the lookup path). */
+  lookupSessionShardsNeeded: number;
 }
 
-function sharpened(rps: number, a = ASSUMED): Sharpened {
+function built(rps: number, a = ASSUMED): Built {
   const l = load(rps, a);
   const target = a.budget * a.headroom;
-  // Each location's relay refreshes from the routing object ≤ 1/s when its isolates ask.
-  const relayPerLocation = l.isolatesPerLocation * refreshRate(l.r, DESIGN.snapshotTtlS);
-  const routerSnapshotsPerShard = a.locations * refreshRate(relayPerLocation, DESIGN.snapshotTtlS);
+  const I = l.isolatesPerLocation;
+  const touched = (keys: number) => 1 - (1 - 1 / BUILT.rateLimitShards) ** keys;
+  const relaySnapshots = I * refreshRate(l.r, BUILT.relayedSnapshotTtlS);
+  // Each isolate syncs once per interval with the relay for every RateLimiter shard holding one of its keys.
+  const relayRateSyncs = I * refreshRate(l.r, BUILT.rateSyncS) * BUILT.rateLimitShards * touched(a.keysPerIsolate);
+  const relayKeySets = I * refreshRate(l.r, BUILT.relayedKeySetTtlS);
+  const shardSnapshots = a.locations * refreshRate(relaySnapshots, BUILT.relayTtlS);
   const nodes = Math.ceil(l.replicas / a.replicasPerNode);
-  const nodeReports = nodes * MEASURED.reportsPerBusyReplica;
-  // Each shard owns a subset of the nodes and is asked by every relay: K ≥ reports / (target − snapshots per shard).
-  const room = Math.max(1, target - routerSnapshotsPerShard);
-  const routerShards = Math.max(1, Math.ceil(nodeReports / room));
-  const telemetryShards = Math.max(1, Math.ceil(l.telemetry / target));
-  const sessionShardsNeeded = Math.max(DESIGN.sessionShards, Math.ceil(l.sessionCallsTotal / target));
-  const tokenSessionCalls = l.sessionsActive / a.sessionLifetimeS;
+  const nodeReports = nodes * BUILT.reportsPerBusyNode;
+  const leaderExtra = (k: number) => (k - 1) / BUILT.shardLoadIntervalS;
+  let routingShards = 1;
+  while (routingShards < BUILT.maxRoutingShards && shardSnapshots + nodeReports / routingShards + leaderExtra(routingShards) > target) routingShards++;
+  const routingShard = shardSnapshots + nodeReports / routingShards;
+  const leaderShard = routingShard + leaderExtra(routingShards);
+  const sessionsNew = l.sessionsActive / a.sessionLifetimeS;
   return {
     rps,
-    relayPerLocation,
-    routerSnapshotsPerShard,
+    replicas: l.replicas,
+    isolates: l.isolates,
+    isolatesPerLocation: I,
+    relay: relaySnapshots + relayRateSyncs + relayKeySets,
+    relaySnapshots,
+    relayRateSyncs,
+    relayKeySets,
+    shardSnapshots,
     nodes,
     nodeReports,
-    routerShards,
-    routerPerShard: nodeReports / routerShards + routerSnapshotsPerShard,
-    telemetryShards,
-    telemetryPerShard: l.telemetry / telemetryShards,
-    sessionShardsNeeded,
-    sessionPerShard: l.sessionCallsTotal / sessionShardsNeeded,
-    tokenSessionCalls,
-    tokenSessionShards: Math.max(1, Math.ceil(tokenSessionCalls / target)),
-    // Rate-limit syncs and key sets go through the same per-location relay: ~1 caller per location.
-    rateLimiterShard: a.locations * refreshRate(relayPerLocation, DESIGN.rateSyncS) * (1 - (1 - 1 / DESIGN.rateLimitShards) ** (a.keysPerIsolate * l.isolatesPerLocation)),
-    accessKeys: a.locations * refreshRate(relayPerLocation, DESIGN.keySetTtlS),
+    routingShards,
+    shardsFit: leaderShard <= target,
+    routingShard,
+    leaderShard,
+    // A location's relay syncs each shard holding one of its isolates' keys once per interval.
+    rateLimiterShard: a.locations * refreshRate(relayRateSyncs, BUILT.relayRateSyncS) * touched(a.keysPerIsolate * I),
+    accessKeys: a.locations * refreshRate(relayKeySets, BUILT.relayKeySetTtlS),
+    telemetryShard: (l.isolates * refreshRate(l.r, BUILT.telemetryFlushS)) / BUILT.telemetryShards,
+    tokenSessionShard: sessionsNew / BUILT.sessionShards,
+    lookupSessionShardsNeeded: Math.max(DESIGN.sessionShards, Math.ceil(l.sessionCallsTotal / target)),
   };
+}
+
+const BUILT_OBJECTS: { key: keyof Built; name: string }[] = [
+  { key: "relay", name: "SnapshotRelay (per location)" },
+  { key: "leaderShard", name: "routing shard 0 (leader)" },
+  { key: "routingShard", name: "routing shard" },
+  { key: "rateLimiterShard", name: "RateLimiter shard" },
+  { key: "accessKeys", name: "AccessKeys" },
+  { key: "telemetryShard", name: "Telemetry shard" },
+  { key: "tokenSessionShard", name: "SessionRouter shard (token clients)" },
+];
+
+/** The busiest object of the built design and whether every object is within the headroom. */
+function builtVerdict(b: Built, a = ASSUMED): { busiest: string; ok: boolean } {
+  const rows = BUILT_OBJECTS.map((o) => ({ o, v: b[o.key] as number })).sort((x, y) => y.v - x.v);
+  const worst = rows[0]!;
+  return { busiest: `${worst.o.name}, ${pct(worst.v / a.budget)}`, ok: b.shardsFit && rows.every((r) => r.v <= a.budget * a.headroom) };
 }
 
 // --- output -----------------------------------------------------------------------
@@ -330,27 +396,35 @@ for (const [rpi, rpr] of variants) {
 }
 
 p();
-p("## Sharpened design: what each change buys, and the shards it needs");
+p("## The built design: calls/s on the busiest object of each kind");
 p();
-p(`Sized so that no object runs above ${pct(ASSUMED.headroom)} of the budget.`);
+p(
+  `Constants from src/: isolates ask their location's relay every ${BUILT.relayedSnapshotTtlS * 1000} ms (snapshot-cache.ts), a relay asks every routing shard every ${BUILT.relayTtlS} s (relay-cadence.ts) and syncs rate limits every ${BUILT.relayRateSyncS} s and key sets every ${BUILT.relayKeySetTtlS} s; a busy node sends ${BUILT.reportsPerBusyNode} report/s for all its replicas (report-cadence.ts, node reports of up to ${BUILT.maxNodeReplicas} replicas); other shards tell the leader their load every ${BUILT.shardLoadIntervalS} s; ${BUILT.telemetryShards} Telemetry shards; binding tokens. An isolate's view holds at most ${n(BUILT.viewMaxReplicas)} replicas and a relay merges at most ${n(BUILT.relayMaxReplicas)}. Routing shards are sized so that every object stays within ${pct(ASSUMED.headroom)} of the budget (${n(ASSUMED.budget * ASSUMED.headroom)} calls/s).`,
+);
 p();
-p("| req/s | snapshot relay per location: calls/s on it → on each routing shard | node agents: nodes → reports/s | routing shards → calls/s each | Telemetry shards → calls/s each (or Analytics Engine: 0) | session shards → calls/s each | binding token: calls/s → shards | RateLimiter shard via relay | AccessKeys via relay |");
-p("|---:|---|---|---|---|---|---|---:|---:|");
-for (const rps of SCALES) {
-  const s = sharpened(rps);
+p("| req/s | replicas (req/s each) | isolates | relay per location: snapshots + rate syncs + key sets | routing shards → calls/s each (leader) | RateLimiter shard | AccessKeys | Telemetry shard (of 16) | SessionRouter shard, token clients | lookup clients need session shards | busiest | every object ≤ 50 % |");
+p("|---:|---|---:|---|---|---:|---:|---:|---:|---:|---|---|");
+const builtRows: { rps: number; rpsPerReplica: number }[] = [
+  ...SCALES.map((rps) => ({ rps, rpsPerReplica: ASSUMED.rpsPerReplica })),
+  { rps: 1_000_000, rpsPerReplica: 10 },
+];
+for (const row of builtRows) {
+  const a = { ...ASSUMED, rpsPerReplica: row.rpsPerReplica };
+  const b = built(row.rps, a);
+  const v = builtVerdict(b, a);
   p(
-    `| ${k(rps)} | ${n(s.relayPerLocation)} → ${n(s.routerSnapshotsPerShard)} | ${n(s.nodes)} → ${n(s.nodeReports)} | ${s.routerShards} → ${n(s.routerPerShard)} | ${s.telemetryShards} → ${n(s.telemetryPerShard)} | ${s.sessionShardsNeeded} → ${n(s.sessionPerShard)}${s.sessionShardsNeeded > DESIGN.maxSessionShards ? " (over the 1,024 maximum)" : ""} | ${n(s.tokenSessionCalls)} → ${s.tokenSessionShards} | ${n(s.rateLimiterShard)} | ${n(s.accessKeys)} |`,
+    `| ${k(row.rps)} | ${n(b.replicas)} (${row.rpsPerReplica}) | ${n(b.isolates)} | ${n(b.relaySnapshots)} + ${n(b.relayRateSyncs)} + ${n(b.relayKeySets)} = ${cell(b.relay)} | ${b.routingShards} → ${cell(b.routingShard)} (${cell(b.leaderShard)}) | ${cell(b.rateLimiterShard)} | ${cell(b.accessKeys)} | ${cell(b.telemetryShard)} | ${cell(b.tokenSessionShard)} | ${b.lookupSessionShardsNeeded} | ${v.busiest} | ${v.ok ? "**yes**" : "**no**"} |`,
   );
 }
 p();
 p(
-  `Node agents: one report for ${ASSUMED.replicasPerNode} replicas, same cadence (${MEASURED.reportsPerBusyReplica}/s when busy). Binding token: the response names the bound replica in a signed token the client sends back, so objects see only new sessions (active / ${ASSUMED.sessionLifetimeS} s lifetime) and moves.`,
+  `Each routing shard gets ${n(built(1_000_000).shardSnapshots)} snapshot calls/s (one per location per relay TTL) whatever the isolate count, plus its nodes' reports. Session rows: token clients call the objects only for new sessions (active sessions / ${ASSUMED.sessionLifetimeS} s) and moves, over the default ${DESIGN.sessionShards} shards; clients that ignore the token keep the lookup path, which needs the shard count in the next column (the setting allows ${DESIGN.maxSessionShards}).`,
 );
 
 if (values.json) {
   console.log(
     JSON.stringify(
-      { measured: MEASURED, design: DESIGN, assumed: ASSUMED, baseline: SCALES.map((rps) => load(rps)), crossings: Object.fromEntries(OBJECTS.map((o) => [o.key, crossing(o.key)])), sharpened: SCALES.map((rps) => sharpened(rps)) },
+      { measured: MEASURED, design: DESIGN, assumed: ASSUMED, baseline: SCALES.map((rps) => load(rps)), crossings: Object.fromEntries(OBJECTS.map((o) => [o.key, crossing(o.key)])), built: builtRows.map((row) => ({ ...row, ...built(row.rps, { ...ASSUMED, rpsPerReplica: row.rpsPerReplica }) })) },
       null,
       2,
     ),
