@@ -36,9 +36,11 @@ describe("streaming pass-through", () => {
       text += new TextDecoder().decode(value);
     }
     expect(text).toBe("chunk 0\nchunk 1\nchunk 2\nchunk 3\nchunk 4\n");
-    // The first chunk arrives long before the last is produced (800 ms later).
-    expect(arrivals[0]).toBeLessThan(400);
-    expect(arrivals.at(-1)!).toBeGreaterThanOrEqual(750);
+    // The first chunk arrives long before the last is produced (800 ms later): a proxy
+    // that buffered would deliver them together. Measured between arrivals, not from the
+    // request's start, so the isolate's first routing view (its first request waits for
+    // it) does not count.
+    expect(arrivals.at(-1)! - arrivals[0]!).toBeGreaterThanOrEqual(550);
     expect(arrivals.length).toBeGreaterThanOrEqual(4);
   });
 
