@@ -1,0 +1,16 @@
+/** docs/protocol.schema.json is what scripts/protocol-schema.ts generates from the zod schemas now (never stale). */
+import { readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import { PROTOCOL_SCHEMA_FILE, protocolSchema } from "../../scripts/protocol-schema.ts";
+
+describe("docs/protocol.schema.json", () => {
+  it("matches the zod schemas (regenerate: npx tsx scripts/protocol-schema.ts)", () => {
+    expect(readFileSync(PROTOCOL_SCHEMA_FILE, "utf8")).toBe(protocolSchema());
+  });
+
+  it("defines every control message", () => {
+    const doc = JSON.parse(protocolSchema()) as { $defs: Record<string, { required?: string[] }> };
+    expect(Object.keys(doc.$defs).sort()).toEqual(["DeregisterMessage", "NodeReportMessage", "RegisterMessage", "ReportMessage"]);
+    expect(doc.$defs.RegisterMessage!.required).toEqual(expect.arrayContaining(["protocol", "deployment", "replica_id", "url"]));
+  });
+});
