@@ -4,6 +4,7 @@
  * prefix to its deployment.
  */
 import { Hono } from "hono";
+import { basePath } from "hono/route";
 import { checkDeployments, type Deployment } from "../config/deployment.ts";
 import type { Env } from "../env.ts";
 import { errorResponse } from "../protocol/index.ts";
@@ -18,7 +19,7 @@ import { requestIdFor } from "./headers.ts";
 import { drainUnreadBody } from "./request-body.ts";
 import { IsolateState } from "./isolate-state.ts";
 import { observeRequest } from "./request-observer.ts";
-import { requestTarget, type PathVariables } from "./request-path.ts";
+import { requestTarget, unmountedPath, type PathVariables } from "./request-path.ts";
 import { serveRequest } from "./serve-request.ts";
 import { RouteTable } from "./route-table.ts";
 
@@ -47,14 +48,17 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
   const app = new Hono<EdgeEnv>();
 
   // First, for every route: the one normalised path, or 400 for a path that could
-  // leave its prefix (request-path.ts). Nothing below sees the raw path.
+  // leave its prefix (request-path.ts). Nothing below sees the raw path. Mounted
+  // in a user's app under a prefix, the path is the one below it: route prefixes
+  // and dispatch stay the app's own (the control routes check signatures over
+  // the full path, the one the replica sent).
   app.use("*", async function normalisedPath(c, next) {
     const target = requestTarget(c.req.url);
     if (!target.ok) {
       await drainUnreadBody(c.req.raw, NO_ROUTE_DRAIN_BYTES);
       return errorResponse("bad_request", target.message, { requestId: requestIdFor(c.req.header("x-request-id") ?? null) });
     }
-    c.set("target", { path: target.path, search: target.search });
+    c.set("target", { path: unmountedPath(target.path, basePath(c)), search: target.search });
     if (!located) {
       // An isolate runs in one location: the first request names it (cf.colo; absent on local workerd).
       located = true;

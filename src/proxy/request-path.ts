@@ -70,6 +70,20 @@ function hasDotSegment(path: string): boolean {
   return false;
 }
 
+/**
+ * The path as the edge app sees it when a user's Hono app mounts it under
+ * `mount` (`userApp.route("/ml", app)`): without that prefix, so route prefixes
+ * and dispatch are the app's own. `mount` is "/" (or "") when not mounted.
+ * Hono only runs the app's routes for paths under the mount, so a path
+ * outside it is a bug and is returned as it is.
+ */
+export function unmountedPath(path: string, mount: string): string {
+  const base = mount.replace(/\/+$/, "");
+  if (base === "") return path;
+  if (path === base) return "/";
+  return path.startsWith(`${base}/`) ? path.slice(base.length) : path;
+}
+
 /** Parsed replica URLs (one per registered replica): origin and base path, so dispatch does not parse them per request. */
 const replicaBases = new Map<string, { origin: string; base: string }>();
 const REPLICA_BASES_MAX = 4096;

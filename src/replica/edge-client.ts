@@ -63,7 +63,8 @@ export function reportEntry(replicaId: string, source: LoadSource): NodeReportEn
 
 /** POSTs a control message, signed over the exact bytes sent (docs/protocol.md §1); a non-2xx answer throws EdgeError. */
 export async function postControl(edgeUrl: string, key: CryptoKey, nonces: NonceCounter, path: string, message: unknown): Promise<Response> {
-  const url = new URL(path, edgeUrl);
+  // Appended, not resolved: an edge mounted under a prefix (`https://host/ml`) takes control messages at `/ml/-/replicas/...`.
+  const url = new URL(`${edgeUrl.replace(/\/+$/, "")}${path}`);
   const body = new TextEncoder().encode(JSON.stringify(message));
   const signature = await signedHeaders(key, { timestamp: Date.now(), nonce: nonces.next(), path: url.pathname, body });
   const res = await fetch(url, {

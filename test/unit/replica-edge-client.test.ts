@@ -164,3 +164,13 @@ describe("EdgeClient report cadence (fake clock)", () => {
     expect(edge.received.at(-1)!.body).toMatchObject({ state: "draining" });
   });
 });
+
+describe("an edge mounted under a prefix", () => {
+  it("gets control messages at <prefix>/-/replicas/... (the edge URL's path is kept)", async () => {
+    const edge = await fakeEdge();
+    const admission = new AdmissionControl(4);
+    admission.setModels([], []);
+    await client(`${edge.url}/ml/`, admission).start();
+    expect(edge.received.map((m) => m.path)).toContain("/ml/-/replicas/register");
+  });
+});

@@ -6,7 +6,7 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { dispatchUrl, requestTarget } from "../../src/proxy/request-path.ts";
+import { dispatchUrl, requestTarget, unmountedPath } from "../../src/proxy/request-path.ts";
 import { RouteTable, stripRoutePrefix } from "../../src/proxy/route-table.ts";
 
 const at = (path: string) => requestTarget(`http://edge.test${path}`);
@@ -119,5 +119,16 @@ describe("fuzz: the fetched URL never leaves the chosen replica or the deploymen
       }),
       { seed: 20261201, numRuns: 20_000 },
     );
+  });
+});
+
+describe("unmountedPath (the edge app mounted in a user's app)", () => {
+  it("drops the mount prefix, whole segments only", () => {
+    expect(unmountedPath("/ml/hello/x", "/ml")).toBe("/hello/x");
+    expect(unmountedPath("/ml", "/ml")).toBe("/");
+    expect(unmountedPath("/ml/", "/ml/")).toBe("/");
+    expect(unmountedPath("/mlx/hello", "/ml")).toBe("/mlx/hello");
+    expect(unmountedPath("/hello", "/")).toBe("/hello");
+    expect(unmountedPath("/hello", "")).toBe("/hello");
   });
 });
