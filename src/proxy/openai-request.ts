@@ -15,6 +15,8 @@ export const OPENAI_ENDPOINTS = {
   "/v1/chat/completions": "chat",
   "/v1/completions": "completions",
   "/v1/embeddings": "embeddings",
+  // OpenAI's Responses API (vLLM serves it too).
+  "/v1/responses": "responses",
 } as const;
 
 export type OpenAIEndpoint = (typeof OPENAI_ENDPOINTS)[keyof typeof OPENAI_ENDPOINTS];
@@ -33,6 +35,7 @@ const REQUIRED: Record<OpenAIEndpoint, { field: string; types: readonly TopLevel
   chat: { field: "messages", types: ["array"], nonEmpty: true },
   completions: { field: "prompt", types: ["string", "array"] },
   embeddings: { field: "input", types: ["string", "array"] },
+  responses: { field: "input", types: ["string", "array"] },
 };
 
 /** Longest `model` and `user` accepted, characters. */
@@ -42,6 +45,7 @@ const WANTED: Record<OpenAIEndpoint, ReadonlySet<string>> = {
   chat: new Set(["model", "stream", "user", "messages"]),
   completions: new Set(["model", "stream", "user", "prompt"]),
   embeddings: new Set(["model", "stream", "user", "input"]),
+  responses: new Set(["model", "stream", "user", "input"]),
 };
 
 const FAILURES: Record<ScanFailure, string> = {

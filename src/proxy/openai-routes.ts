@@ -1,6 +1,6 @@
 /**
- * OpenAI-compatible routes: POST /v1/chat/completions, /v1/completions and
- * /v1/embeddings are routed by the body's `model` to the deployment that lists
+ * OpenAI-compatible routes: POST /v1/chat/completions, /v1/completions,
+ * /v1/embeddings and /v1/responses are routed by the body's `model` to the deployment that lists
  * it in `openai.models`, and forwarded byte for byte to the same path on one of
  * its replicas; GET /v1/models lists the models whose deployment has a ready
  * replica now. Responses stream through unbuffered (dispatch.ts).
@@ -17,7 +17,10 @@ import type { ScanResult, TopLevelScanner } from "./json-top-level.ts";
 import { OPENAI_ENDPOINTS, openaiBodyLimit, openaiBodyScanner, openaiModelTable, openaiRouting, openaiUploadPace, type OpenAIEndpoint } from "./openai-request.ts";
 import { checkDeclaredLength, drainUnreadBody, readBoundedBody, uploadTooSlow } from "./request-body.ts";
 import type { PathVariables } from "./request-path.ts";
-import { observeRequest } from "./request-observer.ts";
+import { observeRequest, type UsageWatch } from "./request-observer.ts";
+import { tapped } from "./response-streams.ts";
+import { UsageTail } from "./token-usage.ts";
+import { bearerToken } from "../state/api-key-format.ts";
 import { SESSION_ID } from "./request-keys.ts";
 import { serveRequest } from "./serve-request.ts";
 import { Header } from "../protocol/index.ts";
@@ -109,8 +112,9 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
         keys: { ...(deployment.multiplexing ? { model } : {}), ...(session !== undefined ? { session } : {}) },
       },
     });
-    observeRequest(c.env, state, deployment.name, c.req.method, response.status, requestId, started, trace, background);
-    return response;
+    const watched = watchUsage(response, deployment.access.public ? "public" : keyLabel(c.req.header("authorization")));
+    observeRequest(c.env, state, deployment.name, c.req.method, response.status, requestId, started, trace, background, watched?.usage);
+    return watched?.response ?? response;
   };
 
   for (const [path, endpoint] of Object.entries(OPENAI_ENDPOINTS)) {
@@ -121,6 +125,30 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
   app.all("/models", (c) => errorResponse("method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}; use GET`, { headers: { allow: "GET" } }));
   app.all("*", (c) => errorResponse("route_not_found", `no OpenAI route ${c.req.method} ${c.req.path}; served: POST ${Object.keys(OPENAI_ENDPOINTS).join(", POST ")}, GET /v1/models`));
   return app;
+}
+
+/**
+ * A successful answer's body, tapped to read its token usage from its tail as
+ * it passes (nothing is buffered beyond USAGE_TAIL_BYTES); errors pass as they are.
+ */
+function watchUsage(response: Response, key: string): { response: Response; usage: UsageWatch } | null {
+  if (response.status !== 200 || !response.body) return null;
+  const tail = new UsageTail();
+  const declared = response.headers.get("content-length");
+  const length = declared !== null && /^\d{1,15}$/.test(declared) ? Number(declared) : null;
+  const passed = tapped(response.body, (chunk) => tail.push(chunk), length);
+  return {
+    response: new Response(passed.body, { status: response.status, statusText: response.statusText, headers: response.headers }),
+    usage: { key, ended: passed.ended, usage: () => tail.usage() },
+  };
+}
+
+/** The characters of a key the admin API lists as its `prefix` (AccessKeys.create keeps key.slice(0, 10)). */
+const API_KEY_PREFIX_CHARS = 10;
+
+/** A private deployment's key label: the key's first characters, as the admin API lists it (the prefix), never the key. */
+function keyLabel(authorization: string | undefined): string {
+  return bearerToken(authorization)?.slice(0, API_KEY_PREFIX_CHARS) ?? "none";
 }
 
 /** Bytes scanned between yields to the event loop: about a millisecond of scanning. */

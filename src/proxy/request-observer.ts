@@ -7,6 +7,16 @@
 import type { Env } from "../env.ts";
 import type { DispatchTrace } from "./dispatch.ts";
 import type { IsolateState } from "./isolate-state.ts";
+import type { TokenCounts } from "../telemetry/types.ts";
+
+/** A /v1 request's token usage, known once its response has passed (token-usage.ts). */
+export interface UsageWatch {
+  /** The API key's label: its public prefix (as the admin API lists it), or "public". */
+  key: string;
+  /** Settles when the response has passed on completely (or was cut). */
+  ended: Promise<unknown>;
+  usage: () => TokenCounts | null;
+}
 
 export function observeRequest(
   env: Env,
@@ -18,6 +28,7 @@ export function observeRequest(
   started: number,
   trace: DispatchTrace,
   background: (p: Promise<unknown>) => void,
+  usage?: UsageWatch,
 ): void {
   const ttfbMs = Date.now() - started;
   state.metrics.recordResponse(deployment, { status, attempts: trace.attempts, rejections: trace.rejections, ejections: trace.ejections, ttfbMs });
@@ -25,6 +36,8 @@ export function observeRequest(
   const finish = () => {
     const totalMs = Date.now() - started;
     state.metrics.recordDuration(deployment, totalMs);
+    const tokens = usage?.usage() ?? null;
+    if (tokens) state.metrics.recordTokens(deployment, usage!.key, tokens);
     if (logs) {
       console.log(
         JSON.stringify({
@@ -37,11 +50,14 @@ export function observeRequest(
           attempts: trace.attempts,
           ttfb_ms: ttfbMs,
           total_ms: totalMs,
+          ...(tokens ? { key: usage!.key, prompt_tokens: tokens.prompt, completion_tokens: tokens.completion } : {}),
         }),
       );
     }
   };
-  if (trace.streamEnd) background(trace.streamEnd.then(finish));
+  // The usage watch's end comes after the dispatch's (its pipe reads the dispatched body).
+  const end = usage?.ended ?? trace.streamEnd;
+  if (end) background(end.then(finish));
   else finish();
   state.flushMetrics(background);
 }

@@ -88,3 +88,20 @@ export function sseWithErrorEvent(source: ReadableStream<Uint8Array>, replicaId:
   });
   return { body, ended };
 }
+
+/**
+ * A response body passed on with each chunk shown to `observe` on the way (the
+ * /v1 routes keep its tail to read the token usage, token-usage.ts). A sized
+ * body keeps its length (FixedLengthStream). A client that goes away cancels
+ * the pipe, which cancels the source.
+ */
+export function tapped(source: ReadableStream<Uint8Array>, observe: (chunk: Uint8Array) => void, length: number | null): PassedStream {
+  const sink = length !== null ? new FixedLengthStream(length) : new IdentityTransformStream();
+  const tap = new TransformStream<Uint8Array, Uint8Array>({
+    transform(chunk, controller) {
+      observe(chunk);
+      controller.enqueue(chunk);
+    },
+  });
+  return { body: sink.readable, ended: source.pipeThrough(tap).pipeTo(sink.writable).catch(() => undefined) };
+}

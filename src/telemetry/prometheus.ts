@@ -63,6 +63,11 @@ export function renderPrometheus(deployments: DeploymentMetrics[], liveIsolates:
     fam.add("switchyard_retries_total", "counter", "Dispatch attempts after the first (a replica refused or was unreachable).", `switchyard_retries_total${labels(dep)} ${d.totals.retries}`);
     fam.add("switchyard_replica_rejections_total", "counter", "Requests replicas refused before accepting (503 + x-switchyard-rejected).", `switchyard_replica_rejections_total${labels(dep)} ${d.totals.rejections}`);
     fam.add("switchyard_replica_ejections_total", "counter", "Replicas ejected by proxy circuit breakers.", `switchyard_replica_ejections_total${labels(dep)} ${d.totals.ejections}`);
+    for (const [key, t] of Object.entries(d.totals.tokens ?? {})) {
+      for (const kind of ["prompt", "completion"] as const) {
+        fam.add("switchyard_tokens_total", "counter", "LLM tokens on the /v1 routes, from the replicas' usage, by API key prefix (\"public\" without a key).", `switchyard_tokens_total${labels({ ...dep, key, kind })} ${t[kind]}`);
+      }
+    }
     histogram(fam, "switchyard_request_duration_seconds", "Time to the whole response (stream end).", dep, d.totals.duration);
     histogram(fam, "switchyard_time_to_first_byte_seconds", "Time to the response head.", dep, d.totals.ttfb);
     const byState = { ready: 0, draining: 0 };

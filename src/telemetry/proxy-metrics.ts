@@ -5,7 +5,7 @@
  * isolates × 1 call per interval, not a call per request. Pure: time is passed in.
  */
 import { emptyHistogram, observe } from "./histogram.ts";
-import type { DeploymentDelta, StatusClass, TelemetryFlush } from "./types.ts";
+import type { DeploymentDelta, StatusClass, TelemetryFlush, TokenCounts } from "./types.ts";
 
 export const FLUSH_INTERVAL_MS = 2_000;
 
@@ -29,7 +29,19 @@ export function emptyDelta(deployment: string): DeploymentDelta {
     ejections: 0,
     duration: emptyHistogram(),
     ttfb: emptyHistogram(),
+    tokens: {},
   };
+}
+
+/** Adds `from`'s token counts into `into` (per key label). */
+export function addTokens(into: Record<string, TokenCounts>, from: Readonly<Record<string, TokenCounts>> | undefined): void {
+  // `from` may come from an isolate that predates token counts (a rolling deploy).
+  if (!from) return;
+  for (const [key, t] of Object.entries(from)) {
+    const sum = (into[key] ??= { prompt: 0, completion: 0 });
+    sum.prompt += t.prompt;
+    sum.completion += t.completion;
+  }
 }
 
 export function statusClass(status: number): StatusClass {
@@ -66,6 +78,11 @@ export class ProxyMetrics {
   /** Counts the whole response's duration (at stream end, or with the head for sized bodies). */
   recordDuration(deployment: string, totalMs: number): void {
     observe(this.#delta(deployment).duration, totalMs / 1000);
+  }
+
+  /** Counts the tokens a replica reported for one /v1 request, under its API key label. */
+  recordTokens(deployment: string, key: string, tokens: TokenCounts): void {
+    addTokens(this.#delta(deployment).tokens, { [key]: tokens });
   }
 
   /** The deltas to send, when a flush is due and there is something to send; resets them. */

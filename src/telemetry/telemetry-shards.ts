@@ -7,7 +7,7 @@
  */
 import { mergeHistogram } from "./histogram.ts";
 import { fnv1a, mix } from "../policy/rendezvous.ts";
-import { emptyDelta } from "./proxy-metrics.ts";
+import { addTokens, emptyDelta } from "./proxy-metrics.ts";
 import type { DeploymentTotals } from "./types.ts";
 import { emptyWindow, type WindowCounts } from "./windows.ts";
 
@@ -56,6 +56,7 @@ export function sumTotals(deployment: string, parts: readonly DeploymentTotals[]
     sum.ejections += p.ejections;
     mergeHistogram(sum.duration, p.duration);
     mergeHistogram(sum.ttfb, p.ttfb);
+    addTokens(sum.tokens, p.tokens);
   }
   return sum;
 }

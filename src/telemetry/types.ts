@@ -30,6 +30,17 @@ export interface DeploymentDelta {
   duration: Histogram;
   /** Time to the response head, seconds. */
   ttfb: Histogram;
+  /**
+   * LLM tokens by API key label (the key's public prefix, or "public"), from the
+   * replicas' `usage` on the /v1 routes. The labels are bounded by the keys issued.
+   */
+  tokens: Record<string, TokenCounts>;
+}
+
+/** Prompt (input) and completion (output) tokens. */
+export interface TokenCounts {
+  prompt: number;
+  completion: number;
 }
 
 /** One isolate's flush. */

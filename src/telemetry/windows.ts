@@ -3,7 +3,7 @@
  * Telemetry shard's state, apart from its runtime. Pure; time passed in.
  */
 import { emptyHistogram, mergeHistogram, quantile } from "./histogram.ts";
-import { emptyDelta } from "./proxy-metrics.ts";
+import { addTokens, emptyDelta } from "./proxy-metrics.ts";
 import type { DeploymentDelta, DeploymentTotals, Histogram, TelemetryFlush, WindowPoint } from "./types.ts";
 
 export const WINDOW_MS = 5_000;
@@ -67,6 +67,7 @@ export class TelemetryWindows {
     t.ejections += d.ejections;
     mergeHistogram(t.duration, d.duration);
     mergeHistogram(t.ttfb, d.ttfb);
+    addTokens(t.tokens, d.tokens);
 
     const w = this.#window(d.deployment, now);
     w.requests += d.requests["2xx"] + d.requests["3xx"] + d.requests["4xx"] + d.requests["5xx"];

@@ -142,6 +142,7 @@ function hist(...seconds: number[]): Histogram {
 function totals(deployment: string, o: Partial<DeploymentTotals> = {}): DeploymentTotals {
   return {
     deployment,
+    tokens: {},
     requests: { "2xx": 0, "3xx": 0, "4xx": 0, "5xx": 0 },
     retries: 0,
     rejections: 0,
@@ -189,6 +190,7 @@ const FULL: DeploymentMetrics[] = [
       ejections: 1,
       duration: hist(0.003, 0.02, 0.02, 0.2, 1.5, 100),
       ttfb: hist(0.001, 0.004, 0.3),
+      tokens: { public: { prompt: 120, completion: 45 }, "sy-AbCdEfG": { prompt: 7, completion: 0 } },
     }),
     {
       replicas: [replica("r1", { ongoing: 3, queued: 1, max: 5, models: ["m-a", "org/m-b"] }), replica("r2", { state: "draining", ongoing: 1, max: 8 })],
@@ -245,8 +247,17 @@ describe("renderPrometheus: structure", () => {
       switchyard_model_loaded: "gauge",
       switchyard_session_bindings: "gauge",
       switchyard_desired_replicas: "gauge",
+      switchyard_tokens_total: "counter",
     });
     for (const f of fams.values()) expect(f.help.length).toBeGreaterThan(0);
+  });
+
+  it("token counters per deployment, key label and kind; none for a deployment without tokens", () => {
+    const fams = parseExposition(renderPrometheus(FULL, 2));
+    expect(valueOf(fams, "switchyard_tokens_total", { deployment: "hello", key: "public", kind: "prompt" })).toBe(120);
+    expect(valueOf(fams, "switchyard_tokens_total", { deployment: "hello", key: "public", kind: "completion" })).toBe(45);
+    expect(valueOf(fams, "switchyard_tokens_total", { deployment: "hello", key: "sy-AbCdEfG", kind: "prompt" })).toBe(7);
+    expect(samplesOf(fams, "switchyard_tokens_total").filter((s) => s.labels.deployment === "vad")).toHaveLength(0);
   });
 
   it("the self-check parser rejects interleaved families and missing HELP/TYPE", () => {

@@ -17,6 +17,7 @@ function hist(...seconds: number[]): Histogram {
 function totals(deployment: string, o: Partial<Omit<DeploymentTotals, "requests">> & { requests?: Partial<Record<StatusClass, number>> } = {}): DeploymentDelta {
   return {
     deployment,
+    tokens: {},
     retries: 0,
     rejections: 0,
     ejections: 0,
@@ -258,5 +259,25 @@ describe("shards summed = one object", () => {
       expect(seriesOf(m.windows![i]!, now)).toEqual(one.series(d, now));
     });
     expect(m.liveIsolates).toBe(one.liveIsolates(now));
+  });
+});
+
+describe("token counts through the flush and the shards", () => {
+  it("isolates' recordTokens, flushed to different shards, sum per deployment and key label", async () => {
+    const { ProxyMetrics } = await import("../../src/telemetry/proxy-metrics.ts");
+    const a = new ProxyMetrics();
+    const b = new ProxyMetrics();
+    a.recordTokens("llm", "public", { prompt: 10, completion: 4 });
+    a.recordTokens("llm", "public", { prompt: 1, completion: 2 });
+    a.recordTokens("llm", "sy-key0001", { prompt: 5, completion: 5 });
+    b.recordTokens("llm", "public", { prompt: 100, completion: 40 });
+    const shards = [new TelemetryWindows(), new TelemetryWindows()];
+    shards[0]!.ingest(a.takeFlush(10_000)!, 10_000);
+    shards[1]!.ingest(b.takeFlush(10_000)!, 10_000);
+    // A flush from an isolate that predates token counts (no `tokens`) merges too.
+    const old = { isolate: "old", sentAt: 10_000, deltas: [{ ...totals("llm"), tokens: undefined as never }] };
+    shards[1]!.ingest(old, 10_000);
+    const reports: ShardReport[] = shards.map((s) => ({ totals: [s.totals("llm")], liveIsolates: 1, windows: null }));
+    expect(mergeReports(["llm"], reports).totals[0]!.tokens).toEqual({ public: { prompt: 111, completion: 46 }, "sy-key0001": { prompt: 5, completion: 5 } });
   });
 });

@@ -16,6 +16,7 @@ function hist(...seconds: number[]): Histogram {
 function delta(deployment: string, o: Partial<Omit<DeploymentDelta, "requests">> & { requests?: Partial<Record<StatusClass, number>> } = {}): DeploymentDelta {
   return {
     deployment,
+    tokens: {},
     retries: 0,
     rejections: 0,
     ejections: 0,

@@ -5,6 +5,8 @@
  *   POST /v1/completions        prompt → text; `stream: true` for server-sent events
  *   POST /v1/chat/completions   messages → assistant message (template below); streams too
  *   POST /v1/embeddings         input (string or strings) → unit vectors
+ *   POST /v1/responses          OpenAI's Responses API: input (string or messages) → a
+ *                               response; streams named events (responses-api.ts)
  *   GET  /v1/models             the served model
  *   GET  /metrics               vLLM's Prometheus metrics (vllm-metrics.ts)
  *   GET  /health                200 (vLLM's liveness route)
@@ -33,6 +35,7 @@ import type { RequestHandler } from "../handlers.ts";
 import { readBodyUpTo, sendJson } from "../http-json.ts";
 import { RequestTooLong, type FinishReason, type LlmEngine } from "./engine.ts";
 import { VOCAB_SIZE, encode } from "./tokenizer.ts";
+import { ResponseEvents, responseObject, responseUsage, responsesMessages, responsesSchema, type ResponseIds } from "./responses-api.ts";
 
 export const DEFAULT_MAX_TOKENS = 64;
 export const MAX_TOKENS_CAP = 1024;
@@ -129,6 +132,8 @@ const chatSchema = z.object({
     .nullish()
     .refine((v) => v == null, unsupported("top_logprobs")),
 });
+
+const responsesRequest = responsesSchema(MAX_TOKENS_CAP);
 
 const embeddingSchema = z.object({
   model: z.string().min(1),
@@ -244,11 +249,11 @@ export function llmService(options: LlmServiceOptions): LlmService {
 
   const handler: RequestHandler = async (req, res, loadHeaders) => {
     const path = (req.url ?? "/").split("?")[0];
-    const route = path === "/v1/completions" ? "completion" : path === "/v1/chat/completions" ? "chat" : path === "/v1/embeddings" ? "embedding" : undefined;
+    const route = path === "/v1/completions" ? "completion" : path === "/v1/chat/completions" ? "chat" : path === "/v1/embeddings" ? "embedding" : path === "/v1/responses" ? "responses" : undefined;
     try {
       if (!route) {
         req.resume();
-        throw new HttpError("route_not_found", `no route ${req.method} ${path}; this server has POST /v1/completions, /v1/chat/completions, /v1/embeddings and GET /v1/models, /metrics, /health`);
+        throw new HttpError("route_not_found", `no route ${req.method} ${path}; this server has POST /v1/completions, /v1/chat/completions, /v1/embeddings, /v1/responses and GET /v1/models, /metrics, /health`);
       }
       if (req.method !== "POST") {
         req.resume();
@@ -258,6 +263,7 @@ export function llmService(options: LlmServiceOptions): LlmService {
       const body = await readJson(req);
       checkModel(body, modelId);
       if (route === "embedding") await embeddings(body, res, loadHeaders);
+      else if (route === "responses") await responses(body, req, res, loadHeaders);
       else await completions(route, body, req, res, loadHeaders);
     } catch (err) {
       if (!(err instanceof HttpError)) throw err;
@@ -399,6 +405,72 @@ export function llmService(options: LlmServiceOptions): LlmService {
       res.off("close", onClose);
       req.off("error", onClose);
       // Stops the generation if this function left it early (the client went away).
+      abort.abort();
+      await generation.return(undefined as never).catch(() => undefined);
+    }
+  }
+
+  async function responses(body: unknown, req: IncomingMessage, res: ServerResponse, loadHeaders: LoadHeaders): Promise<void> {
+    const r = parse(responsesRequest, body);
+    const prompt = encode(chatPrompt(responsesMessages(r)));
+    const maxTokens = r.max_output_tokens ?? DEFAULT_MAX_TOKENS;
+    const tooLong = engine.check(prompt.length, maxTokens);
+    if (tooLong) throw new HttpError("bad_request", tooLong);
+    const abort = new AbortController();
+    const onClose = () => {
+      if (!res.writableFinished) abort.abort();
+    };
+    res.once("close", onClose);
+    req.once("error", onClose);
+    const generation = engine.generate({
+      prompt,
+      maxTokens,
+      sampling: { temperature: r.temperature ?? 1, topP: r.top_p ?? 1, presencePenalty: 0, frequencyPenalty: 0 },
+      ...(r.seed != null && { seed: r.seed }),
+      stop: [],
+      signal: abort.signal,
+    });
+    const hex = randomUUID().replaceAll("-", "");
+    const ids: ResponseIds = { id: `resp_${hex}`, messageId: `msg_${hex}`, createdAt: nowS(), model: modelId };
+    try {
+      let text = "";
+      if (!r.stream) {
+        let step = await generation.next();
+        while (!step.done) {
+          text += step.value;
+          step = await generation.next();
+        }
+        const result = step.value;
+        if (result.finishReason === "abort" || res.destroyed) return;
+        const hit = result.finishReason === "length";
+        sendJson(res, 200, responseObject(ids, r, { status: hit ? "incomplete" : "completed", text, maxOutputTokensHit: hit, usage: responseUsage(result.promptTokens, result.completionTokens) }), loadHeaders());
+        return;
+      }
+      res.writeHead(200, { ...loadHeaders(), "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", "x-accel-buffering": "no" });
+      res.flushHeaders();
+      const events = new ResponseEvents(ids);
+      const write = async (chunk: string): Promise<void> => {
+        if (!res.write(chunk) && !res.destroyed) await new Promise<void>((resolve) => res.once("drain", resolve).once("close", resolve));
+      };
+      await write(events.opening(r));
+      let step = await generation.next();
+      while (!step.done) {
+        if (res.destroyed) return;
+        text += step.value;
+        await write(events.delta(step.value));
+        step = await generation.next();
+      }
+      const result = step.value;
+      if (result.finishReason === "abort" || res.destroyed) return;
+      res.end(events.closing(r, text, responseUsage(result.promptTokens, result.completionTokens), result.finishReason === "length"));
+    } catch (err) {
+      if (err instanceof RequestTooLong) throw new HttpError("bad_request", err.message);
+      if (!res.headersSent) throw err;
+      // OpenAI's stream error event, then the end.
+      res.end(`event: error\ndata: ${JSON.stringify({ type: "error", code: "internal_error", message: `generation failed: ${err instanceof Error ? err.message : String(err)}`, param: null })}\n\n`);
+    } finally {
+      res.off("close", onClose);
+      req.off("error", onClose);
       abort.abort();
       await generation.return(undefined as never).catch(() => undefined);
     }
