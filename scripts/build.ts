@@ -162,7 +162,28 @@ export async function bundleReplica(outFile = join(root, "dist/replica.mjs")): P
   });
 }
 
+/**
+ * Bundles the CLI (src/cli/) for Node: bin/switchyard.mjs runs it with plain
+ * `node`, no tsx at run time. Its `replica` command runs dist/replica.mjs, next to it.
+ */
+export async function bundleCli(outFile = join(root, "dist/cli.mjs")): Promise<void> {
+  await build({
+    entryPoints: [join(root, "src/cli/main.ts")],
+    outfile: outFile,
+    bundle: true,
+    format: "esm",
+    platform: "node",
+    target: "node20",
+    banner: { js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" },
+    logLevel: "warning",
+  });
+}
+
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  await generateDeploymentsModule();
-  if (!process.argv.includes("--generate")) await Promise.all([bundleWorker(), bundleReplica()]);
+  // --cli (npm's prepare): only what the `switchyard` bin runs.
+  if (process.argv.includes("--cli")) await Promise.all([bundleCli(), bundleReplica()]);
+  else {
+    await generateDeploymentsModule();
+    if (!process.argv.includes("--generate")) await Promise.all([bundleWorker(), bundleReplica(), bundleCli()]);
+  }
 }

@@ -3,7 +3,7 @@
  * 0 success; 1 runtime failure; 2 usage error (message and usage on stderr).
  * Data goes to stdout, errors and warnings to stderr.
  */
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { DEPLOYMENT_NAME, REPLICA_ID } from "../protocol/messages.ts";
 import { autoscaleCommand } from "./commands/autoscale.ts";
@@ -50,7 +50,9 @@ const ARITY: Record<string, [number, number]> = {
 const ADMIN_COMMANDS = new Set(["status", "drain", "metrics", "autoscale"]);
 
 export function version(): string {
-  const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
+  // Bundled (dist/cli.mjs) the package.json is one folder up; from src/cli/run.ts, two.
+  const at = [new URL("../package.json", import.meta.url), new URL("../../package.json", import.meta.url)].find((u) => existsSync(u))!;
+  const pkg = JSON.parse(readFileSync(at, "utf8")) as { version: string };
   return pkg.version;
 }
 

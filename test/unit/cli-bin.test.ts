@@ -3,16 +3,22 @@
  * directory, its exit codes, stdout/stderr, signals (metrics --follow ends with
  * exit 0 on SIGINT; `replica` forwards SIGTERM/SIGINT to the replica).
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { bundleCli, bundleReplica } from "../../scripts/build.ts";
 import { SECRET, startFakeEdge, type FakeEdge } from "./cli-fake-edge.ts";
 
 const BIN = fileURLToPath(new URL("../../bin/switchyard.mjs", import.meta.url));
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
 let edge: FakeEdge;
 beforeAll(async () => {
+  // The bin runs dist/cli.mjs (and its `replica` command dist/replica.mjs): build them from the sources under test.
+  await Promise.all([bundleCli(), bundleReplica()]);
   edge = await startFakeEdge();
 });
 afterAll(async () => {
@@ -55,6 +61,26 @@ async function until(check: () => boolean, ms = 10_000): Promise<void> {
 }
 
 describe("bin/switchyard.mjs", () => {
+  it("runs the bundle with plain node: no tsx loader, no node_modules", () => {
+    // The package as installed, minus its dependencies: bin/, dist/cli.mjs, package.json.
+    const dir = mkdtempSync(join(tmpdir(), "switchyard-bin-"));
+    try {
+      mkdirSync(join(dir, "bin"));
+      mkdirSync(join(dir, "dist"));
+      copyFileSync(BIN, join(dir, "bin/switchyard.mjs"));
+      copyFileSync(join(ROOT, "dist/cli.mjs"), join(dir, "dist/cli.mjs"));
+      copyFileSync(join(ROOT, "package.json"), join(dir, "package.json"));
+      const env = { ...process.env };
+      delete env.NODE_OPTIONS;
+      const r = spawnSync(process.execPath, [join(dir, "bin/switchyard.mjs"), "--help"], { cwd: tmpdir(), env, encoding: "utf8" });
+      expect(r.stderr).toBe("");
+      expect(r.status).toBe(0);
+      expect(r.stdout).toMatch(/^usage: switchyard/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("prints help and the version from any directory (exit 0)", async () => {
     const help = await runBin(["--help"]);
     expect(help.code).toBe(0);

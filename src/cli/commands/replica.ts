@@ -5,14 +5,18 @@
  * its exit status (128 + the signal's number when a signal ended it).
  */
 import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { constants } from "node:os";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
 const REPLICA_CLI = fileURLToPath(new URL("../../replica/cli.ts", import.meta.url));
+// Bundled (dist/cli.mjs, scripts/build.ts) this module's URL is dist/cli.mjs: the replica's bundle is beside it.
+const REPLICA_BUNDLE = fileURLToPath(new URL("./replica.mjs", import.meta.url));
 
-/** The node arguments that run the replica's TypeScript entry point (through tsx's loader, from any cwd). */
+/** The node arguments that run the replica: its bundle next to the CLI's, or else its TypeScript entry point through tsx's loader (from any cwd). */
 export function replicaCommandLine(args: readonly string[]): string[] {
+  if (import.meta.url.endsWith(".mjs") && existsSync(REPLICA_BUNDLE)) return [REPLICA_BUNDLE, ...args];
   const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
   return ["--import", tsxLoader, REPLICA_CLI, ...args];
 }
