@@ -27,6 +27,7 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { LocalStack } from "../src/local/stack.ts";
+import { ensureLoadTools } from "./load-tool-deps.ts";
 import { ab, freePort, markdownTable, skipped, startBareWorkers, waitForOk, wrk, type Row } from "./load-tools.ts";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -292,6 +293,15 @@ const work = mkdtempSync(join(tmpdir(), "sy-seed-"));
 const started = Date.now();
 const machine = { cpus: cpus().length, loadavg1mAtStart: Number(loadavg()[0]!.toFixed(2)) };
 log(`${machine.cpus} CPUs, load average ${machine.loadavg1mAtStart}; ${replicas} replicas, wrk ${seconds} s, ab -n ${abN} -c 100 (≤ ${AB_BOUND_S} s)`);
+
+// wrk and ab measure every target: installed here like nginx below (root, apt-get), or the run
+// stops now with the reason, rather than printing a table of empty rows ("wrk exited ENOENT").
+const loadTools = await ensureLoadTools(["wrk", "ab"], log);
+if (!loadTools.ok) {
+  console.error(`[seed] cannot run: ${loadTools.why}`);
+  rmSync(work, { recursive: true, force: true });
+  process.exit(1);
+}
 
 // Ray's install (network and disk, little CPU) overlaps the stack's start-up; nothing is measured yet.
 const skipRayWhy = values["skip-ray"] ? "--skip-ray" : quick ? "--quick (run without it to measure Ray Serve)" : undefined;
