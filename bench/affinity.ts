@@ -23,7 +23,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { LocalStack } from "../src/local/stack.ts";
-import { synthesizeVowel } from "../src/replica/models/silero-vad.ts";
+import { synthesizeVowel } from "../src/models/silero-vad.ts";
 import { mulberry32 } from "../src/seeded-random.ts";
 
 const { values } = parseArgs({ options: { seconds: { type: "string", default: "8" }, concurrency: { type: "string", default: "6" } } });

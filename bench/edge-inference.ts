@@ -34,7 +34,7 @@ import { gzipSync } from "node:zlib";
 import { bundleWorker, type WorkerBundle } from "../scripts/build.ts";
 import { LocalStack } from "../src/local/stack.ts";
 import { workerdConfig } from "../src/local/workerd-config.ts";
-import { synthesizeVowel } from "../src/replica/models/silero-vad.ts";
+import { synthesizeVowel } from "../src/models/silero-vad.ts";
 import { freePort, run } from "./load-tools.ts";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");

@@ -2,12 +2,12 @@
  * The models a deployment of backend kind "edge" can run inside the Worker: for
  * each, where its ONNX weights come from (an npm file the build makes a Data module
  * of the Worker) and how to build the model on an ONNX runtime. The model code is
- * the replica's own (src/replica/models/), so a model answers the same at the edge
+ * the replica's own (src/models/), so a model answers the same at the edge
  * as on a replica. Pure: no onnxruntime import (scripts/build.ts reads it too).
  */
-import type { InferenceModel } from "../replica/models/model.ts";
-import type { OnnxRuntime } from "../replica/models/onnx-runtime.ts";
-import { createSileroVad, SILERO_VAD_SPECS } from "../replica/models/silero-vad.ts";
+import type { InferenceModel } from "../models/model.ts";
+import type { OnnxRuntime } from "../models/onnx-runtime.ts";
+import { createSileroVad, SILERO_VAD_SPECS } from "../models/silero-vad.ts";
 
 export interface EdgeModelEntry {
   readonly id: string;

@@ -4,7 +4,7 @@
  * model at once. A failed creation is not kept: the next acquire tries again.
  * Pure (no onnxruntime import), so it is tested in Node.
  */
-import type { InferenceModel } from "../replica/models/model.ts";
+import type { InferenceModel } from "../models/model.ts";
 
 export interface EdgeModelLease {
   model: InferenceModel;

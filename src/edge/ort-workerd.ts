@@ -1,7 +1,7 @@
 /// <reference path="./modules.d.ts" />
 /**
  * onnxruntime-web inside the edge Worker (workerd), as an OnnxRuntime for the
- * runtime-agnostic model code (src/replica/models/onnx-runtime.ts).
+ * runtime-agnostic model code (src/models/onnx-runtime.ts).
  *
  * Workers may not compile WebAssembly from bytes at run time (no
  * `WebAssembly.compile`/`instantiate(bytes)`: "Wasm code generation disallowed by
@@ -21,10 +21,10 @@
  *
  * As in the replica, every ORT call (create, run, release) goes through one queue
  * per isolate: all sessions share one wasm instance, and interleaved runs corrupt
- * each other (see src/replica/models/onnx-session.ts).
+ * each other (see src/models/onnx-session.ts).
  */
 import * as ort from "onnxruntime-web/wasm";
-import { serialQueue, type OnnxRuntime } from "../replica/models/onnx-runtime.ts";
+import { serialQueue, type OnnxRuntime } from "../models/onnx-runtime.ts";
 
 /** The placeholder handed to onnxruntime-web as the wasm binary; never compiled. */
 const placeholder = new ArrayBuffer(8);

@@ -16,7 +16,7 @@
 import { checkDeclaredLength, readBoundedBody, uploadPaceOf, uploadTooSlow } from "../proxy/request-body.ts";
 import type { Deployment } from "../config/deployment.ts";
 import { errorBody, errorResponse, Header, MODEL_ID } from "../protocol/index.ts";
-import { MAX_MODEL_INPUT_BYTES, ModelInputError, UnknownModelError } from "../replica/models/model.ts";
+import { MAX_MODEL_INPUT_BYTES, ModelInputError, UnknownModelError } from "../models/model.ts";
 import type { EdgeModelHost } from "./lazy-model.ts";
 
 /** The value of `x-switchyard-replica` on answers computed at the edge. */

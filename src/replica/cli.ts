@@ -25,7 +25,7 @@ import { DispatchGuard } from "./dispatch-guard.ts";
 import { EdgeClient } from "./edge-client.ts";
 import { echoHandler, modelHandler, textHandler, type RequestHandler } from "./handlers.ts";
 import type { LlmService } from "./llm/openai-handler.ts";
-import { ModelCache } from "./models/model-cache.ts";
+import { ModelCache } from "../models/model-cache.ts";
 import { ReplicaServer } from "./server.ts";
 
 const USAGE = `usage: replica --deployment NAME --backend text|echo|onnx|llm [--text T] [--service-ms N]
@@ -236,7 +236,7 @@ async function main(): Promise<void> {
       break;
     case "onnx": {
       // Loaded only for onnx replicas: onnxruntime's wasm is not free.
-      const { modelIds, createModelById } = await import("./models/index.ts");
+      const { modelIds, createModelById } = await import("../models/index.ts");
       const plan = onnxPlan(args, modelIds);
       cache = new ModelCache({
         maxModels: plan.maxModels,

@@ -4,9 +4,9 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Header, MODEL_ID, errorBody } from "../protocol/index.ts";
-import type { ModelCache, ModelLease } from "./models/model-cache.ts";
+import type { ModelCache, ModelLease } from "../models/model-cache.ts";
 import { readBodyUpTo, sendJson } from "./http-json.ts";
-import { MAX_MODEL_INPUT_BYTES, ModelInputError, UnknownModelError } from "./models/model.ts";
+import { MAX_MODEL_INPUT_BYTES, ModelInputError, UnknownModelError } from "../models/model.ts";
 
 export type RequestHandler = (req: IncomingMessage, res: ServerResponse, loadHeaders: () => Record<string, string>) => Promise<void>;
 

@@ -4,8 +4,8 @@
 // reference replica through the proxy (test/e2e/fixtures/edge/).
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createModelById, type InferenceModel } from "../../src/replica/models/index.ts";
-import { synthesizeVowel, type SileroVadOutput } from "../../src/replica/models/silero-vad.ts";
+import { createModelById, type InferenceModel } from "../../src/models/index.ts";
+import { synthesizeVowel, type SileroVadOutput } from "../../src/models/silero-vad.ts";
 import { startStack } from "./stack-fixture.ts";
 
 let stack: Awaited<ReturnType<typeof startStack>>;

@@ -2,8 +2,8 @@
 // three replicas that each keep at most two loaded.
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createModelById } from "../../src/replica/models/index.ts";
-import { synthesizeVowel } from "../../src/replica/models/silero-vad.ts";
+import { createModelById } from "../../src/models/index.ts";
+import { synthesizeVowel } from "../../src/models/silero-vad.ts";
 import { ROUTING_DESIGNS, signedFetch, sleep, startStack } from "./stack-fixture.ts";
 
 const MODELS = ["silero-vad-v4", "silero-vad-v5", "silero-vad-v6"] as const;

@@ -7,9 +7,9 @@ import { defineDeployment, type DeploymentInput } from "../../src/config/deploym
 import { edgeModel, edgeModelIds } from "../../src/edge/catalog.ts";
 import { lazyModel } from "../../src/edge/lazy-model.ts";
 import { MAX_MODEL_INPUT_BYTES, provideEdgeModel, serveAtEdge } from "../../src/edge/serve.ts";
-import { createModelById, type InferenceModel } from "../../src/replica/models/index.ts";
-import { nodeOnnxRuntime, readPackageFile } from "../../src/replica/models/onnx-session.ts";
-import { synthesizeVowel, type SileroVadOutput } from "../../src/replica/models/silero-vad.ts";
+import { createModelById, type InferenceModel } from "../../src/models/index.ts";
+import { nodeOnnxRuntime, readPackageFile } from "../../src/models/onnx-session.ts";
+import { synthesizeVowel, type SileroVadOutput } from "../../src/models/silero-vad.ts";
 
 const edgeDeployment = (over: Partial<DeploymentInput> = {}) =>
   defineDeployment({ name: "vad-edge", routePrefix: "/vad-edge", backend: { kind: "edge", model: "silero-vad-v5" }, access: { public: true }, ...over });

@@ -4,10 +4,10 @@
  * with the real Silero VAD sessions.
  */
 import { describe, it, expect } from "vitest";
-import { createModelById, UnknownModelError, type InferenceModel } from "../../src/replica/models/index.ts";
-import { ModelCache, type ModelCacheOptions, type ModelLease } from "../../src/replica/models/model-cache.ts";
-import type { SileroVadOutput } from "../../src/replica/models/silero-vad.ts";
-import { synthesizeVowel } from "../../src/replica/models/silero-vad.ts";
+import { createModelById, UnknownModelError, type InferenceModel } from "../../src/models/index.ts";
+import { ModelCache, type ModelCacheOptions, type ModelLease } from "../../src/models/model-cache.ts";
+import type { SileroVadOutput } from "../../src/models/silero-vad.ts";
+import { synthesizeVowel } from "../../src/models/silero-vad.ts";
 import { mulberry32 } from "../../src/seeded-random.ts";
 
 interface FakeModel extends InferenceModel {

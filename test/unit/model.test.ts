@@ -7,8 +7,8 @@
  * releasable instances.
  */
 import { afterAll, beforeAll, describe, it, expect } from "vitest";
-import { createModelById, modelIds, ModelInputError, UnknownModelError, type InferenceModel } from "../../src/replica/models/index.ts";
-import { synthesizeVowel, type SileroVadOutput } from "../../src/replica/models/silero-vad.ts";
+import { createModelById, modelIds, ModelInputError, UnknownModelError, type InferenceModel } from "../../src/models/index.ts";
+import { synthesizeVowel, type SileroVadOutput } from "../../src/models/silero-vad.ts";
 
 /**
  * "Hello world" spoken by espeak-ng, 8 kHz mono, signed 8-bit PCM (5378 samples, 0.67 s),

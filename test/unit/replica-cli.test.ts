@@ -8,7 +8,7 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { parseLoadHeader } from "../../src/protocol/index.ts";
-import { synthesizeVowel } from "../../src/replica/models/silero-vad.ts";
+import { synthesizeVowel } from "../../src/models/silero-vad.ts";
 
 const CLI = fileURLToPath(new URL("../../src/replica/cli.ts", import.meta.url));
 const children: ChildProcess[] = [];

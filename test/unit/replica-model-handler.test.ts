@@ -9,9 +9,9 @@ import { afterEach, describe, expect, it } from "vitest";
 import { parseLoadHeader } from "../../src/protocol/index.ts";
 import { AdmissionControl } from "../../src/replica/admission.ts";
 import { modelHandler, type ModelHandlerOptions } from "../../src/replica/handlers.ts";
-import { createModelById, ModelInputError, type InferenceModel } from "../../src/replica/models/index.ts";
-import { ModelCache, type ModelCacheOptions } from "../../src/replica/models/model-cache.ts";
-import { synthesizeVowel, type SileroVadOutput } from "../../src/replica/models/silero-vad.ts";
+import { createModelById, ModelInputError, type InferenceModel } from "../../src/models/index.ts";
+import { ModelCache, type ModelCacheOptions } from "../../src/models/model-cache.ts";
+import { synthesizeVowel, type SileroVadOutput } from "../../src/models/silero-vad.ts";
 import { ReplicaServer } from "../../src/replica/server.ts";
 
 interface Fake extends InferenceModel {

@@ -6,7 +6,7 @@
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { deployments } from "../../.switchyard/deployments.ts";
-import { synthesizeVowel, type SileroVadOutput } from "../../src/replica/models/silero-vad.ts";
+import { synthesizeVowel, type SileroVadOutput } from "../../src/models/silero-vad.ts";
 import worker from "../../src/worker.ts";
 
 async function call(path: string, init: RequestInit = {}): Promise<{ status: number; headers: Headers; body: unknown }> {

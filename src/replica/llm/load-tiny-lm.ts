@@ -1,12 +1,12 @@
 /**
  * Loads tiny-lm (tiny-lm.ts) in Node: its files from models/tiny-lm in the repository,
- * its session on the replica's onnxruntime-web (src/replica/models/onnx-session.ts).
+ * its session on the replica's onnxruntime-web (src/models/onnx-session.ts).
  */
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { nodeOnnxRuntime } from "../models/onnx-session.ts";
+import { nodeOnnxRuntime } from "../../models/onnx-session.ts";
 import { createTinyLm, warmUpTinyLm, type TinyLm } from "./tiny-lm.ts";
 import { VOCAB } from "./tokenizer.ts";
 

@@ -5,10 +5,10 @@
  * (wasm). Every next-token distribution is one `session.run`; sampling is done by the
  * caller (sampling.ts).
  *
- * Runtime-agnostic like the other models (src/replica/models/onnx-runtime.ts): no Node
+ * Runtime-agnostic like the other models (src/models/onnx-runtime.ts): no Node
  * APIs here; load-tiny-lm.ts reads the files and creates the session in Node.
  */
-import type { OnnxRuntime, OrtSession } from "../models/onnx-runtime.ts";
+import type { OnnxRuntime, OrtSession } from "../../models/onnx-runtime.ts";
 import { BOS, VOCAB_SIZE } from "./tokenizer.ts";
 
 export const TINY_LM_ID = "tiny-lm";
