@@ -4,40 +4,16 @@
  * Everything a user may set is defined and documented here, with its default.
  */
 import { z } from "zod";
-import { DEPLOYMENT_NAME, MODEL_ID } from "../protocol/messages.ts";
+import { Backend as BackendUnion } from "../backends/index.ts";
+import { ModelId } from "../backends/model-id.ts";
+import { DEPLOYMENT_NAME } from "../protocol/messages.ts";
 import { MAX_ROUTING_SHARDS } from "../state/routing-shards.ts";
 
 /** Methods a deployment may serve (the default: all of them). */
 export const SERVABLE_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] as const;
 
-const ModelId = z.string().regex(MODEL_ID, "model ids are 1-128 of [A-Za-z0-9._:@/+-]");
-
-/** What the reference replica runs for this deployment (`npm start` and tests). */
-const Backend = z.discriminatedUnion("kind", [
-  /** Answers every request with a fixed text: the seed's "hi" deployment. */
-  z.object({ kind: z.literal("text"), text: z.string() }).strict(),
-  /**
-   * Runs ONNX models (onnxruntime-web) on a JSON body: `model` for one model, or
-   * no `model` and the deployment's `multiplexing.models` for several.
-   */
-  z.object({ kind: z.literal("onnx"), model: ModelId.optional() }).strict(),
-  /** Echoes the request body back as a stream (tests and benchmarks of the byte path). */
-  z.object({ kind: z.literal("echo") }).strict(),
-  /**
-   * A generative language model served OpenAI-style (/v1/completions,
-   * /v1/chat/completions, /v1/embeddings) by the reference replica, token by
-   * token with real ONNX inference; see README ("The tiny language model").
-   */
-  z.object({ kind: z.literal("llm"), model: ModelId.default("tiny-lm") }).strict(),
-  /**
-   * A small ONNX model run inside the edge Worker itself (onnxruntime-web), with
-   * no replica hop: for models small enough that a GPU round trip costs more than
-   * it saves. Same request and response as the replica-served model of that id.
-   */
-  z.object({ kind: z.literal("edge"), model: ModelId }).strict(),
-  /** Replicas are started elsewhere (e.g. GPU servers running the replica CLI); none locally. */
-  z.object({ kind: z.literal("external") }).strict(),
-]);
+/** What serves the deployment: one of the registered backend kinds (src/backends/). */
+const Backend = BackendUnion;
 
 const DeploymentInput = z
   .object({

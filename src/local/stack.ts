@@ -13,6 +13,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { createInterface } from "node:readline";
 import { bundleReplica, bundleWorker, deploymentFiles } from "../../scripts/build.ts";
+import { replicaFlags } from "../backends/index.ts";
 import type { Deployment } from "../config/deployment.ts";
 import { ControlPath, NonceCounter, PROTOCOL_VERSION, deriveReplicaKey, importReplicaKey, signedHeaders } from "../protocol/index.ts";
 import { startHttp10Front } from "./http10-front.ts";
@@ -78,24 +79,9 @@ export async function loadDeployments(functionsDir: string): Promise<Deployment[
   return out;
 }
 
+/** The reference replica's flags for the deployment's backend kind (src/backends/); [] when the stack starts none. */
 function backendArgs(d: Deployment): string[] {
-  switch (d.backend.kind) {
-    case "text":
-      return ["--backend", "text", "--text", d.backend.text];
-    case "echo":
-      return ["--backend", "echo"];
-    case "onnx": {
-      if (d.backend.model) return ["--backend", "onnx", "--model", d.backend.model];
-      const mux = d.multiplexing!;
-      const args = ["--backend", "onnx", "--models", mux.models.join(","), "--max-models-per-replica", String(mux.maxModelsPerReplica)];
-      return mux.defaultModel ? [...args, "--default-model", mux.defaultModel] : args;
-    }
-    case "llm":
-      return ["--backend", "llm", "--model", d.backend.model];
-    case "edge":
-    case "external":
-      return [];
-  }
+  return replicaFlags(d.backend, d) ?? [];
 }
 
 export class LocalStack {

@@ -5,6 +5,7 @@
  */
 import { Hono } from "hono";
 import { basePath } from "hono/route";
+import { runsAtEdge } from "../backends/index.ts";
 import { checkDeployments, type Deployment } from "../config/deployment.ts";
 import type { Env } from "../env.ts";
 import { errorResponse } from "../protocol/index.ts";
@@ -69,8 +70,8 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
   });
 
   // Deployments whose model runs in this Worker: always ready, no replicas.
-  const edge = deployments.filter((d) => d.backend.kind === "edge").map((d) => d.name);
-  const replicated = deployments.filter((d) => d.backend.kind !== "edge");
+  const edge = deployments.filter((d) => runsAtEdge(d.backend)).map((d) => d.name);
+  const replicated = deployments.filter((d) => !runsAtEdge(d.backend));
 
   const privateNames = deployments.filter((d) => !d.access.public).map((d) => d.name);
   // Readiness: 200 only when every deployment served by replicas has one that can
