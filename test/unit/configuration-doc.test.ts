@@ -5,6 +5,7 @@
  */
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
+import { BACKEND_KINDS } from "../../src/backends/index.ts";
 import { defineDeployment } from "../../src/config/deployment.ts";
 
 const doc = readFileSync(new URL("../../docs/configuration.md", import.meta.url), "utf8");
@@ -22,6 +23,10 @@ const full = defineDeployment({
 describe("docs/configuration.md", () => {
   it("documents every top-level option", () => {
     for (const key of Object.keys(full)) expect(doc, key).toContain(`| \`${key}\``);
+  });
+
+  it("documents every registered backend kind", () => {
+    for (const k of BACKEND_KINDS) expect(doc).toContain(`| \`${k.schema.shape.kind.value}\` |`);
   });
 
   it("documents every nested option", () => {
