@@ -23,9 +23,7 @@ import { DEPLOYMENT_NAME, REPLICA_KEY_PATTERN, deriveReplicaKey } from "../proto
 import { AdmissionControl } from "./admission.ts";
 import { DispatchGuard } from "./dispatch-guard.ts";
 import { EdgeClient } from "./edge-client.ts";
-import { echoHandler, modelHandler, textHandler, type RequestHandler } from "./handlers.ts";
-import type { LlmService } from "./llm/openai-handler.ts";
-import { ModelCache } from "../models/model-cache.ts";
+import { replicaBackend } from "./backends/index.ts";
 import { ReplicaServer } from "./server.ts";
 
 const USAGE = `usage: replica --deployment NAME --backend text|echo|onnx|llm [--text T] [--service-ms N]
@@ -68,48 +66,6 @@ SWITCHYARD_REPLICA_SECRET (run it where that secret is, hand replicas only the k
 function fail(msg: string): never {
   process.stderr.write(`${msg}\n${USAGE}\n`);
   process.exit(2);
-}
-
-interface OnnxPlan {
-  /** The ids this replica serves. */
-  models: string[];
-  maxModels: number;
-  defaultModel?: string;
-  /** Single-model mode: the model to load before registering. */
-  preload?: string;
-}
-
-/** Validates the onnx flags (exits 2 on a bad one). */
-function onnxPlan(
-  args: { model?: string; models?: string; "max-models-per-replica"?: string; "default-model"?: string },
-  known: readonly string[],
-): OnnxPlan {
-  const check = (id: string, flag: string) => {
-    if (!known.includes(id)) fail(`${flag}: unknown model "${id}"; known models: ${known.join(", ")}`);
-  };
-  if (args.model !== undefined) {
-    if (args.models !== undefined || args["max-models-per-replica"] !== undefined || args["default-model"] !== undefined) {
-      fail("--model serves one model; use --models (with --max-models-per-replica, --default-model) to multiplex");
-    }
-    check(args.model, "--model");
-    return { models: [args.model], maxModels: 1, defaultModel: args.model, preload: args.model };
-  }
-  if (args.models === undefined) fail(`--backend onnx needs --model ID or --models ID,ID,...; known models: ${known.join(", ")}`);
-  const models = args.models.split(",").map((m) => m.trim());
-  if (models.some((m) => m === "")) fail("--models: empty model id");
-  if (new Set(models).size !== models.length) fail("--models: a model is listed twice");
-  for (const m of models) check(m, "--models");
-  const rawMax = args["max-models-per-replica"];
-  if (rawMax === undefined) fail("--models needs --max-models-per-replica N");
-  const maxModels = Number(rawMax);
-  if (!/^\d+$/.test(rawMax) || !Number.isSafeInteger(maxModels) || maxModels < 1 || maxModels > 1024) {
-    fail("--max-models-per-replica must be an integer from 1 to 1024");
-  }
-  const defaultModel = args["default-model"];
-  if (defaultModel !== undefined && !models.includes(defaultModel)) {
-    fail(`--default-model "${defaultModel}" is not in --models (${models.join(", ")})`);
-  }
-  return defaultModel === undefined ? { models, maxModels } : { models, maxModels, defaultModel };
 }
 
 async function main(): Promise<void> {
@@ -222,75 +178,18 @@ async function main(): Promise<void> {
   }
   const admission = new AdmissionControl(maxOngoing, maxQueued);
 
-  let handler: RequestHandler;
-  let cache: ModelCache | undefined;
   /** Sends a load report now (set once the edge client exists; standalone replicas have none). */
   let reportNow: () => Promise<void> = () => Promise.resolve();
-  let llm: { unadmitted: LlmService["unadmitted"]; describe: () => Record<string, unknown> } | undefined;
-  switch (args.backend) {
-    case "text":
-      handler = textHandler(args.text ?? "hi", { serviceMs });
-      break;
-    case "echo":
-      handler = echoHandler();
-      break;
-    case "onnx": {
-      // Loaded only for onnx replicas: onnxruntime's wasm is not free.
-      const { modelIds, createModelById } = await import("../models/index.ts");
-      const plan = onnxPlan(args, modelIds);
-      cache = new ModelCache({
-        maxModels: plan.maxModels,
-        create: createModelById,
-        allowed: plan.models,
-        onChange: () => admission.setModels(cache!.loaded(), cache!.loading()),
-        // The "loading" report goes out before the load blocks the event loop (bounded: a slow edge must not delay loads).
-        beforeLoad: () => Promise.race([reportNow(), new Promise<void>((r) => setTimeout(r, 500))]),
-      });
-      admission.setModels([], []);
-      if (!plan.preload) {
-        // The first session of a process instantiates onnxruntime's wasm, which holds the
-        // event loop for 1.5-3.5 s on this machine kind: done now, before registering, or the
-        // first model load would silence this replica's reports long enough for the edge
-        // to drop it from routing (with the model it was loading). Later loads hold it ~0.1-0.5 s.
-        const started = Date.now();
-        const warm = await createModelById(plan.models[0]!);
-        await warm.release();
-        log(`onnx runtime ready in ${Date.now() - started} ms`);
-      }
-      if (plan.preload) {
-        // Single model: load it before registering, like a replica that is ready when it joins.
-        const started = Date.now();
-        const lease = await cache.acquire(plan.preload);
-        lease.release();
-        log(`loaded ${plan.preload} in ${Date.now() - started} ms`);
-      }
-      handler = modelHandler(cache, plan.defaultModel === undefined ? {} : { defaultModel: plan.defaultModel });
-      break;
-    }
-    case "llm": {
-      // Loaded only for llm replicas, like onnx.
-      const [{ loadTinyLm, TINY_LM_ID }, { LlmEngine }, { llmService }] = await Promise.all([
-        import("./llm/load-tiny-lm.ts"),
-        import("./llm/engine.ts"),
-        import("./llm/openai-handler.ts"),
-      ]);
-      const modelId = args.model ?? TINY_LM_ID;
-      if (modelId !== TINY_LM_ID) fail(`--model: unknown language model "${modelId}"; known models: ${TINY_LM_ID}`);
-      const loaded = await loadTinyLm();
-      log(`loaded ${modelId}: session ${Math.round(loaded.sessionMs)} ms, warm-up ${Math.round(loaded.warmupMs)} ms`);
-      const engine = new LlmEngine({ model: loaded.model, kvBlocks, prefillMs, decodeMs });
-      admission.setKvSource(() => Math.round(engine.kvUsage * 1e4) / 1e4);
-      const service = llmService({ engine, modelId });
-      handler = service.handler;
-      llm = {
-        unadmitted: service.unadmitted,
-        describe: () => ({ model: modelId, running: engine.running, waiting: engine.waiting, kv_cache_usage: engine.kvUsage, kv_blocks: engine.kvBlocks }),
-      };
-      break;
-    }
-    default:
-      fail(`unknown backend "${args.backend}"`);
-  }
+  const build = replicaBackend(args.backend);
+  if (!build) fail(`unknown backend "${args.backend}"`);
+  const { handler, cache, llm } = await build({
+    flags: args,
+    knobs: { serviceMs, kvBlocks, prefillMs, decodeMs },
+    admission,
+    log,
+    fail,
+    reportNow: () => reportNow(),
+  });
 
   const modelCache = cache;
   const describe = modelCache

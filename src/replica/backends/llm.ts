@@ -1,0 +1,24 @@
+import type { ReplicaBackend } from "./context.ts";
+
+/** The tiny language model behind OpenAI's routes, loaded only for llm replicas (onnxruntime is not free). */
+export const llm: ReplicaBackend = async ({ flags, knobs, admission, log, fail }) => {
+  const [{ loadTinyLm, TINY_LM_ID }, { LlmEngine }, { llmService }] = await Promise.all([
+    import("../llm/load-tiny-lm.ts"),
+    import("../llm/engine.ts"),
+    import("../llm/openai-handler.ts"),
+  ]);
+  const modelId = flags.model ?? TINY_LM_ID;
+  if (modelId !== TINY_LM_ID) fail(`--model: unknown language model "${modelId}"; known models: ${TINY_LM_ID}`);
+  const loaded = await loadTinyLm();
+  log(`loaded ${modelId}: session ${Math.round(loaded.sessionMs)} ms, warm-up ${Math.round(loaded.warmupMs)} ms`);
+  const engine = new LlmEngine({ model: loaded.model, kvBlocks: knobs.kvBlocks, prefillMs: knobs.prefillMs, decodeMs: knobs.decodeMs });
+  admission.setKvSource(() => Math.round(engine.kvUsage * 1e4) / 1e4);
+  const service = llmService({ engine, modelId });
+  return {
+    handler: service.handler,
+    llm: {
+      unadmitted: service.unadmitted,
+      describe: () => ({ model: modelId, running: engine.running, waiting: engine.waiting, kv_cache_usage: engine.kvUsage, kv_blocks: engine.kvBlocks }),
+    },
+  };
+};
