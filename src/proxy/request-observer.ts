@@ -57,7 +57,12 @@ export function observeRequest(
   };
   // The usage watch's end comes after the dispatch's (its pipe reads the dispatched body).
   const end = usage?.ended ?? trace.streamEnd;
-  if (end) background(end.then(finish));
-  else finish();
+  if (end) {
+    // A long stream's end may come after the flush interval: flush then too (takeFlush throttles).
+    background(end.then(() => {
+      finish();
+      state.flushMetrics(background);
+    }));
+  } else finish();
   state.flushMetrics(background);
 }
