@@ -22,6 +22,14 @@ describe("parseOpenAIBody", () => {
     for (const input of ["x", ["x"], [1, 2], [[1, 2]]]) expect(parseOpenAIBody("embeddings", body({ model: "m", input })).ok).toBe(true);
   });
 
+  it("routes a Responses API body (/v1/responses) by its model: input as a string or a message list; tools pass unchecked", () => {
+    expect(parseOpenAIBody("responses", body({ model: "m", input: "hi", stream: true }))).toEqual({ ok: true, routing: { model: "m", stream: true } });
+    const tools = { model: "m", input: [{ role: "user", content: [{ type: "input_text", text: "x" }] }], tools: [{ type: "function", name: "f" }], tool_choice: "required", text: { format: { type: "json_object" } } };
+    expect(parseOpenAIBody("responses", body(tools))).toEqual({ ok: true, routing: { model: "m", stream: false } });
+    const refused = parseOpenAIBody("responses", body({ model: "m" }));
+    expect(refused.ok === false && refused.message).toMatch(/`input`/);
+  });
+
   it("refuses what cannot be routed or served, with a message naming the field", () => {
     const bad = (endpoint: "chat" | "completions" | "embeddings", x: unknown) => {
       const r = parseOpenAIBody(endpoint, body(x));
