@@ -19,7 +19,9 @@
  *                  defined in a temporary functions folder next to hello and vad.
  * Durable Object calls are read from the admin route (GET /-/deployments/:name):
  * the routing object's snapshotCalls, the session shards' resolves + rebinds, and
- * the isolate's keySetRefreshes and rateLimitSyncs, before and after the run.
+ * the isolate's keySetRefreshes and rateLimitSyncs, before and after the run;
+ * with a relay (the default), the isolate's calls to it and its own calls to the
+ * routing object, AccessKeys and RateLimiter shards both count.
  * Telemetry flushes are not exposed on any route: they are estimated as
  * isolates × seconds / 2 s (one flush per isolate per 2 s under steady load).
  * Proxy CPU: utime + stime of the workerd process (/proc/<pid>/stat, in clock
@@ -131,6 +133,8 @@ setInterval(() => stackLog.splice(0, Math.max(0, stackLog.length - 200)), 2_000)
 
 interface AdminState {
   router: { snapshotCalls: number; reports: number };
+  /** The relay of the isolate's location (null when the deployment has `routing.relay: false`). */
+  relay: { calls: number; refreshes: number; keySetRefreshes: number; rateShardSyncs: number } | null;
   sessions: { resolves: number; rebinds: number; writes: number };
   isolate: { snapshotRefreshes: number; sessionStoreCalls: number; keySetRefreshes: number; rateLimitSyncs: number };
 }
@@ -207,13 +211,17 @@ async function measureKind(k: Kind, pid: number, idleCpuPerS: number, isolates: 
   const cpu = cpuSeconds(pid) - cpu0;
   const after = await admin(k.deployment);
   const retries = (await metric("switchyard_retries_total", `deployment="${k.deployment}"`)) - retriesBefore;
-  const d = <T extends keyof AdminState>(group: T, field: keyof AdminState[T]) => Number(after[group][field]) - Number(before[group][field]);
+  const d = <T extends keyof AdminState>(group: T, field: keyof NonNullable<AdminState[T]>) =>
+    Number((after[group] as Record<string, number> | null)?.[field as string] ?? 0) - Number((before[group] as Record<string, number> | null)?.[field as string] ?? 0);
   // The admin route itself calls snapshot() once per read, counted by the object: the "after" read adds one.
+  // With a relay, the isolate's calls go to the relay and the relay's to the routing object, key set and
+  // rate-limit shards: both hops count. Without one, the isolate's calls are the routing object's.
+  const relayed = after.relay !== null;
   const doCalls = {
-    deploymentRouterSnapshots: d("router", "snapshotCalls") - 1,
+    deploymentRouterSnapshots: relayed ? d("isolate", "snapshotRefreshes") + d("router", "snapshotCalls") - 1 : d("router", "snapshotCalls") - 1,
     sessionRouter: d("sessions", "resolves") + d("sessions", "rebinds"),
-    accessKeys: d("isolate", "keySetRefreshes"),
-    rateLimiter: d("isolate", "rateLimitSyncs"),
+    accessKeys: d("isolate", "keySetRefreshes") + (relayed ? d("relay", "keySetRefreshes") : 0),
+    rateLimiter: d("isolate", "rateLimitSyncs") + (relayed ? d("relay", "rateShardSyncs") : 0),
     telemetryEstimated: Math.round((isolates * seconds) / TELEMETRY_FLUSH_S),
     total: 0,
   };
