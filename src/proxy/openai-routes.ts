@@ -3,7 +3,8 @@
  * /v1/embeddings and /v1/responses are routed by the body's `model` to the deployment that lists
  * it in `openai.models`, and forwarded byte for byte to the same path on one of
  * its replicas; GET /v1/models lists the models whose deployment has a ready
- * replica now. Responses stream through unbuffered (dispatch.ts).
+ * replica now. Responses stream through unbuffered (dispatch.ts); a 200
+ * answer's last 8 KiB are kept as it passes, for its token usage (token-usage.ts).
  */
 import { Hono, type Context } from "hono";
 import type { Deployment } from "../config/deployment.ts";

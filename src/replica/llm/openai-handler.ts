@@ -450,7 +450,17 @@ export function llmService(options: LlmServiceOptions): LlmService {
       res.flushHeaders();
       const events = new ResponseEvents(ids);
       const write = async (chunk: string): Promise<void> => {
-        if (!res.write(chunk) && !res.destroyed) await new Promise<void>((resolve) => res.once("drain", resolve).once("close", resolve));
+        if (!res.write(chunk) && !res.destroyed) {
+          await new Promise<void>((resolve) => {
+            const done = () => {
+              res.off("drain", done);
+              res.off("close", done);
+              resolve();
+            };
+            res.on("drain", done);
+            res.on("close", done);
+          });
+        }
       };
       await write(events.opening(r));
       let step = await generation.next();
