@@ -224,7 +224,8 @@ function release(d: Dep): void {
  * when the message goes out (a report then carries the load of that moment);
  * when it returns undefined nothing is sent (the sender died while it waited).
  * A kept-alive connection the edge closed under the request is tried once more
- * on another, signed again (a new nonce: any copy that did arrive is older).
+ * on another, signed again (a new nonce: any copy that did arrive is older);
+ * a timeout is not: the edge is still working on it, and a copy would only add load.
  */
 async function post(d: Dep, edge: number, path: string, nonces: NonceCounter, message: unknown): Promise<{ status: number; body: unknown }> {
   await slot(d);
@@ -236,7 +237,9 @@ async function post(d: Dep, edge: number, path: string, nonces: NonceCounter, me
     const body = Buffer.from(JSON.stringify(m));
     const send = () => d.pools[edge]!.post(path, { "content-type": "application/json", ...d.sign({ timestamp: Date.now(), nonce: nonces.next(), path, body }) }, body);
     const res = await send().catch((err: unknown) => {
-      bump(stats.failures, `${path} retried after ${String((err as Error).message ?? err).slice(0, 40)}`);
+      const why = String((err as Error).message ?? err);
+      if (why === "timeout") throw err;
+      bump(stats.failures, `${path} retried after ${why.slice(0, 40)}`);
       return send();
     });
     bump(stats.sent, path);

@@ -98,6 +98,15 @@ const RPS = Number(values.rps);
 if (STACKS !== 1 && STACKS !== 2) throw new Error("--stacks is 1 or 2");
 const REAL_REPLICAS = 3;
 const WARMUP_S = 3;
+/**
+ * Bounds on the run (a machine busy with other work slows every step): no
+ * round starts after SOFT_LIMIT_MS, and at HARD_LIMIT_MS the run stops its
+ * children and exits with what it has. Each admin and view request may take
+ * REQUEST_TIMEOUT_MS.
+ */
+const SOFT_LIMIT_MS = quick ? 150_000 : 240_000;
+const HARD_LIMIT_MS = quick ? 240_000 : 360_000;
+const REQUEST_TIMEOUT_MS = 20_000;
 /** A sampled view draws a new sample this often. */
 const ROTATE_MS = VIEW_ROTATE_MS;
 /** The design's cadences this run measured (src/ constants), printed with the results. */
@@ -214,7 +223,7 @@ interface AdminState {
   at: number;
 }
 async function admin(name: string): Promise<AdminState> {
-  const res = await fetch(`${stackOf(name).workerdUrl}/-/deployments/${name}`, { headers: auth(name) });
+  const res = await fetch(`${stackOf(name).workerdUrl}/-/deployments/${name}`, { headers: auth(name), signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
   if (!res.ok) throw new Error(`GET /-/deployments/${name}: ${res.status} ${await res.text()}`);
   const body = (await res.json()) as Omit<AdminState, "at">;
   return { router: body.router, relay: body.relay, at: Date.now() };
@@ -231,7 +240,7 @@ interface ViewDoc {
   byId: Map<string, ViewEntry>;
 }
 async function viewText(isolate: number, name: string): Promise<string> {
-  const res = await fetch(`${stackOf(name).edgeUrls[isolate]}/-/deployments/${name}/view`, { headers: auth(name) });
+  const res = await fetch(`${stackOf(name).edgeUrls[isolate]}/-/deployments/${name}/view`, { headers: auth(name), signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
   if (!res.ok) throw new Error(`view of ${name} at isolate ${isolate}: ${res.status}`);
   return res.text();
 }
@@ -491,6 +500,12 @@ const events: EventResult[] = [];
 let simStats: SimStats | undefined;
 let windowInfo: { seconds: number; workerdCpuPerS: number[]; benchCpuPerS: number; machineBusyCores: number; replicasCpuPerS: number; simCpuPerS: number; loadCpuPerS: number; simReportsPerS: Record<string, number>; controlPostsPerS: number } | undefined;
 let failure: string | undefined;
+let roundsCut: string | undefined;
+// The backstop: whatever is still running then, the children go (the exit handler) and the run fails.
+setTimeout(() => {
+  log(`over the ${HARD_LIMIT_MS / 1000} s bound: stopping`);
+  process.exit(1);
+}, HARD_LIMIT_MS).unref();
 
 try {
   log(`${machine.cpus} CPUs, load average ${machine.loadavg1mAtStart}; ${SIMS} simulated replicas per deployment, ${ISOLATES} isolates`);
@@ -615,6 +630,11 @@ try {
 
   // Event rounds, alternating designs.
   for (let r = 0; r < ROUNDS; r++) {
+    if (Date.now() - started > SOFT_LIMIT_MS) {
+      roundsCut = `stopped after ${r} of ${ROUNDS} rounds: the run reached its ${SOFT_LIMIT_MS / 1000} s bound`;
+      log(roundsCut);
+      break;
+    }
     for (const d of DESIGNS) {
       log(`round ${r + 1}/${ROUNDS}: ${d.name}`);
       events.push(...(await simRound(d)));
@@ -700,6 +720,7 @@ const lines = [
   `## State plane at ${f(SIMS)} simulated replicas per deployment (${ISOLATES} edge isolates ${STACKS === 2 ? "per design, one workerd per design" : "in one workerd serving both designs"})`,
   "",
   ...(failure ? ["**The run failed:** " + failure.split("\n")[0], ""] : []),
+  ...(roundsCut ? [`**Rounds cut short:** ${roundsCut}.`, ""] : []),
   "Snapshot bytes and isolate CPU per refresh (in process; Node's V8 for workerd's)",
   "",
   "| replicas | design | replicas in the isolate's view | JSON bytes | V8 bytes | isolate CPU µs / refresh (deserialize + apply) | sender CPU µs (object snapshot / relay view) | relay merge µs |",
@@ -778,6 +799,7 @@ writeFileSync(
       window: windowInfo ?? null,
       generator: finalSim ?? null,
       failure: failure ?? null,
+      roundsCut: roundsCut ?? null,
       seconds: (Date.now() - started) / 1000,
     },
     null,
