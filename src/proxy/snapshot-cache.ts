@@ -12,8 +12,8 @@ import { RoutingView } from "./routing-view.ts";
 export const SNAPSHOT_TTL_MS = 1_000;
 /**
  * The TTL of a view that comes from a relay, which holds the shards' snapshot
- * for up to RELAY_TTL_MS (750 ms) itself: a load change reaches the isolate
- * within ~1 s of its report, as it did without relays. A relay call is cheap (same
+ * for up to RELAY_TTL_MS (1 s) itself: a load change reaches the isolate within
+ * ~1.25 s of its report (~1 s without relays). A relay call is cheap (same
  * location, no storage) and the relay absorbs the rate, so the isolate asks
  * four times a second.
  */

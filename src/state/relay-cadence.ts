@@ -6,12 +6,9 @@
 
 /**
  * The relay asks the shards again once its merged snapshot is this old: each
- * shard sees about 1.3 calls per location per second (docs/scaling.md §4).
- * Shorter views age (a change reaches every isolate within ~1.25 s of its
- * report) at the cost of that fixed term on every shard: 1 s would leave more
- * room for reports (fewer shards) and add 250 ms to every change.
+ * shard sees about one call per location per second (docs/scaling.md §4).
  */
-export const RELAY_TTL_MS = 750;
+export const RELAY_TTL_MS = 1_000;
 /**
  * Most replicas a relay asks the shards for in all (each shard sends a sample
  * of its share): a relay merges at most this many per refresh, and its
