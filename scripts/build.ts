@@ -154,7 +154,7 @@ export async function bundleReplica(outFile = join(root, "dist/replica.mjs")): P
     bundle: true,
     format: "esm",
     platform: "node",
-    target: "node20",
+    target: "node22",
     // onnxruntime-web finds its .wasm next to its own files: keep it a real import.
     external: ["onnxruntime-web"],
     banner: { js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" },

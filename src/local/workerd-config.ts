@@ -5,7 +5,7 @@
  * none of wrangler's dev proxies in the request path (design notes: ~30x faster).
  */
 import { relative } from "node:path";
-import { compatibilityDate } from "../config/runtime.ts";
+import { compatibilityDate, compatibilityFlags, durableObjects } from "../config/runtime.ts";
 
 export interface WorkerdConfigOptions {
   /** Absolute path of the bundled Worker (dist/worker.js). */
@@ -34,15 +34,17 @@ export interface WorkerdConfigOptions {
 
 const str = (s: string) => JSON.stringify(s);
 
-/** Binding name → Durable Object class, for every edge service. */
-const OBJECTS = [
-  ["ROUTER", "DeploymentRouter"],
-  ["RELAYS", "SnapshotRelay"],
-  ["SESSIONS", "SessionRouter"],
-  ["KEYS", "AccessKeys"],
-  ["RATE_LIMITS", "RateLimiter"],
-  ["TELEMETRY", "Telemetry"],
-] as const;
+/** Binding name → Durable Object class, for every edge service: wrangler.toml's [[durable_objects.bindings]]. */
+const OBJECTS = durableObjects.map((o) => [o.name, o.className] as const);
+
+/**
+ * A Durable Object class's storage key in workerd ("switchyard-" and the class name in
+ * kebab case, e.g. switchyard-deployment-router): it names the objects' files under
+ * the storage directory, so it must stay the same from one run to the next.
+ */
+export function uniqueKeyOf(className: string): string {
+  return `switchyard-${className.replace(/([a-z0-9])([A-Z])/g, "$1-$2").toLowerCase()}`;
+}
 
 export function workerdConfig(o: WorkerdConfigOptions): string {
   const vars = Object.entries(o.vars).map(([name, value]) => `(name = ${str(name)}, text = ${str(value)})`);
@@ -73,13 +75,7 @@ ${moreSockets}  ],
 
 const edgeWorker :Workerd.Worker = (
 ${workerBody(modules, [...vars, ...OBJECTS.map(([name, cls]) => `(name = ${str(name)}, durableObjectNamespace = ${str(cls)})`)])}  durableObjectNamespaces = [
-    (className = "DeploymentRouter", uniqueKey = "switchyard-deployment-router", enableSql = true),
-    (className = "SnapshotRelay", uniqueKey = "switchyard-snapshot-relay", enableSql = true),
-    (className = "SessionRouter", uniqueKey = "switchyard-session-router", enableSql = true),
-    (className = "AccessKeys", uniqueKey = "switchyard-access-keys", enableSql = true),
-    (className = "RateLimiter", uniqueKey = "switchyard-rate-limiter", enableSql = true),
-    (className = "Telemetry", uniqueKey = "switchyard-telemetry", enableSql = true),
-  ],
+${durableObjects.map((o) => `    (className = ${str(o.className)}, uniqueKey = ${str(uniqueKeyOf(o.className))}${o.sqlite ? ", enableSql = true" : ""}),\n`).join("")}  ],
   durableObjectStorage = (localDisk = "do-storage"),
   globalOutbound = "internet",
 );
@@ -92,7 +88,7 @@ function workerBody(modules: readonly string[], bindings: readonly string[]): st
     ${modules.join(",\n    ")},
   ],
   compatibilityDate = ${str(compatibilityDate)},
-  compatibilityFlags = ["nodejs_compat"],
+  compatibilityFlags = [${compatibilityFlags.map(str).join(", ")}],
   bindings = [
     ${bindings.join(",\n    ")},
   ],

@@ -2,8 +2,7 @@
 // and node reports (HMAC per deployment key, timestamp window, nonce replay guard), the rejection
 // counters, and the replica URL policy in local mode (SWITCHYARD_MODE=local in
 // vitest.config.ts; production rules are unit-tested in test/unit/replica-url.test.ts).
-import { env } from "cloudflare:test";
-import { exports } from "cloudflare:workers";
+import { env, exports } from "cloudflare:workers";
 import { afterAll, describe, expect, it } from "vitest";
 import {
   MAX_NODE_REPLICAS,

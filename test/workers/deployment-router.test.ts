@@ -2,7 +2,8 @@
 // load in memory, staleness, draining, restart, and the replay guard on the
 // signed nonces. The Worker's control routes (signatures, URL policy) are in
 // control-plane.test.ts.
-import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { PROTOCOL_VERSION, type RegisterMessage, type ReportMessage } from "../../src/protocol/index.ts";
 import { FORGET_AFTER_MS, STALE_AFTER_MS } from "../../src/state/membership.ts";

@@ -3,7 +3,8 @@
 // CompiledWasm module, the weights as a Data module), as `wrangler deploy` does:
 // functions/vad-edge.ts runs Silero VAD v5 in the Worker with no replica.
 // test/e2e/edge-inference.test.ts compares the answers with the Node replica's.
-import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { deployments } from "../../.switchyard/deployments.ts";
 import { synthesizeVowel, type SileroVadOutput } from "../../src/models/silero-vad.ts";

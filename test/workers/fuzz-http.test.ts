@@ -20,8 +20,8 @@
  * ~2 ms → ~250 ms per call after a thousand), so only one short property goes
  * that way, to cover the HTTP path end to end.
  */
-import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
-import { exports } from "cloudflare:workers";
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { env, exports } from "cloudflare:workers";
 import fc from "fast-check";
 import { beforeAll, describe, expect, it } from "vitest";
 import { deployments } from "../../.switchyard/deployments.ts";

@@ -2,7 +2,7 @@
 // snapshot relay that merges them, and the autoscaling leader (shard 0) that
 // hears every shard's load. Control routes choosing a shard by node are in
 // test/e2e (a sharded deployment on the real stack).
-import { env } from "cloudflare:test";
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { PROTOCOL_VERSION, type NodeReportMessage, type RegisterMessage, type ReportMessage } from "../../src/protocol/index.ts";
 import { RELAY_TTL_MS } from "../../src/state/snapshot-relay.ts";

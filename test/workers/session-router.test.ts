@@ -1,6 +1,7 @@
 // The SessionRouter Durable Object inside workerd: resolve/rebind over RPC,
 // bindings persisted in SQLite, bounded writes, expiry, and the alarm sweep.
-import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { sessionRouterFor } from "../../src/env.ts";
 import { sessionObjectName } from "../../src/state/session-binding.ts";

@@ -3,8 +3,7 @@
 // dashboard's first frame (pushed by the "global" object) show the sums over
 // every shard. Counts are compared as differences from before, so the test does
 // not depend on what else flushed in this runtime.
-import { env } from "cloudflare:test";
-import { exports } from "cloudflare:workers";
+import { env, exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { telemetryShardFor } from "../../src/env.ts";
 import { IsolateState } from "../../src/proxy/isolate-state.ts";
