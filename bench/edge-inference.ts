@@ -9,8 +9,8 @@
  *    replica) and with it (the same plus `vad-edge`: the same model at the edge).
  *    With the edge kind the Worker has two more modules: onnxruntime-web's .wasm
  *    (CompiledWasm) and the model's .onnx (Data). Also `wrangler deploy --dry-run`
- *    of the repository's own functions/ (its "Total Upload" line), unless
- *    --skip-wrangler.
+ *    of the repository with the opt-in example (functions/ + examples/edge-inference/;
+ *    its "Total Upload" line), unless --skip-wrangler.
  * 2. Start-up: a fresh workerd process per run (--cold-runs of each bundle), from
  *    spawn to the first answer of GET /-/routes, and the process's resident memory then.
  * 3. Cold first request: in each fresh process of the edge bundle, the first
@@ -31,7 +31,7 @@ import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { gzipSync } from "node:zlib";
-import { bundleWorker, type WorkerBundle } from "../scripts/build.ts";
+import { bundleWorker, generateDeploymentsModule, type WorkerBundle } from "../scripts/build.ts";
 import { LocalStack } from "../src/local/stack.ts";
 import { workerdConfig } from "../src/local/workerd-config.ts";
 import { synthesizeVowel } from "../src/models/silero-vad.ts";
@@ -91,7 +91,7 @@ const variants = {
   without: { label: "without the edge kind (vad on a replica)", files: { "vad.ts": replicaVad } },
   with: {
     label: `with the edge kind (+ vad-edge: ${MODEL} in the Worker)`,
-    files: { "vad.ts": replicaVad, "vad-edge.ts": `export { default } from ${abs("functions/vad-edge.ts")};\n` },
+    files: { "vad.ts": replicaVad, "vad-edge.ts": `export { default } from ${abs("examples/edge-inference/vad-edge.ts")};\n` },
   },
 } as const;
 type Variant = keyof typeof variants;
@@ -119,7 +119,8 @@ for (const v of Object.keys(variants) as Variant[]) {
   log(`bundle ${v}: ${files.map((f) => `${f.name} ${f.bytes} B`).join(", ")}`);
 }
 
-// wrangler's own bundling of the repository (functions/ has vad-edge), as `wrangler deploy` would upload it.
+// wrangler's own bundling of the repository with the opt-in edge-inference example
+// (SWITCHYARD_FUNCTIONS=functions,examples/edge-inference), as `wrangler deploy` would upload it.
 let wrangler: { totalKiB: number; gzipKiB: number; modules: string[] } | { skipped: string };
 if (values["skip-wrangler"]) {
   wrangler = { skipped: "--skip-wrangler" };
@@ -128,7 +129,10 @@ if (values["skip-wrangler"]) {
   const wranglerBin = join(root, "node_modules/.bin/wrangler");
   process.env.WRANGLER_SEND_METRICS = "false";
   process.env.CLOUDFLARE_CF_FETCH_ENABLED = "false";
+  process.env.SWITCHYARD_FUNCTIONS = "functions,examples/edge-inference";
   const r = await run(wranglerBin, ["deploy", "--dry-run", "--outdir", out], 120_000);
+  delete process.env.SWITCHYARD_FUNCTIONS;
+  await generateDeploymentsModule(); // .switchyard/deployments.ts as shipped again (functions/)
   const m = /Total Upload: ([\d.]+) KiB \/ gzip: ([\d.]+) KiB/.exec(r.stdout);
   wrangler = m
     ? { totalKiB: Number(m[1]), gzipKiB: Number(m[2]), modules: readdirSync(out).filter((f) => !f.endsWith(".map") && f !== "README.md") }
@@ -317,7 +321,7 @@ for (const v of ["without", "with"] as const) {
   lines.push(`| ${variants[v].label} | ${s.files.map((f) => `${f.name} (${mb(f.bytes)} / ${mb(f.gzipBytes)})`).join(", ")} | ${mb(s.bytes)} | ${mb(s.gzipBytes)} |`);
 }
 if ("totalKiB" in wrangler) {
-  lines.push(`| \`wrangler deploy --dry-run\` of functions/ (all shipped deployments, vad-edge included) | ${wrangler.modules.join(", ")} | ${kib(wrangler.totalKiB)} MiB | ${kib(wrangler.gzipKiB)} MiB |`);
+  lines.push(`| \`wrangler deploy --dry-run\` of functions/ + examples/edge-inference/ (vad-edge included) | ${wrangler.modules.join(", ")} | ${kib(wrangler.totalKiB)} MiB | ${kib(wrangler.gzipKiB)} MiB |`);
 }
 lines.push("", `### Start-up and first request (${coldRuns} fresh workerd processes each; median (min–max))`, "", "| Worker | spawn → first answer ms | RSS after start MiB | first POST /vad-edge ms (1 s input) | second ms | RSS after first MiB |", "|---|---:|---:|---:|---:|---:|");
 for (const v of ["without", "with"] as const) {

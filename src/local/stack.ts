@@ -12,7 +12,7 @@ import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { createInterface } from "node:readline";
-import { bundleReplica, bundleWorker, deploymentFiles } from "../../scripts/build.ts";
+import { bundleReplica, bundleWorker, deploymentPaths, functionsDirsFromEnv, type FunctionsDirs } from "../../scripts/build.ts";
 import { replicaFlags } from "../backends/index.ts";
 import type { Deployment } from "../config/deployment.ts";
 import { ControlPath, NonceCounter, PROTOCOL_VERSION, deriveReplicaKey, importReplicaKey, signedHeaders } from "../protocol/index.ts";
@@ -24,8 +24,11 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 export interface StackOptions {
   /** Public port (the HTTP/1.0-safe front). Default 8787; 0 picks a free one. */
   port?: number;
-  /** Directory with the deployment files. Default functions/. */
-  functionsDir?: string;
+  /**
+   * Directory with the deployment files, or several (their deployments together).
+   * Default: the folders SWITCHYARD_FUNCTIONS names (comma-separated), else functions/.
+   */
+  functionsDir?: FunctionsDirs;
   /** Replica count per deployment, overriding each file's localReplicas. */
   replicas?: Record<string, number>;
   /** Where the bundle, workerd config and Durable Object storage go. Default .switchyard/local. */
@@ -73,9 +76,9 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-export async function loadDeployments(functionsDir: string): Promise<Deployment[]> {
+export async function loadDeployments(dirs: FunctionsDirs): Promise<Deployment[]> {
   const out: Deployment[] = [];
-  for (const f of deploymentFiles(functionsDir)) out.push((await import(pathToFileURL(join(functionsDir, f)).href)).default as Deployment);
+  for (const path of deploymentPaths(dirs)) out.push((await import(pathToFileURL(path).href)).default as Deployment);
   return out;
 }
 
@@ -111,7 +114,8 @@ export class LocalStack {
   }
 
   async start(): Promise<void> {
-    const functionsDir = resolve(this.#o.functionsDir ?? join(root, "functions"));
+    const given = this.#o.functionsDir;
+    const functionsDir = given === undefined ? functionsDirsFromEnv() : typeof given === "string" ? resolve(given) : given.map((d) => resolve(d));
     this.deployments = await loadDeployments(functionsDir);
     if (this.#o.freshState) rmSync(join(this.#stateDir, "do"), { recursive: true, force: true });
     // Owner-only: the state holds workerd.capnp (with the secrets) and the Durable Objects' data.

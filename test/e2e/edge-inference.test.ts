@@ -1,7 +1,9 @@
-// Edge inference end to end: a deployment of backend kind "edge" runs Silero VAD v5
-// inside the Worker on the real local stack (workerd, onnxruntime-web's wasm as a
-// compiled module, the weights as a data module), next to the same model served by a
-// reference replica through the proxy (test/e2e/fixtures/edge/).
+// Edge inference end to end: the opt-in example examples/edge-inference/vad-edge.ts
+// (a deployment of backend kind "edge") runs Silero VAD v5 inside the Worker on the
+// real local stack (workerd, onnxruntime-web's wasm as a compiled module, the weights
+// as a data module), next to the same model served by a reference replica through the
+// proxy (test/e2e/fixtures/edge/), as `SWITCHYARD_FUNCTIONS=…,examples/edge-inference`
+// serves it.
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createModelById, type InferenceModel } from "../../src/models/index.ts";
@@ -12,7 +14,7 @@ let stack: Awaited<ReturnType<typeof startStack>>;
 let local: InferenceModel;
 
 beforeAll(async () => {
-  [stack, local] = await Promise.all([startStack({ functionsDir: join(import.meta.dirname, "fixtures/edge") }), createModelById("silero-vad-v5")]);
+  [stack, local] = await Promise.all([startStack({ functionsDir: [join(import.meta.dirname, "fixtures/edge"), join(import.meta.dirname, "../../examples/edge-inference")] }), createModelById("silero-vad-v5")]);
 });
 afterAll(async () => {
   await Promise.all([stack?.dispose(), local?.release()]);
@@ -61,6 +63,13 @@ function expectClose(got: unknown, want: unknown, tol = 1e-4): void {
 const speech = { samples: synthesizeVowel(16_000) };
 
 describe("edge inference (backend kind edge)", () => {
+  it("is listed as an edge deployment in /-/routes and /-/healthz", async () => {
+    expect((await call("/-/routes")).body).toEqual({ "/vad": "vad", "/vad-edge": "vad-edge" });
+    const health = await call("/-/healthz");
+    expect(health.status).toBe(200);
+    expect(health.body).toMatchObject({ status: "ok", ready_replicas: { vad: 1 }, edge_deployments: ["vad-edge"] });
+  });
+
   it("answers concurrent first requests with one shared model creation, all correct", async () => {
     const body = JSON.stringify(speech);
     const answers = await Promise.all(Array.from({ length: 8 }, (_, i) => post("/vad-edge", body, { "x-request-id": `edge-first-${i}` })));

@@ -41,10 +41,11 @@ describe("local stack (functions/ as shipped)", () => {
   });
 
   it("serves Ray-style system routes", async () => {
-    expect(await (await fetch(`${stack.url}/-/routes`)).json()).toEqual({ "/echo": "echo", "/hello": "hello", "/llm": "llm", "/vad": "vad", "/vad-edge": "vad-edge" });
+    // functions/ as shipped: the edge-inference deployment is an opt-in example (test/e2e/edge-inference.test.ts).
+    expect(await (await fetch(`${stack.url}/-/routes`)).json()).toEqual({ "/echo": "echo", "/hello": "hello", "/llm": "llm", "/vad": "vad" });
     const health = await fetch(`${stack.url}/-/healthz`);
     expect(health.status).toBe(200);
-    expect(await health.json()).toMatchObject({ status: "ok", ready_replicas: { hello: 48, vad: 2, echo: 1 }, edge_deployments: ["vad-edge"] });
+    expect(await health.json()).toMatchObject({ status: "ok", ready_replicas: { hello: 48, vad: 2, echo: 1 }, edge_deployments: [] });
   });
 
   it("runs real ONNX inference (Silero VAD) with outputs that depend on the input", async () => {

@@ -47,7 +47,9 @@ export async function startStack(
   if (routing) {
     const dir = join(stateDir, "functions");
     mkdirSync(dir);
-    rest.functionsDir = withRouting(rest.functionsDir ?? defaultFunctions, routing, dir);
+    const from = rest.functionsDir ?? defaultFunctions;
+    if (typeof from !== "string") throw new Error("startStack: routing applies to one functions folder");
+    rest.functionsDir = withRouting(from, routing, dir);
   }
   const stack = new LocalStack({ port: 0, stateDir, freshState: true, log: (l) => lines.push(l), ...rest });
   try {

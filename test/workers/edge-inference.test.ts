@@ -1,7 +1,8 @@
 // Edge inference inside workerd through Cloudflare's vitest integration, which
 // bundles the Worker with wrangler.toml's [[rules]] (the runtime's .wasm as a
 // CompiledWasm module, the weights as a Data module), as `wrangler deploy` does:
-// functions/vad-edge.ts runs Silero VAD v5 in the Worker with no replica.
+// examples/edge-inference/vad-edge.ts (the opt-in example, added to this project by
+// test/workers/vitest.config.ts) runs Silero VAD v5 in the Worker with no replica.
 // test/e2e/edge-inference.test.ts compares the answers with the Node replica's.
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
@@ -20,7 +21,7 @@ async function call(path: string, init: RequestInit = {}): Promise<{ status: num
 
 const post = (body: unknown) => call("/vad-edge", { method: "POST", body: JSON.stringify(body), headers: { "content-type": "application/json" } });
 
-describe("edge inference in workerd (functions/vad-edge.ts)", () => {
+describe("edge inference in workerd (examples/edge-inference/vad-edge.ts)", () => {
   it("is a served deployment of kind edge", () => {
     expect(deployments.find((d) => d.name === "vad-edge")?.backend).toEqual({ kind: "edge", model: "silero-vad-v5" });
   });

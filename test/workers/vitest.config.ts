@@ -1,12 +1,19 @@
 import { cloudflareTest } from "@cloudflare/vitest-plugin";
 import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
+import { generateDeploymentsModule } from "../../scripts/build.ts";
 
-// The repository root is this project's root, not this folder: vitest-pool-workers
+// The repository root is this project's root, not this folder: the vitest plugin
 // loads non-JavaScript modules (the edge runtime's .wasm, a model's .onnx; see
 // wrangler.toml's [[rules]]) by joining the project root with Vite's id for the
 // file, and for a file outside the root that id is an unusable "/@fs/..." path.
 const root = fileURLToPath(new URL("../..", import.meta.url));
+
+// The Worker under test serves functions/ and the opt-in edge-inference example
+// (examples/edge-inference/, test/workers/edge-inference.test.ts): its own generated
+// deployments module, in place of .switchyard/deployments.ts (functions/ alone, what
+// `wrangler deploy` ships by default) wherever the Worker or a test imports that.
+const deployments = await generateDeploymentsModule([`${root}functions`, `${root}examples/edge-inference`], `${root}.switchyard/workers-test`);
 
 export default defineConfig({
   plugins: [
@@ -19,6 +26,9 @@ export default defineConfig({
       },
     }),
   ],
+  resolve: {
+    alias: [{ find: /^(?:\.\.\/)+\.switchyard\/deployments\.ts$/, replacement: deployments }],
+  },
   test: {
     root,
     name: "workers",
