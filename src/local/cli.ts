@@ -1,6 +1,8 @@
 /**
  * `npm start`: the local stack (edge proxy on workerd + reference replicas).
  *   npm start -- [--port 8787] [--replicas hello=48,vad=1] [--fresh]
+ * Serves the deployments of functions/, or of the folders SWITCHYARD_FUNCTIONS names
+ * (e.g. SWITCHYARD_FUNCTIONS=functions,examples/edge-inference).
  */
 import { parseArgs } from "node:util";
 import { LocalStack } from "./stack.ts";
