@@ -42,9 +42,14 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import type { Readable } from "node:stream";
 import { parseArgs } from "node:util";
-import { Miniflare } from "miniflare";
+// Miniflare 4's API (the package's `latest` release line), under the alias
+// "miniflare-4": wrangler 4.164 runs on miniflare 5 (published as 5.x-beta), whose
+// options are a different shape (workers[].config/dev, no outbound network
+// allow-list). package.json's overrides give it the project's workerd, so both arms
+// run the same runtime binary with wrangler.toml's date and flags.
+import { Miniflare } from "miniflare-4";
 import { bundleWorker } from "../scripts/build.ts";
-import { compatibilityDate } from "../src/config/runtime.ts";
+import { compatibilityDate, compatibilityFlags, durableObjects } from "../src/config/runtime.ts";
 import { LocalStack, loadDeployments } from "../src/local/stack.ts";
 import { CLK_TCK, cpuSeconds, freePort, waitForOk, workerdPid, wrk } from "./load-tools.ts";
 
@@ -69,16 +74,6 @@ const stateDir = join(root, ".switchyard/bench-miniflare");
 const mfDir = join(stateDir, "mf");
 rmSync(mfDir, { recursive: true, force: true });
 mkdirSync(mfDir, { recursive: true, mode: 0o700 });
-
-/** The Durable Object bindings of src/local/workerd-config.ts (OBJECTS), all SQLite-backed. */
-const OBJECTS = {
-  ROUTER: "DeploymentRouter",
-  RELAYS: "SnapshotRelay",
-  SESSIONS: "SessionRouter",
-  KEYS: "AccessKeys",
-  RATE_LIMITS: "RateLimiter",
-  TELEMETRY: "Telemetry",
-} as const;
 
 // --- arm A: LocalStack's workerd, no replicas of its own ------------------------
 
@@ -111,14 +106,14 @@ mf = new Miniflare({
     ...(bundle.modules ?? []).map((m) => ({ type: m.type === "wasm" ? ("CompiledWasm" as const) : ("Data" as const), path: m.path })),
   ],
   compatibilityDate,
-  compatibilityFlags: ["nodejs_compat"],
+  compatibilityFlags: [...compatibilityFlags],
   bindings: {
     SWITCHYARD_REPLICA_SECRET: stack.replicaSecret,
     SWITCHYARD_ADMIN_SECRET: stack.adminSecret,
     SWITCHYARD_MODE: "local",
     ...(process.env.SWITCHYARD_REQUEST_LOGS ? { SWITCHYARD_REQUEST_LOGS: process.env.SWITCHYARD_REQUEST_LOGS } : {}),
   },
-  durableObjects: Object.fromEntries(Object.entries(OBJECTS).map(([binding, className]) => [binding, { className, useSQLite: true }])),
+  durableObjects: Object.fromEntries(durableObjects.map((o) => [o.name, { className: o.className, useSQLite: o.sqlite }])),
   durableObjectsPersist: join(mfDir, "do"),
   // As the capnp config: replicas on loopback, never link-local (Miniflare's default denies loopback).
   outboundService: { network: { allow: ["public", "private", "local"], deny: ["169.254.0.0/16", "fe80::/10"] } },
@@ -141,7 +136,7 @@ if (!pidB) throw new Error("cannot find the workerd process Miniflare started");
 /** How Miniflare runs workerd (flags differ from LocalStack's `workerd serve CONFIG --experimental`). */
 const miniflareWorkerdArgv = readFileSync(`/proc/${pidB}/cmdline`, "utf8").split("\0").filter(Boolean).slice(1);
 log(`Miniflare's workerd: ${miniflareWorkerdArgv.join(" ")}`);
-log(`arm B (Miniflare ${readVersion("miniflare")}) at ${mfUrl}, arm C (its direct socket) at ${mfDirectUrl}, workerd pid ${pidB}`);
+log(`arm B (Miniflare ${readVersion("miniflare-4")}) at ${mfUrl}, arm C (its direct socket) at ${mfDirectUrl}, workerd pid ${pidB}`);
 
 /** workerd processes whose parent is this process. */
 function workerdChildren(): number[] {
@@ -342,7 +337,7 @@ const lines = [
   "|---|---|---:|---:|---:|---:|---:|---:|",
   ...runs.map((r) => `| ${r.round} | ${r.arm} | ${f0(r.rps)} | ${f2(r.p50ms)} | ${f2(r.p99ms)} | ${r.failed + r.non2xx} | ${f0(r.workerdUsPerReq)} | ${f0(r.totalUsPerReq)} |`),
   `| mean | workerd (LocalStack) | ${f0(A.rps)} | ${f2(A.p50ms)} | ${f2(A.p99ms)} | ${A.failed} | ${f0(A.workerdUsPerReq)} | ${f0(A.totalUsPerReq)} |`,
-  `| mean | Miniflare ${readVersion("miniflare")} (mf.ready URL) | ${f0(B.rps)} | ${f2(B.p50ms)} | ${f2(B.p99ms)} | ${B.failed} | ${f0(B.workerdUsPerReq)} | ${f0(B.totalUsPerReq)} |`,
+  `| mean | Miniflare ${readVersion("miniflare-4")} (mf.ready URL) | ${f0(B.rps)} | ${f2(B.p50ms)} | ${f2(B.p99ms)} | ${B.failed} | ${f0(B.workerdUsPerReq)} | ${f0(B.totalUsPerReq)} |`,
   `| mean | Miniflare, unsafeDirectSockets | ${f0(C.rps)} | ${f2(C.p50ms)} | ${f2(C.p99ms)} | ${C.failed} | ${f0(C.workerdUsPerReq)} | ${f0(C.totalUsPerReq)} |`,
   "",
   `- Miniflare / workerd throughput: **${f2(ratios.throughput)}**`,
@@ -355,6 +350,6 @@ console.log(lines.join("\n"));
 mkdirSync(join(root, "bench/results"), { recursive: true });
 writeFileSync(
   join(root, "bench/results/miniflare.json"),
-  JSON.stringify({ when: new Date().toISOString(), machine, versions: { miniflare: readVersion("miniflare"), workerd: readVersion("workerd") }, miniflareWorkerdArgv, options: { replicas: N, seconds: SECONDS, rounds: ROUNDS, connections: CONNECTIONS, requestLogs: process.env.SWITCHYARD_REQUEST_LOGS ?? "on" }, runs, summary: { workerd: A, miniflare: B, miniflareDirect: C }, ratios, withinRule: within }, null, 2),
+  JSON.stringify({ when: new Date().toISOString(), machine, versions: { miniflare: readVersion("miniflare-4"), workerd: readVersion("workerd") }, miniflareWorkerdArgv, options: { replicas: N, seconds: SECONDS, rounds: ROUNDS, connections: CONNECTIONS, requestLogs: process.env.SWITCHYARD_REQUEST_LOGS ?? "on" }, runs, summary: { workerd: A, miniflare: B, miniflareDirect: C }, ratios, withinRule: within }, null, 2),
 );
 process.exit(0);
