@@ -71,7 +71,7 @@ class Connection {
       this.#head = { status, length, chunked, close, bodyStart: end + 4 };
     }
     const h = this.#head;
-    let body: Buffer | undefined;
+    let body: Buffer;
     let consumed = 0;
     if (h.chunked) {
       const parts: Buffer[] = [];

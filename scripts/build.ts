@@ -191,7 +191,7 @@ export async function bundleCli(outFile = join(root, "dist/cli.mjs")): Promise<v
     bundle: true,
     format: "esm",
     platform: "node",
-    target: "node20",
+    target: "node22",
     banner: { js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" },
     logLevel: "warning",
   });

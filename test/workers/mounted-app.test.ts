@@ -3,7 +3,8 @@
 // the Worker's bindings: system routes, control routes (signed over the full
 // path, as the replica sends it), route-prefix matching and the path checks all
 // live under the prefix, and the user's other routes are left alone.
-import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { env } from "cloudflare:workers";
 import { Hono } from "hono";
 import { afterAll, describe, expect, it } from "vitest";
 import { deployments } from "../../.switchyard/deployments.ts";
