@@ -167,6 +167,28 @@ class HttpError extends Error {
   }
 }
 
+/**
+ * A signal that aborts when the client goes away before the answer is
+ * finished; `release` detaches the listeners and aborts, which stops a
+ * generation the handler left early.
+ */
+function watchClient(req: IncomingMessage, res: ServerResponse): { signal: AbortSignal; release(): void } {
+  const abort = new AbortController();
+  const onClose = () => {
+    if (!res.writableFinished) abort.abort();
+  };
+  res.once("close", onClose);
+  req.once("error", onClose);
+  return {
+    signal: abort.signal,
+    release() {
+      res.off("close", onClose);
+      req.off("error", onClose);
+      abort.abort();
+    },
+  };
+}
+
 function sendError(res: ServerResponse, err: HttpError, headers: Record<string, string>): void {
   sendJson(res, ERROR_STATUS[err.code], errorBody(err.code, err.message, err.details === undefined ? undefined : { details: err.details }), headers);
 }
@@ -316,19 +338,14 @@ export function llmService(options: LlmServiceOptions): LlmService {
     if (tooLong) throw new HttpError("bad_request", tooLong);
     const stop = r.stop == null ? [] : typeof r.stop === "string" ? [r.stop] : r.stop;
 
-    const abort = new AbortController();
-    const onClose = () => {
-      if (!res.writableFinished) abort.abort();
-    };
-    res.once("close", onClose);
-    req.once("error", onClose);
+    const client = watchClient(req, res);
     const generation = engine.generate({
       prompt,
       maxTokens,
       sampling: { temperature: r.temperature ?? 1, topP: r.top_p ?? 1, presencePenalty: r.presence_penalty ?? 0, frequencyPenalty: r.frequency_penalty ?? 0 },
       ...(r.seed != null && { seed: r.seed }),
       stop,
-      signal: abort.signal,
+      signal: client.signal,
     });
 
     const id = `${route === "chat" ? "chatcmpl" : "cmpl"}-${randomUUID().replaceAll("-", "")}`;
@@ -402,10 +419,8 @@ export function llmService(options: LlmServiceOptions): LlmService {
       const body = errorBody("internal_error", `generation failed: ${err instanceof Error ? err.message : String(err)}`);
       res.end(`data: ${JSON.stringify(body)}\n\ndata: [DONE]\n\n`);
     } finally {
-      res.off("close", onClose);
-      req.off("error", onClose);
       // Stops the generation if this function left it early (the client went away).
-      abort.abort();
+      client.release();
       await generation.return(undefined as never).catch(() => undefined);
     }
   }
@@ -416,19 +431,14 @@ export function llmService(options: LlmServiceOptions): LlmService {
     const maxTokens = r.max_output_tokens ?? DEFAULT_MAX_TOKENS;
     const tooLong = engine.check(prompt.length, maxTokens);
     if (tooLong) throw new HttpError("bad_request", tooLong);
-    const abort = new AbortController();
-    const onClose = () => {
-      if (!res.writableFinished) abort.abort();
-    };
-    res.once("close", onClose);
-    req.once("error", onClose);
+    const client = watchClient(req, res);
     const generation = engine.generate({
       prompt,
       maxTokens,
       sampling: { temperature: r.temperature ?? 1, topP: r.top_p ?? 1, presencePenalty: 0, frequencyPenalty: 0 },
       ...(r.seed != null && { seed: r.seed }),
       stop: [],
-      signal: abort.signal,
+      signal: client.signal,
     });
     const hex = randomUUID().replaceAll("-", "");
     const ids: ResponseIds = { id: `resp_${hex}`, messageId: `msg_${hex}`, createdAt: nowS(), model: modelId };
@@ -479,9 +489,7 @@ export function llmService(options: LlmServiceOptions): LlmService {
       // OpenAI's stream error event, then the end.
       res.end(`event: error\ndata: ${JSON.stringify({ type: "error", code: "internal_error", message: `generation failed: ${err instanceof Error ? err.message : String(err)}`, param: null })}\n\n`);
     } finally {
-      res.off("close", onClose);
-      req.off("error", onClose);
-      abort.abort();
+      client.release();
       await generation.return(undefined as never).catch(() => undefined);
     }
   }
