@@ -1,0 +1,112 @@
+/**
+ * Prefix-aware replica choice, pure: what the `prefix_hash` and `prefix_cache`
+ * balancers decide from a prompt's block keys (src/prefix/block-keys.ts) and the
+ * candidates' loads and cache summaries (src/prefix/cache-summary.ts).
+ *
+ * Both tiers start from the same rule, so that independent isolates agree: the
+ * candidates are ranked by rendezvous weight on the prompt's anchor key (the key of
+ * its first ANCHOR_BLOCKS blocks, or of all its blocks when shorter), and any replica
+ * above the bounded-load line ((1 + ε) × the mean fullness, counting the request
+ * itself) is skipped. Every isolate with the same membership computes the same ranking,
+ * so a prefix lands on one replica whichever isolate routes it — before any replica has
+ * reported that it holds it.
+ *
+ * The precise tier then scores the replicas under the line like Dynamo's KV router:
+ * cost = weight × (the prompt's blocks the replica would still have to prefill, as a
+ * fraction of the prompt) + its fullness, and takes the cheapest; ties go to the
+ * rendezvous ranking. "Held" is the longest prefix in the replica's reported summary,
+ * or in this isolate's own recent dispatches to it (they cover the second or two before
+ * the replica's next report reaches the view).
+ */
+import { rendezvousWeight } from "./rendezvous.ts";
+import { fullness, type ReplicaChoice } from "./pick-replica.ts";
+import type { BlockKey } from "../prefix/block-keys.ts";
+
+/** Blocks the rendezvous anchor covers: 16 × 16 = 256 tokens, past a shared greeting, within most system prompts. */
+export const ANCHOR_BLOCKS = 16;
+/** Default ε of the bounded-load rule (KubeAI and HAProxy's consistent hashing use 0.25–0.5). */
+export const DEFAULT_LOAD_FACTOR = 0.25;
+/** Default weight of the uncached-prefill fraction against fullness. */
+export const DEFAULT_PREFILL_WEIGHT = 1;
+
+/** The key the rendezvous ranking hashes, or undefined when the prompt has no full block. */
+export function anchorKey(keys: readonly BlockKey[]): BlockKey | undefined {
+  return keys.length === 0 ? undefined : keys[Math.min(keys.length, ANCHOR_BLOCKS) - 1];
+}
+
+/** Fullness once this request is added (so an idle fleet is not all "at the mean"). */
+function fullnessWithOne(c: ReplicaChoice): number {
+  return fullness({ ...c, load: c.load + 1 });
+}
+
+/**
+ * The candidates under the bounded-load line: fullness with this request ≤ (1 + ε) ×
+ * the mean of the same over all candidates. Never empty when `candidates` is not
+ * (the least full is always under the line).
+ */
+export function underLoadBound<T extends ReplicaChoice>(candidates: readonly T[], epsilon = DEFAULT_LOAD_FACTOR): T[] {
+  if (candidates.length <= 1) return [...candidates];
+  const f = candidates.map(fullnessWithOne);
+  const mean = f.reduce((s, x) => s + x, 0) / f.length;
+  const line = (1 + epsilon) * mean;
+  return candidates.filter((_, i) => f[i]! <= line);
+}
+
+/** `candidates` by rendezvous weight on `anchor`, heaviest first (ties by id, so the order is total). */
+export function rendezvousOrder<T extends { id: string }>(candidates: readonly T[], anchor: string): T[] {
+  const w = new Map(candidates.map((c) => [c.id, rendezvousWeight(anchor, c.id)] as const));
+  return [...candidates].sort((a, b) => w.get(b.id)! - w.get(a.id)! || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+}
+
+/**
+ * The hash tier: the first replica in rendezvous order on the prompt's anchor that is
+ * under the load line and has room; undefined when the prompt has no full block (the
+ * caller falls back to the load-aware choice).
+ */
+export function pickByPrefixHash<T extends ReplicaChoice>(candidates: readonly T[], keys: readonly BlockKey[], epsilon = DEFAULT_LOAD_FACTOR): T | undefined {
+  const anchor = anchorKey(keys);
+  if (anchor === undefined || candidates.length === 0) return undefined;
+  const eligible = withRoomFirst(underLoadBound(candidates, epsilon));
+  return rendezvousOrder(eligible, anchor)[0];
+}
+
+/** Prefers replicas with room when some have it (their own admission still decides). */
+function withRoomFirst<T extends ReplicaChoice>(pool: T[]): T[] {
+  const room = pool.filter((c) => fullness(c) < 1);
+  return room.length > 0 ? room : pool;
+}
+
+export interface PrefixScoreOptions {
+  /** ε of the bounded-load rule. */
+  epsilon?: number;
+  /** Weight of the uncached-prefill fraction. */
+  prefillWeight?: number;
+}
+
+/**
+ * The precise tier. `held(c)` is how many leading blocks of `keys` candidate `c` holds
+ * (summary or recent dispatches). Returns undefined when the prompt has no full block.
+ */
+export function pickByPrefixCache<T extends ReplicaChoice>(
+  candidates: readonly T[],
+  keys: readonly BlockKey[],
+  held: (c: T) => number,
+  options: PrefixScoreOptions = {},
+): T | undefined {
+  const anchor = anchorKey(keys);
+  if (anchor === undefined || candidates.length === 0) return undefined;
+  const weight = options.prefillWeight ?? DEFAULT_PREFILL_WEIGHT;
+  const ranked = rendezvousOrder(withRoomFirst(underLoadBound(candidates, options.epsilon ?? DEFAULT_LOAD_FACTOR)), anchor);
+  let best: T | undefined;
+  let bestCost = Infinity;
+  for (const c of ranked) {
+    const uncached = (keys.length - Math.min(keys.length, held(c))) / keys.length;
+    const cost = weight * uncached + fullnessWithOne(c);
+    // Strictly cheaper only: equal costs keep the earlier (rendezvous) replica.
+    if (cost < bestCost) {
+      best = c;
+      bestCost = cost;
+    }
+  }
+  return best;
+}
