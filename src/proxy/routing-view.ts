@@ -4,6 +4,7 @@
  * response and by this isolate's own in-flight count. Pure state, no I/O, so the
  * hot path can be unit-tested; time is passed in.
  */
+import type { CacheSummary } from "../prefix/cache-summary.ts";
 import type { Load, ReplicaView, RoutingSnapshot } from "../protocol/index.ts";
 import type { ModelHolderChoice } from "../policy/pick-replica.ts";
 import { breakerAllows, breakerDispatched, breakerFailed, breakerInconclusive, breakerOpen, breakerSucceeded, newBreaker, type Breaker, type BreakerConfig } from "../policy/circuit-breaker.ts";
@@ -36,6 +37,8 @@ export interface ReplicaEntry extends ModelHolderChoice {
   breaker: Breaker;
   /** The engine's bearer key, sent as Authorization on every dispatch to it. */
   engineKey?: string;
+  /** What the replica last reported holding in its prefix cache (src/prefix/cache-summary.ts); absent when it reports none. */
+  cache?: CacheSummary;
 }
 
 export class RoutingView {
