@@ -41,15 +41,18 @@ function fullnessWithOne(c: ReplicaChoice): number {
 
 /**
  * The candidates under the bounded-load line: fullness with this request ≤ (1 + ε) ×
- * the mean of the same over all candidates. Never empty when `candidates` is not
- * (the least full is always under the line).
+ * the mean of the same over all candidates, plus one request of slack. The slack is
+ * what consistent hashing with bounded loads gets from rounding its line up to whole
+ * requests: without it, on a quiet fleet a prefix's second concurrent request would
+ * already leave its replica (and prefill the whole prefix elsewhere). Never empty when
+ * `candidates` is not (the least full is always under the line).
  */
 export function underLoadBound<T extends ReplicaChoice>(candidates: readonly T[], epsilon = DEFAULT_LOAD_FACTOR): T[] {
   if (candidates.length <= 1) return [...candidates];
   const f = candidates.map(fullnessWithOne);
   const mean = f.reduce((s, x) => s + x, 0) / f.length;
   const line = (1 + epsilon) * mean;
-  return candidates.filter((_, i) => f[i]! <= line);
+  return candidates.filter((c, i) => f[i]! <= line + 1 / c.capacity);
 }
 
 /** `candidates` by rendezvous weight on `anchor`, heaviest first (ties by id, so the order is total). */
