@@ -173,8 +173,9 @@ export async function bundleReplica(outFile = join(root, "dist/replica.mjs")): P
     format: "esm",
     platform: "node",
     target: "node22",
-    // onnxruntime-web finds its .wasm next to its own files: keep it a real import.
-    external: ["onnxruntime-web"],
+    // onnxruntime-web finds its .wasm next to its own files, and zeromq loads its
+    // prebuilt native addon from its own folder: keep both real imports.
+    external: ["onnxruntime-web", "zeromq"],
     banner: { js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" },
     logLevel: "warning",
   });
