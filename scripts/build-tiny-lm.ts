@@ -30,7 +30,7 @@ import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import onnxProto, { type onnx as Onnx } from "onnx-proto";
-import { BOS, VOCAB_SIZE, encode, normalizeText, vocabJson } from "../src/replica/llm/tokenizer.ts";
+import { BOS, VOCAB_SIZE, encode, normalizeText, vocabJson } from "../src/prompt/tiny-lm-tokenizer.ts";
 
 const { onnx } = onnxProto;
 

@@ -15,7 +15,7 @@ import { AdmissionControl } from "../src/replica/admission.ts";
 import { LlmEngine } from "../src/replica/llm/engine.ts";
 import { llmService } from "../src/replica/llm/openai-handler.ts";
 import { loadTinyLm } from "../src/replica/llm/load-tiny-lm.ts";
-import { encode } from "../src/replica/llm/tokenizer.ts";
+import { encode } from "../src/prompt/tiny-lm-tokenizer.ts";
 import { ReplicaServer } from "../src/replica/server.ts";
 
 const { values } = parseArgs({ options: { tokens: { type: "string", default: "1024" }, runs: { type: "string", default: "3" } } });

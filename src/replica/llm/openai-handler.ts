@@ -34,7 +34,8 @@ import { ERROR_STATUS, errorBody, type ErrorCode } from "../../protocol/index.ts
 import type { RequestHandler } from "../handlers.ts";
 import { readBodyUpTo, sendJson } from "../http-json.ts";
 import { RequestTooLong, type FinishReason, type LlmEngine } from "./engine.ts";
-import { VOCAB_SIZE, encode } from "./tokenizer.ts";
+import { VOCAB_SIZE, encode } from "../../prompt/tiny-lm-tokenizer.ts";
+import { chatPrompt } from "../../prompt/tiny-lm-chat-template.ts";
 import { ResponseEvents, responseObject, responseUsage, responsesMessages, responsesSchema, type ResponseIds } from "./responses-api.ts";
 
 export const DEFAULT_MAX_TOKENS = 64;
@@ -142,18 +143,6 @@ const embeddingSchema = z.object({
   dimensions: z.number().int().min(1).nullish(),
   user: z.string().nullish(),
 });
-
-type ChatMessage = z.infer<typeof message>;
-
-/** The chat template: `<role>: <text>\n` per message, then `assistant: `. */
-export function chatPrompt(messages: readonly ChatMessage[]): string {
-  let text = "";
-  for (const m of messages) {
-    const content = typeof m.content === "string" ? m.content : (m.content ?? []).map((p) => p.text ?? "").join("");
-    text += `${m.role}: ${content}\n`;
-  }
-  return `${text}assistant: `;
-}
 
 // ---- HTTP helpers ----------------------------------------------------------------------
 

@@ -42,14 +42,8 @@ export function responsesSchema(maxTokensCap: number) {
 
 export type ResponsesRequest = z.infer<ReturnType<typeof responsesSchema>>;
 
-/** The request as chat messages (instructions first, as a system message), for the chat template. */
-export function responsesMessages(r: ResponsesRequest): { role: "system" | "developer" | "user" | "assistant"; content: string }[] {
-  const messages: { role: "system" | "developer" | "user" | "assistant"; content: string }[] = [];
-  if (r.instructions) messages.push({ role: "system", content: r.instructions });
-  if (typeof r.input === "string") messages.push({ role: "user", content: r.input });
-  else for (const m of r.input) messages.push({ role: m.role, content: typeof m.content === "string" ? m.content : m.content.map((p) => p.text).join("") });
-  return messages;
-}
+// The request as chat messages: pure, in src/prompt/, so the edge renders the same prompt.
+export { responsesMessages } from "../../prompt/responses-messages.ts";
 
 export interface ResponseIds {
   id: string;

@@ -1,0 +1,22 @@
+/**
+ * tiny-lm's chat template (docs/tiny-lm.md): each message becomes `<role>: <text>\n`,
+ * then `assistant: ` follows, and the completion of that text is the answer. Pure, so
+ * the reference replica (src/replica/llm/openai-handler.ts) and the edge (prefix
+ * routing) render a conversation to the very same text.
+ */
+
+/** A chat message as the template reads it: text content, or text parts joined. */
+export interface TemplateMessage {
+  role: string;
+  content?: string | readonly { text?: string }[] | null;
+}
+
+/** The chat template: `<role>: <text>\n` per message, then `assistant: `. */
+export function chatPrompt(messages: readonly TemplateMessage[]): string {
+  let text = "";
+  for (const m of messages) {
+    const content = typeof m.content === "string" ? m.content : (m.content ?? []).map((p) => p.text ?? "").join("");
+    text += `${m.role}: ${content}\n`;
+  }
+  return `${text}assistant: `;
+}
