@@ -20,3 +20,31 @@ export const MAX_CONTROL_BODY_BYTES = 64 * 1024;
 export const MAX_NODE_REPLICAS = 64;
 /** Largest node report body, bytes: up to MAX_NODE_REPLICAS reports in one message. */
 export const MAX_NODE_REPORT_BYTES = 256 * 1024;
+
+/**
+ * Prefix-cache summaries (src/prefix/cache-summary.ts, a Bloom filter over the
+ * block keys a replica holds) ride in reports as `prefix_cache`.
+ * Largest filter, bytes before base64: SUMMARY_MAX_FILTER_BYTES of cache-summary.ts
+ * (a unit test keeps the two equal).
+ */
+export const MAX_CACHE_SUMMARY_FILTER_BYTES = 11 * 1024;
+/** The filter's base64 length at that size (15,020 characters). */
+export const MAX_CACHE_SUMMARY_BITS_CHARS = 4 * Math.ceil(MAX_CACHE_SUMMARY_FILTER_BYTES / 3);
+/** Most keys a summary says it holds (the builder's cap: 8 bits per key at the largest filter). */
+export const MAX_CACHE_SUMMARY_KEYS = (MAX_CACHE_SUMMARY_FILTER_BYTES * 8) / 8;
+/** A report carrying the largest summary stays within this (a unit test checks it with 10,000 cached blocks). */
+export const MAX_REPORT_WITH_SUMMARY_BYTES = 16 * 1024;
+/**
+ * A sender includes a summary only when it changed since the last report the edge
+ * accepted, and at least this often (so a restarted routing object learns it again).
+ */
+export const SUMMARY_RESEND_MS = 10_000;
+/** The edge drops a summary not sent again for this long (three resends missed: the sender lost track). */
+export const SUMMARY_MAX_AGE_MS = 35_000;
+/**
+ * Most summary bytes (their JSON) one node report carries. 64 replicas × 15 KiB
+ * would be ~1 MiB: the node reporter sends the changed summaries that fit, longest
+ * waiting first, and the rest with the next reports, so a node report stays one
+ * message within MAX_NODE_REPORT_BYTES (docs/protocol.md, "Prefix-cache summaries").
+ */
+export const MAX_NODE_REPORT_SUMMARY_BYTES = 192 * 1024;

@@ -5,7 +5,8 @@
  */
 import { z } from "zod";
 import { PROTOCOL_VERSION } from "./headers.ts";
-import { MAX_LOAD_COUNT, MAX_NODE_REPLICAS, MAX_REPLICA_MODELS } from "./limits.ts";
+import type { CacheSummaryWire } from "../prefix/cache-summary.ts";
+import { MAX_CACHE_SUMMARY_BITS_CHARS, MAX_CACHE_SUMMARY_FILTER_BYTES, MAX_CACHE_SUMMARY_KEYS, MAX_LOAD_COUNT, MAX_NODE_REPLICAS, MAX_REPLICA_MODELS } from "./limits.ts";
 import type { Load } from "./load.ts";
 
 export const DEPLOYMENT_NAME = /^[a-z][a-z0-9-]{0,62}$/;
@@ -70,6 +71,42 @@ export const RegisterMessage = z
   .strict();
 export type RegisterMessage = z.infer<typeof RegisterMessage>;
 
+/** Canonical base64 (padded), as btoa writes it. */
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
+/** Bytes a padded base64 string decodes to. */
+function base64Bytes(text: string): number {
+  return (text.length / 4) * 3 - (text.endsWith("==") ? 2 : text.endsWith("=") ? 1 : 0);
+}
+
+/**
+ * A replica's prefix-cache summary (src/prefix/cache-summary.ts): a Bloom filter
+ * over the block keys it holds, at most MAX_CACHE_SUMMARY_FILTER_BYTES before
+ * base64, a multiple of 8 bytes. Bounded here so a report stays small
+ * (MAX_REPORT_WITH_SUMMARY_BYTES) and an edge never parses a large one.
+ */
+export const PrefixCacheSummary: z.ZodType<CacheSummaryWire> = z
+  .object({
+    /** Format version of the summary. */
+    v: z.literal(1),
+    /** Hash functions. */
+    k: z.number().int().min(1).max(16),
+    /** Keys the filter holds. */
+    n: z.number().int().min(0).max(MAX_CACHE_SUMMARY_KEYS),
+    /** Tokens per block the keys were made with (vLLM's block_size). */
+    block: z.number().int().min(1).max(1024),
+    /** The filter, base64. */
+    bits: z
+      .string()
+      .max(MAX_CACHE_SUMMARY_BITS_CHARS)
+      .regex(BASE64, "bits must be padded base64")
+      .refine((b) => {
+        const n = base64Bytes(b);
+        return n >= 8 && n <= MAX_CACHE_SUMMARY_FILTER_BYTES && n % 8 === 0;
+      }, `bits must decode to a multiple of 8 bytes, 8 to ${MAX_CACHE_SUMMARY_FILTER_BYTES}`),
+  })
+  .strict();
+
 /** One replica's load, as a report carries it (alone, or as an entry of a node report). */
 const ReportFields = {
   replica_id: replicaId,
@@ -84,6 +121,12 @@ const ReportFields = {
   models: z.array(modelId).max(MAX_REPLICA_MODELS).default([]),
   /** Models being loaded now; requests for them wait on the load instead of starting another elsewhere. */
   loading: z.array(modelId).max(MAX_REPLICA_MODELS).default([]),
+  /**
+   * The replica's prefix-cache summary, sent only when it changed since the last
+   * report the edge accepted and at least every SUMMARY_RESEND_MS; absent: unchanged;
+   * null: the replica holds no summary now (the edge drops the one it has).
+   */
+  prefix_cache: PrefixCacheSummary.nullable().optional(),
 };
 
 export const ReportMessage = z
@@ -146,6 +189,24 @@ export interface ReplicaView {
   expiresInMs: number;
   /** The engine's bearer key, sent with every dispatch (never shown outside the edge: admin answers redact it). */
   engineKey?: string;
+  /**
+   * Content digest (16 hex digits) of the replica's prefix-cache summary; absent
+   * when it reports none. An asker that holds a summary with this digest is sent
+   * the digest only (src/state/summary-delta.ts).
+   */
+  cacheDigest?: string;
+  /** The summary itself: present only when the asker did not hold `cacheDigest` and the answer's summary budget had room. */
+  cache?: CacheSummaryWire;
+}
+
+/**
+ * What an asker of a snapshot (a relay, or an isolate) says about summaries: the
+ * digests it holds (concatenated 16-hex digests, src/state/summary-delta.ts), whose
+ * summaries the answer leaves out, and how many summary bytes the answer may carry.
+ */
+export interface SummaryAsk {
+  have: string;
+  maxBytes: number;
 }
 
 /** What a proxy isolate caches per deployment (refreshed on a short TTL). */

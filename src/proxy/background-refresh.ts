@@ -7,8 +7,8 @@
  * new one. A failed refresh keeps the old value and backs off before retrying.
  */
 export interface BackgroundRefreshOptions<T, S> {
-  /** Fetches a fresh copy (a Durable Object call). */
-  source: (key: string) => Promise<S>;
+  /** Fetches a fresh copy (a Durable Object call); `current` is the value it will be folded into. */
+  source: (key: string, current: T) => Promise<S>;
   /** The value before the first successful fetch. */
   initial: () => T;
   /** Folds a fetched copy into the value (returns the new value, or the same one updated). */
@@ -90,7 +90,7 @@ export class BackgroundRefresh<T, S> {
   #refresh(key: string, s: Slot<T>): Promise<void> {
     this.refreshes++;
     const p = this.#o
-      .source(key)
+      .source(key, s.value)
       .then((fetched) => {
         const now = this.#now();
         s.value = this.#o.apply(s.value, fetched, now);

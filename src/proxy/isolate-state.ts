@@ -9,6 +9,7 @@ import { servedDeployment } from "../config/served.ts";
 import { keysFor, rateLimiterFor, relayFor, sessionRouterFor, type Env } from "../env.ts";
 import type { RoutingSnapshot } from "../protocol/index.ts";
 import { mergedSnapshot } from "../state/routing-plane.ts";
+import { VIEW_SUMMARY_BYTES } from "../state/summary-delta.ts";
 import { ProxyMetrics } from "../telemetry/proxy-metrics.ts";
 import { sendFlush } from "../telemetry/telemetry-plane.ts";
 import { ApiKeyCache, KEY_SET_TTL_MS, RELAYED_KEY_SET_TTL_MS } from "./api-keys.ts";
@@ -42,7 +43,7 @@ export class IsolateState {
     this.#env = env;
     this.sign = (p) => dispatchSignature(env.SWITCHYARD_REPLICA_SECRET, p);
     this.snapshots = new SnapshotCache(
-      (name) => this.#snapshotOf(name),
+      (name, have) => this.#snapshotOf(name, have),
       Date.now,
       (name) => (servedDeployment(name)?.routing.relay ? RELAYED_SNAPSHOT_TTL_MS : SNAPSHOT_TTL_MS),
     );
@@ -71,11 +72,15 @@ export class IsolateState {
     );
   }
 
-  /** A deployment's routing snapshot: from its relay in this location, or merged from its shards without relays. */
-  #snapshotOf(name: string): Promise<RoutingSnapshot> {
+  /**
+   * A deployment's routing snapshot: from its relay in this location, or merged
+   * from its shards without relays. Either way it carries only the prefix-cache
+   * summaries the view lacks (`have`), at most VIEW_SUMMARY_BYTES of them.
+   */
+  #snapshotOf(name: string, have: string): Promise<RoutingSnapshot> {
     const routing = servedDeployment(name)?.routing ?? { shards: 1, relay: false };
-    if (routing.relay) return relayFor(this.#env, name, this.location).view(name, routing.shards, this.seed);
-    return mergedSnapshot(this.#env, name, routing.shards);
+    if (routing.relay) return relayFor(this.#env, name, this.location).view(name, routing.shards, this.seed, have);
+    return mergedSnapshot(this.#env, name, routing.shards, undefined, { have, maxBytes: VIEW_SUMMARY_BYTES });
   }
 
   /** Forgets the deployment's key set here and in this location's relay (an admin call changed it). */

@@ -4,7 +4,8 @@
  * response and by this isolate's own in-flight count. Pure state, no I/O, so the
  * hot path can be unit-tested; time is passed in.
  */
-import type { CacheSummary } from "../prefix/cache-summary.ts";
+import { CacheSummary } from "../prefix/cache-summary.ts";
+import { SummaryPool } from "../state/summary-delta.ts";
 import type { Load, ReplicaView, RoutingSnapshot } from "../protocol/index.ts";
 import type { ModelHolderChoice } from "../policy/pick-replica.ts";
 import { breakerAllows, breakerDispatched, breakerFailed, breakerInconclusive, breakerOpen, breakerSucceeded, newBreaker, type Breaker, type BreakerConfig } from "../policy/circuit-breaker.ts";
@@ -43,12 +44,29 @@ export interface ReplicaEntry extends ModelHolderChoice {
 
 export class RoutingView {
   readonly #replicas = new Map<string, ReplicaEntry>();
+  /**
+   * The replicas' prefix-cache summaries, parsed once per new digest: a snapshot
+   * carries a summary only when this view did not hold its digest (cacheDigests),
+   * so an unchanged summary is neither sent nor parsed again.
+   */
+  readonly #summaries = new SummaryPool<CacheSummary>((w) => CacheSummary.parse(w));
   /** Replicas the deployment has in view: more than this view holds when the relay sent a sample. */
   total = 0;
+
+  /** The summary digests this view holds, for the next snapshot's ask (src/state/summary-delta.ts). */
+  cacheDigests(): string {
+    return this.#summaries.have();
+  }
+
+  /** Summaries parsed so far (each a digest new to this view). */
+  get summaryParses(): number {
+    return this.#summaries.parses;
+  }
 
   /** Replaces membership with the snapshot's, keeping in-flight counts and newer loads. */
   applySnapshot(snapshot: RoutingSnapshot, now: number): void {
     this.total = snapshot.total ?? snapshot.replicas.length;
+    this.#summaries.apply(snapshot.replicas);
     const seen = new Set<string>();
     for (const r of snapshot.replicas) {
       seen.add(r.id);
@@ -67,11 +85,20 @@ export class RoutingView {
         }
         known.expiresAt = Math.max(known.expiresAt, now + r.expiresInMs);
         refresh(known);
+        this.#fillSummary(known);
       } else {
-        this.#replicas.set(r.id, entryFrom(r, now));
+        const e = entryFrom(r, now);
+        this.#fillSummary(e);
+        this.#replicas.set(r.id, e);
       }
     }
     for (const id of this.#replicas.keys()) if (!seen.has(id)) this.#replicas.delete(id);
+  }
+
+  #fillSummary(e: ReplicaEntry): void {
+    const held = this.#summaries.get(e.id)?.value;
+    if (held) e.cache = held;
+    else delete e.cache;
   }
 
   /** Applies a load header from a response; ignores loads older than what we have. */
@@ -193,7 +220,18 @@ export class RoutingView {
   }
 
   /** Why each replica is or is not a candidate now (for error details and debugging). */
-  describe(now: number): { id: string; seq: number; state: string; expiresInMs: number; coolingDownMs: number; ejected: boolean; load: number; capacity: number }[] {
+  describe(now: number): {
+    id: string;
+    seq: number;
+    state: string;
+    expiresInMs: number;
+    coolingDownMs: number;
+    ejected: boolean;
+    load: number;
+    capacity: number;
+    /** Block keys in the replica's prefix-cache summary; absent when it reports none. */
+    cacheKeys?: number;
+  }[] {
     return [...this.#replicas.values()].map((e) => ({
       id: e.id,
       seq: e.reported.seq,
@@ -203,6 +241,7 @@ export class RoutingView {
       ejected: breakerOpen(e.breaker, now),
       load: e.load,
       capacity: e.capacity,
+      ...(e.cache !== undefined && { cacheKeys: e.cache.keys }),
     }));
   }
 

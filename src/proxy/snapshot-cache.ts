@@ -27,14 +27,18 @@ const REFRESH_FAILURE_BACKOFF_MS = 250;
  */
 export const LAPSED_REFRESH_WAIT_MS = 100;
 
-export type SnapshotSource = (deployment: string) => Promise<RoutingSnapshot>;
+/**
+ * Fetches a deployment's snapshot. `have`: the prefix-cache summary digests the
+ * isolate's view holds (RoutingView.cacheDigests), so the answer leaves them out.
+ */
+export type SnapshotSource = (deployment: string, have: string) => Promise<RoutingSnapshot>;
 
 export class SnapshotCache {
   readonly #views: BackgroundRefresh<RoutingView, RoutingSnapshot>;
 
   constructor(source: SnapshotSource, now: () => number = Date.now, ttlFor: (deployment: string) => number = () => SNAPSHOT_TTL_MS) {
     this.#views = new BackgroundRefresh({
-      source,
+      source: (deployment, view) => source(deployment, view.cacheDigests()),
       initial: () => new RoutingView(),
       apply: (view, snapshot, at) => {
         view.applySnapshot(snapshot, at);

@@ -21,6 +21,7 @@ import {
 } from "../protocol/index.ts";
 import type { NodeReporter } from "./node-reporter.ts";
 import { ReportCadence } from "./report-cadence.ts";
+import { SummaryCadence, type CacheSummaryProvider, type SummaryField } from "./summary-cadence.ts";
 
 /**
  * What the edge client reports: the reference replica's AdmissionControl, or the
@@ -45,8 +46,11 @@ export function isBusy(source: LoadSource): boolean {
   return l.ongoing + l.queued > 0;
 }
 
-/** One replica's report as it is now: the body of a ReportMessage, or one entry of a node report. */
-export function reportEntry(replicaId: string, source: LoadSource): NodeReportEntry {
+/**
+ * One replica's report as it is now: the body of a ReportMessage, or one entry of
+ * a node report. `prefixCache`: the summary field to carry (summary-cadence.ts), if any.
+ */
+export function reportEntry(replicaId: string, source: LoadSource, prefixCache?: SummaryField): NodeReportEntry {
   const load = source.load();
   return {
     replica_id: replicaId,
@@ -58,6 +62,7 @@ export function reportEntry(replicaId: string, source: LoadSource): NodeReportEn
     ...(load.kv !== undefined && { kv_cache_usage: load.kv }),
     models: source.models,
     loading: source.loading,
+    ...(prefixCache !== undefined && { prefix_cache: prefixCache }),
   };
 }
 
@@ -104,6 +109,12 @@ interface EdgeClientBaseOptions {
    * registers and deregisters, with the reporter's node.
    */
   nodeReporter?: NodeReporter;
+  /**
+   * What the replica's prefix cache holds (a Bloom-filter summary, src/prefix/cache-summary.ts):
+   * reports carry it when it changed since the last accepted report, and at least
+   * every SUMMARY_RESEND_MS (summary-cadence.ts).
+   */
+  cacheSummary?: CacheSummaryProvider;
 }
 
 /** The load comes from `source`; `admission` is the same option under the reference replica's name. */
@@ -126,6 +137,8 @@ export class EdgeClient {
   #registerAgain = false;
   /** With a node reporter: this client's own messages (register, deregister), one at a time. */
   #own: Promise<unknown> = Promise.resolve();
+  /** When the prefix-cache summary goes into reports (with a node reporter, the reporter asks it). */
+  readonly #summary: SummaryCadence | undefined;
 
   constructor(options: EdgeClientOptions) {
     this.#o = options;
@@ -137,6 +150,7 @@ export class EdgeClient {
     }
     this.#node = this.#reporter?.node ?? options.node;
     this.#nonces = this.#reporter?.nonces ?? new NonceCounter();
+    this.#summary = options.cacheSummary && new SummaryCadence(options.cacheSummary, options.log ? { log: options.log } : {});
     this.#cadence = new ReportCadence({
       send: () => this.#sendOrRegister(),
       busy: () => isBusy(this.#source),
@@ -170,6 +184,7 @@ export class EdgeClient {
         source: this.#source,
         registerAgain: () => (this.#stopped ? Promise.resolve() : this.#exclusive(() => this.#register())),
         onDrainRequested: () => this.#drainRequested(),
+        ...(this.#summary && { summary: this.#summary }),
       });
       return;
     }
@@ -276,6 +291,8 @@ export class EdgeClient {
     if (this.#engineKey !== undefined) msg.engine_key = this.#engineKey;
     if (this.#node !== undefined) msg.node = this.#node;
     const res = await this.#post(ControlPath.register, msg);
+    // A register starts the replica afresh at the edge: no summary held there now.
+    this.#summary?.reset();
     const ack = (await res.json()) as ControlAck;
     if (ack.report_interval_ms > 0) {
       this.#cadence.intervalMs = ack.report_interval_ms;
@@ -288,15 +305,18 @@ export class EdgeClient {
 
   async #sendReport(): Promise<void> {
     if (!this.#registered) return;
+    const summary = this.#summary?.next();
     const msg: ReportMessage = {
       protocol: PROTOCOL_VERSION,
       deployment: this.#o.deployment,
-      ...reportEntry(this.#o.replicaId, this.#source),
+      ...reportEntry(this.#o.replicaId, this.#source, summary),
       ...(this.#node !== undefined && { node: this.#node }),
     };
     try {
       const res = await this.#post(ControlPath.report, msg);
       const ack = (await res.json().catch(() => ({}))) as Partial<ReportAck>;
+      // A stale_seq report's fields were not applied: its summary goes again.
+      if (ack.outcome === "ok") this.#summary?.accepted(summary);
       if (ack.drain === true) this.#drainRequested();
     } catch (err) {
       // The routing object forgot us (swept after a long silence): join again.

@@ -13,6 +13,7 @@ import {
   ControlPath,
   MAX_NODE_REPLICAS,
   MAX_NODE_REPORT_BYTES,
+  MAX_NODE_REPORT_SUMMARY_BYTES,
   NonceCounter,
   PROTOCOL_VERSION,
   importReplicaKey,
@@ -22,6 +23,7 @@ import {
 } from "../protocol/index.ts";
 import { isBusy, postControl, reportEntry, type LoadSource } from "./edge-client.ts";
 import { ReportCadence } from "./report-cadence.ts";
+import type { SummaryCadence, SummaryField } from "./summary-cadence.ts";
 
 /** A replica of the node, as the reporter sees it. */
 export interface NodeMember {
@@ -31,6 +33,8 @@ export interface NodeMember {
   registerAgain(): Promise<void>;
   /** The edge answered `drain` for it (an operator asked, via the admin API). Called once. */
   onDrainRequested?(): void;
+  /** When its prefix-cache summary goes into the node's reports (the replica's EdgeClient owns it). */
+  readonly summary?: SummaryCadence;
 }
 
 export interface NodeReporterOptions {
@@ -53,6 +57,30 @@ interface Member {
   /** Registering again after unknown_replica: left out of node reports until that is done. */
   registering: boolean;
   drainAnnounced: boolean;
+}
+
+/**
+ * The summary fields a node report carries, one per member (undefined: none this
+ * time). Each due field goes if it fits in `budget` bytes, longest waiting first;
+ * the others wait for the next node report, so the node report stays one message
+ * (MAX_NODE_REPORT_SUMMARY_BYTES) however many of the node's caches changed. A
+ * `null` (no summary any more) is small and always goes.
+ */
+export function summaryFields(
+  due: readonly { field: SummaryField; since: number | undefined }[],
+  budget = MAX_NODE_REPORT_SUMMARY_BYTES,
+): SummaryField[] {
+  const out: SummaryField[] = due.map(() => undefined);
+  const order = due.map((d, i) => ({ ...d, i })).filter((d) => d.field !== undefined);
+  order.sort((a, b) => (a.since ?? 0) - (b.since ?? 0) || a.i - b.i);
+  let left = budget;
+  for (const d of order) {
+    const size = d.field === null ? 0 : d.field!.bits.length + 64;
+    if (size > left) continue;
+    left -= size;
+    out[d.i] = d.field;
+  }
+  return out;
 }
 
 /**
@@ -165,7 +193,13 @@ export class NodeReporter {
   async #send(): Promise<void> {
     const members = [...this.#members.values()].filter((m) => !m.registering);
     if (members.length === 0) return;
-    const entries = members.map((m) => reportEntry(m.member.replicaId, m.member.source));
+    const fields = summaryFields(
+      members.map((m) => {
+        const field = m.member.summary?.next();
+        return { field, since: m.member.summary?.dueSince };
+      }),
+    );
+    const entries = members.map((m, i) => reportEntry(m.member.replicaId, m.member.source, fields[i]));
     this.#key ??= importReplicaKey(this.#o.key);
     const key = await this.#key;
     // One message at a time: their nonces arrive in order.
@@ -184,7 +218,12 @@ export class NodeReporter {
         this.#log(`node report answered without one outcome per entry: ${JSON.stringify(ack).slice(0, 200)}`);
         continue;
       }
-      outcomes.forEach((o, i) => this.#outcome(members[start + i]!, o));
+      outcomes.forEach((o, i) => {
+        const m = members[start + i]!;
+        // "ok" and "drain" entries were applied; the others' summaries go again.
+        if (o === "ok" || o === "drain") m.member.summary?.accepted(fields[start + i]);
+        this.#outcome(m, o);
+      });
     }
   }
 

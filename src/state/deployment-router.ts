@@ -7,12 +7,13 @@
  * Shard 0 leads the autoscaling signal: the other shards tell it their load.
  */
 import { DurableObject } from "cloudflare:workers";
-import type { ControlAck, DeregisterMessage, NodeReportAck, NodeReportMessage, RegisterMessage, ReportMessage, RoutingSnapshot } from "../protocol/index.ts";
+import type { ControlAck, DeregisterMessage, NodeReportAck, NodeReportMessage, RegisterMessage, ReportMessage, RoutingSnapshot, SummaryAsk } from "../protocol/index.ts";
 import { routerFor, type Env } from "../env.ts";
 import { servedDeployment } from "../config/served.ts";
 import { Autoscaler, shouldAnnounce, type AutoscaleDecision } from "../policy/autoscale.ts";
 import { Membership, NonceGuard, REPORT_INTERVAL_MS, type ReportOutcome } from "./membership.ts";
 import { boundedView } from "./bounded-view.ts";
+import { decodeDigests, summaryDelta } from "./summary-delta.ts";
 import { AUTOSCALE_SAMPLE_MS, SHARD_LOAD_INTERVAL_MS, fleetLoad, type ShardLoad } from "./routing-shards.ts";
 
 /** How often the alarm sweeps silent members while there are any. */
@@ -31,6 +32,10 @@ export interface RouterStats {
   replays: number;
   /** Every call this object served (snapshots, control messages, shard loads, admin): its load. */
   calls: number;
+  /** Fresh members holding a prefix-cache summary (memory only). */
+  summaries: number;
+  /** Reports that carried a summary (each one changed, or a resend). */
+  summaryReports: number;
 }
 
 /** A relay's request for a bounded sample of a shard's replicas (src/state/bounded-view.ts). */
@@ -69,6 +74,7 @@ export class DeploymentRouter extends DurableObject<Env> {
   #registrations = 0;
   #replays = 0;
   #calls = 0;
+  #summaryReports = 0;
   #shard: ShardRef = { index: 0, count: 1 };
   /** Leader only: the other shards' latest load, by shard index. */
   readonly #shardLoads = new Map<number, ShardLoad>();
@@ -153,6 +159,7 @@ export class DeploymentRouter extends DurableObject<Env> {
 
   #apply(msg: ReportMessage, now: number): ReportOutcome | DrainRequested {
     this.#reports++;
+    if (msg.prefix_cache) this.#summaryReports++;
     const outcome = this.#membership.report(msg, now);
     if (outcome !== "unknown_replica" && this.#drainRequested.has(msg.replica_id)) return "drain";
     return outcome;
@@ -193,18 +200,29 @@ export class DeploymentRouter extends DurableObject<Env> {
     return removed;
   }
 
-  snapshot(sample?: ShardSample): RoutingSnapshot {
+  /**
+   * The shard's snapshot. `summaries`: the asker's held summary digests and byte
+   * budget; the answer carries only the summaries it lacks, within the budget.
+   * Without it (admin, metrics, dashboard) the answer carries digests only.
+   */
+  snapshot(sample?: ShardSample, summaries?: SummaryAsk): RoutingSnapshot {
     this.#calls++;
     this.#snapshotCalls++;
     const now = Date.now();
     const all = this.#membership.snapshot(this.#deployment, now);
-    return sample ? boundedView(all, sample.seed, now, sample.max, Math.ceil(sample.max / 4)) : all;
+    const view = sample ? boundedView(all, sample.seed, now, sample.max, Math.ceil(sample.max / 4)) : all;
+    return summaryDelta(view, decodeDigests(summaries?.have ?? ""), summaries?.maxBytes ?? 0, this.#snapshotCalls);
   }
 
   stats(): RouterStats {
     const now = Date.now();
     let fresh = 0;
-    for (const m of this.#membership.members.values()) if (this.#membership.isFresh(m, now)) fresh++;
+    let summaries = 0;
+    for (const m of this.#membership.members.values()) {
+      if (!this.#membership.isFresh(m, now)) continue;
+      fresh++;
+      if (m.cache !== undefined) summaries++;
+    }
     return {
       deployment: this.#deployment,
       snapshotCalls: this.#snapshotCalls,
@@ -215,6 +233,8 @@ export class DeploymentRouter extends DurableObject<Env> {
       fresh,
       replays: this.#replays,
       calls: this.#calls,
+      summaries,
+      summaryReports: this.#summaryReports,
     };
   }
 

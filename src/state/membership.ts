@@ -3,7 +3,9 @@
  * which replicas are members, which are fresh, what the snapshot holds.
  * Pure, with time passed in, so it is unit-tested without workerd.
  */
-import { SIGNATURE_WINDOW_MS, type Load, type RegisterMessage, type ReportMessage, type ReplicaView, type RoutingSnapshot } from "../protocol/index.ts";
+import type { CacheSummaryWire } from "../prefix/cache-summary.ts";
+import { SIGNATURE_WINDOW_MS, SUMMARY_MAX_AGE_MS, type Load, type RegisterMessage, type ReportMessage, type ReplicaView, type RoutingSnapshot } from "../protocol/index.ts";
+import { summaryDigest } from "./summary-delta.ts";
 
 /** Replicas report at least this often. */
 export const REPORT_INTERVAL_MS = 1_000;
@@ -26,6 +28,13 @@ export interface Member {
   maxModels?: number;
   /** The engine's bearer key (RegisterMessage.engine_key), persisted with the identity. */
   engineKey?: string;
+  /**
+   * The replica's latest prefix-cache summary (`prefix_cache` of its reports), in
+   * memory only like the load: never written to storage (reports are many, writes
+   * fsync-bound), so a restarted object learns it again from the replica's next
+   * resend (≤ SUMMARY_RESEND_MS). `at`: when it was last sent.
+   */
+  cache?: { digest: string; wire: CacheSummaryWire; at: number };
 }
 
 export type ReportOutcome = "ok" | "unknown_replica" | "stale_seq";
@@ -85,6 +94,12 @@ export class Membership {
     if (msg.kv_cache_usage !== undefined) m.load.kv = msg.kv_cache_usage;
     m.models = msg.models;
     m.loading = msg.loading;
+    // Absent: unchanged. Null: the replica holds none now.
+    if (msg.prefix_cache === null) delete m.cache;
+    else if (msg.prefix_cache !== undefined) {
+      const digest = m.cache !== undefined && sameSummary(m.cache.wire, msg.prefix_cache) ? m.cache.digest : summaryDigest(msg.prefix_cache);
+      m.cache = { digest, wire: msg.prefix_cache, at: now };
+    }
     return "ok";
   }
 
@@ -109,6 +124,8 @@ export class Membership {
         loading: m.loading,
         expiresInMs: m.lastReportAt + STALE_AFTER_MS - now,
         ...(m.engineKey !== undefined ? { engineKey: m.engineKey } : {}),
+        // The whole summary: answers to relays and isolates leave out what they hold (summary-delta.ts).
+        ...(m.cache !== undefined && now - m.cache.at < SUMMARY_MAX_AGE_MS ? { cacheDigest: m.cache.digest, cache: m.cache.wire } : {}),
       });
     }
     return { deployment, replicas };
@@ -123,6 +140,11 @@ export class Membership {
     }
     return out;
   }
+}
+
+/** Whether two summaries are the same (a resend): the filter compared last, it is the long part. */
+function sameSummary(a: CacheSummaryWire, b: CacheSummaryWire): boolean {
+  return a.v === b.v && a.k === b.k && a.n === b.n && a.block === b.block && a.bits === b.bits;
 }
 
 /**

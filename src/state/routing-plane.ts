@@ -6,7 +6,7 @@
  */
 import type { Deployment } from "../config/deployment.ts";
 import { routerFor, type Env } from "../env.ts";
-import type { RoutingSnapshot } from "../protocol/index.ts";
+import type { RoutingSnapshot, SummaryAsk } from "../protocol/index.ts";
 import type { AutoscaleStatus, RouterStats, ShardSample } from "./deployment-router.ts";
 import { mergeSnapshots, shardOfNode } from "./routing-shards.ts";
 
@@ -19,10 +19,13 @@ export function shardOfReplica(d: Deployment, replicaId: string, node: string | 
  * The deployment's snapshot, merged from every shard (one call per shard).
  * With `sample`, each shard sends at most `sample.max` of its replicas (a
  * bounded view drawn with `sample.seed`); `total` then says how many there are.
+ * With `summaries`, each shard sends the prefix-cache summaries the asker lacks,
+ * within its share of the byte budget; without, digests only.
  */
-export async function mergedSnapshot(env: Env, deployment: string, shards: number, sample?: ShardSample): Promise<RoutingSnapshot> {
-  if (shards === 1) return routerFor(env, deployment).snapshot(sample);
-  const parts = await Promise.all(Array.from({ length: shards }, (_, k) => routerFor(env, deployment, k).snapshot(sample)));
+export async function mergedSnapshot(env: Env, deployment: string, shards: number, sample?: ShardSample, summaries?: SummaryAsk): Promise<RoutingSnapshot> {
+  if (shards === 1) return routerFor(env, deployment).snapshot(sample, summaries);
+  const share = summaries && { have: summaries.have, maxBytes: Math.floor(summaries.maxBytes / shards) };
+  const parts = await Promise.all(Array.from({ length: shards }, (_, k) => routerFor(env, deployment, k).snapshot(sample, share)));
   return mergeSnapshots(deployment, parts);
 }
 
@@ -34,7 +37,7 @@ export interface PlaneStats extends RouterStats {
 /** The shards' counters, summed, with each shard's own. */
 export async function planeStats(env: Env, d: Deployment): Promise<PlaneStats> {
   const shards = await Promise.all(Array.from({ length: d.routing.shards }, (_, k) => routerFor(env, d.name, k).stats()));
-  const sum: PlaneStats = { deployment: d.name, snapshotCalls: 0, reports: 0, nodeReports: 0, registrations: 0, members: 0, fresh: 0, replays: 0, calls: 0, shards };
+  const sum: PlaneStats = { deployment: d.name, snapshotCalls: 0, reports: 0, nodeReports: 0, registrations: 0, members: 0, fresh: 0, replays: 0, calls: 0, summaries: 0, summaryReports: 0, shards };
   for (const s of shards) {
     sum.snapshotCalls += s.snapshotCalls;
     sum.reports += s.reports;
@@ -44,6 +47,8 @@ export async function planeStats(env: Env, d: Deployment): Promise<PlaneStats> {
     sum.fresh += s.fresh;
     sum.replays += s.replays;
     sum.calls += s.calls;
+    sum.summaries += s.summaries;
+    sum.summaryReports += s.summaryReports;
   }
   return sum;
 }

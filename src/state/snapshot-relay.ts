@@ -13,13 +13,15 @@
  */
 import { DurableObject } from "cloudflare:workers";
 import { keysFor, rateLimiterFor, type Env } from "../env.ts";
-import type { RoutingSnapshot } from "../protocol/index.ts";
+import type { ReplicaView, RoutingSnapshot } from "../protocol/index.ts";
 import { RateRelayLedger } from "../policy/rate-limit-relay.ts";
 import type { RateRemaining, RateUse } from "../policy/rate-limit-sync.ts";
 import type { BucketLimits } from "../policy/token-bucket.ts";
 import { agedSnapshot, boundedView } from "./bounded-view.ts";
 import { RELAY_KEY_SET_TTL_MS, RELAY_MAX_REPLICAS, RELAY_RATE_SYNC_INTERVAL_MS, RELAY_TTL_MS } from "./relay-cadence.ts";
 import { mergedSnapshot } from "./routing-plane.ts";
+import { RELAY_MAX_SUMMARY_BYTES, RELAY_SUMMARY_BYTES, SummaryPool, VIEW_SUMMARY_BYTES, decodeDigests, summaryDelta } from "./summary-delta.ts";
+import type { CacheSummaryWire } from "../prefix/cache-summary.ts";
 
 export { RELAY_KEY_SET_TTL_MS, RELAY_MAX_REPLICAS, RELAY_RATE_SYNC_INTERVAL_MS, RELAY_TTL_MS } from "./relay-cadence.ts";
 /** A refresh that takes longer is given up; the relay answers from what it has. */
@@ -37,6 +39,9 @@ export interface RelayStats {
   rateShardSyncs: number;
   /** Key-set fetches from the AccessKeys object. */
   keySetRefreshes: number;
+  /** Prefix-cache summaries held (replicas), and their bytes. */
+  summaries: number;
+  summaryBytes: number;
 }
 
 export class SnapshotRelay extends DurableObject<Env> {
@@ -54,13 +59,17 @@ export class SnapshotRelay extends DurableObject<Env> {
   #keySetRefreshes = 0;
   /** One ledger per RateLimiter shard. */
   readonly #ledgers = new Map<number, RateRelayLedger>();
+  /** The merged snapshot's prefix-cache summaries (wire form), bounded by RELAY_MAX_SUMMARY_BYTES. */
+  readonly #summaries = new SummaryPool<CacheSummaryWire>((w) => w, RELAY_MAX_SUMMARY_BYTES);
 
   /**
    * The view for the isolate with `seed`. Refreshes first when the merged
    * snapshot is RELAY_TTL_MS old (isolates refresh in the background, so no
-   * request waits on this); concurrent callers share one refresh.
+   * request waits on this); concurrent callers share one refresh. `have`: the
+   * summary digests the isolate holds (summary-delta.ts): the view carries only
+   * the summaries it lacks, at most VIEW_SUMMARY_BYTES of them.
    */
-  async view(deployment: string, shards: number, seed: number): Promise<RoutingSnapshot> {
+  async view(deployment: string, shards: number, seed: number, have = ""): Promise<RoutingSnapshot> {
     this.#calls++;
     if (!this.#merged || Date.now() - this.#fetchedAt >= RELAY_TTL_MS) {
       this.#refreshing ??= this.#refresh(deployment, shards).finally(() => (this.#refreshing = null));
@@ -69,7 +78,7 @@ export class SnapshotRelay extends DurableObject<Env> {
     const merged = this.#merged;
     if (!merged) throw new Error(`relay has no snapshot of "${deployment}" yet`);
     const now = Date.now();
-    return boundedView(agedSnapshot(merged, now - this.#fetchedAt), seed, now);
+    return summaryDelta(boundedView(agedSnapshot(merged, now - this.#fetchedAt), seed, now), decodeDigests(have), VIEW_SUMMARY_BYTES, this.#calls);
   }
 
   /**
@@ -133,7 +142,18 @@ export class SnapshotRelay extends DurableObject<Env> {
       rateSyncs: this.#rateSyncs,
       rateShardSyncs: this.#rateShardSyncs,
       keySetRefreshes: this.#keySetRefreshes,
+      summaries: this.#summaries.size,
+      summaryBytes: this.#summaries.bytes,
     };
+  }
+
+  /** The replica with the summary this relay holds for it (which may lag its digest by a refresh or two), or none. */
+  #withHeldSummary(r: ReplicaView): ReplicaView {
+    const held = this.#summaries.get(r.id);
+    if (held) return held.digest === r.cacheDigest && r.cache ? r : { ...r, cacheDigest: held.digest, cache: held.value };
+    if (r.cacheDigest === undefined && r.cache === undefined) return r;
+    const { cacheDigest: _d, cache: _c, ...rest } = r;
+    return rest;
   }
 
   async #refresh(deployment: string, shards: number): Promise<void> {
@@ -142,10 +162,18 @@ export class SnapshotRelay extends DurableObject<Env> {
     let timer: ReturnType<typeof setTimeout> | undefined;
     try {
       const merged = await Promise.race([
-        mergedSnapshot(this.env, deployment, shards, { seed: this.#seed, max: Math.ceil(RELAY_MAX_REPLICAS / shards) }),
+        mergedSnapshot(
+          this.env,
+          deployment,
+          shards,
+          { seed: this.#seed, max: Math.ceil(RELAY_MAX_REPLICAS / shards) },
+          { have: this.#summaries.have(), maxBytes: RELAY_SUMMARY_BYTES },
+        ),
         new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error("routing shards did not answer in time")), SHARD_CALL_TIMEOUT_MS))),
       ]);
-      this.#merged = merged;
+      // The shards sent only the summaries this relay lacked: the pool fills in the rest.
+      this.#summaries.apply(merged.replicas);
+      this.#merged = { ...merged, replicas: merged.replicas.map((r) => this.#withHeldSummary(r)) };
       // Aged from when the refresh started: the shards' expiries were at most that old.
       this.#fetchedAt = startedAt;
     } catch (err) {
