@@ -27,6 +27,8 @@ function state(o: Partial<VllmMetricsState> = {}): VllmMetricsState {
     promptTokens: 1234,
     generationTokens: 5678,
     preemptions: 1,
+    prefixCacheQueries: 4096,
+    prefixCacheHits: 3072,
     requestSuccess: { stop: 4, length: 5, abort: 1 },
     ttft: new BucketHistogram(TTFT_BUCKETS_S),
     interTokenLatency: new BucketHistogram(ITL_BUCKETS_S),
@@ -79,7 +81,13 @@ describe("renderVllmMetrics", () => {
       'vllm:num_preemptions_total{model_name="tiny-lm",engine="0"} 1.0',
       'vllm:request_success_total{model_name="tiny-lm",engine="0",finished_reason="stop"} 4.0',
       "# TYPE vllm:time_to_first_token_seconds histogram",
-      'vllm:cache_config_info{block_size="16",cache_dtype="auto",enable_prefix_caching="False",num_cpu_blocks="None",num_gpu_blocks="512",engine="0"} 1.0',
+      "# HELP vllm:prefix_cache_queries_total Prefix cache queries, in terms of number of queried tokens.",
+      "# TYPE vllm:prefix_cache_queries_total counter",
+      'vllm:prefix_cache_queries_total{model_name="tiny-lm",engine="0"} 4096.0',
+      "# HELP vllm:prefix_cache_hits_total Prefix cache hits, in terms of number of cached tokens.",
+      "# TYPE vllm:prefix_cache_hits_total counter",
+      'vllm:prefix_cache_hits_total{model_name="tiny-lm",engine="0"} 3072.0',
+      'vllm:cache_config_info{block_size="16",cache_dtype="auto",enable_prefix_caching="True",num_cpu_blocks="None",num_gpu_blocks="512",engine="0"} 1.0',
       'vllm:lora_requests_info{max_lora="0",waiting_lora_adapters="",running_lora_adapters=""} 1712345678.25',
     ]) {
       expect(lines).toContain(line);

@@ -1,18 +1,30 @@
 /**
  * The replica's generation engine: it runs requests on a language model token by token,
- * with vLLM-style KV-cache accounting (kv-cache.ts: requests that do not fit wait), stop
- * strings, seeded sampling, optional pacing that emulates a GPU engine's speed, and the
- * state behind vLLM's /metrics (vllm-metrics.ts).
+ * with vLLM-style KV-cache accounting and automatic prefix caching (kv-cache.ts:
+ * requests that do not fit wait; a prompt's cached blocks are reused), stop strings,
+ * seeded sampling, optional pacing that emulates a GPU engine's speed, and the state
+ * behind vLLM's /metrics (vllm-metrics.ts) and KV events (kv-event-publisher.ts).
  *
  * Each request runs its own loop; every token is one model run (the runs of all requests
- * are serialised process-wide by onnx-session.ts). Pacing (benchmark knobs, 0 = off):
- * `prefillMs` is waited once a request is scheduled, before its first token, and
- * `decodeMs` between tokens (token k is due decodeMs after token k-1 was due, so the
- * model's own compute time hides inside the pace). Both are timers: no CPU is spent.
- * Aborting a request's signal (the client went away) ends it at once and frees its KV
- * blocks.
+ * are serialised process-wide by onnx-session.ts). Pacing (benchmark knobs, 0 = off),
+ * all on timers, no CPU spent:
+ * - prefill, once a request is scheduled and again if it is rescheduled after a
+ *   preemption: `prefillTokenUs` per prompt token that was not found cached, on the
+ *   engine's prefill lane (prefill-lane.ts: one prefill at a time, FIFO, as a GPU's
+ *   compute), then `prefillMs`, a fixed wait of the request's own (not on the lane);
+ * - `decodeMs` between tokens, in parallel for every running request (token k is due
+ *   decodeMs after token k-1 was due, so the model's own compute time hides inside it).
+ * Aborting a request's signal (the client went away) ends it at once, takes it off the
+ * prefill lane and frees its KV blocks.
+ *
+ * The blocks of a request are named over exactly the token ids it is given (no BOS or
+ * anything else is added: BOS only pads the model's two-token context), with its
+ * `extra` key, so an edge that computes blockKeys(encode(prompt text), { extra }) names
+ * them the same.
  */
-import { KvCacheScheduler } from "./kv-cache.ts";
+import { buildCacheSummary, type CacheSummaryWire } from "../../prefix/cache-summary.ts";
+import { KvCacheScheduler, type PoolEvent, type SequenceContent } from "./kv-cache.ts";
+import { PrefillLane } from "./prefill-lane.ts";
 import { createRng, randomSeed, sampleToken, type SamplingParams } from "./sampling.ts";
 import { StopMatcher } from "./stop.ts";
 import type { LanguageModel } from "./tiny-lm.ts";
@@ -27,12 +39,16 @@ export interface LlmEngineOptions {
   kvBlocks: number;
   /** Tokens per block (vLLM's block_size); default 16. */
   blockSize?: number;
-  /** Wait before each request's first token, ms (default 0). */
+  /** Fixed wait before each request's first token (and after a rescheduling), ms (default 0); not on the prefill lane. */
   prefillMs?: number;
+  /** Prefill time per prompt token not found cached, microseconds, on the engine's one prefill lane (default 0). */
+  prefillTokenUs?: number;
   /** Wait between tokens, ms (default 0). */
   decodeMs?: number;
   /** Longest prompt + max_tokens accepted; default (and at most) the whole KV cache. */
   maxModelLen?: number;
+  /** Blocks cached, evicted, cleared, as they happen (for vLLM's KV events). */
+  onKvEvent?: (event: PoolEvent) => void;
 }
 
 export interface GenerateRequest {
@@ -45,6 +61,11 @@ export interface GenerateRequest {
   stop?: readonly string[];
   /** Aborting ends the generation (finish reason "abort"). */
   signal?: AbortSignal;
+  /**
+   * Folded into the key of every KV block (src/prefix/block-keys.ts): the adapter /
+   * multiplexed model the request names (its x-switchyard-model), "" (default) for the base model.
+   */
+  extra?: string;
 }
 
 export interface GenerateResult {
@@ -86,10 +107,13 @@ export class LlmEngine {
   readonly maxModelLen: number;
   readonly #kv: KvCacheScheduler;
   readonly #prefillMs: number;
+  readonly #prefillTokenUs: number;
   readonly #decodeMs: number;
+  readonly #lane = new PrefillLane();
   #nextId = 1;
   #promptTokens = 0;
   #generationTokens = 0;
+  #prefillComputed = 0;
   readonly #success: Record<FinishReason, number> = { stop: 0, length: 0, abort: 0 };
   readonly #ttft = new BucketHistogram(TTFT_BUCKETS_S);
   readonly #itl = new BucketHistogram(ITL_BUCKETS_S);
@@ -97,8 +121,9 @@ export class LlmEngine {
 
   constructor(options: LlmEngineOptions) {
     this.model = options.model;
-    this.#kv = new KvCacheScheduler(options.kvBlocks, options.blockSize ?? 16);
+    this.#kv = new KvCacheScheduler(options.kvBlocks, options.blockSize ?? 16, options.onKvEvent ? { onEvent: options.onKvEvent } : {});
     this.#prefillMs = options.prefillMs ?? 0;
+    this.#prefillTokenUs = options.prefillTokenUs ?? 0;
     this.#decodeMs = options.decodeMs ?? 0;
     this.maxModelLen = Math.min(options.maxModelLen ?? this.#kv.maxTokens, this.#kv.maxTokens);
   }
@@ -126,6 +151,35 @@ export class LlmEngine {
     return this.#kv.usage;
   }
 
+  /** Blocks in the prefix cache (named: held by requests or free cached). */
+  get cachedBlocks(): number {
+    return this.#kv.cachedBlocks;
+  }
+
+  /** Prompt tokens prefills computed: the uncached ones, and recomputations after preemption. */
+  get prefillComputedTokens(): number {
+    return this.#prefillComputed;
+  }
+
+  /** Prefills waiting for the prefill lane. */
+  get prefillsQueued(): number {
+    return this.#lane.queued;
+  }
+
+  /**
+   * The prefix cache's summary for load reports (src/prefix/cache-summary.ts): a Bloom
+   * filter over the cached block keys, most recently used first. O(cached blocks);
+   * about a millisecond at 10,000 blocks.
+   */
+  cacheSummary(): CacheSummaryWire {
+    return buildCacheSummary(this.#kv.cachedKeysMostRecentFirst(), this.#kv.blockSize);
+  }
+
+  /** Drops the prefix cache (vLLM's reset_prefix_cache): only while no request runs. Returns whether it did. */
+  resetPrefixCache(): boolean {
+    return this.#kv.resetPrefixCache();
+  }
+
   /** Why a request of this size can never be served (vLLM's max_model_len check), or undefined. */
   check(promptTokens: number, maxTokens: number): string | undefined {
     if (promptTokens > this.maxModelLen) {
@@ -149,6 +203,8 @@ export class LlmEngine {
     if (tooLong) throw new RequestTooLong(tooLong);
     const id = this.#nextId++;
     const arrival = performance.now();
+    // The sequence's tokens, prompt then generated: the KV cache names its blocks from these.
+    const ids: number[] = [...prompt];
     const rng = createRng(request.seed ?? randomSeed());
     const stop = new StopMatcher(request.stop ?? []);
     const counts = new Map<number, number>();
@@ -160,8 +216,7 @@ export class LlmEngine {
     let due = 0;
     let done = false;
     try {
-      await this.#hold(id, prompt.length, signal);
-      if (this.#prefillMs > 0) await sleep(this.#prefillMs, signal);
+      await this.#hold(id, prompt.length, signal, { ids, extra: request.extra ?? "" });
       while (generated < maxTokens) {
         if (generated > 0) {
           if (this.#decodeMs > 0) {
@@ -175,9 +230,14 @@ export class LlmEngine {
         }
         if (signal?.aborted) throw new Aborted();
         await this.#hold(id, prompt.length + generated, signal);
+        // Scheduled now (first, or again after a preemption): compute what is not cached.
+        const scheduling = this.#kv.takeScheduling(id);
+        if (scheduling) await this.#prefill(prompt.length + generated - scheduling.cachedTokens, signal);
         const logits = await this.model.nextLogits(prev2, prev1);
         if (signal?.aborted) throw new Aborted();
+        this.#kv.commit(id);
         const token = sampleToken(logits, request.sampling, rng, { counts, exclude: [BOS] });
+        ids.push(token);
         generated++;
         counts.set(token, (counts.get(token) ?? 0) + 1);
         prev2 = prev1;
@@ -237,6 +297,8 @@ export class LlmEngine {
       promptTokens: this.#promptTokens,
       generationTokens: this.#generationTokens,
       preemptions: this.#kv.preemptions,
+      prefixCacheQueries: this.#kv.prefixCacheQueries,
+      prefixCacheHits: this.#kv.prefixCacheHits,
       requestSuccess: this.#success,
       ttft: this.#ttft,
       interTokenLatency: this.#itl,
@@ -245,9 +307,17 @@ export class LlmEngine {
     });
   }
 
+  /** The prefill of `uncached` tokens: its turn on the prefill lane, then the fixed wait. */
+  async #prefill(uncached: number, signal: AbortSignal | undefined): Promise<void> {
+    this.#prefillComputed += uncached;
+    const laneMs = (uncached * this.#prefillTokenUs) / 1000;
+    if (laneMs > 0) await this.#lane.run(laneMs, signal);
+    if (this.#prefillMs > 0) await sleep(this.#prefillMs, signal);
+  }
+
   /** Holds `tokens` KV slots for sequence `id`, waiting for blocks if needed; an abort leaves the queue. */
-  async #hold(id: number, tokens: number, signal: AbortSignal | undefined): Promise<void> {
-    const pending = this.#kv.acquire(id, tokens);
+  async #hold(id: number, tokens: number, signal: AbortSignal | undefined, content?: SequenceContent): Promise<void> {
+    const pending = this.#kv.acquire(id, tokens, content);
     if (!pending) return;
     if (signal?.aborted) throw new Aborted();
     const onAbort = () => this.#kv.release(id);

@@ -55,6 +55,10 @@ export interface VllmMetricsState {
   promptTokens: number;
   generationTokens: number;
   preemptions: number;
+  /** Prompt tokens looked up in the prefix cache (vllm:prefix_cache_queries). */
+  prefixCacheQueries: number;
+  /** Of those, tokens found cached (vllm:prefix_cache_hits). */
+  prefixCacheHits: number;
   requestSuccess: Readonly<Record<FinishReason, number>>;
   ttft: BucketHistogram;
   interTokenLatency: BucketHistogram;
@@ -119,6 +123,9 @@ export function renderVllmMetrics(s: VllmMetricsState): string {
   single("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", s.running);
   single("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", s.waiting);
   single("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", s.kvCacheUsage);
+  // Counters in tokens, as vLLM's PrometheusStatLogger declares them (prometheus_client adds _total).
+  single("vllm:prefix_cache_queries_total", "counter", "Prefix cache queries, in terms of number of queried tokens.", s.prefixCacheQueries);
+  single("vllm:prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens.", s.prefixCacheHits);
   single("vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.", s.preemptions);
   single("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", s.promptTokens);
   single("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.", s.generationTokens);
@@ -136,7 +143,7 @@ export function renderVllmMetrics(s: VllmMetricsState): string {
     [
       ["block_size", String(s.blockSize)],
       ["cache_dtype", "auto"],
-      ["enable_prefix_caching", "False"],
+      ["enable_prefix_caching", "True"],
       ["num_cpu_blocks", "None"],
       ["num_gpu_blocks", String(s.numGpuBlocks)],
       ["engine", "0"],
