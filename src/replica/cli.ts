@@ -182,7 +182,7 @@ async function main(): Promise<void> {
   let reportNow: () => Promise<void> = () => Promise.resolve();
   const build = replicaBackend(args.backend);
   if (!build) fail(`unknown backend "${args.backend}"`);
-  const { handler, cache, llm } = await build({
+  const { handler, cache, llm, cacheSummary } = await build({
     flags: args,
     knobs: { serviceMs, kvBlocks, prefillMs, decodeMs },
     admission,
@@ -227,6 +227,7 @@ async function main(): Promise<void> {
     admission,
     log,
     ...(cache && { maxModels: cache.maxModels }),
+    ...(cacheSummary && { cacheSummary }),
     onDrainRequested: () => void drain("drain requested by the edge (admin API)"),
   });
   reportNow = () => edge.report();

@@ -13,14 +13,14 @@
  */
 import { DurableObject } from "cloudflare:workers";
 import { keysFor, rateLimiterFor, type Env } from "../env.ts";
-import type { ReplicaView, RoutingSnapshot } from "../protocol/index.ts";
+import type { RoutingSnapshot } from "../protocol/index.ts";
 import { RateRelayLedger } from "../policy/rate-limit-relay.ts";
 import type { RateRemaining, RateUse } from "../policy/rate-limit-sync.ts";
 import type { BucketLimits } from "../policy/token-bucket.ts";
 import { agedSnapshot, boundedView } from "./bounded-view.ts";
 import { RELAY_KEY_SET_TTL_MS, RELAY_MAX_REPLICAS, RELAY_RATE_SYNC_INTERVAL_MS, RELAY_TTL_MS } from "./relay-cadence.ts";
 import { mergedSnapshot } from "./routing-plane.ts";
-import { RELAY_MAX_SUMMARY_BYTES, RELAY_SUMMARY_BYTES, SummaryPool, VIEW_SUMMARY_BYTES, decodeDigests, summaryDelta } from "./summary-delta.ts";
+import { RELAY_MAX_SUMMARY_BYTES, RELAY_SUMMARY_BYTES, SummaryPool, VIEW_SUMMARY_BYTES, decodeDigests, summaryDelta, withHeldSummaries } from "./summary-delta.ts";
 import type { CacheSummaryWire } from "../prefix/cache-summary.ts";
 
 export { RELAY_KEY_SET_TTL_MS, RELAY_MAX_REPLICAS, RELAY_RATE_SYNC_INTERVAL_MS, RELAY_TTL_MS } from "./relay-cadence.ts";
@@ -147,15 +147,6 @@ export class SnapshotRelay extends DurableObject<Env> {
     };
   }
 
-  /** The replica with the summary this relay holds for it (which may lag its digest by a refresh or two), or none. */
-  #withHeldSummary(r: ReplicaView): ReplicaView {
-    const held = this.#summaries.get(r.id);
-    if (held) return held.digest === r.cacheDigest && r.cache ? r : { ...r, cacheDigest: held.digest, cache: held.value };
-    if (r.cacheDigest === undefined && r.cache === undefined) return r;
-    const { cacheDigest: _d, cache: _c, ...rest } = r;
-    return rest;
-  }
-
   async #refresh(deployment: string, shards: number): Promise<void> {
     this.#refreshes++;
     const startedAt = Date.now();
@@ -173,7 +164,7 @@ export class SnapshotRelay extends DurableObject<Env> {
       ]);
       // The shards sent only the summaries this relay lacked: the pool fills in the rest.
       this.#summaries.apply(merged.replicas);
-      this.#merged = { ...merged, replicas: merged.replicas.map((r) => this.#withHeldSummary(r)) };
+      this.#merged = withHeldSummaries(merged, this.#summaries);
       // Aged from when the refresh started: the shards' expiries were at most that old.
       this.#fetchedAt = startedAt;
     } catch (err) {

@@ -231,3 +231,23 @@ export class SummaryPool<T> {
     return this.#bytes;
   }
 }
+
+/**
+ * A relay's merged snapshot with the summaries it holds (`pool`, already folded
+ * with this snapshot): each replica carries the held summary and its digest, which
+ * may lag the replica's newest digest while that one has not come (over budget),
+ * or nothing when it holds none. What it hands isolates is then consistent: a
+ * digest always comes with the summary it names.
+ */
+export function withHeldSummaries(s: RoutingSnapshot, pool: SummaryPool<CacheSummaryWire>): RoutingSnapshot {
+  return {
+    ...s,
+    replicas: s.replicas.map((r) => {
+      const held = pool.get(r.id);
+      if (held) return held.digest === r.cacheDigest && r.cache ? r : { ...r, cacheDigest: held.digest, cache: held.value };
+      if (r.cacheDigest === undefined && r.cache === undefined) return r;
+      const { cacheDigest: _d, cache: _c, ...rest } = r;
+      return rest;
+    }),
+  };
+}

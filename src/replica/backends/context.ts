@@ -7,6 +7,7 @@ import type { AdmissionControl } from "../admission.ts";
 import type { RequestHandler } from "../handlers.ts";
 import type { LlmService } from "../llm/openai-handler.ts";
 import type { ModelCache } from "../../models/model-cache.ts";
+import type { CacheSummaryProvider } from "../summary-cadence.ts";
 
 export interface ReplicaBackendContext {
   /** The backend's own flags as given (validated by the kind). */
@@ -27,6 +28,8 @@ export interface ReplicaBackendParts {
   cache?: ModelCache;
   /** Language models: what the server answers before admission, and the state it describes. */
   llm?: { unadmitted: LlmService["unadmitted"]; describe: () => Record<string, unknown> };
+  /** Backends with a prefix cache: its summary, carried by load reports when it changed. */
+  cacheSummary?: CacheSummaryProvider;
 }
 
 /** Builds a kind's handler (and loads its model) before the replica listens. */
