@@ -1,14 +1,15 @@
 /**
  * `npm run bench`: a quick version of every benchmark scenario, one after the
- * other (each starts and stops its own stack), then the charts. About 5 minutes;
+ * other (each starts and stops its own stack), then the charts. About 8 minutes;
  * each script's full mode is in bench/README.md.
  *
- *   npx tsx bench/all.ts [--only seed,streaming,dispatch,state-cost,affinity,state-plane]
+ *   npx tsx bench/all.ts [--only seed,streaming,dispatch,state-cost,affinity,state-plane,prefix-cache]
  *
  * Scenarios: the Ray Serve seed (bench/seed.ts --quick), the Llumnix seed
  * (bench/streaming.ts, 4 s per arm), dispatch quality (--quick), hot-path state
  * cost (3 s per phase), multiplexing and affinity (4 s), the state plane at
- * 2,048 simulated replicas per deployment (--quick: 3 rounds, 5 s window). Ends with
+ * 2,048 simulated replicas per deployment (--quick: 3 rounds, 5 s window), prefix-cache-aware
+ * routing (--quick: 8 s windows, ~2.5 min). Ends with
  * bench/chart.ts. A scenario that fails is reported and the others still run;
  * the exit status says whether all passed.
  */
@@ -22,6 +23,7 @@ const SCENARIOS: Record<string, string[]> = {
   "state-cost": ["bench/state-cost.ts", "--seconds", "3"],
   affinity: ["bench/affinity.ts", "--seconds", "4"],
   "state-plane": ["bench/state-plane.ts", "--quick"],
+  "prefix-cache": ["bench/prefix-cache.ts", "--quick"],
 };
 
 const { values } = parseArgs({ options: { only: { type: "string" } } });

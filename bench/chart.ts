@@ -10,6 +10,8 @@
  *   dispatch-quality.json → docs/bench-dispatch.svg    p50/p90/p99 per balancer
  *   state-cost.json       → docs/bench-state-cost.svg  proxy CPU per request, DO calls per 1,000
  *   streaming.json        → docs/bench-streaming.svg   TTFT and TPOT, direct vs through Switchyard
+ *   prefix-cache.json     → docs/bench-prefix-cache.svg TTFT p50/p99 and hit ratio per balancer and isolate count
+ *                           (prefix-cache-quick.json, --quick's file, when there is no full run)
  * A missing or unreadable file is skipped with a line saying so. Every chart
  * names its run's date and the machine caveat (a shared 2-core machine:
  * compare bars within one chart, not across runs).
@@ -307,6 +309,41 @@ function streamingChart(s: StreamingResult): Chart {
   };
 }
 
+interface PrefixCacheResult {
+  when?: string;
+  quick?: boolean;
+  machine?: { cpus?: number; loadavg1mAtStart?: number };
+  setup?: { replicas?: number; isolates?: number; offeredRps?: number; utilization?: number; seconds?: number };
+  arms: { arm: string; label: string; isolates: number; ttft: { p50: number; p99: number }; hitRatio: number; failed: number; requests: number }[];
+  targets?: { target: string; met: boolean | null }[];
+}
+
+function prefixCacheChart(p: PrefixCacheResult): Chart {
+  const name = (a: PrefixCacheResult["arms"][number]) => (a.arm === "oracle" ? a.label : `${a.label}, ${a.isolates} isolate${a.isolates > 1 ? "s" : ""}`);
+  const accent = (a: PrefixCacheResult["arms"][number]) => a.arm.startsWith("prefix_");
+  const bars = (value: (a: PrefixCacheResult["arms"][number]) => number, note?: (a: PrefixCacheResult["arms"][number]) => string | undefined): Bar[] =>
+    p.arms.map((a) => {
+      const n = note?.(a);
+      return { label: name(a), value: value(a), accent: accent(a), ...(n ? { note: n } : {}) };
+    });
+  const s = p.setup ?? {};
+  const met = p.targets?.filter((t) => t.met !== null) ?? [];
+  return {
+    title: "Prefix-cache-aware routing: shared system prompts, multi-turn chats",
+    subtitle: `${s.replicas ?? "?"} prefill-bound LLM replicas, open loop at ${s.offeredRps !== undefined ? s.offeredRps.toFixed(1) : "?"} req/s (${s.utilization !== undefined ? Math.round(100 * s.utilization) : "?"} % of load_aware's saturation), ${s.seconds ?? "?"} s per arm${p.quick ? " (--quick)" : ""}; targets met ${met.filter((t) => t.met).length} of ${met.length}`,
+    groups: [
+      { heading: "Time to first token, p50 (lower is better)", unit: "ms", bars: bars((a) => a.ttft.p50, (a) => (a.failed ? `${a.failed} of ${a.requests} failed` : undefined)) },
+      { heading: "Time to first token, p99", unit: "ms", bars: bars((a) => a.ttft.p99) },
+      { heading: "The replicas' own prefix-cache hit ratio (tokens, vllm:prefix_cache_hits / queries)", unit: "hit ratio", digits: 2, bars: bars((a) => a.hitRatio) },
+    ],
+    footer: [
+      `Run ${when(p.when)} by bench/prefix-cache.ts. ${machineLine(p.machine)}. The oracle dispatches from the bench process, without the edge hop (~1–2 ms).`,
+      CAVEAT,
+      "Regenerate: npx tsx bench/prefix-cache.ts, then npx tsx bench/chart.ts.",
+    ],
+  };
+}
+
 const seed = read<SeedResult>("seed.json");
 if (seed?.rows) write("bench-seed.svg", seedChart(seed));
 const dispatch = read<DispatchResult>("dispatch-quality.json");
@@ -318,3 +355,5 @@ const streaming = read<StreamingResult>("streaming.json");
 if (streaming?.rows?.length && streaming.rows.every((r) => r.ttft && r.tpot)) write("bench-streaming.svg", streamingChart(streaming));
 else if (streaming) console.log("streaming.json: unexpected shape, skipped");
 for (const f of ["affinity.json", "hello.json"]) if (existsSync(join(results, f))) console.log(`${f}: no chart (its tables are in the README)`);
+const prefixCache = existsSync(join(results, "prefix-cache.json")) ? read<PrefixCacheResult>("prefix-cache.json") : read<PrefixCacheResult>("prefix-cache-quick.json");
+if (prefixCache?.arms?.length) write("bench-prefix-cache.svg", prefixCacheChart(prefixCache));

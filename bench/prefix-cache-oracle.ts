@@ -1,0 +1,191 @@
+/**
+ * bench/prefix-cache.ts's oracle arm: the best a prefix-aware router could do with
+ * perfect, instant knowledge. One global exact index of every replica's KV cache
+ * (block keys, kept from the replicas' own KV events), consulted at the moment of
+ * each request; the request goes to the replica holding its longest cached prefix,
+ * under the same bounded-load rule as the edge's prefix tiers
+ * (src/policy/prefix-score.ts: underLoadBound, then rendezvous order on the anchor
+ * key for ties), with fullness from the bench's own exact in-flight counts. It
+ * dispatches straight to the replica, signed as the edge signs
+ * (src/protocol/signing.ts), so it skips the edge hop (~1–2 ms on this machine).
+ */
+import { Header, PROTOCOL_VERSION, importReplicaKey, signDispatch } from "../src/protocol/index.ts";
+import type { BlockKey } from "../src/prefix/block-keys.ts";
+import { anchorKey, rendezvousOrder, underLoadBound } from "../src/policy/prefix-score.ts";
+
+/** Which blocks each replica holds now (stored and not yet removed). */
+export class ExactPrefixIndex {
+  readonly #held = new Map<string, Set<BlockKey>>();
+
+  #of(replica: string): Set<BlockKey> {
+    let s = this.#held.get(replica);
+    if (!s) this.#held.set(replica, (s = new Set()));
+    return s;
+  }
+
+  stored(replica: string, keys: Iterable<BlockKey>): void {
+    const s = this.#of(replica);
+    for (const k of keys) s.add(k);
+  }
+
+  removed(replica: string, keys: Iterable<BlockKey>): void {
+    const s = this.#of(replica);
+    for (const k of keys) s.delete(k);
+  }
+
+  cleared(replica: string): void {
+    this.#of(replica).clear();
+  }
+
+  /** How many leading blocks of `keys` the replica holds (a chain: the first missing block ends the prefix). */
+  heldPrefix(replica: string, keys: readonly BlockKey[]): number {
+    const s = this.#held.get(replica);
+    if (!s) return 0;
+    let n = 0;
+    while (n < keys.length && s.has(keys[n]!)) n++;
+    return n;
+  }
+
+  blocks(replica: string): number {
+    return this.#held.get(replica)?.size ?? 0;
+  }
+}
+
+export interface OracleCandidate {
+  id: string;
+  /** The bench's exact in-flight requests to it. */
+  load: number;
+  /** Its max_ongoing. */
+  capacity: number;
+}
+
+/**
+ * The replica with the longest cached prefix among those under the bounded-load
+ * line; equal prefixes go to the earlier in rendezvous order on the anchor (so a
+ * new prefix's concurrent requests meet on one replica, as with the edge's tiers).
+ */
+export function oracleChoice<T extends OracleCandidate>(candidates: readonly T[], keys: readonly BlockKey[], held: (c: T) => number): { choice: T; heldBlocks: number } {
+  if (candidates.length === 0) throw new Error("no candidates");
+  const anchor = anchorKey(keys);
+  const eligible = underLoadBound(candidates);
+  const ranked = anchor === undefined ? [...eligible].sort((a, b) => a.load - b.load) : rendezvousOrder(eligible, anchor);
+  let choice = ranked[0]!;
+  let best = held(choice);
+  for (const c of ranked.slice(1)) {
+    const h = held(c);
+    if (h > best) {
+      choice = c;
+      best = h;
+    }
+  }
+  return { choice, heldBlocks: best };
+}
+
+/** Signs dispatches to one deployment's replicas as the edge does (src/proxy/replica-keys.ts). */
+export class DispatchSigner {
+  #key: Promise<CryptoKey>;
+  #nonce = Math.floor(Math.random() * 2 ** 40);
+  readonly #deployment: string;
+
+  constructor(replicaKey: string, deployment: string) {
+    this.#key = importReplicaKey(replicaKey);
+    this.#deployment = deployment;
+  }
+
+  /** The headers of one signed POST of `target` (path and query) with request id `requestId`. */
+  async headers(target: string, requestId: string): Promise<Record<string, string>> {
+    const timestamp = Date.now();
+    const nonce = this.#nonce++;
+    const signature = await signDispatch(await this.#key, { timestamp, nonce, method: "POST", deployment: this.#deployment, target, requestId });
+    return {
+      [Header.protocol]: String(PROTOCOL_VERSION),
+      [Header.requestId]: requestId,
+      [Header.deployment]: this.#deployment,
+      [Header.timestamp]: String(timestamp),
+      [Header.nonce]: String(nonce),
+      [Header.signature]: signature,
+    };
+  }
+}
+
+/**
+ * Follows one replica's KV events (a ZMQ SUB on its --kv-events-endpoint) into the
+ * index. Blocks are renamed into Switchyard block keys from the token ids each
+ * BlockStored carries (as the replica agent does for a real vLLM), so the index
+ * does not depend on the engine's own hash; gaps in the sequence numbers (a batch
+ * the subscription missed) are counted.
+ */
+export class KvEventFollower {
+  readonly replica: string;
+  batches = 0;
+  gaps = 0;
+  /** Stored blocks whose parent block this follower never saw stored (not indexable). */
+  orphans = 0;
+  /** Stored blocks whose engine hash was already their Switchyard key. */
+  sameHash = 0;
+  stored = 0;
+  removed = 0;
+  readonly #index: ExactPrefixIndex;
+  /** Engine hash (blockHashText) → Switchyard key. */
+  readonly #names = new Map<string, BlockKey>();
+  #lastSeq: bigint | undefined;
+  #socket: { close(): void } | undefined;
+  #loop: Promise<void> | undefined;
+
+  constructor(replica: string, index: ExactPrefixIndex) {
+    this.replica = replica;
+    this.#index = index;
+  }
+
+  async connect(endpoint: string): Promise<void> {
+    const [{ Subscriber }, kv, bk] = await Promise.all([import("zeromq"), import("../src/prefix/kv-events.ts"), import("../src/prefix/block-keys.ts")]);
+    const sock = new Subscriber();
+    sock.connect(endpoint);
+    sock.subscribe();
+    this.#socket = sock;
+    const extra = bk.extraLanes("");
+    this.#loop = (async () => {
+      try {
+        for await (const frames of sock) {
+          const m = kv.parseKvEventMessage(frames as Uint8Array[]);
+          if (this.#lastSeq !== undefined && m.seq !== this.#lastSeq + 1n) this.gaps++;
+          this.#lastSeq = m.seq;
+          this.batches++;
+          for (const e of m.batch.events) {
+            if (e.type === "AllBlocksCleared") {
+              this.#index.cleared(this.replica);
+            } else if (e.type === "BlockRemoved") {
+              const keys = e.blockHashes.map((h) => this.#names.get(kv.blockHashText(h))).filter((k): k is BlockKey => k !== undefined);
+              this.removed += keys.length;
+              this.#index.removed(this.replica, keys);
+            } else {
+              let parent: BlockKey | undefined = e.parentBlockHash === null ? undefined : this.#names.get(kv.blockHashText(e.parentBlockHash));
+              if (e.parentBlockHash !== null && parent === undefined) {
+                this.orphans += e.blockHashes.length;
+                continue;
+              }
+              const keys: BlockKey[] = [];
+              e.blockHashes.forEach((h, i) => {
+                parent = bk.blockKey(parent, e.tokenIds, i * e.blockSize, extra, e.blockSize);
+                const text = kv.blockHashText(h);
+                if (text === parent) this.sameHash++;
+                this.#names.set(text, parent);
+                keys.push(parent);
+              });
+              this.stored += keys.length;
+              this.#index.stored(this.replica, keys);
+            }
+          }
+        }
+      } catch (err) {
+        // Closing the socket ends the loop; anything else is worth a line.
+        if (!/closed|terminated/i.test(String(err))) console.error(`KV events of ${this.replica}: ${String(err)}`);
+      }
+    })();
+  }
+
+  async close(): Promise<void> {
+    this.#socket?.close();
+    await this.#loop;
+  }
+}
