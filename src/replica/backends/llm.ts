@@ -16,6 +16,8 @@ export const llm: ReplicaBackend = async ({ flags, knobs, admission, log, fail }
   const service = llmService({ engine, modelId });
   return {
     handler: service.handler,
+    // What the prefix cache holds, for the reports (sent when it changed, src/replica/summary-cadence.ts).
+    cacheSummary: () => engine.cacheSummary(),
     llm: {
       unadmitted: service.unadmitted,
       describe: () => ({ model: modelId, running: engine.running, waiting: engine.waiting, kv_cache_usage: engine.kvUsage, kv_blocks: engine.kvBlocks }),
