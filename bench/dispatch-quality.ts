@@ -1,7 +1,8 @@
 /**
  * Dispatch quality on replicas of unequal speed (benchmarks issue, scenario 3):
- * the same fleet shape behind three deployments that differ only in
- * `policy.balancer` — Switchyard's load-aware choice, round robin, random —
+ * the same fleet shape behind deployments that differ only in
+ * `policy.balancer` — Switchyard's load-aware choice, round robin, random (every
+ * registered balancer that does not read the prompt) —
  * driven one after another with the same load near fleet capacity.
  *
  *   npx tsx bench/dispatch-quality.ts [--seconds 8] [--quick] [--fleet queue|reject]
@@ -56,6 +57,7 @@ import { cpus, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { LocalStack } from "../src/local/stack.ts";
+import { BALANCERS, type BalancerName } from "../src/policy/balancers/index.ts";
 import { mulberry32 } from "../src/seeded-random.ts";
 
 const { values } = parseArgs({
@@ -102,12 +104,17 @@ const slots = SHAPES.reduce((a, s) => a + s.maxOngoing, 0);
 const rate = utilization * capacityRps;
 const concurrency = Math.max(1, Math.round(utilization * slots));
 
-type Balancer = "load_aware" | "round_robin" | "random";
-const ARMS: { balancer: Balancer; name: string; label: string }[] = [
-  { balancer: "load_aware", name: "dq-load-aware", label: "Switchyard (load_aware)" },
-  { balancer: "round_robin", name: "dq-round-robin", label: "round_robin" },
-  { balancer: "random", name: "dq-random", label: "random" },
-];
+/**
+ * One arm per registered balancer that decides without the prompt (src/policy/balancers/):
+ * this load is plain GETs, with no prompt, under which a prefix balancer would choose
+ * exactly as load_aware does.
+ */
+type Balancer = BalancerName;
+const ARMS: { balancer: Balancer; name: string; label: string }[] = BALANCERS.filter((b) => !b.readsPrompt).map((b) => ({
+  balancer: b.name,
+  name: `dq-${b.name.replaceAll("_", "-")}`,
+  label: b.name === "load_aware" ? "Switchyard (load_aware)" : b.name,
+}));
 
 interface Sample {
   status: number;

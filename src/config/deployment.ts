@@ -8,6 +8,9 @@ import { Backend as BackendUnion } from "../backends/index.ts";
 import { ModelId } from "../backends/model-id.ts";
 import { DEPLOYMENT_NAME } from "../protocol/messages.ts";
 import { MAX_ROUTING_SHARDS } from "../state/routing-shards.ts";
+import { BALANCER_NAMES } from "../policy/balancers/index.ts";
+import { DEFAULT_LOAD_FACTOR, DEFAULT_PREFILL_WEIGHT } from "../policy/prefix-score.ts";
+import { PROMPT_TOKENIZER_NAMES } from "../prompt/tokenizers/index.ts";
 
 /** Methods a deployment may serve (the default: all of them). */
 export const SERVABLE_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] as const;
@@ -67,7 +70,8 @@ const DeploymentInput = z
         ejectAfterFailures: z.number().int().min(0).max(100).default(3),
         ejectBaseMs: z.number().int().min(100).max(60_000).default(5_000),
         /**
-         * How a plain request (no session, no multiplexed model) picks its replica:
+         * How a request picks its replica, one of the balancers registered in
+         * src/policy/balancers/index.ts:
          * - "load_aware" (default): power of two random choices on load, i.e. each
          *   replica's reported ongoing + queued plus this isolate's in-flight
          *   dispatches to it, relative to its max_ongoing_requests; replicas this
@@ -75,13 +79,50 @@ const DeploymentInput = z
          * - "round_robin": the next candidate in a stable order (sorted by replica
          *   id), one counter per proxy isolate and deployment; ignores load.
          * - "random": a candidate chosen uniformly at random; ignores load.
-         * All three skip draining, stale, cooling-down and ejected replicas, and a
-         * refusal is retried on another replica as usual: only the choice differs.
-         * Session affinity (`x-session-id`) and model multiplexing always use the
-         * load-aware choice. The two load-blind balancers exist as baselines
-         * (bench/dispatch-quality.ts) and for fleets of identical replicas.
+         * - "prefix_hash": prompts sharing a prefix go to one replica from every
+         *   isolate (rendezvous hashing on the prompt's first 16 blocks), skipping
+         *   replicas above the bounded-load line (`prefix.loadFactor`); no engine
+         *   cooperation needed (docs/prefix-routing.md).
+         * - "prefix_cache": the replica whose prefix cache already holds most of the
+         *   prompt, by its reported cache summary and this isolate's recent
+         *   dispatches, weighed against its load (`prefix.prefillWeight`), under the
+         *   same load line; needs the edge to tokenize as the engine does
+         *   (`prefix.tokenizer`).
+         * The prefix balancers read the prompt of OpenAI-style bodies (chat
+         * messages, completion prompt, Responses input; on /v1 and on path-routed
+         * .../v1/... requests with a body the edge holds); without one they choose as
+         * "load_aware". All skip draining, stale, cooling-down and ejected replicas,
+         * and a refusal is retried on another replica as usual: only the choice
+         * differs. A new session is placed by the balancer too (a prefix balancer
+         * places it by its prompt, the others by rendezvous on the session id), then
+         * sticks (`sessionAffinity`). A multiplexed model goes to replicas holding it
+         * (the prefix balancers choose by prefix among its holders with room). The
+         * two load-blind balancers exist as baselines (bench/dispatch-quality.ts) and
+         * for fleets of identical replicas.
          */
-        balancer: z.enum(["load_aware", "round_robin", "random"]).default("load_aware"),
+        balancer: z.enum(BALANCER_NAMES).default("load_aware"),
+        /** Settings of the prefix balancers (docs/prefix-routing.md); ignored by the others. Unset: DEFAULT_PREFIX_POLICY. */
+        prefix: z
+          .object({
+            /**
+             * How the edge tokenizes prompts, one of src/prompt/tokenizers/index.ts:
+             * "tiny-lm" (the reference replica's model, exactly), "bytes" (UTF-8, 64
+             * bytes a block: any model, hash tier), or "auto": "tiny-lm" for the `llm`
+             * backend, else "bytes". The precise tier matches engine reports only with
+             * the engine's own tokenizer and chat template.
+             */
+            tokenizer: z.enum(["auto", ...PROMPT_TOKENIZER_NAMES]).default("auto"),
+            /**
+             * ε of the bounded-load line: a replica whose fullness with this request
+             * exceeds (1 + ε) × the mean is skipped, so a hot prefix spills instead of
+             * queueing on one replica.
+             */
+            loadFactor: z.number().min(0).max(10).default(DEFAULT_LOAD_FACTOR),
+            /** prefix_cache: weight of the prompt's uncached share (0..1) against the replica's fullness (0..1). */
+            prefillWeight: z.number().min(0).max(100).default(DEFAULT_PREFILL_WEIGHT),
+          })
+          .strict()
+          .optional(),
       })
       .strict()
       .default({
@@ -285,6 +326,9 @@ const DeploymentInput = z
       ctx.addIssue({ code: "custom", path: ["multiplexing", "defaultModel"], message: "defaultModel must be one of multiplexing.models" });
     }
   });
+
+/** `policy.prefix` of a deployment that sets none. */
+export const DEFAULT_PREFIX_POLICY = { tokenizer: "auto", loadFactor: DEFAULT_LOAD_FACTOR, prefillWeight: DEFAULT_PREFILL_WEIGHT } as const;
 
 export type DeploymentInput = z.input<typeof DeploymentInput>;
 export type Deployment = z.output<typeof DeploymentInput>;

@@ -1,17 +1,23 @@
 /**
  * The hot path: one client request → one replica, with retries only while no
  * replica has accepted it. Bodies stream in both directions; the only state
- * touched is this isolate's routing view (no Durable Object call).
+ * touched is this isolate's routing view and the deployment's balancer (no
+ * Durable Object call). Who is tried is the balancer's choice
+ * (src/policy/balancers/), how an attempt ended is judged by attempt-outcome.ts,
+ * and the bodies are prepared and passed on by request-body.ts and
+ * response-streams.ts: this file is the attempt loop and the fetch.
  */
 import type { Deployment } from "../config/deployment.ts";
-import { Header, PROTOCOL_VERSION, UNAUTHORIZED_REJECTION, errorResponse, parseLoadHeader } from "../protocol/index.ts";
-import { backoffMs, pickRandom, pickReplica, pickReplicaForModel, pickRoundRobin } from "../policy/pick-replica.ts";
+import { Header, PROTOCOL_VERSION, errorResponse, parseLoadHeader } from "../protocol/index.ts";
+import type { ActiveBalancer, BalanceInput } from "../policy/balancers/index.ts";
+import { backoffMs } from "../policy/pick-replica.ts";
+import { judgeAnswer, judgeLostConnection, safeToRepeat, sessionFollowsRetry } from "./attempt-outcome.ts";
 import { clientHeaders, dispatchHeaders } from "./headers.ts";
-import { checkDeclaredLength, readBoundedBody, uploadPaceOf, uploadTooSlow } from "./request-body.ts";
+import { dispatchBody, heldBody, uploadTooSlow, type DispatchBody } from "./request-body.ts";
 import { dispatchUrl } from "./request-path.ts";
-import { nativePipe, sseWithErrorEvent } from "./response-streams.ts";
+import { requestPromptKeys } from "./request-prompt.ts";
+import { passAnswerBody } from "./response-streams.ts";
 import { stripRoutePrefix } from "./route-table.ts";
-import { pacedBody } from "./upload-pace.ts";
 import type { ReplicaEntry, RoutingView } from "./routing-view.ts";
 import type { SessionAffinity } from "./session-affinity.ts";
 
@@ -25,6 +31,8 @@ export interface DispatchContext {
   target: { path: string; search: string };
   sign: DispatchSigner;
   view: RoutingView;
+  /** The deployment's balancer in this isolate (IsolateState.balancerFor). */
+  balancer: ActiveBalancer;
   requestId: string;
   /** Registers follow-up work that must outlive the response (ctx.waitUntil). */
   background: (p: Promise<unknown>) => void;
@@ -59,60 +67,21 @@ export interface DispatchTrace {
   streamEnd?: Promise<unknown>;
 }
 
-type Body = ArrayBuffer | ReadableStream<Uint8Array> | null;
-
-interface PreparedBody {
-  body: Body;
-  /** The body can be sent again (no body, or held in memory). */
-  replayable: boolean;
-  /** Replayable, and the request may run twice (see safeToRepeat). */
+/** A dispatch body, and whether the request may run again after a lost connection (safeToRepeat). */
+interface PreparedBody extends DispatchBody {
   safeToRepeat: boolean;
-  /** Set when a streamed body outgrew the limit mid-flight. */
-  overLimit: () => boolean;
-  /** Set when a streamed body stopped arriving (upload-pace.ts). */
-  tooSlow: () => boolean;
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-/**
- * Round-robin counters, one per routing view, i.e. per isolate and deployment
- * (the snapshot cache keeps one view per deployment for the isolate's life).
- */
-const roundRobinTurns = new WeakMap<RoutingView, { next: number }>();
-
-/**
- * The choice for a plain request (no session, no model), by `policy.balancer`.
- * Load-blind balancers still only see the candidates the view allows (ready,
- * fresh, not cooling down, not ejected, not already tried).
- */
-function plainPicker(deployment: Deployment, view: RoutingView): (among: readonly ReplicaEntry[]) => ReplicaEntry | undefined {
-  switch (deployment.policy.balancer) {
-    case "round_robin": {
-      let turns = roundRobinTurns.get(view);
-      if (!turns) roundRobinTurns.set(view, (turns = { next: 0 }));
-      const t = turns;
-      return (among) => {
-        if (among.length === 0) return undefined;
-        const turn = t.next;
-        t.next = turn >= Number.MAX_SAFE_INTEGER ? 0 : turn + 1;
-        return pickRoundRobin(among, turn);
-      };
-    }
-    case "random":
-      return (among) => pickRandom(among);
-    default:
-      return (among) => pickReplica(among);
-  }
-}
-
 export async function dispatch(req: Request, ctx: DispatchContext): Promise<Response> {
-  const { deployment, view, requestId } = ctx;
+  const { deployment, view, requestId, balancer } = ctx;
   let prepared: PreparedBody;
   if (ctx.body !== undefined) {
-    prepared = { body: ctx.body, replayable: true, safeToRepeat: true, overLimit: () => false, tooSlow: () => false };
+    // A body read to route (OpenAI routes): inference has no side effects worth more than a wasted prefill.
+    prepared = { ...heldBody(ctx.body), safeToRepeat: true };
   } else {
-    const body = await prepareBody(req, deployment, requestId);
+    const body = await dispatchBody(req, deployment.limits, requestId);
     if (body instanceof Response) return body;
     prepared = { ...body, safeToRepeat: body.replayable && safeToRepeat(req.method, req.headers, deployment.policy.idempotent) };
   }
@@ -133,14 +102,17 @@ export async function dispatch(req: Request, ctx: DispatchContext): Promise<Resp
   const sessionToken = ctx.session ? (req.headers.get(Header.sessionToken) ?? undefined) : undefined;
   baseHeaders.delete(Header.sessionToken);
   const model = ctx.model;
-  // `policy.balancer` applies to plain requests only: sessions (affinity proposals
-  // and their retries) and multiplexed models always use the load-aware choice.
-  const pick =
-    model !== undefined
-      ? (among: readonly ReplicaEntry[]) => pickReplicaForModel(among, model)
-      : ctx.session
-        ? (among: readonly ReplicaEntry[]) => pickReplica(among)
-        : plainPicker(deployment, view);
+
+  const input: BalanceInput = { random: Math.random, now: Date.now(), ...(model !== undefined ? { model } : {}) };
+  // Only a balancer that reads the prompt pays for parsing and tokenizing it, and only from a body held here.
+  if (balancer.readsPrompt && prepared.body instanceof ArrayBuffer) {
+    const prompt = requestPromptKeys(deployment, ctx.target.path, prepared.body, model);
+    if (prompt) input.prompt = prompt;
+  }
+  const pick = (among: readonly ReplicaEntry[]) => balancer.pick(among, input);
+  // A session new to this isolate goes where its prompt's prefix goes, when the balancer
+  // reads one; otherwise rendezvous on its id places it (session-affinity.ts).
+  const placeNew = input.prompt !== undefined ? pick : undefined;
 
   const tried = new Set<string>();
   let sawReplica = false;
@@ -153,7 +125,7 @@ export async function dispatch(req: Request, ctx: DispatchContext): Promise<Resp
     const candidates = model !== undefined ? view.candidatesHolding(now, tried, (e) => e.models.includes(model) || e.loading.includes(model)) : view.candidates(now, tried);
     const replica =
       attempt === 1 && ctx.session
-        ? await ctx.session.affinity.choose(deployment, ctx.session.id, candidates, pick, ctx.session.client, () => view.lapsed(now, tried), sessionToken)
+        ? await ctx.session.affinity.choose(deployment, ctx.session.id, candidates, pick, ctx.session.client, () => view.lapsed(now, tried), sessionToken, placeNew)
         : pick(candidates);
     if (!replica) break;
     if (model !== undefined) view.noteModelDispatch(replica, model);
@@ -181,14 +153,15 @@ export async function dispatch(req: Request, ctx: DispatchContext): Promise<Resp
 
     const outcome = await attemptOn(replica, target, req.method, headers, prepared, deadline, ctx);
     if (outcome.kind === "response") {
-      if (outcome.fromReplica && ctx.trace) ctx.trace.replica = replica.id;
-      // The session follows a retry only when its replica is gone or draining; a
-      // full one keeps it (the next requests spill until the grace period ends).
-      if (outcome.fromReplica && firstRefusal === "gone") ctx.session?.affinity.served(deployment, ctx.session.id, replica.id, ctx.background);
-      if (outcome.fromReplica && ctx.session) {
-        // The binding after this request, signed: a client that sends it back is routed with no object call.
-        const token = await ctx.session.affinity.tokenFor(deployment, ctx.session.id, replica.id);
-        if (token !== undefined) outcome.response.headers.set(Header.sessionToken, token);
+      if (outcome.fromReplica) {
+        if (ctx.trace) ctx.trace.replica = replica.id;
+        balancer.served?.(replica.id, input);
+        if (ctx.session) {
+          if (sessionFollowsRetry(firstRefusal)) ctx.session.affinity.served(deployment, ctx.session.id, replica.id, ctx.background);
+          // The binding after this request, signed: a client that sends it back is routed with no object call.
+          const token = await ctx.session.affinity.tokenFor(deployment, ctx.session.id, replica.id);
+          if (token !== undefined) outcome.response.headers.set(Header.sessionToken, token);
+        }
       }
       return outcome.response;
     }
@@ -212,7 +185,7 @@ export async function dispatch(req: Request, ctx: DispatchContext): Promise<Resp
 }
 
 /** `fromReplica`: the replica accepted the request and this is its answer (not a proxy error). */
-/** `full`: the replica refused because it is at capacity (alive); `gone`: draining or unreachable. */
+/** `full`: the replica refused because it is at capacity (alive); `gone`: draining, unreachable or refusing the edge. */
 type AttemptOutcome = { kind: "response"; response: Response; fromReplica: boolean } | { kind: "not_accepted"; why: "full" | "gone" };
 
 async function attemptOn(
@@ -224,7 +197,7 @@ async function attemptOn(
   deadline: number,
   ctx: DispatchContext,
 ): Promise<AttemptOutcome> {
-  const { view, requestId } = ctx;
+  const { view, requestId, deployment } = ctx;
   // The deadline bounds the wait for response headers only; a stream that has
   // started is not cut by it.
   const abort = new AbortController();
@@ -235,23 +208,26 @@ async function attemptOn(
     upstream = await fetch(target, { method, headers, body: prepared.body, signal: abort.signal, redirect: "manual" });
   } catch (err) {
     view.endDispatch(replica);
-    if (abort.signal.aborted) {
-      // A hung replica: after a few in a row it is ejected (circuit breaker).
-      if (view.recordFailure(replica, Date.now(), ctx.deployment.policy)) logEjection(ctx, replica, "deadline");
-      console.error(JSON.stringify({ msg: "replica deadline passed", deployment: ctx.deployment.name, replica: replica.id, request_id: requestId }));
-      return respond(errorResponse("deadline_exceeded", "the replica did not answer before the deadline", { requestId }));
+    const verdict = judgeLostConnection({ deadline: abort.signal.aborted, tooSlow: prepared.tooSlow(), overLimit: prepared.overLimit(), safeToRepeat: prepared.safeToRepeat });
+    switch (verdict) {
+      case "deadline":
+        // A hung replica: after a few in a row it is ejected (circuit breaker).
+        if (view.recordFailure(replica, Date.now(), deployment.policy)) logEjection(ctx, replica, "deadline");
+        console.error(JSON.stringify({ msg: "replica deadline passed", deployment: deployment.name, replica: replica.id, request_id: requestId }));
+        return respond(errorResponse("deadline_exceeded", "the replica did not answer before the deadline", { requestId }));
+      // The client's fault, not the replica's: it is not marked down.
+      case "too_slow":
+        return respond(uploadTooSlow(requestId));
+      case "over_limit":
+        return respond(errorResponse("payload_too_large", `request body exceeds ${deployment.limits.maxRequestBodyBytes} bytes`, { requestId }));
+      default:
+        // The replica is unreachable or went away: no new dispatches to it from this isolate for a while.
+        view.markDown(replica.id, Date.now());
+        if (view.recordFailure(replica, Date.now(), deployment.policy)) logEjection(ctx, replica, "connection");
+        console.error(JSON.stringify({ msg: "replica connection failed", deployment: deployment.name, replica: replica.id, request_id: requestId, error: String(err) }));
+        if (verdict === "retry") return { kind: "not_accepted", why: "gone" };
+        return respond(errorResponse("upstream_failed", "the connection to the replica was lost", { requestId }));
     }
-    // The client's fault, not the replica's: it is not marked down.
-    if (prepared.tooSlow()) return respond(uploadTooSlow(requestId));
-    if (prepared.overLimit()) {
-      return respond(errorResponse("payload_too_large", `request body exceeds ${ctx.deployment.limits.maxRequestBodyBytes} bytes`, { requestId }));
-    }
-    // The replica is unreachable or went away: no new dispatches to it from this isolate for a while.
-    view.markDown(replica.id, Date.now());
-    if (view.recordFailure(replica, Date.now(), ctx.deployment.policy)) logEjection(ctx, replica, "connection");
-    console.error(JSON.stringify({ msg: "replica connection failed", deployment: ctx.deployment.name, replica: replica.id, request_id: requestId, error: String(err) }));
-    if (prepared.safeToRepeat) return { kind: "not_accepted", why: "gone" };
-    return respond(errorResponse("upstream_failed", "the connection to the replica was lost", { requestId }));
   } finally {
     clearTimeout(timer);
   }
@@ -259,30 +235,19 @@ async function attemptOn(
   const load = parseLoadHeader(upstream.headers.get(Header.load));
   if (load) view.applyLoad(replica.id, load, Date.now());
 
-  // The replica refused the edge itself: it checks signatures with another key (or a
-  // clock far off), or the engine does not take the key its agent registered. Not the
-  // client's doing: try another replica, and count it towards ejection.
-  if (upstream.status === 401 && (upstream.headers.get(Header.rejected) === UNAUTHORIZED_REJECTION || replica.engineKey !== undefined)) {
+  const verdict = judgeAnswer({ status: upstream.status, rejected: upstream.headers.get(Header.rejected), load, engineKey: replica.engineKey !== undefined });
+  if (verdict.kind !== "accepted") {
     view.endDispatch(replica);
-    if (view.recordFailure(replica, Date.now(), ctx.deployment.policy)) logEjection(ctx, replica, "refused the edge's credentials");
-    console.error(JSON.stringify({ msg: "replica refused the edge's credentials", deployment: ctx.deployment.name, replica: replica.id, request_id: requestId }));
-    ctx.background(upstream.body?.cancel() ?? Promise.resolve());
-    return { kind: "not_accepted", why: "gone" };
-  }
-
-  if (upstream.status === 503 && upstream.headers.has(Header.rejected)) {
-    view.endDispatch(replica);
-    if (ctx.trace) ctx.trace.rejections++;
-    // Full is honest; refusing for capacity while claiming room is a lie (or a
-    // broken replica) and counts towards ejection, so it cannot soak up every
-    // request's first attempt. A garbled load header counts the same way.
-    const lying = !load || (upstream.headers.get(Header.rejected) === "capacity" && load.state === "ready" && load.ongoing + load.queued < load.max);
-    if (lying) {
-      if (view.recordFailure(replica, Date.now(), ctx.deployment.policy)) logEjection(ctx, replica, "refused while claiming room");
+    if (verdict.kind === "credential_refusal") {
+      if (view.recordFailure(replica, Date.now(), deployment.policy)) logEjection(ctx, replica, "refused the edge's credentials");
+      console.error(JSON.stringify({ msg: "replica refused the edge's credentials", deployment: deployment.name, replica: replica.id, request_id: requestId }));
+    } else {
+      if (ctx.trace) ctx.trace.rejections++;
+      if (verdict.lying && view.recordFailure(replica, Date.now(), deployment.policy)) logEjection(ctx, replica, "refused while claiming room");
     }
-    // Free the connection: the rejection body is a short JSON we do not need.
+    // Free the connection: the refusal's body is a short JSON we do not need.
     ctx.background(upstream.body?.cancel() ?? Promise.resolve());
-    return { kind: "not_accepted", why: upstream.headers.get(Header.rejected) === "capacity" ? "full" : "gone" };
+    return { kind: "not_accepted", why: verdict.kind === "rejected" ? verdict.why : "gone" };
   }
 
   view.recordSuccess(replica);
@@ -292,18 +257,17 @@ async function attemptOn(
   out.set(Header.replica, replica.id);
   out.set(Header.requestId, requestId);
   const init = { status: upstream.status, statusText: upstream.statusText, headers: out };
-
-  if (!upstream.body || upstream.headers.has("content-length")) {
+  const passed = passAnswerBody(upstream, { sseErrors: ctx.sseErrors === true, replicaId: replica.id, requestId });
+  if (!passed.ended) {
     // A sized body is already produced by the replica; its work is done.
     view.endDispatch(replica);
-    return respond(new Response(upstream.body, init), true);
+    return respond(new Response(passed.body, init), true);
   }
   // A stream: the replica is busy until it ends, so count it in flight until then.
-  const stream = ctx.sseErrors ? sseWithErrorEvent(upstream.body, replica.id, requestId) : nativePipe(upstream.body);
-  const ended = stream.ended.finally(() => view.endDispatch(replica));
+  const ended = passed.ended.finally(() => view.endDispatch(replica));
   if (ctx.trace) ctx.trace.streamEnd = ended;
   ctx.background(ended);
-  return respond(new Response(stream.body, init), true);
+  return respond(new Response(passed.body, init), true);
 }
 
 function logEjection(ctx: DispatchContext, replica: ReplicaEntry, cause: string): void {
@@ -315,41 +279,4 @@ function logEjection(ctx: DispatchContext, replica: ReplicaEntry, cause: string)
 
 function respond(response: Response, fromReplica = false): AttemptOutcome {
   return { kind: "response", response, fromReplica };
-}
-
-const IDEMPOTENT_METHODS = new Set(["GET", "HEAD", "OPTIONS", "PUT", "DELETE"]);
-
-/**
- * Whether a request may run again after its connection to a replica was lost.
- * workerd gives the same error ("Network connection lost.") for a refused
- * connection and for one lost after the request was sent, so the proxy cannot
- * tell whether the replica accepted it.
- */
-export function safeToRepeat(method: string, headers: Headers, deploymentIdempotent: boolean): boolean {
-  return deploymentIdempotent || IDEMPOTENT_METHODS.has(method) || headers.has("idempotency-key");
-}
-
-async function prepareBody(req: Request, deployment: Deployment, requestId: string): Promise<Omit<PreparedBody, "safeToRepeat"> | Response> {
-  const never = () => false;
-  if (!req.body || req.method === "GET" || req.method === "HEAD") return { body: null, replayable: true, overLimit: never, tooSlow: never };
-  const { maxRequestBodyBytes, replayableBodyBytes } = deployment.limits;
-  const declared = checkDeclaredLength(req.headers, maxRequestBodyBytes, requestId);
-  if (declared instanceof Response) return declared;
-  const { size } = declared;
-  const pace = uploadPaceOf(deployment.limits);
-  if (size !== undefined && size <= replayableBodyBytes) {
-    // Small bodies are held so a rejected dispatch can be replayed elsewhere: one native read, bounded in time.
-    const held = await readBoundedBody(req, replayableBodyBytes, pace);
-    if (held === "too_slow") return uploadTooSlow(requestId);
-    if (held === "too_large") return errorResponse("payload_too_large", `request body exceeds ${maxRequestBodyBytes} bytes`, { requestId });
-    return { body: held, replayable: true, overLimit: never, tooSlow: never };
-  }
-  // Streamed to the replica as it arrives: counted against the limit and paced, so a
-  // client that stops sending cannot hold a replica's slot (upload-pace.ts).
-  const paced = pacedBody(req.body, maxRequestBodyBytes, pace);
-  if (size === undefined) return { body: paced.body, replayable: false, overLimit: paced.overLimit, tooSlow: paced.tooSlow };
-  // A sized body keeps its Content-Length on the way to the replica.
-  const fixed = new FixedLengthStream(size);
-  paced.body.pipeTo(fixed.writable).catch(() => undefined);
-  return { body: fixed.readable, replayable: false, overLimit: paced.overLimit, tooSlow: paced.tooSlow };
 }

@@ -1,13 +1,14 @@
 /**
- * What one proxy isolate keeps between requests: routing views, session
- * bindings, API key sets, rate-limit buckets and pending-request counts. Module
+ * What one proxy isolate keeps between requests: routing views, balancers,
+ * session bindings, API key sets, rate-limit buckets and pending-request counts. Module
  * scope on purpose (an isolate serves many requests); created on first use
  * because the bindings it needs arrive with the first request's env.
  */
-import type { Deployment } from "../config/deployment.ts";
+import { DEFAULT_PREFIX_POLICY, type Deployment } from "../config/deployment.ts";
 import { servedDeployment } from "../config/served.ts";
 import { keysFor, rateLimiterFor, relayFor, sessionRouterFor, type Env } from "../env.ts";
 import type { RoutingSnapshot } from "../protocol/index.ts";
+import { createBalancer, type ActiveBalancer } from "../policy/balancers/index.ts";
 import { mergedSnapshot } from "../state/routing-plane.ts";
 import { VIEW_SUMMARY_BYTES } from "../state/summary-delta.ts";
 import { ProxyMetrics } from "../telemetry/proxy-metrics.ts";
@@ -38,6 +39,8 @@ export class IsolateState {
   location = "local";
   /** Random per isolate: picks this isolate's sample of a deployment too large for one view. */
   readonly seed = crypto.getRandomValues(new Uint32Array(1))[0]!;
+  /** Each deployment's balancer, created on first use: its state (a turn, a memory of recent prefixes) lives as long as the routing view. */
+  readonly #balancers = new Map<string, ActiveBalancer>();
 
   constructor(env: Env) {
     this.#env = env;
@@ -87,6 +90,13 @@ export class IsolateState {
   async keysChanged(deployment: string): Promise<void> {
     if (servedDeployment(deployment)?.routing.relay) await relayFor(this.#env, deployment, this.location).forgetKeys();
     this.apiKeys.invalidate(deployment);
+  }
+
+  /** The deployment's balancer in this isolate (`policy.balancer`, src/policy/balancers/). */
+  balancerFor(deployment: Deployment): ActiveBalancer {
+    let balancer = this.#balancers.get(deployment.name);
+    if (!balancer) this.#balancers.set(deployment.name, (balancer = createBalancer(deployment.policy.balancer, deployment.policy.prefix ?? DEFAULT_PREFIX_POLICY)));
+    return balancer;
   }
 
   /** Sends the metrics deltas to this isolate's Telemetry shard when a flush is due (in the background). */

@@ -2,9 +2,11 @@
  * Request bodies at the edge: the declared Content-Length, checked once the
  * same way everywhere; bounded reads for requests the edge must read itself
  * (OpenAI routing, models run in the Worker), at the deployment's upload pace
- * (upload-pace.ts); and draining the body of a
+ * (upload-pace.ts); the body of a dispatch, held when small (so it can be replayed
+ * on another replica) and streamed at pace otherwise; and draining the body of a
  * request the edge refused without reading it.
  */
+import type { Deployment } from "../config/deployment.ts";
 import { errorResponse } from "../protocol/index.ts";
 import { TIMED_OUT, pacedBody, uploadBudgetMs, withinMs, type UploadPace } from "./upload-pace.ts";
 
@@ -94,4 +96,49 @@ export async function drainUnreadBody(req: Request, limitBytes: number): Promise
   const size = declaredLength(req.headers);
   if (typeof size !== "number" || size > limitBytes) return;
   await req.arrayBuffer().catch(() => undefined);
+}
+
+/** A dispatch's request body, ready to send (to one replica, or to several in turn when replayable). */
+export interface DispatchBody {
+  body: ArrayBuffer | ReadableStream<Uint8Array> | null;
+  /** The body can be sent again (no body, or held in memory). */
+  replayable: boolean;
+  /** Set when a streamed body outgrew the limit mid-flight. */
+  overLimit: () => boolean;
+  /** Set when a streamed body stopped arriving (upload-pace.ts). */
+  tooSlow: () => boolean;
+}
+
+const never = () => false;
+
+/** A body the edge already read (the /v1 routes read it to route): replayable as it is. */
+export function heldBody(body: ArrayBuffer): DispatchBody {
+  return { body, replayable: true, overLimit: never, tooSlow: never };
+}
+
+/**
+ * The body of a path-routed request, or the refusal to send (400, 408, 413): small
+ * sized bodies (up to `replayableBodyBytes`) are held, in one native read bounded in
+ * time; larger or chunked ones stream to the replica as they arrive, counted against
+ * the limit and paced, so a client that stops sending cannot hold a replica's slot.
+ */
+export async function dispatchBody(req: Request, limits: Deployment["limits"], requestId: string): Promise<DispatchBody | Response> {
+  if (!req.body || req.method === "GET" || req.method === "HEAD") return { body: null, replayable: true, overLimit: never, tooSlow: never };
+  const { maxRequestBodyBytes, replayableBodyBytes } = limits;
+  const declared = checkDeclaredLength(req.headers, maxRequestBodyBytes, requestId);
+  if (declared instanceof Response) return declared;
+  const { size } = declared;
+  const pace = uploadPaceOf(limits);
+  if (size !== undefined && size <= replayableBodyBytes) {
+    const held = await readBoundedBody(req, replayableBodyBytes, pace);
+    if (held === "too_slow") return uploadTooSlow(requestId);
+    if (held === "too_large") return errorResponse("payload_too_large", `request body exceeds ${maxRequestBodyBytes} bytes`, { requestId });
+    return heldBody(held);
+  }
+  const paced = pacedBody(req.body, maxRequestBodyBytes, pace);
+  if (size === undefined) return { body: paced.body, replayable: false, overLimit: paced.overLimit, tooSlow: paced.tooSlow };
+  // A sized body keeps its Content-Length on the way to the replica.
+  const fixed = new FixedLengthStream(size);
+  paced.body.pipeTo(fixed.writable).catch(() => undefined);
+  return { body: fixed.readable, replayable: false, overLimit: paced.overLimit, tooSlow: paced.tooSlow };
 }

@@ -1,6 +1,6 @@
 /**
- * How a replica's streamed response body is passed on to the client, and when
- * it has been passed on completely (or cut): the replica is busy until then.
+ * How a replica's response body is passed on to the client, and when it has
+ * been passed on completely (or cut): the replica is busy until then.
  */
 import { errorBody } from "../protocol/index.ts";
 import { MAX_SSE_EVENT_BYTES, SseEventFramer } from "./sse-framing.ts";
@@ -9,6 +9,20 @@ import { MAX_SSE_EVENT_BYTES, SseEventFramer } from "./sse-framing.ts";
 export interface PassedStream {
   body: ReadableStream<Uint8Array>;
   ended: Promise<void>;
+}
+
+/**
+ * A replica's answer body as the client gets it. A sized (or empty) body goes as it
+ * is: the replica has produced it already, its work is done (`ended` undefined). A
+ * stream goes through the native pipe, or, for an SSE answer whose failure must end
+ * in an error event, event by event (sseWithErrorEvent).
+ */
+export function passAnswerBody(
+  upstream: Response,
+  o: { sseErrors: boolean; replicaId: string; requestId: string },
+): { body: ReadableStream<Uint8Array> | null; ended?: Promise<void> } {
+  if (!upstream.body || upstream.headers.has("content-length")) return { body: upstream.body };
+  return o.sseErrors ? sseWithErrorEvent(upstream.body, o.replicaId, o.requestId) : nativePipe(upstream.body);
 }
 
 /**

@@ -74,6 +74,7 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
       sign: state.sign,
       trace: ctx.trace,
       view,
+      balancer: state.balancerFor(deployment),
       requestId,
       background,
       ...(model !== undefined ? { model } : {}),

@@ -15,7 +15,10 @@
  * Sessions are bound only from their `bindOnRequest`-th request in an isolate
  * (default 2): until then a session is placed by rendezvous hashing over the
  * candidates, skipping replicas at the rebind threshold, so every isolate with
- * the same membership places it on the same replica with no object call. A
+ * the same membership places it on the same replica with no object call. Under
+ * a prefix balancer a request with a prompt is placed by its prompt instead,
+ * which every isolate also computes alike, and which puts the session where
+ * its prefix (a shared system prompt, its own history) is cached. A
  * caller that invents a new session id per request therefore costs nothing in
  * the objects, and one that repeats ids may create at most
  * `maxNewBindingsPerSecond` (burst `maxNewBindingsBurst`) bindings per isolate.
@@ -91,8 +94,11 @@ export class SessionAffinity {
   /**
    * The replica this session's request should try first, or undefined when no
    * candidate exists. `propose` picks the best replica among those given (the
-   * deployment's normal policy). `token` is the binding token the client sent
-   * back, if any; one that does not verify is ignored.
+   * deployment's balancer). `token` is the binding token the client sent
+   * back, if any; one that does not verify is ignored. `placeNew` places a
+   * session this isolate has not bound yet, among the usable candidates (a
+   * prefix balancer's choice by the request's prompt); without it, rendezvous
+   * hashing on the session id does.
    */
   async choose(
     deployment: Deployment,
@@ -102,6 +108,7 @@ export class SessionAffinity {
     client = "",
     late: () => readonly ReplicaEntry[] = () => [],
     token?: string,
+    placeNew?: (among: readonly ReplicaEntry[]) => ReplicaEntry | undefined,
   ): Promise<ReplicaEntry | undefined> {
     const key = cacheKey(deployment.name, session);
     const tokenReplica = token !== undefined && this.#tokens ? await this.#tokens.verify(deployment.name, session, token) : undefined;
@@ -149,7 +156,7 @@ export class SessionAffinity {
     if (!cached && deployment.sessionAffinity.bindOnRequest > 1) {
       // Not bound yet: the first requests are placed by hash, without an object call.
       const seen = this.#unbound.get(key);
-      const placed = (seen && usable(seen.replica)) || hashedChoice(session, candidates, usable) || propose(candidates);
+      const placed = (seen && usable(seen.replica)) || (placeNew ? placeNew(candidates.filter((c) => usable(c.id))) : hashedChoice(session, candidates, usable)) || propose(candidates);
       if (!placed) return undefined;
       const requests = (seen?.requests ?? 0) + 1;
       if (requests < deployment.sessionAffinity.bindOnRequest || !this.#mayBind(deployment, client, now)) {

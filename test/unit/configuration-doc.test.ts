@@ -14,6 +14,7 @@ const full = defineDeployment({
   name: "full",
   routePrefix: "/full",
   backend: { kind: "external" },
+  policy: { prefix: {} },
   access: { public: false, rateLimit: { requestsPerSecond: 1, burst: 1 } },
   multiplexing: { models: ["a"], defaultModel: "a" },
   openai: { models: ["a"] },

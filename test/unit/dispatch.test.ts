@@ -1,6 +1,6 @@
-/** safeToRepeat: may a request whose connection was lost run again elsewhere? */
+/** safeToRepeat (attempt-outcome.ts): may a request whose connection was lost run again elsewhere? */
 import { describe, it, expect } from "vitest";
-import { safeToRepeat } from "../../src/proxy/dispatch.ts";
+import { safeToRepeat } from "../../src/proxy/attempt-outcome.ts";
 
 const none = new Headers();
 

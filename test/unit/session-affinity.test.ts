@@ -693,6 +693,34 @@ describe("SessionAffinity: binding on the second request (the default, bindOnReq
     expect(isolates[0]!.unbound).toBe(50);
   });
 
+  it("placeNew (a prefix balancer's choice) places a new session, then the session sticks whatever placeNew says next", async () => {
+    const c = clock();
+    const store = new FakeStore(c);
+    const a = new SessionAffinity(store, c.now);
+    const v = viewOf(c, replica("r1"), replica("r2"), replica("r3"), replica("r4"));
+    const d = dep2();
+    const to = (id: string) => (among: readonly ReplicaEntry[]) => among.find((e) => e.id === id);
+    // Rendezvous on the id would place it somewhere; the prompt's choice wins.
+    const hashed = (await new SessionAffinity(new FakeStore(c), c.now).choose(d, "chat-7", v.candidates(c.now()), proposer().fn))!.id;
+    const target = ["r1", "r2", "r3", "r4"].find((id) => id !== hashed)!;
+    expect((await a.choose(d, "chat-7", v.candidates(c.now()), proposer().fn, "", () => [], undefined, to(target)))!.id).toBe(target);
+    // The next turn's prompt would go elsewhere: the session stays, and binds where it is.
+    const elsewhere = ["r1", "r2", "r3", "r4"].find((id) => id !== target)!;
+    expect((await a.choose(d, "chat-7", v.candidates(c.now()), proposer().fn, "", () => [], undefined, to(elsewhere)))!.id).toBe(target);
+    expect(store.bound(d, "chat-7")).toBe(target);
+    expect((await a.choose(d, "chat-7", v.candidates(c.now()), proposer().fn, "", () => [], undefined, to(elsewhere)))!.id).toBe(target);
+  });
+
+  it("placeNew sees only the usable candidates (below the rebind threshold)", async () => {
+    const c = clock();
+    const a = new SessionAffinity(new FakeStore(c), c.now);
+    const v = viewOf(c, replica("r1", 5), replica("r2"));
+    const seen: string[][] = [];
+    const place = (among: readonly ReplicaEntry[]) => (seen.push(among.map((e) => e.id)), among[0]);
+    expect((await a.choose(dep2(), "s", v.candidates(c.now()), proposer().fn, "", () => [], undefined, place))!.id).toBe("r2");
+    expect(seen).toEqual([["r2"]]);
+  });
+
   it("ids used once cost nothing in the objects: 1,200 sessions, 0 calls, 0 writes", async () => {
     const c = clock();
     const store = new FakeStore(c);

@@ -1,0 +1,85 @@
+/**
+ * One balancer instance's memory of the prefixes it sent lately: after replica R
+ * accepted a prompt with block keys K, R very likely holds K's blocks for a while
+ * (its engine caches what it prefilled). A replica's own report says so too, but only
+ * a second or two later; this memory covers that gap, and a replica that reports no
+ * cache summary at all. Learned alone per isolate (as GIE's approximate scorer learns
+ * per gateway), bounded, forgotten after RECENT_PREFIX_TTL_MS.
+ *
+ * What is kept per prompt: the keys at every RECENT_PREFIX_STRIDE-th block and the
+ * last one. A chained key names its whole prefix, so the deepest key of a later prompt
+ * found here tells how far it matches, to within a stride: a prompt that shares a
+ * system prompt with an earlier one but asks another question matches at the last
+ * stride key inside the shared part (keeping only the deepest key would find nothing).
+ *
+ * Pure state: time is passed in.
+ */
+import type { BlockKey } from "../prefix/block-keys.ts";
+
+/** How long a dispatch is taken as proof that its replica holds the prefix (vLLM evicts on pressure, not on time). */
+export const RECENT_PREFIX_TTL_MS = 30_000;
+/** Keys kept at most (about 4,096 prompts of ~1,000 tokens: 3 stride keys and the last); the least recently sent go first. */
+export const RECENT_PREFIX_MAX_KEYS = 16_384;
+/** Every this many blocks (16 × 16 = 256 tokens) a prompt's key is kept, and its last. */
+export const RECENT_PREFIX_STRIDE = 16;
+
+export class RecentPrefixes {
+  /** Key → replica → until when; in order of last record (oldest first). */
+  readonly #keys = new Map<BlockKey, Map<string, number>>();
+  readonly #maxKeys: number;
+  readonly #ttlMs: number;
+
+  constructor(maxKeys = RECENT_PREFIX_MAX_KEYS, ttlMs = RECENT_PREFIX_TTL_MS) {
+    this.#maxKeys = maxKeys;
+    this.#ttlMs = ttlMs;
+  }
+
+  /** `replica` accepted a prompt with these keys at `now`. */
+  record(replica: string, keys: readonly BlockKey[], now: number): void {
+    if (keys.length === 0) return;
+    this.#forgetExpired(now);
+    const until = now + this.#ttlMs;
+    const last = keys.length - 1;
+    for (let i = RECENT_PREFIX_STRIDE - 1; i < last; i += RECENT_PREFIX_STRIDE) this.#note(keys[i]!, replica, until);
+    this.#note(keys[last]!, replica, until);
+  }
+
+  /** For each replica this memory has sent a prefix of `keys` to: how many leading blocks it holds. */
+  held(keys: readonly BlockKey[], now: number): Map<string, number> {
+    const out = new Map<string, number>();
+    if (this.#keys.size === 0) return out;
+    for (let i = keys.length - 1; i >= 0; i--) {
+      const replicas = this.#keys.get(keys[i]!);
+      if (!replicas) continue;
+      for (const [replica, until] of replicas) if (until > now && !out.has(replica)) out.set(replica, i + 1);
+    }
+    return out;
+  }
+
+  /** Keys held now (observability and tests). */
+  get size(): number {
+    return this.#keys.size;
+  }
+
+  #note(key: BlockKey, replica: string, until: number): void {
+    let replicas = this.#keys.get(key);
+    if (replicas) this.#keys.delete(key);
+    else replicas = new Map();
+    replicas.set(replica, until);
+    this.#keys.set(key, replicas);
+    if (this.#keys.size > this.#maxKeys) {
+      const oldest = this.#keys.keys().next().value;
+      if (oldest !== undefined) this.#keys.delete(oldest);
+    }
+  }
+
+  /** Drops keys whose every record expired: they sit at the front (ordered by last record, one TTL for all). */
+  #forgetExpired(now: number): void {
+    for (const [key, replicas] of this.#keys) {
+      let live = false;
+      for (const until of replicas.values()) if (until > now) live = true;
+      if (live) return;
+      this.#keys.delete(key);
+    }
+  }
+}

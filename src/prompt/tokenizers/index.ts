@@ -1,0 +1,30 @@
+/**
+ * The one registration place of prompt tokenizers: `policy.prefix.tokenizer`
+ * accepts these names (and "auto"). To add one (an engine's own tokenizer and chat
+ * template, so the precise tier matches its cache): a module in this folder
+ * exporting a `definePromptTokenizer` value, and one line below.
+ */
+import { bytes } from "./bytes.ts";
+import { tinyLm } from "./tiny-lm.ts";
+import type { PromptTokenizer } from "./tokenizer.ts";
+
+export const PROMPT_TOKENIZERS = [tinyLm, bytes] as const;
+
+export type PromptTokenizerName = (typeof PROMPT_TOKENIZERS)[number]["name"];
+
+type NamesOf<T extends readonly unknown[]> = { readonly [I in keyof T]: T[I] extends { name: infer N } ? N : never };
+
+/** The registered names, as a tuple of literals (what a zod enum takes). */
+export const PROMPT_TOKENIZER_NAMES = PROMPT_TOKENIZERS.map((t) => t.name) as unknown as NamesOf<typeof PROMPT_TOKENIZERS>;
+
+const byName = new Map<string, PromptTokenizer>();
+for (const t of PROMPT_TOKENIZERS) {
+  if (byName.has(t.name)) throw new Error(`prompt tokenizer "${t.name}" is registered twice`);
+  byName.set(t.name, t);
+}
+
+export function promptTokenizer(name: PromptTokenizerName): PromptTokenizer {
+  return byName.get(name)!;
+}
+
+export type { PromptTokenizer } from "./tokenizer.ts";

@@ -1,0 +1,37 @@
+/**
+ * How the edge turns a request's prompt into tokens, for its prefix block keys
+ * (src/prefix/prompt-keys.ts). The precise tier (`prefix_cache`) matches those keys
+ * against what replicas report holding, so there the edge must render and tokenize
+ * exactly as the engine does: same chat template, same tokenizer, same block size. The
+ * hash tier (`prefix_hash`) needs only that every isolate computes the same keys.
+ *
+ * A tokenizer is one module in this folder plus one line in ./index.ts; a deployment
+ * names it in `policy.prefix.tokenizer` (docs/prefix-routing.md).
+ */
+import type { TemplateMessage } from "../tiny-lm-chat-template.ts";
+
+export interface PromptTokenizer<N extends string = string> {
+  readonly name: N;
+  /** Tokens per block key. 16 (vLLM's --block-size) for an engine's own tokens. */
+  readonly blockSize: number;
+  /** A chat's prompt as tokens: the engine's chat template, then its tokenizer; at most about `maxTokens` of them. */
+  chat(messages: readonly TemplateMessage[], maxTokens: number): ArrayLike<number>;
+  /** A text prompt (/v1/completions) as tokens, at most about `maxTokens`. */
+  text(text: string, maxTokens: number): ArrayLike<number>;
+}
+
+/** Declares a tokenizer, checking its shape where it is written. */
+export function definePromptTokenizer<const N extends string>(tokenizer: PromptTokenizer<N>): PromptTokenizer<N> {
+  return tokenizer;
+}
+
+/**
+ * The first `n` UTF-16 code units of `text`, not splitting a surrogate pair. A
+ * per-character tokenizer's tokens of this prefix are a prefix of the whole text's
+ * tokens, so cutting bounds the work without changing a single key.
+ */
+export function headOf(text: string, n: number): string {
+  if (text.length <= n) return text;
+  const c = text.charCodeAt(n - 1);
+  return text.slice(0, c >= 0xd800 && c <= 0xdbff ? n - 1 : n);
+}

@@ -1,0 +1,140 @@
+/**
+ * The prompt keys the edge computes from a request body (src/prefix/prompt-keys.ts,
+ * src/proxy/request-prompt.ts) are the keys of the prompt the replica will see: its
+ * chat template and tokenizer, then blockKeys.
+ */
+import { describe, it, expect } from "vitest";
+import { defineDeployment } from "../../src/config/deployment.ts";
+import { blockKeys } from "../../src/prefix/block-keys.ts";
+import { PROMPT_MAX_BLOCKS, PROMPT_MAX_BODY_BYTES, promptEndpointOf, promptKeys } from "../../src/prefix/prompt-keys.ts";
+import { chatPrompt } from "../../src/prompt/tiny-lm-chat-template.ts";
+import { encode } from "../../src/prompt/tiny-lm-tokenizer.ts";
+import { headOf } from "../../src/prompt/tokenizers/tokenizer.ts";
+import { PROMPT_TOKENIZER_NAMES, promptTokenizer } from "../../src/prompt/tokenizers/index.ts";
+import { requestPromptKeys, tokenizerFor } from "../../src/proxy/request-prompt.ts";
+import { responsesMessages, responsesSchema } from "../../src/replica/llm/responses-api.ts";
+
+const tinyLm = promptTokenizer("tiny-lm");
+const bytes = promptTokenizer("bytes");
+const body = (json: unknown) => new TextEncoder().encode(JSON.stringify(json));
+const system = "You are a careful assistant for Switchyard's users. ".repeat(12);
+const messages = [
+  { role: "system", content: system },
+  { role: "user", content: [{ type: "text", text: "What does the edge do with a prompt – and why?" }] },
+  { role: "assistant", content: "It hashes blocks… café" },
+  { role: "user", content: "Thanks.\r\nMore\ttabs" },
+];
+
+describe("promptEndpointOf", () => {
+  it("knows the prompt endpoints under /v1, wherever the route prefix puts them", () => {
+    expect(promptEndpointOf("/v1/chat/completions")).toBe("chat");
+    expect(promptEndpointOf("/llm/v1/chat/completions")).toBe("chat");
+    expect(promptEndpointOf("/v1/completions")).toBe("completions");
+    expect(promptEndpointOf("/a/b/v1/responses")).toBe("responses");
+    for (const p of ["/v1/embeddings", "/v1/models", "/hello", "/chat/completions"]) expect(promptEndpointOf(p), p).toBeUndefined();
+  });
+});
+
+describe("promptKeys with tiny-lm", () => {
+  it("a chat's keys are blockKeys over encode(chatPrompt(messages)), what the reference replica computes", () => {
+    const keys = promptKeys(body({ model: "tiny-lm", messages, stream: true }), "chat", { tokenizer: tinyLm, extra: "" });
+    const replica = blockKeys(encode(chatPrompt(messages)));
+    expect(replica.length).toBeGreaterThan(16);
+    expect(keys).toEqual({ keys: replica, blockSize: 16 });
+  });
+
+  it("a completion's prompt, a one-string list, and token ids (used as they are)", () => {
+    const text = system + " and then some";
+    expect(promptKeys(body({ prompt: text }), "completions", { tokenizer: tinyLm, extra: "" })!.keys).toEqual(blockKeys(encode(text)));
+    expect(promptKeys(body({ prompt: [text] }), "completions", { tokenizer: tinyLm, extra: "" })!.keys).toEqual(blockKeys(encode(text)));
+    const ids = encode(text);
+    expect(promptKeys(body({ prompt: ids }), "completions", { tokenizer: bytes, extra: "" })).toEqual({ keys: blockKeys(ids), blockSize: 16 });
+    expect(promptKeys(body({ prompt: [ids] }), "completions", { tokenizer: tinyLm, extra: "" })!.keys).toEqual(blockKeys(ids));
+  });
+
+  it("a Responses request's keys are those of its chat messages, instructions first, as the replica renders them", () => {
+    const request = { model: "tiny-lm", instructions: system, input: [{ role: "user", content: [{ type: "input_text", text: "Hello there, edge." }] }] };
+    const replica = blockKeys(encode(chatPrompt(responsesMessages(responsesSchema(1024).parse(request)))));
+    expect(promptKeys(body(request), "responses", { tokenizer: tinyLm, extra: "" })!.keys).toEqual(replica);
+    const plain = { model: "tiny-lm", input: system };
+    expect(promptKeys(body(plain), "responses", { tokenizer: tinyLm, extra: "" })!.keys).toEqual(blockKeys(encode(chatPrompt([{ role: "user", content: system }]))));
+  });
+
+  it("folds the multiplexed model into every key", () => {
+    const plain = promptKeys(body({ messages }), "chat", { tokenizer: tinyLm, extra: "" })!.keys;
+    const adapter = promptKeys(body({ messages }), "chat", { tokenizer: tinyLm, extra: "lora-a" })!.keys;
+    expect(adapter).toEqual(blockKeys(encode(chatPrompt(messages)), { extra: "lora-a" }));
+    expect(adapter[0]).not.toBe(plain[0]);
+  });
+
+  it("hashes at most maxBlocks blocks, the first ones, unchanged", () => {
+    const long = [{ role: "user", content: "x".repeat(16 * 300) }];
+    const all = blockKeys(encode(chatPrompt(long)));
+    expect(promptKeys(body({ messages: long }), "chat", { tokenizer: tinyLm, extra: "", maxBlocks: 100 })!.keys).toEqual(all.slice(0, 100));
+    expect(PROMPT_MAX_BLOCKS).toBe(4096);
+  });
+
+  it("has no keys for a body without a prompt the replica would accept", () => {
+    const o = { tokenizer: tinyLm, extra: "" };
+    expect(promptKeys(new TextEncoder().encode("not json"), "chat", o)).toBeUndefined();
+    expect(promptKeys(new Uint8Array(0), "chat", o)).toBeUndefined();
+    expect(promptKeys(body({ messages: [] }), "chat", o)).toBeUndefined();
+    expect(promptKeys(body({ messages: "hi" }), "chat", o)).toBeUndefined();
+    expect(promptKeys(body({ prompt: ["a", "b"] }), "completions", o)).toBeUndefined();
+    expect(promptKeys(body([1, 2]), "chat", o)).toBeUndefined();
+    expect(promptKeys(new Uint8Array(PROMPT_MAX_BODY_BYTES + 1), "chat", o)).toBeUndefined();
+  });
+
+  it("a prompt shorter than one block has no keys (the balancer then chooses by load)", () => {
+    expect(promptKeys(body({ prompt: "fifteen chars.." }), "completions", { tokenizer: tinyLm, extra: "" })!.keys).toEqual([]);
+    expect(promptKeys(body({ prompt: "sixteen chars..." }), "completions", { tokenizer: tinyLm, extra: "" })!.keys).toHaveLength(1);
+  });
+});
+
+describe("the bytes tokenizer", () => {
+  it("makes the same keys in every isolate from the UTF-8 of the rendered chat, 64 bytes a block", () => {
+    const keys = promptKeys(body({ messages }), "chat", { tokenizer: bytes, extra: "" })!;
+    expect(keys).toEqual({ keys: blockKeys(new TextEncoder().encode(chatPrompt(messages)), { blockSize: 64 }), blockSize: 64 });
+  });
+
+  it("bounds its work without changing the first blocks", () => {
+    const text = "é".repeat(10_000);
+    expect(bytes.text(text, 640)).toEqual(new TextEncoder().encode(text).subarray(0, 640));
+  });
+});
+
+describe("headOf", () => {
+  it("cuts at a code point, never inside a surrogate pair", () => {
+    expect(headOf("ab😀c", 3)).toBe("ab");
+    expect(headOf("ab😀c", 4)).toBe("ab😀");
+    expect(headOf("abc", 10)).toBe("abc");
+  });
+
+  it("tiny-lm's tokens of a cut text are a prefix of the whole text's", () => {
+    const text = "Ça va? – oui… 𝐀 → b\r\n".repeat(40);
+    const all = encode(text);
+    for (const n of [1, 7, 50, 333]) {
+      const head = tinyLm.text(text, n);
+      expect(Array.from(head)).toEqual(all.slice(0, head.length));
+    }
+  });
+});
+
+describe("requestPromptKeys: the deployment's tokenizer and extra", () => {
+  const llm = defineDeployment({ name: "llm", routePrefix: "/llm", backend: { kind: "llm" }, openai: { models: ["tiny-lm"] }, policy: { balancer: "prefix_cache" } });
+  const ext = defineDeployment({ name: "ext", routePrefix: "/ext", backend: { kind: "external" }, policy: { balancer: "prefix_hash" } });
+
+  it("auto: tiny-lm for the reference LLM, bytes for anything else; a named one otherwise", () => {
+    expect(tokenizerFor(llm).name).toBe("tiny-lm");
+    expect(tokenizerFor(ext).name).toBe("bytes");
+    expect(tokenizerFor({ ...ext, policy: { ...ext.policy, prefix: { tokenizer: "tiny-lm", loadFactor: 0.25, prefillWeight: 1 } } }).name).toBe("tiny-lm");
+    expect([...PROMPT_TOKENIZER_NAMES].sort()).toEqual(["bytes", "tiny-lm"]);
+  });
+
+  it("reads the endpoint from the path and the model as the extra key", () => {
+    const b = body({ model: "tiny-lm", messages }).slice().buffer;
+    expect(requestPromptKeys(llm, "/llm/v1/chat/completions", b, undefined)!.keys).toEqual(blockKeys(encode(chatPrompt(messages))));
+    expect(requestPromptKeys(llm, "/v1/chat/completions", b, "m1")!.keys).toEqual(blockKeys(encode(chatPrompt(messages)), { extra: "m1" }));
+    expect(requestPromptKeys(llm, "/llm/generate", b, undefined)).toBeUndefined();
+  });
+});

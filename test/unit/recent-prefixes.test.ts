@@ -1,0 +1,69 @@
+/** One balancer instance's memory of the prefixes it sent (src/policy/recent-prefixes.ts). */
+import { describe, it, expect } from "vitest";
+import { blockKeys } from "../../src/prefix/block-keys.ts";
+import { RECENT_PREFIX_STRIDE, RECENT_PREFIX_TTL_MS, RecentPrefixes } from "../../src/policy/recent-prefixes.ts";
+import { mulberry32 } from "../../src/seeded-random.ts";
+
+const T0 = 1_700_000_000_000;
+const tokens = (n: number, seed: number) => {
+  const rnd = mulberry32(seed);
+  return Array.from({ length: n }, () => Math.floor(rnd() * 97));
+};
+
+describe("RecentPrefixes", () => {
+  const system = tokens(16 * 40, 1);
+  const a = blockKeys([...system, ...tokens(16 * 5, 2)]);
+
+  it("holds the whole prompt for the replica it was sent to, and nothing for the others", () => {
+    const m = new RecentPrefixes();
+    m.record("r1", a, T0);
+    expect(m.held(a, T0)).toEqual(new Map([["r1", a.length]]));
+    // A longer prompt that extends it (the next turn) holds all of it.
+    const next = blockKeys([...system, ...tokens(16 * 5, 2), ...tokens(16 * 9, 3)]);
+    expect(next.slice(0, a.length)).toEqual(a);
+    expect(m.held(next, T0).get("r1")).toBe(a.length);
+  });
+
+  it("finds a shared prefix within a stride: another question after the same system prompt", () => {
+    const m = new RecentPrefixes();
+    m.record("r1", a, T0);
+    const b = blockKeys([...system, ...tokens(16 * 7, 9)]);
+    // 40 shared blocks; the kept stride keys are at 16 and 32 blocks.
+    const held = m.held(b, T0).get("r1")!;
+    expect(held).toBe(Math.floor(40 / RECENT_PREFIX_STRIDE) * RECENT_PREFIX_STRIDE);
+    expect(40 - held).toBeLessThan(RECENT_PREFIX_STRIDE);
+  });
+
+  it("keeps, per replica, the deepest prefix each holds", () => {
+    const m = new RecentPrefixes();
+    m.record("r1", a, T0);
+    m.record("r2", a.slice(0, 20), T0);
+    expect(m.held(a, T0)).toEqual(new Map([["r1", a.length], ["r2", 20]]));
+  });
+
+  it("forgets after the TTL", () => {
+    const m = new RecentPrefixes();
+    m.record("r1", a, T0);
+    expect(m.held(a, T0 + RECENT_PREFIX_TTL_MS - 1).get("r1")).toBe(a.length);
+    expect(m.held(a, T0 + RECENT_PREFIX_TTL_MS).size).toBe(0);
+    // Expired keys are dropped on the next record.
+    m.record("r2", blockKeys(tokens(32, 5)), T0 + RECENT_PREFIX_TTL_MS);
+    expect(m.size).toBe(1);
+  });
+
+  it("is bounded: the least recently sent prefixes go first", () => {
+    const m = new RecentPrefixes(10);
+    const prompts = Array.from({ length: 20 }, (_, i) => blockKeys(tokens(16, 100 + i)));
+    prompts.forEach((keys, i) => m.record(`r${i}`, keys, T0));
+    expect(m.size).toBe(10);
+    expect(m.held(prompts[0]!, T0).size).toBe(0);
+    expect(m.held(prompts[19]!, T0).get("r19")).toBe(1);
+  });
+
+  it("records nothing for a prompt without keys", () => {
+    const m = new RecentPrefixes();
+    m.record("r1", [], T0);
+    expect(m.size).toBe(0);
+    expect(m.held([], T0).size).toBe(0);
+  });
+});
