@@ -14,8 +14,10 @@
  * SWITCHYARD_REPLICA_KEY (64 hex digits). Operators derive it from the edge's master
  * secret with `--print-key --deployment NAME` (master read from SWITCHYARD_REPLICA_SECRET).
  *
- * Language model: `--backend llm --model tiny-lm [--kv-blocks N] [--prefill-ms N] [--decode-ms N]`
- * serves OpenAI's /v1 routes and vLLM's /metrics (src/replica/llm/, docs/tiny-lm.md).
+ * Language model: `--backend llm --model tiny-lm [--kv-blocks N] [--prefill-ms N] [--prefill-token-us N]
+ * [--decode-ms N] [--kv-events-endpoint tcp://H:P [--kv-events-replay-endpoint tcp://H:P] [--kv-events-topic T]]`
+ * serves OpenAI's /v1 routes and vLLM's /metrics, with vLLM-style prefix caching and,
+ * optionally, vLLM's KV events over ZMQ (src/replica/llm/, docs/tiny-lm.md).
  */
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -45,10 +47,22 @@ const USAGE = `usage: replica --deployment NAME --backend text|echo|onnx|llm [--
                  POST /v1/completions, /v1/chat/completions (streaming or not), /v1/embeddings,
                  GET /v1/models, and vLLM's GET /metrics and /health
 --kv-blocks N: (llm) KV-cache blocks of 16 tokens (vLLM's num_gpu_blocks); requests that do not
-                 fit wait; default 512
+                 fit wait; full blocks stay cached for later prompts with the same prefix
+                 (vLLM's prefix caching) until evicted, least recently used first; default 512
+--prefill-token-us N: (llm) benchmark knob: prefill takes N microseconds per prompt token not
+                 found in the prefix cache, one prefill at a time per replica (FIFO, as a GPU's
+                 compute; a timer, no CPU), while running requests keep decoding; default 0
 --prefill-ms N, --decode-ms N: (llm) benchmark knobs emulating a GPU engine's speed: wait N ms
-                 (a timer, no CPU) before each request's first token / between tokens; the
+                 (a timer, no CPU) before each request's first token, a fixed part of each
+                 request's own (not queued behind other prefills) / between tokens; the
                  model still runs for every token; default 0
+--kv-events-endpoint tcp://H:P: (llm) publish vLLM's KV events (BlockStored, BlockRemoved,
+                 AllBlocksCleared) on a ZMQ PUB socket bound there, as vLLM's
+                 --kv-events-config publisher "zmq" does (port 0: any; the bound address is
+                 printed as {"event":"kv_events",...} on stdout)
+--kv-events-replay-endpoint tcp://H:P: (llm) with it, a ZMQ ROUTER socket there replays the last
+                 10,000 batches from a sequence number, as vLLM's replay_endpoint
+--kv-events-topic T: (llm) the topic frame of each message; default "" (vLLM's default)
 --standalone: serve without registering (a direct baseline for benchmarks, or an engine behind
                  "replica agent"). A registered replica serves only dispatches signed by its
                  deployment's edge (docs/protocol.md §2); a standalone one checks no signature
@@ -83,6 +97,10 @@ async function main(): Promise<void> {
         "default-model": { type: "string" },
         "kv-blocks": { type: "string" },
         "prefill-ms": { type: "string" },
+        "prefill-token-us": { type: "string" },
+        "kv-events-endpoint": { type: "string" },
+        "kv-events-replay-endpoint": { type: "string" },
+        "kv-events-topic": { type: "string" },
         "decode-ms": { type: "string" },
         edge: { type: "string" },
         port: { type: "string", default: "0" },
@@ -138,7 +156,7 @@ async function main(): Promise<void> {
   if (args.backend !== "onnx" && (args.models || args["max-models-per-replica"] || args["default-model"] || (args.model && args.backend !== "llm"))) {
     fail("--model, --models, --max-models-per-replica and --default-model need --backend onnx (--model also goes with --backend llm)");
   }
-  const llmKnob = (flag: "kv-blocks" | "prefill-ms" | "decode-ms", fallback: number, min: number, max: number): number => {
+  const llmKnob = (flag: "kv-blocks" | "prefill-ms" | "prefill-token-us" | "decode-ms", fallback: number, min: number, max: number): number => {
     const raw = args[flag];
     if (raw === undefined) return fallback;
     if (args.backend !== "llm") fail(`--${flag} is a knob of --backend llm`);
@@ -149,6 +167,19 @@ async function main(): Promise<void> {
   const kvBlocks = llmKnob("kv-blocks", 512, 1, 1_000_000);
   const prefillMs = llmKnob("prefill-ms", 0, 0, 600_000);
   const decodeMs = llmKnob("decode-ms", 0, 0, 600_000);
+  const prefillTokenUs = llmKnob("prefill-token-us", 0, 0, 1_000_000);
+  const kvEventsEndpoint = args["kv-events-endpoint"];
+  const kvEventsReplay = args["kv-events-replay-endpoint"];
+  const kvEventsTopic = args["kv-events-topic"];
+  if ((kvEventsEndpoint ?? kvEventsReplay ?? kvEventsTopic) !== undefined && args.backend !== "llm") fail("--kv-events-* are flags of --backend llm");
+  if (kvEventsEndpoint === undefined && (kvEventsReplay ?? kvEventsTopic) !== undefined) fail("--kv-events-replay-endpoint and --kv-events-topic need --kv-events-endpoint");
+  for (const [flag, value] of [["--kv-events-endpoint", kvEventsEndpoint], ["--kv-events-replay-endpoint", kvEventsReplay]] as const) {
+    if (value !== undefined && !/^(tcp|ipc|inproc):\/\/\S+$/.test(value)) fail(`${flag} must be a ZMQ address such as tcp://127.0.0.1:5557, not "${value}"`);
+  }
+  const kvEvents =
+    kvEventsEndpoint === undefined
+      ? undefined
+      : { endpoint: kvEventsEndpoint, ...(kvEventsReplay !== undefined && { replayEndpoint: kvEventsReplay }), topic: kvEventsTopic ?? "" };
 
   const replicaId = args.id ?? `${args.deployment}-${process.pid}`;
   const log = (msg: string) => process.stderr.write(`[${replicaId}] ${msg}\n`);
@@ -184,7 +215,7 @@ async function main(): Promise<void> {
   if (!build) fail(`unknown backend "${args.backend}"`);
   const { handler, cache, llm, cacheSummary } = await build({
     flags: args,
-    knobs: { serviceMs, kvBlocks, prefillMs, decodeMs },
+    knobs: { serviceMs, kvBlocks, prefillMs, prefillTokenUs, decodeMs, ...(kvEvents && { kvEvents }) },
     admission,
     log,
     fail,

@@ -223,8 +223,8 @@ describe("tiny-lm on the reference replica", () => {
     expect(before.load).toEqual({ engine: "vllm", running: 0, waiting: 0, kvCacheUsage: 0, loraAdapters: [] });
     const generatedBefore = before.value("vllm:generation_tokens_total", { model_name: "tiny-lm" });
     const ttftBefore = before.value("vllm:time_to_first_token_seconds_count");
-    // Fill every admission slot with a stream of ~40 tokens (~0.8 s each).
-    const streams = Array.from({ length: MAX_ONGOING }, () => post("/v1/completions", { model: "tiny-lm", prompt: "x".repeat(40), max_tokens: 40, stream: true }).then((r) => readSse(r)));
+    // Fill every admission slot with a stream of ~40 tokens (~0.8 s each); distinct prompts, so no blocks are shared (prefix caching).
+    const streams = Array.from({ length: MAX_ONGOING }, (_, i) => post("/v1/completions", { model: "tiny-lm", prompt: String.fromCharCode(0x61 + i).repeat(40), max_tokens: 40, stream: true }).then((r) => readSse(r)));
     const during = await until(metrics, (m) => m.load.running === MAX_ONGOING);
     expect(during.load.kvCacheUsage).toBeGreaterThan(0);
     expect(during.load.kvCacheUsage).toBeCloseTo((MAX_ONGOING * 3) / KV_BLOCKS, 1); // 40-80 tokens: 3-5 blocks each
@@ -248,11 +248,11 @@ describe("tiny-lm on the reference replica", () => {
   });
 
   it("makes a request wait while the KV cache is full (vllm:num_requests_waiting), then serves it", async () => {
-    const prompt = "y".repeat(600); // 38 blocks with its first tokens: two do not fit in 64
-    const first = post("/v1/completions", { model: "tiny-lm", prompt, max_tokens: 25 }).then((r) => r.json() as Promise<{ usage: { completion_tokens: number } }>);
+    // 38 blocks each with their first tokens: two do not fit in 64. Two prompts, since the same one twice would share its cached blocks.
+    const first = post("/v1/completions", { model: "tiny-lm", prompt: "y".repeat(600), max_tokens: 25 }).then((r) => r.json() as Promise<{ usage: { completion_tokens: number } }>);
     await until(metrics, (m) => m.load.running === 1);
     const secondStarted = performance.now();
-    const second = post("/v1/completions", { model: "tiny-lm", prompt, max_tokens: 3 }).then((r) => r.json() as Promise<{ usage: { completion_tokens: number } }>);
+    const second = post("/v1/completions", { model: "tiny-lm", prompt: "w".repeat(600), max_tokens: 3 }).then((r) => r.json() as Promise<{ usage: { completion_tokens: number } }>);
     const waiting = await until(metrics, (m) => m.load.waiting === 1);
     expect(waiting.load.running).toBe(1);
     expect(waiting.load.kvCacheUsage).toBeGreaterThan(0.5);

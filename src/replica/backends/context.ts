@@ -13,7 +13,15 @@ export interface ReplicaBackendContext {
   /** The backend's own flags as given (validated by the kind). */
   flags: { text?: string | undefined; model?: string | undefined; models?: string | undefined; "max-models-per-replica"?: string | undefined; "default-model"?: string | undefined };
   /** Benchmark knobs, validated by the CLI (each belongs to one kind). */
-  knobs: { serviceMs: number; kvBlocks: number; prefillMs: number; decodeMs: number };
+  knobs: {
+    serviceMs: number;
+    kvBlocks: number;
+    prefillMs: number;
+    prefillTokenUs: number;
+    decodeMs: number;
+    /** vLLM's KV events over ZMQ (llm): where to bind, and the topic. */
+    kvEvents?: { endpoint: string; replayEndpoint?: string; topic: string };
+  };
   admission: AdmissionControl;
   log(msg: string): void;
   /** Exits 2 with the message and the usage. */

@@ -11,7 +11,25 @@ export const llm: ReplicaBackend = async ({ flags, knobs, admission, log, fail }
   if (modelId !== TINY_LM_ID) fail(`--model: unknown language model "${modelId}"; known models: ${TINY_LM_ID}`);
   const loaded = await loadTinyLm();
   log(`loaded ${modelId}: session ${Math.round(loaded.sessionMs)} ms, warm-up ${Math.round(loaded.warmupMs)} ms`);
-  const engine = new LlmEngine({ model: loaded.model, kvBlocks: knobs.kvBlocks, prefillMs: knobs.prefillMs, decodeMs: knobs.decodeMs });
+  // vLLM's KV events: zeromq's native addon loads only for replicas that publish them.
+  const publisher = knobs.kvEvents
+    ? await import("../llm/kv-event-publisher.ts").then(({ KvEventPublisher }) =>
+        KvEventPublisher.start({ ...knobs.kvEvents!, blockSize: 16, log }).catch((err: unknown) => fail(`--kv-events-*: cannot bind: ${err instanceof Error ? err.message : String(err)}`)),
+      )
+    : undefined;
+  if (publisher) {
+    log(`KV events on ${publisher.endpoint}${publisher.replayEndpoint ? `, replay on ${publisher.replayEndpoint}` : ""}`);
+    // For launchers that asked for port 0 (one JSON line, like "listening").
+    process.stdout.write(`${JSON.stringify({ event: "kv_events", endpoint: publisher.endpoint, replay_endpoint: publisher.replayEndpoint ?? null, topic: knobs.kvEvents!.topic })}\n`);
+  }
+  const engine = new LlmEngine({
+    model: loaded.model,
+    kvBlocks: knobs.kvBlocks,
+    prefillMs: knobs.prefillMs,
+    prefillTokenUs: knobs.prefillTokenUs,
+    decodeMs: knobs.decodeMs,
+    ...(publisher && { onKvEvent: (event) => publisher.push(event) }),
+  });
   admission.setKvSource(() => Math.round(engine.kvUsage * 1e4) / 1e4);
   const service = llmService({ engine, modelId });
   return {
@@ -20,7 +38,7 @@ export const llm: ReplicaBackend = async ({ flags, knobs, admission, log, fail }
     cacheSummary: () => engine.cacheSummary(),
     llm: {
       unadmitted: service.unadmitted,
-      describe: () => ({ model: modelId, running: engine.running, waiting: engine.waiting, kv_cache_usage: engine.kvUsage, kv_blocks: engine.kvBlocks }),
+      describe: () => ({ model: modelId, running: engine.running, waiting: engine.waiting, kv_cache_usage: engine.kvUsage, kv_blocks: engine.kvBlocks, cached_blocks: engine.cachedBlocks }),
     },
   };
 };

@@ -30,7 +30,7 @@
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { z } from "zod";
-import { ERROR_STATUS, errorBody, type ErrorCode } from "../../protocol/index.ts";
+import { ERROR_STATUS, Header, errorBody, type ErrorCode } from "../../protocol/index.ts";
 import type { RequestHandler } from "../handlers.ts";
 import { readBodyUpTo, sendJson } from "../http-json.ts";
 import { RequestTooLong, type FinishReason, type LlmEngine } from "./engine.ts";
@@ -220,6 +220,17 @@ const promptIds = (prompt: string | string[] | number[] | number[][]): number[] 
 
 const nowS = () => Math.floor(Date.now() / 1000);
 
+/**
+ * The extra key of the request's KV blocks (src/prefix/block-keys.ts): the adapter /
+ * multiplexed model it names in x-switchyard-model, as the proxy sends it, "" when none
+ * (the base model). An edge names the same blocks from the same header and
+ * blockKeys(encode(<prompt text>)): the engine keys exactly these prompt ids.
+ */
+function blockExtra(req: IncomingMessage): string {
+  const raw = req.headers[Header.model];
+  return (Array.isArray(raw) ? raw[0] : raw)?.trim() ?? "";
+}
+
 // ---- the service -----------------------------------------------------------------------
 
 export function llmService(options: LlmServiceOptions): LlmService {
@@ -335,6 +346,7 @@ export function llmService(options: LlmServiceOptions): LlmService {
       ...(r.seed != null && { seed: r.seed }),
       stop,
       signal: client.signal,
+      extra: blockExtra(req),
     });
 
     const id = `${route === "chat" ? "chatcmpl" : "cmpl"}-${randomUUID().replaceAll("-", "")}`;
@@ -428,6 +440,7 @@ export function llmService(options: LlmServiceOptions): LlmService {
       ...(r.seed != null && { seed: r.seed }),
       stop: [],
       signal: client.signal,
+      extra: blockExtra(req),
     });
     const hex = randomUUID().replaceAll("-", "");
     const ids: ResponseIds = { id: `resp_${hex}`, messageId: `msg_${hex}`, createdAt: nowS(), model: modelId };
