@@ -1,0 +1,89 @@
+// Prefix routing through the real stack, from two independent edge isolates (each its own routing view, balancer
+// and memory): requests sharing a long prefix meet on one replica whichever isolate routes them, under prefix_hash
+// (bytes tokenizer) and prefix_cache (tiny-lm tokenizer); and a session is placed by its prompt, then sticks.
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { rendezvousWeight } from "../../src/policy/rendezvous.ts";
+import { startStack, until } from "./stack-fixture.ts";
+
+let stack: Awaited<ReturnType<typeof startStack>>;
+const auth = () => ({ authorization: `Bearer ${stack.adminSecret}` });
+
+beforeAll(async () => {
+  stack = await startStack({ functionsDir: join(import.meta.dirname, "fixtures/prefix-routing"), edgeIsolates: 2 });
+  // Both isolates see all three replicas of both deployments before anything is measured.
+  for (const url of stack.edgeUrls) {
+    for (const d of ["ph", "pc"]) {
+      await until(`${d}'s three replicas in ${url}'s view`, async () => {
+        const res = await fetch(`${url}/-/deployments/${d}/view`, { headers: auth() });
+        const view = (await res.json()) as { replicas: { state: string; expiresInMs: number }[] };
+        return view.replicas.filter((r) => r.state === "ready" && r.expiresInMs > 0).length === 3 ? true : undefined;
+      });
+    }
+  }
+});
+afterAll(async () => {
+  await stack?.dispose();
+});
+
+/** A long system prompt per group (well over the 16-block anchor in both tokenizers: 16 × 64 bytes). */
+const system = (group: number) => `Group ${group}: you are the assistant of team ${group}. ${"Answer briefly, cite the docs, and never guess. ".repeat(40)}`;
+const chat = (group: number, question: string) => ({
+  model: "any",
+  messages: [
+    { role: "system", content: system(group) },
+    { role: "user", content: question },
+  ],
+});
+
+async function send(url: string, deployment: string, body: unknown, headers: Record<string, string> = {}): Promise<{ replica: string; token: string | null }> {
+  const res = await fetch(`${url}/${deployment}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
+  expect(res.status).toBe(200);
+  expect(await res.text()).toBe("ok");
+  return { replica: res.headers.get("x-switchyard-replica")!, token: res.headers.get("x-switchyard-session-token") };
+}
+
+describe.each(["ph", "pc"])("%s: requests sharing a long prefix", (deployment) => {
+  it("go to one replica from either isolate, whatever question follows", async () => {
+    const homes = new Set<string>();
+    for (let group = 0; group < 8; group++) {
+      const seen = new Set<string>();
+      for (let q = 0; q < 6; q++) seen.add((await send(stack.edgeUrls[q % 2]!, deployment, chat(group, `question ${q} of group ${group}?`))).replica);
+      expect(seen.size, `group ${group} went to ${[...seen].join(", ")}`).toBe(1);
+      homes.add([...seen][0]!);
+    }
+    // Different prefixes spread: eight groups do not all share one replica of three.
+    expect(homes.size).toBeGreaterThan(1);
+  });
+});
+
+describe("a session under prefix_hash", () => {
+  it("is placed by its prompt, then sticks when its prompt would go elsewhere (in its isolate, and with its token in another)", async () => {
+    const [first, second] = stack.edgeUrls as [string, string];
+    // Where plain requests of each group go.
+    const home = new Map<number, string>();
+    for (let group = 0; group < 12; group++) home.set(group, (await send(first, "ph", chat(group, "where?"))).replica);
+    const a = 0;
+    const b = [...home.keys()].find((g) => home.get(g) !== home.get(a))!;
+    expect(b).toBeDefined();
+    const replicas = [...new Set(home.values())].sort();
+    // A session id whose rendezvous placement is not group a's home, so the prompt, not the id, must place it.
+    const session = Array.from({ length: 100 }, (_, i) => `chat-${i}`).find((s) => {
+      const byHash = [...stack.replicas.values()].filter((r) => r.deployment === "ph").map((r) => r.id).sort((x, y) => rendezvousWeight(s, y) - rendezvousWeight(s, x))[0];
+      return byHash !== home.get(a);
+    })!;
+    expect(replicas.length).toBeGreaterThan(1);
+
+    const s1 = await send(first, "ph", chat(a, "turn 1"), { "x-session-id": session });
+    expect(s1.replica).toBe(home.get(a));
+    // The next turns' prompts would go to group b's home: the session stays (and binds on its 2nd request).
+    const s2 = await send(first, "ph", chat(b, "turn 2"), { "x-session-id": session });
+    expect(s2.replica).toBe(home.get(a));
+    const s3 = await send(first, "ph", chat(b, "turn 3"), { "x-session-id": session });
+    expect(s3.replica).toBe(home.get(a));
+    // In the other isolate the binding token carries the session there with no object call.
+    expect(s3.token).not.toBeNull();
+    const s4 = await send(second, "ph", chat(b, "turn 4"), { "x-session-id": session, "x-switchyard-session-token": s3.token! });
+    expect(s4.replica).toBe(home.get(a));
+  });
+});
