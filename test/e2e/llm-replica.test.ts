@@ -293,13 +293,19 @@ describe("the replica CLI's llm flags", () => {
     });
 
   it("exits 2 with a clear message on a bad llm flag", async () => {
-    const [knob, model, value] = await Promise.all([
+    const [knob, model, value, perToken, events, replay] = await Promise.all([
       runToExit(["--backend", "text", "--kv-blocks", "4"]),
       runToExit(["--backend", "llm", "--model", "gpt-2"]),
       runToExit(["--backend", "llm", "--decode-ms", "fast"]),
+      runToExit(["--backend", "llm", "--prefill-token-us", "2.5"]),
+      runToExit(["--backend", "llm", "--kv-events-endpoint", "127.0.0.1:5557"]),
+      runToExit(["--backend", "llm", "--kv-events-replay-endpoint", "tcp://127.0.0.1:5558"]),
     ]);
     expect(knob).toMatchObject({ code: 2, stderr: expect.stringMatching(/--kv-blocks is a knob of --backend llm/) });
     expect(model).toMatchObject({ code: 2, stderr: expect.stringMatching(/unknown language model "gpt-2"/) });
     expect(value).toMatchObject({ code: 2, stderr: expect.stringMatching(/--decode-ms must be an integer/) });
+    expect(perToken).toMatchObject({ code: 2, stderr: expect.stringMatching(/--prefill-token-us must be an integer from 0 to 1000000/) });
+    expect(events).toMatchObject({ code: 2, stderr: expect.stringMatching(/--kv-events-endpoint must be a ZMQ address/) });
+    expect(replay).toMatchObject({ code: 2, stderr: expect.stringMatching(/need --kv-events-endpoint/) });
   });
 });
