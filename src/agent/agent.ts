@@ -13,6 +13,9 @@
  *             carries every engine of the node (node batching)
  *   trouble   no usable metrics for ~1 s: report "draining" (proxies stop choosing
  *             it) until they are back; the engine process exiting: leave, exit 1
+ *   prefix    with the engine's KV events endpoint (vLLM --kv-events-config): subscribe,
+ *             keep an index of its prefix cache under Switchyard's block keys
+ *             (engine-prefix-index.ts), and report its summary when it changed
  *   drain     (SIGTERM, SIGINT, or the edge's admin drain) announce "draining"
  *             → wait until the engine is idle (running + waiting = 0 on consecutive
  *             scrapes, and at least the grace time proxies need to see the drain),
@@ -24,6 +27,8 @@ import { MAX_LOAD_COUNT as MAX_COUNT, MAX_REPLICA_MODELS as MAX_MODELS, MODEL_ID
 import { EdgeClient, type LoadSource } from "../replica/edge-client.ts";
 import type { NodeReporter } from "../replica/node-reporter.ts";
 import { engineLoad, isEngineMetricsError, maxLoraAdapters, type EngineLoad, type EngineMetricsError } from "./engine-metrics.ts";
+import { EnginePrefixIndex } from "./engine-prefix-index.ts";
+import { KvEventsSubscriber, type KvEventsSource } from "./kv-events-subscriber.ts";
 
 export type EngineKind = "vllm" | "sglang" | "auto";
 
@@ -103,6 +108,12 @@ export interface AgentOptions {
    * deregisters its own engine.
    */
   nodeReporter?: NodeReporter;
+  /**
+   * The engine's KV events (vLLM's ZMQ publisher, SGLang's): the agent indexes its
+   * prefix cache from them and reports a summary (docs/agent.md, "Prefix-cache
+   * summaries"). Without it, reports carry none.
+   */
+  kvEvents?: KvEventsSource;
   /** Called once the edge accepted the registration. */
   onRegistered?: () => void;
   log?: (msg: string) => void;
@@ -284,6 +295,9 @@ export class ReplicaAgent {
   #lastError = "";
   #idleScrapes = 0;
   #engineKey: string | undefined;
+  /** The engine's prefix cache as its KV events tell it (with AgentOptions.kvEvents). */
+  #prefix: EnginePrefixIndex | undefined;
+  #kvEvents: KvEventsSubscriber | undefined;
   /** Scrapes since start (tests and logs). */
   scrapes = 0;
 
@@ -314,6 +328,16 @@ export class ReplicaAgent {
 
   get phase(): AgentPhase {
     return this.#phase;
+  }
+
+  /** The engine's prefix-cache index (with AgentOptions.kvEvents). */
+  get prefixIndex(): EnginePrefixIndex | undefined {
+    return this.#prefix;
+  }
+
+  /** The KV events subscription's counters (with AgentOptions.kvEvents). */
+  get kvEventStats(): KvEventsSubscriber["stats"] | undefined {
+    return this.#kvEvents?.stats;
   }
 
   /** The engine seen in the metrics ("auto" resolves on the first usable scrape). */
@@ -355,6 +379,9 @@ export class ReplicaAgent {
     if (this.#shutdown) return;
     this.#log(`engine is up; base models: ${models.length > 0 ? models.join(", ") : "(none)"}`);
     this.source.setBaseModels(models);
+    // Before the register: the first reports then carry what the engine's replay buffer told.
+    await this.#subscribeKvEvents();
+    if (this.#shutdown) return;
 
     const first = await this.#firstScrape(deadline);
     if (this.#shutdown) return;
@@ -382,6 +409,7 @@ export class ReplicaAgent {
       ...(this.#engineKey !== undefined && { engineKey: this.#engineKey }),
       ...(o.node !== undefined && { node: o.node }),
       ...(o.nodeReporter !== undefined && { nodeReporter: o.nodeReporter }),
+      ...(this.#prefix && { cacheSummary: () => this.#prefix?.summary() }),
       onDrainRequested: () => void this.shutdown("drain requested by the edge (admin API)"),
     });
     this.#edge = edge;
@@ -396,6 +424,29 @@ export class ReplicaAgent {
     this.#phase = "serving";
     this.#log(`registered; scraping ${this.#engineBase}/metrics every ${o.scrapeIntervalMs} ms`);
     o.onRegistered?.();
+  }
+
+  /** Subscribes to the engine's KV events into the prefix index (with AgentOptions.kvEvents). */
+  async #subscribeKvEvents(): Promise<void> {
+    const source = this.#o.kvEvents;
+    if (!source) return;
+    const index = new EnginePrefixIndex({ log: this.#log });
+    const sub = new KvEventsSubscriber({
+      ...source,
+      log: this.#log,
+      onBatch: (batch) => index.apply(batch),
+      onRestart: () => index.clear(),
+    });
+    this.#prefix = index;
+    this.#kvEvents = sub;
+    try {
+      await sub.start();
+    } catch (err) {
+      // The engine still serves: it is reported without a summary.
+      this.#log(`KV events: cannot subscribe (${describeError(err)}); reporting no prefix-cache summary`);
+      this.#prefix = undefined;
+      this.#kvEvents = undefined;
+    }
   }
 
   /** GET /health answers 200 (or, where the engine has no /health, GET /v1/models does). */
@@ -509,6 +560,11 @@ export class ReplicaAgent {
         this.#unhealthy = true;
         this.#log(`no usable metrics for ${now - this.#lastOkAt} ms: reporting draining so proxies stop sending`);
         this.source.setUnhealthy(true);
+        // The engine may have restarted with an empty cache: start the index over from its replay buffer.
+        if (this.#prefix && this.#kvEvents) {
+          this.#prefix.clear();
+          this.#kvEvents.resync();
+        }
       }
       return;
     }
@@ -543,6 +599,11 @@ export class ReplicaAgent {
     }
     // 3. Leave the routing table.
     this.#stopScraping();
+    if (this.#kvEvents) {
+      const st = this.#kvEvents.stats;
+      this.#log(`KV events: ${st.batches} batches (${st.replayed} replayed, ${st.lost} lost, ${st.gaps} gaps, ${st.restarts} restarts); ${this.#prefix?.size ?? 0} blocks indexed`);
+      await this.#kvEvents.close();
+    }
     if (edge) {
       await edge.deregister().then(
         () => this.#log("deregistered"),

@@ -12,12 +12,19 @@
  *
  *   npm run replica -- agent --deployment llm --edge https://edge.example.com --node gpu-7 \
  *     --engine-url http://127.0.0.1:8000 --engine-url http://127.0.0.1:8001 [--id gpu-7]
+ *
+ * With each engine's KV events endpoint (vLLM --kv-events-config), the agent also
+ * reports a summary of the engine's prefix cache:
+ *
+ *   npm run replica -- agent ... --engine-url http://127.0.0.1:8000 \
+ *     --kv-events-endpoint tcp://127.0.0.1:5557 --kv-events-replay-endpoint tcp://127.0.0.1:5558
  */
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { DEPLOYMENT_NAME, ENGINE_KEY, MAX_NODE_REPLICAS, MODEL_ID, REPLICA_ID, REPLICA_KEY_PATTERN } from "../protocol/index.ts";
 import { NodeReporter } from "../replica/node-reporter.ts";
 import { AGENT_DEFAULTS, MAX_SCRAPE_INTERVAL_MS, ReplicaAgent, type AgentOptions, type EngineKind } from "./agent.ts";
+import { ZMQ_ENDPOINT } from "./kv-events-subscriber.ts";
 import { spawnEngine } from "./engine-process.ts";
 
 export const AGENT_USAGE = `usage: replica agent --deployment NAME --edge URL --engine-url URL [--engine-url URL ...]
@@ -25,7 +32,9 @@ export const AGENT_USAGE = `usage: replica agent --deployment NAME --edge URL --
                [--max-ongoing N ...] [--models ID,ID,... ...] [--scrape-interval-ms N]
                [--report-delay-ms N] [--drain-timeout-ms N] [--drain-grace-ms N]
                [--engine-start-timeout-ms N] [--engine-stop-timeout-ms N]
-               [--engine-api-key-file PATH ...] [-- ENGINE COMMAND...]
+               [--engine-api-key-file PATH ...] [--kv-events-endpoint ZMQ ...]
+               [--kv-events-replay-endpoint ZMQ ...] [--kv-events-topic TOPIC ...]
+               [-- ENGINE COMMAND...]
 Fronts an external OpenAI-compatible engine: registers it with the deployment (proxies
 dispatch straight to --advertise-url, default --engine-url), scrapes its /metrics into
 load reports, and on SIGTERM/SIGINT drains, deregisters, then stops the engine.
@@ -51,11 +60,19 @@ load reports, and on SIGTERM/SIGINT drains, deregisters, then stops the engine.
 --engine-api-key-file PATH  the engine's API key (vLLM --api-key), first line of PATH: registered
                         with the edge, which sends it as Authorization: Bearer on every dispatch;
                         SIGHUP re-reads the file and registers the new key (rotation, docs/agent.md)
+--kv-events-endpoint ZMQ  the engine's KV events publisher (vLLM --kv-events-config endpoint, e.g.
+                        tcp://127.0.0.1:5557; tcp:// or ipc://): the agent indexes the engine's prefix
+                        cache from its events and reports a summary (blocks of 16 tokens only);
+                        once per --engine-url
+--kv-events-replay-endpoint ZMQ  its replay socket (vLLM replay_endpoint, e.g. tcp://127.0.0.1:5558):
+                        batches missed (and those before the agent started) are asked from it;
+                        once per --kv-events-endpoint
+--kv-events-topic TOPIC the events' topic (vLLM's topic, default ""); once, or once per engine
 -- COMMAND...           start the engine as the agent's child (stdout/stderr shared); the agent
                         stops it after deregistering and exits 1 if it exits on its own
                         (one engine only: start several engines yourself)
-With several engines, --engine, --max-ongoing, --models and --engine-api-key-file are given
-once (for all) or once per --engine-url, in order.
+With several engines, --engine, --max-ongoing, --models, --engine-api-key-file and
+--kv-events-topic are given once (for all) or once per --engine-url, in order.
 env: SWITCHYARD_REPLICA_KEY (required): the deployment's replica key (replica --print-key)`;
 
 /** One engine's agent, from the flags. */
@@ -125,6 +142,29 @@ function replicaIds(ids: string[] | undefined, deployment: string, node: string 
   return out;
 }
 
+/** Each engine's KV events source, from the three flags; undefined when none is given. */
+function kvEventSources(endpoints: string[] | undefined, replays: string[] | undefined, topics: string[] | undefined, engines: number): NonNullable<AgentOptions["kvEvents"]>[] | undefined {
+  if (endpoints === undefined || endpoints.length === 0) {
+    if (replays?.length || topics?.length) throw new UsageError("--kv-events-replay-endpoint and --kv-events-topic need --kv-events-endpoint");
+    return undefined;
+  }
+  // Endpoints are per engine: each engine publishes on its own port.
+  if (endpoints.length !== engines) throw new UsageError(`--kv-events-endpoint is given ${endpoints.length} times for ${engines} engines: give it once per --engine-url`);
+  if (replays !== undefined && replays.length !== endpoints.length) {
+    throw new UsageError(`--kv-events-replay-endpoint is given ${replays.length} times for ${endpoints.length} --kv-events-endpoint: give it once per endpoint`);
+  }
+  const zmq = (raw: string, flag: string) => {
+    if (!ZMQ_ENDPOINT.test(raw)) throw new UsageError(`${flag} "${raw}" is not a ZMQ endpoint (tcp://HOST:PORT or ipc://PATH)`);
+    return raw;
+  };
+  const topicOf = perEngine(topics, "--kv-events-topic", engines);
+  return endpoints.map((e, i) => ({
+    endpoint: zmq(e, "--kv-events-endpoint"),
+    ...(replays !== undefined && { replayEndpoint: zmq(replays[i]!, "--kv-events-replay-endpoint") }),
+    ...(topicOf !== undefined && { topic: topicOf[i]! }),
+  }));
+}
+
 export class UsageError extends Error {}
 
 /** Parses the agent's command line (after `agent`); "help" for --help. Throws UsageError. */
@@ -153,6 +193,9 @@ export function parseAgentArgs(argv: readonly string[]): AgentArgs | "help" {
         "engine-start-timeout-ms": { type: "string", default: String(AGENT_DEFAULTS.engineStartTimeoutMs) },
         "engine-stop-timeout-ms": { type: "string", default: String(AGENT_DEFAULTS.engineStopTimeoutMs) },
         "engine-api-key-file": { type: "string", multiple: true },
+        "kv-events-endpoint": { type: "string", multiple: true },
+        "kv-events-replay-endpoint": { type: "string", multiple: true },
+        "kv-events-topic": { type: "string", multiple: true },
         help: { type: "boolean", short: "h" },
       },
       strict: true,
@@ -188,6 +231,7 @@ export function parseAgentArgs(argv: readonly string[]): AgentArgs | "help" {
   );
   const models = perEngine(v.models, "--models", n)?.map(modelList);
   const keyFiles = perEngine(v["engine-api-key-file"], "--engine-api-key-file", n);
+  const kvEvents = kvEventSources(v["kv-events-endpoint"], v["kv-events-replay-endpoint"], v["kv-events-topic"], n);
   const shared = {
     deployment: v.deployment,
     edgeUrl: httpUrl(v.edge, "--edge"),
@@ -216,6 +260,7 @@ export function parseAgentArgs(argv: readonly string[]): AgentArgs | "help" {
     if (advertise !== undefined) options.advertiseUrl = httpUrl(advertise[i]!, "--advertise-url");
     if (models !== undefined) options.models = models[i]!;
     if (node !== undefined) options.node = node;
+    if (kvEvents !== undefined) options.kvEvents = kvEvents[i]!;
     const keyFile = keyFiles?.[i];
     return keyFile !== undefined ? { options, engineKeyFile: keyFile } : { options };
   });

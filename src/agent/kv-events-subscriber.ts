@@ -57,7 +57,7 @@ export interface KvEventsStats {
 }
 
 /** Valid ZMQ endpoints the agent connects to: tcp://host:port or ipc://path. */
-export const ZMQ_ENDPOINT = /^(?:tcp:\/\/[^\s:/]+:\d{1,5}|tcp:\/\/\[[0-9A-Fa-f:.]+\]:\d{1,5}|ipc:\/\/\S+)$/;
+export const ZMQ_ENDPOINT = /^(?:tcp:\/\/[^\s:/*]+:\d{1,5}|tcp:\/\/\[[0-9A-Fa-f:.]+\]:\d{1,5}|ipc:\/\/\S+)$/;
 
 export class KvEventsSubscriber {
   readonly stats: KvEventsStats = { batches: 0, replayed: 0, gaps: 0, lost: 0, decodeErrors: 0, restarts: 0 };
@@ -85,6 +85,7 @@ export class KvEventsSubscriber {
   /** Connects (ZMQ reconnects on its own: an engine that is not up yet, or restarts, is found when it is). */
   async start(): Promise<void> {
     this.#zmq ??= await import("zeromq");
+    if (this.#closed) return;
     const sub = new this.#zmq.Subscriber({ linger: 0 });
     sub.connect(this.#o.endpoint);
     sub.subscribe(this.#o.topic ?? "");
