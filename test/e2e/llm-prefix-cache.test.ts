@@ -99,6 +99,24 @@ async function until(ok: () => boolean, what: string, ms = 10_000): Promise<void
   }
 }
 
+/** What the replay socket answers from `from` on: the batches it holds, up to its end marker. */
+async function replay(from: bigint): Promise<{ seq: bigint; payload: Buffer; message: KvEventMessage }[]> {
+  const dealer = new Dealer();
+  dealer.connect(replayEndpoint);
+  try {
+    await dealer.send(["", encodeSeq(from)]);
+    const out: { seq: bigint; payload: Buffer; message: KvEventMessage }[] = [];
+    for (;;) {
+      const frames = await dealer.receive();
+      const reply = parseReplayReply(frames);
+      if (reply.end) return out;
+      out.push({ seq: reply.seq, payload: Buffer.from(frames[2]!), message: { topic: TOPIC, seq: reply.seq, batch: reply.batch } });
+    }
+  } finally {
+    dealer.close();
+  }
+}
+
 const storedEvents = () => received.flatMap((m) => m.batch.events.filter((e): e is BlockStored => e.type === "BlockStored").map((e) => ({ seq: m.seq, e })));
 const removedHashes = () => received.flatMap((m) => m.batch.events.flatMap((e) => (e.type === "BlockRemoved" ? e.blockHashes.map(blockHashText) : [])));
 
@@ -165,39 +183,30 @@ describe("LLM replica prefix cache and KV events", () => {
   });
 
   it("a full cache evicts least recently freed blocks with BlockRemoved, a chain's tail first", async () => {
-    const stored = new Set(storedEvents().flatMap(({ e }) => e.blockHashes.map(blockHashText)));
     // Two other 100-token prompts of 7 blocks each: 14 blocks through a cache of 8 evict everything older.
     for (const c of ["q", "z"]) {
       await post("/v1/completions", { model: "tiny-lm", prompt: c.repeat(100), max_tokens: 2, temperature: 0 });
     }
     const baseKeys = blockKeys(prompt);
     await until(() => baseKeys.every((k) => removedHashes().includes(k)), "BlockRemoved for every block of the first prompt");
-    // Only what was announced is removed, and the first prompt's chain goes from its end.
-    for (const h of removedHashes()) expect(stored.has(h) || storedEvents().some(({ e }) => e.blockHashes.map(blockHashText).includes(h))).toBe(true);
+    // Only what was announced is removed (every batch from 0, replayed: the SUB may have joined late), and the first prompt's chain goes from its end.
+    const stored = new Set((await replay(0n)).flatMap(({ message }) => message.batch.events.flatMap((e) => (e.type === "BlockStored" ? e.blockHashes.map(blockHashText) : []))));
+    for (const h of removedHashes()) expect(stored.has(h), h).toBe(true);
     expect(removedHashes().filter((h) => baseKeys.includes(h))).toEqual([...baseKeys].reverse());
   });
 
   it("replays buffered batches from a sequence number, then the end marker, as vLLM's ROUTER socket does", async () => {
     const from = storedEvents().find(({ e }) => blockHashText(e.blockHashes[0]!) === blockKeys(prompt)[0])!.seq;
     const last = received.at(-1)!.seq;
-    const dealer = new Dealer();
-    dealer.connect(replayEndpoint);
-    try {
-      await dealer.send(["", encodeSeq(from)]);
-      const replies: bigint[] = [];
-      for (;;) {
-        const frames = await dealer.receive();
-        const reply = parseReplayReply(frames);
-        if (reply.end) break;
-        replies.push(reply.seq);
-        // The same bytes the SUB socket got for that seq.
-        if (payloads.has(reply.seq)) expect(Buffer.from(frames[2]!).equals(payloads.get(reply.seq)!)).toBe(true);
-      }
-      expect(replies[0]).toBe(from);
-      expect(replies.length).toBeGreaterThanOrEqual(Number(last - from) + 1);
-      expect(replies).toEqual(replies.map((_, i) => from + BigInt(i)));
-    } finally {
-      dealer.close();
-    }
+    const replies = await replay(from);
+    expect(replies[0]!.seq).toBe(from);
+    expect(replies.length).toBeGreaterThanOrEqual(Number(last - from) + 1);
+    expect(replies.map((r) => r.seq)).toEqual(replies.map((_, i) => from + BigInt(i)));
+    // The same bytes the SUB socket got for each seq it saw.
+    for (const r of replies) if (payloads.has(r.seq)) expect(r.payload.equals(payloads.get(r.seq)!)).toBe(true);
+    // From 0: everything since the start, the batches the SUB missed before it joined too.
+    const all = await replay(0n);
+    expect(all[0]!.seq).toBe(0n);
+    expect(all.at(-1)!.seq).toBeGreaterThanOrEqual(last);
   });
 });
