@@ -4,12 +4,15 @@
  * receives multipart [topic, 8-byte big-endian seq, msgpack batch], decoded by
  * src/prefix/kv-events.ts. Batches must be applied in order, so:
  *
- * - a gap (seq beyond the last + 1) asks the engine's replay socket (a ROUTER;
- *   we speak to it as a DEALER: ["", start seq] → ["", seq, batch]… then the end
- *   marker) for the missed batches and applies them before the new one; the
- *   first batch seen counts as a gap from 0, so an agent that starts after the
- *   engine learns what the engine's replay buffer still has (vLLM keeps 10,000
- *   steps by default);
+ * - on start, the agent asks the engine's replay socket (a ROUTER; we speak to
+ *   it as a DEALER: ["", start seq] → ["", seq, batch]… then the end marker) for
+ *   everything from seq 0, so an agent that starts after the engine learns what
+ *   the engine's replay buffer still has (vLLM keeps 10,000 steps by default)
+ *   without waiting for the engine's next step; live batches it already got
+ *   that way are skipped;
+ * - a gap (seq beyond the last + 1) asks the replay socket for the missed
+ *   batches and applies them before the new one (without a replay socket, the
+ *   first batch seen counts as a gap from 0, lost);
  * - what the replay no longer has is lost: counted and logged (the index then
  *   misses those stores, and keeps blocks whose removal it missed, which only
  *   costs a replica some prefill when an edge trusts them);
@@ -68,6 +71,8 @@ export class KvEventsSubscriber {
   #zmq: typeof import("zeromq") | undefined;
   /** The last seq applied; -1 before the first. */
   #last = -1n;
+  /** Live batches up to this seq were applied from a replay already (they were queued meanwhile); -1: none. */
+  #dupUpTo = -1n;
   #closed = false;
   #loop: Promise<void> | undefined;
   #saidNoReplay = false;
@@ -111,6 +116,10 @@ export class KvEventsSubscriber {
 
   async #receive(sub: Subscriber): Promise<void> {
     try {
+      if (this.#o.replayEndpoint !== undefined) {
+        await this.#catchUp(0n);
+        this.#dupUpTo = this.#last;
+      }
       for await (const frames of sub) {
         if (this.#closed) break;
         await this.#message(frames);
@@ -133,6 +142,10 @@ export class KvEventsSubscriber {
       this.stats.decodeErrors++;
       this.#log(`KV events: ${(err as Error).message}: ignored`);
       return;
+    }
+    if (this.#dupUpTo >= 0n) {
+      if (seq <= this.#dupUpTo) return;
+      this.#dupUpTo = -1n;
     }
     if (this.#last >= 0n && seq <= this.#last) {
       if (seq === this.#last) return;
@@ -167,10 +180,11 @@ export class KvEventsSubscriber {
     this.#o.onBatch(batch, seq);
   }
 
-  /** Applies batches from..until-1 from the replay socket, as far as it still has them. */
-  async #catchUp(from: bigint, until: bigint): Promise<void> {
+  /** Applies batches from..until-1 from the replay socket, as far as it still has them (without `until`: all it has). */
+  async #catchUp(from: bigint, until?: bigint): Promise<void> {
     const dealer = await this.#replaySocket();
     if (!dealer) {
+      if (until === undefined) return;
       this.stats.lost += Number(until - from);
       if (!this.#saidNoReplay) {
         this.#saidNoReplay = true;
@@ -191,7 +205,7 @@ export class KvEventsSubscriber {
         if (rest[1]!.length === 0) break;
         const seq = decodeSeq(rest[0]!);
         // Read to the end marker whatever comes, so the next replay starts clean.
-        if (seq < next || seq >= until) continue;
+        if (seq < next || (until !== undefined && seq >= until)) continue;
         if (seq > next) this.stats.lost += Number(seq - next);
         this.#apply(seq, rest[1]!, true);
         next = seq + 1n;
@@ -203,7 +217,7 @@ export class KvEventsSubscriber {
       this.#dealer?.close();
       this.#dealer = undefined;
     }
-    if (next < until) {
+    if (until !== undefined && next < until) {
       this.stats.lost += Number(until - next);
       this.#log(`KV events: ${until - next} batch(es) before seq ${until} are no longer in the engine's replay buffer; their events are lost`);
     }

@@ -90,6 +90,20 @@ describe("KvEventsSubscriber", () => {
     expect(sub.index.size).toBeGreaterThan(0);
   });
 
+  it("on start it asks the replay socket for everything from 0, without waiting for the engine's next batch; live batches go on from there", async () => {
+    const { p, where } = await publisher();
+    for (let i = 0; i < 4; i++) await p.publish(stream(i));
+    const sub = await subscribe(where);
+    await waitFor("the replayed batches", () => sub.s.lastSeq === 3n);
+    expect(sub.batches.map((b) => b.seq)).toEqual([0n, 1n, 2n, 3n]);
+    expect(sub.s.stats.replayed).toBe(4);
+    // The next live batch follows on: neither a gap nor a restart.
+    await p.publish(stream(4));
+    await waitFor("the next live batch", () => sub.s.lastSeq === 4n);
+    expect(sub.s.stats).toMatchObject({ restarts: 0, gaps: 0, lost: 0 });
+    expect(sub.batches).toHaveLength(5);
+  });
+
   it("a batch missed on the live socket is fetched from the replay socket before the next one", async () => {
     const { p, where } = await publisher();
     const sub = await subscribe(where);
