@@ -16,5 +16,7 @@ export default defineDeployment({
   localReplicas: 2,
   // Sequences one replica generates at once (vLLM's max_num_seqs); beyond it the replica refuses and the edge retries elsewhere.
   maxOngoingRequests: 16,
-  policy: { stripPrefix: true },
+  // prefix_cache: a prompt goes to the replica already holding most of it (its reported KV cache, this isolate's
+  // recent dispatches), weighed against load; the edge tokenizes as tiny-lm does (docs/prefix-routing.md).
+  policy: { stripPrefix: true, balancer: "prefix_cache" },
 });
