@@ -321,7 +321,11 @@ export class EdgeClient {
     } catch (err) {
       // The routing object forgot us (swept after a long silence): join again.
       if (err instanceof EdgeError && err.status === 409 && !this.#stopped) await this.#register();
-      else throw err;
+      else if (summary !== undefined && refusesSummaries(err) && this.#summary?.enabled) {
+        this.#o.log?.("the edge does not take prefix-cache summaries (an older edge): reporting without them");
+        this.#summary.disable();
+        await this.#sendReport();
+      } else throw err;
     }
   }
 
@@ -334,8 +338,16 @@ export class EdgeClient {
 export class EdgeError extends Error {
   constructor(
     readonly status: number,
-    body: string,
+    readonly body: string,
   ) {
     super(`edge answered ${status}: ${body.slice(0, 300)}`);
   }
+}
+
+/**
+ * An edge from before prefix-cache summaries refuses a report carrying one (400,
+ * unknown field `prefix_cache`): the sender then reports without them.
+ */
+export function refusesSummaries(err: unknown): boolean {
+  return err instanceof EdgeError && err.status === 400 && err.body.includes('"prefix_cache"');
 }

@@ -21,7 +21,7 @@ import {
   type NodeReportEntry,
   type NodeReportMessage,
 } from "../protocol/index.ts";
-import { isBusy, postControl, reportEntry, type LoadSource } from "./edge-client.ts";
+import { isBusy, postControl, refusesSummaries, reportEntry, type LoadSource } from "./edge-client.ts";
 import { ReportCadence } from "./report-cadence.ts";
 import type { SummaryCadence, SummaryField } from "./summary-cadence.ts";
 
@@ -209,6 +209,13 @@ export class NodeReporter {
         const res = await postControl(this.#o.edgeUrl, key, this.nonces, ControlPath.nodeReport, message);
         ack = (await res.json()) as Partial<NodeReportAck>;
       } catch (err) {
+        if (refusesSummaries(err) && message.reports.some((r) => r.prefix_cache !== undefined)) {
+          // An edge from before summaries: the node reports without them, the next one at once.
+          this.#log("the edge does not take prefix-cache summaries (an older edge): reporting without them");
+          for (const m of members) m.member.summary?.disable();
+          void this.#cadence.now();
+          return;
+        }
         this.#log(`node report failed: ${String(err)}`);
         continue;
       }

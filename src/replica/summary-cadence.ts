@@ -32,6 +32,7 @@ export class SummaryCadence {
   /** When the field now pending first became due (ordering within a node report's budget). */
   #dueSince: number | undefined;
   #failing = false;
+  #enabled = true;
 
   constructor(provider: CacheSummaryProvider, options: SummaryCadenceOptions = {}) {
     this.#provider = provider;
@@ -40,8 +41,20 @@ export class SummaryCadence {
     this.#log = options.log ?? (() => undefined);
   }
 
+  /** Whether summaries go out at all (an older edge refuses them: disable()). */
+  get enabled(): boolean {
+    return this.#enabled;
+  }
+
+  /** No more summaries: the edge refused the field (it predates it). */
+  disable(): void {
+    this.#enabled = false;
+    this.#dueSince = undefined;
+  }
+
   /** What the next report should carry, read from the provider now. */
   next(): SummaryField {
+    if (!this.#enabled) return undefined;
     let current: CacheSummaryWire | undefined;
     try {
       current = this.#provider();
