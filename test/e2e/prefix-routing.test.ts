@@ -1,10 +1,11 @@
 // Prefix routing through the real stack, from two independent edge isolates (each its own routing view, balancer
 // and memory): requests sharing a long prefix meet on one replica whichever isolate routes them, under prefix_hash
-// (bytes tokenizer) and prefix_cache (tiny-lm tokenizer); and a session is placed by its prompt, then sticks.
+// (bytes tokenizer) and prefix_cache (tiny-lm tokenizer), on path-routed bodies and on /v1 with the tiny language
+// model (whose replica then serves the shared prefix from its cache); and a session is placed by its prompt, then sticks.
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { rendezvousWeight } from "../../src/policy/rendezvous.ts";
-import { startStack, until } from "./stack-fixture.ts";
+import { signedFetch, startStack, until } from "./stack-fixture.ts";
 
 let stack: Awaited<ReturnType<typeof startStack>>;
 const auth = () => ({ authorization: `Bearer ${stack.adminSecret}` });
@@ -13,11 +14,11 @@ beforeAll(async () => {
   stack = await startStack({ functionsDir: join(import.meta.dirname, "fixtures/prefix-routing"), edgeIsolates: 2 });
   // Both isolates see all three replicas of both deployments before anything is measured.
   for (const url of stack.edgeUrls) {
-    for (const d of ["ph", "pc"]) {
-      await until(`${d}'s three replicas in ${url}'s view`, async () => {
+    for (const [d, n] of [["ph", 3], ["pc", 3], ["llm", 2]] as const) {
+      await until(`${d}'s ${n} replicas in ${url}'s view`, async () => {
         const res = await fetch(`${url}/-/deployments/${d}/view`, { headers: auth() });
         const view = (await res.json()) as { replicas: { state: string; expiresInMs: number }[] };
-        return view.replicas.filter((r) => r.state === "ready" && r.expiresInMs > 0).length === 3 ? true : undefined;
+        return view.replicas.filter((r) => r.state === "ready" && r.expiresInMs > 0).length === n ? true : undefined;
       });
     }
   }
@@ -54,6 +55,29 @@ describe.each(["ph", "pc"])("%s: requests sharing a long prefix", (deployment) =
     }
     // Different prefixes spread: eight groups do not all share one replica of three.
     expect(homes.size).toBeGreaterThan(1);
+  });
+});
+
+describe("llm on /v1 under prefix_cache", () => {
+  it("sends chats sharing a long system prompt to one replica from either isolate, which serves the prefix from its cache", async () => {
+    const shared = `You are the Switchyard docs assistant. ${"Answer in one short line, from the docs only. ".repeat(16)}`;
+    const seen = new Set<string>();
+    for (let q = 0; q < 6; q++) {
+      const res = await fetch(`${stack.edgeUrls[q % 2]}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: "tiny-lm", max_tokens: 2, messages: [{ role: "system", content: shared }, { role: "user", content: `question ${q}?` }] }),
+      });
+      expect(res.status).toBe(200);
+      await res.json();
+      seen.add(res.headers.get("x-switchyard-replica")!);
+    }
+    expect(seen.size).toBe(1);
+    const replica = stack.replicas.get([...seen][0]!)!;
+    const metrics = await (await signedFetch(stack, "llm")(`${replica.url}/metrics`)).text();
+    const hits = Number(/^vllm:prefix_cache_hits_total\{[^}]*\} (\S+)$/m.exec(metrics)?.[1] ?? "0");
+    // Five of six prompts found the shared system prompt (~780 tokens) cached.
+    expect(hits).toBeGreaterThanOrEqual(5 * 16 * 40);
   });
 });
 
