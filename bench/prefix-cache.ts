@@ -7,7 +7,7 @@
  *   npx tsx bench/prefix-cache.ts --quick    # npm run bench (~2.5 min): shorter windows, fewer 1-isolate arms
  *   npx tsx bench/prefix-cache.ts [--isolates 4] [--replicas 4] [--seconds 30] [--warmup 10] [--utilization 0.8]
  *        [--rate R] [--arms round_robin,load_aware,prefix_hash,prefix_cache,oracle] [--seed 1]
- *        [--prefill-token-us 40] [--prefill-ms 5] [--decode-ms 4] [--max-tokens 24] [--kv-fraction 0.5]
+ *        [--prefill-token-us 60] [--prefill-ms 5] [--decode-ms 4] [--max-tokens 16] [--kv-fraction 0.5]
  *
  * Workload (bench/prefix-cache-workload.ts): G groups, each with a long shared
  * system prompt; U users per group in multi-turn conversations whose prompt grows
@@ -52,7 +52,7 @@ import { cpus, loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { LocalStack } from "../src/local/stack.ts";
-import { defineDeployment } from "../src/config/deployment.ts";
+import { BALANCER_NAMES } from "../src/policy/balancers/index.ts";
 import { blockKeys } from "../src/prefix/block-keys.ts";
 import { chatPrompt } from "../src/prompt/tiny-lm-chat-template.ts";
 import { encode } from "../src/prompt/tiny-lm-tokenizer.ts";
@@ -73,13 +73,13 @@ const { values } = parseArgs({
     rate: { type: "string" },
     arms: { type: "string" },
     seed: { type: "string", default: "1" },
-    "prefill-token-us": { type: "string", default: "40" },
+    "prefill-token-us": { type: "string", default: "60" },
     "prefill-ms": { type: "string", default: "5" },
     "decode-ms": { type: "string", default: "4" },
-    "max-tokens": { type: "string", default: "24" },
+    "max-tokens": { type: "string", default: "16" },
     "kv-fraction": { type: "string", default: "0.5" },
-    groups: { type: "string", default: "8" },
-    users: { type: "string", default: "6" },
+    groups: { type: "string", default: "16" },
+    users: { type: "string", default: "3" },
     turns: { type: "string", default: "4" },
   },
 });
@@ -101,8 +101,14 @@ const PREFILL_MS = num("prefill-ms", values["prefill-ms"], (x) => x >= 0);
 const DECODE_MS = num("decode-ms", values["decode-ms"], (x) => x >= 0);
 const MAX_TOKENS = num("max-tokens", values["max-tokens"], posInt);
 const KV_FRACTION = num("kv-fraction", values["kv-fraction"], (x) => x > 0 && x <= 4);
-/** Per replica; high enough that admission never refuses at this load (the engine's own queue holds the rest). */
-const MAX_ONGOING = 64;
+/**
+ * Per replica: about what its KV cache holds running at once (KV_BLOCKS / a mean
+ * prompt's blocks ≈ 8), with headroom; beyond it requests wait in the replica's
+ * admission queue (MAX_QUEUED) rather than being refused, as an engine's waiting
+ * queue holds them.
+ */
+const MAX_ONGOING = 16;
+const MAX_QUEUED = 64;
 /** After the last arrival, in-flight requests get this long, then they are aborted (and counted as failed). */
 const DRAIN_S = quick ? 8 : 15;
 /** No request runs longer than this (a bound on every load phase). */
@@ -132,15 +138,8 @@ for (const a of chosenArms) if (!ARM_ORDER.includes(a)) throw new Error(`--arms:
 
 // --- what the tree has (other work may still be landing) ---------------------------
 
-/** Whether `policy.balancer` accepts `name` in this tree. */
-function balancerAvailable(name: string): boolean {
-  try {
-    defineDeployment({ name: "probe", routePrefix: "/probe", backend: { kind: "llm", model: "tiny-lm" }, policy: { balancer: name } } as never);
-    return true;
-  } catch {
-    return false;
-  }
-}
+/** Whether `policy.balancer` accepts `name` in this tree (the registry, src/policy/balancers/). */
+const balancerAvailable = (name: string): boolean => (BALANCER_NAMES as readonly string[]).includes(name);
 const replicaCli = readFileSync(resolve(import.meta.dirname, "../src/replica/cli.ts"), "utf8");
 const replicaHas = (flag: string) => replicaCli.includes(`"${flag}"`);
 const FEATURES = {
@@ -272,7 +271,8 @@ interface PhaseResult {
   imbalanceRequests: number;
   imbalancePrefill: number;
   doCalls: DoCounters & { adminReadCalls: number; routing: number; telemetryEstimated: number; total: number; per1000: number; routingPer1000: number; perIsolatePerS: number };
-  cpu: { machineBusy: number; own: number; other: number; loadavg1m: number };
+  /** Shares of the machine over the window; CPU ms per request of this bench's processes. */
+  cpu: { machineBusy: number; own: number; other: number; loadavg1m: number; msPerRequest: { bench: number; workerd: number; replicas: number } };
   generatorLagP99Ms: number;
   oracle?: { batches: number; gaps: number; orphans: number; sameHash: number; stored: number; removed: number; predictedHitTokens: number; indexSource: string };
   notes: string[];
@@ -297,6 +297,7 @@ function replicaArgs(eventsPort?: number): string[] {
     "--kv-blocks", String(KV_BLOCKS),
     "--prefill-ms", String(PREFILL_MS),
     "--decode-ms", String(DECODE_MS),
+    "--max-queued", String(MAX_QUEUED),
     ...(FEATURES.prefillTokenUs ? ["--prefill-token-us", String(PREFILL_TOKEN_US)] : []),
     ...(eventsPort !== undefined ? ["--kv-events-endpoint", `tcp://127.0.0.1:${eventsPort}`] : []),
   ];
@@ -383,7 +384,11 @@ export default defineDeployment({
     };
 
     // Warm every connection once (unmeasured, outside the run).
-    const ownPids = [process.pid, workerdPid(join(dir, "state", "workerd.capnp")), ...replicas.flatMap((r) => (r.child.pid ? [r.child.pid] : []))];
+    const groups = { bench: [process.pid], workerd: [workerdPid(join(dir, "state", "workerd.capnp"))], replicas: replicas.flatMap((r) => (r.child.pid ? [r.child.pid] : [])) };
+    const ownPids = [...groups.bench, ...groups.workerd, ...groups.replicas];
+    const groupCpu = () => ({ bench: ownCpuS(groups.bench), workerd: ownCpuS(groups.workerd), replicas: ownCpuS(groups.replicas) });
+    let g0 = groupCpu();
+    let g1 = g0;
     const workload = new PrefixWorkload(SHAPE, SEED);
     const samples: Sample[] = [];
     const lags: number[] = [];
@@ -412,11 +417,13 @@ export default defineDeployment({
     const measureStart = () => {
       cpu0 = machineCpu();
       own0 = ownCpuS(ownPids);
+      g0 = groupCpu();
       m0 = read();
     };
     const measureEnd = () => {
       cpu1 = machineCpu();
       own1 = ownCpuS(ownPids);
+      g1 = groupCpu();
       m1 = read();
     };
     const loadavg1m = loadavg()[0]!;
@@ -538,7 +545,17 @@ export default defineDeployment({
         routingPer1000: (1000 * routing) / Math.max(1, requests),
         perIsolatePerS: routing / windowS / Math.max(1, isolates),
       },
-      cpu: { machineBusy, own, other: Math.max(0, machineBusy - own), loadavg1m },
+      cpu: {
+        machineBusy,
+        own,
+        other: Math.max(0, machineBusy - own),
+        loadavg1m,
+        msPerRequest: {
+          bench: (1000 * (g1.bench - g0.bench)) / Math.max(1, requests),
+          workerd: (1000 * (g1.workerd - g0.workerd)) / Math.max(1, requests),
+          replicas: (1000 * (g1.replicas - g0.replicas)) / Math.max(1, requests),
+        },
+      },
       generatorLagP99Ms: percentile(lags, 99),
       notes,
     };
@@ -664,7 +681,11 @@ for (const [pc, la, n] of [
   t(`prefix_cache throughput ≥ load_aware's, within 1 % (${n} isolate${n > 1 ? "s" : ""})`, pc!.throughputRps >= 0.99 * la!.throughputRps, `${f(pc!.throughputRps, 1)} / ${f(la!.throughputRps, 1)} req/s = ${f(pc!.throughputRps / la!.throughputRps, 3)}`);
 }
 for (const r of results.filter((x) => x.arm === "prefix_cache")) {
-  t(`prefix_cache ≤ 5 Durable Object calls per 1,000 requests (${r.isolates} isolate${r.isolates > 1 ? "s" : ""})`, r.doCalls.per1000 <= 5, `${f(r.doCalls.per1000, 1)} per 1,000 (${r.doCalls.routing} routing calls + ~${r.doCalls.telemetryEstimated} telemetry flushes over ${r.requests} requests; ${f(r.doCalls.perIsolatePerS, 2)} routing calls/s per isolate)`);
+  t(
+    `prefix_cache ≤ 5 Durable Object calls per 1,000 requests (${r.isolates} isolate${r.isolates > 1 ? "s" : ""})`,
+    r.doCalls.per1000 <= 5,
+    `${f(r.doCalls.per1000, 1)} per 1,000 (${r.doCalls.routing} routing calls + ~${r.doCalls.telemetryEstimated} telemetry flushes over ${r.requests} requests; ${f(r.doCalls.perIsolatePerS, 2)} routing calls/s per isolate: ≤ 5 per 1,000 from ~${f((1000 * (r.doCalls.total / SECONDS / r.isolates)) / 5)} req/s per isolate)`,
+  );
 }
 for (const a of skipped) t(`${LABEL[a]}`, null, "not run: balancer not in this tree");
 
@@ -680,6 +701,8 @@ for (const r of oracleRows) {
 for (const r of results) for (const n of r.notes) lines.push(`note, ${r.label} (${where(r)}): ${n}`);
 for (const r of results) for (const e of r.failureExamples) lines.push(`failure, ${r.label} (${where(r)}): ${e}`);
 for (const r of results) {
+  const c = r.cpu.msPerRequest;
+  lines.push(`CPU ms per request, ${r.label} (${where(r)}): bench process ${f(c.bench, 1)}, workerd ${f(c.workerd, 1)}, replicas ${f(c.replicas, 1)}; load average ${f(r.cpu.loadavg1m, 2)} at the arm's start`);
   lines.push(`per replica, ${r.label} (${where(r)}): ${r.perReplica.map((x) => `${x.id.replace(/^pc-[a-z-]+-/, "#")} ${x.requests} req, ${f(x.prefilled)} prefilled, hit ${f(x.hitRatio, 2)}`).join("; ")}`);
 }
 const busyWarn = results.filter((r) => r.cpu.machineBusy > 0.9 || r.cpu.other > 0.2 || r.generatorLagP99Ms > 20);
