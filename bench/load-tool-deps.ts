@@ -1,7 +1,8 @@
 /**
- * The load generators a benchmark runs as commands (wrk, ab), found on PATH or
- * installed from Debian's packages when missing, as bench/seed.ts installs nginx
- * and scripts/ensure-deps.sh installs ab: apt-get, as root only. Without them
+ * The load generators and proxies a benchmark runs as commands (wrk, ab, nginx,
+ * haproxy), found on PATH (or in the sbin directories daemons install into) or
+ * installed from Debian's packages when missing, as scripts/ensure-deps.sh
+ * installs ab: apt-get, as root only. Without them
  * every row of theirs would come back empty ("wrk exited ENOENT"), so a
  * benchmark calls ensureLoadTools first and stops with the reason when a tool
  * cannot be had.
@@ -11,7 +12,16 @@ import { accessSync, constants, statSync } from "node:fs";
 import { delimiter, join } from "node:path";
 
 /** Debian package of each load generator. */
-export const DEBIAN_PACKAGE: Readonly<Record<string, string>> = { wrk: "wrk", ab: "apache2-utils", nginx: "nginx" };
+export const DEBIAN_PACKAGE: Readonly<Record<string, string>> = { wrk: "wrk", ab: "apache2-utils", nginx: "nginx", haproxy: "haproxy" };
+
+/** Where Debian puts daemons such as nginx and haproxy; a non-root PATH often lacks them. */
+export const SBIN_DIRS: readonly string[] = ["/usr/local/sbin", "/usr/sbin", "/sbin"];
+
+/** `pathEnv` with the sbin directories it lacks appended (so they are looked in last). */
+export function withSbinDirs(pathEnv: string | undefined): string {
+  const dirs = (pathEnv ?? "").split(delimiter).filter(Boolean);
+  return [...dirs, ...SBIN_DIRS.filter((d) => !dirs.includes(d))].join(delimiter);
+}
 
 /** The first executable file named `cmd` in the directories of `pathEnv` (a PATH value), or undefined. */
 export function findOnPath(cmd: string, pathEnv: string | undefined): string | undefined {
@@ -57,7 +67,8 @@ export function planLoadTools(tools: readonly string[], env: { path: string | un
 
 function sh(cmd: string, args: string[], timeoutMs: number): Promise<{ ok: boolean; out: string }> {
   return new Promise((res) => {
-    execFile(cmd, args, { timeout: timeoutMs, maxBuffer: 16 << 20, env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" } }, (err, stdout, stderr) =>
+    // RUNLEVEL=1: a package's postinst (nginx, haproxy) must not start a system service; the benchmark runs its own.
+    execFile(cmd, args, { timeout: timeoutMs, maxBuffer: 16 << 20, env: { ...process.env, DEBIAN_FRONTEND: "noninteractive", RUNLEVEL: "1" } }, (err, stdout, stderr) =>
       res({ ok: !err, out: `${String(stdout)}${String(stderr)}` }),
     );
   });
@@ -65,19 +76,24 @@ function sh(cmd: string, args: string[], timeoutMs: number): Promise<{ ok: boole
 const lastLine = (s: string) => s.trim().split("\n").pop() ?? "";
 
 /**
- * Makes sure `tools` are on PATH, installing their Debian packages when missing
- * (root with apt-get); resolves with the reason when one cannot be had.
+ * Makes sure `tools` are on PATH or in the sbin directories, installing their
+ * Debian packages when missing (root with apt-get); resolves with each tool's
+ * path, or with the reason when one cannot be had.
  */
-export async function ensureLoadTools(tools: readonly string[], log: (line: string) => void = () => {}): Promise<{ ok: true } | { ok: false; why: string }> {
-  const path = process.env.PATH;
+export async function ensureLoadTools(
+  tools: readonly string[],
+  log: (line: string) => void = () => {},
+): Promise<{ ok: true; paths: Record<string, string> } | { ok: false; why: string }> {
+  const path = withSbinDirs(process.env.PATH);
+  const found = () => Object.fromEntries(tools.map((t) => [t, findOnPath(t, path)] as const).filter((e): e is [string, string] => !!e[1]));
   const plan = planLoadTools(tools, { path, isRoot: process.getuid?.() === 0, hasAptGet: !!findOnPath("apt-get", path) });
   if (plan.error) return { ok: false, why: plan.error };
-  if (plan.apt.length === 0) return { ok: true };
+  if (plan.apt.length === 0) return { ok: true, paths: found() };
   log(`${plan.missing.join(", ")} missing: apt-get update && apt-get install -y ${plan.apt.join(" ")}`);
   const update = await sh("apt-get", ["update"], 120_000);
   if (!update.ok) return { ok: false, why: `apt-get update failed: ${lastLine(update.out)}` };
   const install = await sh("apt-get", ["install", "-y", ...plan.apt], 240_000);
   if (!install.ok) return { ok: false, why: `apt-get install ${plan.apt.join(" ")} failed: ${lastLine(install.out)}` };
-  const still = tools.filter((t) => !findOnPath(t, process.env.PATH));
-  return still.length ? { ok: false, why: `${still.join(", ")} still not on PATH after apt-get install ${plan.apt.join(" ")}` } : { ok: true };
+  const still = tools.filter((t) => !findOnPath(t, path));
+  return still.length ? { ok: false, why: `${still.join(", ")} still not on PATH after apt-get install ${plan.apt.join(" ")}` } : { ok: true, paths: found() };
 }

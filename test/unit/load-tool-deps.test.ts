@@ -7,7 +7,7 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:f
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { findOnPath, planLoadTools } from "../../bench/load-tool-deps.ts";
+import { DEBIAN_PACKAGE, findOnPath, planLoadTools, SBIN_DIRS, withSbinDirs } from "../../bench/load-tool-deps.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "sy-load-tools-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -52,7 +52,24 @@ describe("planLoadTools", () => {
     expect(notRoot.error).toMatch(/wrk not found on PATH.*sudo apt-get install wrk.*not root/);
     expect(planLoadTools(["wrk"], { path: withAb, isRoot: true, hasAptGet: false }).error).toMatch(/apt-get is not available/);
   });
+  it("installs Debian's haproxy package for the seed's HAProxy arm", () => {
+    expect(DEBIAN_PACKAGE.haproxy).toBe("haproxy");
+    expect(planLoadTools(["haproxy"], { path: withAb, ...root })).toEqual({ missing: ["haproxy"], apt: ["haproxy"] });
+  });
   it("refuses a tool it has no package for", () => {
     expect(planLoadTools(["hey"], { path: withAb, ...root }).error).toMatch(/no known package for hey/);
+  });
+});
+
+describe("withSbinDirs", () => {
+  it("appends the sbin directories a PATH lacks, after its own, once each", () => {
+    expect(withSbinDirs("/usr/bin:/bin")).toBe(["/usr/bin", "/bin", ...SBIN_DIRS].join(":"));
+    expect(withSbinDirs("/usr/sbin:/usr/bin").split(":").filter((d) => d === "/usr/sbin")).toHaveLength(1);
+    expect(withSbinDirs(undefined)).toBe(SBIN_DIRS.join(":"));
+  });
+  it("finds a daemon installed in sbin when PATH has only bin directories", () => {
+    const sbin = bin("sbin", ["haproxy"]);
+    expect(findOnPath("haproxy", withAb)).toBeUndefined();
+    expect(findOnPath("haproxy", `${withAb}:${sbin}`)).toBe(join(sbin, "haproxy"));
   });
 });
