@@ -24,6 +24,12 @@ export type OpenAIEndpoint = (typeof OPENAI_ENDPOINTS)[keyof typeof OPENAI_ENDPO
 export interface OpenAIRouting {
   model: string;
   stream: boolean;
+  /**
+   * A streamed answer may carry token usage: chat and completions streams do only when
+   * the client sent `stream_options` (include_usage), Responses streams always do (the
+   * `response.completed` event). The edge reads a stream's tail only then.
+   */
+  streamUsage: boolean;
   /** Session key from the body's `user` (percent-encoded when it is not a plain session id). */
   user?: string;
 }
@@ -42,8 +48,8 @@ const REQUIRED: Record<OpenAIEndpoint, { field: string; types: readonly TopLevel
 const MAX_NAME = 256;
 
 const WANTED: Record<OpenAIEndpoint, ReadonlySet<string>> = {
-  chat: new Set(["model", "stream", "user", "messages"]),
-  completions: new Set(["model", "stream", "user", "prompt"]),
+  chat: new Set(["model", "stream", "user", "messages", "stream_options"]),
+  completions: new Set(["model", "stream", "user", "prompt", "stream_options"]),
   embeddings: new Set(["model", "stream", "user", "input"]),
   responses: new Set(["model", "stream", "user", "input"]),
 };
@@ -95,7 +101,8 @@ export function openaiRouting(endpoint: OpenAIEndpoint, scan: ScanResult): OpenA
     return refuse(`\`${required.field}\`: expected ${required.types.join(" or ")}, got ${typeName(value)}`);
   }
   if (required.nonEmpty && value.type === "array" && value.length === 0) return refuse(`\`${required.field}\` must not be empty`);
-  const routing: OpenAIRouting = { model: model.value, stream: stream?.type === "true" };
+  const streams = stream?.type === "true";
+  const routing: OpenAIRouting = { model: model.value, stream: streams, streamUsage: streams && (endpoint === "responses" || f.get("stream_options")?.type === "object") };
   const user = f.get("user");
   if (user !== undefined && user.type !== "string") return refuse(`\`user\`: expected a string, got ${typeName(user)}`);
   if (user !== undefined) {

@@ -19,7 +19,7 @@ import { OPENAI_ENDPOINTS, openaiBodyLimit, openaiBodyScanner, openaiModelTable,
 import { checkDeclaredLength, drainUnreadBody, readBoundedBody, uploadTooSlow } from "./request-body.ts";
 import type { PathVariables } from "./request-path.ts";
 import { observeRequest, type UsageWatch } from "./request-observer.ts";
-import { tapped } from "./response-streams.ts";
+import { tapped, teedTail } from "./response-streams.ts";
 import { UsageTail } from "./token-usage.ts";
 import { bearerToken } from "../state/api-key-format.ts";
 import { SESSION_ID } from "./request-keys.ts";
@@ -76,7 +76,7 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
     if (bytes === "too_slow") return uploadTooSlow(requestId);
     const parsed = openaiRouting(endpoint, await scanInSlices(openaiBodyScanner(endpoint), new Uint8Array(bytes)));
     if (!parsed.ok) return errorResponse(parsed.code, parsed.message, { requestId });
-    const { model, stream, user } = parsed.routing;
+    const { model, stream, streamUsage, user } = parsed.routing;
     const deployment = byModel.get(model);
     if (!deployment) {
       return errorResponse("model_not_found", `the model "${model}" does not exist here; GET /v1/models lists the models served now`, { requestId });
@@ -113,7 +113,7 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
         keys: { ...(deployment.multiplexing ? { model } : {}), ...(session !== undefined ? { session } : {}) },
       },
     });
-    const watched = watchUsage(response, deployment.access.public ? "public" : keyLabel(c.req.header("authorization")));
+    const watched = stream && !streamUsage ? null : watchUsage(response, deployment.access.public ? "public" : keyLabel(c.req.header("authorization")));
     observeRequest(c.env, state, deployment.name, c.req.method, response.status, requestId, started, trace, background, watched?.usage);
     return watched?.response ?? response;
   };
@@ -129,15 +129,18 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
 }
 
 /**
- * A successful answer's body, tapped to read its token usage from its tail as
- * it passes (nothing is buffered beyond USAGE_TAIL_BYTES); errors pass as they are.
+ * A successful answer's body, with its tail kept to read its token usage as it
+ * passes (nothing is buffered beyond USAGE_TAIL_BYTES); errors pass as they are.
+ * A sized body (a non-streamed answer, already produced) is tapped on its way;
+ * a stream is teed, so its tokens reach the client natively while JS reads the
+ * copy. The route skips this for streams that cannot carry usage.
  */
 function watchUsage(response: Response, key: string): { response: Response; usage: UsageWatch } | null {
   if (response.status !== 200 || !response.body) return null;
   const tail = new UsageTail();
   const declared = response.headers.get("content-length");
   const length = declared !== null && /^\d{1,15}$/.test(declared) ? Number(declared) : null;
-  const passed = tapped(response.body, (chunk) => tail.push(chunk), length);
+  const passed = length === null ? teedTail(response.body, (chunk) => tail.push(chunk)) : tapped(response.body, (chunk) => tail.push(chunk), length);
   return {
     response: new Response(passed.body, { status: response.status, statusText: response.statusText, headers: response.headers }),
     usage: { key, ended: passed.ended, usage: () => tail.usage() },

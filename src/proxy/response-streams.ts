@@ -3,7 +3,6 @@
  * been passed on completely (or cut): the replica is busy until then.
  */
 import { errorBody } from "../protocol/index.ts";
-import { MAX_SSE_EVENT_BYTES, SseEventFramer } from "./sse-framing.ts";
 
 /** A response body passed on, and when it has been passed on completely (or cut). */
 export interface PassedStream {
@@ -36,71 +35,76 @@ export function nativePipe(source: ReadableStream<Uint8Array>): PassedStream {
 }
 
 /**
- * An SSE stream passed on event by event; when the replica fails mid-stream (it
- * died, or the connection broke), the client gets a last well-formed event,
+ * An SSE stream passed on natively (no JS per chunk); when the replica fails
+ * mid-stream (it died, or the connection broke), the client gets a last event,
  * OpenAI's `data: {"error": {...}}`, and a clean end, instead of a stream that
- * simply stops. A client that goes away cancels the replica's response. An
- * event larger than MAX_SSE_EVENT_BYTES ends the stream the same way (the edge
- * will not buffer without limit for a replica that never ends an event).
+ * simply stops. A client that goes away cancels the replica's response.
  *
- * Why JS touches every chunk here: workerd's native pipe (pipeTo between
- * native streams, or returning the fetch body as is) ends the client's response
- * as if complete when the replica's connection drops mid-body, so a truncated
- * answer would look finished (and with preventAbort the pipe never settles);
- * a JS read sees the error ("Network connection lost."). The body is a pull
- * byte stream: one JS step per chunk, when the client side asks for it, and
- * the cheapest shape measured (bench/README.md). SseEventFramer holds back a
- * partial event, so the error event never lands in the middle of one.
+ * How the cut is seen without touching each chunk: the pipe into the client's
+ * stream keeps that stream open and unaborted whatever happens upstream
+ * (preventClose, preventAbort), so it settles with the outcome. It resolves
+ * when the replica ended its body, and rejects ("Network connection lost.")
+ * when the connection dropped mid-body; either way the edge then writes what
+ * follows itself: nothing but the close, or the error event first. (workerd
+ * 1.20260426 settled neither way with preventAbort, which is why an earlier
+ * design pulled every chunk through JS; 1.20261117 settles: bench/README.md.)
+ *
+ * Replicas write whole events, so a cut lands between events; a connection
+ * broken in the middle of a chunk would leave that partial event before the
+ * error event (the edge no longer holds events back to frame them: holding is
+ * what cost the JS step per chunk). Nothing is buffered at the edge.
  *
  * The client sees only a code and the request id; the cause goes to the log.
  */
 export function sseWithErrorEvent(source: ReadableStream<Uint8Array>, replicaId: string, requestId: string): PassedStream {
-  const framer = new SseEventFramer();
-  const reader = source.getReader();
-  let end!: () => void;
-  const ended = new Promise<void>((r) => (end = r));
-  const fail = (controller: ReadableByteStreamController, message: string, cause: string) => {
-    const event = errorBody("upstream_failed", message, { requestId });
-    controller.enqueue(new TextEncoder().encode(`data: ${JSON.stringify(event)}\n\n`));
-    controller.close();
-    console.error(JSON.stringify({ msg: "stream failed", replica: replicaId, request_id: requestId, error: cause }));
-    end();
+  const { readable, writable } = new IdentityTransformStream();
+  /** Writes `tail` (if any) and closes the client's stream; false when the client has gone. */
+  const finish = async (tail: Uint8Array | undefined): Promise<boolean> => {
+    const writer = writable.getWriter();
+    try {
+      if (tail) await writer.write(tail);
+      await writer.close();
+      return true;
+    } catch {
+      return false;
+    }
   };
-  const body = new ReadableStream({
-    type: "bytes",
-    async pull(controller) {
-      for (;;) {
-        let chunk: ReadableStreamReadResult<Uint8Array>;
-        try {
-          chunk = await reader.read();
-        } catch (err) {
-          fail(controller, "the replica failed mid-stream", String(err));
-          return;
-        }
-        if (chunk.done) {
-          const rest = framer.flush();
-          if (rest.length > 0) controller.enqueue(rest);
-          controller.close();
-          end();
-          return;
-        }
-        const complete = framer.push(chunk.value);
-        if (complete.length > 0) controller.enqueue(complete);
-        if (framer.overflowed) {
-          fail(controller, `the replica sent an event larger than ${MAX_SSE_EVENT_BYTES} bytes`, "event too large");
-          await reader.cancel("event too large").catch(() => undefined);
-          return;
-        }
-        if (complete.length > 0) return;
-      }
+  const ended = source.pipeTo(writable, { preventClose: true, preventAbort: true }).then(
+    () => {
+      // Not awaited: the replica's work is done once its body has ended.
+      void finish(undefined);
     },
-    async cancel(reason) {
-      // The client went away: stop the replica's work.
-      await reader.cancel(reason).catch(() => undefined);
-      end();
+    (err: unknown) => {
+      // A cut and a client that went away reject alike ("Network connection lost."); only
+      // after a cut does the client's side still take the error event. Not awaited either:
+      // a client that stopped reading must not keep the replica counted busy.
+      const event = errorBody("upstream_failed", "the replica failed mid-stream", { requestId });
+      void finish(new TextEncoder().encode(`data: ${JSON.stringify(event)}\n\n`)).then((toClient) => {
+        if (toClient) console.error(JSON.stringify({ msg: "stream failed", replica: replicaId, request_id: requestId, error: String(err) }));
+      });
     },
-  });
-  return { body, ended };
+  );
+  return { body: readable, ended };
+}
+
+/**
+ * A stream passed on natively while a copy of it is shown to `observe` (the
+ * /v1 routes keep its tail to read the token usage, token-usage.ts). The copy
+ * is a tee: the client's branch is not held back by the JS that reads the
+ * other. `ended` settles when the observer has seen the whole stream (or it
+ * was cut or cancelled).
+ */
+export function teedTail(source: ReadableStream<Uint8Array>, observe: (chunk: Uint8Array) => void): PassedStream {
+  const [client, copy] = source.tee();
+  const reader = copy.getReader();
+  const ended = (async () => {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      observe(value);
+    }
+  })().catch(() => undefined);
+  return { body: client, ended };
 }
 
 /**

@@ -8,8 +8,17 @@ const chat = { model: "tiny-lm", messages: [{ role: "user", content: "hi" }] };
 
 describe("parseOpenAIBody", () => {
   it("reads model, stream and user from a chat body", () => {
-    expect(parseOpenAIBody("chat", body({ ...chat, stream: true, user: "alice" }))).toEqual({ ok: true, routing: { model: "tiny-lm", stream: true, user: "alice" } });
-    expect(parseOpenAIBody("chat", body(chat))).toEqual({ ok: true, routing: { model: "tiny-lm", stream: false } });
+    expect(parseOpenAIBody("chat", body({ ...chat, stream: true, user: "alice" }))).toEqual({ ok: true, routing: { model: "tiny-lm", stream: true, streamUsage: false, user: "alice" } });
+    expect(parseOpenAIBody("chat", body(chat))).toEqual({ ok: true, routing: { model: "tiny-lm", stream: false, streamUsage: false } });
+  });
+
+  it("a stream carries usage only with stream_options (chat, completions) or always (Responses): the edge reads the tail only then", () => {
+    const usage = (endpoint: "chat" | "completions" | "responses", b: object) => (parseOpenAIBody(endpoint, body(b)) as { routing: { streamUsage: boolean } }).routing.streamUsage;
+    expect(usage("chat", { ...chat, stream: true, stream_options: { include_usage: true } })).toBe(true);
+    expect(usage("completions", { model: "m", prompt: "x", stream: true })).toBe(false);
+    expect(usage("completions", { model: "m", prompt: "x", stream: true, stream_options: { include_usage: true } })).toBe(true);
+    expect(usage("completions", { model: "m", prompt: "x", stream_options: { include_usage: true } })).toBe(false);
+    expect(usage("responses", { model: "m", input: "x", stream: true })).toBe(true);
   });
 
   it("keeps unknown fields out of its way (they are forwarded, not checked)", () => {
@@ -23,9 +32,9 @@ describe("parseOpenAIBody", () => {
   });
 
   it("routes a Responses API body (/v1/responses) by its model: input as a string or a message list; tools pass unchecked", () => {
-    expect(parseOpenAIBody("responses", body({ model: "m", input: "hi", stream: true }))).toEqual({ ok: true, routing: { model: "m", stream: true } });
+    expect(parseOpenAIBody("responses", body({ model: "m", input: "hi", stream: true }))).toEqual({ ok: true, routing: { model: "m", stream: true, streamUsage: true } });
     const tools = { model: "m", input: [{ role: "user", content: [{ type: "input_text", text: "x" }] }], tools: [{ type: "function", name: "f" }], tool_choice: "required", text: { format: { type: "json_object" } } };
-    expect(parseOpenAIBody("responses", body(tools))).toEqual({ ok: true, routing: { model: "m", stream: false } });
+    expect(parseOpenAIBody("responses", body(tools))).toEqual({ ok: true, routing: { model: "m", stream: false, streamUsage: false } });
     const refused = parseOpenAIBody("responses", body({ model: "m" }));
     expect(refused.ok === false && refused.message).toMatch(/`input`/);
   });
