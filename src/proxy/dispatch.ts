@@ -106,7 +106,8 @@ export async function dispatch(req: Request, ctx: DispatchContext): Promise<Resp
   const input: BalanceInput = { random: Math.random, now: Date.now(), ...(model !== undefined ? { model } : {}) };
   // Only a balancer that reads the prompt pays for parsing and tokenizing it, and only from a body held here.
   if (balancer.readsPrompt && prepared.body instanceof ArrayBuffer) {
-    const prompt = requestPromptKeys(deployment, ctx.target.path, prepared.body, model);
+    // The extra key as the replica will see it: the model header the edge sets, else the client's own copy (it is passed on).
+    const prompt = requestPromptKeys(deployment, ctx.target.path, prepared.body, model ?? baseHeaders.get(Header.model)?.trim() ?? undefined);
     if (prompt) input.prompt = prompt;
   }
   const pick = (among: readonly ReplicaEntry[]) => balancer.pick(among, input);
