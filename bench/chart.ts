@@ -12,6 +12,8 @@
  *   streaming.json        → docs/bench-streaming.svg   TTFT and TPOT, direct vs through Switchyard
  *   prefix-cache.json     → docs/bench-prefix-cache.svg TTFT p50/p99 and hit ratio per balancer and isolate count
  *                           (prefix-cache-quick.json, --quick's file, when there is no full run)
+ * `--only seed,dispatch` redraws only those charts (the names above without
+ * "bench-" and ".svg"), leaving the others as committed.
  * A missing or unreadable file is skipped with a line saying so. Every chart
  * names its run's date and the machine caveat (a shared 2-core machine:
  * compare bars within one chart, not across runs).
@@ -163,7 +165,15 @@ const machineLine = (m: { cpus?: number; loadavg1mAtStart?: number } | undefined
   `${m?.cpus ?? "?"} CPUs shared by the load generator, the proxies and the replicas${m?.loadavg1mAtStart !== undefined ? ` (load average ${m.loadavg1mAtStart} at start)` : ""}`;
 const CAVEAT = "Loopback on one small machine: absolute figures move ±20 % between runs and say nothing of a deployed edge; compare bars within this chart.";
 
+/** --only a,b: redraw only these charts (another bench's result file may be a quick or partial run). */
+const onlyAt = process.argv.indexOf("--only");
+const only = onlyAt >= 0 ? new Set((process.argv[onlyAt + 1] ?? "").split(",").filter(Boolean)) : undefined;
+
 function write(name: string, chart: Chart): void {
+  if (only && !only.has(name.replace(/^bench-/, "").replace(/\.svg$/, ""))) {
+    console.log(`docs/${name}: not redrawn (--only)`);
+    return;
+  }
   const out = join(root, "docs", name);
   writeFileSync(out, svg(chart));
   console.log(`wrote docs/${name}`);
@@ -212,6 +222,13 @@ function seedChart(s: SeedResult): Chart {
         ? `; Switchyard / the seed notes' ~50 req/s for Ray Serve (not measured here) ${raySeed.toFixed(1)}×`
         : "";
   const bare = ratio("Switchyard (workerd port) / bare workerd Worker");
+  const cProxies = (["HAProxy", "nginx"] as const)
+    .map((p) => {
+      const ab = ratio(`Switchyard (public port) / ${p}`);
+      const w = ratio(`Switchyard (workerd port) / ${p}`);
+      return ab === undefined && w === undefined ? "" : `Switchyard / ${p}${p === "HAProxy" ? " (Ray Serve's ingress settings)" : ""} ${ab?.toFixed(2) ?? "–"} (ab), ${w?.toFixed(2) ?? "–"} (wrk)`;
+    })
+    .filter(Boolean);
   const o = s.options ?? {};
   return {
     title: `The Ray Serve seed: ${o.replicas ?? 48} replicas answering "hi"`,
@@ -222,7 +239,12 @@ function seedChart(s: SeedResult): Chart {
       { heading: `${wrkTool}, ${o.seconds ?? "?"} s (HTTP/1.1 keep-alive)`, unit: "req/s", bars: bars("wrk") },
       { heading: `${abTool} (HTTP/1.0, one connection per request: the seed's command)`, unit: "req/s", bars: bars("ab") },
     ],
-    footer: [`Run ${when(s.when)} by bench/seed.ts. ${machineLine(s.machine)}.`, CAVEAT, "Regenerate: npx tsx bench/seed.ts, then npx tsx bench/chart.ts."],
+    footer: [
+      `Run ${when(s.when)} by bench/seed.ts. ${machineLine(s.machine)}.`,
+      ...(cProxies.length ? [`${cProxies.join("; ")}: context, not targets (one local workerd process against C proxies, per core).`] : []),
+      CAVEAT,
+      "Regenerate: npx tsx bench/seed.ts, then npx tsx bench/chart.ts --only seed.",
+    ],
   };
 }
 
