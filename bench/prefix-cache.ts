@@ -270,6 +270,8 @@ interface PhaseResult {
   prefilled: number;
   uncachedPerRequest: number;
   perReplica: { id: string; requests: number; prefilled: number; hitRatio: number }[];
+  /** Of the window's turns after a conversation's first, the share served by the replica that served its previous turn. */
+  sameReplicaAsPreviousTurn: number;
   imbalanceRequests: number;
   imbalancePrefill: number;
   doCalls: DoCounters & { adminReadCalls: number; routing: number; telemetryEstimated: number; total: number; per1000: number; routingPer1000: number; perIsolatePerS: number };
@@ -507,6 +509,18 @@ export default defineDeployment({
     const queries = perReplica.reduce((a, r, i) => a + (after.reps[i]!.queries - before.reps[i]!.queries), 0);
     const hits = perReplica.reduce((a, r, i) => a + (after.reps[i]!.hits - before.reps[i]!.hits), 0);
     const maxOverMean = (xs: number[]) => Math.max(...xs) / mean(xs);
+    // Where each user's previous turn went (the same conversation: turn k-1 before turn k).
+    const previous = new Map<number, { turn: number; replica: string }>();
+    let followUps = 0;
+    let stayed = 0;
+    for (const s of [...samples].sort((a, b) => a.atMs - b.atMs)) {
+      const prev = previous.get(s.user);
+      if (s.atMs >= w0 && s.atMs < w0 + windowS * 1000 && s.result.answer !== undefined && prev && s.turn === prev.turn + 1) {
+        followUps++;
+        if (prev.replica === s.result.replica) stayed++;
+      }
+      if (s.result.answer !== undefined) previous.set(s.user, { turn: s.turn, replica: s.result.replica });
+    }
     const routing = d.routerSnapshotCalls - adminRead.routerSnapshotCalls + d.relayCalls - adminRead.relayCalls + d.sessionCalls;
     const telemetryEstimated = p.arm === "oracle" ? 0 : Math.round((isolates * windowS) / 2);
     const requests = inWindow.length;
@@ -538,6 +552,7 @@ export default defineDeployment({
       prefilled: queries - hits,
       uncachedPerRequest: (queries - hits) / Math.max(1, ok.length),
       perReplica,
+      sameReplicaAsPreviousTurn: stayed / followUps,
       imbalanceRequests: maxOverMean(perReplica.map((r) => r.requests)),
       imbalancePrefill: maxOverMean(perReplica.map((r) => r.prefilled)),
       doCalls: {
@@ -711,7 +726,7 @@ for (const r of results) for (const e of r.failureExamples) lines.push(`failure,
 for (const r of results) {
   const c = r.cpu.msPerRequest;
   lines.push(`CPU ms per request, ${r.label} (${where(r)}): bench process ${f(c.bench, 1)}, workerd ${f(c.workerd, 1)}, replicas ${f(c.replicas, 1)}; load average ${f(r.cpu.loadavg1m, 2)} at the arm's start`);
-  lines.push(`per replica, ${r.label} (${where(r)}): ${r.perReplica.map((x) => `${x.id.replace(/^pc-[a-z-]+-/, "#")} ${x.requests} req, ${f(x.prefilled)} prefilled, hit ${f(x.hitRatio, 2)}`).join("; ")}`);
+  lines.push(`per replica, ${r.label} (${where(r)}), next turns on the previous turn's replica ${f(100 * r.sameReplicaAsPreviousTurn)} %: ${r.perReplica.map((x) => `${x.id.replace(/^pc-[a-z-]+-/, "#")} ${x.requests} req, ${f(x.prefilled)} prefilled, hit ${f(x.hitRatio, 2)}`).join("; ")}`);
 }
 for (const r of results) if (r.warning) lines.push(`WARNING ${r.label} (${where(r)}): ${r.warning}`);
 const elapsedS = (Date.now() - t0) / 1000;
