@@ -14,8 +14,8 @@
  * five), through a bare workerd Worker that only fetch()es a replica (round
  * robin: the platform's own cost of a hop, the floor for any Worker proxy), or
  * to the edge's OpenAI route (which reads the body's model, picks a replica and
- * streams the answer back, event by event so a replica failure can end it with
- * an error event), or to the same deployment by its route prefix (/llm/v1:
+ * passes the answer back natively, writing an error event itself if the replica
+ * fails mid-stream), or to the same deployment by its route prefix (/llm/v1:
  * routed by path, native pipe, no error event). Arms are interleaved, twice.
  *
  * --pace seed (default): the replicas pace their output like the seed's vLLM
