@@ -13,7 +13,7 @@
  *
  * The precise tier then scores the replicas under the line like Dynamo's KV router:
  * cost = weight × (the prompt's blocks the replica would still have to prefill, as a
- * fraction of the prompt) + its fullness, and takes the cheapest; ties go to the
+ * fraction of the prompt) + its request slots in use (with this one), and takes the cheapest; ties go to the
  * rendezvous ranking. "Held" is the longest prefix in the replica's reported summary,
  * or in this isolate's own recent dispatches to it (they cover the second or two before
  * the replica's next report reaches the view).
@@ -27,7 +27,7 @@ export const ANCHOR_BLOCKS = 16;
 /** Default ε of the bounded-load rule (KubeAI and HAProxy's consistent hashing use 0.25–0.5). */
 export const DEFAULT_LOAD_FACTOR = 0.25;
 /** Default weight of the uncached-prefill fraction against fullness. */
-export const DEFAULT_PREFILL_WEIGHT = 1;
+export const DEFAULT_PREFILL_WEIGHT = 2;
 
 /** The key the rendezvous ranking hashes, or undefined when the prompt has no full block. */
 export function anchorKey(keys: readonly BlockKey[]): BlockKey | undefined {
@@ -104,7 +104,11 @@ export function pickByPrefixCache<T extends ReplicaChoice>(
   let bestCost = Infinity;
   for (const c of ranked) {
     const uncached = (keys.length - Math.min(keys.length, held(c))) / keys.length;
-    const cost = weight * uncached + fullnessWithOne(c);
+    // Slots, not KV use, against the prefill saved: one long prompt fills ~1/8 of a KV cache,
+    // so KV use swings with each request and would move a conversation off the replica that
+    // holds its history for a replica one request emptier. KV still keeps a replica out above
+    // the load line (underLoadBound), where it matters.
+    const cost = weight * uncached + (c.load + 1) / c.capacity;
     // Strictly cheaper only: equal costs keep the earlier (rendezvous) replica.
     if (cost < bestCost) {
       best = c;

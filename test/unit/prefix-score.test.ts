@@ -86,10 +86,12 @@ describe("pickByPrefixCache", () => {
     expect(pickByPrefixCache(fleet, keys, (c) => (c.id === holder.id ? 80 : 10))!.id).toBe(holder.id);
   });
 
-  it("weighs cached prefill against fullness: a small hit does not beat a much emptier replica", () => {
+  it("weighs cached prefill against request slots: a small hit does not beat an emptier replica, a larger one does", () => {
     const loaded = fleet.map((c) => (c.id === order[3]!.id ? r(c.id, 1) : r(c.id, 0)));
-    // order[3] holds 10 % more of the prompt but is 1/8 fuller.
-    expect(pickByPrefixCache(loaded, keys, (c) => (c.id === order[3]!.id ? 10 : 0))!.id).not.toBe(order[3]!.id);
+    // order[3] holds 5 % more of the prompt (worth 2 × 0.05 = 0.1) but is 1/8 fuller.
+    expect(pickByPrefixCache(loaded, keys, (c) => (c.id === order[3]!.id ? 5 : 0))!.id).not.toBe(order[3]!.id);
+    // 10 % more (0.2) is worth a request's slot.
+    expect(pickByPrefixCache(loaded, keys, (c) => (c.id === order[3]!.id ? 10 : 0))!.id).toBe(order[3]!.id);
     // Holding all of it pays for that load.
     expect(pickByPrefixCache(loaded, keys, (c) => (c.id === order[3]!.id ? 100 : 0))!.id).toBe(order[3]!.id);
   });
