@@ -21,6 +21,8 @@
  * Pure: no I/O, no Node or Workers APIs.
  */
 
+import { mix } from "../policy/rendezvous.ts";
+
 /** Tokens per KV block (vLLM's default block_size). */
 export const BLOCK_TOKENS = 16;
 
@@ -42,15 +44,8 @@ function round(h: number, k: number, c1: number, c2: number): number {
   return (Math.imul(h, 5) + 0xe6546b64) | 0;
 }
 
-function fmix(h: number, length: number): number {
-  h ^= length;
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
-}
+/** murmur3's finish: the length folded in, then fmix32. */
+const fmix = (h: number, length: number): number => mix(h ^ length);
 
 /** Two 32-bit lanes of a string (the extra keys), hashed once per request. */
 export function extraLanes(extra: string): [number, number] {
