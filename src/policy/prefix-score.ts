@@ -7,7 +7,7 @@
  * candidates are ranked by rendezvous weight on the prompt's anchor key (the key of
  * its first ANCHOR_BLOCKS blocks, or of all its blocks when shorter), and any replica
  * above the bounded-load line ((1 + ε) × the mean fullness, counting the request
- * itself) is skipped. Every isolate with the same membership computes the same ranking,
+ * itself; KV use counts once it passes KV_PRESSURE) is skipped. Every isolate with the same membership computes the same ranking,
  * so a prefix lands on one replica whichever isolate routes it — before any replica has
  * reported that it holds it.
  *
@@ -34,9 +34,19 @@ export function anchorKey(keys: readonly BlockKey[]): BlockKey | undefined {
   return keys.length === 0 ? undefined : keys[Math.min(keys.length, ANCHOR_BLOCKS) - 1];
 }
 
-/** Fullness once this request is added (so an idle fleet is not all "at the mean"). */
-function fullnessWithOne(c: ReplicaChoice): number {
-  return fullness({ ...c, load: c.load + 1 });
+/** KV use from which a replica counts as full by its KV cache (vLLM starts preempting near 1). */
+export const KV_PRESSURE = 0.9;
+
+/**
+ * Fullness once this request is added (so an idle fleet is not all "at the mean"), as the
+ * load line reads it: request slots, and KV use only once it is near full. Below that,
+ * KV use swings by ~1/8 with each long prompt a replica runs, and counting it moved
+ * prefixes (and conversations) off the replicas that cache them for replicas one request
+ * emptier (bench/prefix-cache.ts, 2026-12-02); the oracle's line counts requests only.
+ */
+function lineFullness(c: ReplicaChoice): number {
+  const slots = (c.load + 1) / c.capacity;
+  return c.kv !== undefined && c.kv >= KV_PRESSURE && c.kv > slots ? c.kv : slots;
 }
 
 /**
@@ -49,7 +59,7 @@ function fullnessWithOne(c: ReplicaChoice): number {
  */
 export function underLoadBound<T extends ReplicaChoice>(candidates: readonly T[], epsilon = DEFAULT_LOAD_FACTOR): T[] {
   if (candidates.length <= 1) return [...candidates];
-  const f = candidates.map(fullnessWithOne);
+  const f = candidates.map(lineFullness);
   const mean = f.reduce((s, x) => s + x, 0) / f.length;
   const line = (1 + epsilon) * mean;
   return candidates.filter((c, i) => f[i]! <= line + 1 / c.capacity);
@@ -106,8 +116,8 @@ export function pickByPrefixCache<T extends ReplicaChoice>(
     const uncached = (keys.length - Math.min(keys.length, held(c))) / keys.length;
     // Slots, not KV use, against the prefill saved: one long prompt fills ~1/8 of a KV cache,
     // so KV use swings with each request and would move a conversation off the replica that
-    // holds its history for a replica one request emptier. KV still keeps a replica out above
-    // the load line (underLoadBound), where it matters.
+    // holds its history for a replica one request emptier. A KV cache near full still keeps
+    // a replica out above the load line (underLoadBound).
     const cost = weight * uncached + (c.load + 1) / c.capacity;
     // Strictly cheaper only: equal costs keep the earlier (rendezvous) replica.
     if (cost < bestCost) {

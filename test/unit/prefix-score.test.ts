@@ -33,7 +33,11 @@ describe("underLoadBound", () => {
     expect(underLoadBound([r("a", 2), r("b", 0), r("c", 0), r("d", 0)]).map((c) => c.id)).toEqual(["b", "c", "d"]);
   });
 
-  it("counts KV fullness too, and never returns an empty set", () => {
+  it("does not move a prefix for KV use that swings below the pressure mark", () => {
+    expect(underLoadBound([r("a", 0, 8, 0.6), r("b", 0), r("c", 0)]).map((c) => c.id)).toEqual(["a", "b", "c"]);
+  });
+
+  it("counts KV fullness near full, and never returns an empty set", () => {
     const kvFull = [r("a", 0, 8, 0.95), r("b", 0), r("c", 0)];
     expect(underLoadBound(kvFull).map((c) => c.id)).toEqual(["b", "c"]);
     expect(underLoadBound([r("x", 100)])).toHaveLength(1);
