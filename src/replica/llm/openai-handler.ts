@@ -178,6 +178,28 @@ function watchClient(req: IncomingMessage, res: ServerResponse): { signal: Abort
   };
 }
 
+/**
+ * Starts a Server-Sent Events answer and returns its writer: a write that waits
+ * for the socket to drain (or close) when its buffer is full, so a slow client
+ * holds back generation instead of growing the buffer.
+ */
+function openEventStream(res: ServerResponse, headers: Record<string, string>): (chunk: string) => Promise<void> {
+  res.writeHead(200, { ...headers, "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", "x-accel-buffering": "no" });
+  res.flushHeaders();
+  return async (chunk) => {
+    if (res.write(chunk) || res.destroyed) return;
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        res.off("drain", done);
+        res.off("close", done);
+        resolve();
+      };
+      res.on("drain", done);
+      res.on("close", done);
+    });
+  };
+}
+
 function sendError(res: ServerResponse, err: HttpError, headers: Record<string, string>): void {
   sendJson(res, ERROR_STATUS[err.code], errorBody(err.code, err.message, err.details === undefined ? undefined : { details: err.details }), headers);
 }
@@ -378,22 +400,11 @@ export function llmService(options: LlmServiceOptions): LlmService {
 
       const includeUsage = r.stream_options?.include_usage === true;
       const chunkObject = route === "chat" ? "chat.completion.chunk" : "text_completion";
-      res.writeHead(200, { ...loadHeaders(), "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", "x-accel-buffering": "no" });
-      res.flushHeaders();
-      const send = async (choices: unknown[], usage?: unknown): Promise<void> => {
+      const write = openEventStream(res, loadHeaders());
+      const send = (choices: unknown[], usage?: unknown): Promise<void> => {
         const chunk: Record<string, unknown> = { id, object: chunkObject, created, model: modelId, choices };
         if (includeUsage) chunk.usage = usage ?? null;
-        if (!res.write(`data: ${JSON.stringify(chunk)}\n\n`) && !res.destroyed) {
-          await new Promise<void>((resolve) => {
-            const done = () => {
-              res.off("drain", done);
-              res.off("close", done);
-              resolve();
-            };
-            res.on("drain", done);
-            res.on("close", done);
-          });
-        }
+        return write(`data: ${JSON.stringify(chunk)}\n\n`);
       };
       const piece = (text: string, finish: FinishReason | null) =>
         route === "chat"
@@ -458,22 +469,8 @@ export function llmService(options: LlmServiceOptions): LlmService {
         sendJson(res, 200, responseObject(ids, r, { status: hit ? "incomplete" : "completed", text, maxOutputTokensHit: hit, usage: responseUsage(result.promptTokens, result.completionTokens) }), loadHeaders());
         return;
       }
-      res.writeHead(200, { ...loadHeaders(), "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", "x-accel-buffering": "no" });
-      res.flushHeaders();
+      const write = openEventStream(res, loadHeaders());
       const events = new ResponseEvents(ids);
-      const write = async (chunk: string): Promise<void> => {
-        if (!res.write(chunk) && !res.destroyed) {
-          await new Promise<void>((resolve) => {
-            const done = () => {
-              res.off("drain", done);
-              res.off("close", done);
-              resolve();
-            };
-            res.on("drain", done);
-            res.on("close", done);
-          });
-        }
-      };
       await write(events.opening(r));
       let step = await generation.next();
       while (!step.done) {
