@@ -19,7 +19,7 @@ import { OPENAI_ENDPOINTS, openaiBodyLimit, openaiBodyScanner, openaiModelTable,
 import { checkDeclaredLength, drainUnreadBody, readBoundedBody, uploadTooSlow } from "./request-body.ts";
 import type { PathVariables } from "./request-path.ts";
 import { observeRequest, type UsageWatch } from "./request-observer.ts";
-import { tapped, teedTail } from "./response-streams.ts";
+import { tapped } from "./response-streams.ts";
 import { UsageTail } from "./token-usage.ts";
 import { bearerToken } from "../state/api-key-format.ts";
 import { SESSION_ID } from "./request-keys.ts";
@@ -131,16 +131,16 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
 /**
  * A successful answer's body, with its tail kept to read its token usage as it
  * passes (nothing is buffered beyond USAGE_TAIL_BYTES); errors pass as they are.
- * A sized body (a non-streamed answer, already produced) is tapped on its way;
- * a stream is teed, so its tokens reach the client natively while JS reads the
- * copy. The route skips this for streams that cannot carry usage.
+ * A stream is teed, so its tokens reach the client natively while JS reads the
+ * copy (response-streams.ts). The route skips this for streams that cannot
+ * carry usage.
  */
 function watchUsage(response: Response, key: string): { response: Response; usage: UsageWatch } | null {
   if (response.status !== 200 || !response.body) return null;
   const tail = new UsageTail();
   const declared = response.headers.get("content-length");
   const length = declared !== null && /^\d{1,15}$/.test(declared) ? Number(declared) : null;
-  const passed = length === null ? teedTail(response.body, (chunk) => tail.push(chunk)) : tapped(response.body, (chunk) => tail.push(chunk), length);
+  const passed = tapped(response.body, (chunk) => tail.push(chunk), length);
   return {
     response: new Response(passed.body, { status: response.status, statusText: response.statusText, headers: response.headers }),
     usage: { key, ended: passed.ended, usage: () => tail.usage() },

@@ -94,7 +94,7 @@ export function sseWithErrorEvent(source: ReadableStream<Uint8Array>, replicaId:
  * other. `ended` settles when the observer has seen the whole stream (or it
  * was cut or cancelled).
  */
-export function teedTail(source: ReadableStream<Uint8Array>, observe: (chunk: Uint8Array) => void): PassedStream {
+function teedTail(source: ReadableStream<Uint8Array>, observe: (chunk: Uint8Array) => void): PassedStream {
   const [client, copy] = source.tee();
   const reader = copy.getReader();
   const ended = (async () => {
@@ -108,13 +108,15 @@ export function teedTail(source: ReadableStream<Uint8Array>, observe: (chunk: Ui
 }
 
 /**
- * A response body passed on with each chunk shown to `observe` on the way (the
- * /v1 routes keep its tail to read the token usage, token-usage.ts). A sized
- * body keeps its length (FixedLengthStream). A client that goes away cancels
+ * A response body passed on with each chunk shown to `observe` (the /v1 routes keep
+ * its tail to read the token usage, token-usage.ts). A stream (`length` null) is
+ * teed (teedTail). A sized body, already produced by the replica, passes through a
+ * tap into a FixedLengthStream, keeping its length. A client that goes away cancels
  * the pipe, which cancels the source.
  */
 export function tapped(source: ReadableStream<Uint8Array>, observe: (chunk: Uint8Array) => void, length: number | null): PassedStream {
-  const sink = length !== null ? new FixedLengthStream(length) : new IdentityTransformStream();
+  if (length === null) return teedTail(source, observe);
+  const sink = new FixedLengthStream(length);
   const tap = new TransformStream<Uint8Array, Uint8Array>({
     transform(chunk, controller) {
       observe(chunk);
