@@ -106,8 +106,9 @@ export async function dispatch(req: Request, ctx: DispatchContext): Promise<Resp
   const input: BalanceInput = { random: Math.random, now: Date.now(), ...(model !== undefined ? { model } : {}) };
   // Only a balancer that reads the prompt pays for parsing and tokenizing it, and only from a body held here.
   if (balancer.readsPrompt && prepared.body instanceof ArrayBuffer) {
-    // The extra key as the replica will see it: the model header the edge sets, else the client's own copy (it is passed on).
-    const prompt = requestPromptKeys(deployment, ctx.target.path, prepared.body, model ?? baseHeaders.get(Header.model)?.trim() ?? undefined);
+    // The extra key as the replica will see it: the model header as dispatched (the edge's own
+    // on a multiplexed deployment, else the client's copy, which is passed on).
+    const prompt = requestPromptKeys(deployment, ctx.target.path, prepared.body, baseHeaders.get(Header.model)?.trim());
     if (prompt) input.prompt = prompt;
   }
   const pick = (among: readonly ReplicaEntry[]) => balancer.pick(among, input);
