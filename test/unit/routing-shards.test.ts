@@ -1,26 +1,13 @@
 /** Routing shards: names, which shard owns a node, and the merge of the shards' snapshots. */
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
-import { PROTOCOL_VERSION, type RegisterMessage, type ReplicaView, type ReportMessage, type RoutingSnapshot } from "../../src/protocol/index.ts";
+import type { ReplicaView, RoutingSnapshot } from "../../src/protocol/index.ts";
+import { T0, registerMessage, reportMessage } from "../fixtures/control-messages.ts";
 import { Membership, STALE_AFTER_MS } from "../../src/state/membership.ts";
 import { SHARD_LOAD_STALE_MS, fleetLoad, mergeSnapshots, routingShardName, shardOfNode } from "../../src/state/routing-shards.ts";
 
-const T0 = 1_700_000_000_000;
-
-const reg = (id: string): RegisterMessage => ({ protocol: PROTOCOL_VERSION, deployment: "llm", replica_id: id, url: `http://${id}.test:8000`, max_ongoing_requests: 8 });
-const rep = (id: string, seq: number, over: Partial<ReportMessage> = {}): ReportMessage => ({
-  protocol: PROTOCOL_VERSION,
-  deployment: "llm",
-  replica_id: id,
-  seq,
-  ts: T0,
-  state: "ready",
-  ongoing: 0,
-  queued: 0,
-  models: [],
-  loading: [],
-  ...over,
-});
+const reg = registerMessage;
+const rep = reportMessage;
 
 function view(id: string, over: Partial<ReplicaView> = {}): ReplicaView {
   return { id, url: `http://${id}.test`, epoch: T0, load: { seq: 1, ongoing: 0, queued: 0, max: 4, state: "ready" }, models: [], loading: [], expiresInMs: 2_000, ...over };

@@ -7,7 +7,8 @@
 import { describe, expect, it } from "vitest";
 import { blockKeys } from "../../src/prefix/block-keys.ts";
 import { CacheSummary, buildCacheSummary, type CacheSummaryWire } from "../../src/prefix/cache-summary.ts";
-import { PROTOCOL_VERSION, SUMMARY_MAX_AGE_MS, type RegisterMessage, type ReplicaView, type ReportMessage, type RoutingSnapshot } from "../../src/protocol/index.ts";
+import { SUMMARY_MAX_AGE_MS, type ReplicaView, type RoutingSnapshot } from "../../src/protocol/index.ts";
+import { T0, registerMessage, reportMessage } from "../fixtures/control-messages.ts";
 import { RoutingView } from "../../src/proxy/routing-view.ts";
 import { Membership } from "../../src/state/membership.ts";
 import { mergeSnapshots } from "../../src/state/routing-shards.ts";
@@ -23,24 +24,11 @@ import {
   summaryDigest,
 } from "../../src/state/summary-delta.ts";
 
-const T0 = 1_700_000_000_000;
 const promptKeys = (seed: number, blocks = 8) => blockKeys(Array.from({ length: blocks * 16 }, (_, i) => (i * 31 + seed * 7919) % 50_000));
 const summaryOf = (seed: number, blocks = 8) => buildCacheSummary(promptKeys(seed, blocks), 16);
 
-const reg = (id: string): RegisterMessage => ({ protocol: PROTOCOL_VERSION, deployment: "llm", replica_id: id, url: `http://${id}.test:8000`, max_ongoing_requests: 8 });
-const rep = (id: string, seq: number, prefix_cache?: CacheSummaryWire | null): ReportMessage => ({
-  protocol: PROTOCOL_VERSION,
-  deployment: "llm",
-  replica_id: id,
-  seq,
-  ts: T0,
-  state: "ready",
-  ongoing: 0,
-  queued: 0,
-  models: [],
-  loading: [],
-  ...(prefix_cache !== undefined && { prefix_cache }),
-});
+const reg = registerMessage;
+const rep = (id: string, seq: number, prefix_cache?: CacheSummaryWire | null) => reportMessage(id, seq, prefix_cache !== undefined ? { prefix_cache } : {});
 
 function view(id: string, summary?: CacheSummaryWire, digestOnly = false): ReplicaView {
   return {
