@@ -79,8 +79,12 @@ export function rendezvousOrder<T extends { id: string }>(candidates: readonly T
 export function pickByPrefixHash<T extends ReplicaChoice>(candidates: readonly T[], keys: readonly BlockKey[], epsilon = DEFAULT_LOAD_FACTOR): T | undefined {
   const anchor = anchorKey(keys);
   if (anchor === undefined || candidates.length === 0) return undefined;
-  const eligible = withRoomFirst(underLoadBound(candidates, epsilon));
-  return rendezvousOrder(eligible, anchor)[0];
+  return rankedUnderLine(candidates, anchor, epsilon)[0];
+}
+
+/** The candidates under the load line (those with room first), in rendezvous order on `anchor`: where both tiers start. */
+function rankedUnderLine<T extends ReplicaChoice>(candidates: readonly T[], anchor: string, epsilon: number): T[] {
+  return rendezvousOrder(withRoomFirst(underLoadBound(candidates, epsilon)), anchor);
 }
 
 /** Prefers replicas with room when some have it (their own admission still decides). */
@@ -109,7 +113,7 @@ export function pickByPrefixCache<T extends ReplicaChoice>(
   const anchor = anchorKey(keys);
   if (anchor === undefined || candidates.length === 0) return undefined;
   const weight = options.prefillWeight ?? DEFAULT_PREFILL_WEIGHT;
-  const ranked = rendezvousOrder(withRoomFirst(underLoadBound(candidates, options.epsilon ?? DEFAULT_LOAD_FACTOR)), anchor);
+  const ranked = rankedUnderLine(candidates, anchor, options.epsilon ?? DEFAULT_LOAD_FACTOR);
   let best: T | undefined;
   let bestCost = Infinity;
   for (const c of ranked) {
