@@ -236,6 +236,10 @@ interface Sample {
   promptTokens: number;
   /** Oracle only: the blocks its index said the chosen replica held. */
   heldBlocks?: number;
+  /** With KV events: what the exact index says each replica held when the request was sent. */
+  heldAtSend?: Map<string, number>;
+  /** The prompt's full blocks. */
+  promptBlocks?: number;
 }
 
 interface Phase {
@@ -281,6 +285,13 @@ interface PhaseResult {
   /** Set when the machine was busy (> 90 %), other work took > 20 % of it, or the generator lagged > 20 ms (p99). */
   warning?: string;
   oracle?: { batches: number; gaps: number; orphans: number; sameHash: number; stored: number; removed: number; predictedHitTokens: number; indexSource: string };
+  /**
+   * Where the uncached tokens came from, by the exact index at each request's send
+   * (every arm's replicas publish KV events): `choice` the blocks some replica held
+   * beyond what the chosen one did (new conversations / later turns), `cold` the
+   * blocks no replica held. Tokens per request.
+   */
+  loss?: { choiceFirstTurn: number; choiceLaterTurn: number; cold: number; missedBest: number };
   notes: string[];
 }
 
@@ -337,7 +348,9 @@ export default defineDeployment({
   try {
     await stack.start();
     const index = new ExactPrefixIndex();
-    const useEvents = p.arm === "oracle" && FEATURES.kvEvents;
+    // Every arm's replicas publish KV events: the oracle routes by them; the other arms'
+    // index only explains where their misses came from (the loss figures).
+    const useEvents = FEATURES.kvEvents;
     const ports = useEvents ? await Promise.all(Array.from({ length: REPLICAS }, () => freePort())) : [];
     const replicas = await Promise.all(
       Array.from({ length: REPLICAS }, (_, i) => stack.startReplica(name, { id: `${name}-${i + 1}`, maxOngoing: MAX_ONGOING, backendArgs: replicaArgs(ports[i]) })),
@@ -364,14 +377,15 @@ export default defineDeployment({
     const urlOf = new Map(replicas.map((r) => [r.id, r.url]));
     const isolatePick = mulberry32(SEED ^ 0x51ed);
     let requestSeq = 0;
-    const send = async (turn: Turn, scheduledAt: number, stop: AbortSignal): Promise<{ result: StreamResult; heldBlocks?: number }> => {
+    const send = async (turn: Turn, scheduledAt: number, stop: AbortSignal): Promise<{ result: StreamResult; heldBlocks?: number; heldAtSend?: Map<string, number>; promptBlocks?: number }> => {
       const signal = AbortSignal.any([stop, AbortSignal.timeout(REQUEST_TIMEOUT_MS)]);
       const body = JSON.stringify({ model: "tiny-lm", messages: turn.messages, max_tokens: MAX_TOKENS, stream: true, seed: (turn.user * 1_000 + turn.conversation * 50 + turn.turn) | 0 });
+      const keys = blockKeys(encode(chatPrompt(turn.messages)));
+      const explain = useEvents ? { heldAtSend: new Map(replicas.map((r) => [r.id, index.heldPrefix(r.id, keys)] as const)), promptBlocks: keys.length } : {};
       if (!signer) {
         const edge = stack.edgeUrls[Math.floor(isolatePick() * isolates)]!;
-        return { result: await streamChat(`${edge}/v1/chat/completions`, body, {}, scheduledAt, signal, MAX_TOKENS) };
+        return { result: await streamChat(`${edge}/v1/chat/completions`, body, {}, scheduledAt, signal, MAX_TOKENS), ...explain };
       }
-      const keys = blockKeys(encode(chatPrompt(turn.messages)));
       const { choice, heldBlocks } = oracleChoice(
         replicas.map((r) => ({ id: r.id, load: inflight.get(r.id)!, capacity: MAX_ONGOING })),
         keys,
@@ -383,7 +397,7 @@ export default defineDeployment({
         const headers = await signer.headers("/v1/chat/completions", `pc-${++requestSeq}`);
         const result = await streamChat(`${urlOf.get(choice.id)}/v1/chat/completions`, body, headers, scheduledAt, signal, MAX_TOKENS);
         result.replica = choice.id;
-        return { result, heldBlocks };
+        return { result, heldBlocks, ...explain };
       } finally {
         inflight.set(choice.id, inflight.get(choice.id)! - 1);
       }
@@ -404,9 +418,9 @@ export default defineDeployment({
     const fire = (turn: Turn, scheduled: number) => {
       lags.push(performance.now() - scheduled);
       const promptTokens = encode(chatPrompt(turn.messages)).length;
-      const pr = send(turn, scheduled, abort.signal).then(({ result, heldBlocks }) => {
+      const pr = send(turn, scheduled, abort.signal).then(({ result, heldBlocks, heldAtSend, promptBlocks }) => {
         workload.complete(turn, result.answer);
-        samples.push({ atMs: scheduled - start, result, user: turn.user, turn: turn.turn, promptTokens, ...(heldBlocks !== undefined ? { heldBlocks } : {}) });
+        samples.push({ atMs: scheduled - start, result, user: turn.user, turn: turn.turn, promptTokens, ...(heldBlocks !== undefined ? { heldBlocks } : {}), ...(heldAtSend ? { heldAtSend, promptBlocks } : {}) });
       });
       pending.add(pr);
       void pr.then(() => pending.delete(pr));
@@ -583,6 +597,24 @@ export default defineDeployment({
       result.warning = `machine ${(100 * machineBusy).toFixed(0)} % busy, ${(100 * result.cpu.other).toFixed(0)} % other work, generator lag p99 ${result.generatorLagP99Ms.toFixed(0)} ms`;
     }
     if (drainMs > 2_000) notes.push(`drain took ${(drainMs / 1000).toFixed(1)} s`);
+    const explained = ok.filter((s) => s.heldAtSend !== undefined);
+    if (explained.length > 0) {
+      let first = 0;
+      let later = 0;
+      let cold = 0;
+      let missedBest = 0;
+      for (const s of explained) {
+        const held = [...s.heldAtSend!.values()];
+        const best = Math.max(0, ...held);
+        const chosen = s.heldAtSend!.get(s.result.replica) ?? 0;
+        if (chosen < best) missedBest++;
+        if (s.turn === 1) first += 16 * (best - chosen);
+        else later += 16 * (best - chosen);
+        cold += 16 * (s.promptBlocks! - best);
+      }
+      const n = explained.length;
+      result.loss = { choiceFirstTurn: first / n, choiceLaterTurn: later / n, cold: cold / n, missedBest: missedBest / n };
+    }
     if (p.arm === "oracle") {
       const predicted = ok.reduce((a, s) => a + 16 * (s.heldBlocks ?? 0), 0);
       result.oracle = {
@@ -726,6 +758,12 @@ for (const r of results) for (const e of r.failureExamples) lines.push(`failure,
 for (const r of results) {
   const c = r.cpu.msPerRequest;
   lines.push(`CPU ms per request, ${r.label} (${where(r)}): bench process ${f(c.bench, 1)}, workerd ${f(c.workerd, 1)}, replicas ${f(c.replicas, 1)}; load average ${f(r.cpu.loadavg1m, 2)} at the arm's start`);
+  if (r.loss) {
+    const l = r.loss;
+    lines.push(
+      `uncached tokens per request by cause, ${r.label} (${where(r)}), by the exact index at send: held elsewhere, first turns ${f(l.choiceFirstTurn)}, later turns ${f(l.choiceLaterTurn)}; held nowhere ${f(l.cold)}; ${f(100 * l.missedBest, 1)} % of requests not sent to the replica holding the most`,
+    );
+  }
   lines.push(`per replica, ${r.label} (${where(r)}), next turns on the previous turn's replica ${f(100 * r.sameReplicaAsPreviousTurn)} %: ${r.perReplica.map((x) => `${x.id.replace(/^pc-[a-z-]+-/, "#")} ${x.requests} req, ${f(x.prefilled)} prefilled, hit ${f(x.hitRatio, 2)}`).join("; ")}`);
 }
 for (const r of results) if (r.warning) lines.push(`WARNING ${r.label} (${where(r)}): ${r.warning}`);
