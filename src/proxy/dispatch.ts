@@ -12,7 +12,7 @@ import { Header, PROTOCOL_VERSION, errorResponse, parseLoadHeader } from "../pro
 import type { ActiveBalancer, BalanceInput } from "../policy/balancers/index.ts";
 import { backoffMs } from "../policy/pick-replica.ts";
 import { judgeAnswer, judgeLostConnection, safeToRepeat, sessionFollowsRetry } from "./attempt-outcome.ts";
-import { clientHeaders, dispatchHeaders } from "./headers.ts";
+import { dispatchHeaders, scrubForClient } from "./headers.ts";
 import { dispatchBody, heldBody, uploadTooSlow, type DispatchBody } from "./request-body.ts";
 import { dispatchUrl } from "./request-path.ts";
 import { requestPromptKeys } from "./request-prompt.ts";
@@ -89,18 +89,23 @@ export async function dispatch(req: Request, ctx: DispatchContext): Promise<Resp
   const { search } = ctx.target;
   const path = deployment.policy.stripPrefix ? stripRoutePrefix(ctx.target.path, ctx.routePrefix) : ctx.target.path;
   const deadline = Date.now() + deployment.policy.requestTimeoutMs;
-  const baseHeaders = dispatchHeaders(req.headers);
+  // One Headers object for every attempt: fetch() copies it into its request, so
+  // what differs per attempt (attempt number, signature, engine key) is set on it
+  // in place instead of copying it per attempt.
+  const headers = dispatchHeaders(req.headers);
   // A private deployment's API key is the edge's credential, not the replica's.
-  if (!deployment.access.public) baseHeaders.delete("authorization");
-  baseHeaders.set(Header.protocol, String(PROTOCOL_VERSION));
-  baseHeaders.set(Header.requestId, requestId);
-  baseHeaders.set(Header.deployment, deployment.name);
-  baseHeaders.set(Header.deadline, String(deadline));
-  if (ctx.model !== undefined) baseHeaders.set(Header.model, ctx.model);
-  if (ctx.session) baseHeaders.set(Header.session, ctx.session.id);
+  if (!deployment.access.public) headers.delete("authorization");
+  headers.set(Header.protocol, String(PROTOCOL_VERSION));
+  headers.set(Header.requestId, requestId);
+  headers.set(Header.deployment, deployment.name);
+  headers.set(Header.deadline, String(deadline));
+  if (ctx.model !== undefined) headers.set(Header.model, ctx.model);
+  if (ctx.session) headers.set(Header.session, ctx.session.id);
   // The session's binding token is the edge's business, not the replica's.
   const sessionToken = ctx.session ? (req.headers.get(Header.sessionToken) ?? undefined) : undefined;
-  baseHeaders.delete(Header.sessionToken);
+  headers.delete(Header.sessionToken);
+  /** The authorization the request carries to a replica without an engine key; read once an engine key first replaces it. */
+  let ownAuthorization: string | null | undefined;
   const model = ctx.model;
 
   const input: BalanceInput = { random: Math.random, now: Date.now(), ...(model !== undefined ? { model } : {}) };
@@ -108,7 +113,7 @@ export async function dispatch(req: Request, ctx: DispatchContext): Promise<Resp
   if (balancer.readsPrompt && prepared.body instanceof ArrayBuffer) {
     // The extra key as the replica will see it: the model header as dispatched (the edge's own
     // on a multiplexed deployment, else the client's copy, which is passed on).
-    const prompt = requestPromptKeys(deployment, ctx.target.path, prepared.body, baseHeaders.get(Header.model)?.trim());
+    const prompt = requestPromptKeys(deployment, ctx.target.path, prepared.body, headers.get(Header.model)?.trim());
     if (prompt) input.prompt = prompt;
   }
   const pick = (among: readonly ReplicaEntry[]) => balancer.pick(among, input);
@@ -139,10 +144,16 @@ export async function dispatch(req: Request, ctx: DispatchContext): Promise<Resp
       console.error(JSON.stringify({ msg: "dispatch target refused", deployment: deployment.name, replica: replica.id, request_id: requestId, path }));
       return errorResponse("internal_error", "internal error", { requestId });
     }
-    const headers = new Headers(baseHeaders);
     headers.set(Header.attempt, String(attempt));
     // The engine's own key (vLLM --api-key), registered by its agent, replaces any client credential.
-    if (replica.engineKey !== undefined) headers.set("authorization", `Bearer ${replica.engineKey}`);
+    if (replica.engineKey !== undefined) {
+      if (ownAuthorization === undefined) ownAuthorization = headers.get("authorization");
+      headers.set("authorization", `Bearer ${replica.engineKey}`);
+    } else if (ownAuthorization !== undefined) {
+      // An earlier attempt went to an engine with its own key: this replica gets what the request had.
+      if (ownAuthorization === null) headers.delete("authorization");
+      else headers.set("authorization", ownAuthorization);
+    }
     let signature: [string, string][];
     try {
       signature = await ctx.sign({ method: req.method, deployment: deployment.name, target: target.pathname + target.search, requestId });
@@ -253,23 +264,25 @@ async function attemptOn(
   }
 
   view.recordSuccess(replica);
-  const out = clientHeaders(upstream.headers);
+  const passed = passAnswerBody(upstream, { sseErrors: ctx.sseErrors === true, replicaId: replica.id, requestId });
+  // The Response constructor copies the replica's headers; that copy is the client's, scrubbed in place.
+  const response = new Response(passed.body, { status: upstream.status, statusText: upstream.statusText, headers: upstream.headers });
+  const out = response.headers;
+  scrubForClient(out);
   // Only the edge mints binding tokens (dispatch() adds the session's own to a session response).
   out.delete(Header.sessionToken);
   out.set(Header.replica, replica.id);
   out.set(Header.requestId, requestId);
-  const init = { status: upstream.status, statusText: upstream.statusText, headers: out };
-  const passed = passAnswerBody(upstream, { sseErrors: ctx.sseErrors === true, replicaId: replica.id, requestId });
   if (!passed.ended) {
     // A sized body is already produced by the replica; its work is done.
     view.endDispatch(replica);
-    return respond(new Response(passed.body, init), true);
+    return respond(response, true);
   }
   // A stream: the replica is busy until it ends, so count it in flight until then.
   const ended = passed.ended.finally(() => view.endDispatch(replica));
   if (ctx.trace) ctx.trace.streamEnd = ended;
   ctx.background(ended);
-  return respond(new Response(passed.body, init), true);
+  return respond(response, true);
 }
 
 function logEjection(ctx: DispatchContext, replica: ReplicaEntry, cause: string): void {
