@@ -74,7 +74,50 @@ interface PreparedBody extends DispatchBody {
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
+/**
+ * The deadline for a replica's response head, one per request: a single timer
+ * (instead of an AbortController, a closure and a timer per attempt) aborts
+ * whichever attempt is waiting when the request's deadline passes. Armed at the
+ * first attempt, disarmed as soon as a replica's answer is accepted (a stream
+ * that has started is not cut by it) and when the dispatch ends.
+ */
+class HeadDeadline {
+  #abort: AbortController | undefined;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+
+  /** The signal of the request's deadline (`at`, epoch ms; the same for every attempt), armed on first use. */
+  signal(at: number): AbortSignal {
+    if (!this.#abort) {
+      this.#abort = new AbortController();
+      this.#timer = setTimeout(abortNow, Math.max(0, at - Date.now()), this.#abort);
+    }
+    return this.#abort.signal;
+  }
+
+  /** The deadline passed (the attempt waiting then was aborted). */
+  get passed(): boolean {
+    return this.#abort?.signal.aborted === true;
+  }
+
+  disarm(): void {
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+}
+
+// Module-level: the timer gets its controller as an argument, so no closure per request.
+const abortNow = (abort: AbortController) => abort.abort();
+
 export async function dispatch(req: Request, ctx: DispatchContext): Promise<Response> {
+  const head = new HeadDeadline();
+  try {
+    return await dispatchAttempts(req, ctx, head);
+  } finally {
+    head.disarm();
+  }
+}
+
+async function dispatchAttempts(req: Request, ctx: DispatchContext, head: HeadDeadline): Promise<Response> {
   const { deployment, view, requestId, balancer } = ctx;
   let prepared: PreparedBody;
   if (ctx.body !== undefined) {
@@ -164,7 +207,7 @@ export async function dispatch(req: Request, ctx: DispatchContext): Promise<Resp
     for (const [name, value] of signature) headers.set(name, value);
     if (ctx.trace) ctx.trace.attempts = attempt;
 
-    const outcome = await attemptOn(replica, target, req.method, headers, prepared, deadline, ctx);
+    const outcome = await attemptOn(replica, target, req.method, headers, prepared, deadline, head, ctx);
     if (outcome.kind === "response") {
       if (outcome.fromReplica) {
         if (ctx.trace) ctx.trace.replica = replica.id;
@@ -208,20 +251,17 @@ async function attemptOn(
   headers: Headers,
   prepared: PreparedBody,
   deadline: number,
+  head: HeadDeadline,
   ctx: DispatchContext,
 ): Promise<AttemptOutcome> {
   const { view, requestId, deployment } = ctx;
-  // The deadline bounds the wait for response headers only; a stream that has
-  // started is not cut by it.
-  const abort = new AbortController();
-  const timer = setTimeout(() => abort.abort(), Math.max(0, deadline - Date.now()));
   view.startDispatch(replica);
   let upstream: Response;
   try {
-    upstream = await fetch(target, { method, headers, body: prepared.body, signal: abort.signal, redirect: "manual" });
+    upstream = await fetch(target, { method, headers, body: prepared.body, signal: head.signal(deadline), redirect: "manual" });
   } catch (err) {
     view.endDispatch(replica);
-    const verdict = judgeLostConnection({ deadline: abort.signal.aborted, tooSlow: prepared.tooSlow(), overLimit: prepared.overLimit(), safeToRepeat: prepared.safeToRepeat });
+    const verdict = judgeLostConnection({ deadline: head.passed, tooSlow: prepared.tooSlow(), overLimit: prepared.overLimit(), safeToRepeat: prepared.safeToRepeat });
     switch (verdict) {
       case "deadline":
         // A hung replica: after a few in a row it is ejected (circuit breaker).
@@ -241,14 +281,14 @@ async function attemptOn(
         if (verdict === "retry") return { kind: "not_accepted", why: "gone" };
         return respond(errorResponse("upstream_failed", "the connection to the replica was lost", { requestId }));
     }
-  } finally {
-    clearTimeout(timer);
   }
 
   const load = parseLoadHeader(upstream.headers.get(Header.load));
   if (load) view.applyLoad(replica.id, load, Date.now());
 
   const verdict = judgeAnswer({ status: upstream.status, rejected: upstream.headers.get(Header.rejected), load, engineKey: replica.engineKey !== undefined });
+  // The deadline bounds the wait for an accepted response head only: a stream that has started is not cut by it.
+  if (verdict.kind === "accepted") head.disarm();
   if (verdict.kind !== "accepted") {
     view.endDispatch(replica);
     if (verdict.kind === "credential_refusal") {
