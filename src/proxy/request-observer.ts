@@ -7,6 +7,7 @@
 import type { Env } from "../env.ts";
 import type { DispatchTrace } from "./dispatch.ts";
 import type { IsolateState } from "./isolate-state.ts";
+import { requestLogLine } from "./request-log-line.ts";
 import type { TokenCounts } from "../telemetry/types.ts";
 
 /** A /v1 request's token usage, known once its response has passed (token-usage.ts). */
@@ -40,17 +41,16 @@ export function observeRequest(
     if (tokens) state.metrics.recordTokens(deployment, usage!.key, tokens);
     if (logs) {
       console.log(
-        JSON.stringify({
-          msg: "request",
-          request_id: requestId,
+        requestLogLine({
+          requestId,
           deployment,
           method,
           status,
           replica: trace.replica ?? null,
           attempts: trace.attempts,
-          ttfb_ms: ttfbMs,
-          total_ms: totalMs,
-          ...(tokens ? { key: usage!.key, prompt_tokens: tokens.prompt, completion_tokens: tokens.completion } : {}),
+          ttfbMs,
+          totalMs,
+          tokens: tokens ? { key: usage!.key, prompt: tokens.prompt, completion: tokens.completion } : null,
         }),
       );
     }
