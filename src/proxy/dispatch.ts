@@ -14,7 +14,7 @@ import { backoffMs } from "../policy/pick-replica.ts";
 import { judgeAnswer, judgeLostConnection, safeToRepeat, sessionFollowsRetry } from "./attempt-outcome.ts";
 import { dispatchHeaders, scrubForClient } from "./headers.ts";
 import { dispatchBody, heldBody, uploadTooSlow, type DispatchBody } from "./request-body.ts";
-import { dispatchUrl } from "./request-path.ts";
+import { dispatchTarget } from "./request-path.ts";
 import { requestPromptKeys } from "./request-prompt.ts";
 import { passAnswerBody } from "./response-streams.ts";
 import { stripRoutePrefix } from "./route-table.ts";
@@ -181,8 +181,8 @@ async function dispatchAttempts(req: Request, ctx: DispatchContext, head: HeadDe
     if (model !== undefined) view.noteModelDispatch(replica, model);
     sawReplica = true;
     tried.add(replica.id);
-    const target = dispatchUrl(replica.url, path, search);
-    if (!target) {
+    const checked = dispatchTarget(replica.url, path, search);
+    if (!checked) {
       // requestTarget's path cannot leave the replica's URL; this is a bug, and nothing is sent.
       console.error(JSON.stringify({ msg: "dispatch target refused", deployment: deployment.name, replica: replica.id, request_id: requestId, path }));
       return errorResponse("internal_error", "internal error", { requestId });
@@ -199,12 +199,14 @@ async function dispatchAttempts(req: Request, ctx: DispatchContext, head: HeadDe
     }
     let signature: [string, string][];
     try {
-      signature = await ctx.sign({ method: req.method, deployment: deployment.name, target: target.pathname + target.search, requestId });
+      signature = await ctx.sign({ method: req.method, deployment: deployment.name, target: checked.target, requestId });
     } catch (err) {
       console.error(JSON.stringify({ msg: "cannot sign dispatches (is SWITCHYARD_REPLICA_SECRET set?)", deployment: deployment.name, error: String(err) }));
       return errorResponse("internal_error", "the edge cannot sign dispatches", { requestId });
     }
     for (const [name, value] of signature) headers.set(name, value);
+    // The checked URL as fetch() takes it.
+    const target = checked.href;
     if (ctx.trace) ctx.trace.attempts = attempt;
 
     const outcome = await attemptOn(replica, target, req.method, headers, prepared, deadline, head, ctx);
@@ -246,7 +248,7 @@ type AttemptOutcome = { kind: "response"; response: Response; fromReplica: boole
 
 async function attemptOn(
   replica: ReplicaEntry,
-  target: URL,
+  target: string,
   method: string,
   headers: Headers,
   prepared: PreparedBody,
