@@ -217,7 +217,8 @@ async function dispatchAttempts(req: Request, ctx: DispatchContext, head: HeadDe
         if (ctx.session) {
           if (sessionFollowsRetry(firstRefusal)) ctx.session.affinity.served(deployment, ctx.session.id, replica.id, ctx.background);
           // The binding after this request, signed: a client that sends it back is routed with no object call.
-          const token = await ctx.session.affinity.tokenFor(deployment, ctx.session.id, replica.id);
+          const { affinity, id } = ctx.session;
+          const token = affinity.reusableToken(deployment, id, replica.id) ?? (await affinity.tokenFor(deployment, id, replica.id));
           if (token !== undefined) outcome.response.headers.set(Header.sessionToken, token);
         }
       }
