@@ -65,7 +65,7 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
       ctx.trace.replica = "edge";
       return await serveAtEdge(req, { deployment, requestId });
     }
-    const view = await state.snapshots.view(deployment.name, background);
+    const view = state.snapshots.viewNow(deployment.name, background) ?? (await state.snapshots.view(deployment.name, background));
     const { model, session } = keys.keys;
     return await dispatch(req, {
       deployment,
