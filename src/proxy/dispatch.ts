@@ -124,7 +124,8 @@ async function dispatchAttempts(req: Request, ctx: DispatchContext, head: HeadDe
     // A body read to route (OpenAI routes): inference has no side effects worth more than a wasted prefill.
     prepared = { ...heldBody(ctx.body), safeToRepeat: true };
   } else {
-    const body = await dispatchBody(req, deployment.limits, requestId);
+    const pending = dispatchBody(req, deployment.limits, requestId);
+    const body = pending instanceof Promise ? await pending : pending;
     if (body instanceof Response) return body;
     prepared = { ...body, safeToRepeat: body.replayable && safeToRepeat(req.method, req.headers, deployment.policy.idempotent) };
   }
@@ -151,7 +152,8 @@ async function dispatchAttempts(req: Request, ctx: DispatchContext, head: HeadDe
   let ownAuthorization: string | null | undefined;
   const model = ctx.model;
 
-  const input: BalanceInput = { random: Math.random, now: Date.now(), ...(model !== undefined ? { model } : {}) };
+  const input: BalanceInput = { random: Math.random, now: Date.now() };
+  if (model !== undefined) input.model = model;
   // Only a balancer that reads the prompt pays for parsing and tokenizing it, and only from a body held here.
   if (balancer.readsPrompt && prepared.body instanceof ArrayBuffer) {
     // The extra key as the replica will see it: the model header as dispatched (the edge's own

@@ -7,7 +7,7 @@ import type { Deployment } from "../config/deployment.ts";
 import { serveAtEdge } from "../edge/serve.ts";
 import { errorResponse } from "../protocol/index.ts";
 import { keyRefusal } from "./api-keys.ts";
-import { dispatch, type DispatchTrace } from "./dispatch.ts";
+import { dispatch, type DispatchContext, type DispatchTrace } from "./dispatch.ts";
 import type { IsolateState } from "./isolate-state.ts";
 import { requestKeys, type RequestKeys } from "./request-keys.ts";
 
@@ -67,7 +67,8 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
     }
     const view = state.snapshots.viewNow(deployment.name, background) ?? (await state.snapshots.view(deployment.name, background));
     const { model, session } = keys.keys;
-    return await dispatch(req, {
+    // The optional fields set one by one, not spread from objects made for the purpose.
+    const dispatched: DispatchContext = {
       deployment,
       routePrefix: ctx.routePrefix,
       target: ctx.target,
@@ -77,10 +78,14 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
       balancer: state.balancerFor(deployment),
       requestId,
       background,
-      ...(model !== undefined ? { model } : {}),
-      ...(session !== undefined ? { session: { id: session, affinity: state.affinity, client } } : {}),
-      ...(openai ? { body: openai.body, sseErrors: openai.stream } : {}),
-    });
+    };
+    if (model !== undefined) dispatched.model = model;
+    if (session !== undefined) dispatched.session = { id: session, affinity: state.affinity, client };
+    if (openai) {
+      dispatched.body = openai.body;
+      dispatched.sseErrors = openai.stream;
+    }
+    return await dispatch(req, dispatched);
   } finally {
     done();
   }
