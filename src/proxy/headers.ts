@@ -1,5 +1,6 @@
 /** Header hygiene for the proxy path. Pure. */
 import { Header } from "../protocol/index.ts";
+import { randomUuid } from "./random-uuid.ts";
 
 export const HOP_BY_HOP_HEADERS: readonly string[] = [
   "connection",
@@ -94,5 +95,5 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** Echoes a well-formed client request id, else makes one. */
 export function requestIdFor(incoming: string | null): string {
-  return incoming && REQUEST_ID.test(incoming) ? incoming : crypto.randomUUID();
+  return incoming && REQUEST_ID.test(incoming) ? incoming : randomUuid();
 }
