@@ -35,12 +35,12 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
   if (headerBytes > deployment.limits.maxHeaderBytes) {
     return errorResponse("header_too_large", `request headers take ${headerBytes} bytes; the limit is ${deployment.limits.maxHeaderBytes}`, { requestId });
   }
-  // Who the request comes from, for per-client budgets: its API key, else its address (Cloudflare sets cf-connecting-ip).
-  let client = `ip:${headers.get("cf-connecting-ip") ?? ""}`;
+  /** The request's API key, when the deployment takes one (it names the client, below). */
+  let keyHash: string | undefined;
   if (!deployment.access.public) {
     const key = await state.apiKeys.check(deployment.name, headers.get("authorization"), background);
     if (!key.ok) return keyRefusal(key, requestId);
-    client = `key:${key.keyHash}`;
+    keyHash = key.keyHash;
     const rate = state.rateLimits.take(deployment, key.keyHash, background);
     if (!rate.ok) {
       return errorResponse("rate_limited", `rate limit of ${deployment.access.rateLimit?.requestsPerSecond} requests/s for this key exceeded`, {
@@ -80,7 +80,12 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
       background,
     };
     if (model !== undefined) dispatched.model = model;
-    if (session !== undefined) dispatched.session = { id: session, affinity: state.affinity, client };
+    if (session !== undefined) {
+      // Who the request comes from, for per-client binding budgets: its API key, else its address
+      // (Cloudflare sets cf-connecting-ip). Only a session request needs it.
+      const client = keyHash !== undefined ? `key:${keyHash}` : `ip:${headers.get("cf-connecting-ip") ?? ""}`;
+      dispatched.session = { id: session, affinity: state.affinity, client };
+    }
     if (openai) {
       dispatched.body = openai.body;
       dispatched.sseErrors = openai.stream;
