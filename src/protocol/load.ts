@@ -62,33 +62,72 @@ function count(raw: string | undefined, min: number): number | undefined {
 export function parseLoadHeader(value: string | null | undefined): Load | null {
   // Bounds what a (possibly lying) replica can make the proxy parse on every response.
   if (!value || value.length > MAX_LOAD_HEADER_BYTES) return null;
-  const fields = new Map<string, string>();
-  for (const part of value.split(";")) {
-    const eq = part.indexOf("=");
-    if (eq <= 0) return null;
-    fields.set(part.slice(0, eq).trim(), part.slice(eq + 1).trim());
+  // The known fields straight into variables (it runs on every response): a field
+  // given twice counts with its last value, unknown ones are ignored.
+  let seqRaw: string | undefined;
+  let ongoingRaw: string | undefined;
+  let queuedRaw: string | undefined;
+  let maxRaw: string | undefined;
+  let state: string | undefined;
+  let kvRaw: string | undefined;
+  let modelsRaw: string | undefined;
+  let loadingRaw: string | undefined;
+  for (let from = 0; from <= value.length; ) {
+    let end = value.indexOf(";", from);
+    if (end < 0) end = value.length;
+    const eq = value.indexOf("=", from);
+    if (eq < 0 || eq >= end || eq === from) return null;
+    const v = value.slice(eq + 1, end).trim();
+    switch (value.slice(from, eq).trim()) {
+      case "seq":
+        seqRaw = v;
+        break;
+      case "ongoing":
+        ongoingRaw = v;
+        break;
+      case "queued":
+        queuedRaw = v;
+        break;
+      case "max":
+        maxRaw = v;
+        break;
+      case "state":
+        state = v;
+        break;
+      case "kv":
+        kvRaw = v;
+        break;
+      case "models":
+        modelsRaw = v;
+        break;
+      case "loading":
+        loadingRaw = v;
+        break;
+    }
+    from = end + 1;
   }
-  const seq = count(fields.get("seq"), 0);
-  const ongoing = count(fields.get("ongoing"), 0);
-  const queued = count(fields.get("queued"), 0);
-  const max = count(fields.get("max"), 1);
-  const state = fields.get("state");
+  const seq = count(seqRaw, 0);
+  const ongoing = count(ongoingRaw, 0);
+  const queued = count(queuedRaw, 0);
+  const max = count(maxRaw, 1);
   if (seq === undefined || ongoing === undefined || queued === undefined || max === undefined) return null;
   if (ongoing > MAX_LOAD_COUNT || queued > MAX_LOAD_COUNT || max > MAX_LOAD_COUNT) return null;
   if (state !== "ready" && state !== "draining") return null;
   const load: Load = { seq, ongoing, queued, max, state };
-  const kvRaw = fields.get("kv");
   if (kvRaw !== undefined) {
     const kv = Number(kvRaw);
     if (kvRaw === "" || !Number.isFinite(kv) || kv < 0 || kv > 1) return null;
     load.kv = kv;
   }
-  for (const key of ["models", "loading"] as const) {
-    const raw = fields.get(key);
-    if (raw === undefined) continue;
-    const ids = modelList(raw);
+  if (modelsRaw !== undefined) {
+    const ids = modelList(modelsRaw);
     if (!ids) return null;
-    load[key] = ids;
+    load.models = ids;
+  }
+  if (loadingRaw !== undefined) {
+    const ids = modelList(loadingRaw);
+    if (!ids) return null;
+    load.loading = ids;
   }
   return load;
 }

@@ -37,9 +37,13 @@ function subtle(): SubtleCrypto {
   return crypto.subtle;
 }
 
+/** Two lowercase hex digits per byte value: a lookup per byte instead of toString and padStart (signatures are made per dispatch). */
+const HEX_BYTE = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, "0"));
+
 function toHex(buf: ArrayBuffer): string {
+  const bytes = new Uint8Array(buf);
   let out = "";
-  for (const b of new Uint8Array(buf)) out += b.toString(16).padStart(2, "0");
+  for (let i = 0; i < bytes.length; i++) out += HEX_BYTE[bytes[i]!]!;
   return out;
 }
 

@@ -46,8 +46,13 @@ export class ApiKeyCache {
     return this.#sets.refreshes;
   }
 
-  check(deployment: string, authorization: string | null | undefined, background: (p: Promise<unknown>) => void): Promise<KeyCheck> {
-    return this.checkAny([deployment], authorization, background);
+  /** checkAny for one deployment, without its arrays (it runs on every request to a private deployment). */
+  async check(deployment: string, authorization: string | null | undefined, background: (p: Promise<unknown>) => void): Promise<KeyCheck> {
+    const token = bearerToken(authorization);
+    if (token === null) return NO_KEY;
+    const [keyHash, hashes] = await Promise.all([hashApiKey(token), this.#sets.get(deployment, background, hasNoSet)]);
+    if (hashes?.has(keyHash)) return { ok: true, keyHash };
+    return hashes ? NOT_VALID : UNAVAILABLE;
   }
 
   /**
@@ -57,20 +62,18 @@ export class ApiKeyCache {
    */
   async checkAny(deployments: readonly string[], authorization: string | null | undefined, background: (p: Promise<unknown>) => void): Promise<KeyCheck> {
     const token = bearerToken(authorization);
-    if (token === null) {
-      return { ok: false, code: "unauthorized", message: "this deployment needs an API key: send Authorization: Bearer <key>" };
-    }
-    const [keyHash, ...sets] = await Promise.all([hashApiKey(token), ...deployments.map((d) => this.#sets.get(d, background, (s) => s.value === null))]);
+    if (token === null) return NO_KEY;
+    const [keyHash, ...sets] = await Promise.all([hashApiKey(token), ...deployments.map((d) => this.#sets.get(d, background, hasNoSet))]);
     if (sets.some((hashes) => hashes?.has(keyHash))) return { ok: true, keyHash };
-    if (sets.some((hashes) => !hashes)) return { ok: false, code: "auth_unavailable", message: "API keys cannot be checked right now; retry shortly" };
-    return { ok: false, code: "unauthorized", message: "API key not valid for this deployment (unknown or revoked)" };
+    if (sets.some((hashes) => !hashes)) return UNAVAILABLE;
+    return NOT_VALID;
   }
 
   /** The deployments among `deployments` this key may use (none without a key, or while sets are unknown). */
   async usableBy(deployments: readonly string[], authorization: string | null | undefined, background: (p: Promise<unknown>) => void): Promise<Set<string>> {
     const token = bearerToken(authorization);
     if (token === null || deployments.length === 0) return new Set();
-    const [keyHash, ...sets] = await Promise.all([hashApiKey(token), ...deployments.map((d) => this.#sets.get(d, background, (s) => s.value === null))]);
+    const [keyHash, ...sets] = await Promise.all([hashApiKey(token), ...deployments.map((d) => this.#sets.get(d, background, hasNoSet))]);
     return new Set(deployments.filter((_, i) => sets[i]?.has(keyHash)));
   }
 
@@ -79,6 +82,14 @@ export class ApiKeyCache {
     this.#sets.forget(deployment);
   }
 }
+
+/** No key set yet (fail closed): the key set must be fetched before anyone gets in. */
+const hasNoSet = (s: { value: Set<string> | null }) => s.value === null;
+
+// The refusals, made once and frozen: every request refused for the same reason gets the same one.
+const NO_KEY: KeyCheck = Object.freeze({ ok: false, code: "unauthorized", message: "this deployment needs an API key: send Authorization: Bearer <key>" });
+const UNAVAILABLE: KeyCheck = Object.freeze({ ok: false, code: "auth_unavailable", message: "API keys cannot be checked right now; retry shortly" });
+const NOT_VALID: KeyCheck = Object.freeze({ ok: false, code: "unauthorized", message: "API key not valid for this deployment (unknown or revoked)" });
 
 /** The JSON refusal of a failed key check (401 with WWW-Authenticate, or 503 with Retry-After). */
 export function keyRefusal(key: Extract<KeyCheck, { ok: false }>, requestId: string): Response {

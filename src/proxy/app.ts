@@ -4,7 +4,8 @@
  * prefix to its deployment.
  */
 import { Hono } from "hono";
-import { basePath } from "hono/route";
+import type { Context } from "hono";
+import { basePath, baseRoutePath } from "hono/route";
 import { runsAtEdge } from "../backends/index.ts";
 import { checkDeployments, type Deployment } from "../config/deployment.ts";
 import type { Env } from "../env.ts";
@@ -30,6 +31,16 @@ export interface EdgeApp {
   app: Hono<EdgeEnv>;
   /** The isolate's state (routing views, session bindings, key sets, limits). */
   stateFor(env: Env): IsolateState;
+}
+
+/**
+ * Where a user's app mounted this one (hono/route's basePath). basePath gives a
+ * static mount (no parameter, the usual case) as it is registered, but caches it in
+ * a WeakMap entry per request first; that entry, set for every request, is skipped.
+ */
+function mountOf(c: Context): string {
+  const registered = baseRoutePath(c);
+  return /[:*]/.test(registered) ? basePath(c) : registered;
 }
 
 /** Bodies of requests to no route are read up to this size before the 404 (see drainUnreadBody). */
@@ -59,7 +70,7 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
       await drainUnreadBody(c.req.raw, NO_ROUTE_DRAIN_BYTES);
       return errorResponse("bad_request", target.message, { requestId: requestIdFor(c.req.header("x-request-id") ?? null) });
     }
-    c.set("target", { path: unmountedPath(target.path, basePath(c)), search: target.search });
+    c.set("target", { path: unmountedPath(target.path, mountOf(c)), search: target.search });
     if (!located) {
       // An isolate runs in one location: the first request names it (cf.colo; absent on local workerd).
       located = true;

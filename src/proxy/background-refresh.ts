@@ -64,22 +64,59 @@ export class BackgroundRefresh<T, S> {
     unusable: (s: Refreshed<T>, now: number) => boolean,
     stale?: (s: Refreshed<T>, now: number) => boolean,
   ): Promise<T> {
+    const s = this.#slot(key);
+    const answer = this.#answer(key, s, background, unusable, stale);
+    if (answer === UNUSABLE) {
+      if (s.refreshing) await s.refreshing;
+      else if (this.#now() >= s.nextRefreshAt) await this.#refresh(key, s);
+    } else if (answer !== NOW) {
+      await settledWithin(s.refreshing!, answer);
+    }
+    return s.value;
+  }
+
+  /**
+   * What get() answers without waiting, with no promise; undefined when get() would
+   * wait (then call get(), which waits as it would have). The usual case on the hot
+   * path: a value that serves, its refresh (when due) handed to `background`.
+   */
+  now(
+    key: string,
+    background: (p: Promise<unknown>) => void,
+    unusable: (s: Refreshed<T>, now: number) => boolean,
+    stale?: (s: Refreshed<T>, now: number) => boolean,
+  ): T | undefined {
+    const s = this.#slot(key);
+    return this.#answer(key, s, background, unusable, stale) === NOW ? s.value : undefined;
+  }
+
+  #slot(key: string): Slot<T> {
     let s = this.#slots.get(key);
     if (!s) {
       s = { value: this.#o.initial(), fetchedAt: 0, nextRefreshAt: 0, refreshing: null, refreshStartedAt: 0 };
       this.#slots.set(key, s);
     }
+    return s;
+  }
+
+  /**
+   * Whether the slot's value serves now (NOW; a due refresh is handed to `background`),
+   * is UNUSABLE (wait for a refresh), or is stale while a refresh younger than
+   * `staleWaitMs` runs (the ms left to wait for it).
+   */
+  #answer(
+    key: string,
+    s: Slot<T>,
+    background: (p: Promise<unknown>) => void,
+    unusable: (s: Refreshed<T>, now: number) => boolean,
+    stale: ((s: Refreshed<T>, now: number) => boolean) | undefined,
+  ): typeof NOW | typeof UNUSABLE | number {
     const now = this.#now();
-    if (unusable(s, now)) {
-      if (s.refreshing) await s.refreshing;
-      else if (now >= s.nextRefreshAt) await this.#refresh(key, s);
-      return s.value;
-    }
+    if (unusable(s, now)) return UNUSABLE;
     if (!s.refreshing && now >= s.nextRefreshAt) background(this.#refresh(key, s));
     // The time left is checked before `stale`, which may walk the whole value.
     const left = s.refreshStartedAt + (this.#o.staleWaitMs ?? 0) - now;
-    if (s.refreshing && left > 0 && stale?.(s, now)) await settledWithin(s.refreshing, left);
-    return s.value;
+    return s.refreshing && left > 0 && stale?.(s, now) ? left : NOW;
   }
 
   /** Forgets the key's value (and its back-off): the next get fetches afresh. */
@@ -111,6 +148,10 @@ export class BackgroundRefresh<T, S> {
     return p;
   }
 }
+
+// #answer's verdicts besides a wait in ms.
+const NOW = Symbol("now");
+const UNUSABLE = Symbol("unusable");
 
 /** Waits for `p` (which never rejects) or `ms`, whichever comes first. */
 function settledWithin(p: Promise<void>, ms: number): Promise<void> {

@@ -12,9 +12,9 @@ import { Header, PROTOCOL_VERSION, errorResponse, parseLoadHeader } from "../pro
 import type { ActiveBalancer, BalanceInput } from "../policy/balancers/index.ts";
 import { backoffMs } from "../policy/pick-replica.ts";
 import { judgeAnswer, judgeLostConnection, safeToRepeat, sessionFollowsRetry } from "./attempt-outcome.ts";
-import { clientHeaders, dispatchHeaders } from "./headers.ts";
+import { dispatchHeaders, scrubForClient } from "./headers.ts";
 import { dispatchBody, heldBody, uploadTooSlow, type DispatchBody } from "./request-body.ts";
-import { dispatchUrl } from "./request-path.ts";
+import { dispatchTarget } from "./request-path.ts";
 import { requestPromptKeys } from "./request-prompt.ts";
 import { passAnswerBody } from "./response-streams.ts";
 import { stripRoutePrefix } from "./route-table.ts";
@@ -74,14 +74,58 @@ interface PreparedBody extends DispatchBody {
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
+/**
+ * The deadline for a replica's response head, one per request: a single timer
+ * (instead of an AbortController, a closure and a timer per attempt) aborts
+ * whichever attempt is waiting when the request's deadline passes. Armed at the
+ * first attempt, disarmed as soon as a replica's answer is accepted (a stream
+ * that has started is not cut by it) and when the dispatch ends.
+ */
+class HeadDeadline {
+  #abort: AbortController | undefined;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+
+  /** The signal of the request's deadline (`at`, epoch ms; the same for every attempt), armed on first use. */
+  signal(at: number): AbortSignal {
+    if (!this.#abort) {
+      this.#abort = new AbortController();
+      this.#timer = setTimeout(abortNow, Math.max(0, at - Date.now()), this.#abort);
+    }
+    return this.#abort.signal;
+  }
+
+  /** The deadline passed (the attempt waiting then was aborted). */
+  get passed(): boolean {
+    return this.#abort?.signal.aborted === true;
+  }
+
+  disarm(): void {
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+}
+
+// Module-level: the timer gets its controller as an argument, so no closure per request.
+const abortNow = (abort: AbortController) => abort.abort();
+
 export async function dispatch(req: Request, ctx: DispatchContext): Promise<Response> {
+  const head = new HeadDeadline();
+  try {
+    return await dispatchAttempts(req, ctx, head);
+  } finally {
+    head.disarm();
+  }
+}
+
+async function dispatchAttempts(req: Request, ctx: DispatchContext, head: HeadDeadline): Promise<Response> {
   const { deployment, view, requestId, balancer } = ctx;
   let prepared: PreparedBody;
   if (ctx.body !== undefined) {
     // A body read to route (OpenAI routes): inference has no side effects worth more than a wasted prefill.
     prepared = { ...heldBody(ctx.body), safeToRepeat: true };
   } else {
-    const body = await dispatchBody(req, deployment.limits, requestId);
+    const pending = dispatchBody(req, deployment.limits, requestId);
+    const body = pending instanceof Promise ? await pending : pending;
     if (body instanceof Response) return body;
     prepared = { ...body, safeToRepeat: body.replayable && safeToRepeat(req.method, req.headers, deployment.policy.idempotent) };
   }
@@ -89,26 +133,32 @@ export async function dispatch(req: Request, ctx: DispatchContext): Promise<Resp
   const { search } = ctx.target;
   const path = deployment.policy.stripPrefix ? stripRoutePrefix(ctx.target.path, ctx.routePrefix) : ctx.target.path;
   const deadline = Date.now() + deployment.policy.requestTimeoutMs;
-  const baseHeaders = dispatchHeaders(req.headers);
+  // One Headers object for every attempt: fetch() copies it into its request, so
+  // what differs per attempt (attempt number, signature, engine key) is set on it
+  // in place instead of copying it per attempt.
+  const headers = dispatchHeaders(req.headers);
   // A private deployment's API key is the edge's credential, not the replica's.
-  if (!deployment.access.public) baseHeaders.delete("authorization");
-  baseHeaders.set(Header.protocol, String(PROTOCOL_VERSION));
-  baseHeaders.set(Header.requestId, requestId);
-  baseHeaders.set(Header.deployment, deployment.name);
-  baseHeaders.set(Header.deadline, String(deadline));
-  if (ctx.model !== undefined) baseHeaders.set(Header.model, ctx.model);
-  if (ctx.session) baseHeaders.set(Header.session, ctx.session.id);
+  if (!deployment.access.public) headers.delete("authorization");
+  headers.set(Header.protocol, String(PROTOCOL_VERSION));
+  headers.set(Header.requestId, requestId);
+  headers.set(Header.deployment, deployment.name);
+  headers.set(Header.deadline, String(deadline));
+  if (ctx.model !== undefined) headers.set(Header.model, ctx.model);
+  if (ctx.session) headers.set(Header.session, ctx.session.id);
   // The session's binding token is the edge's business, not the replica's.
   const sessionToken = ctx.session ? (req.headers.get(Header.sessionToken) ?? undefined) : undefined;
-  baseHeaders.delete(Header.sessionToken);
+  headers.delete(Header.sessionToken);
+  /** The authorization the request carries to a replica without an engine key; read once an engine key first replaces it. */
+  let ownAuthorization: string | null | undefined;
   const model = ctx.model;
 
-  const input: BalanceInput = { random: Math.random, now: Date.now(), ...(model !== undefined ? { model } : {}) };
+  const input: BalanceInput = { random: Math.random, now: Date.now() };
+  if (model !== undefined) input.model = model;
   // Only a balancer that reads the prompt pays for parsing and tokenizing it, and only from a body held here.
   if (balancer.readsPrompt && prepared.body instanceof ArrayBuffer) {
     // The extra key as the replica will see it: the model header as dispatched (the edge's own
     // on a multiplexed deployment, else the client's copy, which is passed on).
-    const prompt = requestPromptKeys(deployment, ctx.target.path, prepared.body, baseHeaders.get(Header.model)?.trim());
+    const prompt = requestPromptKeys(deployment, ctx.target.path, prepared.body, headers.get(Header.model)?.trim());
     if (prompt) input.prompt = prompt;
   }
   const pick = (among: readonly ReplicaEntry[]) => balancer.pick(among, input);
@@ -133,27 +183,35 @@ export async function dispatch(req: Request, ctx: DispatchContext): Promise<Resp
     if (model !== undefined) view.noteModelDispatch(replica, model);
     sawReplica = true;
     tried.add(replica.id);
-    const target = dispatchUrl(replica.url, path, search);
-    if (!target) {
+    const checked = dispatchTarget(replica.url, path, search);
+    if (!checked) {
       // requestTarget's path cannot leave the replica's URL; this is a bug, and nothing is sent.
       console.error(JSON.stringify({ msg: "dispatch target refused", deployment: deployment.name, replica: replica.id, request_id: requestId, path }));
       return errorResponse("internal_error", "internal error", { requestId });
     }
-    const headers = new Headers(baseHeaders);
     headers.set(Header.attempt, String(attempt));
     // The engine's own key (vLLM --api-key), registered by its agent, replaces any client credential.
-    if (replica.engineKey !== undefined) headers.set("authorization", `Bearer ${replica.engineKey}`);
+    if (replica.engineKey !== undefined) {
+      if (ownAuthorization === undefined) ownAuthorization = headers.get("authorization");
+      headers.set("authorization", `Bearer ${replica.engineKey}`);
+    } else if (ownAuthorization !== undefined) {
+      // An earlier attempt went to an engine with its own key: this replica gets what the request had.
+      if (ownAuthorization === null) headers.delete("authorization");
+      else headers.set("authorization", ownAuthorization);
+    }
     let signature: [string, string][];
     try {
-      signature = await ctx.sign({ method: req.method, deployment: deployment.name, target: target.pathname + target.search, requestId });
+      signature = await ctx.sign({ method: req.method, deployment: deployment.name, target: checked.target, requestId });
     } catch (err) {
       console.error(JSON.stringify({ msg: "cannot sign dispatches (is SWITCHYARD_REPLICA_SECRET set?)", deployment: deployment.name, error: String(err) }));
       return errorResponse("internal_error", "the edge cannot sign dispatches", { requestId });
     }
     for (const [name, value] of signature) headers.set(name, value);
+    // The checked URL as fetch() takes it.
+    const target = checked.href;
     if (ctx.trace) ctx.trace.attempts = attempt;
 
-    const outcome = await attemptOn(replica, target, req.method, headers, prepared, deadline, ctx);
+    const outcome = await attemptOn(replica, target, req.method, headers, prepared, deadline, head, ctx);
     if (outcome.kind === "response") {
       if (outcome.fromReplica) {
         if (ctx.trace) ctx.trace.replica = replica.id;
@@ -161,7 +219,8 @@ export async function dispatch(req: Request, ctx: DispatchContext): Promise<Resp
         if (ctx.session) {
           if (sessionFollowsRetry(firstRefusal)) ctx.session.affinity.served(deployment, ctx.session.id, replica.id, ctx.background);
           // The binding after this request, signed: a client that sends it back is routed with no object call.
-          const token = await ctx.session.affinity.tokenFor(deployment, ctx.session.id, replica.id);
+          const { affinity, id } = ctx.session;
+          const token = affinity.reusableToken(deployment, id, replica.id) ?? (await affinity.tokenFor(deployment, id, replica.id));
           if (token !== undefined) outcome.response.headers.set(Header.sessionToken, token);
         }
       }
@@ -192,25 +251,22 @@ type AttemptOutcome = { kind: "response"; response: Response; fromReplica: boole
 
 async function attemptOn(
   replica: ReplicaEntry,
-  target: URL,
+  target: string,
   method: string,
   headers: Headers,
   prepared: PreparedBody,
   deadline: number,
+  head: HeadDeadline,
   ctx: DispatchContext,
 ): Promise<AttemptOutcome> {
   const { view, requestId, deployment } = ctx;
-  // The deadline bounds the wait for response headers only; a stream that has
-  // started is not cut by it.
-  const abort = new AbortController();
-  const timer = setTimeout(() => abort.abort(), Math.max(0, deadline - Date.now()));
   view.startDispatch(replica);
   let upstream: Response;
   try {
-    upstream = await fetch(target, { method, headers, body: prepared.body, signal: abort.signal, redirect: "manual" });
+    upstream = await fetch(target, { method, headers, body: prepared.body, signal: head.signal(deadline), redirect: "manual" });
   } catch (err) {
     view.endDispatch(replica);
-    const verdict = judgeLostConnection({ deadline: abort.signal.aborted, tooSlow: prepared.tooSlow(), overLimit: prepared.overLimit(), safeToRepeat: prepared.safeToRepeat });
+    const verdict = judgeLostConnection({ deadline: head.passed, tooSlow: prepared.tooSlow(), overLimit: prepared.overLimit(), safeToRepeat: prepared.safeToRepeat });
     switch (verdict) {
       case "deadline":
         // A hung replica: after a few in a row it is ejected (circuit breaker).
@@ -230,14 +286,14 @@ async function attemptOn(
         if (verdict === "retry") return { kind: "not_accepted", why: "gone" };
         return respond(errorResponse("upstream_failed", "the connection to the replica was lost", { requestId }));
     }
-  } finally {
-    clearTimeout(timer);
   }
 
   const load = parseLoadHeader(upstream.headers.get(Header.load));
   if (load) view.applyLoad(replica.id, load, Date.now());
 
   const verdict = judgeAnswer({ status: upstream.status, rejected: upstream.headers.get(Header.rejected), load, engineKey: replica.engineKey !== undefined });
+  // The deadline bounds the wait for an accepted response head only: a stream that has started is not cut by it.
+  if (verdict.kind === "accepted") head.disarm();
   if (verdict.kind !== "accepted") {
     view.endDispatch(replica);
     if (verdict.kind === "credential_refusal") {
@@ -253,23 +309,25 @@ async function attemptOn(
   }
 
   view.recordSuccess(replica);
-  const out = clientHeaders(upstream.headers);
+  const passed = passAnswerBody(upstream, { sseErrors: ctx.sseErrors === true, replicaId: replica.id, requestId });
+  // The Response constructor copies the replica's headers; that copy is the client's, scrubbed in place.
+  const response = new Response(passed.body, { status: upstream.status, statusText: upstream.statusText, headers: upstream.headers });
+  const out = response.headers;
+  scrubForClient(out);
   // Only the edge mints binding tokens (dispatch() adds the session's own to a session response).
   out.delete(Header.sessionToken);
   out.set(Header.replica, replica.id);
   out.set(Header.requestId, requestId);
-  const init = { status: upstream.status, statusText: upstream.statusText, headers: out };
-  const passed = passAnswerBody(upstream, { sseErrors: ctx.sseErrors === true, replicaId: replica.id, requestId });
   if (!passed.ended) {
     // A sized body is already produced by the replica; its work is done.
     view.endDispatch(replica);
-    return respond(new Response(passed.body, init), true);
+    return respond(response, true);
   }
   // A stream: the replica is busy until it ends, so count it in flight until then.
   const ended = passed.ended.finally(() => view.endDispatch(replica));
   if (ctx.trace) ctx.trace.streamEnd = ended;
   ctx.background(ended);
-  return respond(new Response(passed.body, init), true);
+  return respond(response, true);
 }
 
 function logEjection(ctx: DispatchContext, replica: ReplicaEntry, cause: string): void {

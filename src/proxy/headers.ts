@@ -1,5 +1,6 @@
 /** Header hygiene for the proxy path. Pure. */
 import { Header } from "../protocol/index.ts";
+import { randomUuid } from "./random-uuid.ts";
 
 export const HOP_BY_HOP_HEADERS: readonly string[] = [
   "connection",
@@ -38,36 +39,61 @@ const REPLICA_ONLY = [Header.protocol, Header.load, Header.rejected];
 
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
-function dropHopByHop(h: Headers): void {
-  const named = h.get("connection");
-  if (named) {
-    for (const item of named.split(",")) {
-      const n = item.trim();
-      // Empty list items are ignored (RFC 9110 §5.6.1); invalid names cannot be present anyway.
-      if (TOKEN.test(n)) h.delete(n);
+/** What each direction drops, hop-by-hop headers included (Headers names are lower case). */
+const DROPPED_FOR_DISPATCH: ReadonlySet<string> = new Set([...HOP_BY_HOP_HEADERS, "host", ...DISPATCH_ONLY]);
+const DROPPED_FOR_CLIENT: ReadonlySet<string> = new Set([...HOP_BY_HOP_HEADERS, ...REPLICA_ONLY]);
+
+/**
+ * Deletes the headers in `dropped` and those the Connection header names. It deletes
+ * only what is present, found in one pass over the names: a request or an answer
+ * carries a few of the twenty-odd names dropped, and each delete is a runtime call.
+ */
+function drop(h: Headers, dropped: ReadonlySet<string>): void {
+  let present: string[] | undefined;
+  let connection = false;
+  for (const name of h.keys()) {
+    if (!dropped.has(name)) continue;
+    (present ??= []).push(name);
+    if (name === "connection") connection = true;
+  }
+  if (!present) return;
+  if (connection) {
+    const named = h.get("connection");
+    if (named) {
+      for (const item of named.split(",")) {
+        const n = item.trim();
+        // Empty list items are ignored (RFC 9110 §5.6.1); invalid names cannot be present anyway.
+        if (TOKEN.test(n)) h.delete(n);
+      }
     }
   }
-  for (const n of HOP_BY_HOP_HEADERS) h.delete(n);
+  for (const n of present) h.delete(n);
 }
 
 export function dispatchHeaders(incoming: Headers): Headers {
   const h = new Headers(incoming);
-  dropHopByHop(h);
-  h.delete("host");
-  for (const n of DISPATCH_ONLY) h.delete(n);
+  drop(h, DROPPED_FOR_DISPATCH);
   return h;
 }
 
 export function clientHeaders(upstream: Headers): Headers {
   const h = new Headers(upstream);
-  dropHopByHop(h);
-  for (const n of REPLICA_ONLY) h.delete(n);
+  scrubForClient(h);
   return h;
+}
+
+/**
+ * clientHeaders in place: for the headers of a Response the edge has just built
+ * from the replica's (the Response constructor copies them already, so a second
+ * copy per request would be waste).
+ */
+export function scrubForClient(h: Headers): void {
+  drop(h, DROPPED_FOR_CLIENT);
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** Echoes a well-formed client request id, else makes one. */
 export function requestIdFor(incoming: string | null): string {
-  return incoming && REQUEST_ID.test(incoming) ? incoming : crypto.randomUUID();
+  return incoming && REQUEST_ID.test(incoming) ? incoming : randomUuid();
 }

@@ -6,18 +6,27 @@
  */
 import { Header, deriveReplicaKey, importReplicaKey, signDispatch } from "../protocol/index.ts";
 
-/** Derived keys of this isolate, per deployment (reset if the master secret changes). */
-let keyCache: { master: string; keys: Map<string, Promise<CryptoKey>> } | undefined;
+/**
+ * Derived keys of this isolate, per deployment (reset if the master secret changes):
+ * `keys` as they are derived, `ready` once imported, so a dispatch signs without
+ * awaiting the key again.
+ */
+let keyCache: { master: string; keys: Map<string, Promise<CryptoKey>>; ready: Map<string, CryptoKey> } | undefined;
 
 /** The deployment's replica key as an HMAC key; rejects when the master secret is empty. */
 export function replicaKeyFor(master: string, deployment: string): Promise<CryptoKey> {
-  if (keyCache?.master !== master) keyCache = { master, keys: new Map() };
-  const keys = keyCache.keys;
+  if (keyCache?.master !== master) keyCache = { master, keys: new Map(), ready: new Map() };
+  const { keys, ready } = keyCache;
   let key = keys.get(deployment);
   if (!key) {
-    key = deriveReplicaKey(master, deployment).then(importReplicaKey);
-    key.catch(() => keys.delete(deployment));
-    keys.set(deployment, key);
+    const derived = deriveReplicaKey(master, deployment).then(importReplicaKey);
+    derived.then(
+      (k) => {
+        if (keys.get(deployment) === derived) ready.set(deployment, k);
+      },
+      () => keys.delete(deployment),
+    );
+    keys.set(deployment, (key = derived));
   }
   return key;
 }
@@ -35,11 +44,11 @@ export async function dispatchSignature(
   master: string,
   p: { method: string; deployment: string; target: string; requestId: string },
 ): Promise<[string, string][]> {
-  const key = await replicaKeyFor(master, p.deployment);
+  const key = (keyCache?.master === master ? keyCache.ready.get(p.deployment) : undefined) ?? (await replicaKeyFor(master, p.deployment));
   const timestamp = Date.now();
   const nonce = nextNonce;
   nextNonce = nonce >= Number.MAX_SAFE_INTEGER ? 0 : nonce + 1;
-  const signature = await signDispatch(key, { ...p, timestamp, nonce });
+  const signature = await signDispatch(key, { timestamp, nonce, method: p.method, deployment: p.deployment, target: p.target, requestId: p.requestId });
   return [
     [Header.timestamp, String(timestamp)],
     [Header.nonce, String(nonce)],

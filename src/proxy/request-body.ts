@@ -122,8 +122,16 @@ export function heldBody(body: ArrayBuffer): DispatchBody {
  * time; larger or chunked ones stream to the replica as they arrive, counted against
  * the limit and paced, so a client that stops sending cannot hold a replica's slot.
  */
-export async function dispatchBody(req: Request, limits: Deployment["limits"], requestId: string): Promise<DispatchBody | Response> {
-  if (!req.body || req.method === "GET" || req.method === "HEAD") return { body: null, replayable: true, overLimit: never, tooSlow: never };
+export function dispatchBody(req: Request, limits: Deployment["limits"], requestId: string): DispatchBody | Promise<DispatchBody | Response> {
+  // No body (none, or GET and HEAD: the usual case) is answered with no promise.
+  if (!req.body || req.method === "GET" || req.method === "HEAD") return NO_BODY;
+  return bodyToDispatch(req, req.body, limits, requestId);
+}
+
+/** A dispatch without a body (made once: nothing in it changes). */
+const NO_BODY: DispatchBody = Object.freeze({ body: null, replayable: true, overLimit: never, tooSlow: never });
+
+async function bodyToDispatch(req: Request, source: ReadableStream<Uint8Array>, limits: Deployment["limits"], requestId: string): Promise<DispatchBody | Response> {
   const { maxRequestBodyBytes, replayableBodyBytes } = limits;
   const declared = checkDeclaredLength(req.headers, maxRequestBodyBytes, requestId);
   if (declared instanceof Response) return declared;
@@ -135,7 +143,7 @@ export async function dispatchBody(req: Request, limits: Deployment["limits"], r
     if (held === "too_large") return errorResponse("payload_too_large", `request body exceeds ${maxRequestBodyBytes} bytes`, { requestId });
     return heldBody(held);
   }
-  const paced = pacedBody(req.body, maxRequestBodyBytes, pace);
+  const paced = pacedBody(source, maxRequestBodyBytes, pace);
   if (size === undefined) return { body: paced.body, replayable: false, overLimit: paced.overLimit, tooSlow: paced.tooSlow };
   // A sized body keeps its Content-Length on the way to the replica.
   const fixed = new FixedLengthStream(size);

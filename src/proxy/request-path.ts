@@ -122,3 +122,40 @@ export function dispatchUrl(replicaUrl: string, path: string, search: string): U
   if (replica.base !== "" && u.pathname !== replica.base && !u.pathname.startsWith(`${replica.base}/`)) return null;
   return u;
 }
+
+/** A checked dispatch URL as fetch() is given it, and the request target a dispatch signature covers (path and query as the replica receives them). */
+export interface DispatchTarget {
+  href: string;
+  target: string;
+}
+
+/**
+ * dispatchUrl's answers per replica URL, then per path and query: a path sent
+ * again (the usual case) costs no URL parse and no getter calls. The key is the
+ * path and query as one string, which is all the URL is built from. At most
+ * DISPATCH_TARGETS_MAX answers in all (then forgotten at once, like replicaBases);
+ * refusals are not kept (they are bugs, logged each time).
+ */
+const dispatchTargets = new Map<string, Map<string, DispatchTarget>>();
+const DISPATCH_TARGETS_MAX = 4096;
+let dispatchTargetCount = 0;
+
+/** dispatchUrl's URL as a DispatchTarget, from memory when the same replica URL, path and query were checked before. */
+export function dispatchTarget(replicaUrl: string, path: string, search: string): DispatchTarget | null {
+  const key = path + search;
+  let known = dispatchTargets.get(replicaUrl);
+  const hit = known?.get(key);
+  if (hit) return hit;
+  const u = dispatchUrl(replicaUrl, path, search);
+  if (!u) return null;
+  const entry = { href: u.href, target: u.pathname + u.search };
+  if (dispatchTargetCount >= DISPATCH_TARGETS_MAX) {
+    dispatchTargets.clear();
+    dispatchTargetCount = 0;
+    known = undefined;
+  }
+  if (!known) dispatchTargets.set(replicaUrl, (known = new Map()));
+  known.set(key, entry);
+  dispatchTargetCount++;
+  return entry;
+}

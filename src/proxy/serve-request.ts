@@ -7,7 +7,7 @@ import type { Deployment } from "../config/deployment.ts";
 import { serveAtEdge } from "../edge/serve.ts";
 import { errorResponse } from "../protocol/index.ts";
 import { keyRefusal } from "./api-keys.ts";
-import { dispatch, type DispatchTrace } from "./dispatch.ts";
+import { dispatch, type DispatchContext, type DispatchTrace } from "./dispatch.ts";
 import type { IsolateState } from "./isolate-state.ts";
 import { requestKeys, type RequestKeys } from "./request-keys.ts";
 
@@ -35,12 +35,12 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
   if (headerBytes > deployment.limits.maxHeaderBytes) {
     return errorResponse("header_too_large", `request headers take ${headerBytes} bytes; the limit is ${deployment.limits.maxHeaderBytes}`, { requestId });
   }
-  // Who the request comes from, for per-client budgets: its API key, else its address (Cloudflare sets cf-connecting-ip).
-  let client = `ip:${headers.get("cf-connecting-ip") ?? ""}`;
+  /** The request's API key, when the deployment takes one (it names the client, below). */
+  let keyHash: string | undefined;
   if (!deployment.access.public) {
     const key = await state.apiKeys.check(deployment.name, headers.get("authorization"), background);
     if (!key.ok) return keyRefusal(key, requestId);
-    client = `key:${key.keyHash}`;
+    keyHash = key.keyHash;
     const rate = state.rateLimits.take(deployment, key.keyHash, background);
     if (!rate.ok) {
       return errorResponse("rate_limited", `rate limit of ${deployment.access.rateLimit?.requestsPerSecond} requests/s for this key exceeded`, {
@@ -65,9 +65,10 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
       ctx.trace.replica = "edge";
       return await serveAtEdge(req, { deployment, requestId });
     }
-    const view = await state.snapshots.view(deployment.name, background);
+    const view = state.snapshots.viewNow(deployment.name, background) ?? (await state.snapshots.view(deployment.name, background));
     const { model, session } = keys.keys;
-    return await dispatch(req, {
+    // The optional fields set one by one, not spread from objects made for the purpose.
+    const dispatched: DispatchContext = {
       deployment,
       routePrefix: ctx.routePrefix,
       target: ctx.target,
@@ -77,10 +78,19 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
       balancer: state.balancerFor(deployment),
       requestId,
       background,
-      ...(model !== undefined ? { model } : {}),
-      ...(session !== undefined ? { session: { id: session, affinity: state.affinity, client } } : {}),
-      ...(openai ? { body: openai.body, sseErrors: openai.stream } : {}),
-    });
+    };
+    if (model !== undefined) dispatched.model = model;
+    if (session !== undefined) {
+      // Who the request comes from, for per-client binding budgets: its API key, else its address
+      // (Cloudflare sets cf-connecting-ip). Only a session request needs it.
+      const client = keyHash !== undefined ? `key:${keyHash}` : `ip:${headers.get("cf-connecting-ip") ?? ""}`;
+      dispatched.session = { id: session, affinity: state.affinity, client };
+    }
+    if (openai) {
+      dispatched.body = openai.body;
+      dispatched.sseErrors = openai.stream;
+    }
+    return await dispatch(req, dispatched);
   } finally {
     done();
   }

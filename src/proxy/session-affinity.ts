@@ -57,6 +57,8 @@ export interface BindingTokens {
   verify(deployment: string, session: string, token: string): Promise<string | undefined>;
   /** A token binding the session to `replica` for `ttlSeconds`. */
   issue(deployment: string, session: string, replica: string, ttlSeconds: number): Promise<string>;
+  /** The token issue() would hand out again without minting, synchronously; undefined when it would mint. */
+  reusable?(deployment: string, session: string, replica: string, ttlSeconds: number): string | undefined;
 }
 
 /** The SessionRouter objects, as the proxy sees them (RPC in the Worker, a fake in unit tests). */
@@ -215,14 +217,28 @@ export class SessionAffinity {
    */
   async tokenFor(deployment: Deployment, session: string, servedBy: string): Promise<string | undefined> {
     if (!this.#tokens) return undefined;
-    const key = cacheKey(deployment.name, session);
-    const replica = this.#cache.get(key)?.replica ?? this.#unbound.get(key)?.replica ?? servedBy;
+    const replica = this.#tokenReplica(deployment, session, servedBy);
     try {
       return await this.#tokens.issue(deployment.name, session, replica, deployment.sessionAffinity.ttlSeconds);
     } catch (err) {
       console.error(JSON.stringify({ msg: "session token not minted", deployment: deployment.name, error: String(err) }));
       return undefined;
     }
+  }
+
+  /**
+   * tokenFor's answer when it needs no minting (the session's token is reused), with no
+   * promise; undefined otherwise (then tokenFor mints, or there is no token to give).
+   */
+  reusableToken(deployment: Deployment, session: string, servedBy: string): string | undefined {
+    if (!this.#tokens?.reusable) return undefined;
+    return this.#tokens.reusable(deployment.name, session, this.#tokenReplica(deployment, session, servedBy), deployment.sessionAffinity.ttlSeconds);
+  }
+
+  /** The replica a token for this response names: the session's binding here, else who served it. */
+  #tokenReplica(deployment: Deployment, session: string, servedBy: string): string {
+    const key = cacheKey(deployment.name, session);
+    return this.#cache.get(key)?.replica ?? this.#unbound.get(key)?.replica ?? servedBy;
   }
 
   /** Bindings cached in this isolate. */

@@ -177,12 +177,21 @@ export class SessionTokens {
     return claim.replica;
   }
 
+  /**
+   * The session's latest token when issue() would hand it out again (same replica, more
+   * than half its life left), with no promise: the usual case of a response to a session.
+   */
+  reusable(deployment: string, session: string, replica: string, ttlSeconds: number): string | undefined {
+    const known = this.#latest.get(cacheKey(deployment, session));
+    return known && known.replica === replica && known.expiresAt - Math.floor(this.#now() / 1000) > ttlSeconds / 2 ? known.token : undefined;
+  }
+
   /** A token binding the session to `replica` for `ttlSeconds` (the deployment's sessionAffinity.ttlSeconds). */
   async issue(deployment: string, session: string, replica: string, ttlSeconds: number): Promise<string> {
+    const reused = this.reusable(deployment, session, replica, ttlSeconds);
+    if (reused !== undefined) return reused;
     const id = cacheKey(deployment, session);
     const nowS = Math.floor(this.#now() / 1000);
-    const known = this.#latest.get(id);
-    if (known && known.replica === replica && known.expiresAt - nowS > ttlSeconds / 2) return known.token;
     const claim = { replica, expiresAt: nowS + ttlSeconds };
     const token = await signSessionToken(await this.#key(), deployment, session, claim);
     this.#remember(id, { ...claim, token });

@@ -72,6 +72,11 @@ export class SnapshotCache {
   view(deployment: string, background: (p: Promise<unknown>) => void): Promise<RoutingView> {
     return this.#views.get(deployment, background, cannotRoute, hasLapsedSinceDue);
   }
+
+  /** view()'s answer when it would not wait, with no promise (the usual case); undefined when view() would wait. */
+  viewNow(deployment: string, background: (p: Promise<unknown>) => void): RoutingView | undefined {
+    return this.#views.now(deployment, background, cannotRoute, hasLapsedSinceDue);
+  }
 }
 
 // Module-level, so the hot path allocates no closures for them.
