@@ -12,9 +12,14 @@
  * system prompt with an earlier one but asks another question matches at the last
  * stride key inside the shared part (keeping only the deepest key would find nothing).
  *
+ * Peers: the same keys travel to the location's other isolates through its relay
+ * (src/state/dispatch-board.ts), which learn them with recordKept, so a conversation's
+ * next turn routed by another isolate finds its history too.
+ *
  * Pure state: time is passed in.
  */
 import type { BlockKey } from "../prefix/block-keys.ts";
+import { MAX_DISPATCH_NOTE_KEYS } from "../protocol/limits.ts";
 
 /** How long a dispatch is taken as proof that its replica holds the prefix (vLLM evicts on pressure, not on time). */
 export const RECENT_PREFIX_TTL_MS = 30_000;
@@ -36,12 +41,15 @@ export class RecentPrefixes {
 
   /** `replica` accepted a prompt with these keys at `now`. */
   record(replica: string, keys: readonly BlockKey[], now: number): void {
-    if (keys.length === 0) return;
+    this.recordKept(replica, keptKeys(keys), now);
+  }
+
+  /** `replica` accepted a prompt whose kept keys (keptKeys) are `kept`: this isolate's dispatch, or a peer's. */
+  recordKept(replica: string, kept: readonly BlockKey[], now: number): void {
+    if (kept.length === 0) return;
     this.#forgetExpired(now);
     const until = now + this.#ttlMs;
-    const last = keys.length - 1;
-    for (let i = RECENT_PREFIX_STRIDE - 1; i < last; i += RECENT_PREFIX_STRIDE) this.#note(keys[i]!, replica, until);
-    this.#note(keys[last]!, replica, until);
+    for (const key of kept) this.#note(key, replica, until);
   }
 
   /** For each replica this memory has sent a prefix of `keys` to: how many leading blocks it holds. */
@@ -82,4 +90,19 @@ export class RecentPrefixes {
       this.#keys.delete(key);
     }
   }
+}
+
+/**
+ * The keys of a prompt this memory keeps, and a dispatch note carries: every
+ * RECENT_PREFIX_STRIDE-th block's and the last's, at most MAX_DISPATCH_NOTE_KEYS
+ * (the first ones and the last: a prompt of more than ~16,000 tokens matches its
+ * tail only by its last key).
+ */
+export function keptKeys(keys: readonly BlockKey[]): BlockKey[] {
+  const last = keys.length - 1;
+  if (last < 0) return [];
+  const kept: BlockKey[] = [];
+  for (let i = RECENT_PREFIX_STRIDE - 1; i < last && kept.length < MAX_DISPATCH_NOTE_KEYS - 1; i += RECENT_PREFIX_STRIDE) kept.push(keys[i]!);
+  kept.push(keys[last]!);
+  return kept;
 }

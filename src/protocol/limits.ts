@@ -48,3 +48,13 @@ export const SUMMARY_MAX_AGE_MS = 35_000;
  * message within MAX_NODE_REPORT_BYTES (docs/protocol.md, "Prefix-cache summaries").
  */
 export const MAX_NODE_REPORT_SUMMARY_BYTES = 192 * 1024;
+/**
+ * Peer dispatches (src/state/dispatch-board.ts): most block keys one dispatch note
+ * carries (a prompt's every 16th key and its last: 64 covers ~16,000 tokens; longer
+ * prompts keep their first 63 and their last).
+ */
+export const MAX_DISPATCH_NOTE_KEYS = 64;
+/** Most dispatch notes an isolate posts to its relay per refresh (its outbox keeps the newest). */
+export const MAX_DISPATCH_NOTES_PER_POST = 256;
+/** Most peers' dispatch notes one relay answer carries (the newest), ~100 KiB at most and ~200 bytes each usually. */
+export const MAX_PEER_NOTES_PER_ANSWER = 512;

@@ -6,7 +6,16 @@
 import { z } from "zod";
 import { PROTOCOL_VERSION } from "./headers.ts";
 import type { CacheSummaryWire } from "../prefix/cache-summary.ts";
-import { MAX_CACHE_SUMMARY_BITS_CHARS, MAX_CACHE_SUMMARY_FILTER_BYTES, MAX_CACHE_SUMMARY_KEYS, MAX_LOAD_COUNT, MAX_NODE_REPLICAS, MAX_REPLICA_MODELS } from "./limits.ts";
+import {
+  MAX_CACHE_SUMMARY_BITS_CHARS,
+  MAX_CACHE_SUMMARY_FILTER_BYTES,
+  MAX_CACHE_SUMMARY_KEYS,
+  MAX_DISPATCH_NOTE_KEYS,
+  MAX_DISPATCH_NOTES_PER_POST,
+  MAX_LOAD_COUNT,
+  MAX_NODE_REPLICAS,
+  MAX_REPLICA_MODELS,
+} from "./limits.ts";
 import type { Load } from "./load.ts";
 
 export const DEPLOYMENT_NAME = /^[a-z][a-z0-9-]{0,62}$/;
@@ -220,6 +229,45 @@ export interface RoutingSnapshot {
    * whole deployment has in view.
    */
   total?: number;
+  /**
+   * Other isolates' dispatches in this location since the asker's cursor, newest
+   * last: only in a relay's answer to an isolate that posted its own (RelayDispatchPost).
+   */
+  peers?: PeerDispatches;
+}
+
+/**
+ * One dispatch as an isolate tells its peers (src/state/dispatch-board.ts): replica
+ * `r` accepted a prompt whose kept block keys are `k` (src/policy/recent-prefixes.ts:
+ * every RECENT_PREFIX_STRIDE-th block's and the last's). The replica very likely holds
+ * that prefix now; its own summary says so a second or two later.
+ */
+export const DispatchNoteMessage = z
+  .object({
+    r: z.string().regex(REPLICA_ID),
+    k: z
+      .array(z.string().regex(/^[0-9a-f]{16}$/))
+      .min(1)
+      .max(MAX_DISPATCH_NOTE_KEYS),
+  })
+  .strict();
+export type DispatchNote = z.infer<typeof DispatchNoteMessage>;
+
+/** What an isolate sends its relay with each view ask: its dispatches since the last ask, and the cursor of the peers' it has seen. */
+export const RelayDispatchPost = z
+  .object({
+    /** The `cursor` of the last answer (0 at first): the answer carries only later notes. */
+    after: z.number().int().nonnegative(),
+    notes: z.array(DispatchNoteMessage).max(MAX_DISPATCH_NOTES_PER_POST),
+  })
+  .strict();
+export type RelayDispatchPost = z.infer<typeof RelayDispatchPost>;
+
+/** The peers' side of a relay's answer. */
+export interface PeerDispatches {
+  /** Send it back as `after` next time. */
+  cursor: number;
+  notes: DispatchNote[];
 }
 
 /** The control plane's paths (POST, signed: docs/protocol.md §1). */

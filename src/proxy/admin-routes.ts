@@ -57,6 +57,7 @@ export function adminRoutes(byName: ReadonlyMap<string, Deployment>, stateFor: (
         sessionBindingsCached: state.affinity.cached,
         keySetRefreshes: state.apiKeys.refreshes,
         rateLimitSyncs: state.rateLimits.syncs,
+        peerDispatchesLearned: state.peerDispatchesLearned,
         pending: state.pending.get(d.name) ?? 0,
         controlRejections: controlRejections()[d.name] ?? {},
       },

@@ -41,6 +41,10 @@ export class IsolateState {
   readonly seed = crypto.getRandomValues(new Uint32Array(1))[0]!;
   /** Each deployment's balancer, created on first use: its state (a turn, a memory of recent prefixes) lives as long as the routing view. */
   readonly #balancers = new Map<string, ActiveBalancer>();
+  /** Per deployment, the cursor of the peers' dispatches last learned from the relay. */
+  readonly #peerCursors = new Map<string, number>();
+  /** Other isolates' dispatch notes learned through relays (observability and tests). */
+  peerDispatchesLearned = 0;
 
   constructor(env: Env) {
     this.#env = env;
@@ -82,8 +86,26 @@ export class IsolateState {
    */
   #snapshotOf(name: string, have: string): Promise<RoutingSnapshot> {
     const routing = servedDeployment(name)?.routing ?? { shards: 1, relay: false };
-    if (routing.relay) return relayFor(this.#env, name, this.location).view(name, routing.shards, this.seed, have);
+    if (routing.relay) return this.#relayedSnapshotOf(name, routing.shards, have);
     return mergedSnapshot(this.#env, name, routing.shards, undefined, { have, maxBytes: VIEW_SUMMARY_BYTES });
+  }
+
+  /**
+   * The relay's view, with this isolate's recent dispatches posted and the location's
+   * other isolates' learned, when the balancer shares them (src/state/dispatch-board.ts).
+   * Notes of an ask that fails are lost: the replicas' summaries say the same a little later.
+   */
+  async #relayedSnapshotOf(name: string, shards: number, have: string): Promise<RoutingSnapshot> {
+    const balancer = this.#balancers.get(name);
+    const relay = relayFor(this.#env, name, this.location);
+    if (!balancer?.shareDispatches) return relay.view(name, shards, this.seed, have);
+    const snapshot = await relay.view(name, shards, this.seed, have, { after: this.#peerCursors.get(name) ?? 0, notes: balancer.shareDispatches() });
+    if (snapshot.peers) {
+      this.#peerCursors.set(name, snapshot.peers.cursor);
+      this.peerDispatchesLearned += snapshot.peers.notes.length;
+      balancer.learnDispatches?.(snapshot.peers.notes, Date.now());
+    }
+    return snapshot;
   }
 
   /** Forgets the deployment's key set here and in this location's relay (an admin call changed it). */

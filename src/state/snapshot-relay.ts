@@ -9,15 +9,17 @@
  * the location's tier for rate limits: isolates report their keys' uses here,
  * and the relay syncs their sum with the RateLimiter shards once a second
  * (src/policy/rate-limit-relay.ts), and for API key sets, which it holds for
- * RELAY_KEY_SET_TTL_MS.
+ * RELAY_KEY_SET_TTL_MS. And it passes each isolate's recent dispatches on to the
+ * location's other isolates with their next view (dispatch-board.ts).
  */
 import { DurableObject } from "cloudflare:workers";
 import { keysFor, rateLimiterFor, type Env } from "../env.ts";
-import type { RoutingSnapshot } from "../protocol/index.ts";
+import { RelayDispatchPost, type RoutingSnapshot } from "../protocol/index.ts";
 import { RateRelayLedger } from "../policy/rate-limit-relay.ts";
 import type { RateRemaining, RateUse } from "../policy/rate-limit-sync.ts";
 import type { BucketLimits } from "../policy/token-bucket.ts";
 import { agedSnapshot, boundedView } from "./bounded-view.ts";
+import { DispatchBoard } from "./dispatch-board.ts";
 import { RELAY_KEY_SET_TTL_MS, RELAY_MAX_REPLICAS, RELAY_RATE_SYNC_INTERVAL_MS, RELAY_TTL_MS } from "./relay-cadence.ts";
 import { mergedSnapshot } from "./routing-plane.ts";
 import { RELAY_MAX_SUMMARY_BYTES, RELAY_SUMMARY_BYTES, SummaryPool, VIEW_SUMMARY_BYTES, decodeDigests, summaryDelta, withHeldSummaries } from "./summary-delta.ts";
@@ -42,6 +44,9 @@ export interface RelayStats {
   /** Prefix-cache summaries held (replicas), and their bytes. */
   summaries: number;
   summaryBytes: number;
+  /** Dispatch notes on the board now, and posts of them refused as malformed. */
+  dispatchNotes: number;
+  dispatchPostsRefused: number;
 }
 
 export class SnapshotRelay extends DurableObject<Env> {
@@ -61,16 +66,33 @@ export class SnapshotRelay extends DurableObject<Env> {
   readonly #ledgers = new Map<number, RateRelayLedger>();
   /** The merged snapshot's prefix-cache summaries (wire form), bounded by RELAY_MAX_SUMMARY_BYTES. */
   readonly #summaries = new SummaryPool<CacheSummaryWire>((w) => w, RELAY_MAX_SUMMARY_BYTES);
+  /** The location's isolates' recent dispatches, passed on to the others. */
+  readonly #board = new DispatchBoard();
+  #dispatchPostsRefused = 0;
 
   /**
    * The view for the isolate with `seed`. Refreshes first when the merged
    * snapshot is RELAY_TTL_MS old (isolates refresh in the background, so no
    * request waits on this); concurrent callers share one refresh. `have`: the
    * summary digests the isolate holds (summary-delta.ts): the view carries only
-   * the summaries it lacks, at most VIEW_SUMMARY_BYTES of them.
+   * the summaries it lacks, at most VIEW_SUMMARY_BYTES of them. `dispatches`: the
+   * isolate's dispatches since its last ask, which join the board; the answer then
+   * carries the other isolates' since its cursor (`peers`).
    */
-  async view(deployment: string, shards: number, seed: number, have = ""): Promise<RoutingSnapshot> {
+  async view(deployment: string, shards: number, seed: number, have = "", dispatches?: RelayDispatchPost): Promise<RoutingSnapshot> {
     this.#calls++;
+    let after: number | undefined;
+    if (dispatches !== undefined) {
+      const post = RelayDispatchPost.safeParse(dispatches);
+      if (post.success) {
+        this.#board.post(seed, post.data.notes, Date.now());
+        after = post.data.after;
+      } else {
+        // Only our own isolates call this: a malformed post is a bug, counted; the view is still answered.
+        this.#dispatchPostsRefused++;
+        after = 0;
+      }
+    }
     if (!this.#merged || Date.now() - this.#fetchedAt >= RELAY_TTL_MS) {
       this.#refreshing ??= this.#refresh(deployment, shards).finally(() => (this.#refreshing = null));
       await this.#refreshing;
@@ -78,7 +100,8 @@ export class SnapshotRelay extends DurableObject<Env> {
     const merged = this.#merged;
     if (!merged) throw new Error(`relay has no snapshot of "${deployment}" yet`);
     const now = Date.now();
-    return summaryDelta(boundedView(agedSnapshot(merged, now - this.#fetchedAt), seed, now), decodeDigests(have), VIEW_SUMMARY_BYTES, this.#calls);
+    const view = summaryDelta(boundedView(agedSnapshot(merged, now - this.#fetchedAt), seed, now), decodeDigests(have), VIEW_SUMMARY_BYTES, this.#calls);
+    return after === undefined ? view : { ...view, peers: this.#board.since(after, seed, now) };
   }
 
   /**
@@ -144,6 +167,8 @@ export class SnapshotRelay extends DurableObject<Env> {
       keySetRefreshes: this.#keySetRefreshes,
       summaries: this.#summaries.size,
       summaryBytes: this.#summaries.bytes,
+      dispatchNotes: this.#board.size,
+      dispatchPostsRefused: this.#dispatchPostsRefused,
     };
   }
 

@@ -5,6 +5,7 @@ import { BALANCERS, BALANCER_NAMES, balancerPlugin, createBalancer, type Balance
 import { blockKeys, type BlockKey } from "../../src/prefix/block-keys.ts";
 import { buildCacheSummary, CacheSummary } from "../../src/prefix/cache-summary.ts";
 import { pickByPrefixHash } from "../../src/policy/prefix-score.ts";
+import { keptKeys } from "../../src/policy/recent-prefixes.ts";
 import { mulberry32 } from "../../src/seeded-random.ts";
 
 const T0 = 1_700_000_000_000;
@@ -177,6 +178,35 @@ describe("prefix_cache", () => {
     const f = fleet().map((r) => (r.id === other ? { ...r, load: 1, cache: summaryOf(keysA) } : r));
     expect(createBalancer("prefix_cache", settings).pick(f, input({ prompt: prompt(keysA) }))!.id).toBe(other);
     expect(createBalancer("prefix_cache", { ...settings, prefillWeight: 0.1 }).pick(f, input({ prompt: prompt(keysA) }))!.id).not.toBe(other);
+  });
+
+  it("tells its peers where it sent a prefix, once per replica and prompt, after the first take", () => {
+    const a = createBalancer("prefix_cache", settings);
+    // Before the first take (no relay asked yet), nothing is kept for peers.
+    a.served!("r1", input({ prompt: prompt(keysA) }));
+    expect(a.shareDispatches!()).toEqual([]);
+    a.served!("r1", input({ prompt: prompt(keysA) }));
+    a.served!("r1", input({ prompt: prompt(keysA) }));
+    a.served!("r2", input({ prompt: prompt(keysA) }));
+    const notes = a.shareDispatches!();
+    expect(notes.map((n) => n.r)).toEqual(["r1", "r2"]);
+    expect(notes[0]!.k).toEqual(keptKeys(keysA));
+    expect(a.shareDispatches!()).toEqual([]);
+  });
+
+  it("learns a peer's dispatch: the next turn through another isolate follows its history", () => {
+    const home = pickByPrefixHash(fleet(), keysA)!.id;
+    const other = fleet().find((r) => r.id !== home)!.id;
+    const a = createBalancer("prefix_cache", settings);
+    const b = createBalancer("prefix_cache", settings);
+    a.shareDispatches!();
+    a.served!(other, input({ prompt: prompt(keysA) }));
+    const nextTurn = blockKeys([...shared, ...tokens(160, 6), ...tokens(200, 8)]);
+    expect(b.pick(fleet(), input({ prompt: prompt(nextTurn) }))!.id).toBe(home);
+    b.learnDispatches!(a.shareDispatches!(), T0);
+    expect(b.pick(fleet(), input({ prompt: prompt(nextTurn) }))!.id).toBe(other);
+    // What b learned is not told on again (only its own dispatches are).
+    expect(b.shareDispatches!()).toEqual([]);
   });
 
   it("chooses as load_aware without prompt keys, and learns nothing from them", () => {

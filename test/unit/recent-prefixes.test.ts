@@ -1,7 +1,8 @@
 /** One balancer instance's memory of the prefixes it sent (src/policy/recent-prefixes.ts). */
 import { describe, it, expect } from "vitest";
 import { blockKeys } from "../../src/prefix/block-keys.ts";
-import { RECENT_PREFIX_STRIDE, RECENT_PREFIX_TTL_MS, RecentPrefixes } from "../../src/policy/recent-prefixes.ts";
+import { RECENT_PREFIX_STRIDE, RECENT_PREFIX_TTL_MS, RecentPrefixes, keptKeys } from "../../src/policy/recent-prefixes.ts";
+import { MAX_DISPATCH_NOTE_KEYS } from "../../src/protocol/limits.ts";
 import { mulberry32 } from "../../src/seeded-random.ts";
 
 const T0 = 1_700_000_000_000;
@@ -65,5 +66,23 @@ describe("RecentPrefixes", () => {
     m.record("r1", [], T0);
     expect(m.size).toBe(0);
     expect(m.held([], T0).size).toBe(0);
+  });
+
+  it("keeps every stride's key and the last, at most MAX_DISPATCH_NOTE_KEYS of them", () => {
+    expect(keptKeys([])).toEqual([]);
+    expect(keptKeys(a)).toEqual([a[15], a[31], a[a.length - 1]]);
+    const long = blockKeys(tokens(16 * RECENT_PREFIX_STRIDE * 100, 11));
+    const kept = keptKeys(long);
+    expect(kept).toHaveLength(MAX_DISPATCH_NOTE_KEYS);
+    expect(kept[0]).toBe(long[RECENT_PREFIX_STRIDE - 1]);
+    expect(kept.at(-1)).toBe(long.at(-1));
+  });
+
+  it("learns kept keys (a peer's dispatch) as it learns its own", () => {
+    const own = new RecentPrefixes();
+    const peer = new RecentPrefixes();
+    own.record("r1", a, T0);
+    peer.recordKept("r1", keptKeys(a), T0);
+    expect(peer.held(a, T0)).toEqual(own.held(a, T0));
   });
 });

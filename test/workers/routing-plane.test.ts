@@ -87,6 +87,24 @@ describe("SnapshotRelay", () => {
     expect(later.replicas.find((x) => x.id === "a")?.expiresInMs).toBeLessThanOrEqual(v.expiresInMs - 150);
   });
 
+  it("passes each isolate's dispatches on to the location's other isolates with their next view", async () => {
+    const d = "plane-peers";
+    await shard(d, 0).register(register(d, "a"), nonce(), { index: 0, count: 1 });
+    const r = relay(d, "TEST");
+    const note = { r: "a", k: ["00000000000000aa", "00000000000000bb"] };
+    // An ask without a post gets no peers' notes (an isolate whose balancer shares none).
+    expect((await r.view(d, 1, 1)).peers).toBeUndefined();
+    const one = await r.view(d, 1, 1, "", { after: 0, notes: [note] });
+    expect(one.peers!.notes).toEqual([]);
+    const two = await r.view(d, 1, 2, "", { after: 0, notes: [] });
+    expect(two.peers!.notes).toEqual([note]);
+    expect((await r.view(d, 1, 2, "", { after: two.peers!.cursor, notes: [] })).peers!.notes).toEqual([]);
+    // A malformed post is counted and refused; the view is still answered.
+    const bad = await r.view(d, 1, 3, "", { after: 0, notes: [{ r: "a", k: ["not hex"] }] });
+    expect(bad.replicas.map((x) => x.id)).toEqual(["a"]);
+    expect(await r.stats()).toMatchObject({ dispatchNotes: 1, dispatchPostsRefused: 1 });
+  });
+
   it("relays of two locations are separate objects, each asking the shards itself", async () => {
     const d = "plane-d";
     await shard(d, 0).register(register(d, "a"), nonce(), { index: 0, count: 1 });

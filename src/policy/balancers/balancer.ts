@@ -13,6 +13,7 @@
  */
 import type { BlockKey } from "../../prefix/block-keys.ts";
 import type { CacheSummary } from "../../prefix/cache-summary.ts";
+import type { DispatchNote } from "../../protocol/messages.ts";
 import type { ModelHolderChoice } from "../pick-replica.ts";
 
 /** What a balancer may read of a candidate (a routing view's ReplicaEntry is one). */
@@ -44,6 +45,13 @@ export interface Balancer {
   pick<T extends BalancerCandidate>(candidates: readonly T[], input: BalanceInput): T | undefined;
   /** `replica` accepted the request `input` describes (feedback for balancers that learn). */
   served?(replica: string, input: BalanceInput): void;
+  /**
+   * This instance's dispatches since the last call, for the location's other isolates
+   * (posted to the relay with the next view ask, src/state/dispatch-board.ts).
+   */
+  shareDispatches?(): DispatchNote[];
+  /** Other isolates' dispatches, as the relay passed them on (`now`: when they arrived). */
+  learnDispatches?(notes: readonly DispatchNote[], now: number): void;
 }
 
 /** The settings a factory gets: the deployment's `policy.prefix` (src/config/deployment.ts). */

@@ -48,6 +48,8 @@ export function createBalancer(name: BalancerName, settings: BalancerSettings): 
     readsPrompt: plugin.readsPrompt,
     pick: (candidates, input) => instance.pick(candidates, input),
     ...(instance.served ? { served: instance.served.bind(instance) } : {}),
+    ...(instance.shareDispatches ? { shareDispatches: instance.shareDispatches.bind(instance) } : {}),
+    ...(instance.learnDispatches ? { learnDispatches: instance.learnDispatches.bind(instance) } : {}),
   };
 }
 

@@ -6,10 +6,13 @@
  * summary shows (ReplicaEntry.cache, filled from the engine's KV events or the
  * reference replica's own cache), and the one this instance sent it lately
  * (recent-prefixes.ts), which covers the second or two before its next report
- * reaches the view. No prompt keys: the load-aware choice.
+ * reaches the view. The location's other isolates learn those dispatches through
+ * their relay (shareDispatches / learnDispatches, src/state/dispatch-board.ts), so the
+ * memory holds theirs too. No prompt keys: the load-aware choice.
  */
 import { pickByPrefixCache } from "../prefix-score.ts";
-import { RecentPrefixes } from "../recent-prefixes.ts";
+import { DispatchOutbox } from "../dispatch-outbox.ts";
+import { RecentPrefixes, keptKeys } from "../recent-prefixes.ts";
 import { defineBalancer } from "./balancer.ts";
 import { prefixAware } from "./prefix-fallback.ts";
 
@@ -18,6 +21,7 @@ export const prefixCache = defineBalancer({
   readsPrompt: true,
   create: ({ loadFactor, prefillWeight }) => {
     const recent = new RecentPrefixes();
+    const outbox = new DispatchOutbox();
     return {
       pick: (candidates, input) =>
         prefixAware(candidates, input, (pool, { keys, blockSize }) => {
@@ -26,7 +30,14 @@ export const prefixCache = defineBalancer({
           return pickByPrefixCache(pool, keys, held, { epsilon: loadFactor, prefillWeight });
         }),
       served(replica, { prompt, now }) {
-        if (prompt !== undefined && prompt.keys.length > 0) recent.record(replica, prompt.keys, now);
+        if (prompt === undefined || prompt.keys.length === 0) return;
+        const kept = keptKeys(prompt.keys);
+        recent.recordKept(replica, kept, now);
+        outbox.add(replica, kept);
+      },
+      shareDispatches: () => outbox.take(),
+      learnDispatches(notes, now) {
+        for (const n of notes) recent.recordKept(n.r, n.k, now);
       },
     };
   },

@@ -1,0 +1,48 @@
+/**
+ * One balancer instance's dispatches not yet told to its peers: what the isolate
+ * posts to its location's relay with its next view ask (src/state/dispatch-board.ts).
+ * Bounded (the newest MAX_DISPATCH_NOTES_PER_POST), one note per replica and prompt
+ * end, and empty until the first take: an isolate without a relay never drains it,
+ * so it never fills it either. Pure state.
+ */
+import type { BlockKey } from "../prefix/block-keys.ts";
+import { MAX_DISPATCH_NOTES_PER_POST } from "../protocol/limits.ts";
+import type { DispatchNote } from "../protocol/messages.ts";
+
+export class DispatchOutbox {
+  #notes: DispatchNote[] = [];
+  /** `replica prompt-end-key` of the notes held: a prompt sent twice to one replica is told once. */
+  #held = new Set<string>();
+  #armed = false;
+  readonly #max: number;
+
+  constructor(max = MAX_DISPATCH_NOTES_PER_POST) {
+    this.#max = max;
+  }
+
+  /** `replica` accepted a prompt whose kept keys (recent-prefixes.ts keptKeys) are `kept`. */
+  add(replica: string, kept: readonly BlockKey[]): void {
+    if (!this.#armed || kept.length === 0) return;
+    const id = `${replica} ${kept[kept.length - 1]!}`;
+    if (this.#held.has(id)) return;
+    this.#held.add(id);
+    this.#notes.push({ r: replica, k: [...kept] });
+    if (this.#notes.length > this.#max) {
+      const dropped = this.#notes.shift()!;
+      this.#held.delete(`${dropped.r} ${dropped.k[dropped.k.length - 1]!}`);
+    }
+  }
+
+  /** The notes since the last take, oldest first; from now on dispatches are kept for the next. */
+  take(): DispatchNote[] {
+    this.#armed = true;
+    const out = this.#notes;
+    this.#notes = [];
+    this.#held = new Set();
+    return out;
+  }
+
+  get size(): number {
+    return this.#notes.length;
+  }
+}
