@@ -44,8 +44,9 @@ export interface RelayStats {
   /** Prefix-cache summaries held (replicas), and their bytes. */
   summaries: number;
   summaryBytes: number;
-  /** Dispatch notes on the board now, and posts of them refused as malformed. */
+  /** Dispatch notes on the board now, those ever posted to it (new ones only), and posts refused as malformed. */
   dispatchNotes: number;
+  dispatchNotesPosted: number;
   dispatchPostsRefused: number;
 }
 
@@ -68,6 +69,7 @@ export class SnapshotRelay extends DurableObject<Env> {
   readonly #summaries = new SummaryPool<CacheSummaryWire>((w) => w, RELAY_MAX_SUMMARY_BYTES);
   /** The location's isolates' recent dispatches, passed on to the others. */
   readonly #board = new DispatchBoard();
+  #dispatchNotesPosted = 0;
   #dispatchPostsRefused = 0;
 
   /**
@@ -85,7 +87,7 @@ export class SnapshotRelay extends DurableObject<Env> {
     if (dispatches !== undefined) {
       const post = RelayDispatchPost.safeParse(dispatches);
       if (post.success) {
-        this.#board.post(seed, post.data.notes, Date.now());
+        this.#dispatchNotesPosted += this.#board.post(seed, post.data.notes, Date.now());
         after = post.data.after;
       } else {
         // Only our own isolates call this: a malformed post is a bug, counted; the view is still answered.
@@ -168,6 +170,7 @@ export class SnapshotRelay extends DurableObject<Env> {
       summaries: this.#summaries.size,
       summaryBytes: this.#summaries.bytes,
       dispatchNotes: this.#board.size,
+      dispatchNotesPosted: this.#dispatchNotesPosted,
       dispatchPostsRefused: this.#dispatchPostsRefused,
     };
   }

@@ -4,7 +4,10 @@
 // model (whose replica then serves the shared prefix from its cache); and a session is placed by its prompt, then sticks.
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { pickByPrefixHash } from "../../src/policy/prefix-score.ts";
 import { rendezvousWeight } from "../../src/policy/rendezvous.ts";
+import { requestPromptKeys } from "../../src/proxy/request-prompt.ts";
+import pc from "./fixtures/prefix-routing/pc.ts";
 import { signedFetch, startStack, until } from "./stack-fixture.ts";
 
 let stack: Awaited<ReturnType<typeof startStack>>;
@@ -55,6 +58,46 @@ describe.each(["ph", "pc"])("%s: requests sharing a long prefix", (deployment) =
     }
     // Different prefixes spread: eight groups do not all share one replica of three.
     expect(homes.size).toBeGreaterThan(1);
+  });
+});
+
+describe("pc: a conversation's next turn through the other isolate", () => {
+  const stats = async (url: string) => {
+    const res = await fetch(`${url}/-/deployments/pc`, { headers: auth() });
+    return (await res.json()) as { isolate: { snapshotRefreshes: number; peerDispatchesLearned: number }; relay: { dispatchNotesPosted: number } };
+  };
+  const isolate = async (url: string) => (await stats(url)).isolate;
+  /** Asks `url`'s routing view (a refresh when due: the isolate posts its dispatches and learns its peers'). */
+  const touch = (url: string) => fetch(`${url}/-/deployments/pc/view`, { headers: auth() }).then((r) => r.json());
+  const keysOf = (body: unknown) => requestPromptKeys(pc, "/v1/chat/completions", new TextEncoder().encode(JSON.stringify(body)).buffer as ArrayBuffer, undefined)!.keys;
+
+  it("follows the replica the first isolate sent its first turn to, learned through the relay before any report could say so", async () => {
+    const [first, second] = stack.edgeUrls as [string, string];
+    const ids = [...stack.replicas.values()].filter((r) => r.deployment === "pc").map((r) => ({ id: r.id, load: 0, capacity: 8, models: [], loading: [] }));
+    // A short first turn (under the 16-block anchor) and its longer next turn, whose anchors rank different homes:
+    // without word of the first dispatch, the second isolate would send the next turn elsewhere.
+    let turn1: unknown;
+    let turn2: unknown;
+    for (let n = 0; n < 200 && turn2 === undefined; n++) {
+      const opening = [{ role: "user", content: `Conversation ${n}-${Date.now()}: ${"tell me about the relay. ".repeat(8)}` }];
+      const t1 = { model: "any", messages: opening };
+      const t2 = { model: "any", messages: [...opening, { role: "assistant", content: "ok" }, { role: "user", content: "and the shards? ".repeat(40) }] };
+      const k1 = keysOf(t1);
+      if (k1.length === 0 || k1.length >= 16) continue;
+      if (pickByPrefixHash(ids, k1)!.id !== pickByPrefixHash(ids, keysOf(t2))!.id) [turn1, turn2] = [t1, t2];
+    }
+    expect(turn2).toBeDefined();
+    // The first isolate's balancer exists and has asked its relay once (from then on it keeps its dispatches for peers).
+    await send(first, "pc", { model: "any", messages: [{ role: "user", content: "warm up" }] });
+    const asked = (await isolate(first)).snapshotRefreshes;
+    await until("a refresh of the first isolate's view", async () => ((await touch(first), await isolate(first)).snapshotRefreshes > asked ? true : undefined));
+
+    const posted = (await stats(first)).relay.dispatchNotesPosted;
+    const where = (await send(first, "pc", turn1)).replica;
+    await until("the first isolate to post its dispatch to the relay", async () => ((await touch(first), await stats(first)).relay.dispatchNotesPosted > posted ? true : undefined));
+    const learned = (await isolate(second)).peerDispatchesLearned;
+    await until("the second isolate to learn it", async () => ((await touch(second), await isolate(second)).peerDispatchesLearned > learned ? true : undefined));
+    expect((await send(second, "pc", turn2)).replica).toBe(where);
   });
 });
 

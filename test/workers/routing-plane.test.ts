@@ -102,7 +102,7 @@ describe("SnapshotRelay", () => {
     // A malformed post is counted and refused; the view is still answered.
     const bad = await r.view(d, 1, 3, "", { after: 0, notes: [{ r: "a", k: ["not hex"] }] });
     expect(bad.replicas.map((x) => x.id)).toEqual(["a"]);
-    expect(await r.stats()).toMatchObject({ dispatchNotes: 1, dispatchPostsRefused: 1 });
+    expect(await r.stats()).toMatchObject({ dispatchNotes: 1, dispatchNotesPosted: 1, dispatchPostsRefused: 1 });
   });
 
   it("relays of two locations are separate objects, each asking the shards itself", async () => {
