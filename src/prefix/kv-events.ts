@@ -26,6 +26,7 @@
  * Pure: no I/O; @msgpack/msgpack runs in Node and Workers.
  */
 import { decode as msgpackDecode, encode as msgpackEncode } from "@msgpack/msgpack";
+import { hexOf } from "../protocol/hex.ts";
 
 /** A block hash: a 64-bit unsigned integer, or a digest's bytes. */
 export type BlockHash = bigint | Uint8Array;
@@ -361,6 +362,6 @@ export const replayRequest = (fromSeq: bigint | number): Uint8Array => encodeSeq
  * "b:" and their hex.
  */
 export function blockHashText(h: BlockHash): string {
-  if (h instanceof Uint8Array) return `b:${Array.from(h, (b) => b.toString(16).padStart(2, "0")).join("")}`;
+  if (h instanceof Uint8Array) return `b:${hexOf(h)}`;
   return BigInt.asUintN(64, h).toString(16).padStart(16, "0");
 }

@@ -10,6 +10,7 @@
  */
 
 import { Header } from "./headers.ts";
+import { bytesOfHex, hexOf } from "./hex.ts";
 
 /** Epoch milliseconds at which the message was signed. */
 export const TIMESTAMP_HEADER = Header.timestamp;
@@ -37,24 +38,6 @@ function subtle(): SubtleCrypto {
   return crypto.subtle;
 }
 
-/** Two lowercase hex digits per byte value: a lookup per byte instead of toString and padStart (signatures are made per dispatch). */
-const HEX_BYTE = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, "0"));
-
-function toHex(buf: ArrayBuffer): string {
-  const bytes = new Uint8Array(buf);
-  let out = "";
-  for (let i = 0; i < bytes.length; i++) out += HEX_BYTE[bytes[i]!]!;
-  return out;
-}
-
-/** Lowercase hex → bytes; null when the text is not an even number of hex digits. */
-function fromHex(text: string): Uint8Array<ArrayBuffer> | null {
-  if (text.length % 2 !== 0 || !/^[0-9a-f]*$/.test(text)) return null;
-  const out = new Uint8Array(text.length / 2);
-  for (let i = 0; i < out.length; i++) out[i] = parseInt(text.slice(2 * i, 2 * i + 2), 16);
-  return out;
-}
-
 /**
  * The replica key of a deployment: hex(HMAC-SHA256(master, "switchyard/v1/replica-key/" + name)).
  * The edge derives it from its master secret; operators hand it to the deployment's replicas
@@ -63,12 +46,12 @@ function fromHex(text: string): Uint8Array<ArrayBuffer> | null {
 export async function deriveReplicaKey(master: string, deployment: string): Promise<string> {
   if (!master) throw new Error("the master secret (SWITCHYARD_REPLICA_SECRET) is empty");
   const k = await subtle().importKey("raw", encoder.encode(master), HMAC, false, ["sign"]);
-  return toHex(await subtle().sign("HMAC", k, encoder.encode(REPLICA_KEY_LABEL + deployment)));
+  return hexOf(new Uint8Array(await subtle().sign("HMAC", k, encoder.encode(REPLICA_KEY_LABEL + deployment))));
 }
 
 /** Imports a replica key (64 hex digits; the HMAC key is the 32 bytes they spell). */
 export async function importReplicaKey(key: string): Promise<CryptoKey> {
-  const bytes = REPLICA_KEY_PATTERN.test(key) ? fromHex(key) : null;
+  const bytes = REPLICA_KEY_PATTERN.test(key) ? bytesOfHex(key) : null;
   if (!bytes) throw new Error("a replica key is 64 lowercase hex digits");
   return subtle().importKey("raw", bytes, HMAC, false, ["sign", "verify"]);
 }
@@ -97,7 +80,7 @@ export function stringToSign(p: SignedParts): Uint8Array<ArrayBuffer> {
 
 /** The x-switchyard-signature value: "v1=" + hex(HMAC-SHA256(key, stringToSign)). */
 export async function signControl(key: CryptoKey, p: SignedParts): Promise<string> {
-  return `${SIGNATURE_SCHEME}=${toHex(await subtle().sign("HMAC", key, stringToSign(p)))}`;
+  return `${SIGNATURE_SCHEME}=${hexOf(new Uint8Array(await subtle().sign("HMAC", key, stringToSign(p))))}`;
 }
 
 /** Checks a signature header value in constant time (crypto.subtle.verify). */
@@ -109,7 +92,7 @@ export function verifyControl(key: CryptoKey, p: SignedParts, signature: string)
 async function verifyMac(key: CryptoKey, signed: Uint8Array<ArrayBuffer>, signature: string): Promise<boolean> {
   const prefix = `${SIGNATURE_SCHEME}=`;
   if (!signature.startsWith(prefix)) return false;
-  const mac = fromHex(signature.slice(prefix.length));
+  const mac = bytesOfHex(signature.slice(prefix.length));
   if (!mac || mac.byteLength !== 32) return false;
   return subtle().verify("HMAC", key, mac, signed);
 }
@@ -204,7 +187,7 @@ export function dispatchStringToSign(p: DispatchParts): Uint8Array<ArrayBuffer> 
 
 /** The x-switchyard-signature value of a dispatch. */
 export async function signDispatch(key: CryptoKey, p: DispatchParts): Promise<string> {
-  return `${SIGNATURE_SCHEME}=${toHex(await subtle().sign("HMAC", key, dispatchStringToSign(p)))}`;
+  return `${SIGNATURE_SCHEME}=${hexOf(new Uint8Array(await subtle().sign("HMAC", key, dispatchStringToSign(p))))}`;
 }
 
 /** Checks a dispatch signature in constant time (crypto.subtle.verify). */

@@ -4,8 +4,9 @@
  * one runtime call per 256 requests instead of one per request. Not secrets: they
  * name a request in logs and headers.
  */
+import { HEX_BYTE } from "../protocol/hex.ts";
+
 const IDS_PER_DRAW = 256;
-const HEX_BYTE = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, "0"));
 
 // Drawn on first use: workerd refuses crypto calls at module scope (outside a request).
 let pool: Uint8Array | undefined;

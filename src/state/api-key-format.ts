@@ -1,4 +1,5 @@
 /** Client API keys: their format and hash, shared by the AccessKeys object and the proxy. */
+import { hexOf } from "../protocol/hex.ts";
 
 const PREFIX = "sy-";
 
@@ -12,14 +13,10 @@ export function newApiKey(): string {
 
 // Module-level: the proxy hashes the key of every request to a private deployment.
 const encoder = new TextEncoder();
-const HEX_BYTE = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, "0"));
 
 /** Hex SHA-256 of the key. Keys are random and long, so no salt or slow hash is needed. */
 export async function hashApiKey(key: string): Promise<string> {
-  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", encoder.encode(key)));
-  let hex = "";
-  for (let i = 0; i < digest.length; i++) hex += HEX_BYTE[digest[i]!]!;
-  return hex;
+  return hexOf(new Uint8Array(await crypto.subtle.digest("SHA-256", encoder.encode(key))));
 }
 
 /** The bearer token of an Authorization header, or null. */
