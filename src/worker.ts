@@ -15,8 +15,8 @@ export { RateLimiter } from "./state/rate-limiter.ts";
 export { Telemetry } from "./telemetry/telemetry.ts";
 
 registerServedDeployments(deployments);
-const { app } = createEdgeApp(deployments);
+const edge = createEdgeApp(deployments);
 
 export default {
-  fetch: (request, env, ctx) => app.fetch(request, env, ctx),
+  fetch: (request, env, ctx) => edge.fetch(request, env, ctx),
 } satisfies ExportedHandler<Env>;

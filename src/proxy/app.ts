@@ -29,6 +29,13 @@ type EdgeEnv = { Bindings: Env; Variables: PathVariables };
 
 export interface EdgeApp {
   app: Hono<EdgeEnv>;
+  /**
+   * The Worker's fetch handler (src/worker.ts): a request for a deployment's route
+   * is served without Hono's routing, context and middleware, which cost every
+   * proxied request CPU for nothing (the catch-all route is all it would reach);
+   * every other request goes to `app`. Answers exactly as `app.fetch` does.
+   */
+  fetch(request: Request, env: Env, ctx: ExecutionContext): Promise<Response>;
   /** The isolate's state (routing views, session bindings, key sets, limits). */
   stateFor(env: Env): IsolateState;
 }
@@ -56,6 +63,13 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
   let state: IsolateState | undefined;
   const stateFor = (env: Env) => (state ??= new IsolateState(env));
   let located = false;
+  /** An isolate runs in one location: the first request names it (cf.colo; absent on local workerd). */
+  const locate = (req: Request, env: Env) => {
+    if (located) return;
+    located = true;
+    const colo = (req as { cf?: { colo?: unknown } }).cf?.colo;
+    if (typeof colo === "string" && /^[A-Za-z0-9-]{1,16}$/.test(colo)) stateFor(env).location = colo;
+  };
 
   const app = new Hono<EdgeEnv>();
 
@@ -71,12 +85,7 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
       return errorResponse("bad_request", target.message, { requestId: requestIdFor(c.req.header("x-request-id") ?? null) });
     }
     c.set("target", { path: unmountedPath(target.path, mountOf(c)), search: target.search });
-    if (!located) {
-      // An isolate runs in one location: the first request names it (cf.colo; absent on local workerd).
-      located = true;
-      const colo = (c.req.raw as { cf?: { colo?: unknown } }).cf?.colo;
-      if (typeof colo === "string" && /^[A-Za-z0-9-]{1,16}$/.test(colo)) stateFor(c.env).location = colo;
-    }
+    locate(c.req.raw, c.env);
     await next();
   });
 
@@ -132,35 +141,53 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
   }
   app.all("/-/*", (c) => errorResponse("route_not_found", `no system route ${c.req.method} ${c.req.path}`));
 
-  app.all("*", async (c) => {
-    const requestId = requestIdFor(c.req.header("x-request-id") ?? null);
-    const target = c.get("target");
+  /** A request for a deployment's route (or for none): the proxy's own path. */
+  async function serveRoute(req: Request, env: Env, executionCtx: { waitUntil(p: Promise<unknown>): void }, target: { path: string; search: string }): Promise<Response> {
+    const requestId = requestIdFor(req.headers.get("x-request-id"));
     const routed = routes.match(target.path);
     if (!routed) {
-      await drainUnreadBody(c.req.raw, NO_ROUTE_DRAIN_BYTES);
+      await drainUnreadBody(req, NO_ROUTE_DRAIN_BYTES);
       return errorResponse("route_not_found", `no deployment serves ${target.path}`, { requestId });
     }
     const deployment = routed.target;
-    if (!(deployment.methods as readonly string[]).includes(c.req.method)) {
-      await drainUnreadBody(c.req.raw, NO_ROUTE_DRAIN_BYTES);
-      return errorResponse("method_not_allowed", `${c.req.method} is not served by "${deployment.name}"`, { requestId, headers: { allow: deployment.methods.join(", ") } });
+    if (!(deployment.methods as readonly string[]).includes(req.method)) {
+      await drainUnreadBody(req, NO_ROUTE_DRAIN_BYTES);
+      return errorResponse("method_not_allowed", `${req.method} is not served by "${deployment.name}"`, { requestId, headers: { allow: deployment.methods.join(", ") } });
     }
-    const state = stateFor(c.env);
-    const background = (p: Promise<unknown>) => c.executionCtx.waitUntil(p);
+    const state = stateFor(env);
+    const background = (p: Promise<unknown>) => executionCtx.waitUntil(p);
     const started = Date.now();
     const trace: DispatchTrace = { attempts: 0, rejections: 0, ejections: 0 };
-    const response = await serveRequest(c.req.raw, { deployment, routePrefix: routed.prefix, target, state, requestId, background, trace });
+    const response = await serveRequest(req, { deployment, routePrefix: routed.prefix, target, state, requestId, background, trace });
     // Refused at the edge (no replica saw it): read the body so the client's connection survives.
-    if (trace.attempts === 0 && response.status >= 400) await drainUnreadBody(c.req.raw, deployment.limits.maxRequestBodyBytes);
-    observeRequest(c.env, state, deployment.name, c.req.method, response.status, requestId, started, trace, background);
+    if (trace.attempts === 0 && response.status >= 400) await drainUnreadBody(req, deployment.limits.maxRequestBodyBytes);
+    observeRequest(env, state, deployment.name, req.method, response.status, requestId, started, trace, background);
     return response;
-  });
+  }
 
-  app.onError((err, c) => {
-    const requestId = requestIdFor(c.req.header("x-request-id") ?? null);
-    console.error(JSON.stringify({ msg: "unhandled error", path: c.req.path, request_id: requestId, error: String(err) }));
+  app.all("*", (c) => serveRoute(c.req.raw, c.env, c.executionCtx, c.get("target")));
+
+  const unhandled = (err: unknown, req: Request, path: string) => {
+    const requestId = requestIdFor(req.headers.get("x-request-id"));
+    console.error(JSON.stringify({ msg: "unhandled error", path, request_id: requestId, error: String(err) }));
     return errorResponse("internal_error", "internal error", { requestId });
-  });
+  };
+  app.onError((err, c) => unhandled(err, c.req.raw, c.req.path));
 
-  return { app, stateFor };
+  // Paths Hono routes elsewhere: system routes, and the OpenAI routes when a deployment has them.
+  const openai = deployments.some((d) => d.openai);
+  const hasOwnRoute = (path: string) => path.startsWith("/-") || (openai && (path === "/v1" || path.startsWith("/v1/")));
+
+  async function fetch(request: Request, env: Env, executionCtx: ExecutionContext): Promise<Response> {
+    const target = requestTarget(request.url);
+    if (!target.ok || hasOwnRoute(target.path)) return app.fetch(request, env, executionCtx);
+    locate(request, env);
+    try {
+      return await serveRoute(request, env, executionCtx, { path: target.path, search: target.search });
+    } catch (err) {
+      return unhandled(err, request, target.path);
+    }
+  }
+
+  return { app, fetch, stateFor };
 }
