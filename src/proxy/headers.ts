@@ -39,40 +39,29 @@ const REPLICA_ONLY = [Header.protocol, Header.load, Header.rejected];
 
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
-/** What each direction drops, hop-by-hop headers included (Headers names are lower case). */
-const DROPPED_FOR_DISPATCH: ReadonlySet<string> = new Set([...HOP_BY_HOP_HEADERS, "host", ...DISPATCH_ONLY]);
-const DROPPED_FOR_CLIENT: ReadonlySet<string> = new Set([...HOP_BY_HOP_HEADERS, ...REPLICA_ONLY]);
-
 /**
- * Deletes the headers in `dropped` and those the Connection header names. It deletes
- * only what is present, found in one pass over the names: a request or an answer
- * carries a few of the twenty-odd names dropped, and each delete is a runtime call.
+ * Deletes the hop-by-hop headers and those the Connection header names. One delete
+ * per name, present or not: in workerd walking `keys()` to delete only those present
+ * cost more than the deletes (bench/README.md, "Where the proxy's CPU goes", and the
+ * 2026-12-02 trial).
  */
-function drop(h: Headers, dropped: ReadonlySet<string>): void {
-  let present: string[] | undefined;
-  let connection = false;
-  for (const name of h.keys()) {
-    if (!dropped.has(name)) continue;
-    (present ??= []).push(name);
-    if (name === "connection") connection = true;
-  }
-  if (!present) return;
-  if (connection) {
-    const named = h.get("connection");
-    if (named) {
-      for (const item of named.split(",")) {
-        const n = item.trim();
-        // Empty list items are ignored (RFC 9110 §5.6.1); invalid names cannot be present anyway.
-        if (TOKEN.test(n)) h.delete(n);
-      }
+function dropHopByHop(h: Headers): void {
+  const named = h.get("connection");
+  if (named) {
+    for (const item of named.split(",")) {
+      const n = item.trim();
+      // Empty list items are ignored (RFC 9110 §5.6.1); invalid names cannot be present anyway.
+      if (TOKEN.test(n)) h.delete(n);
     }
   }
-  for (const n of present) h.delete(n);
+  for (const n of HOP_BY_HOP_HEADERS) h.delete(n);
 }
 
 export function dispatchHeaders(incoming: Headers): Headers {
   const h = new Headers(incoming);
-  drop(h, DROPPED_FOR_DISPATCH);
+  dropHopByHop(h);
+  h.delete("host");
+  for (const n of DISPATCH_ONLY) h.delete(n);
   return h;
 }
 
@@ -88,7 +77,8 @@ export function clientHeaders(upstream: Headers): Headers {
  * copy per request would be waste).
  */
 export function scrubForClient(h: Headers): void {
-  drop(h, DROPPED_FOR_CLIENT);
+  dropHopByHop(h);
+  for (const n of REPLICA_ONLY) h.delete(n);
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
