@@ -11,7 +11,7 @@
  */
 import { Header, PROTOCOL_VERSION, importReplicaKey, signDispatch } from "../src/protocol/index.ts";
 import type { BlockKey } from "../src/prefix/block-keys.ts";
-import { anchorKey, rendezvousOrder, underLoadBound } from "../src/policy/prefix-score.ts";
+import { DEFAULT_LOAD_FACTOR, anchorKey, rendezvousOrder, underLoadBound } from "../src/policy/prefix-score.ts";
 
 /** Which blocks each replica holds now (stored and not yet removed). */
 export class ExactPrefixIndex {
@@ -64,10 +64,15 @@ export interface OracleCandidate {
  * line; equal prefixes go to the earlier in rendezvous order on the anchor (so a
  * new prefix's concurrent requests meet on one replica, as with the edge's tiers).
  */
-export function oracleChoice<T extends OracleCandidate>(candidates: readonly T[], keys: readonly BlockKey[], held: (c: T) => number): { choice: T; heldBlocks: number } {
+export function oracleChoice<T extends OracleCandidate>(
+  candidates: readonly T[],
+  keys: readonly BlockKey[],
+  held: (c: T) => number,
+  epsilon = DEFAULT_LOAD_FACTOR,
+): { choice: T; heldBlocks: number } {
   if (candidates.length === 0) throw new Error("no candidates");
   const anchor = anchorKey(keys);
-  const eligible = underLoadBound(candidates);
+  const eligible = underLoadBound(candidates, epsilon);
   const ranked = anchor === undefined ? [...eligible].sort((a, b) => a.load - b.load) : rendezvousOrder(eligible, anchor);
   let choice = ranked[0]!;
   let best = held(choice);

@@ -7,7 +7,7 @@
  *   npx tsx bench/prefix-cache.ts --quick    # npm run bench (~2.5 min): shorter windows, fewer 1-isolate arms
  *   npx tsx bench/prefix-cache.ts [--isolates 4] [--replicas 4] [--seconds 30] [--warmup 10] [--utilization 0.8]
  *        [--rate R] [--arms round_robin,load_aware,prefix_hash,prefix_cache,oracle] [--seed 1]
- *        [--prefill-token-us 60] [--prefill-ms 5] [--decode-ms 4] [--max-tokens 16] [--kv-fraction 0.5]
+ *        [--prefill-token-us 60] [--prefill-ms 5] [--decode-ms 4] [--max-tokens 16] [--kv-fraction 0.5] [--load-factor 0.25]
  *
  * Workload (bench/prefix-cache-workload.ts): G groups, each with a long shared
  * system prompt; U users per group in multi-turn conversations whose prompt grows
@@ -53,6 +53,7 @@ import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { LocalStack } from "../src/local/stack.ts";
 import { BALANCER_NAMES } from "../src/policy/balancers/index.ts";
+import { DEFAULT_LOAD_FACTOR } from "../src/policy/prefix-score.ts";
 import { blockKeys } from "../src/prefix/block-keys.ts";
 import { chatPrompt } from "../src/prompt/tiny-lm-chat-template.ts";
 import { encode } from "../src/prompt/tiny-lm-tokenizer.ts";
@@ -78,6 +79,7 @@ const { values } = parseArgs({
     "decode-ms": { type: "string", default: "4" },
     "max-tokens": { type: "string", default: "16" },
     "kv-fraction": { type: "string", default: "0.5" },
+    "load-factor": { type: "string" },
     groups: { type: "string", default: "16" },
     users: { type: "string", default: "3" },
     turns: { type: "string", default: "4" },
@@ -101,6 +103,8 @@ const PREFILL_MS = num("prefill-ms", values["prefill-ms"], (x) => x >= 0);
 const DECODE_MS = num("decode-ms", values["decode-ms"], (x) => x >= 0);
 const MAX_TOKENS = num("max-tokens", values["max-tokens"], posInt);
 const KV_FRACTION = num("kv-fraction", values["kv-fraction"], (x) => x > 0 && x <= 4);
+/** ε of the bounded-load line, for the prefix balancers (policy.prefix.loadFactor) and the oracle alike; default the deployment default. */
+const LOAD_FACTOR = values["load-factor"] === undefined ? DEFAULT_LOAD_FACTOR : num("load-factor", values["load-factor"], (x) => x >= 0 && x <= 10);
 /**
  * Per replica: about what its KV cache holds running at once (KV_BLOCKS / a mean
  * prompt's blocks ≈ 8), with headroom; beyond it requests wait in the replica's
@@ -276,6 +280,8 @@ interface PhaseResult {
   perReplica: { id: string; requests: number; prefilled: number; hitRatio: number }[];
   /** Of the window's turns after a conversation's first, the share served by the replica that served its previous turn. */
   sameReplicaAsPreviousTurn: number;
+  /** Next turns' gap after their previous turn ended: p50 of those that moved and of all, and how many came within 1 s. */
+  nextTurnGap: { movedP50Ms: number; p50Ms: number; movedUnder1s: number; under1s: number; moved: number };
   imbalanceRequests: number;
   imbalancePrefill: number;
   doCalls: DoCounters & { adminReadCalls: number; routing: number; telemetryEstimated: number; total: number; per1000: number; routingPer1000: number; perIsolatePerS: number };
@@ -334,7 +340,7 @@ export default defineDeployment({
   name: ${JSON.stringify(name)}, routePrefix: ${JSON.stringify(`/${name}`)}, access: { public: true },
   backend: { kind: "llm", model: "tiny-lm" }, openai: { models: ["tiny-lm"] },
   localReplicas: 0, maxOngoingRequests: ${MAX_ONGOING},
-  policy: { balancer: ${JSON.stringify(balancer)} },
+  policy: { balancer: ${JSON.stringify(balancer)}, prefix: { loadFactor: ${LOAD_FACTOR} } },
 });
 `,
   );
@@ -390,6 +396,7 @@ export default defineDeployment({
         replicas.map((r) => ({ id: r.id, load: inflight.get(r.id)!, capacity: MAX_ONGOING })),
         keys,
         (c) => index.heldPrefix(c.id, keys),
+        LOAD_FACTOR,
       );
       if (!useEvents) index.stored(choice.id, keys); // the approximation: what it sent, never evicted
       inflight.set(choice.id, inflight.get(choice.id)! + 1);
@@ -524,16 +531,21 @@ export default defineDeployment({
     const hits = perReplica.reduce((a, r, i) => a + (after.reps[i]!.hits - before.reps[i]!.hits), 0);
     const maxOverMean = (xs: number[]) => Math.max(...xs) / mean(xs);
     // Where each user's previous turn went (the same conversation: turn k-1 before turn k).
-    const previous = new Map<number, { turn: number; replica: string }>();
+    const previous = new Map<number, { turn: number; replica: string; doneAtMs: number }>();
     let followUps = 0;
     let stayed = 0;
+    /** Of next turns, the time from the previous turn's end to this one's send (those that moved, and all). */
+    const movedGaps: number[] = [];
+    const allGaps: number[] = [];
     for (const s of [...samples].sort((a, b) => a.atMs - b.atMs)) {
       const prev = previous.get(s.user);
       if (s.atMs >= w0 && s.atMs < w0 + windowS * 1000 && s.result.answer !== undefined && prev && s.turn === prev.turn + 1) {
         followUps++;
         if (prev.replica === s.result.replica) stayed++;
+        else movedGaps.push(s.atMs - prev.doneAtMs);
+        allGaps.push(s.atMs - prev.doneAtMs);
       }
-      if (s.result.answer !== undefined) previous.set(s.user, { turn: s.turn, replica: s.result.replica });
+      if (s.result.answer !== undefined) previous.set(s.user, { turn: s.turn, replica: s.result.replica, doneAtMs: s.atMs + s.result.e2eMs });
     }
     const routing = d.routerSnapshotCalls - adminRead.routerSnapshotCalls + d.relayCalls - adminRead.relayCalls + d.sessionCalls;
     const telemetryEstimated = p.arm === "oracle" ? 0 : Math.round((isolates * windowS) / 2);
@@ -567,6 +579,7 @@ export default defineDeployment({
       uncachedPerRequest: (queries - hits) / Math.max(1, ok.length),
       perReplica,
       sameReplicaAsPreviousTurn: stayed / followUps,
+      nextTurnGap: { movedP50Ms: percentile(movedGaps, 50), p50Ms: percentile(allGaps, 50), movedUnder1s: movedGaps.filter((g) => g < 1_000).length, under1s: allGaps.filter((g) => g < 1_000).length, moved: movedGaps.length },
       imbalanceRequests: maxOverMean(perReplica.map((r) => r.requests)),
       imbalancePrefill: maxOverMean(perReplica.map((r) => r.prefilled)),
       doCalls: {
@@ -764,7 +777,7 @@ for (const r of results) {
       `uncached tokens per request by cause, ${r.label} (${where(r)}), by the exact index at send: held elsewhere, first turns ${f(l.choiceFirstTurn)}, later turns ${f(l.choiceLaterTurn)}; held nowhere ${f(l.cold)}; ${f(100 * l.missedBest, 1)} % of requests not sent to the replica holding the most`,
     );
   }
-  lines.push(`per replica, ${r.label} (${where(r)}), next turns on the previous turn's replica ${f(100 * r.sameReplicaAsPreviousTurn)} %: ${r.perReplica.map((x) => `${x.id.replace(/^pc-[a-z-]+-/, "#")} ${x.requests} req, ${f(x.prefilled)} prefilled, hit ${f(x.hitRatio, 2)}`).join("; ")}`);
+  lines.push(`per replica, ${r.label} (${where(r)}), next turns on the previous turn's replica ${f(100 * r.sameReplicaAsPreviousTurn)} % (${r.nextTurnGap.moved} moved, ${r.nextTurnGap.movedUnder1s} of them within 1 s of the previous turn's end, gap p50 ${f(r.nextTurnGap.movedP50Ms)} ms; all next turns: ${r.nextTurnGap.under1s} within 1 s, gap p50 ${f(r.nextTurnGap.p50Ms)} ms): ${r.perReplica.map((x) => `${x.id.replace(/^pc-[a-z-]+-/, "#")} ${x.requests} req, ${f(x.prefilled)} prefilled, hit ${f(x.hitRatio, 2)}`).join("; ")}`);
 }
 for (const r of results) if (r.warning) lines.push(`WARNING ${r.label} (${where(r)}): ${r.warning}`);
 const elapsedS = (Date.now() - t0) / 1000;
@@ -790,6 +803,7 @@ writeFileSync(
         isolates: ISOLATES,
         kvBlocks: KV_BLOCKS,
         kvFraction: KV_FRACTION,
+        loadFactor: LOAD_FACTOR,
         totalPrefixBlocks,
         maxOngoing: MAX_ONGOING,
         workload: SHAPE,

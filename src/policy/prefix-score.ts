@@ -24,8 +24,16 @@ import type { BlockKey } from "../prefix/block-keys.ts";
 
 /** Blocks the rendezvous anchor covers: 16 × 16 = 256 tokens, past a shared greeting, within most system prompts. */
 export const ANCHOR_BLOCKS = 16;
-/** Default ε of the bounded-load rule (KubeAI and HAProxy's consistent hashing use 0.25–0.5). */
-export const DEFAULT_LOAD_FACTOR = 0.25;
+/**
+ * Default ε of the bounded-load rule. KubeAI and HAProxy's consistent hashing use
+ * 0.25–0.5, but they see every request they balance; an edge isolate sees its own and
+ * the others' only as reports up to ~2 s old, which for short requests are mostly
+ * finished ones. At 0.25 that stale load pushed conversations off the replica holding
+ * their history (4 isolates: 0.89 of the oracle's hit ratio, p99 TTFT 400 ms); at 1
+ * (line at twice the mean) 0.996–1.007 of the oracle's and p99 82 ms, with the oracle
+ * under the same line (bench/prefix-cache.ts --load-factor, 2026-12-02).
+ */
+export const DEFAULT_LOAD_FACTOR = 1;
 /** Default weight of the uncached-prefill fraction against fullness. */
 export const DEFAULT_PREFILL_WEIGHT = 2;
 

@@ -119,8 +119,10 @@ describe("prefix_hash", () => {
     const home = pickByPrefixHash(fleet(), keys)!.id;
     const warm = fleet().map((r) => (r.id === home ? { ...r, load: 2 } : r));
     // Fullness with the request: 3/8, against a line of (1 + ε) × the mean (1.5/8) plus one request of slack (1/8):
-    // above it at ε 0.25 (2.875/8), under it at ε 2 (5.5/8).
-    expect(createBalancer("prefix_hash", settings).pick(warm, input({ prompt: prompt(keys) }))!.id).not.toBe(home);
+    // above it at ε 0.25 (2.875/8), under it at the default ε 1 (4/8) and at ε 2 (5.5/8).
+    expect(createBalancer("prefix_hash", { ...settings, loadFactor: 0.25 }).pick(warm, input({ prompt: prompt(keys) }))!.id).not.toBe(home);
+    expect(settings.loadFactor).toBe(1);
+    expect(createBalancer("prefix_hash", settings).pick(warm, input({ prompt: prompt(keys) }))!.id).toBe(home);
     expect(createBalancer("prefix_hash", { ...settings, loadFactor: 2 }).pick(warm, input({ prompt: prompt(keys) }))!.id).toBe(home);
   });
 

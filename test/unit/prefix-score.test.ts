@@ -29,8 +29,11 @@ describe("underLoadBound", () => {
   });
 
   it("lets a prefix's replica take a second concurrent request on a quiet fleet", () => {
-    expect(underLoadBound([r("a", 1), r("b", 0), r("c", 0), r("d", 0)]).map((c) => c.id)).toEqual(["a", "b", "c", "d"]);
-    expect(underLoadBound([r("a", 2), r("b", 0), r("c", 0), r("d", 0)]).map((c) => c.id)).toEqual(["b", "c", "d"]);
+    expect(underLoadBound([r("a", 1), r("b", 0), r("c", 0), r("d", 0)], 0.25).map((c) => c.id)).toEqual(["a", "b", "c", "d"]);
+    expect(underLoadBound([r("a", 2), r("b", 0), r("c", 0), r("d", 0)], 0.25).map((c) => c.id)).toEqual(["b", "c", "d"]);
+    // The default ε (1): the line at twice the mean plus one request lets it take up to five.
+    expect(underLoadBound([r("a", 4), r("b", 0), r("c", 0), r("d", 0)]).map((c) => c.id)).toEqual(["a", "b", "c", "d"]);
+    expect(underLoadBound([r("a", 5), r("b", 0), r("c", 0), r("d", 0)]).map((c) => c.id)).toEqual(["b", "c", "d"]);
   });
 
   it("does not move a prefix for KV use that swings below the pressure mark", () => {
@@ -68,7 +71,9 @@ describe("pickByPrefixHash", () => {
     const keys = blockKeys(tokens(16 * 20, 11));
     const order = rendezvousOrder(fleet, anchorKey(keys)!);
     const loaded = fleet.map((c) => (c.id === order[0]!.id ? r(c.id, 7) : r(c.id, 1)));
-    expect(pickByPrefixHash(loaded, keys)!.id).toBe(order[1]!.id);
+    expect(pickByPrefixHash(loaded, keys, 0.25)!.id).toBe(order[1]!.id);
+    const idleElsewhere = fleet.map((c) => (c.id === order[0]!.id ? r(c.id, 7) : r(c.id, 0)));
+    expect(pickByPrefixHash(idleElsewhere, keys)!.id).toBe(order[1]!.id);
   });
 
   it("has no answer for a prompt with no full block (the caller falls back to load)", () => {
