@@ -182,11 +182,14 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
     const target = requestTarget(request.url);
     if (!target.ok || hasOwnRoute(target.path)) return app.fetch(request, env, executionCtx);
     locate(request, env);
+    let response: Response;
     try {
-      return await serveRoute(request, env, executionCtx, { path: target.path, search: target.search });
+      response = await serveRoute(request, env, executionCtx, { path: target.path, search: target.search });
     } catch (err) {
-      return unhandled(err, request, target.path);
+      response = unhandled(err, request, target.path);
     }
+    // As Hono answers HEAD: the GET answer's status and headers, no body.
+    return request.method === "HEAD" ? new Response(null, response) : response;
   }
 
   return { app, fetch, stateFor };

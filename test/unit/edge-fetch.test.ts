@@ -23,6 +23,9 @@ const answer = async (res: Response) => ({ status: res.status, allow: res.header
 describe("EdgeApp.fetch", () => {
   const cases: [string, RequestInit?][] = [
     ["http://edge.test/nothing/here"],
+    ["http://edge.test/nothing/here", { method: "HEAD" }],
+    ["http://edge.test/hello", { method: "HEAD" }],
+    ["http://edge.test//", { method: "HEAD" }],
     ["http://edge.test/hello", { method: "POST", body: "x" }],
     ["http://edge.test/hello/%zz"],
     ["http://edge.test/hello/../secret"],
