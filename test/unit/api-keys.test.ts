@@ -7,8 +7,8 @@ import { createHash } from "node:crypto";
 import { afterEach, beforeEach, describe, it, expect, vi } from "vitest";
 import { ApiKeyCache, KEY_SET_TTL_MS, type KeyCheck } from "../../src/proxy/api-keys.ts";
 import { bearerToken, hashApiKey, newApiKey } from "../../src/state/api-key-format.ts";
+import { T0 } from "../fixtures/clock.ts";
 
-const T0 = 1_700_000_000_000;
 /** REFRESH_FAILURE_BACKOFF_MS in src/proxy/api-keys.ts (not exported). */
 const FAILURE_BACKOFF_MS = 1_000;
 

@@ -3,13 +3,13 @@ import { describe, expect, it } from "vitest";
 import { defineDeployment } from "../../src/config/deployment.ts";
 import { Autoscaler, rawDesired, shouldAnnounce, type AutoscaleDecision, type AutoscalingConfig } from "../../src/policy/autoscale.ts";
 import { mulberry32 } from "../../src/seeded-random.ts";
+import { T0 } from "../fixtures/clock.ts";
 
 /** Ray Serve's defaults, as defineDeployment fills them in. */
 const RAY_DEFAULTS: AutoscalingConfig = defineDeployment({ name: "hello", routePrefix: "/hello", backend: { kind: "text", text: "hi" }, autoscaling: {} }).autoscaling!;
 
 const cfg = (o: Partial<AutoscalingConfig> = {}): AutoscalingConfig => ({ ...RAY_DEFAULTS, ...o });
 
-const T0 = 1_700_000_000_000;
 const S = 1000;
 
 describe("Ray's defaults (via defineDeployment)", () => {

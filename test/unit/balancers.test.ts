@@ -7,8 +7,8 @@ import { buildCacheSummary, CacheSummary } from "../../src/prefix/cache-summary.
 import { pickByPrefixHash } from "../../src/policy/prefix-score.ts";
 import { keptKeys } from "../../src/policy/recent-prefixes.ts";
 import { mulberry32 } from "../../src/seeded-random.ts";
+import { T0 } from "../fixtures/clock.ts";
 
-const T0 = 1_700_000_000_000;
 const settings = DEFAULT_PREFIX_POLICY;
 const minimal: DeploymentInput = { name: "b", routePrefix: "/b", backend: { kind: "text", text: "hi" } };
 

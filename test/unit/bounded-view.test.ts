@@ -2,8 +2,7 @@
 import { describe, expect, it } from "vitest";
 import type { ReplicaView, RoutingSnapshot } from "../../src/protocol/index.ts";
 import { VIEW_MAX_HOLDERS, VIEW_MAX_REPLICAS, VIEW_ROTATE_MS, agedSnapshot, boundedView } from "../../src/state/bounded-view.ts";
-
-const T0 = 1_700_000_000_000;
+import { T0 } from "../fixtures/clock.ts";
 
 function view(id: string, over: Partial<ReplicaView> = {}): ReplicaView {
   return { id, url: `http://${id}.test`, epoch: T0, load: { seq: 1, ongoing: 0, queued: 0, max: 4, state: "ready" }, models: [], loading: [], expiresInMs: 2_000, ...over };

@@ -17,8 +17,8 @@ import {
 } from "../../src/policy/circuit-breaker.ts";
 import type { Load, ReplicaView, RoutingSnapshot } from "../../src/protocol/index.ts";
 import { RoutingView } from "../../src/proxy/routing-view.ts";
+import { T0 } from "../fixtures/clock.ts";
 
-const T0 = 1_700_000_000_000;
 const CFG: BreakerConfig = { ejectAfterFailures: 3, ejectBaseMs: 1_000 };
 
 /** `n` failures at `now`; returns what each call returned. */

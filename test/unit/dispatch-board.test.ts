@@ -4,7 +4,7 @@ import { DispatchOutbox } from "../../src/policy/dispatch-outbox.ts";
 import { DISPATCH_BOARD_TTL_MS, DispatchBoard } from "../../src/state/dispatch-board.ts";
 import { RelayDispatchPost, type DispatchNote } from "../../src/protocol/index.ts";
 import { MAX_DISPATCH_NOTE_KEYS, MAX_DISPATCH_NOTES_PER_POST } from "../../src/protocol/limits.ts";
-import { T0 } from "../fixtures/control-messages.ts";
+import { T0 } from "../fixtures/clock.ts";
 
 const key = (n: number) => n.toString(16).padStart(16, "0");
 const note = (r: string, ...keys: number[]): DispatchNote => ({ r, k: keys.map(key) });

@@ -2,8 +2,7 @@
 import { describe, it, expect } from "vitest";
 import { PROTOCOL_VERSION, type RegisterMessage, type ReportMessage } from "../../src/protocol/index.ts";
 import { FORGET_AFTER_MS, Membership, REPORT_INTERVAL_MS, STALE_AFTER_MS } from "../../src/state/membership.ts";
-
-const T0 = 1_700_000_000_000;
+import { T0 } from "../fixtures/clock.ts";
 
 function reg(id: string, over: Partial<RegisterMessage> = {}): RegisterMessage {
   return { protocol: PROTOCOL_VERSION, deployment: "hello", replica_id: id, url: `http://${id}.test:8000`, max_ongoing_requests: 5, ...over };

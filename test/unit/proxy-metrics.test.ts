@@ -3,8 +3,8 @@ import { describe, expect, it } from "vitest";
 import { emptyHistogram, observe } from "../../src/telemetry/histogram.ts";
 import { FLUSH_INTERVAL_MS, ProxyMetrics, statusClass, type RequestOutcome } from "../../src/telemetry/proxy-metrics.ts";
 import { LATENCY_BUCKETS_S, type DeploymentDelta, type Histogram } from "../../src/telemetry/types.ts";
+import { T0 } from "../fixtures/clock.ts";
 
-const T0 = 1_700_000_000_000;
 const ok = (o: Partial<RequestOutcome> = {}): RequestOutcome => ({ status: 200, attempts: 1, rejections: 0, ejections: 0, ttfbMs: 10, ...o });
 
 function histOf(...seconds: number[]): Histogram {

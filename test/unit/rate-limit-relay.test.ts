@@ -3,8 +3,8 @@ import { describe, expect, it } from "vitest";
 import { RateRelayLedger } from "../../src/policy/rate-limit-relay.ts";
 import { chargeUse } from "../../src/policy/rate-limit-sync.ts";
 import { fullBucket } from "../../src/policy/token-bucket.ts";
+import { T0 } from "../fixtures/clock.ts";
 
-const T0 = 1_700_000_000_000;
 const limits = { requestsPerSecond: 10, burst: 20 };
 
 describe("RateRelayLedger", () => {

@@ -10,8 +10,7 @@ import { defineDeployment, type Deployment } from "../../src/config/deployment.t
 import { fullBucket, refill, type BucketLimits, type TokenBucket } from "../../src/policy/token-bucket.ts";
 import { RATE_SYNC_INTERVAL_MS, RateLimits, type RateDecision, type RateSync } from "../../src/proxy/rate-limits.ts";
 import { RATE_LIMIT_SHARDS, chargeUse, rateLimitShard, type RateRemaining, type RateUse } from "../../src/policy/rate-limit-sync.ts";
-
-const T0 = 1_700_000_000_000;
+import { T0 } from "../fixtures/clock.ts";
 
 function clock(start = T0) {
   let t = start;

@@ -4,8 +4,8 @@ import { blockKeys } from "../../src/prefix/block-keys.ts";
 import { RECENT_PREFIX_STRIDE, RECENT_PREFIX_TTL_MS, RecentPrefixes, keptKeys } from "../../src/policy/recent-prefixes.ts";
 import { MAX_DISPATCH_NOTE_KEYS } from "../../src/protocol/limits.ts";
 import { mulberry32 } from "../../src/seeded-random.ts";
+import { T0 } from "../fixtures/clock.ts";
 
-const T0 = 1_700_000_000_000;
 const tokens = (n: number, seed: number) => {
   const rnd = mulberry32(seed);
   return Array.from({ length: n }, () => Math.floor(rnd() * 97));

@@ -2,8 +2,7 @@
 import { describe, it, expect } from "vitest";
 import type { Load, ReplicaView, RoutingSnapshot } from "../../src/protocol/index.ts";
 import { CONNECT_FAILURE_COOLDOWN_MS, LIVENESS_FROM_RESPONSE_MS, RoutingView } from "../../src/proxy/routing-view.ts";
-
-const T0 = 1_700_000_000_000;
+import { T0 } from "../fixtures/clock.ts";
 
 function load(over: Partial<Load> = {}): Load {
   return { seq: 1, ongoing: 0, queued: 0, max: 5, state: "ready", ...over };

@@ -11,8 +11,7 @@ import { RoutingView, type ReplicaEntry } from "../../src/proxy/routing-view.ts"
 import { SATURATION_GRACE_MS, SESSION_CACHE_MAX, SESSION_CACHE_TTL_MS, SESSION_STORE_RETRY_MS, SessionAffinity, type SessionStore } from "../../src/proxy/session-affinity.ts";
 import { rebindBinding, resolveBinding, type BindingDecision, type StoredBinding } from "../../src/state/session-binding.ts";
 import { deriveSessionTokenKey, readSessionToken, SessionTokens, signSessionToken } from "../../src/proxy/session-token.ts";
-
-const T0 = 1_700_000_000_000;
+import { T0 } from "../fixtures/clock.ts";
 
 function clock(start = T0) {
   let t = start;

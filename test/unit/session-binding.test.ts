@@ -9,8 +9,8 @@ import {
   type StoredBinding,
 } from "../../src/state/session-binding.ts";
 import { mulberry32 } from "../../src/seeded-random.ts";
+import { T0 } from "../fixtures/clock.ts";
 
-const T0 = 1_700_000_000_000;
 const TTL = 600_000;
 
 const stored = (replica: string, expiresAt: number): StoredBinding => ({ replica, expiresAt });

@@ -18,8 +18,8 @@ import {
   signSessionToken,
   verifySessionToken,
 } from "../../src/proxy/session-token.ts";
+import { T0 } from "../fixtures/clock.ts";
 
-const T0 = 1_700_000_000_000;
 const MASTER = "test-master-secret";
 const key = await deriveSessionTokenKey(MASTER);
 const claim = { replica: "r1", expiresAt: T0 / 1000 + 600 };

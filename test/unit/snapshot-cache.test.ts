@@ -6,8 +6,7 @@
 import { afterEach, beforeEach, describe, it, expect, vi } from "vitest";
 import type { RoutingSnapshot } from "../../src/protocol/index.ts";
 import { LAPSED_REFRESH_WAIT_MS, SNAPSHOT_TTL_MS, SnapshotCache } from "../../src/proxy/snapshot-cache.ts";
-
-const T0 = 1_700_000_000_000;
+import { T0 } from "../fixtures/clock.ts";
 
 function snapshotWith(deployment: string, ids: string[], seq = 1): RoutingSnapshot {
   return {

@@ -2,8 +2,8 @@
 import { describe, it, expect } from "vitest";
 import fc from "fast-check";
 import { fullBucket, refill, takeToken, type BucketLimits, type TokenBucket } from "../../src/policy/token-bucket.ts";
+import { T0 } from "../fixtures/clock.ts";
 
-const T0 = 1_700_000_000_000;
 const L: BucketLimits = { requestsPerSecond: 2, burst: 5 };
 
 const copy = (b: TokenBucket): TokenBucket => ({ ...b });

@@ -1,8 +1,8 @@
 /** The upload pace (src/proxy/upload-pace.ts): when the next bytes are due, and a body stream held to it. */
 import { describe, expect, it } from "vitest";
 import { TIMED_OUT, pacedBody, uploadBudgetMs, uploadDeadline, withinMs } from "../../src/proxy/upload-pace.ts";
+import { T0 } from "../fixtures/clock.ts";
 
-const T0 = 1_700_000_000_000;
 const pace = { idleMs: 10_000, minBytesPerSecond: 1024 };
 
 describe("uploadDeadline", () => {
