@@ -7,7 +7,7 @@
  *   npx tsx bench/prefix-cache.ts --quick    # npm run bench (~2.5 min): shorter windows, fewer 1-isolate arms
  *   npx tsx bench/prefix-cache.ts [--isolates 4] [--replicas 4] [--seconds 30] [--warmup 10] [--utilization 0.8]
  *        [--rate R] [--arms round_robin,load_aware,prefix_hash,prefix_cache,oracle] [--seed 1]
- *        [--prefill-token-us 60] [--prefill-ms 5] [--decode-ms 4] [--max-tokens 16] [--kv-fraction 0.5] [--load-factor 0.25]
+ *        [--prefill-token-us 60] [--prefill-ms 5] [--decode-ms 4] [--max-tokens 16] [--kv-fraction 0.5] [--load-factor 1] [--no-summaries]
  *
  * Workload (bench/prefix-cache-workload.ts): G groups, each with a long shared
  * system prompt; U users per group in multi-turn conversations whose prompt grows
@@ -21,7 +21,9 @@
  * one prefill at a time per replica (FIFO), plus `--prefill-ms`; decoding paced by
  * `--decode-ms`, in parallel. Each has a real prefix cache (16-token blocks, LRU
  * eviction) of `--kv-blocks`, sized at `--kv-fraction` of all groups' system
- * prompts: no replica can hold every group's prefix.
+ * prompts: no replica can hold every group's prefix. `--no-summaries`: the replicas'
+ * reports carry no cache summary (an engine behind the agent without KV events), so the
+ * precise tier knows only dispatches: its own isolate's and, through the relay, its peers'.
  *
  * Capacity: prefill bounds it, ≈ 1e6 / (uncached tokens per request × prefill-token-us
  * + prefill-ms × 1e3) requests/s per replica. The basis is measured: a calibration
@@ -80,6 +82,7 @@ const { values } = parseArgs({
     "max-tokens": { type: "string", default: "16" },
     "kv-fraction": { type: "string", default: "0.5" },
     "load-factor": { type: "string" },
+    "no-summaries": { type: "boolean", default: false },
     groups: { type: "string", default: "16" },
     users: { type: "string", default: "3" },
     turns: { type: "string", default: "4" },
@@ -323,6 +326,7 @@ function replicaArgs(eventsPort?: number): string[] {
     "--max-queued", String(MAX_QUEUED),
     ...(FEATURES.prefillTokenUs ? ["--prefill-token-us", String(PREFILL_TOKEN_US)] : []),
     ...(eventsPort !== undefined ? ["--kv-events-endpoint", `tcp://127.0.0.1:${eventsPort}`] : []),
+    ...(values["no-summaries"] ? ["--no-cache-summary"] : []),
   ];
 }
 
@@ -804,6 +808,7 @@ writeFileSync(
         kvBlocks: KV_BLOCKS,
         kvFraction: KV_FRACTION,
         loadFactor: LOAD_FACTOR,
+        noSummaries: values["no-summaries"],
         totalPrefixBlocks,
         maxOngoing: MAX_ONGOING,
         workload: SHAPE,

@@ -63,6 +63,8 @@ const USAGE = `usage: replica --deployment NAME --backend text|echo|onnx|llm [--
 --kv-events-replay-endpoint tcp://H:P: (llm) with it, a ZMQ ROUTER socket there replays the last
                  10,000 batches from a sequence number, as vLLM's replay_endpoint
 --kv-events-topic T: (llm) the topic frame of each message; default "" (vLLM's default)
+--no-cache-summary: (llm) send no prefix-cache summary in load reports, as an engine behind an
+                 agent without KV events (benchmarks: the edge then knows only its dispatches)
 --standalone: serve without registering (a direct baseline for benchmarks, or an engine behind
                  "replica agent"). A registered replica serves only dispatches signed by its
                  deployment's edge (docs/protocol.md §2); a standalone one checks no signature
@@ -101,6 +103,7 @@ async function main(): Promise<void> {
         "kv-events-endpoint": { type: "string" },
         "kv-events-replay-endpoint": { type: "string" },
         "kv-events-topic": { type: "string" },
+        "no-cache-summary": { type: "boolean", default: false },
         "decode-ms": { type: "string" },
         edge: { type: "string" },
         port: { type: "string", default: "0" },
@@ -258,7 +261,7 @@ async function main(): Promise<void> {
     admission,
     log,
     ...(cache && { maxModels: cache.maxModels }),
-    ...(cacheSummary && { cacheSummary }),
+    ...(cacheSummary && !args["no-cache-summary"] && { cacheSummary }),
     onDrainRequested: () => void drain("drain requested by the edge (admin API)"),
   });
   reportNow = () => edge.report();
