@@ -9,6 +9,9 @@ import type { BlockKey } from "../prefix/block-keys.ts";
 import { MAX_DISPATCH_NOTES_PER_POST } from "../protocol/limits.ts";
 import type { DispatchNote } from "../protocol/messages.ts";
 
+/** A note's identity, where the outbox and the relay's board take a note once: its replica and its prompt's last kept key. */
+export const dispatchNoteId = (note: DispatchNote): string => `${note.r} ${note.k[note.k.length - 1]!}`;
+
 export class DispatchOutbox {
   #notes: DispatchNote[] = [];
   /** `replica prompt-end-key` of the notes held: a prompt sent twice to one replica is told once. */
@@ -20,17 +23,19 @@ export class DispatchOutbox {
     this.#max = max;
   }
 
-  /** `replica` accepted a prompt whose kept keys (recent-prefixes.ts keptKeys) are `kept`. */
-  add(replica: string, kept: readonly BlockKey[]): void {
+  /**
+   * `replica` accepted a prompt whose kept keys (recent-prefixes.ts keptKeys) are `kept`.
+   * The outbox keeps the array itself (keptKeys makes a new one per prompt): the caller
+   * must not change it.
+   */
+  add(replica: string, kept: BlockKey[]): void {
     if (!this.#armed || kept.length === 0) return;
-    const id = `${replica} ${kept[kept.length - 1]!}`;
+    const note = { r: replica, k: kept };
+    const id = dispatchNoteId(note);
     if (this.#held.has(id)) return;
     this.#held.add(id);
-    this.#notes.push({ r: replica, k: [...kept] });
-    if (this.#notes.length > this.#max) {
-      const dropped = this.#notes.shift()!;
-      this.#held.delete(`${dropped.r} ${dropped.k[dropped.k.length - 1]!}`);
-    }
+    this.#notes.push(note);
+    if (this.#notes.length > this.#max) this.#held.delete(dispatchNoteId(this.#notes.shift()!));
   }
 
   /** The notes since the last take, oldest first; from now on dispatches are kept for the next. */

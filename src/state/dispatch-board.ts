@@ -14,6 +14,7 @@
  * replica, not one per request. Isolates in other locations learn from the summaries
  * alone. Pure: time is passed in.
  */
+import { dispatchNoteId } from "../policy/dispatch-outbox.ts";
 import { MAX_PEER_NOTES_PER_ANSWER } from "../protocol/limits.ts";
 import type { DispatchNote, PeerDispatches } from "../protocol/messages.ts";
 
@@ -30,8 +31,6 @@ interface Posted {
   id: string;
   note: DispatchNote;
 }
-
-const idOf = (n: DispatchNote) => `${n.r} ${n.k[n.k.length - 1]!}`;
 
 export class DispatchBoard {
   /** Oldest first; `#head` is the first live entry (compacted once half is dead). */
@@ -53,7 +52,7 @@ export class DispatchBoard {
     this.#trim(now);
     let added = 0;
     for (const note of notes) {
-      const id = idOf(note);
+      const id = dispatchNoteId(note);
       if (this.#onBoard.has(id)) continue;
       const seq = ++this.#seq;
       this.#log.push({ seq, from, at: now, id, note });
