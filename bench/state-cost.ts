@@ -6,6 +6,7 @@
  * plain requests.
  *
  *   npx tsx bench/state-cost.ts [--seconds 8] [--sessions 100] [--skip-keyed] [--skip-bare] [--out FILE]
+ *                               [--rounds 1] [--kinds plain,session,...]
  *   SWITCHYARD_REQUEST_LOGS=off npx tsx bench/state-cost.ts --out bench/results/state-cost-nologs.json
  *
  * For each kind: 1 s (multiplexed: 3 s) of unmeasured warm-up with the same traffic, then a wrk
@@ -28,6 +29,11 @@
  * ticks of `getconf CLK_TCK`) before and after each run, also measured for a
  * bare workerd Worker (one fetch() per request, bench/seed.ts's generator) in
  * front of the same 4 replicas, and for an idle interval (replica reports only).
+ * --rounds N repeats the whole sequence N times, the bare Worker first in each
+ * round, and gives each kind's CPU × bare as the median (and range) of its
+ * rounds' ratios, each against the bare Worker of the same round: the machine's
+ * drift over a run (2026-12-02: the bare Worker alone 220–304 µs between runs)
+ * then moves both sides of a ratio together. --kinds measures only the named kinds.
  * Prints markdown tables and writes bench/results/state-cost.json.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -46,8 +52,12 @@ const { values } = parseArgs({
     "skip-keyed": { type: "boolean", default: false },
     "skip-bare": { type: "boolean", default: false },
     out: { type: "string", default: "bench/results/state-cost.json" },
+    rounds: { type: "string", default: "1" },
+    kinds: { type: "string" },
   },
 });
+const rounds = Math.max(1, Math.floor(Number(values.rounds)) || 1);
+const onlyKinds = values.kinds?.split(",").map((k) => k.trim()).filter(Boolean);
 const seconds = Math.min(10, Number(values.seconds));
 const sessionPool = Number(values.sessions);
 const withKeyed = !values["skip-keyed"];
@@ -192,13 +202,18 @@ interface KindResult {
   sessionRebinds: number;
   sessionWrites: number;
   cpu: { seconds: number; usPerRequest: number; usPerRequestNetOfIdle: number };
+  /** Per round: this kind's CPU µs per request, the bare Worker's of the same round, and their ratio. */
+  rounds?: { usPerRequest: number; bareUsPerRequest: number; ratio: number }[];
+  /** Median and range of the rounds' ratios (with the bare Worker). */
+  ratioToBare?: { median: number; min: number; max: number };
   error?: string;
 }
 
-async function measureKind(k: Kind, pid: number, idleCpuPerS: number, isolates: number): Promise<KindResult> {
+async function measureKind(k: Kind, pid: number, idleCpuPerS: number, isolates: number, firstRound: boolean): Promise<KindResult> {
   const connections = k.connections ?? CONNECTIONS[k.deployment];
   const url = `${stack.workerdUrl}${k.path}`;
-  const warmupS = k.warmupS ?? 1;
+  // A longer warm-up (models loading) is needed once.
+  const warmupS = firstRound ? (k.warmupS ?? 1) : 1;
   log(`${k.kind}: warm-up ${warmupS} s, then ${seconds} s, ${connections} connections`);
   await wrk(url, k.script, warmupS, connections);
   await sleep(300);
@@ -251,13 +266,56 @@ async function measureKind(k: Kind, pid: number, idleCpuPerS: number, isolates: 
   };
 }
 
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+};
+const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
+
+/** One kind's rounds as one result: counts and CPU summed, rates and latencies averaged, ratios per round. */
+function combineRounds(runs: KindResult[], bareUs: (number | undefined)[]): KindResult {
+  const first = runs[0]!;
+  const sum = (f: (r: KindResult) => number) => runs.reduce((a, r) => a + f(r), 0);
+  const requests = sum((r) => r.requests);
+  const doCalls = Object.fromEntries(Object.keys(first.doCalls).map((key) => [key, sum((r) => r.doCalls[key as keyof KindResult["doCalls"]])])) as KindResult["doCalls"];
+  const per1000 = Object.fromEntries(Object.entries(doCalls).map(([key, v]) => [key, (1000 * v) / Math.max(1, requests)])) as KindResult["doCallsPer1000"];
+  const cpuS = sum((r) => r.cpu.seconds);
+  const netS = sum((r) => (r.cpu.usPerRequestNetOfIdle * r.requests) / 1e6);
+  const perRound = runs.flatMap((r, i) => (bareUs[i] ? [{ usPerRequest: r.cpu.usPerRequest, bareUsPerRequest: bareUs[i]!, ratio: r.cpu.usPerRequest / bareUs[i]! }] : []));
+  const ratios = perRound.map((r) => r.ratio);
+  const errors = runs.flatMap((r) => (r.error ? [r.error] : []));
+  return {
+    ...first,
+    seconds: sum((r) => r.seconds),
+    requests,
+    rps: mean(runs.map((r) => r.rps)),
+    p50ms: mean(runs.map((r) => r.p50ms)),
+    p99ms: mean(runs.map((r) => r.p99ms)),
+    non2xx: sum((r) => r.non2xx),
+    socketErrors: sum((r) => r.socketErrors),
+    retries: sum((r) => r.retries),
+    doCalls,
+    doCallsPer1000: per1000,
+    reportsPerSecond: mean(runs.map((r) => r.reportsPerSecond)),
+    sessionResolves: sum((r) => r.sessionResolves),
+    sessionRebinds: sum((r) => r.sessionRebinds),
+    sessionWrites: sum((r) => r.sessionWrites),
+    cpu: { seconds: cpuS, usPerRequest: (1e6 * cpuS) / Math.max(1, requests), usPerRequestNetOfIdle: (1e6 * netS) / Math.max(1, requests) },
+    rounds: perRound,
+    ...(ratios.length ? { ratioToBare: { median: median(ratios), min: Math.min(...ratios), max: Math.max(...ratios) } } : {}),
+    ...(errors.length ? { error: errors.join("; ") } : { error: undefined }),
+  };
+}
+
 const started = Date.now();
 const machine = { cpus: cpus().length, loadavg1mAtStart: Number(loadavg()[0]!.toFixed(2)), clockTicksPerSecond: CLK_TCK };
-log(`${machine.cpus} CPUs, load average ${machine.loadavg1mAtStart}; replicas ${JSON.stringify(REPLICAS)}; ${seconds} s per kind`);
+log(`${machine.cpus} CPUs, load average ${machine.loadavg1mAtStart}; replicas ${JSON.stringify(REPLICAS)}; ${seconds} s per kind, ${rounds} round${rounds === 1 ? "" : "s"}`);
 
 const results: KindResult[] = [];
 let idle = { seconds: 0, cpuSeconds: 0, cpuPerSecond: 0, reportsPerSecond: 0 };
-let bareResult: { rps: number; p50ms: number; p99ms: number; requests: number; cpuSeconds: number; usPerRequest: number; connections: number } | undefined;
+type BareResult = { rps: number; p50ms: number; p99ms: number; requests: number; cpuSeconds: number; usPerRequest: number; connections: number };
+let bareResult: (BareResult & { rounds: number[] }) | undefined;
 let isolates = 1;
 try {
   await stack.start();
@@ -346,18 +404,46 @@ try {
   };
   log(`idle: ${(1000 * idle.cpuPerSecond).toFixed(1)} ms CPU/s, ${idle.reportsPerSecond.toFixed(1)} reports/s (hello + vad)`);
 
-  for (const k of kinds) results.push(await measureKind(k, pid, idle.cpuPerSecond, isolates));
-
+  const measured = onlyKinds ? kinds.filter((k) => onlyKinds.includes(k.kind)) : kinds;
+  if (onlyKinds && measured.length !== onlyKinds.length) throw new Error(`--kinds: unknown kind in ${onlyKinds.join(",")} (known: ${kinds.map((k) => k.kind).join(", ")})`);
+  let measureBare: (() => Promise<BareResult>) | undefined;
   if (!values["skip-bare"]) {
     const helloUrls = [...stack.replicas.values()].filter((r) => r.deployment === "hello").map((r) => r.url);
     bare = await startBareWorkers(work, { hello: helloUrls });
     const barePid = workerdPid(bare.config);
-    log(`bare workerd Worker → ${helloUrls.length} replicas: warm-up 1 s, then ${seconds} s`);
-    await wrk(`${bare.urls.hello}/hello`, undefined, 1, CONNECTIONS.hello);
-    const c1 = cpuSeconds(barePid);
-    const r = await wrk(`${bare.urls.hello}/hello`, undefined, seconds, CONNECTIONS.hello);
-    const cpu = cpuSeconds(barePid) - c1;
-    bareResult = { rps: r.rps, p50ms: r.p50ms, p99ms: r.p99ms, requests: r.requests, cpuSeconds: cpu, usPerRequest: (1e6 * cpu) / Math.max(1, r.requests), connections: CONNECTIONS.hello };
+    const bareUrl = `${bare.urls.hello}/hello`;
+    measureBare = async () => {
+      log(`bare workerd Worker → ${helloUrls.length} replicas: warm-up 1 s, then ${seconds} s`);
+      await wrk(bareUrl, undefined, 1, CONNECTIONS.hello);
+      const c1 = cpuSeconds(barePid);
+      const r = await wrk(bareUrl, undefined, seconds, CONNECTIONS.hello);
+      const cpu = cpuSeconds(barePid) - c1;
+      return { rps: r.rps, p50ms: r.p50ms, p99ms: r.p99ms, requests: r.requests, cpuSeconds: cpu, usPerRequest: (1e6 * cpu) / Math.max(1, r.requests), connections: CONNECTIONS.hello };
+    };
+  }
+  // Each round: the bare Worker, then every kind; each kind's ratio is against its round's bare Worker.
+  const bareRounds: BareResult[] = [];
+  const kindRounds = measured.map(() => [] as KindResult[]);
+  for (let round = 1; round <= rounds; round++) {
+    if (rounds > 1) log(`round ${round} of ${rounds}`);
+    if (measureBare) bareRounds.push(await measureBare());
+    for (const [i, k] of measured.entries()) kindRounds[i]!.push(await measureKind(k, pid, idle.cpuPerSecond, isolates, round === 1));
+  }
+  const bareUs = Array.from({ length: rounds }, (_, i) => bareRounds[i]?.usPerRequest);
+  for (const runs of kindRounds) results.push(combineRounds(runs, bareUs));
+  if (bareRounds.length) {
+    const requests = bareRounds.reduce((a, b) => a + b.requests, 0);
+    const cpuS = bareRounds.reduce((a, b) => a + b.cpuSeconds, 0);
+    bareResult = {
+      rps: mean(bareRounds.map((b) => b.rps)),
+      p50ms: mean(bareRounds.map((b) => b.p50ms)),
+      p99ms: mean(bareRounds.map((b) => b.p99ms)),
+      requests,
+      cpuSeconds: cpuS,
+      usPerRequest: (1e6 * cpuS) / Math.max(1, requests),
+      connections: CONNECTIONS.hello,
+      rounds: bareRounds.map((b) => b.usPerRequest),
+    };
   }
 } catch (err) {
   console.error(stackLog.filter((l) => !/"msg":"request"/.test(l)).slice(-30).join("\n"));
@@ -394,14 +480,15 @@ const lines = [
   "",
   "Proxy CPU (workerd process: the Worker and its Durable Objects, utime + stime)",
   "",
-  "| kind | connections | req/s | p50 ms | p99 ms | CPU s | CPU µs / request | net of idle | × bare Worker |",
+  `| kind | connections | req/s | p50 ms | p99 ms | CPU s | CPU µs / request | net of idle | × bare Worker${rounds > 1 ? ` (median of ${rounds} rounds' ratios, range)` : ""} |`,
   "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
   ...(bareResult ? [`| bare workerd Worker (one fetch()) → 4 replicas, GET /hello | ${bareResult.connections} | ${f(bareResult.rps, 0)} | ${f(bareResult.p50ms, 2)} | ${f(bareResult.p99ms, 2)} | ${f(bareResult.cpuSeconds, 2)} | ${f(bareResult.usPerRequest, 0)} | – | 1.00 |`] : []),
   ...results.map(
     (r) =>
-      `| ${r.kind} | ${r.connections} | ${f(r.rps, 0)} | ${f(r.p50ms, 2)} | ${f(r.p99ms, 2)} | ${f(r.cpu.seconds, 2)} | ${f(r.cpu.usPerRequest, 0)} | ${f(r.cpu.usPerRequestNetOfIdle, 0)} | ${bareResult ? f(r.cpu.usPerRequest / bareResult.usPerRequest, 2) : "–"} |`,
+      `| ${r.kind} | ${r.connections} | ${f(r.rps, 0)} | ${f(r.p50ms, 2)} | ${f(r.p99ms, 2)} | ${f(r.cpu.seconds, 2)} | ${f(r.cpu.usPerRequest, 0)} | ${f(r.cpu.usPerRequestNetOfIdle, 0)} | ${r.ratioToBare && rounds > 1 ? `**${f(r.ratioToBare.median, 2)}** (${f(r.ratioToBare.min, 2)}–${f(r.ratioToBare.max, 2)})` : bareResult ? f(r.cpu.usPerRequest / bareResult.usPerRequest, 2) : "–"} |`,
   ),
   "",
+  ...(bareResult && rounds > 1 ? [`Bare Worker per round: ${bareResult.rounds.map((u) => f(u, 0)).join(", ")} µs per request.`] : []),
   `Idle (no client traffic; replica reports and Durable Object alarms only): ${f(1000 * idle.cpuPerSecond, 1)} ms CPU per second.`,
   ...(target ? [`Target: ${target.name} ≤ ${target.max}: **${f(target.value, 2)}** (${target.pass ? "PASS" : "MISS"}).`] : []),
   `${machine.cpus} CPUs shared by wrk, workerd and ${REPLICAS.hello + REPLICAS.vad + REPLICAS.keyed} replica processes; load average at start ${machine.loadavg1mAtStart}; request logs ${process.env.SWITCHYARD_REQUEST_LOGS ?? "on"}; run took ${((Date.now() - started) / 1000).toFixed(0)} s.`,
@@ -415,7 +502,7 @@ writeFileSync(
     {
       when: new Date().toISOString(),
       machine,
-      options: { seconds, sessions: sessionPool, replicas: REPLICAS, connections: CONNECTIONS, keys: withKeyed ? KEYS : 0, requestLogs: process.env.SWITCHYARD_REQUEST_LOGS ?? "on", telemetryFlushS: TELEMETRY_FLUSH_S },
+      options: { seconds, rounds, kinds: onlyKinds ?? null, sessions: sessionPool, replicas: REPLICAS, connections: CONNECTIONS, keys: withKeyed ? KEYS : 0, requestLogs: process.env.SWITCHYARD_REQUEST_LOGS ?? "on", telemetryFlushS: TELEMETRY_FLUSH_S },
       isolates,
       kinds: results,
       bare: bareResult ?? null,
