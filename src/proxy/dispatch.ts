@@ -12,7 +12,7 @@ import { Header, PROTOCOL_VERSION, errorResponse, parseLoadHeader } from "../pro
 import type { ActiveBalancer, BalanceInput } from "../policy/balancers/index.ts";
 import { backoffMs } from "../policy/pick-replica.ts";
 import { judgeAnswer, judgeLostConnection, safeToRepeat, sessionFollowsRetry } from "./attempt-outcome.ts";
-import { dispatchHeaders, scrubForClient } from "./headers.ts";
+import { scrubForClient } from "./headers.ts";
 import { dispatchBody, heldBody, uploadTooSlow, type DispatchBody } from "./request-body.ts";
 import { dispatchTarget } from "./request-path.ts";
 import { requestPromptKeys } from "./request-prompt.ts";
@@ -29,6 +29,12 @@ export interface DispatchContext {
   routePrefix: string;
   /** The request's normalised path and raw query (request-path.ts). */
   target: { path: string; search: string };
+  /**
+   * The request's headers as a dispatch passes them on (readRequestHeaders: no
+   * hop-by-hop, host, protocol or session-token headers, no API key for a private
+   * deployment). The dispatch's own object: the protocol's headers are set on it.
+   */
+  headers: Headers;
   sign: DispatchSigner;
   view: RoutingView;
   /** The deployment's balancer in this isolate (IsolateState.balancerFor). */
@@ -136,18 +142,15 @@ async function dispatchAttempts(req: Request, ctx: DispatchContext, head: HeadDe
   // One Headers object for every attempt: fetch() copies it into its request, so
   // what differs per attempt (attempt number, signature, engine key) is set on it
   // in place instead of copying it per attempt.
-  const headers = dispatchHeaders(req.headers);
-  // A private deployment's API key is the edge's credential, not the replica's.
-  if (!deployment.access.public) headers.delete("authorization");
+  const headers = ctx.headers;
   headers.set(Header.protocol, String(PROTOCOL_VERSION));
   headers.set(Header.requestId, requestId);
   headers.set(Header.deployment, deployment.name);
   headers.set(Header.deadline, String(deadline));
   if (ctx.model !== undefined) headers.set(Header.model, ctx.model);
   if (ctx.session) headers.set(Header.session, ctx.session.id);
-  // The session's binding token is the edge's business, not the replica's.
+  // The session's binding token is the edge's business, not the replica's (ctx.headers lacks it).
   const sessionToken = ctx.session ? (req.headers.get(Header.sessionToken) ?? undefined) : undefined;
-  headers.delete(Header.sessionToken);
   /** The authorization the request carries to a replica without an engine key; read once an engine key first replaces it. */
   let ownAuthorization: string | null | undefined;
   const model = ctx.model;

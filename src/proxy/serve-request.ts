@@ -8,6 +8,7 @@ import { serveAtEdge } from "../edge/serve.ts";
 import { errorResponse } from "../protocol/index.ts";
 import { keyRefusal } from "./api-keys.ts";
 import { dispatch, type DispatchContext, type DispatchTrace } from "./dispatch.ts";
+import { readRequestHeaders, requestHeaderBytes } from "./headers.ts";
 import type { IsolateState } from "./isolate-state.ts";
 import { requestKeys, type RequestKeys } from "./request-keys.ts";
 
@@ -30,8 +31,10 @@ export interface ServeContext {
 export async function serveRequest(req: Request, ctx: ServeContext): Promise<Response> {
   const { deployment, state, requestId, background } = ctx;
   const headers = req.headers;
-  let headerBytes = 0;
-  for (const [name, value] of headers) headerBytes += name.length + value.length + 4;
+  // One walk of the headers for their size and, for a deployment served by replicas, what its dispatch passes on.
+  const edge = deployment.backend.kind === "edge";
+  const read = edge ? undefined : readRequestHeaders(headers, !deployment.access.public);
+  const headerBytes = read ? read.bytes : requestHeaderBytes(headers);
   if (headerBytes > deployment.limits.maxHeaderBytes) {
     return errorResponse("header_too_large", `request headers take ${headerBytes} bytes; the limit is ${deployment.limits.maxHeaderBytes}`, { requestId });
   }
@@ -61,7 +64,7 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
   }
   try {
     // A model run inside this Worker (src/edge/): no replica, no dispatch; the pending cap still applies.
-    if (deployment.backend.kind === "edge") {
+    if (!read) {
       ctx.trace.replica = "edge";
       return await serveAtEdge(req, { deployment, requestId });
     }
@@ -72,6 +75,7 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
       deployment,
       routePrefix: ctx.routePrefix,
       target: ctx.target,
+      headers: read.passed,
       sign: state.sign,
       trace: ctx.trace,
       view,

@@ -1,7 +1,7 @@
 /** Header hygiene on the proxy path, both directions, and request ids. */
 import { describe, it, expect } from "vitest";
 import { Header } from "../../src/protocol/index.ts";
-import { clientHeaders, dispatchHeaders, requestIdFor } from "../../src/proxy/headers.ts";
+import { clientHeaders, dispatchHeaders, readRequestHeaders, requestHeaderBytes, requestIdFor } from "../../src/proxy/headers.ts";
 
 const HOP_BY_HOP = ["connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"];
 
@@ -65,6 +65,48 @@ describe("dispatchHeaders (client → replica)", () => {
     const before = [...incoming.entries()];
     dispatchHeaders(incoming);
     expect([...incoming.entries()]).toEqual(before);
+  });
+});
+
+describe("readRequestHeaders (the one walk at the boundary)", () => {
+  const incoming = () =>
+    new Headers({
+      host: "edge.example.com",
+      authorization: "Bearer sk-1",
+      accept: "*/*",
+      "a-named": "dropped: named by Connection, before it in the walk",
+      connection: "a-named, z-named",
+      "z-named": "dropped: after it",
+      [Header.sessionToken]: "token",
+      [Header.signature]: "forged",
+      "x-keep": "1",
+    });
+
+  it("counts every header's name, value and 4 bytes, as the size limit does", () => {
+    const h = incoming();
+    let bytes = 0;
+    for (const [name, value] of h) bytes += name.length + value.length + 4;
+    expect(readRequestHeaders(h, false).bytes).toBe(bytes);
+    expect(requestHeaderBytes(h)).toBe(bytes);
+  });
+
+  it("passes on only end-to-end headers: no host, hop-by-hop, Connection-named, protocol or session-token header", () => {
+    const { passed } = readRequestHeaders(incoming(), false);
+    expect([...passed.keys()].sort()).toEqual(["accept", "authorization", "x-keep"]);
+    expect(passed.get("authorization")).toBe("Bearer sk-1");
+  });
+
+  it("drops the API key for a private deployment (it is the edge's credential)", () => {
+    const { passed } = readRequestHeaders(incoming(), true);
+    expect([...passed.keys()].sort()).toEqual(["accept", "x-keep"]);
+  });
+
+  it("gives a fresh object the dispatch may change, and leaves the request's alone", () => {
+    const h = incoming();
+    const before = [...h.entries()];
+    const { passed } = readRequestHeaders(h, true);
+    passed.set(Header.attempt, "1");
+    expect([...h.entries()]).toEqual(before);
   });
 });
 
