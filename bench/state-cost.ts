@@ -5,7 +5,7 @@
  * processes on loopback). Target: ≤ 5 Durable Object invocations per 1,000
  * plain requests.
  *
- *   npx tsx bench/state-cost.ts [--seconds 8] [--sessions 100] [--skip-keyed] [--skip-bare] [--out FILE]
+ *   npx tsx bench/state-cost.ts [--seconds 8] [--sessions 100] [--skip-keyed] [--skip-bare] [--rebuilt] [--out FILE]
  *                               [--rounds 1] [--kinds plain,session,...]
  *   SWITCHYARD_REQUEST_LOGS=off npx tsx bench/state-cost.ts --out bench/results/state-cost-nologs.json
  *
@@ -34,6 +34,10 @@
  * rounds' ratios, each against the bare Worker of the same round: the machine's
  * drift over a run (2026-12-02: the bare Worker alone 220–304 µs between runs)
  * then moves both sides of a ratio together. --kinds measures only the named kinds.
+ * --rebuilt also measures, after the bare Worker in each round, a Worker whose
+ * one fetch() is built as any header-rewriting proxy must build it (headers
+ * copied and set both ways, a new Response; load-tools.ts rebuiltWorker): the
+ * runtime's floor for a proxy that changes headers, as a ratio to the bare one.
  * Prints markdown tables and writes bench/results/state-cost.json.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -42,7 +46,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { LocalStack } from "../src/local/stack.ts";
-import { CLK_TCK, cpuSeconds, run, startBareWorkers, workerdPid, wrk as runWrk, type BareWorkers } from "./load-tools.ts";
+import { CLK_TCK, cpuSeconds, rebuiltWorker, run, startBareWorkers, workerdPid, wrk as runWrk, type BareWorkers } from "./load-tools.ts";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const { values } = parseArgs({
@@ -51,6 +55,7 @@ const { values } = parseArgs({
     sessions: { type: "string", default: "100" },
     "skip-keyed": { type: "boolean", default: false },
     "skip-bare": { type: "boolean", default: false },
+    rebuilt: { type: "boolean", default: false },
     out: { type: "string", default: "bench/results/state-cost.json" },
     rounds: { type: "string", default: "1" },
     kinds: { type: "string" },
@@ -133,9 +138,11 @@ const stateDir = join(work, "state");
 const stackLog: string[] = [];
 const stack = new LocalStack({ port: 0, acceptUnsignedDispatches: true, functionsDir, stateDir, freshState: true, replicas: REPLICAS, log: (l) => stackLog.push(l) });
 let bare: BareWorkers | undefined;
+let rebuilt: BareWorkers | undefined;
 process.on("exit", () => {
   stack.killAll();
   bare?.child.kill("SIGKILL");
+  rebuilt?.child.kill("SIGKILL");
 });
 for (const sig of ["SIGINT", "SIGTERM"] as const) process.on(sig, () => process.exit(130));
 // Keep the log buffer bounded (workerd writes one JSON line per request).
@@ -316,6 +323,8 @@ const results: KindResult[] = [];
 let idle = { seconds: 0, cpuSeconds: 0, cpuPerSecond: 0, reportsPerSecond: 0 };
 type BareResult = { rps: number; p50ms: number; p99ms: number; requests: number; cpuSeconds: number; usPerRequest: number; connections: number };
 let bareResult: (BareResult & { rounds: number[] }) | undefined;
+/** --rebuilt: the bare Worker's fetch built as a header-rewriting proxy builds it (load-tools.ts rebuiltWorker). */
+let rebuiltResult: { rps: number; usPerRequest: number; rounds: number[]; ratioToBare: { median: number; min: number; max: number } } | undefined;
 let isolates = 1;
 try {
   await stack.start();
@@ -407,26 +416,37 @@ try {
   const measured = onlyKinds ? kinds.filter((k) => onlyKinds.includes(k.kind)) : kinds;
   if (onlyKinds && measured.length !== onlyKinds.length) throw new Error(`--kinds: unknown kind in ${onlyKinds.join(",")} (known: ${kinds.map((k) => k.kind).join(", ")})`);
   let measureBare: (() => Promise<BareResult>) | undefined;
+  let measureRebuilt: (() => Promise<BareResult>) | undefined;
   if (!values["skip-bare"]) {
     const helloUrls = [...stack.replicas.values()].filter((r) => r.deployment === "hello").map((r) => r.url);
-    bare = await startBareWorkers(work, { hello: helloUrls });
-    const barePid = workerdPid(bare.config);
-    const bareUrl = `${bare.urls.hello}/hello`;
-    measureBare = async () => {
-      log(`bare workerd Worker → ${helloUrls.length} replicas: warm-up 1 s, then ${seconds} s`);
-      await wrk(bareUrl, undefined, 1, CONNECTIONS.hello);
-      const c1 = cpuSeconds(barePid);
-      const r = await wrk(bareUrl, undefined, seconds, CONNECTIONS.hello);
-      const cpu = cpuSeconds(barePid) - c1;
-      return { rps: r.rps, p50ms: r.p50ms, p99ms: r.p99ms, requests: r.requests, cpuSeconds: cpu, usPerRequest: (1e6 * cpu) / Math.max(1, r.requests), connections: CONNECTIONS.hello };
+    /** One wrk run against a one-process Worker, its CPU from /proc. */
+    const measureWorker = (what: string, workers: BareWorkers) => {
+      const workerPid = workerdPid(workers.config);
+      const url = `${workers.urls.hello}/hello`;
+      return async (): Promise<BareResult> => {
+        log(`${what} → ${helloUrls.length} replicas: warm-up 1 s, then ${seconds} s`);
+        await wrk(url, undefined, 1, CONNECTIONS.hello);
+        const c1 = cpuSeconds(workerPid);
+        const r = await wrk(url, undefined, seconds, CONNECTIONS.hello);
+        const cpu = cpuSeconds(workerPid) - c1;
+        return { rps: r.rps, p50ms: r.p50ms, p99ms: r.p99ms, requests: r.requests, cpuSeconds: cpu, usPerRequest: (1e6 * cpu) / Math.max(1, r.requests), connections: CONNECTIONS.hello };
+      };
     };
+    bare = await startBareWorkers(work, { hello: helloUrls });
+    measureBare = measureWorker("bare workerd Worker", bare);
+    if (values.rebuilt) {
+      rebuilt = await startBareWorkers(work, { hello: helloUrls }, "/hello", { kind: "rebuilt", source: rebuiltWorker });
+      measureRebuilt = measureWorker("rebuilt workerd Worker", rebuilt);
+    }
   }
   // Each round: the bare Worker, then every kind; each kind's ratio is against its round's bare Worker.
   const bareRounds: BareResult[] = [];
+  const rebuiltRounds: BareResult[] = [];
   const kindRounds = measured.map(() => [] as KindResult[]);
   for (let round = 1; round <= rounds; round++) {
     if (rounds > 1) log(`round ${round} of ${rounds}`);
     if (measureBare) bareRounds.push(await measureBare());
+    if (measureRebuilt) rebuiltRounds.push(await measureRebuilt());
     for (const [i, k] of measured.entries()) kindRounds[i]!.push(await measureKind(k, pid, idle.cpuPerSecond, isolates, round === 1));
   }
   const bareUs = Array.from({ length: rounds }, (_, i) => bareRounds[i]?.usPerRequest);
@@ -445,14 +465,24 @@ try {
       rounds: bareRounds.map((b) => b.usPerRequest),
     };
   }
+  if (rebuiltRounds.length) {
+    const ratios = rebuiltRounds.map((r, i) => r.usPerRequest / bareRounds[i]!.usPerRequest);
+    rebuiltResult = {
+      rps: mean(rebuiltRounds.map((b) => b.rps)),
+      usPerRequest: mean(rebuiltRounds.map((b) => b.usPerRequest)),
+      rounds: rebuiltRounds.map((b) => b.usPerRequest),
+      ratioToBare: { median: median(ratios), min: Math.min(...ratios), max: Math.max(...ratios) },
+    };
+  }
 } catch (err) {
   console.error(stackLog.filter((l) => !/"msg":"request"/.test(l)).slice(-30).join("\n"));
   throw err;
 } finally {
-  if (bare && bare.child.exitCode === null) {
-    const gone = new Promise((r) => bare!.child.once("exit", r));
-    bare.child.kill("SIGTERM");
-    await Promise.race([gone, sleep(3_000).then(() => bare!.child.kill("SIGKILL"))]);
+  for (const workers of [bare, rebuilt]) {
+    if (!workers || workers.child.exitCode !== null) continue;
+    const gone = new Promise((r) => workers.child.once("exit", r));
+    workers.child.kill("SIGTERM");
+    await Promise.race([gone, sleep(3_000).then(() => workers.child.kill("SIGKILL"))]);
   }
   await stack.stop();
 }
@@ -488,6 +518,9 @@ const lines = [
       `| ${r.kind} | ${r.connections} | ${f(r.rps, 0)} | ${f(r.p50ms, 2)} | ${f(r.p99ms, 2)} | ${f(r.cpu.seconds, 2)} | ${f(r.cpu.usPerRequest, 0)} | ${f(r.cpu.usPerRequestNetOfIdle, 0)} | ${r.ratioToBare && rounds > 1 ? `**${f(r.ratioToBare.median, 2)}** (${f(r.ratioToBare.min, 2)}–${f(r.ratioToBare.max, 2)})` : bareResult ? f(r.cpu.usPerRequest / bareResult.usPerRequest, 2) : "–"} |`,
   ),
   "",
+  ...(rebuiltResult
+    ? [`Rebuilt Worker (headers copied and set both ways, a new Response): ${f(rebuiltResult.usPerRequest, 0)} µs per request, ${f(rebuiltResult.rps, 0)} req/s, **${f(rebuiltResult.ratioToBare.median, 2)}** × bare (${f(rebuiltResult.ratioToBare.min, 2)}–${f(rebuiltResult.ratioToBare.max, 2)}).`]
+    : []),
   ...(bareResult && rounds > 1 ? [`Bare Worker per round: ${bareResult.rounds.map((u) => f(u, 0)).join(", ")} µs per request.`] : []),
   `Idle (no client traffic; replica reports and Durable Object alarms only): ${f(1000 * idle.cpuPerSecond, 1)} ms CPU per second.`,
   ...(target ? [`Target: ${target.name} ≤ ${target.max}: **${f(target.value, 2)}** (${target.pass ? "PASS" : "MISS"}).`] : []),
@@ -506,6 +539,7 @@ writeFileSync(
       isolates,
       kinds: results,
       bare: bareResult ?? null,
+      rebuilt: rebuiltResult ?? null,
       idle,
       target: target ?? null,
       notes: [
