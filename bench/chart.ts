@@ -279,8 +279,9 @@ function dispatchChart(d: DispatchResult): Chart {
 interface StateCostResult {
   when?: string;
   machine?: { cpus?: number; loadavg1mAtStart?: number };
-  kinds: { kind: string; rps: number; cpu: { usPerRequest: number }; doCallsPer1000: { total: number } }[];
+  kinds: { kind: string; rps: number; cpu: { usPerRequest: number }; doCallsPer1000: { total: number }; ratioToBare?: { median: number } | null }[];
   bare?: { usPerRequest: number; rps: number } | null;
+  rebuilt?: { usPerRequest: number; rps: number; ratioToBare: { median: number } } | null;
   target?: { value: number; max: number } | null;
 }
 
@@ -293,8 +294,17 @@ function stateCostChart(s: StateCostResult): Chart {
         heading: "workerd CPU per request (the Worker and, locally, its Durable Objects)",
         unit: "µs",
         bars: [
-          ...(s.bare ? [{ label: "bare workerd Worker, one fetch() (GET /hello)", value: s.bare.usPerRequest }] : []),
-          ...s.kinds.map((k) => ({ label: `Switchyard, ${k.kind}`, value: k.cpu.usPerRequest, accent: true, note: `${Math.round(k.rps)} req/s` })),
+          ...(s.bare ? [{ label: "bare workerd Worker, one fetch() (GET /hello)", value: s.bare.usPerRequest, note: `${Math.round(s.bare.rps)} req/s` }] : []),
+          ...(s.rebuilt
+            ? [{ label: "rebuilt Worker: headers copied and set both ways", value: s.rebuilt.usPerRequest, note: `${s.rebuilt.ratioToBare.median.toFixed(2)}× bare` }]
+            : []),
+          ...s.kinds.map((k) => ({
+            label: `Switchyard, ${k.kind}`,
+            value: k.cpu.usPerRequest,
+            accent: true,
+            // With --rounds, each round's ratio is against its own bare Worker: the median says more than the bars' ratio.
+            note: `${Math.round(k.rps)} req/s${k.ratioToBare ? `, ${k.ratioToBare.median.toFixed(2)}×` : ""}`,
+          })),
         ],
       },
       {
@@ -306,6 +316,7 @@ function stateCostChart(s: StateCostResult): Chart {
     ],
     footer: [
       `Run ${when(s.when)} by bench/state-cost.ts. ${machineLine(s.machine)}.`,
+      ...(s.kinds.some((k) => k.ratioToBare) ? ["n×: CPU per request × the bare Worker's, the median of the rounds' ratios, each against the bare Worker of the same round (--rounds)."] : []),
       "Calls per 1,000 depend on the request rate: the caches cost calls per second (≈1 snapshot + 0.5 flush per isolate), not per request.",
       CAVEAT,
     ],
