@@ -7,7 +7,10 @@
 import { Header, PROTOCOL_VERSION, parseLoadHeader } from "../src/protocol/index.ts";
 import { readRequestHeaders, requestHeaderBytes, requestIdFor, scrubForClient } from "../src/proxy/headers.ts";
 import { dispatchSignature } from "../src/proxy/replica-keys.ts";
+import { openaiBodyScanner, openaiRouting } from "../src/proxy/openai-request.ts";
 import { requestLogLine } from "../src/proxy/request-log-line.ts";
+import { requestPromptKeys } from "../src/proxy/request-prompt.ts";
+import llm from "../functions/llm.ts";
 import { requestTarget } from "../src/proxy/request-path.ts";
 import { ProxyMetrics } from "../src/telemetry/proxy-metrics.ts";
 
@@ -38,6 +41,11 @@ const MASTER = "hot-path-steps-master-secret-0123456789";
 const abortNow = (abort: AbortController) => abort.abort();
 
 type Step = (req: Request, i: number) => unknown;
+
+/** bench/streaming.ts's request body: a streamed 64-token completion. */
+const completionBody = new TextEncoder().encode(
+  JSON.stringify({ model: "tiny-lm", prompt: "The edge proxy sends each request to", max_tokens: 64, temperature: 0.8, stream: true }),
+);
 
 const steps: Record<string, Step> = {
   none: () => undefined,
@@ -88,6 +96,14 @@ const steps: Record<string, Step> = {
     out.set(Header.requestId, "0b7c2f4e-5d1a-4c8e-9f3b-2a6d8e1c4b7f");
     return [load, rejected, sized, response];
   },
+  /** /v1's routing read: the body scanned for its top-level model, stream and user (json-top-level.ts), as openai-routes.ts does. */
+  "openai-body-scan": () => {
+    const scanner = openaiBodyScanner("completions");
+    scanner.push(completionBody);
+    return openaiRouting("completions", scanner.end());
+  },
+  /** prefix_cache's prompt keys for that body (functions/llm.ts: the tiny-lm tokenizer, block hashes). */
+  "prompt-keys": () => requestPromptKeys(llm, "/v1/completions", completionBody.buffer as ArrayBuffer, "tiny-lm"),
   /** The dispatch's HMAC (one crypto.subtle.sign) and its three headers' values. */
   sign: (_req, i) => dispatchSignature(MASTER, { method: "GET", deployment: "hello", target: "/hello", requestId: `0b7c2f4e-5d1a-4c8e-${i}` }),
   /** Setting the three signature headers on the dispatch's Headers. */

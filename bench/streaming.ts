@@ -25,6 +25,9 @@
  *   the difference is the dispatcher's.
  * --pace model: no pacing; tokens come as fast as this CPU computes them, so
  *   the proxy's cost shows against the smallest possible TTFT/TPOT.
+ * Proxy CPU per streamed request: utime + stime of each arm's workerd process
+ * over the arm (/proc), the stack's idle CPU (load reports, alarms; measured
+ * for 3 s first) subtracted, divided by the arm's requests.
  * Prints a markdown table and writes bench/results/streaming.json.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -32,7 +35,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { LocalStack } from "../src/local/stack.ts";
-import { startBareWorkers, type BareWorkers } from "./load-tools.ts";
+import { cpuSeconds, startBareWorkers, workerdPid, type BareWorkers } from "./load-tools.ts";
 
 const { values } = parseArgs({
   options: {
@@ -52,6 +55,8 @@ if (pace !== "seed" && pace !== "model") throw new Error(`--pace must be "seed" 
 const ttftMs = pace === "seed" ? Number(values["ttft-ms"]) : 0;
 const tpotMs = pace === "seed" ? Number(values["tpot-ms"]) : 0;
 const REPLICAS = 5;
+/** How long the stack's idle CPU is measured, before the measured arms. */
+const IDLE_MS = 3_000;
 
 interface Sample {
   ttft: number;
@@ -165,6 +170,24 @@ try {
   await arm(byPrefix, 2_000);
   await arm(viaBare, 2_000);
   await arm(direct, 2_000);
+
+  // Proxy CPU per streamed request: utime + stime of the arm's workerd process over the arm,
+  // less the stack's idle CPU (replicas' load reports, Durable Object alarms) over the same time.
+  const stackPid = workerdPid(join(stateDir, "workerd.capnp"));
+  const barePid = workerdPid(bare.config);
+  const idleFrom = cpuSeconds(stackPid);
+  await new Promise((r) => setTimeout(r, IDLE_MS));
+  const stackIdlePerS = (cpuSeconds(stackPid) - idleFrom) / (IDLE_MS / 1000);
+  const cpu = { bare: { cpuS: 0, wallS: 0 }, proxied: { cpuS: 0, wallS: 0 }, byPrefix: { cpuS: 0, wallS: 0 } };
+  const timedArm = async (urlFor: (i: number) => string, durationMs: number, pid: number, into: { cpuS: number; wallS: number }) => {
+    const c0 = cpuSeconds(pid);
+    const t0 = performance.now();
+    const xs = await arm(urlFor, durationMs);
+    into.cpuS += cpuSeconds(pid) - c0;
+    into.wallS += (performance.now() - t0) / 1000;
+    return xs;
+  };
+
   const half = (seconds * 1000) / 2;
   const d: Sample[] = [];
   const b: Sample[] = [];
@@ -172,10 +195,18 @@ try {
   const x: Sample[] = [];
   for (let round = 0; round < 2; round++) {
     d.push(...(await arm(direct, half)));
-    b.push(...(await arm(viaBare, half)));
-    p.push(...(await arm(proxied, half)));
-    x.push(...(await arm(byPrefix, half)));
+    b.push(...(await timedArm(viaBare, half, barePid, cpu.bare)));
+    p.push(...(await timedArm(proxied, half, stackPid, cpu.proxied)));
+    x.push(...(await timedArm(byPrefix, half, stackPid, cpu.byPrefix)));
   }
+  /** µs per streamed request; the stack's idle CPU subtracted from its arms (the bare Worker's process has no idle work). */
+  const usPer = (c: { cpuS: number; wallS: number }, requests: number, idlePerS: number) => (1e6 * Math.max(0, c.cpuS - idlePerS * c.wallS)) / Math.max(1, requests);
+  const proxyCpu = {
+    stackIdleMsPerS: 1000 * stackIdlePerS,
+    bareUs: usPer(cpu.bare, b.length, 0),
+    openaiUs: usPer(cpu.proxied, p.length, stackIdlePerS),
+    byPrefixUs: usPer(cpu.byPrefix, x.length, stackIdlePerS),
+  };
 
   // Refusals at max_ongoing (each one a retry by the proxy before the first byte): from the replicas' own counters.
   let rejected = 0;
@@ -221,13 +252,15 @@ try {
       `TTFT mean ${f(overhead.ttftMeanMs)} ms; TPOT p50 ${f(overhead.tpotP50Ms)} ms (${f((100 * overhead.tpotP50Ms) / rd.tpot.p50)} %; target ≤ 0.2 ms: ${overhead.tpotP50Ms <= 0.2 ? "PASS" : "MISS"}), TPOT mean ${f(overhead.tpotMeanMs)} ms`,
     `of which the platform's hop (bare Worker vs direct): TTFT p50 ${f(rb.ttft.p50 - rd.ttft.p50)} ms, mean ${f(rb.ttft.mean - rd.ttft.mean)} ms; ` +
       `Switchyard over the bare Worker: TTFT p50 ${f(overBare.ttftP50Ms)} ms, mean ${f(overBare.ttftMeanMs)} ms; TPOT p50 ${f(overBare.tpotP50Ms)} ms, mean ${f(overBare.tpotMeanMs)} ms`,
+    `workerd CPU per streamed request (the stack's idle ${proxyCpu.stackIdleMsPerS.toFixed(1)} ms/s subtracted): bare Worker ${proxyCpu.bareUs.toFixed(0)} µs; ` +
+      `/v1 ${proxyCpu.openaiUs.toFixed(0)} µs (${(proxyCpu.openaiUs / proxyCpu.bareUs).toFixed(2)} × bare); /llm/v1 ${proxyCpu.byPrefixUs.toFixed(0)} µs (${(proxyCpu.byPrefixUs / proxyCpu.bareUs).toFixed(2)} × bare)`,
     `by route prefix (native pipe): TTFT p50 ${f(rx.ttft.p50 - rd.ttft.p50)} ms over direct (${f(rx.ttft.p50 - rb.ttft.p50)} ms over the bare Worker), mean ${f(rx.ttft.mean - rd.ttft.mean)} ms; TPOT p50 ${f(rx.tpot.p50 - rd.tpot.p50)} ms`,
   ];
   console.log(lines.join("\n"));
   mkdirSync(join(import.meta.dirname, "results"), { recursive: true });
   writeFileSync(
     join(import.meta.dirname, pace === "seed" ? "results/streaming.json" : "results/streaming-model-pace.json"),
-    `${JSON.stringify({ when: new Date().toISOString(), setup: { concurrency, replicas: REPLICAS, tokens, pace, ttftMs, tpotMs, seconds, model: "tiny-lm", endpoint: "/v1/completions" }, rows, overhead, overBare, byPrefix: { ttftP50Ms: rx.ttft.p50 - rd.ttft.p50, ttftMeanMs: rx.ttft.mean - rd.ttft.mean, tpotP50Ms: rx.tpot.p50 - rd.tpot.p50 }, replicaRejections: rejected }, null, 2)}\n`,
+    `${JSON.stringify({ when: new Date().toISOString(), setup: { concurrency, replicas: REPLICAS, tokens, pace, ttftMs, tpotMs, seconds, model: "tiny-lm", endpoint: "/v1/completions" }, rows, overhead, overBare, byPrefix: { ttftP50Ms: rx.ttft.p50 - rd.ttft.p50, ttftMeanMs: rx.ttft.mean - rd.ttft.mean, tpotP50Ms: rx.tpot.p50 - rd.tpot.p50 }, replicaRejections: rejected, proxyCpu }, null, 2)}\n`,
   );
 } finally {
   bare?.child.kill();
