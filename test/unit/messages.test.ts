@@ -3,6 +3,7 @@
  * pass; anything off-protocol is refused with an issue, never accepted.
  */
 import { describe, it, expect } from "vitest";
+import { T0 } from "../fixtures/clock.ts";
 import { DeregisterMessage, MODEL_ID, PROTOCOL_VERSION, RegisterMessage, ReportMessage } from "../../src/protocol/index.ts";
 
 const register = { protocol: PROTOCOL_VERSION, deployment: "hello", replica_id: "hello-123", url: "http://127.0.0.1:8001", max_ongoing_requests: 5 };
@@ -11,7 +12,7 @@ const report = {
   deployment: "hello",
   replica_id: "hello-123",
   seq: 7,
-  ts: 1_700_000_000_000,
+  ts: T0,
   state: "ready",
   ongoing: 2,
   queued: 0,

@@ -4,6 +4,7 @@ import { backoffMs, fullness, pickRandom, pickReplica, pickReplicaForModel, pick
 import type { ReplicaView, RoutingSnapshot } from "../../src/protocol/index.ts";
 import { RoutingView } from "../../src/proxy/routing-view.ts";
 import { mulberry32 } from "../../src/seeded-random.ts";
+import { T0 } from "../fixtures/clock.ts";
 
 
 /** A "random" source that returns the given values in turn (then repeats the last). */
@@ -339,7 +340,7 @@ describe("pickReplicaForModel: nobody with room holds it (rule 2)", () => {
       deployment: "mux",
       replicas: [replica("h1", 4, ["hot"]), replica("h2", 4, ["hot", "x"]), replica("a", 1, ["x"]), replica("b", 0, ["x", "y"]), replica("c", 2, ["y"])],
     };
-    const T = 1_700_000_000_000;
+    const T = T0;
     const view = new RoutingView();
     view.applySnapshot(snap, T);
     const rand = mulberry32(77);
@@ -495,7 +496,7 @@ describe("pickRoundRobin (load-blind baseline)", () => {
   });
 
   it("only sees what the routing view offers: draining and stale replicas are skipped", () => {
-    const T = 1_700_000_000_000;
+    const T = T0;
     const view = new RoutingView();
     const replica = (id: string, state: "ready" | "draining", expiresInMs = 10_000): ReplicaView => ({
       id,
@@ -550,7 +551,7 @@ describe("pickRandom (load-blind baseline)", () => {
 });
 
 describe("pickReplica with queueing replicas (reported load above max_ongoing)", () => {
-  const T = 1_700_000_000_000;
+  const T = T0;
   /** A view of replicas as their load headers describe them: ongoing, queued, max. */
   function viewOf(loads: Record<string, [ongoing: number, queued: number, max: number]>) {
     const view = new RoutingView();
@@ -633,7 +634,7 @@ describe("KV-cache usage (LLM engines) counts as fullness", () => {
   });
 
   it("the routing view carries kv from snapshots and load headers", () => {
-    const T = 1_700_000_000_000;
+    const T = T0;
     const view = new RoutingView();
     const replica: ReplicaView = { id: "e1", url: "http://e1.test", epoch: 1, models: [], loading: [], expiresInMs: 10_000, load: { seq: 1, ongoing: 1, queued: 0, max: 256, state: "ready", kv: 0.4 } };
     view.applySnapshot({ deployment: "llm", replicas: [replica] } satisfies RoutingSnapshot, T);

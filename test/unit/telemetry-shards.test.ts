@@ -1,12 +1,14 @@
 /** Telemetry shards: an isolate's shard, and the merges of shards' totals, windows and reports. Pure; time injected. */
 import { describe, expect, it } from "vitest";
+import { T0 as EPOCH } from "../fixtures/clock.ts";
 import { mulberry32 } from "../../src/seeded-random.ts";
 import { emptyHistogram, observe, quantile } from "../../src/telemetry/histogram.ts";
 import { TELEMETRY_SHARDS, mergeReports, mergeWindows, sumTotals, telemetryShardName, telemetryShardOf, type ShardReport } from "../../src/telemetry/telemetry-shards.ts";
 import { LATENCY_BUCKETS_S, type DeploymentDelta, type DeploymentTotals, type Histogram, type StatusClass, type TelemetryFlush } from "../../src/telemetry/types.ts";
 import { TelemetryWindows, WINDOW_MS, emptyWindow, seriesOf, type WindowCounts } from "../../src/telemetry/windows.ts";
 
-const T0 = 1_700_000_000_000 - (1_700_000_000_000 % WINDOW_MS);
+/** The tests' epoch, aligned to a window's start. */
+const T0 = EPOCH - (EPOCH % WINDOW_MS);
 
 function hist(...seconds: number[]): Histogram {
   const h = emptyHistogram();

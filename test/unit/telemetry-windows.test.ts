@@ -1,11 +1,13 @@
 /** The Telemetry object's state: totals summed over isolates, 5 s windows, live isolates. Time injected. */
 import { describe, expect, it } from "vitest";
+import { T0 as EPOCH } from "../fixtures/clock.ts";
 import { emptyHistogram, observe } from "../../src/telemetry/histogram.ts";
 import { LATENCY_BUCKETS_S, type DeploymentDelta, type Histogram, type StatusClass, type TelemetryFlush } from "../../src/telemetry/types.ts";
 import { TelemetryWindows, WINDOWS_KEPT, WINDOW_MS } from "../../src/telemetry/windows.ts";
 
 /** A window-aligned base time. */
-const T0 = 1_700_000_000_000 - (1_700_000_000_000 % WINDOW_MS);
+/** The tests' epoch, aligned to a window's start. */
+const T0 = EPOCH - (EPOCH % WINDOW_MS);
 
 function hist(...seconds: number[]): Histogram {
   const h = emptyHistogram();
