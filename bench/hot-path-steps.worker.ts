@@ -5,7 +5,7 @@
  * the deadline step mirrors HeadDeadline (src/proxy/dispatch.ts keeps it private).
  */
 import { Header, PROTOCOL_VERSION, parseLoadHeader } from "../src/protocol/index.ts";
-import { readRequestHeaders, requestHeaderBytes, requestIdFor, scrubForClient } from "../src/proxy/headers.ts";
+import { HOP_BY_HOP_HEADERS, readRequestHeaders, requestHeaderBytes, requestIdFor, scrubForClient } from "../src/proxy/headers.ts";
 import { dispatchSignature } from "../src/proxy/replica-keys.ts";
 import { openaiBodyScanner, openaiRouting } from "../src/proxy/openai-request.ts";
 import { requestLogLine } from "../src/proxy/request-log-line.ts";
@@ -16,13 +16,14 @@ import { ProxyMetrics } from "../src/telemetry/proxy-metrics.ts";
 
 /** What the copy-and-delete dispatch headers (before 2026-12-03) deleted: hop-by-hop, host, the protocol's own. */
 const COPY_DELETED = [
-  "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "host",
+  ...HOP_BY_HOP_HEADERS,
+  "host",
   Header.protocol, Header.deadline, Header.attempt, Header.deployment, Header.session, Header.load, Header.rejected, Header.replica,
   Header.timestamp, Header.nonce, Header.signature, "expect",
 ];
 /** Response headers a client never gets. */
 const NOT_SHOWN = new Set([
-  "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
+  ...HOP_BY_HOP_HEADERS,
   Header.protocol, Header.load, Header.rejected, Header.sessionToken, Header.replica, Header.requestId,
 ]);
 

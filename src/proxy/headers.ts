@@ -66,6 +66,11 @@ function dropHopByHop(h: Headers): void {
   for (const n of HOP_BY_HOP_HEADERS) h.delete(n);
 }
 
+/** What one header counts against the header-size limit: its name, its value and 4 bytes of framing. */
+function fieldBytes(name: string, value: string): number {
+  return name.length + value.length + 4;
+}
+
 /** A request's headers read once at the boundary: their size, and what a dispatch passes on. */
 export interface ReadRequestHeaders {
   /** Names, values and 4 bytes of framing per header: what the header-size limit counts. */
@@ -87,7 +92,7 @@ export function readRequestHeaders(incoming: Headers, dropAuthorization: boolean
   let present: string[] | undefined;
   let connection: string | undefined;
   for (const [name, value] of incoming) {
-    bytes += name.length + value.length + 4;
+    bytes += fieldBytes(name, value);
     if (NOT_PASSED.has(name) || (dropAuthorization && name === "authorization")) {
       (present ??= []).push(name);
       if (name === "connection") connection = value;
@@ -99,15 +104,10 @@ export function readRequestHeaders(incoming: Headers, dropAuthorization: boolean
   return { bytes, passed };
 }
 
-/** The headers a dispatch passes on (readRequestHeaders without the size). */
-export function dispatchHeaders(incoming: Headers): Headers {
-  return readRequestHeaders(incoming, false).passed;
-}
-
 /** The header-size limit's count alone (a request served without dispatch). */
 export function requestHeaderBytes(incoming: Headers): number {
   let bytes = 0;
-  for (const [name, value] of incoming) bytes += name.length + value.length + 4;
+  for (const [name, value] of incoming) bytes += fieldBytes(name, value);
   return bytes;
 }
 

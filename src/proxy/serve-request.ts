@@ -32,8 +32,7 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
   const { deployment, state, requestId, background } = ctx;
   const headers = req.headers;
   // One walk of the headers for their size and, for a deployment served by replicas, what its dispatch passes on.
-  const edge = deployment.backend.kind === "edge";
-  const read = edge ? undefined : readRequestHeaders(headers, !deployment.access.public);
+  const read = deployment.backend.kind === "edge" ? undefined : readRequestHeaders(headers, !deployment.access.public);
   const headerBytes = read ? read.bytes : requestHeaderBytes(headers);
   if (headerBytes > deployment.limits.maxHeaderBytes) {
     return errorResponse("header_too_large", `request headers take ${headerBytes} bytes; the limit is ${deployment.limits.maxHeaderBytes}`, { requestId });
@@ -63,7 +62,7 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
     });
   }
   try {
-    // A model run inside this Worker (src/edge/): no replica, no dispatch; the pending cap still applies.
+    // A model run inside this Worker (src/edge/; `read` is undefined for it): no replica, no dispatch; the pending cap still applies.
     if (!read) {
       ctx.trace.replica = "edge";
       return await serveAtEdge(req, { deployment, requestId });

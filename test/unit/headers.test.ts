@@ -1,7 +1,10 @@
 /** Header hygiene on the proxy path, both directions, and request ids. */
 import { describe, it, expect } from "vitest";
 import { Header } from "../../src/protocol/index.ts";
-import { clientHeaders, dispatchHeaders, readRequestHeaders, requestHeaderBytes, requestIdFor } from "../../src/proxy/headers.ts";
+import { clientHeaders, readRequestHeaders, requestHeaderBytes, requestIdFor } from "../../src/proxy/headers.ts";
+
+/** The headers a dispatch to a public deployment passes on. */
+const dispatchHeaders = (incoming: Headers) => readRequestHeaders(incoming, false).passed;
 
 const HOP_BY_HOP = ["connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"];
 
@@ -12,7 +15,7 @@ function withHopByHop(extra: Record<string, string> = {}): Headers {
   return h;
 }
 
-describe("dispatchHeaders (client → replica)", () => {
+describe("dispatch headers (client → replica)", () => {
   it("removes hop-by-hop headers and host, keeps end-to-end ones", () => {
     const h = dispatchHeaders(withHopByHop({ host: "edge.example.com", "content-type": "application/json", authorization: "Bearer t", accept: "*/*", "x-custom": "1" }));
     for (const n of [...HOP_BY_HOP, "host"]) expect(h.has(n), n).toBe(false);
