@@ -34,6 +34,11 @@
  * rounds' ratios, each against the bare Worker of the same round: the machine's
  * drift over a run (2026-12-02: the bare Worker alone 220–304 µs between runs)
  * then moves both sides of a ratio together. --kinds measures only the named kinds.
+ * Each kind also has a bare twin, measured right before it in each round: the
+ * same wrk script and connections through a bare Worker to the same replicas
+ * (multiplexed: each model pinned to one replica, load-tools.ts modelPinnedWorker),
+ * so "× bare twin" compares the same requests, a POST body and the kind's own
+ * connection count included; "× bare Worker" stays the GET /hello comparison.
  * --rebuilt also measures, after the bare Worker in each round, a Worker whose
  * one fetch() is built as any header-rewriting proxy must build it (headers
  * copied and set both ways, a new Response; load-tools.ts rebuiltWorker): the
@@ -46,7 +51,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { LocalStack } from "../src/local/stack.ts";
-import { CLK_TCK, cpuSeconds, rebuiltWorker, run, startBareWorkers, workerdPid, wrk as runWrk, type BareWorkers } from "./load-tools.ts";
+import { CLK_TCK, cpuSeconds, modelPinnedWorker, rebuiltWorker, run, startBareWorkers, workerdPid, wrk as runWrk, type BareWorkers } from "./load-tools.ts";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const { values } = parseArgs({
@@ -139,9 +144,11 @@ const stackLog: string[] = [];
 const stack = new LocalStack({ port: 0, acceptUnsignedDispatches: true, functionsDir, stateDir, freshState: true, replicas: REPLICAS, log: (l) => stackLog.push(l) });
 let bare: BareWorkers | undefined;
 let rebuilt: BareWorkers | undefined;
+let pinned: BareWorkers | undefined;
 process.on("exit", () => {
   stack.killAll();
   bare?.child.kill("SIGKILL");
+  pinned?.child.kill("SIGKILL");
   rebuilt?.child.kill("SIGKILL");
 });
 for (const sig of ["SIGINT", "SIGTERM"] as const) process.on(sig, () => process.exit(130));
@@ -213,7 +220,26 @@ interface KindResult {
   rounds?: { usPerRequest: number; bareUsPerRequest: number; ratio: number }[];
   /** Median and range of the rounds' ratios (with the bare Worker). */
   ratioToBare?: { median: number; min: number; max: number };
+  /** The kind's bare twin (the same requests through a bare Worker), summed over rounds. */
+  twin?: { usPerRequest: number; rps: number; non2xx: number; rounds: number[] };
+  /** Median and range of the rounds' CPU ratios to the twin of the same round. */
+  ratioToTwin?: { median: number; min: number; max: number };
+  /** Median of the rounds' req/s ÷ the twin's req/s. */
+  rpsRatioToTwin?: number;
   error?: string;
+}
+
+/**
+ * A kind's bare twin: the same wrk script and connections, through a bare Worker
+ * (one fetch() per request) to the same deployment's replicas. Its CPU is the
+ * floor for exactly those requests: a POST body passed on, the kind's own
+ * headers, its connection count.
+ */
+interface TwinResult {
+  rps: number;
+  requests: number;
+  non2xx: number;
+  usPerRequest: number;
 }
 
 async function measureKind(k: Kind, pid: number, idleCpuPerS: number, isolates: number, firstRound: boolean): Promise<KindResult> {
@@ -281,7 +307,7 @@ const median = (xs: number[]) => {
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
 
 /** One kind's rounds as one result: counts and CPU summed, rates and latencies averaged, ratios per round. */
-function combineRounds(runs: KindResult[], bareUs: (number | undefined)[]): KindResult {
+function combineRounds(runs: KindResult[], bareUs: (number | undefined)[], twins: TwinResult[]): KindResult {
   const first = runs[0]!;
   const sum = (f: (r: KindResult) => number) => runs.reduce((a, r) => a + f(r), 0);
   const requests = sum((r) => r.requests);
@@ -291,6 +317,16 @@ function combineRounds(runs: KindResult[], bareUs: (number | undefined)[]): Kind
   const netS = sum((r) => (r.cpu.usPerRequestNetOfIdle * r.requests) / 1e6);
   const perRound = runs.flatMap((r, i) => (bareUs[i] ? [{ usPerRequest: r.cpu.usPerRequest, bareUsPerRequest: bareUs[i]!, ratio: r.cpu.usPerRequest / bareUs[i]! }] : []));
   const ratios = perRound.map((r) => r.ratio);
+  const twinRatios = twins.map((t, i) => runs[i]!.cpu.usPerRequest / t.usPerRequest);
+  const twinRequests = twins.reduce((a, t) => a + t.requests, 0);
+  const twin = twins.length
+    ? {
+        usPerRequest: twins.reduce((a, t) => a + t.usPerRequest * t.requests, 0) / Math.max(1, twinRequests),
+        rps: mean(twins.map((t) => t.rps)),
+        non2xx: twins.reduce((a, t) => a + t.non2xx, 0),
+        rounds: twins.map((t) => t.usPerRequest),
+      }
+    : undefined;
   const errors = runs.flatMap((r) => (r.error ? [r.error] : []));
   return {
     ...first,
@@ -311,6 +347,13 @@ function combineRounds(runs: KindResult[], bareUs: (number | undefined)[]): Kind
     cpu: { seconds: cpuS, usPerRequest: (1e6 * cpuS) / Math.max(1, requests), usPerRequestNetOfIdle: (1e6 * netS) / Math.max(1, requests) },
     rounds: perRound,
     ...(ratios.length ? { ratioToBare: { median: median(ratios), min: Math.min(...ratios), max: Math.max(...ratios) } } : {}),
+    ...(twin
+      ? {
+          twin,
+          ratioToTwin: { median: median(twinRatios), min: Math.min(...twinRatios), max: Math.max(...twinRatios) },
+          rpsRatioToTwin: median(twins.map((t, i) => runs[i]!.rps / t.rps)),
+        }
+      : {}),
     ...(errors.length ? { error: errors.join("; ") } : { error: undefined }),
   };
 }
@@ -417,8 +460,10 @@ try {
   if (onlyKinds && measured.length !== onlyKinds.length) throw new Error(`--kinds: unknown kind in ${onlyKinds.join(",")} (known: ${kinds.map((k) => k.kind).join(", ")})`);
   let measureBare: (() => Promise<BareResult>) | undefined;
   let measureRebuilt: (() => Promise<BareResult>) | undefined;
+  let measureTwin: ((k: Kind, firstRound: boolean) => Promise<TwinResult>) | undefined;
   if (!values["skip-bare"]) {
-    const helloUrls = [...stack.replicas.values()].filter((r) => r.deployment === "hello").map((r) => r.url);
+    const urlsOf = (deployment: string) => [...stack.replicas.values()].filter((r) => r.deployment === deployment).map((r) => r.url);
+    const helloUrls = urlsOf("hello");
     /** One wrk run against a one-process Worker, its CPU from /proc. */
     const measureWorker = (what: string, workers: BareWorkers) => {
       const workerPid = workerdPid(workers.config);
@@ -432,8 +477,24 @@ try {
         return { rps: r.rps, p50ms: r.p50ms, p99ms: r.p99ms, requests: r.requests, cpuSeconds: cpu, usPerRequest: (1e6 * cpu) / Math.max(1, r.requests), connections: CONNECTIONS.hello };
       };
     };
-    bare = await startBareWorkers(work, { hello: helloUrls });
+    bare = await startBareWorkers(work, { hello: helloUrls, ...(withKeyed ? { keyed: urlsOf("keyed") } : {}) }, "/-/healthz");
     measureBare = measureWorker("bare workerd Worker", bare);
+    // Multiplexed requests' twin sends each model to one replica: round robin would make them swap models.
+    pinned = await startBareWorkers(work, { vad: urlsOf("vad") }, "/-/healthz", { kind: "pinned", source: modelPinnedWorker });
+    const twinPid = { bare: workerdPid(bare.config), pinned: workerdPid(pinned.config) };
+    measureTwin = async (k, firstRound) => {
+      const workers = k.deployment === "vad" ? pinned! : bare!;
+      const workerPid = k.deployment === "vad" ? twinPid.pinned : twinPid.bare;
+      const url = `${workers.urls[k.deployment]}${k.path}`;
+      const connections = k.connections ?? CONNECTIONS[k.deployment];
+      const warmupS = firstRound ? (k.warmupS ?? 1) : 1;
+      log(`${k.kind}'s bare twin: warm-up ${warmupS} s, then ${seconds} s, ${connections} connections`);
+      await wrk(url, k.script, warmupS, connections);
+      const c1 = cpuSeconds(workerPid);
+      const r = await wrk(url, k.script, seconds, connections);
+      const cpu = cpuSeconds(workerPid) - c1;
+      return { rps: r.rps, requests: r.requests, non2xx: r.non2xx + r.socketErrors, usPerRequest: (1e6 * cpu) / Math.max(1, r.requests) };
+    };
     if (values.rebuilt) {
       rebuilt = await startBareWorkers(work, { hello: helloUrls }, "/hello", { kind: "rebuilt", source: rebuiltWorker });
       measureRebuilt = measureWorker("rebuilt workerd Worker", rebuilt);
@@ -443,14 +504,19 @@ try {
   const bareRounds: BareResult[] = [];
   const rebuiltRounds: BareResult[] = [];
   const kindRounds = measured.map(() => [] as KindResult[]);
+  const twinRounds = measured.map(() => [] as TwinResult[]);
   for (let round = 1; round <= rounds; round++) {
     if (rounds > 1) log(`round ${round} of ${rounds}`);
     if (measureBare) bareRounds.push(await measureBare());
     if (measureRebuilt) rebuiltRounds.push(await measureRebuilt());
-    for (const [i, k] of measured.entries()) kindRounds[i]!.push(await measureKind(k, pid, idle.cpuPerSecond, isolates, round === 1));
+    for (const [i, k] of measured.entries()) {
+      // The twin right before its kind: the two sides of the ratio share the machine's state.
+      if (measureTwin) twinRounds[i]!.push(await measureTwin(k, round === 1));
+      kindRounds[i]!.push(await measureKind(k, pid, idle.cpuPerSecond, isolates, round === 1));
+    }
   }
   const bareUs = Array.from({ length: rounds }, (_, i) => bareRounds[i]?.usPerRequest);
-  for (const runs of kindRounds) results.push(combineRounds(runs, bareUs));
+  for (const [i, runs] of kindRounds.entries()) results.push(combineRounds(runs, bareUs, twinRounds[i]!));
   if (bareRounds.length) {
     const requests = bareRounds.reduce((a, b) => a + b.requests, 0);
     const cpuS = bareRounds.reduce((a, b) => a + b.cpuSeconds, 0);
@@ -478,7 +544,7 @@ try {
   console.error(stackLog.filter((l) => !/"msg":"request"/.test(l)).slice(-30).join("\n"));
   throw err;
 } finally {
-  for (const workers of [bare, rebuilt]) {
+  for (const workers of [bare, rebuilt, pinned]) {
     if (!workers || workers.child.exitCode !== null) continue;
     const gone = new Promise((r) => workers.child.once("exit", r));
     workers.child.kill("SIGTERM");
@@ -510,13 +576,19 @@ const lines = [
   "",
   "Proxy CPU (workerd process: the Worker and its Durable Objects, utime + stime)",
   "",
-  `| kind | connections | req/s | p50 ms | p99 ms | CPU s | CPU µs / request | net of idle | × bare Worker${rounds > 1 ? ` (median of ${rounds} rounds' ratios, range)` : ""} |`,
-  "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-  ...(bareResult ? [`| bare workerd Worker (one fetch()) → 4 replicas, GET /hello | ${bareResult.connections} | ${f(bareResult.rps, 0)} | ${f(bareResult.p50ms, 2)} | ${f(bareResult.p99ms, 2)} | ${f(bareResult.cpuSeconds, 2)} | ${f(bareResult.usPerRequest, 0)} | – | 1.00 |`] : []),
+  `| kind | connections | req/s | p50 ms | p99 ms | CPU s | CPU µs / request | net of idle | × bare Worker, GET /hello${rounds > 1 ? ` (median of ${rounds} rounds' ratios, range)` : ""} | bare twin: µs / request, req/s | × bare twin (same requests) | req/s ÷ twin's |`,
+  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+  ...(bareResult ? [`| bare workerd Worker (one fetch()) → 4 replicas, GET /hello | ${bareResult.connections} | ${f(bareResult.rps, 0)} | ${f(bareResult.p50ms, 2)} | ${f(bareResult.p99ms, 2)} | ${f(bareResult.cpuSeconds, 2)} | ${f(bareResult.usPerRequest, 0)} | – | 1.00 | | | |`] : []),
   ...results.map(
     (r) =>
-      `| ${r.kind} | ${r.connections} | ${f(r.rps, 0)} | ${f(r.p50ms, 2)} | ${f(r.p99ms, 2)} | ${f(r.cpu.seconds, 2)} | ${f(r.cpu.usPerRequest, 0)} | ${f(r.cpu.usPerRequestNetOfIdle, 0)} | ${r.ratioToBare && rounds > 1 ? `**${f(r.ratioToBare.median, 2)}** (${f(r.ratioToBare.min, 2)}–${f(r.ratioToBare.max, 2)})` : bareResult ? f(r.cpu.usPerRequest / bareResult.usPerRequest, 2) : "–"} |`,
+      `| ${r.kind} | ${r.connections} | ${f(r.rps, 0)} | ${f(r.p50ms, 2)} | ${f(r.p99ms, 2)} | ${f(r.cpu.seconds, 2)} | ${f(r.cpu.usPerRequest, 0)} | ${f(r.cpu.usPerRequestNetOfIdle, 0)} | ${r.ratioToBare && rounds > 1 ? `**${f(r.ratioToBare.median, 2)}** (${f(r.ratioToBare.min, 2)}–${f(r.ratioToBare.max, 2)})` : bareResult ? f(r.cpu.usPerRequest / bareResult.usPerRequest, 2) : "–"} | ` +
+      (r.twin && r.ratioToTwin
+        ? `${f(r.twin.usPerRequest, 0)}, ${f(r.twin.rps, 0)}${r.twin.non2xx ? ` (${r.twin.non2xx} non-2xx)` : ""} | **${f(r.ratioToTwin.median, 2)}**${rounds > 1 ? ` (${f(r.ratioToTwin.min, 2)}–${f(r.ratioToTwin.max, 2)})` : ""} | ${f(r.rpsRatioToTwin ?? NaN, 2)} |`
+        : "– | – | – |"),
   ),
+  "",
+  "A kind's bare twin sends the same requests (its wrk script and connections) through a bare Worker to the same replicas: the floor for those requests,",
+  "its POST body and headers included. Multiplexed requests' twin sends each model to one replica (load-tools.ts modelPinnedWorker).",
   "",
   ...(rebuiltResult
     ? [`Rebuilt Worker (headers copied and set both ways, a new Response): ${f(rebuiltResult.usPerRequest, 0)} µs per request, ${f(rebuiltResult.rps, 0)} req/s, **${f(rebuiltResult.ratioToBare.median, 2)}** × bare (${f(rebuiltResult.ratioToBare.min, 2)}–${f(rebuiltResult.ratioToBare.max, 2)}).`]
