@@ -10,7 +10,9 @@
  * (src/protocol/signing.ts), so it skips the edge hop (~1–2 ms on this machine).
  */
 import { Header, PROTOCOL_VERSION, importReplicaKey, signDispatch } from "../src/protocol/index.ts";
+import { EnginePrefixIndex } from "../src/agent/engine-prefix-index.ts";
 import type { BlockKey } from "../src/prefix/block-keys.ts";
+import { blockHashText, parseKvEventMessage, type KvCacheEvent } from "../src/prefix/kv-events.ts";
 import { DEFAULT_LOAD_FACTOR, anchorKey, rendezvousOrder, underLoadBound } from "../src/policy/prefix-score.ts";
 
 /** Which blocks each replica holds now (stored and not yet removed). */
@@ -115,24 +117,23 @@ export class DispatchSigner {
 
 /**
  * Follows one replica's KV events (a ZMQ SUB on its --kv-events-endpoint) into the
- * index. Blocks are renamed into Switchyard block keys from the token ids each
- * BlockStored carries (as the replica agent does for a real vLLM), so the index
- * does not depend on the engine's own hash; gaps in the sequence numbers (a batch
- * the subscription missed) are counted.
+ * index. The replica agent's own EnginePrefixIndex (src/agent/engine-prefix-index.ts)
+ * renames the blocks into Switchyard block keys from the token ids each BlockStored
+ * carries, as it does for a real vLLM, so the index does not depend on the engine's
+ * own hash and the bench names blocks exactly as the agent does. Gaps in the
+ * sequence numbers (a batch the subscription missed) are counted.
  */
 export class KvEventFollower {
   readonly replica: string;
   batches = 0;
   gaps = 0;
-  /** Stored blocks whose parent block this follower never saw stored (not indexable). */
-  orphans = 0;
   /** Stored blocks whose engine hash was already their Switchyard key. */
   sameHash = 0;
   stored = 0;
   removed = 0;
   readonly #index: ExactPrefixIndex;
-  /** Engine hash (blockHashText) → Switchyard key. */
-  readonly #names = new Map<string, BlockKey>();
+  /** Engine hash → Switchyard key, and which media still hold a block (nothing else: the summary is never asked for). */
+  readonly #names = new EnginePrefixIndex({ maxBlocks: Number.POSITIVE_INFINITY });
   #lastSeq: bigint | undefined;
   #socket: { close(): void } | undefined;
   #loop: Promise<void> | undefined;
@@ -142,45 +143,52 @@ export class KvEventFollower {
     this.#index = index;
   }
 
+  /** Stored blocks whose parent block this follower never saw stored (not indexable). */
+  get orphans(): number {
+    return this.#names.stats.unknownParent;
+  }
+
+  /** One event into the index (public so that a test can feed events without a socket). */
+  follow(e: KvCacheEvent): void {
+    const names = this.#names;
+    if (e.type === "AllBlocksCleared") {
+      names.applyEvent(e);
+      this.#index.cleared(this.replica);
+    } else if (e.type === "BlockRemoved") {
+      const held = e.blockHashes.map((h) => names.keyOf(h));
+      names.applyEvent(e);
+      // Gone only when no medium holds it any more (a block offloaded to CPU is still held).
+      const gone = held.filter((k, i): k is BlockKey => k !== undefined && names.keyOf(e.blockHashes[i]!) === undefined);
+      this.removed += gone.length;
+      this.#index.removed(this.replica, gone);
+    } else {
+      names.applyEvent(e);
+      const keys: BlockKey[] = [];
+      for (const h of e.blockHashes) {
+        const key = names.keyOf(h);
+        if (key === undefined) continue;
+        if (blockHashText(h) === key) this.sameHash++;
+        keys.push(key);
+      }
+      this.stored += keys.length;
+      this.#index.stored(this.replica, keys);
+    }
+  }
+
   async connect(endpoint: string): Promise<void> {
-    const [{ Subscriber }, kv, bk] = await Promise.all([import("zeromq"), import("../src/prefix/kv-events.ts"), import("../src/prefix/block-keys.ts")]);
+    const { Subscriber } = await import("zeromq");
     const sock = new Subscriber();
     sock.connect(endpoint);
     sock.subscribe();
     this.#socket = sock;
-    const extra = bk.extraLanes("");
     this.#loop = (async () => {
       try {
         for await (const frames of sock) {
-          const m = kv.parseKvEventMessage(frames as Uint8Array[]);
+          const m = parseKvEventMessage(frames as Uint8Array[]);
           if (this.#lastSeq !== undefined && m.seq !== this.#lastSeq + 1n) this.gaps++;
           this.#lastSeq = m.seq;
           this.batches++;
-          for (const e of m.batch.events) {
-            if (e.type === "AllBlocksCleared") {
-              this.#index.cleared(this.replica);
-            } else if (e.type === "BlockRemoved") {
-              const keys = e.blockHashes.map((h) => this.#names.get(kv.blockHashText(h))).filter((k): k is BlockKey => k !== undefined);
-              this.removed += keys.length;
-              this.#index.removed(this.replica, keys);
-            } else {
-              let parent: BlockKey | undefined = e.parentBlockHash === null ? undefined : this.#names.get(kv.blockHashText(e.parentBlockHash));
-              if (e.parentBlockHash !== null && parent === undefined) {
-                this.orphans += e.blockHashes.length;
-                continue;
-              }
-              const keys: BlockKey[] = [];
-              e.blockHashes.forEach((h, i) => {
-                parent = bk.blockKey(parent, e.tokenIds, i * e.blockSize, extra, e.blockSize);
-                const text = kv.blockHashText(h);
-                if (text === parent) this.sameHash++;
-                this.#names.set(text, parent);
-                keys.push(parent);
-              });
-              this.stored += keys.length;
-              this.#index.stored(this.replica, keys);
-            }
-          }
+          for (const e of m.batch.events) this.follow(e);
         }
       } catch (err) {
         // Closing the socket ends the loop; anything else is worth a line.
