@@ -1,18 +1,14 @@
 // Replica faults under concurrent load, with real processes: SIGKILL and a
 // SIGTERM drain (streams included).
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ROUTING_DESIGNS, fixtureFunctions, runLoad, sleep, startStack } from "./stack-fixture.ts";
+import { describe, expect, it } from "vitest";
+import { fixtureFunctions, forEachRoutingDesign, runLoad, sleep, type TestStack } from "./stack-fixture.ts";
 
-let stack: Awaited<ReturnType<typeof startStack>>;
+let stack: TestStack;
 
-for (const design of ROUTING_DESIGNS) {
-  describe(`with ${design.name}`, () => {
-    beforeAll(async () => {
-      stack = await startStack({ functionsDir: fixtureFunctions, replicas: { secure: 0 }, ...(design.routing ? { routing: design.routing } : {}) });
-    });
-    afterAll(async () => {
-      await stack?.dispose();
-    });
+forEachRoutingDesign(
+  { functionsDir: fixtureFunctions, replicas: { secure: 0 } },
+  (s) => (stack = s),
+  (design) => {
     it("routes with that design", async () => {
       const shards = design.routing?.shards ?? 1;
       expect(stack.deployments.every((d) => d.routing.shards === shards)).toBe(true);
@@ -21,8 +17,8 @@ for (const design of ROUTING_DESIGNS) {
       expect(router.members).toBe(3);
     });
     faultTests();
-  });
-}
+  },
+);
 
 async function waitUntilGone(deployment: string, replicaId: string, timeoutMs: number): Promise<number> {
   const started = Date.now();

@@ -1,31 +1,27 @@
 // Model multiplexing end to end: three real models (Silero VAD v4, v5, v6) over
 // three replicas that each keep at most two loaded.
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createModelById } from "../../src/models/index.ts";
 import { synthesizeVowel } from "../../src/models/silero-vad.ts";
-import { ROUTING_DESIGNS, signedFetch, sleep, startStack } from "./stack-fixture.ts";
+import { forEachRoutingDesign, signedFetch, sleep, type TestStack } from "./stack-fixture.ts";
 
 const MODELS = ["silero-vad-v4", "silero-vad-v5", "silero-vad-v6"] as const;
-let stack: Awaited<ReturnType<typeof startStack>>;
+let stack: TestStack;
 
-for (const design of ROUTING_DESIGNS) {
-  describe(`with ${design.name}`, () => {
-    beforeAll(async () => {
-      // This process runs the models too (to compare outputs). Its first onnxruntime session
-      // holds its event loop for seconds; that happens here, before any connection to the
-      // stack exists, not while a kept-alive one sits idle and the server closes it
-      // (which made the next request fail with ECONNRESET on a busy machine).
-      await (await createModelById(MODELS[0])).release();
-      home.clear();
-      stack = await startStack({ functionsDir: join(import.meta.dirname, "fixtures/multiplexing"), ...(design.routing ? { routing: design.routing } : {}) });
-    });
-    afterAll(async () => {
-      await stack?.dispose();
-    });
-    multiplexingTests();
-  });
-}
+forEachRoutingDesign(
+  { functionsDir: join(import.meta.dirname, "fixtures/multiplexing") },
+  (s) => (stack = s),
+  multiplexingTests,
+  async () => {
+    // This process runs the models too (to compare outputs). Its first onnxruntime session
+    // holds its event loop for seconds; that happens here, before any connection to the
+    // stack exists, not while a kept-alive one sits idle and the server closes it
+    // (which made the next request fail with ECONNRESET on a busy machine).
+    await (await createModelById(MODELS[0])).release();
+    home.clear();
+  },
+);
 
 interface Answer {
   status: number;

@@ -2,22 +2,16 @@
 // per-key rate limits, header and pending-request limits, and JSON errors.
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ROUTING_DESIGNS, fixtureFunctions, startStack } from "./stack-fixture.ts";
+import { describe, expect, it } from "vitest";
+import { fixtureFunctions, forEachRoutingDesign, type TestStack } from "./stack-fixture.ts";
 
-let stack: Awaited<ReturnType<typeof startStack>>;
+let stack: TestStack;
 
-for (const design of ROUTING_DESIGNS) {
-  describe(`with ${design.name}`, () => {
-    beforeAll(async () => {
-      stack = await startStack({ functionsDir: fixtureFunctions, replicas: { hello: 1, stream: 0, tight: 0, secure: 1 }, ...(design.routing ? { routing: design.routing } : {}) });
-    });
-    afterAll(async () => {
-      await stack?.dispose();
-    });
-    keyTests(design.routing === undefined);
-  });
-}
+forEachRoutingDesign(
+  { functionsDir: fixtureFunctions, replicas: { hello: 1, stream: 0, tight: 0, secure: 1 } },
+  (s) => (stack = s),
+  (design) => keyTests(design.routing === undefined),
+);
 
 const admin = () => ({ authorization: `Bearer ${stack.adminSecret}`, "content-type": "application/json" });
 

@@ -2,25 +2,15 @@
 // response carries is routed with no SessionRouter call; one that ignores it
 // keeps the lookup path; bad tokens are ignored; a dead replica's session moves
 // and the next response names the new replica.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { deriveSessionTokenKey, readSessionToken, signSessionToken } from "../../src/proxy/session-token.ts";
-import { ROUTING_DESIGNS, fixtureFunctions, startStack, until } from "./stack-fixture.ts";
+import { fixtureFunctions, forEachRoutingDesign, until, type TestStack } from "./stack-fixture.ts";
 
 const TOKEN = "x-switchyard-session-token";
 
-let stack: Awaited<ReturnType<typeof startStack>>;
+let stack: TestStack;
 
-for (const design of ROUTING_DESIGNS) {
-  describe(`with ${design.name}`, () => {
-    beforeAll(async () => {
-      stack = await startStack({ functionsDir: fixtureFunctions, replicas: { tight: 0, secure: 0 }, ...(design.routing ? { routing: design.routing } : {}) });
-    });
-    afterAll(async () => {
-      await stack?.dispose();
-    });
-    tokenTests();
-  });
-}
+forEachRoutingDesign({ functionsDir: fixtureFunctions, replicas: { tight: 0, secure: 0 } }, (s) => (stack = s), tokenTests);
 
 interface Turn {
   status: number;

@@ -1,21 +1,11 @@
 // Session affinity end to end: bindings in the SessionRouter Durable Objects,
 // cached in the proxy isolate, rebinding when a replica dies or drains.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ROUTING_DESIGNS, fixtureFunctions, sleep, startStack } from "./stack-fixture.ts";
+import { describe, expect, it } from "vitest";
+import { fixtureFunctions, forEachRoutingDesign, sleep, type TestStack } from "./stack-fixture.ts";
 
-let stack: Awaited<ReturnType<typeof startStack>>;
+let stack: TestStack;
 
-for (const design of ROUTING_DESIGNS) {
-  describe(`with ${design.name}`, () => {
-    beforeAll(async () => {
-      stack = await startStack({ functionsDir: fixtureFunctions, replicas: { tight: 0, secure: 0 }, ...(design.routing ? { routing: design.routing } : {}) });
-    });
-    afterAll(async () => {
-      await stack?.dispose();
-    });
-    sessionTests();
-  });
-}
+forEachRoutingDesign({ functionsDir: fixtureFunctions, replicas: { tight: 0, secure: 0 } }, (s) => (stack = s), sessionTests);
 
 interface Served {
   session: string;

@@ -3,6 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { afterAll, beforeAll, describe } from "vitest";
 import { deploymentFiles } from "../../scripts/build.ts";
 import type { DeploymentInput } from "../../src/config/deployment.ts";
 import { LocalStack, type StackOptions } from "../../src/local/stack.ts";
@@ -18,10 +19,45 @@ type Routing = NonNullable<DeploymentInput["routing"]>;
  * against: one routing object (behind its location's relay, the default), and
  * the same deployments spread over 4 routing shards.
  */
-export const ROUTING_DESIGNS: readonly { name: string; routing?: Routing }[] = [
+export const ROUTING_DESIGNS: readonly RoutingDesign[] = [
   { name: "one routing object" },
   { name: "4 routing shards", routing: { shards: 4, relay: true } },
 ];
+
+export interface RoutingDesign {
+  name: string;
+  routing?: Routing;
+}
+
+export type TestStack = Awaited<ReturnType<typeof startStack>>;
+
+/**
+ * A describe block per routing design, each with its own stack: started from
+ * `options` with the design's routing before the block's tests, disposed after.
+ * `started` hands the stack to the file's tests, `tests` declares them, and
+ * `before` (optional) runs first in each block, before the stack starts.
+ */
+export function forEachRoutingDesign(
+  options: StackOptions,
+  started: (stack: TestStack) => void,
+  tests: (design: RoutingDesign) => void,
+  before?: () => Promise<void>,
+): void {
+  for (const design of ROUTING_DESIGNS) {
+    describe(`with ${design.name}`, () => {
+      let own: TestStack | undefined;
+      beforeAll(async () => {
+        await before?.();
+        own = await startStack({ ...options, ...(design.routing ? { routing: design.routing } : {}) });
+        started(own);
+      });
+      afterAll(async () => {
+        await own?.dispose();
+      });
+      tests(design);
+    });
+  }
+}
 
 /**
  * A functions folder whose deployments are those of `functionsDir` with
