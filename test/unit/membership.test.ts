@@ -1,16 +1,12 @@
 /** The routing Durable Object's membership decisions, with explicit times. */
 import { describe, it, expect } from "vitest";
-import { PROTOCOL_VERSION, type RegisterMessage, type ReportMessage } from "../../src/protocol/index.ts";
+import type { RegisterMessage, ReportMessage } from "../../src/protocol/index.ts";
 import { FORGET_AFTER_MS, Membership, REPORT_INTERVAL_MS, STALE_AFTER_MS } from "../../src/state/membership.ts";
 import { T0 } from "../fixtures/clock.ts";
+import { registerMessage, reportMessage } from "../fixtures/control-messages.ts";
 
-function reg(id: string, over: Partial<RegisterMessage> = {}): RegisterMessage {
-  return { protocol: PROTOCOL_VERSION, deployment: "hello", replica_id: id, url: `http://${id}.test:8000`, max_ongoing_requests: 5, ...over };
-}
-
-function rep(id: string, seq: number, over: Partial<ReportMessage> = {}): ReportMessage {
-  return { protocol: PROTOCOL_VERSION, deployment: "hello", replica_id: id, seq, ts: T0, state: "ready", ongoing: 0, queued: 0, models: [], loading: [], ...over };
-}
+const reg = (id: string, over: Partial<RegisterMessage> = {}): RegisterMessage => registerMessage(id, { deployment: "hello", max_ongoing_requests: 5, ...over });
+const rep = (id: string, seq: number, over: Partial<ReportMessage> = {}): ReportMessage => reportMessage(id, seq, { deployment: "hello", ...over });
 
 const snapIds = (m: Membership, now: number) => m.snapshot("hello", now).replicas.map((r) => r.id).sort();
 

@@ -18,30 +18,14 @@ import {
   type RegisterMessage,
   type ReportMessage,
 } from "../../src/protocol/index.ts";
+import { registerMessage, reportMessage } from "../fixtures/control-messages.ts";
 import { UNKNOWN_DEPLOYMENT, controlRejections } from "../../src/proxy/control-routes.ts";
 
 const MASTER = "test-replica-secret";
 const nonces = new NonceCounter();
 
-const register = (id: string, url = `http://127.0.0.1:9/${id}`, deployment = "hello"): RegisterMessage => ({
-  protocol: PROTOCOL_VERSION,
-  deployment,
-  replica_id: id,
-  url,
-  max_ongoing_requests: 5,
-});
-const report = (id: string, seq: number, deployment = "hello"): ReportMessage => ({
-  protocol: PROTOCOL_VERSION,
-  deployment,
-  replica_id: id,
-  seq,
-  ts: Date.now(),
-  state: "ready",
-  ongoing: 0,
-  queued: 0,
-  models: [],
-  loading: [],
-});
+const register = (id: string, url = `http://127.0.0.1:9/${id}`, deployment = "hello"): RegisterMessage => registerMessage(id, { deployment, url, max_ongoing_requests: 5 });
+const report = (id: string, seq: number, deployment = "hello"): ReportMessage => reportMessage(id, seq, { deployment, ts: Date.now() });
 
 interface Signed {
   path: string;

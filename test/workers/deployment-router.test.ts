@@ -6,27 +6,13 @@ import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { PROTOCOL_VERSION, type RegisterMessage, type ReportMessage } from "../../src/protocol/index.ts";
+import { registerMessage, reportMessage } from "../fixtures/control-messages.ts";
 import { FORGET_AFTER_MS, STALE_AFTER_MS } from "../../src/state/membership.ts";
 import type { DeploymentRouter } from "../../src/state/deployment-router.ts";
 
-const register = (id: string, url = `http://127.0.0.1:9/${id}`): RegisterMessage => ({
-  protocol: PROTOCOL_VERSION,
-  deployment: "hello",
-  replica_id: id,
-  url,
-  max_ongoing_requests: 5,
-});
-const report = (id: string, seq: number, extra: Partial<{ state: "ready" | "draining"; ongoing: number }> = {}): ReportMessage => ({
-  protocol: PROTOCOL_VERSION,
-  deployment: "hello",
-  replica_id: id,
-  seq,
-  ts: Date.now(),
-  state: extra.state ?? "ready",
-  ongoing: extra.ongoing ?? 0,
-  queued: 0,
-  models: [],
-});
+const register = (id: string, url = `http://127.0.0.1:9/${id}`): RegisterMessage => registerMessage(id, { deployment: "hello", url, max_ongoing_requests: 5 });
+const report = (id: string, seq: number, extra: Partial<{ state: "ready" | "draining"; ongoing: number }> = {}): ReportMessage =>
+  reportMessage(id, seq, { deployment: "hello", ts: Date.now(), ...extra });
 
 /** Nonces only have to increase per replica; one counter for the whole file does. */
 let lastNonce = 0;

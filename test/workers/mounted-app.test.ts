@@ -10,6 +10,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { deployments } from "../../.switchyard/deployments.ts";
 import { createEdgeApp } from "../../src/index.ts";
 import { NonceCounter, PROTOCOL_VERSION, deriveReplicaKey, importReplicaKey, signedHeaders, type RegisterMessage } from "../../src/protocol/index.ts";
+import { registerMessage, reportMessage } from "../fixtures/control-messages.ts";
 
 const user = new Hono<{ Bindings: Env }>();
 user.get("/", (c) => c.text("the user's own page"));
@@ -23,7 +24,7 @@ async function request(path: string, init?: RequestInit): Promise<Response> {
 }
 
 const nonces = new NonceCounter();
-const register = (id: string): RegisterMessage => ({ protocol: PROTOCOL_VERSION, deployment: "hello", replica_id: id, url: `http://127.0.0.1:9/${id}`, max_ongoing_requests: 5 });
+const register = (id: string): RegisterMessage => registerMessage(id, { deployment: "hello", url: `http://127.0.0.1:9/${id}`, max_ongoing_requests: 5 });
 
 /** POSTs a control message to `path`, signed over `signedPath` (the replica's EdgeClient signs the path it sends to). */
 async function control(path: string, message: unknown, signedPath = path): Promise<Response> {

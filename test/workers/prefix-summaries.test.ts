@@ -6,7 +6,8 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { blockKeys } from "../../src/prefix/block-keys.ts";
 import { buildCacheSummary, type CacheSummaryWire } from "../../src/prefix/cache-summary.ts";
-import { PROTOCOL_VERSION, type RegisterMessage, type ReportMessage } from "../../src/protocol/index.ts";
+import type { RegisterMessage, ReportMessage } from "../../src/protocol/index.ts";
+import { registerMessage, reportMessage } from "../fixtures/control-messages.ts";
 import { routingShardName } from "../../src/state/routing-shards.ts";
 import { mergedSnapshot } from "../../src/state/routing-plane.ts";
 import { RELAY_TTL_MS } from "../../src/state/snapshot-relay.ts";
@@ -16,26 +17,9 @@ import { RoutingView } from "../../src/proxy/routing-view.ts";
 let lastNonce = 10_000_000;
 const nonce = () => ++lastNonce;
 
-const register = (deployment: string, id: string): RegisterMessage => ({
-  protocol: PROTOCOL_VERSION,
-  deployment,
-  replica_id: id,
-  url: `http://127.0.0.1:9/${id}`,
-  max_ongoing_requests: 4,
-});
-const report = (deployment: string, id: string, seq: number, prefix_cache?: CacheSummaryWire | null): ReportMessage => ({
-  protocol: PROTOCOL_VERSION,
-  deployment,
-  replica_id: id,
-  seq,
-  ts: Date.now(),
-  state: "ready",
-  ongoing: 0,
-  queued: 0,
-  models: [],
-  loading: [],
-  ...(prefix_cache !== undefined && { prefix_cache }),
-});
+const register = (deployment: string, id: string): RegisterMessage => registerMessage(id, { deployment, url: `http://127.0.0.1:9/${id}`, max_ongoing_requests: 4 });
+const report = (deployment: string, id: string, seq: number, prefix_cache?: CacheSummaryWire | null): ReportMessage =>
+  reportMessage(id, seq, { deployment, ts: Date.now(), ...(prefix_cache !== undefined && { prefix_cache }) });
 
 const shard = (deployment: string, k: number) => env.ROUTER.get(env.ROUTER.idFromName(routingShardName(deployment, k)));
 const relay = (deployment: string, location: string) => env.RELAYS.get(env.RELAYS.idFromName(`${deployment}@${location}`));

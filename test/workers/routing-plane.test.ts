@@ -5,6 +5,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { PROTOCOL_VERSION, type NodeReportMessage, type RegisterMessage, type ReportMessage } from "../../src/protocol/index.ts";
+import { registerMessage, reportMessage } from "../fixtures/control-messages.ts";
 import { RELAY_TTL_MS } from "../../src/state/snapshot-relay.ts";
 import { routingShardName } from "../../src/state/routing-shards.ts";
 import { STALE_AFTER_MS } from "../../src/state/membership.ts";
@@ -12,26 +13,9 @@ import { STALE_AFTER_MS } from "../../src/state/membership.ts";
 let lastNonce = 0;
 const nonce = () => ++lastNonce;
 
-const register = (deployment: string, id: string, node?: string): RegisterMessage => ({
-  protocol: PROTOCOL_VERSION,
-  deployment,
-  replica_id: id,
-  url: `http://127.0.0.1:9/${id}`,
-  max_ongoing_requests: 4,
-  ...(node ? { node } : {}),
-});
-const report = (deployment: string, id: string, seq: number, ongoing = 0): ReportMessage => ({
-  protocol: PROTOCOL_VERSION,
-  deployment,
-  replica_id: id,
-  seq,
-  ts: Date.now(),
-  state: "ready",
-  ongoing,
-  queued: 0,
-  models: [],
-  loading: [],
-});
+const register = (deployment: string, id: string, node?: string): RegisterMessage =>
+  registerMessage(id, { deployment, url: `http://127.0.0.1:9/${id}`, max_ongoing_requests: 4, ...(node ? { node } : {}) });
+const report = (deployment: string, id: string, seq: number, ongoing = 0): ReportMessage => reportMessage(id, seq, { deployment, ts: Date.now(), ongoing });
 
 const shard = (deployment: string, k: number) => env.ROUTER.get(env.ROUTER.idFromName(routingShardName(deployment, k)));
 const relay = (deployment: string, location: string) => env.RELAYS.get(env.RELAYS.idFromName(`${deployment}@${location}`));
