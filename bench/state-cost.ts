@@ -5,7 +5,7 @@
  * processes on loopback). Target: ≤ 5 Durable Object invocations per 1,000
  * plain requests.
  *
- *   npx tsx bench/state-cost.ts [--seconds 8] [--sessions 100] [--skip-keyed] [--skip-bare] [--rebuilt] [--out FILE]
+ *   npx tsx bench/state-cost.ts [--seconds 8] [--sessions 100] [--skip-keyed] [--skip-bare: no bare Worker, no twins] [--rebuilt] [--out FILE]
  *                               [--rounds 1] [--kinds plain,session,...]
  *   SWITCHYARD_REQUEST_LOGS=off npx tsx bench/state-cost.ts --out bench/results/state-cost-nologs.json
  *
