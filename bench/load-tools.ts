@@ -9,6 +9,7 @@ import { createRequire } from "node:module";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { compatibilityDate } from "../src/config/runtime.ts";
+import { Header } from "../src/protocol/index.ts";
 
 export interface Row {
   target: string;
@@ -190,7 +191,7 @@ let next = 0;
 export default {
   fetch(request) {
     const url = new URL(request.url);
-    const model = request.headers.get("serve_multiplexed_model_id");
+    const model = request.headers.get(${JSON.stringify(Header.rayModel)});
     let upstream = model === null ? undefined : BY_MODEL.get(model);
     if (upstream === undefined) {
       upstream = UPSTREAMS[next++ % UPSTREAMS.length];
