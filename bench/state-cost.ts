@@ -235,12 +235,7 @@ interface KindResult {
  * floor for exactly those requests: a POST body passed on, the kind's own
  * headers, its connection count.
  */
-interface TwinResult {
-  rps: number;
-  requests: number;
-  non2xx: number;
-  usPerRequest: number;
-}
+type TwinResult = BareResult;
 
 async function measureKind(k: Kind, pid: number, idleCpuPerS: number, isolates: number, firstRound: boolean): Promise<KindResult> {
   const connections = k.connections ?? CONNECTIONS[k.deployment];
@@ -364,7 +359,7 @@ log(`${machine.cpus} CPUs, load average ${machine.loadavg1mAtStart}; replicas ${
 
 const results: KindResult[] = [];
 let idle = { seconds: 0, cpuSeconds: 0, cpuPerSecond: 0, reportsPerSecond: 0 };
-type BareResult = { rps: number; p50ms: number; p99ms: number; requests: number; cpuSeconds: number; usPerRequest: number; connections: number };
+type BareResult = { rps: number; p50ms: number; p99ms: number; requests: number; cpuSeconds: number; usPerRequest: number; connections: number; non2xx: number };
 let bareResult: (BareResult & { rounds: number[] }) | undefined;
 /** --rebuilt: the bare Worker's fetch built as a header-rewriting proxy builds it (load-tools.ts rebuiltWorker). */
 let rebuiltResult: { rps: number; usPerRequest: number; rounds: number[]; ratioToBare: { median: number; min: number; max: number } } | undefined;
@@ -464,17 +459,19 @@ try {
   if (!values["skip-bare"]) {
     const urlsOf = (deployment: string) => [...stack.replicas.values()].filter((r) => r.deployment === deployment).map((r) => r.url);
     const helloUrls = urlsOf("hello");
-    /** One wrk run against a one-process Worker, its CPU from /proc. */
+    /** A warm-up, then one measured wrk run against a one-process Worker, its CPU from /proc. */
+    const onWorker = async (workerPid: number, url: string, script: string | undefined, warmupS: number, connections: number): Promise<BareResult> => {
+      await wrk(url, script, warmupS, connections);
+      const c1 = cpuSeconds(workerPid);
+      const r = await wrk(url, script, seconds, connections);
+      const cpu = cpuSeconds(workerPid) - c1;
+      return { rps: r.rps, p50ms: r.p50ms, p99ms: r.p99ms, requests: r.requests, cpuSeconds: cpu, usPerRequest: (1e6 * cpu) / Math.max(1, r.requests), connections, non2xx: r.non2xx + r.socketErrors };
+    };
     const measureWorker = (what: string, workers: BareWorkers) => {
       const workerPid = workerdPid(workers.config);
-      const url = `${workers.urls.hello}/hello`;
-      return async (): Promise<BareResult> => {
+      return (): Promise<BareResult> => {
         log(`${what} → ${helloUrls.length} replicas: warm-up 1 s, then ${seconds} s`);
-        await wrk(url, undefined, 1, CONNECTIONS.hello);
-        const c1 = cpuSeconds(workerPid);
-        const r = await wrk(url, undefined, seconds, CONNECTIONS.hello);
-        const cpu = cpuSeconds(workerPid) - c1;
-        return { rps: r.rps, p50ms: r.p50ms, p99ms: r.p99ms, requests: r.requests, cpuSeconds: cpu, usPerRequest: (1e6 * cpu) / Math.max(1, r.requests), connections: CONNECTIONS.hello };
+        return onWorker(workerPid, `${workers.urls.hello}/hello`, undefined, 1, CONNECTIONS.hello);
       };
     };
     bare = await startBareWorkers(work, { hello: helloUrls, ...(withKeyed ? { keyed: urlsOf("keyed") } : {}) }, "/-/healthz");
@@ -482,18 +479,13 @@ try {
     // Multiplexed requests' twin sends each model to one replica: round robin would make them swap models.
     pinned = await startBareWorkers(work, { vad: urlsOf("vad") }, "/-/healthz", { kind: "pinned", source: modelPinnedWorker });
     const twinPid = { bare: workerdPid(bare.config), pinned: workerdPid(pinned.config) };
-    measureTwin = async (k, firstRound) => {
+    measureTwin = (k, firstRound) => {
       const workers = k.deployment === "vad" ? pinned! : bare!;
       const workerPid = k.deployment === "vad" ? twinPid.pinned : twinPid.bare;
-      const url = `${workers.urls[k.deployment]}${k.path}`;
       const connections = k.connections ?? CONNECTIONS[k.deployment];
       const warmupS = firstRound ? (k.warmupS ?? 1) : 1;
       log(`${k.kind}'s bare twin: warm-up ${warmupS} s, then ${seconds} s, ${connections} connections`);
-      await wrk(url, k.script, warmupS, connections);
-      const c1 = cpuSeconds(workerPid);
-      const r = await wrk(url, k.script, seconds, connections);
-      const cpu = cpuSeconds(workerPid) - c1;
-      return { rps: r.rps, requests: r.requests, non2xx: r.non2xx + r.socketErrors, usPerRequest: (1e6 * cpu) / Math.max(1, r.requests) };
+      return onWorker(workerPid, `${workers.urls[k.deployment]}${k.path}`, k.script, warmupS, connections);
     };
     if (values.rebuilt) {
       rebuilt = await startBareWorkers(work, { hello: helloUrls }, "/hello", { kind: "rebuilt", source: rebuiltWorker });
@@ -525,6 +517,7 @@ try {
       p50ms: mean(bareRounds.map((b) => b.p50ms)),
       p99ms: mean(bareRounds.map((b) => b.p99ms)),
       requests,
+      non2xx: bareRounds.reduce((a, b) => a + b.non2xx, 0),
       cpuSeconds: cpuS,
       usPerRequest: (1e6 * cpuS) / Math.max(1, requests),
       connections: CONNECTIONS.hello,
