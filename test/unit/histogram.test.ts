@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import { emptyHistogram, mergeHistogram, observe, quantile } from "../../src/telemetry/histogram.ts";
 import { LATENCY_BUCKETS_S, type Histogram } from "../../src/telemetry/types.ts";
 import { mulberry32 } from "../../src/seeded-random.ts";
+import { histogramOf } from "../fixtures/telemetry.ts";
 
 const INF = LATENCY_BUCKETS_S.length; // index of the +Inf bucket
 const LAST = LATENCY_BUCKETS_S[LATENCY_BUCKETS_S.length - 1]!;
@@ -14,12 +15,6 @@ function bucketOf(seconds: number): number {
   const idx = h.buckets.findIndex((n) => n === 1);
   expect(h.buckets.reduce((a, n) => a + n, 0)).toBe(1);
   return idx;
-}
-
-function histogramOf(...values: number[]): Histogram {
-  const h = emptyHistogram();
-  for (const v of values) observe(h, v);
-  return h;
 }
 
 /** A histogram with the given per-bucket counts (sum is irrelevant to quantiles). */

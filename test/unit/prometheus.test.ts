@@ -1,9 +1,9 @@
 /** renderPrometheus: Prometheus text exposition format 0.0.4, checked with a small parser. */
 import { beforeAll, describe, expect, it } from "vitest";
 import type { ReplicaView } from "../../src/protocol/index.ts";
-import { emptyHistogram, observe } from "../../src/telemetry/histogram.ts";
 import { renderPrometheus, type DeploymentMetrics } from "../../src/telemetry/prometheus.ts";
-import { LATENCY_BUCKETS_S, type DeploymentTotals, type Histogram } from "../../src/telemetry/types.ts";
+import { LATENCY_BUCKETS_S, type DeploymentTotals } from "../../src/telemetry/types.ts";
+import { deploymentDelta, histogramOf } from "../fixtures/telemetry.ts";
 
 // ---------------------------------------------------------------------------
 // A tiny, strict parser of the text format.
@@ -133,26 +133,6 @@ function parseExposition(text: string): Map<string, Family> {
 // ---------------------------------------------------------------------------
 // Inputs.
 
-function hist(...seconds: number[]): Histogram {
-  const h = emptyHistogram();
-  for (const s of seconds) observe(h, s);
-  return h;
-}
-
-function totals(deployment: string, o: Partial<DeploymentTotals> = {}): DeploymentTotals {
-  return {
-    deployment,
-    tokens: {},
-    requests: { "2xx": 0, "3xx": 0, "4xx": 0, "5xx": 0 },
-    retries: 0,
-    rejections: 0,
-    ejections: 0,
-    duration: emptyHistogram(),
-    ttfb: emptyHistogram(),
-    ...o,
-  };
-}
-
 function replica(id: string, o: { state?: "ready" | "draining"; ongoing?: number; queued?: number; max?: number; models?: string[] } = {}): ReplicaView {
   return {
     id,
@@ -183,13 +163,13 @@ function valueOf(fams: Map<string, Family>, family: string, labels: Record<strin
 
 const FULL: DeploymentMetrics[] = [
   dm(
-    totals("hello", {
+    deploymentDelta("hello", {
       requests: { "2xx": 1027, "3xx": 2, "4xx": 13, "5xx": 3 },
       retries: 7,
       rejections: 5,
       ejections: 1,
-      duration: hist(0.003, 0.02, 0.02, 0.2, 1.5, 100),
-      ttfb: hist(0.001, 0.004, 0.3),
+      duration: histogramOf(0.003, 0.02, 0.02, 0.2, 1.5, 100),
+      ttfb: histogramOf(0.001, 0.004, 0.3),
       tokens: { public: { prompt: 120, completion: 45 }, "sy-AbCdEfG": { prompt: 7, completion: 0 } },
     }),
     {
@@ -198,7 +178,7 @@ const FULL: DeploymentMetrics[] = [
       desiredReplicas: 3,
     },
   ),
-  dm(totals("vad", { requests: { "2xx": 9, "3xx": 0, "4xx": 0, "5xx": 1 }, duration: hist(0.05) }), {
+  dm(deploymentDelta("vad", { requests: { "2xx": 9, "3xx": 0, "4xx": 0, "5xx": 1 }, duration: histogramOf(0.05) }), {
     replicas: [replica("v1", { models: ["silero"] })],
     sessionBindings: null,
     desiredReplicas: null,
@@ -348,7 +328,7 @@ describe("renderPrometheus: histograms", () => {
   });
 
   it("renders an empty histogram as all-zero buckets", () => {
-    const f = parseExposition(renderPrometheus([dm(totals("a"))], 0));
+    const f = parseExposition(renderPrometheus([dm(deploymentDelta("a"))], 0));
     const buckets = samplesOf(f, "switchyard_time_to_first_byte_seconds", "switchyard_time_to_first_byte_seconds_bucket");
     expect(buckets).toHaveLength(LATENCY_BUCKETS_S.length + 1);
     expect(buckets.every((b) => b.value === 0)).toBe(true);
@@ -359,7 +339,7 @@ describe("renderPrometheus: histograms", () => {
 describe("renderPrometheus: label escaping", () => {
   it("escapes backslash, double quote and newline in label values (and they parse back)", () => {
     const nasty = 'a\\b"c\nd';
-    const text = renderPrometheus([dm(totals("hello"), { replicas: [replica(nasty, { models: ['m"1\\'] })] })], 1);
+    const text = renderPrometheus([dm(deploymentDelta("hello"), { replicas: [replica(nasty, { models: ['m"1\\'] })] })], 1);
     expect(text).toContain('replica="a\\\\b\\"c\\nd"');
     expect(text).toContain('model="m\\"1\\\\"');
     // No sample line is broken by a raw newline.
@@ -371,7 +351,7 @@ describe("renderPrometheus: label escaping", () => {
   });
 
   it("escapes the backslash before the quote (no double-escaping)", () => {
-    const text = renderPrometheus([dm(totals("hello"), { replicas: [replica('\\"')] })], 1);
+    const text = renderPrometheus([dm(deploymentDelta("hello"), { replicas: [replica('\\"')] })], 1);
     // \"  →  \\ then \"  →  \\\"
     expect(text).toContain('replica="\\\\\\""');
   });
@@ -388,7 +368,7 @@ describe("renderPrometheus: gauges", () => {
     expect(valueOf(fams, "switchyard_replicas", { deployment: "hello", state: "draining" })).toBe(1);
     expect(valueOf(fams, "switchyard_replicas", { deployment: "vad", state: "ready" })).toBe(1);
     expect(valueOf(fams, "switchyard_replicas", { deployment: "vad", state: "draining" })).toBe(0);
-    const none = parseExposition(renderPrometheus([dm(totals("x"))], 0));
+    const none = parseExposition(renderPrometheus([dm(deploymentDelta("x"))], 0));
     expect(valueOf(none, "switchyard_replicas", { deployment: "x", state: "ready" })).toBe(0);
     expect(valueOf(none, "switchyard_replicas", { deployment: "x", state: "draining" })).toBe(0);
   });
@@ -412,10 +392,10 @@ describe("renderPrometheus: gauges", () => {
   });
 
   it("omits per-replica and model families when there are no replicas or models", () => {
-    const f = parseExposition(renderPrometheus([dm(totals("x"))], 0));
+    const f = parseExposition(renderPrometheus([dm(deploymentDelta("x"))], 0));
     expect(f.has("switchyard_replica_ongoing_requests")).toBe(false);
     expect(f.has("switchyard_model_loaded")).toBe(false);
-    const noModels = parseExposition(renderPrometheus([dm(totals("x"), { replicas: [replica("r")] })], 0));
+    const noModels = parseExposition(renderPrometheus([dm(deploymentDelta("x"), { replicas: [replica("r")] })], 0));
     expect(noModels.has("switchyard_model_loaded")).toBe(false);
     expect(valueOf(noModels, "switchyard_replica_models_loaded", { deployment: "x", replica: "r" })).toBe(0);
   });
@@ -425,20 +405,20 @@ describe("renderPrometheus: gauges", () => {
     expect(valueOf(fams, "switchyard_desired_replicas", { deployment: "hello" })).toBe(3);
     expect(samplesOf(fams, "switchyard_session_bindings").map((s) => s.labels.deployment)).toEqual(["hello"]);
     expect(samplesOf(fams, "switchyard_desired_replicas").map((s) => s.labels.deployment)).toEqual(["hello"]);
-    const none = parseExposition(renderPrometheus([dm(totals("x"))], 0));
+    const none = parseExposition(renderPrometheus([dm(deploymentDelta("x"))], 0));
     expect(none.has("switchyard_session_bindings")).toBe(false);
     expect(none.has("switchyard_desired_replicas")).toBe(false);
   });
 
   it("renders zero (not omitted) for session bindings and desired replicas of 0", () => {
-    const f = parseExposition(renderPrometheus([dm(totals("x"), { sessionBindings: 0, desiredReplicas: 0 })], 0));
+    const f = parseExposition(renderPrometheus([dm(deploymentDelta("x"), { sessionBindings: 0, desiredReplicas: 0 })], 0));
     expect(valueOf(f, "switchyard_session_bindings", { deployment: "x" })).toBe(0);
     expect(valueOf(f, "switchyard_desired_replicas", { deployment: "x" })).toBe(0);
   });
 
   it("keeps a family's block intact when only a later deployment contributes to it", () => {
     // desired replicas only for the second deployment; session bindings only for the first.
-    const text = renderPrometheus([dm(totals("a"), { sessionBindings: 1 }), dm(totals("b"), { desiredReplicas: 2, replicas: [replica("r", { models: ["m"] })] })], 0);
+    const text = renderPrometheus([dm(deploymentDelta("a"), { sessionBindings: 1 }), dm(deploymentDelta("b"), { desiredReplicas: 2, replicas: [replica("r", { models: ["m"] })] })], 0);
     const fams = parseExposition(text);
     expect(valueOf(fams, "switchyard_desired_replicas", { deployment: "b" })).toBe(2);
     expect(valueOf(fams, "switchyard_session_bindings", { deployment: "a" })).toBe(1);

@@ -1,17 +1,12 @@
 /** Per-isolate proxy counters and their periodic delta flush. Time is injected. */
 import { describe, expect, it } from "vitest";
-import { emptyHistogram, observe } from "../../src/telemetry/histogram.ts";
+import { emptyHistogram } from "../../src/telemetry/histogram.ts";
 import { FLUSH_INTERVAL_MS, ProxyMetrics, statusClass, type RequestOutcome } from "../../src/telemetry/proxy-metrics.ts";
-import { LATENCY_BUCKETS_S, type DeploymentDelta, type Histogram } from "../../src/telemetry/types.ts";
+import { LATENCY_BUCKETS_S, type DeploymentDelta } from "../../src/telemetry/types.ts";
 import { T0 } from "../fixtures/clock.ts";
+import { histogramOf } from "../fixtures/telemetry.ts";
 
 const ok = (o: Partial<RequestOutcome> = {}): RequestOutcome => ({ status: 200, attempts: 1, rejections: 0, ejections: 0, ttfbMs: 10, ...o });
-
-function histOf(...seconds: number[]): Histogram {
-  const h = emptyHistogram();
-  for (const s of seconds) observe(h, s);
-  return h;
-}
 
 /** Flushes (at a time surely due) and returns the delta of one deployment. */
 function flushOne(m: ProxyMetrics, deployment: string, now = T0): DeploymentDelta {
@@ -84,7 +79,7 @@ describe("ProxyMetrics.recordResponse", () => {
     m.recordResponse("a", ok({ ttfbMs: 250 })); // 0.25 → le=0.25
     m.recordResponse("a", ok({ ttfbMs: 90_000 })); // 90 s → +Inf
     const d = flushOne(m, "a");
-    expect(d.ttfb.buckets).toEqual(histOf(0.005, 0.006, 0.25, 90).buckets);
+    expect(d.ttfb.buckets).toEqual(histogramOf(0.005, 0.006, 0.25, 90).buckets);
     expect(d.ttfb.buckets[0]).toBe(1);
     expect(d.ttfb.buckets[1]).toBe(1);
     expect(d.ttfb.buckets[LATENCY_BUCKETS_S.indexOf(0.25)]).toBe(1);
@@ -108,7 +103,7 @@ describe("ProxyMetrics.recordDuration", () => {
     m.recordDuration("a", 1500); // 1.5 s → le=2.5
     m.recordDuration("a", 0.5); // 0.0005 s → le=0.005
     const d = flushOne(m, "a");
-    expect(d.duration.buckets).toEqual(histOf(1, 1.5, 0.0005).buckets);
+    expect(d.duration.buckets).toEqual(histogramOf(1, 1.5, 0.0005).buckets);
     expect(d.duration.buckets[LATENCY_BUCKETS_S.indexOf(1)]).toBe(1);
     expect(d.duration.count).toBe(3);
     expect(d.duration.sum).toBeCloseTo(2.5005, 12);

@@ -7,20 +7,14 @@ import { env, exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { telemetryShardFor } from "../../src/env.ts";
 import { IsolateState } from "../../src/proxy/isolate-state.ts";
-import { emptyHistogram, observe } from "../../src/telemetry/histogram.ts";
 import { parsePrometheusText } from "../../src/telemetry/prometheus-parse.ts";
 import { sendFlush } from "../../src/telemetry/telemetry-plane.ts";
 import { TELEMETRY_SHARDS, telemetryShardOf } from "../../src/telemetry/telemetry-shards.ts";
-import type { DashboardFrame, DeploymentDelta, Histogram, TelemetryFlush } from "../../src/telemetry/types.ts";
+import type { DashboardFrame, DeploymentDelta, TelemetryFlush } from "../../src/telemetry/types.ts";
+import { histogramOf } from "../fixtures/telemetry.ts";
 
 const ADMIN_SECRET = "test-admin-secret";
 const DEPLOYMENT = "hello";
-
-function hist(...seconds: number[]): Histogram {
-  const h = emptyHistogram();
-  for (const s of seconds) observe(h, s);
-  return h;
-}
 
 /** Isolate i's delta: distinct counts per isolate, so a lost or doubled flush shows in the sums. */
 function deltaOf(i: number): DeploymentDelta {
@@ -30,8 +24,8 @@ function deltaOf(i: number): DeploymentDelta {
     retries: i,
     rejections: 2 * i,
     ejections: i % 4 === 0 ? 1 : 0,
-    duration: hist(0.02 * (i + 1), 0.3),
-    ttfb: hist(0.004 * (i + 1)),
+    duration: histogramOf(0.02 * (i + 1), 0.3),
+    ttfb: histogramOf(0.004 * (i + 1)),
   };
 }
 
