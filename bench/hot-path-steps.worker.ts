@@ -106,13 +106,13 @@ const steps: Record<string, Step> = {
   /** prefix_cache's prompt keys for that body (functions/llm.ts: the tiny-lm tokenizer, block hashes). */
   "prompt-keys": () => requestPromptKeys(llm, "/v1/completions", completionBody.buffer as ArrayBuffer, "tiny-lm"),
   /** The dispatch's HMAC (one crypto.subtle.sign) and its three headers' values. */
-  sign: (_req, i) => dispatchSignature(MASTER, { method: "GET", deployment: "hello", target: "/hello", requestId: `0b7c2f4e-5d1a-4c8e-${i}` }),
+  sign: (_req, i) => dispatchSignature(MASTER, { method: "GET", deployment: "hello", target: "/hello", requestId: `0b7c2f4e-5d1a-4c8e-${i}`, replica: "hello-0", bodySha256: "" }),
   /** Setting the three signature headers on the dispatch's Headers. */
   "signature-headers": (req) => {
     const h = new Headers(req.headers);
     h.set(Header.timestamp, "1800000000000");
     h.set(Header.nonce, "1234567890123");
-    h.set(Header.signature, "v1=8d2f6a1b3c4e5f60718293a4b5c6d7e8f90112233445566778899aabbccddeef");
+    h.set(Header.signature, "v2=8d2f6a1b3c4e5f60718293a4b5c6d7e8f90112233445566778899aabbccddeef");
     return h;
   },
   /** The copy alone, to subtract from signature-headers. */

@@ -405,7 +405,7 @@ export default defineDeployment({
       if (!useEvents) index.stored(choice.id, keys); // the approximation: what it sent, never evicted
       inflight.set(choice.id, inflight.get(choice.id)! + 1);
       try {
-        const headers = await signer.headers("/v1/chat/completions", `pc-${++requestSeq}`);
+        const headers = await signer.headers("/v1/chat/completions", `pc-${++requestSeq}`, choice.id, body);
         const result = await streamChat(`${urlOf.get(choice.id)}/v1/chat/completions`, body, headers, scheduledAt, signal, MAX_TOKENS);
         result.replica = choice.id;
         return { result, heldBlocks, ...explain };

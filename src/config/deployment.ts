@@ -144,6 +144,14 @@ const DeploymentInput = z
     access: z
       .object({
         public: z.boolean().default(false),
+        /**
+         * Forward requests for a replica's operational routes under this deployment's
+         * prefix: its `/-/` routes (the reference replica's `/-/healthz`: capacity,
+         * admission counts), `/health`, `/metrics` and the engines' admin routes
+         * (src/protocol/paths.ts). Off: the edge answers 404 and the replica never
+         * sees them; scrape replicas directly, or through the edge's `/-/metrics`.
+         */
+        replicaRoutes: z.boolean().default(false),
         /** Per-API-key rate limit (token bucket); unset: unlimited. Public deployments have no key to limit by. */
         rateLimit: z
           .object({
@@ -156,7 +164,7 @@ const DeploymentInput = z
           .optional(),
       })
       .strict()
-      .default({ public: false }),
+      .default({ public: false, replicaRoutes: false }),
     /**
      * Origins replicas may register with, e.g. "https://gpu-7.example.com" or
      * "https://*.gpu.example.com". Empty: any origin the global rules allow
@@ -295,6 +303,17 @@ const DeploymentInput = z
         uploadIdleTimeoutMs: z.number().int().min(100).max(600_000).default(10_000),
         /** Slowest average upload accepted once the grace period is over, bytes/s; 0 turns the floor off. */
         uploadMinBytesPerSecond: z.number().int().min(0).max(1_000_000_000).default(1024),
+        /**
+         * Stream a request body to the replica from its first byte (full duplex: the
+         * replica may answer while the client is still sending, as a streaming
+         * transcription does). Off, the edge first reads a streamed body's first
+         * `replayableBodyBytes` (at least 4 KiB; all of it, if shorter) at the upload
+         * pace, and only then asks a replica, so a slow uploader never holds a
+         * replica's slot. On, each client (API key, else address) may have at most
+         * `duplexUploadsPerClient` such uploads in flight per isolate instead.
+         */
+        duplexUploads: z.boolean().default(false),
+        duplexUploadsPerClient: z.number().int().min(1).max(10_000).default(4),
       })
       .strict()
       .default({
@@ -304,6 +323,8 @@ const DeploymentInput = z
         maxPendingRequests: 1024,
         uploadIdleTimeoutMs: 10_000,
         uploadMinBytesPerSecond: 1024,
+        duplexUploads: false,
+        duplexUploadsPerClient: 4,
       }),
   })
   .strict()

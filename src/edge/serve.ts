@@ -13,7 +13,7 @@
  * which the build pulls into the Worker only when a deployment uses kind "edge"
  * (scripts/build.ts), so other Workers keep a small bundle.
  */
-import { checkDeclaredLength, readBoundedBody, uploadPaceOf, uploadTooSlow } from "../proxy/request-body.ts";
+import { bodyRefusal, checkDeclaredLength, clientOf, readBoundedBody, uploadPaceOf } from "../proxy/request-body.ts";
 import type { Deployment } from "../config/deployment.ts";
 import { errorBody, errorResponse, Header, MODEL_ID } from "../protocol/index.ts";
 import { MAX_MODEL_INPUT_BYTES, ModelInputError, UnknownModelError } from "../models/model.ts";
@@ -84,18 +84,14 @@ export async function serveAtEdge(req: Request, ctx: EdgeServeContext): Promise<
   let input: unknown;
   if (method === "POST") {
     const limit = Math.min(maxRequestBodyBytes, MAX_MODEL_INPUT_BYTES);
-    let bytes: Awaited<ReturnType<typeof readBoundedBody>>;
-    try {
-      bytes = await readBoundedBody(req, limit, uploadPaceOf(deployment.limits));
-    } catch {
-      return errorResponse("bad_request", "could not read the request body", { requestId });
-    }
-    if (bytes === "too_slow") return uploadTooSlow(requestId);
+    // A public deployment's body is read before anything authenticated its sender: charged to the client's hold.
+    const bytes = await readBoundedBody(req, limit, uploadPaceOf(deployment.limits), deployment.access.public ? clientOf(req.headers) : undefined);
     if (bytes === "too_large") {
       return maxRequestBodyBytes < MAX_MODEL_INPUT_BYTES
         ? errorResponse("payload_too_large", `request body exceeds ${maxRequestBodyBytes} bytes`, { requestId })
         : json(413, errorBody("payload_too_large", `model input over ${MAX_MODEL_INPUT_BYTES} bytes`), base);
     }
+    if (typeof bytes === "string") return bodyRefusal(bytes, limit, requestId);
     // ignoreBOM: a leading BOM stays and fails JSON.parse, as Buffer#toString does on the replica.
     const text = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true }).decode(bytes);
     try {

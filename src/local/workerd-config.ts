@@ -54,7 +54,7 @@ export function workerdConfig(o: WorkerdConfigOptions): string {
   ];
   const more = (o.moreEdges ?? []).map((address, i) => ({ n: i + 2, address }));
   const moreServices = more.map(({ n }) => `    (name = "edge-${n}", worker = .edgeWorker${n}),\n`).join("");
-  const moreSockets = more.map(({ n, address }) => `    (name = "http-${n}", address = ${str(address)}, http = (), service = "edge-${n}"),\n`).join("");
+  const moreSockets = more.map(({ n, address }) => `    (name = "http-${n}", address = ${str(address)}, http = ${httpOptions(address)}, service = "edge-${n}"),\n`).join("");
   // The other edge services name the first one's namespaces, so every isolate reaches the same objects.
   const sharedBindings = [...vars, ...OBJECTS.map(([name, cls]) => `(name = ${str(name)}, durableObjectNamespace = (className = ${str(cls)}, serviceName = "edge"))`)];
   const moreWorkers = more.map(({ n }) => `\nconst edgeWorker${n} :Workerd.Worker = (\n${workerBody(modules, sharedBindings)}  globalOutbound = "internet",\n);\n`).join("");
@@ -69,7 +69,7 @@ ${moreServices}    # Replicas are on loopback or private addresses in local mode
     (name = "do-storage", disk = (path = ${str(o.storageDir)}, writable = true)),
   ],
   sockets = [
-    (name = "http", address = ${str(o.address)}, http = (), service = "edge"),
+    (name = "http", address = ${str(o.address)}, http = ${httpOptions(o.address)}, service = "edge"),
 ${moreSockets}  ],
 );
 
@@ -80,6 +80,19 @@ ${durableObjects.map((o) => `    (className = ${str(o.className)}, uniqueKey = $
   globalOutbound = "internet",
 );
 ${moreWorkers}`;
+}
+
+/**
+ * A socket's HTTP options. workerd does not set `cf-connecting-ip` (Cloudflare
+ * does), so a client could name any address it liked, and per-client budgets
+ * (session bindings, unauthenticated bodies) would trust it: 600 of 600 sessions
+ * were bound with a new value each. The socket replaces it, whatever the client
+ * sent, with the host it listens on: on loopback, every local client is the same
+ * client, which is what it is.
+ */
+function httpOptions(address: string): string {
+  const host = address.slice(0, address.lastIndexOf(":")).replace(/^\[|\]$/g, "");
+  return `(injectRequestHeaders = [(name = "cf-connecting-ip", value = ${str(host)})])`;
 }
 
 /** A Worker's modules, compatibility and bindings: the same bundle in every edge service. */

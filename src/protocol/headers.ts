@@ -41,8 +41,10 @@ export const Header = {
   timestamp: "x-switchyard-timestamp",
   /** Signed messages: a decimal nonce (increasing per replica for control messages, unique per dispatch). */
   nonce: "x-switchyard-nonce",
-  /** Signed messages: "v1=" + hex HMAC-SHA256 (signing.ts). */
+  /** Signed messages: "v1=" (control messages) or "v2=" (dispatches) + hex HMAC-SHA256 (signing.ts). */
   signature: "x-switchyard-signature",
+  /** Proxy → replica, on a dispatch whose body the edge holds: hex SHA-256 of the body, covered by the signature. */
+  bodySha256: "x-switchyard-body-sha256",
 } as const;
 
 /** Status a replica answers with when it rejects before accepting (at capacity or draining). */

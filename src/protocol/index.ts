@@ -5,3 +5,4 @@ export * from "./errors.ts";
 export * from "./signing.ts";
 export * from "./constant-time.ts";
 export * from "./limits.ts";
+export * from "./paths.ts";

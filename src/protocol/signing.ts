@@ -85,12 +85,12 @@ export async function signControl(key: CryptoKey, p: SignedParts): Promise<strin
 
 /** Checks a signature header value in constant time (crypto.subtle.verify). */
 export function verifyControl(key: CryptoKey, p: SignedParts, signature: string): Promise<boolean> {
-  return verifyMac(key, stringToSign(p), signature);
+  return verifyMac(key, stringToSign(p), signature, SIGNATURE_SCHEME);
 }
 
-/** Whether `signature` ("v1=" + 64 hex digits) is the HMAC of `signed`, in constant time. */
-async function verifyMac(key: CryptoKey, signed: Uint8Array<ArrayBuffer>, signature: string): Promise<boolean> {
-  const prefix = `${SIGNATURE_SCHEME}=`;
+/** Whether `signature` (`${scheme}=` + 64 hex digits) is the HMAC of `signed`, in constant time. */
+async function verifyMac(key: CryptoKey, signed: Uint8Array<ArrayBuffer>, signature: string, scheme: string): Promise<boolean> {
+  const prefix = `${scheme}=`;
   if (!signature.startsWith(prefix)) return false;
   const mac = bytesOfHex(signature.slice(prefix.length));
   if (!mac || mac.byteLength !== 32) return false;
@@ -113,10 +113,11 @@ export type SignatureHeaders =
 
 /**
  * Reads the signature headers. Any of the three missing: unsigned. Present but not
- * well-formed (timestamp or nonce not a decimal safe integer, signature not "v1=" +
- * 64 hex digits): malformed, which the edge answers like a wrong signature.
+ * well-formed (timestamp or nonce not a decimal safe integer, signature not
+ * `${scheme}=` + 64 hex digits): malformed, which the receiver answers like a wrong
+ * signature. Control messages are scheme "v1"; dispatches "v2" (DISPATCH_SIGNATURE_SCHEME).
  */
-export function readSignatureHeaders(headers: { get(name: string): string | null }): SignatureHeaders {
+export function readSignatureHeaders(headers: { get(name: string): string | null }, scheme: string = SIGNATURE_SCHEME): SignatureHeaders {
   const ts = headers.get(TIMESTAMP_HEADER);
   const nonce = headers.get(NONCE_HEADER);
   const signature = headers.get(SIGNATURE_HEADER);
@@ -126,7 +127,9 @@ export function readSignatureHeaders(headers: { get(name: string): string | null
   if (t === null) return { kind: "malformed", problem: `${TIMESTAMP_HEADER} is not epoch milliseconds` };
   const n = int(nonce);
   if (n === null) return { kind: "malformed", problem: `${NONCE_HEADER} is not a decimal integer` };
-  if (!/^v1=[0-9a-f]{64}$/.test(signature)) return { kind: "malformed", problem: `${SIGNATURE_HEADER} is not "v1=" and 64 lowercase hex digits` };
+  if (signature.length !== scheme.length + 65 || !signature.startsWith(`${scheme}=`) || !/^[0-9a-f]{64}$/.test(signature.slice(scheme.length + 1))) {
+    return { kind: "malformed", problem: `${SIGNATURE_HEADER} is not "${scheme}=" and 64 lowercase hex digits` };
+  }
   return { kind: "present", timestamp: t, nonce: n, signature };
 }
 
@@ -157,12 +160,20 @@ export class NonceCounter {
 /**
  * Signed dispatches (docs/protocol.md §2, "Signed dispatches"): every request
  * the edge sends to a replica carries the same three headers, with an HMAC of
- * the replica key over what identifies that one dispatch. A replica that checks
- * them serves only the edge: a direct request, a forged one, an old one or a
- * copy of one already served is refused with 401.
+ * the replica key over what identifies that one dispatch: the replica it is
+ * sent to, and the digest of the body when the edge holds it. A replica that
+ * checks them serves only the edge: a direct request, a forged one, an old one,
+ * a copy of one already served, one meant for another replica or one whose
+ * body was changed is refused with 401.
+ *
+ * Scheme "v2" (2026-12). The "v1" dispatch signature covered neither the replica
+ * nor the body, and replicas remember nonces each for themselves, so a captured
+ * dispatch could be replayed once to every other replica of the deployment, with
+ * any body. A replica that checks signatures accepts "v2" only.
  */
 export const DISPATCH_SIGNATURE_WINDOW_MS = 15_000;
-const DISPATCH_LABEL = "switchyard-dispatch/v1";
+export const DISPATCH_SIGNATURE_SCHEME = "v2";
+const DISPATCH_LABEL = "switchyard-dispatch/v2";
 
 /** What a dispatch signature covers. */
 export interface DispatchParts {
@@ -174,25 +185,41 @@ export interface DispatchParts {
   /** The request target as the replica receives it: path and query ("/v1/completions?x=1"). */
   target: string;
   requestId: string;
+  /** The id of the replica the dispatch is sent to (as it registered): another replica refuses it. */
+  replica: string;
+  /**
+   * Lowercase hex SHA-256 of the body, as sent in x-switchyard-body-sha256, when the
+   * edge holds the body (sized and small, or read to route); "" when the body is
+   * streamed (or there is none), which the signature then does not cover.
+   */
+  bodySha256: string;
 }
 
 /**
  * The bytes signed: the label, then timestamp, nonce, method, deployment, request
- * id and target, one per line. The label keeps a dispatch signature from ever
- * being a control-message signature (those start with the timestamp's digits).
+ * id, target, replica id and body digest, one per line. The label keeps a dispatch
+ * signature from ever being a control-message signature (those start with the
+ * timestamp's digits).
  */
 export function dispatchStringToSign(p: DispatchParts): Uint8Array<ArrayBuffer> {
-  return encoder.encode(`${DISPATCH_LABEL}\n${p.timestamp}\n${p.nonce}\n${p.method}\n${p.deployment}\n${p.requestId}\n${p.target}`) as Uint8Array<ArrayBuffer>;
+  return encoder.encode(
+    `${DISPATCH_LABEL}\n${p.timestamp}\n${p.nonce}\n${p.method}\n${p.deployment}\n${p.requestId}\n${p.target}\n${p.replica}\n${p.bodySha256}`,
+  ) as Uint8Array<ArrayBuffer>;
 }
 
 /** The x-switchyard-signature value of a dispatch. */
 export async function signDispatch(key: CryptoKey, p: DispatchParts): Promise<string> {
-  return `${SIGNATURE_SCHEME}=${hexOf(new Uint8Array(await subtle().sign("HMAC", key, dispatchStringToSign(p))))}`;
+  return `${DISPATCH_SIGNATURE_SCHEME}=${hexOf(new Uint8Array(await subtle().sign("HMAC", key, dispatchStringToSign(p))))}`;
 }
 
 /** Checks a dispatch signature in constant time (crypto.subtle.verify). */
 export function verifyDispatch(key: CryptoKey, p: DispatchParts, signature: string): Promise<boolean> {
-  return verifyMac(key, dispatchStringToSign(p), signature);
+  return verifyMac(key, dispatchStringToSign(p), signature, DISPATCH_SIGNATURE_SCHEME);
+}
+
+/** The x-switchyard-body-sha256 value of a held body: lowercase hex SHA-256. */
+export async function bodySha256(body: ArrayBuffer | Uint8Array): Promise<string> {
+  return hexOf(new Uint8Array(await subtle().digest("SHA-256", body as ArrayBuffer | Uint8Array<ArrayBuffer>)));
 }
 
 /** Whether a dispatch's timestamp is within DISPATCH_SIGNATURE_WINDOW_MS of the replica's clock. */

@@ -9,7 +9,7 @@ import { basePath, baseRoutePath } from "hono/route";
 import { runsAtEdge } from "../backends/index.ts";
 import { checkDeployments, type Deployment } from "../config/deployment.ts";
 import type { Env } from "../env.ts";
-import { errorResponse } from "../protocol/index.ts";
+import { errorResponse, isReplicaOperationalPath } from "../protocol/index.ts";
 import { adminRoutes } from "./admin-routes.ts";
 import { bearerMatches } from "./auth.ts";
 import { controlRoutes } from "./control-routes.ts";
@@ -23,7 +23,7 @@ import { IsolateState } from "./isolate-state.ts";
 import { observeRequest } from "./request-observer.ts";
 import { requestTarget, unmountedPath, type PathVariables } from "./request-path.ts";
 import { serveRequest } from "./serve-request.ts";
-import { RouteTable } from "./route-table.ts";
+import { RouteTable, stripRoutePrefix } from "./route-table.ts";
 
 type EdgeEnv = { Bindings: Env; Variables: PathVariables };
 
@@ -49,6 +49,9 @@ function mountOf(c: Context): string {
   const registered = baseRoutePath(c);
   return /[:*]/.test(registered) ? basePath(c) : registered;
 }
+
+/** workerd's words for a connection that broke off (a client's, where nothing else is read from). */
+const CLIENT_CONNECTION_LOST = "Network connection lost.";
 
 /** Bodies of requests to no route are read up to this size before the 404 (see drainUnreadBody). */
 const NO_ROUTE_DRAIN_BYTES = 1024 * 1024;
@@ -154,6 +157,11 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
       await drainUnreadBody(req, NO_ROUTE_DRAIN_BYTES);
       return errorResponse("method_not_allowed", `${req.method} is not served by "${deployment.name}"`, { requestId, headers: { allow: deployment.methods.join(", ") } });
     }
+    // A replica's operational routes (/-/healthz, /metrics, an engine's admin routes) are not for clients.
+    if (!deployment.access.replicaRoutes && isReplicaOperationalPath(deployment.policy.stripPrefix ? stripRoutePrefix(target.path, routed.prefix) : target.path)) {
+      await drainUnreadBody(req, NO_ROUTE_DRAIN_BYTES);
+      return errorResponse("route_not_found", `no deployment serves ${target.path}`, { requestId });
+    }
     const state = stateFor(env);
     const background = (p: Promise<unknown>) => executionCtx.waitUntil(p);
     const started = Date.now();
@@ -169,6 +177,12 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
 
   const unhandled = (err: unknown, req: Request, path: string) => {
     const requestId = requestIdFor(req.headers.get("x-request-id"));
+    // "unhandled error" is the line for proxy bugs. A client whose connection broke off while the
+    // edge read from it is not one (the body readers report it themselves; this catches the rest).
+    if (String(err).includes(CLIENT_CONNECTION_LOST)) {
+      console.log(JSON.stringify({ msg: "client connection lost", path, request_id: requestId }));
+      return errorResponse("bad_request", "the client's connection was lost", { requestId });
+    }
     console.error(JSON.stringify({ msg: "unhandled error", path, request_id: requestId, error: String(err) }));
     return errorResponse("internal_error", "internal error", { requestId });
   };

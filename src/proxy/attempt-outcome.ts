@@ -53,22 +53,26 @@ export interface LostConnection {
   tooSlow: boolean;
   /** The client's streamed body outgrew the limit. */
   overLimit: boolean;
+  /** The client's connection went away while its body was being passed on. */
+  clientGone: boolean;
   /** The request may run again elsewhere (safeToRepeat, with a replayable body). */
   safeToRepeat: boolean;
 }
 
 /**
  * - `deadline`: a hung replica (504; counts towards ejection).
- * - `too_slow` / `over_limit`: the client's fault (408 / 413); the replica is not blamed.
+ * - `too_slow` / `over_limit` / `client_gone`: the client's doing (408 / 413 / its
+ *   upload aborted); the replica is not blamed.
  * - `retry`: the replica is unreachable or went away (cool-down, counts towards
  *   ejection) and the request may run elsewhere; `lost`: the same, but it may not (502).
  */
-export type LostVerdict = "deadline" | "too_slow" | "over_limit" | "retry" | "lost";
+export type LostVerdict = "deadline" | "too_slow" | "over_limit" | "client_gone" | "retry" | "lost";
 
 export function judgeLostConnection(c: LostConnection): LostVerdict {
   if (c.deadline) return "deadline";
   if (c.tooSlow) return "too_slow";
   if (c.overLimit) return "over_limit";
+  if (c.clientGone) return "client_gone";
   return c.safeToRepeat ? "retry" : "lost";
 }
 

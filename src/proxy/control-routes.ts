@@ -7,10 +7,12 @@
  *
  * Order of the checks (docs/protocol.md §1):
  *   1. Content-Length at most 64 KiB                      413 payload_too_large
+ *      and the body read at the upload pace               408 request_timeout
  *   2. the three signature headers present                401 unsigned
  *   3. body is JSON naming a deployment this Worker serves 400 invalid_message / 404 route_not_found
- *      (the key is per deployment, so the name is read before the signature can
- *      be checked; deployment names are public anyway, /-/routes lists them)
+ *      (the key is per deployment, so the name is found before the signature can
+ *      be checked, by one scan of the raw bytes that builds nothing and refuses
+ *      nesting past 16; deployment names are public anyway, /-/routes lists them)
  *   4. headers well-formed and the signature right        401 bad_signature
  *   5. timestamp within ±30 s of the edge's clock         401 stale_timestamp
  *   6. schema (zod, strict)                               400 invalid_message
@@ -25,7 +27,10 @@ import type { Deployment } from "../config/deployment.ts";
 import { routerFor, type Env } from "../env.ts";
 import { shardOfReplica } from "../state/routing-plane.ts";
 import { checkReplicaUrl } from "../policy/replica-url.ts";
+import { requestIdFor } from "./headers.ts";
+import { scanTopLevel } from "./json-top-level.ts";
 import { replicaKeyFor } from "./replica-keys.ts";
+import { DEFAULT_UPLOAD_PACE, bodyRefusal, clientOf, readBoundedBody } from "./request-body.ts";
 import {
   CONTROL_REJECT_REASONS,
   ControlPath,
@@ -75,6 +80,10 @@ function reject(deployment: string, reason: ControlRejectReason, message: string
 
 type Read<T> = { error: Response } | { msg: T; nonce: number; deployment: Deployment };
 
+/** Control messages are shallow (a node report nests four deep); deeper bodies are refused at the first byte past this. */
+const CONTROL_MAX_DEPTH = 16;
+const DEPLOYMENT_FIELD = new Set(["deployment"]);
+
 async function readMessage<S extends z.ZodType>(
   c: Context<{ Bindings: Env }>,
   schema: S,
@@ -85,26 +94,24 @@ async function readMessage<S extends z.ZodType>(
   if (!(length <= maxBytes)) {
     return { error: errorResponse("payload_too_large", `control messages need a Content-Length of at most ${maxBytes} bytes`) };
   }
-  const body = new Uint8Array(await c.req.arrayBuffer());
-  if (body.byteLength > maxBytes) {
-    return { error: errorResponse("payload_too_large", `control messages are at most ${maxBytes} bytes`) };
-  }
-  let raw: unknown;
-  let json = true;
-  try {
-    raw = JSON.parse(new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(body));
-  } catch {
-    json = false;
-  }
-  const named = raw !== null && typeof raw === "object" ? (raw as { deployment?: unknown }).deployment : undefined;
-  const deployment = typeof named === "string" ? known.get(named) : undefined;
+  // Read at the upload pace and charged to the sender's hold: nothing has authenticated it yet.
+  const read = await readBoundedBody(c.req.raw, maxBytes, DEFAULT_UPLOAD_PACE, clientOf(c.req.raw.headers));
+  if (typeof read === "string") return { error: bodyRefusal(read, maxBytes, requestIdFor(null)) };
+  const body = new Uint8Array(read);
+  // The key is per deployment, so its name is needed before the signature can be checked: one
+  // linear scan of the raw bytes finds it (and checks the JSON) without building anything.
+  // Nothing is parsed into objects before the signature and timestamp hold.
+  const scan = scanTopLevel(body, DEPLOYMENT_FIELD, { maxDepth: CONTROL_MAX_DEPTH, maxStringBytes: 256 });
+  const field = scan.ok ? scan.fields.get("deployment") : undefined;
+  const named = field?.type === "string" ? field.value : undefined;
+  const deployment = named !== undefined ? known.get(named) : undefined;
 
   const sig = readSignatureHeaders(c.req.raw.headers);
   if (sig.kind === "unsigned") {
     return { error: reject(deployment?.name ?? UNKNOWN_DEPLOYMENT, "unsigned", "control messages must be signed (x-switchyard-timestamp, x-switchyard-nonce, x-switchyard-signature)") };
   }
-  if (!json) return { error: errorResponse("invalid_message", "body is not valid JSON") };
-  if (typeof named !== "string") return { error: errorResponse("invalid_message", "control message names no deployment") };
+  if (!scan.ok) return { error: errorResponse("invalid_message", scan.reason === "too_deep" ? `body nests deeper than ${CONTROL_MAX_DEPTH}` : "body is not valid JSON") };
+  if (named === undefined) return { error: errorResponse("invalid_message", "control message names no deployment") };
   if (!deployment) return { error: errorResponse("route_not_found", `no deployment named "${named}"`) };
   const name = deployment.name;
   if (sig.kind === "malformed") return { error: reject(name, "bad_signature", sig.problem) };
@@ -123,7 +130,8 @@ async function readMessage<S extends z.ZodType>(
   if (!timestampFresh(sig.timestamp, now)) {
     return { error: reject(name, "stale_timestamp", `timestamp is ${now - sig.timestamp} ms off the edge's clock (at most ${SIGNATURE_WINDOW_MS} ms)`) };
   }
-  const parsed = schema.safeParse(raw);
+  // Signed, fresh and checked by the scan: now it is parsed.
+  const parsed = schema.safeParse(JSON.parse(new TextDecoder().decode(body)));
   if (!parsed.success) {
     return { error: errorResponse("invalid_message", "control message failed validation", { details: parsed.error.issues }) };
   }

@@ -8,12 +8,12 @@
  * response-streams.ts: this file is the attempt loop and the fetch.
  */
 import type { Deployment } from "../config/deployment.ts";
-import { Header, PROTOCOL_VERSION, errorResponse, parseLoadHeader } from "../protocol/index.ts";
+import { Header, PROTOCOL_VERSION, bodySha256 as bodySha256Of, errorResponse, parseLoadHeader } from "../protocol/index.ts";
 import type { ActiveBalancer, BalanceInput } from "../policy/balancers/index.ts";
 import { backoffMs } from "../policy/pick-replica.ts";
 import { judgeAnswer, judgeLostConnection, safeToRepeat, sessionFollowsRetry } from "./attempt-outcome.ts";
 import { scrubForClient } from "./headers.ts";
-import { dispatchBody, heldBody, uploadTooSlow, type DispatchBody } from "./request-body.ts";
+import { bodyRefusal, dispatchBody, heldBody, uploadTooSlow, type DispatchBody } from "./request-body.ts";
 import { dispatchTarget } from "./request-path.ts";
 import { requestPromptKeys } from "./request-prompt.ts";
 import { passAnswerBody } from "./response-streams.ts";
@@ -21,8 +21,8 @@ import { stripRoutePrefix } from "./route-table.ts";
 import type { ReplicaEntry, RoutingView } from "./routing-view.ts";
 import type { SessionAffinity } from "./session-affinity.ts";
 
-/** Signs one dispatch (replica-keys.ts): the headers that prove the edge sent it. */
-export type DispatchSigner = (p: { method: string; deployment: string; target: string; requestId: string }) => Promise<[string, string][]>;
+/** Signs one dispatch (replica-keys.ts): the headers that prove the edge sent it, to that replica, with that body. */
+export type DispatchSigner = (p: { method: string; deployment: string; target: string; requestId: string; replica: string; bodySha256: string }) => Promise<[string, string][]>;
 
 export interface DispatchContext {
   deployment: Deployment;
@@ -44,8 +44,10 @@ export interface DispatchContext {
   background: (p: Promise<unknown>) => void;
   /** Multiplexed model the request names (already validated). */
   model?: string;
+  /** Who sent the request, for per-client budgets: `key:<hash>` (its API key), else `ip:<address>` (cf-connecting-ip). */
+  client: string;
   /** Session the request belongs to, when the deployment has affinity on. */
-  session?: { id: string; affinity: SessionAffinity; /** Whose budget a new binding comes from (API key hash or client IP). */ client: string };
+  session?: { id: string; affinity: SessionAffinity };
   /** Filled in as the dispatch goes, for metrics and logs. */
   trace?: DispatchTrace;
   /**
@@ -124,17 +126,31 @@ export async function dispatch(req: Request, ctx: DispatchContext): Promise<Resp
 }
 
 async function dispatchAttempts(req: Request, ctx: DispatchContext, head: HeadDeadline): Promise<Response> {
-  const { deployment, view, requestId, balancer } = ctx;
+  const { deployment, requestId } = ctx;
   let prepared: PreparedBody;
   if (ctx.body !== undefined) {
     // A body read to route (OpenAI routes): inference has no side effects worth more than a wasted prefill.
     prepared = { ...heldBody(ctx.body), safeToRepeat: true };
   } else {
-    const pending = dispatchBody(req, deployment.limits, requestId);
+    // A public deployment's body is read before anything authenticated its sender: charged to the client's hold.
+    const pending = dispatchBody(req, deployment, requestId, { client: ctx.client, authenticated: !deployment.access.public });
     const body = pending instanceof Promise ? await pending : pending;
     if (body instanceof Response) return body;
     prepared = { ...body, safeToRepeat: body.replayable && safeToRepeat(req.method, req.headers, deployment.policy.idempotent) };
   }
+  const answer = await attemptsWith(req, ctx, head, prepared);
+  // No replica took the body (an error of the edge's own): what it holds is given back now.
+  if (!answer.fromReplica) prepared.release();
+  return answer.response;
+}
+
+/** An answer of the edge's own (no replica's): its error. */
+function edgeError(...args: Parameters<typeof errorResponse>): { response: Response; fromReplica: false } {
+  return { response: errorResponse(...args), fromReplica: false };
+}
+
+async function attemptsWith(req: Request, ctx: DispatchContext, head: HeadDeadline, prepared: PreparedBody): Promise<{ response: Response; fromReplica: boolean }> {
+  const { deployment, view, requestId, balancer } = ctx;
 
   const { search } = ctx.target;
   const path = deployment.policy.stripPrefix ? stripRoutePrefix(ctx.target.path, ctx.routePrefix) : ctx.target.path;
@@ -164,6 +180,9 @@ async function dispatchAttempts(req: Request, ctx: DispatchContext, head: HeadDe
     const prompt = requestPromptKeys(deployment, ctx.target.path, prepared.body, headers.get(Header.model)?.trim());
     if (prompt) input.prompt = prompt;
   }
+  // A body held here is covered by the signature (its digest, once per request); a streamed one cannot be.
+  const bodySha256 = prepared.body instanceof ArrayBuffer && prepared.body.byteLength > 0 ? await bodySha256Of(prepared.body) : "";
+  if (bodySha256 !== "") headers.set(Header.bodySha256, bodySha256);
   const pick = (among: readonly ReplicaEntry[]) => balancer.pick(among, input);
   // A session new to this isolate goes where its prompt's prefix goes, when the balancer
   // reads one; otherwise rendezvous on its id places it (session-affinity.ts).
@@ -180,7 +199,7 @@ async function dispatchAttempts(req: Request, ctx: DispatchContext, head: HeadDe
     const candidates = model !== undefined ? view.candidatesHolding(now, tried, (e) => e.models.includes(model) || e.loading.includes(model)) : view.candidates(now, tried);
     const replica =
       attempt === 1 && ctx.session
-        ? await ctx.session.affinity.choose(deployment, ctx.session.id, candidates, pick, ctx.session.client, () => view.lapsed(now, tried), sessionToken, placeNew)
+        ? await ctx.session.affinity.choose(deployment, ctx.session.id, candidates, pick, ctx.client, () => view.lapsed(now, tried), sessionToken, placeNew)
         : pick(candidates);
     if (!replica) break;
     if (model !== undefined) view.noteModelDispatch(replica, model);
@@ -190,7 +209,7 @@ async function dispatchAttempts(req: Request, ctx: DispatchContext, head: HeadDe
     if (!checked) {
       // requestTarget's path cannot leave the replica's URL; this is a bug, and nothing is sent.
       console.error(JSON.stringify({ msg: "dispatch target refused", deployment: deployment.name, replica: replica.id, request_id: requestId, path }));
-      return errorResponse("internal_error", "internal error", { requestId });
+      return edgeError("internal_error", "internal error", { requestId });
     }
     headers.set(Header.attempt, String(attempt));
     // The engine's own key (vLLM --api-key), registered by its agent, replaces any client credential.
@@ -204,10 +223,10 @@ async function dispatchAttempts(req: Request, ctx: DispatchContext, head: HeadDe
     }
     let signature: [string, string][];
     try {
-      signature = await ctx.sign({ method: req.method, deployment: deployment.name, target: checked.target, requestId });
+      signature = await ctx.sign({ method: req.method, deployment: deployment.name, target: checked.target, requestId, replica: replica.id, bodySha256 });
     } catch (err) {
       console.error(JSON.stringify({ msg: "cannot sign dispatches (is SWITCHYARD_REPLICA_SECRET set?)", deployment: deployment.name, error: String(err) }));
-      return errorResponse("internal_error", "the edge cannot sign dispatches", { requestId });
+      return edgeError("internal_error", "the edge cannot sign dispatches", { requestId });
     }
     for (const [name, value] of signature) headers.set(name, value);
     // The checked URL as fetch() takes it.
@@ -227,21 +246,21 @@ async function dispatchAttempts(req: Request, ctx: DispatchContext, head: HeadDe
           if (token !== undefined) outcome.response.headers.set(Header.sessionToken, token);
         }
       }
-      return outcome.response;
+      return outcome;
     }
     if (attempt === 1) firstRefusal = outcome.why;
     // Not accepted: another replica may take it, if the body can be sent again.
     if (!prepared.replayable || attempt === maxAttempts) break;
-    if (Date.now() >= deadline) return errorResponse("deadline_exceeded", "deadline passed while retrying", { requestId });
+    if (Date.now() >= deadline) return edgeError("deadline_exceeded", "deadline passed while retrying", { requestId });
     const wait = backoffMs(attempt, backoffBaseMs, backoffCapMs);
     if (wait > 0) await sleep(Math.min(wait, deadline - Date.now()));
   }
   if (!sawReplica) {
     // Why each replica was no candidate is for operators (the log), not for clients.
     console.error(JSON.stringify({ msg: "no ready replica", deployment: deployment.name, request_id: requestId, replicas: view.describe(Date.now()) }));
-    return errorResponse("no_ready_replica", `deployment "${deployment.name}" has no ready replica`, { requestId, retryAfterSeconds: 1 });
+    return edgeError("no_ready_replica", `deployment "${deployment.name}" has no ready replica`, { requestId, retryAfterSeconds: 1 });
   }
-  return errorResponse("all_replicas_busy", `every replica of "${deployment.name}" tried was at capacity or unreachable`, {
+  return edgeError("all_replicas_busy", `every replica of "${deployment.name}" tried was at capacity or unreachable`, {
     requestId,
     retryAfterSeconds: 1,
     details: { attempts: tried.size },
@@ -269,7 +288,13 @@ async function attemptOn(
     upstream = await fetch(target, { method, headers, body: prepared.body, signal: head.signal(deadline), redirect: "manual" });
   } catch (err) {
     view.endDispatch(replica);
-    const verdict = judgeLostConnection({ deadline: head.passed, tooSlow: prepared.tooSlow(), overLimit: prepared.overLimit(), safeToRepeat: prepared.safeToRepeat });
+    const verdict = judgeLostConnection({
+      deadline: head.passed,
+      tooSlow: prepared.tooSlow(),
+      overLimit: prepared.overLimit(),
+      clientGone: prepared.aborted(),
+      safeToRepeat: prepared.safeToRepeat,
+    });
     switch (verdict) {
       case "deadline":
         // A hung replica: after a few in a row it is ejected (circuit breaker).
@@ -281,6 +306,8 @@ async function attemptOn(
         return respond(uploadTooSlow(requestId));
       case "over_limit":
         return respond(errorResponse("payload_too_large", `request body exceeds ${deployment.limits.maxRequestBodyBytes} bytes`, { requestId }));
+      case "client_gone":
+        return respond(bodyRefusal("aborted", deployment.limits.maxRequestBodyBytes, requestId));
       default:
         // The replica is unreachable or went away: no new dispatches to it from this isolate for a while.
         view.markDown(replica.id, Date.now());

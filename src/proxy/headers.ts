@@ -32,6 +32,7 @@ const DISPATCH_ONLY = [
   Header.timestamp,
   Header.nonce,
   Header.signature,
+  Header.bodySha256,
   "expect",
 ];
 /** Protocol headers a replica sends for the proxy that clients do not need to see. */

@@ -16,7 +16,7 @@ import type { IsolateState } from "./isolate-state.ts";
 import { keyRefusal } from "./api-keys.ts";
 import type { ScanResult, TopLevelScanner } from "./json-top-level.ts";
 import { OPENAI_ENDPOINTS, openaiBodyLimit, openaiBodyScanner, openaiModelTable, openaiRouting, openaiUploadPace, type OpenAIEndpoint } from "./openai-request.ts";
-import { checkDeclaredLength, drainUnreadBody, readBoundedBody, uploadTooSlow } from "./request-body.ts";
+import { bodyRefusal, checkDeclaredLength, clientOf, drainUnreadBody, readBoundedBody } from "./request-body.ts";
 import type { PathVariables } from "./request-path.ts";
 import { observeRequest, type UsageWatch } from "./request-observer.ts";
 import { tapped } from "./response-streams.ts";
@@ -71,15 +71,19 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
         return keyRefusal(key, requestId);
       }
     }
-    const bytes = await readBoundedBody(c.req.raw, bodyLimit, pace);
-    if (bytes === "too_large") return errorResponse("payload_too_large", `request body exceeds ${bodyLimit} bytes`, { requestId });
-    if (bytes === "too_slow") return uploadTooSlow(requestId);
+    // With a public /v1 deployment the body is read before any key is checked: it is charged to the client's hold.
+    const bytes = await readBoundedBody(c.req.raw, bodyLimit, pace, keyFirst ? undefined : clientOf(c.req.raw.headers));
+    if (typeof bytes === "string") return bodyRefusal(bytes, bodyLimit, requestId);
     const parsed = openaiRouting(endpoint, await scanInSlices(openaiBodyScanner(endpoint), new Uint8Array(bytes)));
     if (!parsed.ok) return errorResponse(parsed.code, parsed.message, { requestId });
     const { model, stream, streamUsage, user } = parsed.routing;
     const deployment = byModel.get(model);
-    if (!deployment) {
-      return errorResponse("model_not_found", `the model "${model}" does not exist here; GET /v1/models lists the models served now`, { requestId });
+    if (!deployment) return modelNotFound(model, requestId);
+    if (!deployment.access.public) {
+      // A private model is answered as an unknown one to a caller whose key may not use it, so
+      // its name cannot be found by trying names (as /v1/models lists it only to such callers).
+      const key = await state.apiKeys.check(deployment.name, c.req.header("authorization"), background);
+      if (!key.ok) return key.code === "unauthorized" ? modelNotFound(model, requestId) : keyRefusal(key, requestId);
     }
     if (bytes.byteLength > deployment.limits.maxRequestBodyBytes) {
       return errorResponse("payload_too_large", `request body of ${bytes.byteLength} bytes exceeds ${deployment.limits.maxRequestBodyBytes}`, { requestId });
@@ -145,6 +149,11 @@ function watchUsage(response: Response, key: string): { response: Response; usag
     response: new Response(passed.body, { status: response.status, statusText: response.statusText, headers: response.headers }),
     usage: { key, ended: passed.ended, usage: () => tail.usage() },
   };
+}
+
+/** The answer for a model this caller cannot use: it does not exist, or its key may not use it (the same words for both). */
+function modelNotFound(model: string, requestId: string): Response {
+  return errorResponse("model_not_found", `the model "${model}" does not exist here, or your key may not use it; GET /v1/models lists the models you can use now`, { requestId });
 }
 
 /** The characters of a key the admin API lists as its `prefix` (AccessKeys.create keeps key.slice(0, 10)). */

@@ -42,13 +42,22 @@ let nextNonce = Math.floor(Math.random() * 2 ** 52);
 /** The three signature headers of one dispatch (docs/protocol.md §2, "Signed dispatches"). */
 export async function dispatchSignature(
   master: string,
-  p: { method: string; deployment: string; target: string; requestId: string },
+  p: { method: string; deployment: string; target: string; requestId: string; replica: string; bodySha256: string },
 ): Promise<[string, string][]> {
   const key = (keyCache?.master === master ? keyCache.ready.get(p.deployment) : undefined) ?? (await replicaKeyFor(master, p.deployment));
   const timestamp = Date.now();
   const nonce = nextNonce;
   nextNonce = nonce >= Number.MAX_SAFE_INTEGER ? 0 : nonce + 1;
-  const signature = await signDispatch(key, { timestamp, nonce, method: p.method, deployment: p.deployment, target: p.target, requestId: p.requestId });
+  const signature = await signDispatch(key, {
+    timestamp,
+    nonce,
+    method: p.method,
+    deployment: p.deployment,
+    target: p.target,
+    requestId: p.requestId,
+    replica: p.replica,
+    bodySha256: p.bodySha256,
+  });
   return [
     [Header.timestamp, String(timestamp)],
     [Header.nonce, String(nonce)],

@@ -25,8 +25,8 @@ const UNRESERVED = /^[A-Za-z0-9\-._~]$/;
  * The normalised origin-form path and the raw query of a request URL (what
  * `Request.url` holds: absolute, `scheme://authority/path?query`). Refused:
  * a malformed percent escape, a backslash, and any dot segment (`.` or `..`)
- * however it is spelled (`%2e`, `.%2E`) and whatever separates it (`/`, or an
- * encoded `%2F` or `%5C` that a replica might decode into a separator).
+ * however it is spelled (`%2e`, `.%2E`, `..;x`) and whatever separates it (`/`, or
+ * an encoded `%2F` or `%5C` that a replica might decode into a separator).
  */
 export function requestTarget(url: string): RequestTarget {
   const scheme = url.indexOf("://");
@@ -63,10 +63,17 @@ function decodeUnreserved(raw: string): string | null {
   return out + raw.slice(from);
 }
 
-/** Whether any segment is "." or "..", splitting on "/" and on encoded slashes and backslashes too. */
+/**
+ * Whether any segment is "." or "..", splitting on "/" and on encoded slashes and
+ * backslashes too, and ignoring a `;` path parameter (raw or encoded): servlet
+ * containers read `/..;/x` as `/../x`.
+ */
 function hasDotSegment(path: string): boolean {
   if (!path.includes(".")) return false;
-  for (const segment of path.split(/\/|%2[Ff]|%5[Cc]/)) if (segment === "." || segment === "..") return true;
+  for (const segment of path.split(/\/|%2[Ff]|%5[Cc]/)) {
+    const bare = segment.split(/;|%3[Bb]/, 1)[0];
+    if (bare === "." || bare === "..") return true;
+  }
   return false;
 }
 

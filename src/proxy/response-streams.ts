@@ -88,35 +88,18 @@ export function sseWithErrorEvent(source: ReadableStream<Uint8Array>, replicaId:
 }
 
 /**
- * A stream passed on natively while a copy of it is shown to `observe` (the
- * /v1 routes keep its tail to read the token usage, token-usage.ts). The copy
- * is a tee: the client's branch is not held back by the JS that reads the
- * other. `ended` settles when the observer has seen the whole stream (or it
- * was cut or cancelled).
- */
-function teedTail(source: ReadableStream<Uint8Array>, observe: (chunk: Uint8Array) => void): PassedStream {
-  const [client, copy] = source.tee();
-  const reader = copy.getReader();
-  const ended = (async () => {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) return;
-      observe(value);
-    }
-  })().catch(() => undefined);
-  return { body: client, ended };
-}
-
-/**
  * A response body passed on with each chunk shown to `observe` (the /v1 routes keep
- * its tail to read the token usage, token-usage.ts). A stream (`length` null) is
- * teed (teedTail). A sized body, already produced by the replica, passes through a
- * tap into a FixedLengthStream, keeping its length. A client that goes away cancels
- * the pipe, which cancels the source.
+ * its tail to read the token usage, token-usage.ts), through one transform: the
+ * chunk is seen, then enqueued for the client. It keeps the stream's backpressure
+ * (a client that stops reading stops the replica's stream; nothing piles up here)
+ * and its cancellation (a client that goes away cancels the pipe, which cancels
+ * the replica's request). A sized body (`length`) keeps its length through a
+ * FixedLengthStream. Until 2026-12 a stream was teed instead: the copy branch read
+ * the replica's stream to its end whatever the client did, so a closed `/v1/responses`
+ * stream still generated all of its tokens, and unread streams piled up in memory.
  */
 export function tapped(source: ReadableStream<Uint8Array>, observe: (chunk: Uint8Array) => void, length: number | null): PassedStream {
-  if (length === null) return teedTail(source, observe);
-  const sink = new FixedLengthStream(length);
+  const sink = length === null ? new IdentityTransformStream() : new FixedLengthStream(length);
   const tap = new TransformStream<Uint8Array, Uint8Array>({
     transform(chunk, controller) {
       observe(chunk);

@@ -10,6 +10,7 @@ import { keyRefusal } from "./api-keys.ts";
 import { dispatch, type DispatchContext, type DispatchTrace } from "./dispatch.ts";
 import { readRequestHeaders, requestHeaderBytes } from "./headers.ts";
 import type { IsolateState } from "./isolate-state.ts";
+import { clientOf } from "./request-body.ts";
 import { requestKeys, type RequestKeys } from "./request-keys.ts";
 
 export interface ServeContext {
@@ -81,14 +82,12 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
       balancer: state.balancerFor(deployment),
       requestId,
       background,
+      // Who the request comes from, for per-client budgets (session bindings, duplex uploads): its API
+      // key, else its address (Cloudflare sets cf-connecting-ip; the local stack's workerd sets it too).
+      client: keyHash !== undefined ? `key:${keyHash}` : clientOf(headers),
     };
     if (model !== undefined) dispatched.model = model;
-    if (session !== undefined) {
-      // Who the request comes from, for per-client binding budgets: its API key, else its address
-      // (Cloudflare sets cf-connecting-ip). Only a session request needs it.
-      const client = keyHash !== undefined ? `key:${keyHash}` : `ip:${headers.get("cf-connecting-ip") ?? ""}`;
-      dispatched.session = { id: session, affinity: state.affinity, client };
-    }
+    if (session !== undefined) dispatched.session = { id: session, affinity: state.affinity };
     if (openai) {
       dispatched.body = openai.body;
       dispatched.sseErrors = openai.stream;

@@ -2,8 +2,10 @@
  * A request body must keep arriving: no gap longer than `idleMs` between bytes,
  * and, once `idleMs` has passed, an average of at least `minBytesPerSecond`
  * since it started (Apache mod_reqtimeout's idea). Otherwise the edge answers
- * 408 and lets go of the replica. Without this, 16 connections sending one
- * chunk every 5 s held 16 replica slots for as long as they liked.
+ * 408 and lets go of the replica. Every body the edge reads or passes on is held
+ * to it, sized or chunked, on every route: until 2026-12 a sized body was read in
+ * one native call bounded only by its total time (10 s + size ÷ 1 KiB/s: 2 h 51 min
+ * for 10 MiB), so a client that sent most of it and stopped held it for hours.
  */
 
 export interface UploadPace {
@@ -20,17 +22,12 @@ export function uploadDeadline(startedAt: number, lastByteAt: number, received: 
   return Math.min(idle, startedAt + pace.idleMs + (received * 1000) / pace.minBytesPerSecond);
 }
 
-/** The longest a body of `size` bytes may take to arrive in full, ms (sized bodies read in one native call). Pure. */
-export function uploadBudgetMs(size: number, pace: UploadPace): number {
-  return pace.minBytesPerSecond <= 0 ? Infinity : pace.idleMs + (size * 1000) / pace.minBytesPerSecond;
-}
-
 export const TIMED_OUT = Symbol("timed out");
 
 /**
  * `p`, or TIMED_OUT once `ms` have passed (the timer is cleared either way). One
  * promise settled by whichever comes first, instead of an async function around a
- * Promise.race of two: it runs per held body and per streamed upload chunk.
+ * Promise.race of two: it runs per body chunk.
  */
 export function withinMs<T>(p: Promise<T>, ms: number): Promise<T | typeof TIMED_OUT> {
   if (!Number.isFinite(ms)) return p;
@@ -49,6 +46,54 @@ export function withinMs<T>(p: Promise<T>, ms: number): Promise<T | typeof TIMED
   });
 }
 
+/** How a paced read ended when it did not yield bytes: the client stopped sending, or its connection went. */
+export type PaceFailure = "too_slow" | "aborted";
+
+/**
+ * A body's reader held to the pace: each read waits at most until the pace's
+ * deadline. On a failure the source is cancelled, so the client's connection is
+ * let go at once.
+ */
+export class PacedReader {
+  readonly #reader: ReadableStreamDefaultReader<Uint8Array>;
+  readonly #pace: UploadPace;
+  readonly #now: () => number;
+  readonly #startedAt: number;
+  #lastByteAt: number;
+  /** Bytes read so far. */
+  received = 0;
+
+  constructor(source: ReadableStream<Uint8Array>, pace: UploadPace, now: () => number = Date.now) {
+    this.#reader = source.getReader();
+    this.#pace = pace;
+    this.#now = now;
+    this.#startedAt = this.#lastByteAt = now();
+  }
+
+  /** The next chunk, null at the end, or why the body stopped. */
+  async read(): Promise<Uint8Array | null | PaceFailure> {
+    let read: ReadableStreamReadResult<Uint8Array> | typeof TIMED_OUT;
+    try {
+      read = await withinMs(this.#reader.read(), uploadDeadline(this.#startedAt, this.#lastByteAt, this.received, this.#pace) - this.#now());
+    } catch {
+      // The client's connection went away mid-body ("Network connection lost."): its fault, not ours.
+      return "aborted";
+    }
+    if (read === TIMED_OUT) {
+      await this.cancel("too slow");
+      return "too_slow";
+    }
+    if (read.done) return null;
+    this.received += read.value.byteLength;
+    if (read.value.byteLength > 0) this.#lastByteAt = this.#now();
+    return read.value;
+  }
+
+  async cancel(reason: string): Promise<void> {
+    await this.#reader.cancel(reason).catch(() => undefined);
+  }
+}
+
 /** What a paced body stream reports after the fact. */
 export interface PacedBody {
   body: ReadableStream<Uint8Array>;
@@ -56,46 +101,54 @@ export interface PacedBody {
   tooSlow(): boolean;
   /** More than `limit` bytes arrived: the stream was errored. */
   overLimit(): boolean;
+  /** The client's connection went away mid-body: the stream was errored. */
+  aborted(): boolean;
 }
 
 /**
- * `source` passed on chunk by chunk under the pace, and at most `limit` bytes.
+ * The rest of `reader`'s body passed on chunk by chunk under the pace, after
+ * `first` (chunks already read from it), and at most `limit` bytes in all.
  * Either violation errors the stream (so the fetch sending it to a replica fails
  * and the replica's connection closes) and is reported by the getters.
+ * `settled` is called once, when the stream ends, fails or is cancelled.
  */
-export function pacedBody(source: ReadableStream<Uint8Array>, limit: number, pace: UploadPace, now: () => number = Date.now): PacedBody {
-  const reader = source.getReader();
-  const startedAt = now();
-  let lastByteAt = startedAt;
-  let received = 0;
+export function pacedBody(reader: PacedReader, limit: number, first: readonly Uint8Array[] = [], settled?: () => void): PacedBody {
   let slow = false;
   let over = false;
+  let gone = false;
+  let at = 0;
   const body = new ReadableStream<Uint8Array>({
     async pull(controller) {
-      const read = await withinMs(reader.read(), uploadDeadline(startedAt, lastByteAt, received, pace) - now());
-      if (read === TIMED_OUT) {
-        slow = true;
-        controller.error(new Error("request body arrived too slowly"));
-        await reader.cancel("too slow").catch(() => undefined);
+      if (at < first.length) {
+        controller.enqueue(first[at++]!);
         return;
       }
-      if (read.done) {
+      const read = await reader.read();
+      if (read === null) {
         controller.close();
+        settled?.();
         return;
       }
-      received += read.value.byteLength;
-      if (received > limit) {
+      if (typeof read === "string") {
+        slow = read === "too_slow";
+        gone = read === "aborted";
+        controller.error(new Error(slow ? "request body arrived too slowly" : "the client's connection was lost"));
+        settled?.();
+        return;
+      }
+      if (reader.received > limit) {
         over = true;
         controller.error(new Error("request body too large"));
-        await reader.cancel("too large").catch(() => undefined);
+        settled?.();
+        await reader.cancel("too large");
         return;
       }
-      if (read.value.byteLength > 0) lastByteAt = now();
-      controller.enqueue(read.value);
+      controller.enqueue(read);
     },
     async cancel(reason) {
-      await reader.cancel(reason).catch(() => undefined);
+      settled?.();
+      await reader.cancel(String(reason));
     },
   });
-  return { body, tooSlow: () => slow, overLimit: () => over };
+  return { body, tooSlow: () => slow, overLimit: () => over, aborted: () => gone };
 }

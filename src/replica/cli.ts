@@ -229,7 +229,7 @@ async function main(): Promise<void> {
   const describe = modelCache
     ? () => ({ models: modelCache.loaded(), loading: modelCache.loading(), max_models: modelCache.maxModels, cache: modelCache.stats() })
     : llm?.describe;
-  const guard = args.standalone ? undefined : new DispatchGuard(key!, args.deployment);
+  const guard = args.standalone ? undefined : new DispatchGuard(key!, args.deployment, replicaId);
   const server = new ReplicaServer({
     replicaId,
     admission,

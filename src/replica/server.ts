@@ -3,12 +3,16 @@
  * the bounded FIFO queue when the replica has one, else reject before accepting:
  * at capacity or draining), a load header on every response, and graceful drain.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { IncomingMessage, createServer, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Header, PROTOCOL_VERSION, REJECT_STATUS, UNAUTHORIZED_REJECTION, errorBody, formatLoadHeader, timingSafeEqualStrings } from "../protocol/index.ts";
 import type { AdmissionControl } from "./admission.ts";
 import type { DispatchGuard, DispatchRefusal } from "./dispatch-guard.ts";
 import type { RequestHandler } from "./handlers.ts";
+import { readBodyUpTo } from "./http-json.ts";
+
+/** Largest body a signed digest may cover: the edge holds at most its deployments' largest body limit (100 MiB). */
+const MAX_HELD_BODY_BYTES = 100 * 1024 * 1024;
 
 export type ReplicaFault = "hang" | "lie";
 
@@ -117,10 +121,41 @@ export class ReplicaServer {
       this.#o.log?.(`refused a dispatch not signed by the edge (${refusal}; ${guard.refused[refusal]} so far): ${req.method} ${(req.url ?? "").slice(0, 200)}`);
     }
     req.resume();
-    const body = JSON.stringify(errorBody("unauthorized", "this replica serves only requests dispatched by its deployment's edge", { details: { reason: refusal } }));
+    this.#sendUnauthorized(res, refusal);
+    return true;
+  }
+
+  /** The 401 for a dispatch the edge did not sign (or not as received). */
+  #sendUnauthorized(res: ServerResponse, reason: DispatchRefusal): void {
+    const body = JSON.stringify(errorBody("unauthorized", "this replica serves only requests dispatched by its deployment's edge", { details: { reason } }));
     res.writeHead(401, { ...this.#loadHeaders(0), [Header.rejected]: UNAUTHORIZED_REJECTION, "content-type": "application/json", "content-length": Buffer.byteLength(body) });
     res.end(body);
-    return true;
+  }
+
+  /**
+   * The request with its body read and checked against the digest its signature
+   * covers, as a request the handler reads like the original; null when the body
+   * does not match (changed on the way: counted, refused) or the client went.
+   */
+  async #verifiedBody(req: IncomingMessage, signedSha256: string, guard: DispatchGuard): Promise<IncomingMessage | null> {
+    let body: Buffer | null;
+    try {
+      body = await readBodyUpTo(req, MAX_HELD_BODY_BYTES);
+    } catch {
+      return null;
+    }
+    if (!guard.checkBody(body, signedSha256)) return null;
+    const copy = new IncomingMessage(req.socket);
+    copy.method = req.method;
+    copy.url = req.url;
+    copy.headers = req.headers;
+    copy.rawHeaders = req.rawHeaders;
+    copy.httpVersion = req.httpVersion;
+    // Complete: a read copy must not take the connection down with it when it is done.
+    copy.complete = true;
+    copy.push(body);
+    copy.push(null);
+    return copy;
   }
 
   /** vLLM's answer to a missing or wrong API key: 401 {"error": "Unauthorized"}. */
@@ -219,8 +254,19 @@ export class ReplicaServer {
       req.resume();
       return;
     }
+    // A body the edge held comes with its digest under the signature: it is checked whole before the handler sees it.
+    const signedSha256 = this.#o.guard && !unsignedOk ? firstHeader(req.headers[Header.bodySha256]) : undefined;
+    let handled = req;
+    if (signedSha256 !== undefined) {
+      const verified = await this.#verifiedBody(req, signedSha256, this.#o.guard!);
+      if (!verified) {
+        if (!res.headersSent && !res.destroyed) this.#sendUnauthorized(res, "bad_signature");
+        return;
+      }
+      handled = verified;
+    }
     try {
-      await this.#o.handler(req, res, () => this.#loadHeaders(1));
+      await this.#o.handler(handled, res, () => this.#loadHeaders(1));
     } catch (err) {
       this.#o.log?.(`handler error: ${String(err)}`);
       if (!res.headersSent) {

@@ -6,7 +6,7 @@ import OpenAI from "openai";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ReplicaProcess } from "../../src/local/stack.ts";
-import { signedFetch, sleep, startStack } from "./stack-fixture.ts";
+import { signedFetch, sleep, startStack, until } from "./stack-fixture.ts";
 
 const DECODE_MS = 25;
 let stack: Awaited<ReturnType<typeof startStack>>;
@@ -30,6 +30,13 @@ afterAll(async () => {
 async function running(replica: ReplicaProcess): Promise<number> {
   const text = await (await fetch(`${replica.url}/metrics`)).text();
   const line = text.split("\n").find((l) => l.startsWith("vllm:num_requests_running"));
+  return Number(line?.split(" ").at(-1));
+}
+
+/** Tokens the replica generated since it started (vLLM's counter, from its /metrics). */
+async function generated(replica: ReplicaProcess): Promise<number> {
+  const text = await (await fetch(`${replica.url}/metrics`)).text();
+  const line = text.split("\n").find((l) => l.startsWith("vllm:generation_tokens_total"));
   return Number(line?.split(" ").at(-1));
 }
 
@@ -105,9 +112,9 @@ describe("OpenAI routes through the edge, with the official client", () => {
     const other = await fetch(`${stack.workerdUrl}/v1/audio/speech`, { method: "POST", body: "{}" });
     expect(other.status).toBe(404);
     expect(await other.json()).toMatchObject({ error: { code: "route_not_found" } });
-    // A private deployment wants its API key, before anything else.
+    // A private deployment's model, without a key it accepts, is answered as an unknown model (its name stays unknown).
     const priv = new OpenAI({ baseURL: `${stack.workerdUrl}/v1`, apiKey: "sy-wrong", maxRetries: 0 });
-    await expect(priv.chat.completions.create({ model: "private-model", messages: chat("hi") })).rejects.toMatchObject({ status: 401 });
+    await expect(priv.chat.completions.create({ model: "private-model", messages: chat("hi") })).rejects.toMatchObject({ status: 404, code: "model_not_found" });
   });
 
   it("`user` keeps a conversation on one replica", async () => {
@@ -140,6 +147,30 @@ describe("OpenAI routes through the edge, with the official client", () => {
     while ((await running(replica)) !== 0) {
       if (Date.now() > end) throw new Error("the replica kept generating after the client left");
       await sleep(50);
+    }
+  });
+
+  it("a client that leaves a stream whose usage the edge reads (Responses, include_usage) cancels the replica's generation too", async () => {
+    const requests: [string, Record<string, unknown>][] = [
+      ["/v1/responses", { model: "tiny-lm", input: "The replica", max_output_tokens: 400, stream: true }],
+      ["/v1/chat/completions", { model: "tiny-lm", messages: chat("The replica"), max_tokens: 400, stream: true, stream_options: { include_usage: true } }],
+      ["/v1/completions", { model: "tiny-lm", prompt: "The replica", max_tokens: 400, stream: true, stream_options: { include_usage: true } }],
+    ];
+    for (const [path, body] of requests) {
+      const generatedBefore = await Promise.all(replicas.map(generated));
+      const abort = new AbortController();
+      const res = await fetch(`${stack.workerdUrl}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body), signal: abort.signal });
+      expect(res.status, path).toBe(200);
+      const replica = replicas.find((r) => r.id === res.headers.get("x-switchyard-replica"))!;
+      const reader = res.body!.getReader();
+      await reader.read();
+      await reader.read();
+      abort.abort();
+      // The replica's generation ends (the event), and it generated far fewer than the 400 tokens asked.
+      await until(`${path}: the replica to stop generating`, async () => ((await running(replica)) === 0 ? true : undefined), 60_000);
+      const generatedAfter = await Promise.all(replicas.map(generated));
+      const made = generatedAfter.reduce((n, g, i) => n + g - generatedBefore[i]!, 0);
+      expect(made, path).toBeLessThan(200);
     }
   });
 

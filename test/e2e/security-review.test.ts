@@ -3,10 +3,10 @@
 // would send them: raw sockets where a client library would clean the request up.
 import { statSync } from "node:fs";
 import { createServer, type Server } from "node:http";
-import { connect } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Header, importReplicaKey, signDispatch } from "../../src/protocol/index.ts";
+import { jsonOf, raw, statusOf } from "./raw-http.ts";
 import { signedFetch, startStack, until } from "./stack-fixture.ts";
 
 let stack: Awaited<ReturnType<typeof startStack>>;
@@ -37,36 +37,9 @@ afterAll(async () => {
   await new Promise((r) => secret?.close(r));
 });
 
-/** One raw HTTP/1.1 exchange: sends `head` (and `body`), returns everything read until the server closes or `untilMs`. */
-function raw(port: number, head: string, o: { body?: string | Buffer; untilMs?: number } = {}): Promise<string> {
-  return new Promise((resolve) => {
-    const s = connect(port, "127.0.0.1");
-    let out = "";
-    const done = () => {
-      s.destroy();
-      resolve(out);
-    };
-    s.setEncoding("latin1");
-    s.on("data", (d: string) => {
-      out += d;
-      // A sized response read in full is the end of this exchange.
-      const end = out.indexOf("\r\n\r\n");
-      const length = /content-length: (\d+)/i.exec(out.slice(0, end));
-      if (end >= 0 && length && out.length >= end + 4 + Number(length[1])) done();
-      if (end >= 0 && /transfer-encoding: chunked/i.test(out.slice(0, end)) && out.endsWith("\r\n0\r\n\r\n")) done();
-    });
-    s.on("close", done);
-    s.on("error", done);
-    s.write(head);
-    if (o.body !== undefined) s.write(o.body);
-    if (o.untilMs !== undefined) setTimeout(done, o.untilMs);
-  });
-}
-
 const port = () => Number(new URL(stack.url).port);
 const replicaOf = (deployment: string) => [...stack.replicas.values()].find((r) => r.deployment === deployment)!;
 const counts = async (url: string) => (await (await fetch(`${url}/-/healthz`)).json()) as { admitted: number; ongoing: number; dispatch_refusals: Record<string, number> };
-const statusOf = (answer: string) => Number(answer.slice(9, 12));
 /** The body of a chunked answer, unchunked. */
 function dechunk(answer: string): string {
   let rest = answer.slice(answer.indexOf("\r\n\r\n") + 4);
@@ -79,7 +52,6 @@ function dechunk(answer: string): string {
     rest = rest.slice(nl + 2 + size + 2);
   }
 }
-const jsonOf = (answer: string) => JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4)) as { error: { code: string; message: string; request_id?: string } };
 
 
 describe("1. the open proxy: a path that leaves its prefix", () => {
@@ -145,13 +117,13 @@ describe("2. replicas serve only the edge", () => {
       [Header.deployment]: "strip",
       [Header.timestamp]: String(timestamp),
       [Header.nonce]: String(nonce),
-      [Header.signature]: await signDispatch(key, { timestamp, nonce, method: "GET", deployment: "strip", target, requestId: "rid-1" }),
+      [Header.signature]: await signDispatch(key, { timestamp, nonce, method: "GET", deployment: "strip", target, requestId: "rid-1", replica: r.id, bodySha256: "" }),
     });
     // Another deployment's key.
     const otherKey = await importReplicaKey(await stack.replicaKey("mux"));
     const forged = {
       ...(await sign(Date.now(), 11)),
-      [Header.signature]: await signDispatch(otherKey, { timestamp: Date.now(), nonce: 11, method: "GET", deployment: "strip", target: "/x?chunks=1", requestId: "rid-1" }),
+      [Header.signature]: await signDispatch(otherKey, { timestamp: Date.now(), nonce: 11, method: "GET", deployment: "strip", target: "/x?chunks=1", requestId: "rid-1", replica: r.id, bodySha256: "" }),
     };
     expect((await fetch(`${r.url}/x?chunks=1`, { headers: forged })).status).toBe(401);
     // Signed for another path.
@@ -202,16 +174,26 @@ describe("3. the edge checks before it pays", () => {
     expect((await counts(r.url)).admitted).toBe(before.admitted);
   });
 
-  it("slow streamed uploads give their replica slots back: four stalled uploads, then the replica is free again", async () => {
+  it("slow streamed uploads never take a replica slot: stalled chunked uploads get 408 at the edge and the replica admits none", async () => {
     const r = replicaOf("strip");
-    // Four chunked uploads (the replica's capacity) that send one chunk and stop.
-    const stalled = Array.from({ length: 4 }, () => raw(port(), "POST /strip/upload HTTP/1.1\r\nHost: edge\r\nTransfer-Encoding: chunked\r\n\r\n", { body: "5\r\nhello\r\n", untilMs: 20_000 }));
-    await until("the replica to hold the uploads", async () => ((await counts(r.url)).ongoing >= 4 ? true : undefined));
-    await until("the edge to let go of them", async () => ((await counts(r.url)).ongoing === 0 ? true : undefined));
+    const before = await counts(r.url);
+    // Four chunked uploads (the replica's capacity) that send one chunk and stop. The edge holds a
+    // streamed body until its first 64 KiB (or its end) arrive at pace, so these never reach it.
+    const stalled = await Promise.all(
+      Array.from({ length: 4 }, () => raw(port(), "POST /strip/upload HTTP/1.1\r\nHost: edge\r\nTransfer-Encoding: chunked\r\n\r\n", { body: "5\r\nhello\r\n", untilMs: 20_000 })),
+    );
+    for (const answer of stalled) expect(statusOf(answer)).toBe(408);
+    expect((await counts(r.url)).admitted).toBe(before.admitted);
     const res = await fetch(`${stack.url}/strip/after?chunks=1`);
     expect(res.status).toBe(200);
     expect(await res.text()).toBe("chunk 0\n");
-    await Promise.all(stalled);
+  });
+
+  it("a streamed upload that keeps its pace reaches the replica whole, past the part the edge holds first", async () => {
+    const body = "z".repeat(300 * 1024);
+    const answer = await raw(port(), `POST /strip/big HTTP/1.1\r\nHost: edge\r\nContent-Length: ${body.length}\r\n\r\n`, { body, untilMs: 20_000 });
+    expect(statusOf(answer)).toBe(200);
+    expect(dechunk(answer)).toBe(body);
   });
 
   it("session ids used once cost no object call; ids used twice bind within the client's budget", async () => {

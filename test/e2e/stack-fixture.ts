@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe } from "vitest";
 import { deploymentFiles } from "../../scripts/build.ts";
 import type { DeploymentInput } from "../../src/config/deployment.ts";
 import { LocalStack, type StackOptions } from "../../src/local/stack.ts";
-import { Header, importReplicaKey, signDispatch } from "../../src/protocol/index.ts";
+import { Header, bodySha256, importReplicaKey, signDispatch } from "../../src/protocol/index.ts";
 
 export const fixtureFunctions = join(import.meta.dirname, "fixtures/functions");
 const defaultFunctions = join(import.meta.dirname, "../../functions");
@@ -145,7 +145,8 @@ let nextNonce = 1;
 
 /**
  * fetch as the deployment's edge sends a dispatch: signed with the deployment's
- * replica key (docs/protocol.md §2). A registered replica refuses any other
+ * replica key for the replica at that URL, with the body's digest when the body is
+ * given whole (docs/protocol.md §2). A registered replica refuses any other
  * request, so tests that talk to a replica behind the edge's back use this.
  */
 export function signedFetch(stack: LocalStack, deployment: string): typeof fetch {
@@ -157,11 +158,20 @@ export function signedFetch(stack: LocalStack, deployment: string): typeof fetch
     const timestamp = Date.now();
     const nonce = nextNonce++;
     const key = await importReplicaKey(await stack.replicaKey(deployment));
+    const replica = [...stack.replicas.values()].find((r) => new URL(r.url).origin === url.origin);
+    if (!replica) throw new Error(`signedFetch: no replica of the stack listens at ${url.origin}`);
+    const body = init?.body;
+    const whole = typeof body === "string" ? new TextEncoder().encode(body) : body instanceof Uint8Array || body instanceof ArrayBuffer ? body : undefined;
+    const digest = whole !== undefined && whole.byteLength > 0 ? await bodySha256(whole as ArrayBuffer) : "";
     headers.set(Header.requestId, requestId);
     headers.set(Header.deployment, deployment);
     headers.set(Header.timestamp, String(timestamp));
     headers.set(Header.nonce, String(nonce));
-    headers.set(Header.signature, await signDispatch(key, { timestamp, nonce, method, deployment, target: url.pathname + url.search, requestId }));
+    if (digest !== "") headers.set(Header.bodySha256, digest);
+    headers.set(
+      Header.signature,
+      await signDispatch(key, { timestamp, nonce, method, deployment, target: url.pathname + url.search, requestId, replica: replica.id, bodySha256: digest }),
+    );
     return fetch(input instanceof Request ? new Request(input, { headers }) : url, { ...init, method, headers });
   };
 }

@@ -41,12 +41,15 @@ describe("judgeAnswer", () => {
 });
 
 describe("judgeLostConnection", () => {
-  const lost = { deadline: false, tooSlow: false, overLimit: false, safeToRepeat: true };
+  const lost = { deadline: false, tooSlow: false, overLimit: false, clientGone: false, safeToRepeat: true };
 
   it("blames the deadline first, then the client's body, then the replica", () => {
     expect(judgeLostConnection({ ...lost, deadline: true, tooSlow: true })).toBe("deadline");
     expect(judgeLostConnection({ ...lost, tooSlow: true, overLimit: true })).toBe("too_slow");
     expect(judgeLostConnection({ ...lost, overLimit: true })).toBe("over_limit");
+    // A client whose upload broke off is not the replica's fault: it is not retried, nor blamed.
+    expect(judgeLostConnection({ ...lost, clientGone: true })).toBe("client_gone");
+    expect(judgeLostConnection({ ...lost, overLimit: true, clientGone: true })).toBe("over_limit");
   });
 
   it("retries a lost connection only when the request may run twice", () => {

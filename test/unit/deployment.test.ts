@@ -16,7 +16,7 @@ describe("defineDeployment", () => {
       localReplicas: 2,
       maxOngoingRequests: 5,
       methods: ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
-      access: { public: false },
+      access: { public: false, replicaRoutes: false },
       replicaOrigins: [],
       policy: {
         maxAttempts: 3,
@@ -38,6 +38,8 @@ describe("defineDeployment", () => {
         maxPendingRequests: 1024,
         uploadIdleTimeoutMs: 10_000,
         uploadMinBytesPerSecond: 1024,
+        duplexUploads: false,
+        duplexUploadsPerClient: 4,
       },
     });
     // Private unless the file says otherwise.
@@ -66,6 +68,8 @@ describe("defineDeployment", () => {
       maxPendingRequests: 1024,
       uploadIdleTimeoutMs: 10_000,
       uploadMinBytesPerSecond: 1024,
+      duplexUploads: false,
+      duplexUploadsPerClient: 4,
     });
   });
 

@@ -17,6 +17,7 @@ describe("requestTarget", () => {
     expect(at("/llm/v1/completions?x=1&y=%2F")).toEqual({ ok: true, path: "/llm/v1/completions", search: "?x=1&y=%2F" });
     expect(at("/a//b/")).toEqual({ ok: true, path: "/a//b/", search: "" });
     expect(at("/files/a..b/.hidden/x.")).toEqual({ ok: true, path: "/files/a..b/.hidden/x.", search: "" });
+    expect(at("/files/..a;b/x;..")).toEqual({ ok: true, path: "/files/..a;b/x;..", search: "" });
     expect(requestTarget("http://edge.test")).toEqual({ ok: true, path: "/", search: "" });
     expect(at("/x?")).toEqual({ ok: true, path: "/x", search: "" });
     expect(at("/x#frag")).toEqual({ ok: true, path: "/x", search: "" });
@@ -45,6 +46,13 @@ describe("requestTarget", () => {
       "/llm/x%2F..%2Fy",
       "/..",
       "/.",
+      // A `;` path parameter after a dot segment: servlet containers read `..;` as `..`.
+      "/llm/..;/x",
+      "/llm/..;jsessionid=1/x",
+      "/llm/.;/x",
+      "/llm/%2e%2e;/x",
+      "/llm/..%3B/x",
+      "/llm/..%3b/x",
     ]) {
       const t = at(p);
       expect(t.ok, p).toBe(false);

@@ -1,6 +1,6 @@
 /** The upload pace (src/proxy/upload-pace.ts): when the next bytes are due, and a body stream held to it. */
 import { describe, expect, it } from "vitest";
-import { TIMED_OUT, pacedBody, uploadBudgetMs, uploadDeadline, withinMs } from "../../src/proxy/upload-pace.ts";
+import { PacedReader, TIMED_OUT, pacedBody, uploadDeadline, withinMs } from "../../src/proxy/upload-pace.ts";
 import { T0 } from "../fixtures/clock.ts";
 
 const pace = { idleMs: 10_000, minBytesPerSecond: 1024 };
@@ -19,14 +19,6 @@ describe("uploadDeadline", () => {
 
   it("has no rate floor at 0 bytes/s", () => {
     expect(uploadDeadline(T0, T0 + 50_000, 1, { idleMs: 10_000, minBytesPerSecond: 0 })).toBe(T0 + 60_000);
-  });
-});
-
-describe("uploadBudgetMs", () => {
-  it("gives a sized body the grace period plus its size at the floor rate", () => {
-    expect(uploadBudgetMs(0, pace)).toBe(10_000);
-    expect(uploadBudgetMs(64 * 1024, pace)).toBe(10_000 + 64_000);
-    expect(uploadBudgetMs(64 * 1024, { idleMs: 10_000, minBytesPerSecond: 0 })).toBe(Infinity);
   });
 });
 
@@ -66,7 +58,7 @@ async function readAll(body: ReadableStream<Uint8Array>): Promise<{ bytes: numbe
 describe("pacedBody", () => {
   it("passes a body that keeps its pace through unchanged", async () => {
     const s = source();
-    const paced = pacedBody(s.stream, 1_000, pace);
+    const paced = pacedBody(new PacedReader(s.stream, pace), 1_000);
     s.push(300);
     s.push(700);
     s.end();
@@ -77,7 +69,7 @@ describe("pacedBody", () => {
 
   it("errors the stream and cancels its source when the client stops sending", async () => {
     const s = source();
-    const paced = pacedBody(s.stream, 1_000, { idleMs: 20, minBytesPerSecond: 0 });
+    const paced = pacedBody(new PacedReader(s.stream, { idleMs: 20, minBytesPerSecond: 0 }), 1_000);
     s.push(10);
     const read = await readAll(paced.body);
     expect(read.bytes).toBe(10);
@@ -90,7 +82,7 @@ describe("pacedBody", () => {
     // A clock the test moves: 1 byte a "second" never starves the idle timeout, but fails the rate.
     let now = T0;
     const s = source();
-    const paced = pacedBody(s.stream, 1_000_000, { idleMs: 10_000, minBytesPerSecond: 1024 }, () => now);
+    const paced = pacedBody(new PacedReader(s.stream, { idleMs: 10_000, minBytesPerSecond: 1024 }, () => now), 1_000_000);
     const reading = readAll(paced.body);
     for (let i = 0; i < 11; i++) {
       now += 1_000;
@@ -103,7 +95,7 @@ describe("pacedBody", () => {
 
   it("errors the stream past the limit", async () => {
     const s = source();
-    const paced = pacedBody(s.stream, 100, pace);
+    const paced = pacedBody(new PacedReader(s.stream, pace), 100);
     s.push(60);
     s.push(60);
     const read = await readAll(paced.body);
@@ -111,5 +103,46 @@ describe("pacedBody", () => {
     expect(String(read.error)).toMatch(/too large/);
     expect(paced.overLimit()).toBe(true);
     expect(paced.tooSlow()).toBe(false);
+  });
+});
+
+describe("PacedReader", () => {
+  it("holds a sized body to the idle timeout between bytes, however much of it has arrived", async () => {
+    // The review's shape: most of a body at once, then nothing. The rate alone would allow
+    // hours for 10 MiB; the gap between bytes is what ends it.
+    let now = T0;
+    const s = source();
+    const reader = new PacedReader(s.stream, pace, () => now);
+    s.push(10 * 1024 * 1024);
+    expect(await reader.read()).toBeInstanceOf(Uint8Array);
+    now += 10_001;
+    expect(await reader.read()).toBe("too_slow");
+    expect(s.cancelled()).toBe("too slow");
+  });
+
+  it("reports a connection lost mid-body as aborted, not as an error of its own", async () => {
+    let controller!: ReadableStreamDefaultController<Uint8Array>;
+    const stream = new ReadableStream<Uint8Array>({ start: (c) => void (controller = c) });
+    const reader = new PacedReader(stream, pace);
+    controller.enqueue(new Uint8Array(5));
+    expect(await reader.read()).toHaveLength(5);
+    controller.error(new Error("Network connection lost."));
+    expect(await reader.read()).toBe("aborted");
+  });
+});
+
+describe("pacedBody after chunks already read", () => {
+  it("passes the chunks read first, then the rest, and counts them all against the limit", async () => {
+    const s = source();
+    const reader = new PacedReader(s.stream, pace);
+    s.push(40);
+    const first = (await reader.read()) as Uint8Array;
+    const paced = pacedBody(reader, 100, [first]);
+    s.push(40);
+    s.push(40);
+    const read = await readAll(paced.body);
+    expect(read.bytes).toBe(80);
+    expect(String(read.error)).toMatch(/too large/);
+    expect(paced.overLimit()).toBe(true);
   });
 });

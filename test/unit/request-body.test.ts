@@ -1,0 +1,85 @@
+/** Bodies read before authentication (src/proxy/request-body.ts): the per-client and per-isolate ledger, and reads charged to it. */
+import { describe, expect, it } from "vitest";
+import { BodyHolds, bodyRefusal, readBoundedBody, unauthenticatedHolds } from "../../src/proxy/request-body.ts";
+
+const limits = { clientBodies: 2, clientBytes: 100, isolateBodies: 3, isolateBytes: 250 };
+const pace = { idleMs: 10_000, minBytesPerSecond: 1024 };
+
+describe("BodyHolds", () => {
+  it("bounds each client's bodies and bytes, and gives them back on close", () => {
+    const holds = new BodyHolds(limits);
+    const a = holds.open("a");
+    const b = holds.open("a");
+    if (typeof a === "string" || typeof b === "string") throw new Error("opened");
+    expect(holds.open("a")).toBe("client_holds");
+    expect(a.take(60)).toBeNull();
+    expect(b.take(41)).toBe("client_holds");
+    expect(b.take(40)).toBeNull();
+    expect(holds.heldBy("a")).toEqual({ bodies: 2, bytes: 100 });
+    a.close();
+    a.close();
+    expect(holds.heldBy("a")).toEqual({ bodies: 1, bytes: 40 });
+    b.close();
+    expect(holds.heldBy("a")).toEqual({ bodies: 0, bytes: 0 });
+    expect(holds.bodies).toBe(0);
+    expect(holds.bytes).toBe(0);
+  });
+
+  it("bounds the isolate's total over all clients", () => {
+    const holds = new BodyHolds(limits);
+    const opened = ["a", "b", "c"].map((c) => holds.open(c));
+    expect(holds.open("d")).toBe("isolate_holds");
+    const [a, b, c] = opened as Exclude<(typeof opened)[number], string>[];
+    expect(a!.take(100)).toBeNull();
+    expect(b!.take(100)).toBeNull();
+    expect(c!.take(51)).toBe("isolate_holds");
+    expect(c!.take(50)).toBeNull();
+    a!.close();
+    expect(holds.open("d")).not.toBe("isolate_holds");
+  });
+});
+
+describe("readBoundedBody", () => {
+  const post = (body: BodyInit, headers: Record<string, string> = {}) => new Request("http://edge/x", { method: "POST", body, headers, duplex: "half" } as RequestInit);
+
+  it("reads a body chunk by chunk into one buffer and gives the client's hold back", async () => {
+    const stream = new ReadableStream<Uint8Array>({
+      start(c) {
+        c.enqueue(new TextEncoder().encode("hello "));
+        c.enqueue(new TextEncoder().encode("world"));
+        c.close();
+      },
+    });
+    const read = await readBoundedBody(post(stream), 1_000, pace, "client-1");
+    expect(new TextDecoder().decode(read as ArrayBuffer)).toBe("hello world");
+    expect(unauthenticatedHolds.heldBy("client-1")).toEqual({ bodies: 0, bytes: 0 });
+  });
+
+  it("refuses a sized body the client's hold cannot take before reading a byte of it", async () => {
+    let pulled = 0;
+    const stream = new ReadableStream<Uint8Array>({ pull: () => void pulled++ }, { highWaterMark: 0 });
+    const read = await readBoundedBody(post(stream, { "content-length": String(17 * 1024 * 1024) }), 20 * 1024 * 1024, pace, "client-2");
+    expect(read).toBe("client_holds");
+    expect(pulled).toBe(0);
+    expect(bodyRefusal("client_holds", 0, "r").status).toBe(429);
+    expect(bodyRefusal("isolate_holds", 0, "r").status).toBe(503);
+    expect(bodyRefusal("too_slow", 0, "r").status).toBe(408);
+  });
+
+  it("charges a chunked body as it arrives and stops it once the client's share is used", async () => {
+    const chunk = new Uint8Array(1024 * 1024);
+    let sent = 0;
+    const stream = new ReadableStream<Uint8Array>({
+      pull(c) {
+        sent++;
+        c.enqueue(chunk);
+      },
+    });
+    const read = await readBoundedBody(post(stream), 100 * 1024 * 1024, pace, "client-3");
+    expect(read).toBe("client_holds");
+    // 16 MiB per client: the 17th MiB is refused, and nothing stays charged.
+    expect(sent).toBeLessThanOrEqual(18);
+    expect(unauthenticatedHolds.heldBy("client-3")).toEqual({ bodies: 0, bytes: 0 });
+    expect(unauthenticatedHolds.bytes).toBe(0);
+  });
+});
