@@ -37,7 +37,8 @@ export function checkDeclaredLength(headers: Headers, limit: number, requestId: 
  * on Cloudflare: before this bound, ten connections sending 10 MiB each and
  * stopping just short of the end raised workerd's RSS by ~100 MiB. The client is
  * its address (`cf-connecting-ip`, which Cloudflare sets, and the local stack's
- * workerd sets to the loopback address it listens on).
+ * workerd sets to the loopback address it listens on). A body alone is always
+ * allowed up to its deployment's body limit: the bounds are on bodies together.
  */
 export interface HoldLimits {
   clientBodies: number;
@@ -92,8 +93,9 @@ export class BodyHolds {
     let open = true;
     return {
       take: (bytes) => {
-        if (account.bytes + bytes > limits.clientBytes) return "client_holds";
-        if (this.bytes + bytes > limits.isolateBytes) return "isolate_holds";
+        // One body alone is bounded by its deployment's body limit; the bounds are on bodies together.
+        if (account.bytes > held && account.bytes + bytes > limits.clientBytes) return "client_holds";
+        if (this.bytes > held && this.bytes + bytes > limits.isolateBytes) return "isolate_holds";
         account.bytes += bytes;
         this.bytes += bytes;
         held += bytes;

@@ -15,6 +15,10 @@ describe("BodyHolds", () => {
     expect(a.take(60)).toBeNull();
     expect(b.take(41)).toBe("client_holds");
     expect(b.take(40)).toBeNull();
+    // A body alone is not held to the share (its deployment's body limit bounds it).
+    const lone = new BodyHolds(limits).open("z");
+    if (typeof lone === "string") throw new Error("opened");
+    expect(lone.take(500)).toBeNull();
     expect(holds.heldBy("a")).toEqual({ bodies: 2, bytes: 100 });
     a.close();
     a.close();
@@ -55,10 +59,14 @@ describe("readBoundedBody", () => {
     expect(unauthenticatedHolds.heldBy("client-1")).toEqual({ bodies: 0, bytes: 0 });
   });
 
-  it("refuses a sized body the client's hold cannot take before reading a byte of it", async () => {
+  it("refuses a sized body the client's hold cannot take, beside what it holds, before reading a byte of it", async () => {
     let pulled = 0;
     const stream = new ReadableStream<Uint8Array>({ pull: () => void pulled++ }, { highWaterMark: 0 });
-    const read = await readBoundedBody(post(stream, { "content-length": String(17 * 1024 * 1024) }), 20 * 1024 * 1024, pace, "client-2");
+    const held = unauthenticatedHolds.open("client-2");
+    if (typeof held === "string") throw new Error("opened");
+    expect(held.take(1024)).toBeNull();
+    const read = await readBoundedBody(post(stream, { "content-length": String(16 * 1024 * 1024) }), 20 * 1024 * 1024, pace, "client-2");
+    held.close();
     expect(read).toBe("client_holds");
     expect(pulled).toBe(0);
     expect(bodyRefusal("client_holds", 0, "r").status).toBe(429);
@@ -66,19 +74,30 @@ describe("readBoundedBody", () => {
     expect(bodyRefusal("too_slow", 0, "r").status).toBe(408);
   });
 
-  it("charges a chunked body as it arrives and stops it once the client's share is used", async () => {
+  it("charges a chunked body as it arrives and stops it once the client's share is used by its bodies together", async () => {
     const chunk = new Uint8Array(1024 * 1024);
-    let sent = 0;
-    const stream = new ReadableStream<Uint8Array>({
-      pull(c) {
-        sent++;
-        c.enqueue(chunk);
-      },
-    });
-    const read = await readBoundedBody(post(stream), 100 * 1024 * 1024, pace, "client-3");
-    expect(read).toBe("client_holds");
-    // 16 MiB per client: the 17th MiB is refused, and nothing stays charged.
-    expect(sent).toBeLessThanOrEqual(18);
+    const endless = () => {
+      let sent = 0;
+      const stream = new ReadableStream<Uint8Array>({
+        pull(c) {
+          sent++;
+          c.enqueue(chunk);
+        },
+      });
+      return { stream, sent: () => sent };
+    };
+    // One body alone may reach its own limit (here 20 MiB), past the client's 16 MiB share.
+    const alone = endless();
+    expect(await readBoundedBody(post(alone.stream), 20 * 1024 * 1024, pace, "client-3")).toBe("too_large");
+    expect(alone.sent()).toBeGreaterThan(20);
+    // With another body held, the share counts both.
+    const holds = unauthenticatedHolds.open("client-3");
+    if (typeof holds === "string") throw new Error("opened");
+    expect(holds.take(8 * 1024 * 1024)).toBeNull();
+    const second = endless();
+    expect(await readBoundedBody(post(second.stream), 100 * 1024 * 1024, pace, "client-3")).toBe("client_holds");
+    expect(second.sent()).toBeLessThanOrEqual(10);
+    holds.close();
     expect(unauthenticatedHolds.heldBy("client-3")).toEqual({ bodies: 0, bytes: 0 });
     expect(unauthenticatedHolds.bytes).toBe(0);
   });
