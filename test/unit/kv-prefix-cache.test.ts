@@ -320,9 +320,11 @@ describe("LlmEngine with prefix caching", () => {
     let prefilled = false;
     void prefill.then(() => (prefilled = true));
     while (!prefilled) {
-      await decoding.next();
+      // Bounded: a decode that ended (1,000 tokens) before the prefill did fails the test below, never spins.
+      if ((await decoding.next()).done) break;
       tokens++;
     }
+    expect(prefilled).toBe(true);
     await decoding.return(undefined as never);
     // At a 5 ms pace it made tokens all along the 300 ms prefill, not after it.
     expect(tokens).toBeGreaterThan(10);
@@ -375,6 +377,10 @@ async function timed(gen: AsyncGenerator<string, GenerateResult>): Promise<numbe
   return performance.now() - started;
 }
 
-async function waitFor(cond: () => boolean): Promise<void> {
-  while (!cond()) await new Promise((r) => setImmediate(r));
+async function waitFor(cond: () => boolean, limitMs = 20_000): Promise<void> {
+  const end = Date.now() + limitMs;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error("timed out waiting for the engine");
+    await new Promise((r) => setImmediate(r));
+  }
 }

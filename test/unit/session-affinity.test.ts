@@ -12,6 +12,7 @@ import { SATURATION_GRACE_MS, SESSION_CACHE_MAX, SESSION_CACHE_TTL_MS, SESSION_S
 import { rebindBinding, resolveBinding, type BindingDecision, type StoredBinding } from "../../src/state/session-binding.ts";
 import { deriveSessionTokenKey, readSessionToken, SessionTokens, signSessionToken } from "../../src/proxy/session-token.ts";
 import { T0 } from "../fixtures/clock.ts";
+import { firstOf } from "../fixtures/wait.ts";
 
 function clock(start = T0) {
   let t = start;
@@ -753,8 +754,9 @@ describe("SessionAffinity: binding on the second request (the default, bindOnReq
     const a = new SessionAffinity(new FakeStore(c), c.now);
     const v = viewOf(c, replica("r1"), replica("r2"), replica("r3"));
     // Find a session the hash sends to r2, then fill r2.
-    let session = "";
-    for (let s = 0; !session; s++) if ((await new SessionAffinity(new FakeStore(c), c.now).choose(d, `s${s}`, v.candidates(c.now()), proposer().fn))!.id === "r2") session = `s${s}`;
+    const session = await firstOf("session the hash sends to r2", 10_000, async (s) =>
+      (await new SessionAffinity(new FakeStore(c), c.now).choose(d, `s${s}`, v.candidates(c.now()), proposer().fn))!.id === "r2" ? `s${s}` : undefined,
+    );
     setLoad(v, "r2", c, { ongoing: 5 });
     const elsewhere = (await a.choose(d, session, v.candidates(c.now()), proposer().fn))!.id;
     expect(elsewhere).not.toBe("r2");
