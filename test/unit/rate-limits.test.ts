@@ -108,6 +108,29 @@ describe("helpers", () => {
   });
 });
 
+describe("chargeUse (the global bucket's side of a sync)", () => {
+  const limits = { requestsPerSecond: 1, burst: 10 };
+
+  it("charges uses at the time they happened, before the bucket refills to now", () => {
+    // A full burst used at T0, reported 5 s later: 5 tokens have come back since.
+    const b = fullBucket(limits, T0);
+    expect(chargeUse(b, limits, { key: "k", used: 10, since: T0 }, T0 + 5_000)).toBe(5);
+    // Charged at sync time instead, the bucket would refill to full first and be empty now.
+    const atSync = fullBucket(limits, T0);
+    refill(atSync, limits, T0 + 5_000);
+    atSync.tokens -= 10;
+    expect(atSync.tokens).toBe(0);
+  });
+
+  it("a pause between two bursts gives the second a full burst, whenever the sync comes", () => {
+    const b = fullBucket(limits, T0);
+    // Burst 1 at T0, synced at T0 + 1 s: 1 token back.
+    expect(chargeUse(b, limits, { key: "k", used: 10, since: T0 }, T0 + 1_000)).toBe(1);
+    // Ten seconds of pause, then burst 2 at T0 + 20 s, synced at T0 + 20.5 s: it was all there when used.
+    expect(chargeUse(b, limits, { key: "k", used: 10, since: T0 + 20_000 }, T0 + 20_500)).toBe(0.5);
+  });
+});
+
 describe("RateLimits", () => {
   let clk: ReturnType<typeof clock>;
   let global: FakeGlobal;
@@ -557,10 +580,38 @@ describe("RateLimits: regressions", () => {
     const rl = new RateLimits(global.sync, c.now);
     const bg: Promise<unknown>[] = [];
     expect(await takes(rl, 5, bg)).toBe(5);
-    c.advance(60_000);
-    expect(await takes(rl, 5, bg)).toBe(5);
-    c.advance(60_000);
-    expect(await takes(rl, 5, bg)).toBe(5);
+    // Each burst after a pause: its first take sends the previous burst's uses, and the rest of the
+    // burst is decided after the global count came back (so a global bucket that charged the old
+    // uses at sync time, after refilling, would cut this burst short).
+    for (let pause = 0; pause < 2; pause++) {
+      c.advance(60_000);
+      expect(await takes(rl, 1, bg)).toBe(1);
+      expect(await takes(rl, 4, bg)).toBe(4);
+    }
+  });
+
+  it("takes off what this isolate let through while its sync was in flight when it adopts the global count", async () => {
+    const c = clock();
+    const global = new FakeGlobal(c.now);
+    // A sync held until the test lets it answer.
+    let answer!: () => void;
+    const held: RateSync = async (...args) => {
+      await new Promise<void>((r) => (answer = r));
+      return global.sync(...args);
+    };
+    // Other isolates have used 2 of the key's 5 tokens, and reported them.
+    await global.sync("chat", rateLimitShard(key), limits, [{ key, used: 2, since: T0 }]);
+    // This isolate's first take syncs at once (held); two more go through on its local bucket meanwhile.
+    const rl = new RateLimits(held, c.now);
+    const pending: Promise<unknown>[] = [];
+    expect(rl.take(d, key, (p) => pending.push(p)).ok).toBe(true);
+    expect(rl.take(d, key, (p) => pending.push(p)).ok).toBe(true);
+    expect(rl.take(d, key, (p) => pending.push(p)).ok).toBe(true);
+    answer();
+    await Promise.all(pending);
+    // The global bucket had 3 for the synced take: 2 now, and the two taken meanwhile are owed, so none
+    // is left. Adopting the global count without them would let two more through.
+    expect(rl.take(d, key, () => undefined).ok).toBe(false);
   });
 
   it("reports when the unsynced uses began", async () => {

@@ -82,8 +82,9 @@ async function gatedReplica(maxOngoing: number, maxQueued: number) {
   const finishAll = () => {
     for (const g of gates.splice(0)) g();
   };
-  const health = async () => (await (await fetch(`http://127.0.0.1:${port}/-/healthz`)).json()) as Record<string, number | string>;
-  return { admission, started, send, finishOne, finishAll, health };
+  const healthResponse = () => fetch(`http://127.0.0.1:${port}/-/healthz`);
+  const health = async () => (await (await healthResponse()).json()) as Record<string, number | string>;
+  return { admission, started, send, finishOne, finishAll, health, healthResponse };
 }
 
 describe("ReplicaServer with a queue (--max-queued)", () => {
@@ -180,6 +181,20 @@ describe("ReplicaServer with a queue (--max-queued)", () => {
     expect(answer.status).toBe(200);
     expect(parseLoadHeader(String(answer.headers["x-switchyard-load"]))).toMatchObject({ state: "draining", queued: 0 });
     await waitFor(() => idle, "idle");
+  });
+});
+
+describe("ReplicaServer's /-/healthz (what HAProxy's check and orchestrators' probes read)", () => {
+  it("answers 200 while ready and 503 with state draining once draining, with the load header either way", async () => {
+    const r = await gatedReplica(2, 0);
+    const ready = await r.healthResponse();
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toMatchObject({ status: "ready" });
+    r.admission.drain();
+    const draining = await r.healthResponse();
+    expect(draining.status).toBe(503);
+    expect(await draining.json()).toMatchObject({ status: "draining" });
+    expect(parseLoadHeader(draining.headers.get("x-switchyard-load"))).toMatchObject({ state: "draining" });
   });
 });
 
