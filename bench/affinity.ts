@@ -18,16 +18,18 @@
  *  3. Durable Object calls per 1,000 requests for those session requests.
  * Prints markdown tables and writes bench/results/affinity.json.
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
+import { writeResult } from "./result-file.ts";
 import { LocalStack } from "../src/local/stack.ts";
 import { synthesizeVowel } from "../src/models/silero-vad.ts";
 import { mulberry32 } from "../src/seeded-random.ts";
 
-const { values } = parseArgs({ options: { seconds: { type: "string", default: "8" }, concurrency: { type: "string", default: "6" } } });
-const seconds = Number(values.seconds);
+const { values } = parseArgs({ options: { seconds: { type: "string" }, concurrency: { type: "string", default: "6" }, quick: { type: "boolean", default: false } } });
+const quick = values.quick;
+const seconds = Number(values.seconds ?? (quick ? 4 : 8));
 const concurrency = Number(values.concurrency);
 
 const MIX: [string, number][] = [
@@ -182,8 +184,7 @@ try {
   for (const r of rows) console.log(`| ${r.arm} | ${r.requests} | ${r.failed} | ${r.rps} | ${(100 * r.hitShare).toFixed(1)} % | ${r.p50ms.toFixed(1)} | ${r.p99ms.toFixed(1)} |`);
   console.log(`\nsessions: stickiness ${(100 * result.sessions.stickiness).toFixed(1)} %, ${result.sessions.durableObjectCallsPer1000.toFixed(1)} Durable Object calls per 1,000 requests (${result.sessions.sessionResolves} resolves, ${result.sessions.sessionRebinds} rebinds, ${result.sessions.sessionWrites} writes)`);
   if (process.env.BENCH_DEBUG) console.log(logLines.filter((l) => /error|lost|fail|exit/i.test(l)).slice(-40).join("\n"));
-  mkdirSync(join(import.meta.dirname, "results"), { recursive: true });
-  writeFileSync(join(import.meta.dirname, "results/affinity.json"), `${JSON.stringify(result, null, 2)}\n`);
+  console.log(`wrote ${writeResult("affinity", result, { quick })}`);
 } catch (err) {
   console.error(logLines.filter((l) => !/registered|listening/.test(l)).slice(-30).join("\n"));
   throw err;

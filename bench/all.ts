@@ -9,21 +9,24 @@
  * (bench/streaming.ts, 4 s per arm), dispatch quality (--quick), hot-path state
  * cost (3 s per phase), multiplexing and affinity (4 s), the state plane at
  * 2,048 simulated replicas per deployment (--quick: 3 rounds, 5 s window), prefix-cache-aware
- * routing (--quick: 8 s windows, ~2.5 min). Ends with
- * bench/chart.ts. A scenario that fails is reported and the others still run;
- * the exit status says whether all passed.
+ * routing (--quick: 8 s windows, ~2.5 min), the slow-client attacks (--quick). Each
+ * writes bench/results/quick/<name>.json; then bench/chart.ts draws those into
+ * bench/results/charts/ (the charts in docs/ are drawn from bench/published/ only).
+ * A scenario that fails is reported and the others still run; the exit status says
+ * whether all passed.
  */
 import { spawnSync } from "node:child_process";
 import { parseArgs } from "node:util";
 
 const SCENARIOS: Record<string, string[]> = {
   seed: ["bench/seed.ts", "--quick"],
-  streaming: ["bench/streaming.ts", "--seconds", "4"],
+  streaming: ["bench/streaming.ts", "--quick"],
   dispatch: ["bench/dispatch-quality.ts", "--quick"],
-  "state-cost": ["bench/state-cost.ts", "--seconds", "3"],
-  affinity: ["bench/affinity.ts", "--seconds", "4"],
+  "state-cost": ["bench/state-cost.ts", "--quick"],
+  affinity: ["bench/affinity.ts", "--quick"],
   "state-plane": ["bench/state-plane.ts", "--quick"],
   "prefix-cache": ["bench/prefix-cache.ts", "--quick"],
+  "slow-clients": ["bench/slow-clients.ts", "--quick"],
 };
 
 const { values } = parseArgs({ options: { only: { type: "string" } } });
@@ -38,7 +41,9 @@ for (const name of chosen) {
   console.log(`\n(${name}: ${((Date.now() - started) / 1000).toFixed(0)} s, exit ${r.status ?? r.signal})`);
   if (r.status !== 0) failed.push(name);
 }
-spawnSync(process.execPath, ["--import", "tsx", "bench/chart.ts"], { stdio: "inherit" });
+// Quick runs go to bench/results/quick/ and their charts to bench/results/charts/: the committed charts
+// in docs/ and the README's figures come from full runs published in bench/published/ only.
+spawnSync(process.execPath, ["--import", "tsx", "bench/chart.ts", "--from", "bench/results/quick", "--into", "bench/results/charts"], { stdio: "inherit" });
 if (failed.length > 0) {
   console.error(`\nfailed: ${failed.join(", ")}`);
   process.exit(1);

@@ -52,10 +52,11 @@
  * load-aware p99 ≤ 1/3 of round robin's.
  */
 import { execFileSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
+import { writeResult } from "./result-file.ts";
 import { LocalStack } from "../src/local/stack.ts";
 import { BALANCERS, type BalancerName } from "../src/policy/balancers/index.ts";
 import { mulberry32 } from "../src/seeded-random.ts";
@@ -602,8 +603,7 @@ try {
       loadAwareP99OverRandomP99: ratioRandom,
     },
   };
-  mkdirSync(join(import.meta.dirname, "results"), { recursive: true });
-  writeFileSync(join(import.meta.dirname, "results/dispatch-quality.json"), `${JSON.stringify(result, null, 2)}\n`);
+  console.log(`wrote ${writeResult("dispatch-quality", result, { quick: values.quick })}`);
 } catch (err) {
   console.error(logLines.filter((l) => !/registered|listening/.test(l)).slice(-30).join("\n"));
   throw err;

@@ -32,6 +32,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { gzipSync } from "node:zlib";
 import { bundleWorker, generateDeploymentsModule, type WorkerBundle } from "../scripts/build.ts";
+import { writeResult } from "./result-file.ts";
 import { LocalStack } from "../src/local/stack.ts";
 import { workerdConfig } from "../src/local/workerd-config.ts";
 import { synthesizeVowel } from "../src/models/silero-vad.ts";
@@ -44,7 +45,7 @@ const { values } = parseArgs({
     requests: { type: "string", default: "300" },
     seconds: { type: "string", default: "3" },
     "skip-wrangler": { type: "boolean", default: false },
-    out: { type: "string", default: "bench/results/edge-inference.json" },
+    out: { type: "string" },
   },
 });
 const coldRuns = Math.max(1, Number(values["cold-runs"]));
@@ -356,8 +357,5 @@ const result = {
   warm,
   replicaLoadMs,
 };
-const outPath = resolve(root, values.out!);
-mkdirSync(dirname(outPath), { recursive: true });
-writeFileSync(outPath, `${JSON.stringify(result, null, 2)}\n`);
-log(`wrote ${outPath}`);
+log(`wrote ${writeResult("edge-inference", result, values.out ? { out: resolve(root, values.out) } : {})}`);
 rmSync(work, { recursive: true, force: true });

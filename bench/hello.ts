@@ -6,10 +6,9 @@
  * Prints a markdown table and writes bench/results/hello.json.
  */
 import { spawn } from "node:child_process";
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
+import { writeResult } from "./result-file.ts";
 import { LocalStack } from "../src/local/stack.ts";
 import { ab as abRun, markdownTable, wrk as wrkRun, type Row } from "./load-tools.ts";
 
@@ -44,7 +43,7 @@ try {
   const ratio = (a: Row, b: Row) => (a.rps / b.rps).toFixed(2);
   lines.push("", `proxy/direct req/s — wrk: ${ratio(rows[1]!, rows[0]!)} (workerd port), ${ratio(rows[2]!, rows[0]!)} (public port); ab: ${ratio(rows[4]!, rows[3]!)}`);
   console.log(lines.join("\n"));
-  writeFileSync(join("bench/results", "hello.json"), JSON.stringify({ when: new Date().toISOString(), replicas, seconds, abN, rows }, null, 2));
+  console.log(`wrote ${writeResult("hello", { replicas, seconds, abN, rows })}`);
 } finally {
   direct.kill("SIGTERM");
   await stack.stop();

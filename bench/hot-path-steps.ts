@@ -27,6 +27,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { build } from "esbuild";
+import { writeResult } from "./result-file.ts";
 import { compatibilityDate, compatibilityFlags } from "../src/config/runtime.ts";
 import { cpuSeconds, freePort, waitForOk } from "./load-tools.ts";
 
@@ -38,7 +39,7 @@ const { values } = parseArgs({
     n: { type: "string", default: "2000" },
     steps: { type: "string" },
     headers: { type: "string", default: "wrk" },
-    out: { type: "string", default: join(root, "bench/results/hot-path-steps.json") },
+    out: { type: "string" },
   },
 });
 const rounds = Math.max(1, Math.floor(Number(values.rounds)) || 5);
@@ -163,9 +164,5 @@ const rows = wanted.map((step) => {
 console.log(
   ["", "| step | µs per call (median) | range |", "|---|---:|---:|", ...rows.map((r) => `| ${r.step} | ${r.medianUs.toFixed(2)} | ${r.minUs.toFixed(2)}–${r.maxUs.toFixed(2)} |`)].join("\n"),
 );
-writeFileSync(
-  values.out!,
-  JSON.stringify({ at: new Date().toISOString(), machine: { cpus: cpus().length, loadavg1mAtStart: startLoad }, options: { rounds, cpuBudget, callsPerRequest, headers: values.headers }, steps: rows }, null, 2),
-);
-console.log(`\nwrote ${values.out}`);
+console.log(`\nwrote ${writeResult("hot-path-steps", { machine: { cpus: cpus().length, loadavg1mAtStart: startLoad }, options: { rounds, cpuBudget, callsPerRequest, headers: values.headers }, steps: rows }, values.out ? { out: values.out } : {})}`);
 stop();

@@ -34,7 +34,7 @@
  * Prints a markdown table; writes bench/results/miniflare.json.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { cpus, loadavg } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -49,6 +49,7 @@ import { parseArgs } from "node:util";
 // run the same runtime binary with wrangler.toml's date and flags.
 import { Miniflare } from "miniflare-4";
 import { bundleWorker } from "../scripts/build.ts";
+import { writeResult } from "./result-file.ts";
 import { compatibilityDate, compatibilityFlags, durableObjects } from "../src/config/runtime.ts";
 import { LocalStack, loadDeployments } from "../src/local/stack.ts";
 import { CLK_TCK, cpuSeconds, freePort, waitForOk, workerdPid, wrk } from "./load-tools.ts";
@@ -347,9 +348,8 @@ const lines = [
   `- ${machine.cpus} CPUs shared with wrk and ${N} replicas; load average at start ${machine.loadavg1mAtStart}; wrk -t1 -c${CONNECTIONS} -d${SECONDS}s GET /hello, ${ROUNDS} rounds A, B, C; run took ${((Date.now() - started) / 1000).toFixed(0)} s of measurement.`,
 ];
 console.log(lines.join("\n"));
-mkdirSync(join(root, "bench/results"), { recursive: true });
-writeFileSync(
-  join(root, "bench/results/miniflare.json"),
-  JSON.stringify({ when: new Date().toISOString(), machine, versions: { miniflare: readVersion("miniflare-4"), workerd: readVersion("workerd") }, miniflareWorkerdArgv, options: { replicas: N, seconds: SECONDS, rounds: ROUNDS, connections: CONNECTIONS, requestLogs: process.env.SWITCHYARD_REQUEST_LOGS ?? "on" }, runs, summary: { workerd: A, miniflare: B, miniflareDirect: C }, ratios, withinRule: within }, null, 2),
+writeResult(
+  "miniflare",
+  { machine, versions: { miniflare: readVersion("miniflare-4"), workerd: readVersion("workerd") }, miniflareWorkerdArgv, options: { replicas: N, seconds: SECONDS, rounds: ROUNDS, connections: CONNECTIONS, requestLogs: process.env.SWITCHYARD_REQUEST_LOGS ?? "on" }, runs, summary: { workerd: A, miniflare: B, miniflareDirect: C }, ratios, withinRule: within },
 );
 process.exit(0);

@@ -53,6 +53,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
+import { writeResult } from "./result-file.ts";
 import { LocalStack } from "../src/local/stack.ts";
 import { BALANCER_NAMES } from "../src/policy/balancers/index.ts";
 import { DEFAULT_LOAD_FACTOR } from "../src/policy/prefix-score.ts";
@@ -793,10 +794,8 @@ lines.push(
 );
 console.log(lines.join("\n"));
 
-mkdirSync(join(import.meta.dirname, "results"), { recursive: true });
-writeFileSync(
-  join(import.meta.dirname, quick ? "results/prefix-cache-quick.json" : "results/prefix-cache.json"),
-  `${JSON.stringify(
+writeResult(
+  "prefix-cache",
     {
       when: machine.when,
       quick,
@@ -829,8 +828,6 @@ writeFileSync(
       skipped,
       elapsedSeconds: elapsedS,
     },
-    null,
-    2,
-  )}\n`,
+  { quick },
 );
 rmSync(functionsRoot, { recursive: true, force: true });

@@ -19,20 +19,21 @@
  * default). Every figure is bounded in time: a connection the edge does not answer is
  * given up after the cap named in its line.
  */
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { execSync } from "node:child_process";
+import { writeResult } from "./result-file.ts";
 import { LocalStack } from "../src/local/stack.ts";
 import { rssBytes, workerdPid } from "./load-tools.ts";
 
 const { values } = parseArgs({
-  options: { held: { type: "string", default: "10" }, "drip-seconds": { type: "string", default: "32" }, out: { type: "string", default: "bench/results/slow-clients.json" } },
+  options: { held: { type: "string", default: "10" }, "drip-seconds": { type: "string" }, quick: { type: "boolean", default: false }, out: { type: "string" } },
 });
+const quick = values.quick;
 const HELD = Number(values.held);
-const DRIP_SECONDS = Number(values["drip-seconds"]);
+const DRIP_SECONDS = Number(values["drip-seconds"] ?? (quick ? 12 : 32));
 const MiB = 1024 * 1024;
 
 interface Exchange {
@@ -81,11 +82,7 @@ process.on("SIGINT", () => {
   stack.killAll();
   process.exit(130);
 });
-const results: Record<string, unknown> = {
-  date: new Date().toISOString(),
-  commit: execSync("git rev-parse --short HEAD", { encoding: "utf8" }).trim(),
-  loadavg: (await import("node:os")).loadavg().map((x) => Math.round(x * 100) / 100),
-};
+const results: Record<string, unknown> = {};
 try {
   await stack.start();
   const port = Number(new URL(stack.url).port);
@@ -221,6 +218,5 @@ try {
 } finally {
   await stack.stop();
 }
-writeFileSync(values.out, `${JSON.stringify(results, null, 2)}\n`);
-console.log(`wrote ${values.out}`);
+console.log(`wrote ${writeResult("slow-clients", results, { quick, ...(values.out ? { out: values.out } : {}) })}`);
 process.exit(0);

@@ -50,25 +50,28 @@ import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { writeResult } from "./result-file.ts";
 import { LocalStack } from "../src/local/stack.ts";
-import { CLK_TCK, cpuSeconds, modelPinnedWorker, rebuiltWorker, run, startBareWorkers, workerdPid, wrk as runWrk, type BareWorkers } from "./load-tools.ts";
+import { CLK_TCK, cpuSeconds, modelPinnedWorker, rebuiltWorker, startBareWorkers, workerdPid, wrk as runWrk, type BareWorkers } from "./load-tools.ts";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const { values } = parseArgs({
   options: {
-    seconds: { type: "string", default: "8" },
+    seconds: { type: "string" },
+    quick: { type: "boolean", default: false },
     sessions: { type: "string", default: "100" },
     "skip-keyed": { type: "boolean", default: false },
     "skip-bare": { type: "boolean", default: false },
     rebuilt: { type: "boolean", default: false },
-    out: { type: "string", default: "bench/results/state-cost.json" },
+    out: { type: "string" },
     rounds: { type: "string", default: "1" },
     kinds: { type: "string" },
   },
 });
 const rounds = Math.max(1, Math.floor(Number(values.rounds)) || 1);
 const onlyKinds = values.kinds?.split(",").map((k) => k.trim()).filter(Boolean);
-const seconds = Math.min(10, Number(values.seconds));
+const quick = values.quick;
+const seconds = Math.min(10, Number(values.seconds ?? (quick ? 3 : 8)));
 const sessionPool = Number(values.sessions);
 const withKeyed = !values["skip-keyed"];
 const TELEMETRY_FLUSH_S = 2;
@@ -592,13 +595,9 @@ const lines = [
   `${machine.cpus} CPUs shared by wrk, workerd and ${REPLICAS.hello + REPLICAS.vad + REPLICAS.keyed} replica processes; load average at start ${machine.loadavg1mAtStart}; request logs ${process.env.SWITCHYARD_REQUEST_LOGS ?? "on"}; run took ${((Date.now() - started) / 1000).toFixed(0)} s.`,
 ];
 console.log(lines.join("\n"));
-const outFile = resolve(root, values.out);
-mkdirSync(dirname(outFile), { recursive: true });
-writeFileSync(
-  outFile,
-  `${JSON.stringify(
-    {
-      when: new Date().toISOString(),
+writeResult(
+  "state-cost",
+  {
       machine,
       options: { seconds, rounds, kinds: onlyKinds ?? null, sessions: sessionPool, replicas: REPLICAS, connections: CONNECTIONS, keys: withKeyed ? KEYS : 0, requestLogs: process.env.SWITCHYARD_REQUEST_LOGS ?? "on", telemetryFlushS: TELEMETRY_FLUSH_S },
       isolates,
@@ -613,9 +612,7 @@ writeFileSync(
         "CPU is the whole workerd process: the Worker isolate and, locally, the Durable Objects (on Cloudflare they run elsewhere). 'net of idle' subtracts the idle CPU rate (replica reports, alarms) over the run.",
       ],
       seconds: (Date.now() - started) / 1000,
-    },
-    null,
-    2,
-  )}\n`,
+  },
+  { quick, ...(values.out ? { out: resolve(root, values.out) } : {}) },
 );
 process.exit(0);

@@ -33,16 +33,18 @@
  * Prints a markdown table and writes bench/results/streaming.json.
  */
 import { spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
+import { writeResult } from "./result-file.ts";
 import { LocalStack } from "../src/local/stack.ts";
 import { cpuSeconds, startBareWorkers, workerdPid, type BareWorkers } from "./load-tools.ts";
 
 const { values } = parseArgs({
   options: {
-    seconds: { type: "string", default: "10" },
+    seconds: { type: "string" },
+    quick: { type: "boolean", default: false },
     concurrency: { type: "string", default: "120" },
     tokens: { type: "string", default: "64" },
     pace: { type: "string", default: "seed" },
@@ -52,7 +54,8 @@ const { values } = parseArgs({
     out: { type: "string" },
   },
 });
-const seconds = Number(values.seconds);
+const quick = values.quick;
+const seconds = Number(values.seconds ?? (quick ? 4 : 10));
 const concurrency = Number(values.concurrency);
 const tokens = Number(values.tokens);
 const pace = values.pace;
@@ -270,10 +273,10 @@ try {
     `/v1 ÷ native pipe, TTFT p50 added over direct: ${f(overhead.ttftP50Ms / (rx.ttft.p50 - rd.ttft.p50))} (target ≤ 1.5 with one busy loop)`,
   ];
   console.log(lines.join("\n"));
-  mkdirSync(join(import.meta.dirname, "results"), { recursive: true });
-  writeFileSync(
-    values.out ?? join(import.meta.dirname, pace === "seed" ? "results/streaming.json" : "results/streaming-model-pace.json"),
-    `${JSON.stringify({ when: new Date().toISOString(), setup: { concurrency, replicas: REPLICAS, tokens, pace, ttftMs, tpotMs, seconds, busyLoops, model: "tiny-lm", endpoint: "/v1/completions" }, rows, overhead, overBare, byPrefix: { ttftP50Ms: rx.ttft.p50 - rd.ttft.p50, ttftMeanMs: rx.ttft.mean - rd.ttft.mean, tpotP50Ms: rx.tpot.p50 - rd.tpot.p50 }, replicaRejections: rejected, proxyCpu }, null, 2)}\n`,
+  writeResult(
+    pace === "seed" ? "streaming" : "streaming-model-pace",
+    { setup: { concurrency, replicas: REPLICAS, tokens, pace, ttftMs, tpotMs, seconds, busyLoops, model: "tiny-lm", endpoint: "/v1/completions" }, rows, overhead, overBare, byPrefix: { ttftP50Ms: rx.ttft.p50 - rd.ttft.p50, ttftMeanMs: rx.ttft.mean - rd.ttft.mean, tpotP50Ms: rx.tpot.p50 - rd.tpot.p50 }, replicaRejections: rejected, proxyCpu },
+    { quick, ...(values.out ? { out: values.out } : {}) },
   );
 } finally {
   for (const b of busy) b.kill("SIGKILL");

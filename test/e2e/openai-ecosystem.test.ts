@@ -5,40 +5,20 @@
 // request log line and in /-/metrics.
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { pythonEnv } from "../../scripts/python-env.ts";
 import { startStack, until } from "./stack-fixture.ts";
 
 const run = promisify(execFile);
 /** The Python `openai` client version the test installs (from the machine's package index). */
 const PY_OPENAI_VERSION = "2.54.0";
-const VENV = join(import.meta.dirname, "../../.switchyard/py-openai");
-const PYTHON = join(VENV, "bin/python");
 
 let stack: Awaited<ReturnType<typeof startStack>>;
 
-/**
- * The virtualenv with the pinned client, made once and kept between runs (a
- * marker file names the version installed). No python3 or venv: a clear failure.
- */
-async function pythonWithOpenAI(): Promise<string> {
-  const marker = join(VENV, "switchyard-openai-version");
-  if (existsSync(marker) && readFileSync(marker, "utf8") === PY_OPENAI_VERSION && existsSync(PYTHON)) return PYTHON;
-  try {
-    await run("python3", ["-m", "venv", "--help"]);
-  } catch (err) {
-    throw new Error(`this test needs python3 with the venv module (Debian: apt-get install python3-venv; scripts/ensure-deps.sh): ${String(err)}`);
-  }
-  rmSync(VENV, { recursive: true, force: true });
-  mkdirSync(join(VENV, ".."), { recursive: true });
-  await run("python3", ["-m", "venv", VENV]);
-  // --retries 0: an unreachable default index fails over to the configured ones at once.
-  await run(join(VENV, "bin/pip"), ["install", "--quiet", "--retries", "0", "--timeout", "30", `openai==${PY_OPENAI_VERSION}`], { maxBuffer: 16 * 1024 * 1024 });
-  writeFileSync(marker, PY_OPENAI_VERSION);
-  return PYTHON;
-}
+/** The virtualenv with the pinned client (scripts/python-env.ts: made once, kept between runs, configured indexes only). */
+const pythonWithOpenAI = () => pythonEnv("openai", [`openai==${PY_OPENAI_VERSION}`]);
 
 let python: string;
 
