@@ -407,7 +407,7 @@ interface PrefixCacheResult {
 
 function prefixCacheChart(p: PrefixCacheResult): Chart {
   const name = (a: PrefixCacheResult["arms"][number]) =>
-    a.arm === "oracle" ? `oracle (exact index, no edge hop)${a.round ? `, ${a.round}-isolate round` : ""}` : `${a.label}, ${a.isolates} isolate${a.isolates > 1 ? "s" : ""}`;
+    a.arm === "oracle" ? `oracle: exact-index longest prefix (reference)${a.round ? `, ${a.round}-isolate round` : ""}` : `${a.label}, ${a.isolates} isolate${a.isolates > 1 ? "s" : ""}`;
   const accent = (a: PrefixCacheResult["arms"][number]) => a.arm.startsWith("prefix_");
   const bars = (value: (a: PrefixCacheResult["arms"][number]) => number, note?: (a: PrefixCacheResult["arms"][number]) => string | undefined): Bar[] =>
     p.arms.map((a) => {
@@ -426,7 +426,7 @@ function prefixCacheChart(p: PrefixCacheResult): Chart {
     ],
     footer: [
       `Run ${when(p.when)} by bench/prefix-cache.ts. ${machineLine(p.machine)}.`,
-      "The oracle dispatches from the bench process with an exact index of every replica's cache (their KV events), without the edge hop (~1–2 ms).",
+      "The oracle is a reference, not an upper bound: a longest-prefix router with an exact index of every replica's cache (their KV events), under the same load line, dispatching from the bench without the edge hop (~1–2 ms).",
       CAVEAT,
       "Regenerate: npx tsx bench/prefix-cache.ts, then npx tsx bench/chart.ts.",
     ],

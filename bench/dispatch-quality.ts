@@ -570,7 +570,7 @@ try {
   for (const r of rows) for (const f of r.failureExamples) console.log(`${r.label}: ${f}`);
   for (const r of rows) if (r.cpuBound.length) console.log(`WARNING ${r.label}: ${r.cpuBound.join("; ")}: CPU-bound, not a measure of the balancer`);
   const trustworthy = la.cpuBound.length === 0 && rr.cpuBound.length === 0;
-  const verdict = `${ratioRr <= 1 / 3 ? "PASS" : "MISS"}${trustworthy ? "" : " (not valid: a compared arm was CPU-bound, see WARNING)"}`;
+  const verdict = `${ratioRr <= 1 / 3 ? "MET" : "MISS"}${trustworthy ? "" : " (not valid: a compared arm was CPU-bound, see WARNING)"}`;
   console.log(`\nSwitchyard p99 / round_robin p99 = ${la.p99ms.toFixed(1)} / ${rr.p99ms.toFixed(1)} = ${ratioRr.toFixed(2)} (target ≤ 0.33): ${verdict}`);
   console.log(`Switchyard p99 / random p99      = ${la.p99ms.toFixed(1)} / ${rnd.p99ms.toFixed(1)} = ${ratioRandom.toFixed(2)}`);
   console.log(`per-replica p99 ms / max queue (fast-a / fast-b / slow / small):`);

@@ -1,6 +1,11 @@
 /**
- * bench/prefix-cache.ts's oracle arm: the best a prefix-aware router could do with
- * perfect, instant knowledge. One global exact index of every replica's KV cache
+ * bench/prefix-cache.ts's oracle arm: a longest-prefix router with perfect, instant
+ * knowledge of every cache, under the same load line as the edge's prefix tiers. It
+ * is a reference, not an upper bound: it takes the longest cached prefix under the
+ * line and nothing else into account (not the prefix each choice leaves for later
+ * turns, nor queue lengths beyond the line), and prefix_cache, which weighs load
+ * against the cached share, has scored above it (1.007 of its hit ratio, 2026-12-02).
+ * One global exact index of every replica's KV cache
  * (block keys, kept from the replicas' own KV events), consulted at the moment of
  * each request; the request goes to the replica holding its longest cached prefix,
  * under the same bounded-load rule as the edge's prefix tiers

@@ -139,7 +139,7 @@ const LABEL: Record<ArmName, string> = {
   load_aware: "load_aware (default)",
   prefix_hash: "prefix_hash (hash tier)",
   prefix_cache: "prefix_cache (precise tier)",
-  oracle: "oracle (exact global index, no edge hop)",
+  oracle: "oracle: exact-index longest-prefix router, no edge hop",
 };
 const chosenArms = new Set<ArmName>(values.arms ? (values.arms.split(",").map((s) => s.trim()) as ArmName[]) : ARM_ORDER);
 for (const a of chosenArms) if (!ARM_ORDER.includes(a)) throw new Error(`--arms: unknown arm "${a}"; known: ${ARM_ORDER.join(", ")}`);

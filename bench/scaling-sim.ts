@@ -50,19 +50,51 @@ const { values } = parseArgs({
 
 // --- inputs, each with where it comes from ------------------------------------
 
-/** Measured here by bench/state-cost.ts (2026-11-30, 2 cores, loopback), quoted in docs/scaling.md. */
-const MEASURED = {
-  /** workerd CPU per plain proxied request (Worker + local Durable Objects, request logs on). */
-  cpuUsPerPlainRequest: 215,
-  /** A bare workerd Worker doing one fetch() per request, same load. */
-  cpuUsPerBareRequest: 112,
-  /** Load reports per second from a busy replica (heartbeat 1/s + change reports coalesced over 250 ms). */
-  reportsPerBusyReplica: 4.0,
-  /** … and from an idle one. */
-  reportsPerIdleReplica: 1.0,
-  /** Durable Object calls per 1,000 plain requests at ~4,500 req/s in one isolate. */
-  doCallsPer1000Plain: 0.37,
-};
+/**
+ * Measured here by bench/state-cost.ts: read from the newest of its result files (a local
+ * full run in bench/results/, or the published one in bench/published/), never from
+ * constants, which went stale (215 µs per plain request and 0.37 calls per 1,000 on
+ * 2026-11-30; 306–429 µs and 1.74 by 2026-12-03). No file: the model cannot run.
+ */
+function measuredInputs() {
+  type StateCost = {
+    meta?: { date: string; commit: string };
+    when?: string;
+    options: { replicas: { hello: number; vad: number } };
+    kinds: { kind: string; reportsPerSecond: number; cpu: { usPerRequest: number }; doCallsPer1000: { total: number } }[];
+    bare: { usPerRequest: number } | null;
+    idle: { reportsPerSecond: number };
+  };
+  const files = [join(root, "bench/results/state-cost.json"), join(root, "bench/published/state-cost.json")].filter((f) => existsSync(f));
+  const runs = files.map((file) => ({ file, data: JSON.parse(readFileSync(file, "utf8")) as StateCost }));
+  const dateOf = (d: StateCost) => d.meta?.date ?? d.when ?? "";
+  const newest = runs.sort((a, b) => dateOf(b.data).localeCompare(dateOf(a.data)))[0];
+  if (!newest) {
+    console.error("bench/scaling-sim.ts: no bench/state-cost.ts result to build on (bench/results/state-cost.json or bench/published/state-cost.json); run npx tsx bench/state-cost.ts first");
+    process.exit(1);
+  }
+  const m = newest.data;
+  const plain = m.kinds.find((k) => k.kind === "plain");
+  if (!plain || !m.bare) {
+    console.error(`bench/scaling-sim.ts: ${newest.file} has no plain kind or no bare Worker run (run bench/state-cost.ts without --kinds or --skip-bare)`);
+    process.exit(1);
+  }
+  const { hello, vad } = m.options.replicas;
+  return {
+    source: `${newest.file.replace(`${root}/`, "")} (${dateOf(m).slice(0, 10)}${m.meta ? `, commit ${m.meta.commit}` : ""})`,
+    /** workerd CPU per plain proxied request (Worker + local Durable Objects, request logs on). */
+    cpuUsPerPlainRequest: Math.round(plain.cpu.usPerRequest),
+    /** A bare workerd Worker doing one fetch() per request, same load. */
+    cpuUsPerBareRequest: Math.round(m.bare.usPerRequest),
+    /** Load reports per second from a busy replica (the plain run's reports over hello's replicas). */
+    reportsPerBusyReplica: Math.round((plain.reportsPerSecond / hello) * 10) / 10,
+    /** … and from an idle one (the idle phase's reports over hello's and vad's). */
+    reportsPerIdleReplica: Math.round((m.idle.reportsPerSecond / (hello + vad)) * 10) / 10,
+    /** Durable Object calls per 1,000 plain requests in one isolate. */
+    doCallsPer1000Plain: Math.round(plain.doCallsPer1000.total * 100) / 100,
+  };
+}
+const MEASURED = measuredInputs();
 
 /** Constants of the design (src/): what each isolate caches and for how long. */
 const DESIGN = {
@@ -322,9 +354,9 @@ p("## Inputs");
 p();
 p("| input | value | source |");
 p("|---|---:|---|");
-p(`| proxy CPU per plain request (workerd, Worker + local DOs) | ${MEASURED.cpuUsPerPlainRequest} µs | measured, bench/state-cost.ts (bare fetch() Worker: ${MEASURED.cpuUsPerBareRequest} µs) |`);
-p(`| load reports per busy / idle replica | ${MEASURED.reportsPerBusyReplica} / ${MEASURED.reportsPerIdleReplica} per s | measured, bench/state-cost.ts |`);
-p(`| DO calls per 1,000 plain requests (one isolate, ~4,500 req/s) | ${MEASURED.doCallsPer1000Plain} | measured, bench/state-cost.ts |`);
+p(`| proxy CPU per plain request (workerd, Worker + local DOs) | ${MEASURED.cpuUsPerPlainRequest} µs | measured, ${MEASURED.source} (bare fetch() Worker: ${MEASURED.cpuUsPerBareRequest} µs) |`);
+p(`| load reports per busy / idle replica | ${MEASURED.reportsPerBusyReplica} / ${MEASURED.reportsPerIdleReplica} per s | measured, ${MEASURED.source} |`);
+p(`| DO calls per 1,000 plain requests (one isolate) | ${MEASURED.doCallsPer1000Plain} | measured, ${MEASURED.source} |`);
 p(`| snapshot TTL / session cache / key set / rate-limit sync / telemetry flush | ${DESIGN.snapshotTtlS} / ${DESIGN.sessionCacheTtlS} / ${DESIGN.keySetTtlS} / ${DESIGN.rateSyncS} / ${DESIGN.telemetryFlushS} s | design (src/) |`);
 p(`| session shards / rate-limit shards per deployment | ${DESIGN.sessionShards} / ${DESIGN.rateLimitShards} | design defaults |`);
 p(`| locations, traffic spread evenly | ${ASSUMED.locations} | assumed |`);
@@ -334,14 +366,14 @@ p(`| requests with a session; requests/s per active session | ${pct(ASSUMED.sess
 p(`| API keys seen per isolate per second (rate-limited deployment) | ${ASSUMED.keysPerIsolate} | assumed |`);
 p(`| calls/s one Durable Object handles | ~${ASSUMED.budget.toLocaleString("en-US")} | design notes §3 (500–1,000/s; ~1,000 fsync-bound writes/s locally) |`);
 
-// Model check against the local measurement, when bench/results/state-cost.json exists.
-const measuredFile = join(root, "bench/results/state-cost.json");
+// Model check against the same measurement.
+const measuredFile = join(root, MEASURED.source.split(" ")[0]!);
 if (existsSync(measuredFile)) {
   type K = { kind: string; rps: number; seconds: number; connections: number; doCalls: Record<string, number>; sessionResolves: number };
-  const m = JSON.parse(readFileSync(measuredFile, "utf8")) as { when: string; kinds: K[]; options: { sessions: number } };
+  const m = JSON.parse(readFileSync(measuredFile, "utf8")) as { meta?: { date: string }; when?: string; kinds: K[]; options: { sessions: number } };
   const row = (kind: string) => m.kinds.find((x) => x.kind === kind);
   p();
-  p(`## Model check: one local isolate (bench/results/state-cost.json, ${m.when.slice(0, 10)})`);
+  p(`## Model check: one local isolate (${MEASURED.source})`);
   p();
   p("| kind | req/s | calls | model, per s | measured, per s |");
   p("|---|---:|---|---:|---:|");

@@ -591,7 +591,7 @@ const lines = [
     : []),
   ...(bareResult && rounds > 1 ? [`Bare Worker per round: ${bareResult.rounds.map((u) => f(u, 0)).join(", ")} µs per request.`] : []),
   `Idle (no client traffic; replica reports and Durable Object alarms only): ${f(1000 * idle.cpuPerSecond, 1)} ms CPU per second.`,
-  ...(target ? [`Target: ${target.name} ≤ ${target.max}: **${f(target.value, 2)}** (${target.pass ? "PASS" : "MISS"}).`] : []),
+  ...(target ? [`Target: ${target.name} ≤ ${target.max}: **${f(target.value, 2)}** (${target.pass ? "MET" : "MISS"}).`] : []),
   `${machine.cpus} CPUs shared by wrk, workerd and ${REPLICAS.hello + REPLICAS.vad + REPLICAS.keyed} replica processes; load average at start ${machine.loadavg1mAtStart}; request logs ${process.env.SWITCHYARD_REQUEST_LOGS ?? "on"}; run took ${((Date.now() - started) / 1000).toFixed(0)} s.`,
 ];
 console.log(lines.join("\n"));
