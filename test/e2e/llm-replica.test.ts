@@ -83,6 +83,30 @@ interface SseEvent {
   data: string;
 }
 
+/** A server-sent event stream's events as they arrive, one at a time (the caller decides when to read on). */
+async function* sseEvents(res: Response): AsyncGenerator<SseEvent> {
+  const reader = res.body!.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      const at = performance.now();
+      buffer += decoder.decode(value, { stream: true });
+      let end: number;
+      while ((end = buffer.indexOf("\n\n")) >= 0) {
+        const block = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        expect(block.startsWith("data: ")).toBe(true);
+        yield { at, data: block.slice("data: ".length) };
+      }
+    }
+  } finally {
+    reader.releaseLock();
+  }
+}
+
 /** Reads a server-sent event stream, timing each event's arrival; stops reading (leaving the stream open) after `limit` events if given. */
 async function readSse(res: Response, limit = Infinity): Promise<SseEvent[]> {
   const reader = res.body!.getReader();
@@ -116,15 +140,23 @@ describe("tiny-lm on the reference replica", () => {
   });
 
   it("streams a completion token by token, as each token is produced", async () => {
-    const started = performance.now();
-    const res = await post("/v1/completions", { model: "tiny-lm", prompt: "The replica", max_tokens: 12, seed: 1, stream: true });
+    const generatedBefore = (await metrics()).value("vllm:generation_tokens_total");
+    // 50 tokens at 20 ms: a second of generation, so the check below has time even on a busy machine.
+    const res = await post("/v1/completions", { model: "tiny-lm", prompt: "The replica", max_tokens: 50, seed: 1, stream: true });
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toMatch(/^text\/event-stream/);
-    const events = await readSse(res);
+    // Causality, not timing: when the first token has arrived, the replica has not yet generated the
+    // last (a replica that buffered its answer would have generated all of them by then).
+    const reader = sseEvents(res);
+    const first = (await reader.next()).value!;
+    const generatedAtFirst = (await metrics()).value("vllm:generation_tokens_total") - generatedBefore;
+    expect(generatedAtFirst).toBeLessThan(50);
+    const events = [first];
+    for await (const e of reader) events.push(e);
     expect(events.at(-1)!.data).toBe("[DONE]");
     const chunks = events.slice(0, -1).map((e) => ({ at: e.at, chunk: JSON.parse(e.data) as { id: string; object: string; created: number; model: string; choices: { index: number; text: string; logprobs: null; finish_reason: string | null }[] } }));
     const tokens = chunks.filter((c) => c.chunk.choices[0]!.finish_reason === null);
-    expect(tokens).toHaveLength(12);
+    expect(tokens).toHaveLength(50);
     for (const { chunk } of chunks) {
       expect(chunk).toMatchObject({ object: "text_completion", model: "tiny-lm", id: chunks[0]!.chunk.id });
       expect(chunk.id).toMatch(/^cmpl-/);
@@ -132,11 +164,6 @@ describe("tiny-lm on the reference replica", () => {
     }
     for (const { chunk } of tokens) expect(chunk.choices[0]!.text).toHaveLength(1);
     expect(chunks.at(-1)!.chunk.choices[0]).toEqual({ index: 0, text: "", logprobs: null, finish_reason: "length" });
-    // One token per --decode-ms: the chunks arrive spread out, not in one burst at the end.
-    const gaps = tokens.slice(1).map((t, i) => t.at - tokens[i]!.at);
-    expect(gaps.filter((g) => g >= DECODE_MS / 2).length).toBeGreaterThanOrEqual(gaps.length - 3);
-    expect(tokens.at(-1)!.at - tokens[0]!.at).toBeGreaterThanOrEqual(11 * DECODE_MS * 0.8);
-    expect(tokens[0]!.at - started).toBeLessThan(11 * DECODE_MS); // the first token did not wait for the rest
   });
 
   it("streams a chat completion in OpenAI's chunk format, with usage when asked", async () => {
@@ -269,10 +296,11 @@ describe("tiny-lm on the reference replica", () => {
     const firstChunks = await readSse(res, 3);
     expect(firstChunks).toHaveLength(3);
     expect((await metrics()).load.running).toBe(1);
-    const leftAt = performance.now();
+    const generatedBefore = (await metrics()).value("vllm:generation_tokens_total");
     client.abort();
-    const idle = await until(metrics, (m) => m.load.running === 0, 2000);
-    expect(performance.now() - leftAt).toBeLessThan(1000);
+    const idle = await until(metrics, (m) => m.load.running === 0, 30_000);
+    // It stopped because the client left, far short of the 1,000 tokens asked (not timed: a busy machine only slows both).
+    expect(idle.value("vllm:generation_tokens_total") - generatedBefore).toBeLessThan(500);
     expect(idle.load.kvCacheUsage).toBe(0);
     expect(idle.value("vllm:request_success_total", { finished_reason: "abort" })).toBe(abortsBefore + 1);
     const generated = idle.value("vllm:generation_tokens_total");

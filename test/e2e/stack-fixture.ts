@@ -113,12 +113,12 @@ export interface LoadResult {
   byReplica: Map<string, number>;
 }
 
-/** Runs `concurrency` loops of requests until `durationMs` has passed. */
-export async function runLoad(url: string, o: { concurrency: number; durationMs: number; init?: RequestInit; expectBody?: string }): Promise<LoadResult> {
+/** Runs `concurrency` loops of requests until `durationMs` has passed, or `stop` says so (an event the test waits for). */
+export async function runLoad(url: string, o: { concurrency: number; durationMs: number; init?: RequestInit; expectBody?: string; stop?: () => boolean }): Promise<LoadResult> {
   const until = Date.now() + o.durationMs;
   const result: LoadResult = { sent: 0, ok: 0, failed: [], byReplica: new Map() };
   const worker = async () => {
-    while (Date.now() < until) {
+    while (Date.now() < until && !o.stop?.()) {
       result.sent++;
       try {
         const res = await fetch(url, o.init);

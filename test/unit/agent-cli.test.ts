@@ -4,7 +4,7 @@
  * SIGTERM drains, deregisters, and only then stops the engine.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -15,6 +15,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { AGENT_DEFAULTS } from "../../src/agent/agent.ts";
 import { parseAgentArgs, UsageError, type AgentArgs, type EngineArgs } from "../../src/agent/cli.ts";
 import { spawnEngine } from "../../src/agent/engine-process.ts";
+import { waitFor } from "../fixtures/wait.ts";
 
 const CLI = fileURLToPath(new URL("../../src/replica/cli.ts", import.meta.url));
 const KEY = "ab".repeat(32);
@@ -173,10 +174,20 @@ describe("spawnEngine", () => {
     polite.terminate();
     expect(await polite.exited).toBe("signal SIGTERM");
 
-    const stubborn = spawnEngine([process.execPath, "-e", "process.on('SIGTERM', () => {}); setInterval(() => {}, 1000)"]);
-    await new Promise((r) => setTimeout(r, 300));
+    // It notes in a file when its handler is in place and when SIGTERM reached it: the test waits for those events.
+    const notes = join(mkdtempSync(join(tmpdir(), "agent-cli-")), "notes");
+    const stubborn = spawnEngine([
+      process.execPath,
+      "-e",
+      "const fs = require('node:fs'); const f = process.argv[1]; process.on('SIGTERM', () => fs.appendFileSync(f, 'sigterm\\n')); fs.appendFileSync(f, 'ready\\n'); setInterval(() => {}, 1000)",
+      notes,
+    ]);
+    const noted = () => (existsSync(notes) ? readFileSync(notes, "utf8") : "");
+    await waitFor("the engine's SIGTERM handler", () => noted().includes("ready"));
     stubborn.terminate();
-    const still = await Promise.race([stubborn.exited, new Promise((r) => setTimeout(() => r("running"), 300))]);
+    await waitFor("SIGTERM to reach the engine", () => noted().includes("sigterm"));
+    // It handled SIGTERM and is still running: exited has not settled.
+    const still = await Promise.race([stubborn.exited, Promise.resolve("running")]);
     expect(still).toBe("running");
     stubborn.kill();
     expect(await stubborn.exited).toBe("signal SIGKILL");

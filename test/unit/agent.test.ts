@@ -159,7 +159,7 @@ function startAgent(edgeUrl: string, engineUrl: string, o: Partial<AgentOptions>
   return { agent, logs, done, code: () => code };
 }
 
-async function until(cond: () => boolean, what: string, timeoutMs = 3_000): Promise<void> {
+async function until(cond: () => boolean, what: string, timeoutMs = 20_000): Promise<void> {
   const end = Date.now() + timeoutMs;
   while (!cond()) {
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
@@ -212,12 +212,10 @@ describe("load reports from engine metrics", () => {
     await until(() => edge.reports().length > 0, "the first report");
     const first = edge.reports()[0]!;
     expect(first).toMatchObject({ ongoing: 0, queued: 0, kv_cache_usage: 0.1 });
-    const changedAt = Date.now();
     engine.state.metrics = vllmText(5, 2, 0.6);
+    // The edge's heartbeat is 60 s (fakeEdge): a report of the change now is a change report, not a heartbeat.
     await until(() => edge.reports().some((r) => r.ongoing === 5), "a report of the change");
     const seen = edge.received.find((m) => m.path === "/-/replicas/report" && m.body.ongoing === 5)!;
-    // ≤ 100 ms to the next scrape + 50 ms coalescing + the POST (with room for a loaded CI machine).
-    expect(seen.at - changedAt).toBeLessThan(600);
     expect(seen.body).toMatchObject({ queued: 2, kv_cache_usage: 0.6 });
     expect(seen.body.seq as number).toBeGreaterThan(first.seq as number);
   });
@@ -319,8 +317,8 @@ describe("scrape failures", () => {
     engine.state.metricsStatus = 500;
     await until(() => edge.reports().some((r) => r.state === "draining"), "a draining report");
     const draining = edge.received.find((m) => m.body.state === "draining")!;
+    // Not at the first failed scrape: only once the window (200 ms here) of failures has passed.
     expect(draining.at - brokenAt).toBeGreaterThanOrEqual(180);
-    expect(draining.at - brokenAt).toBeLessThan(1_500);
     expect(edge.deregister()).toBeUndefined();
     engine.state.metricsStatus = 200;
     await until(() => edge.reports().at(-1)!.state === "ready", "a ready report");
@@ -339,12 +337,15 @@ describe("scrape failures", () => {
   it("rides out a blip shorter than the window", async () => {
     const engine = await fakeEngine(vllmText(2, 0));
     const edge = await fakeEdge();
-    startAgent(edge.url, engine.url, { unhealthyAfterMs: 400 });
+    // A long window, and a blip of a few failed scrapes counted at the engine (events, not sleeps).
+    startAgent(edge.url, engine.url, { unhealthyAfterMs: 5_000 });
     await until(() => edge.reports().length > 0, "the first report");
+    const before = engine.state.scrapes;
     engine.state.metricsStatus = 503;
-    await sleep(100);
+    await until(() => engine.state.scrapes >= before + 3, "three failed scrapes");
     engine.state.metricsStatus = 200;
-    await sleep(500);
+    const restored = engine.state.scrapes;
+    await until(() => engine.state.scrapes >= restored + 10, "ten good scrapes after the blip");
     expect(edge.reports().every((r) => r.state === "ready")).toBe(true);
   });
 });
@@ -354,13 +355,16 @@ describe("drain", () => {
     const engine = await fakeEngine(vllmText(1, 1));
     const edge = await fakeEdge();
     const proc = fakeProcess();
-    const { agent, done, logs } = startAgent(edge.url, engine.url, { engineProcess: proc, drainTimeoutMs: 5_000 });
+    const { agent, done, logs } = startAgent(edge.url, engine.url, { engineProcess: proc, drainTimeoutMs: 5_000, unhealthyAfterMs: 60_000 });
     await until(() => edge.reports().length > 0, "the first report");
-    const signalledAt = Date.now();
+    // Every scrape fails from here until the announcement, so no scrape can be what announces it.
+    engine.state.metricsStatus = 500;
+    const failing = engine.state.scrapes;
+    await until(() => engine.state.scrapes > failing + 1, "a failed scrape");
     void agent.shutdown("SIGTERM");
     await until(() => edge.reports().some((r) => r.state === "draining"), "a draining report");
-    // Urgent: not coalesced, not waiting for a scrape.
-    expect(edge.received.find((m) => m.body.state === "draining")!.at - signalledAt).toBeLessThan(300);
+    // Urgent: the shutdown itself announced it.
+    engine.state.metricsStatus = 200;
     // Busy engine: nothing else happens.
     await sleep(300);
     expect(edge.deregister()).toBeUndefined();

@@ -13,6 +13,7 @@ import { createModelById, ModelInputError, type InferenceModel } from "../../src
 import { ModelCache, type ModelCacheOptions } from "../../src/models/model-cache.ts";
 import { synthesizeVowel, type SileroVadOutput } from "../../src/models/silero-vad.ts";
 import { ReplicaServer } from "../../src/replica/server.ts";
+import { waitFor } from "../fixtures/wait.ts";
 
 interface Fake extends InferenceModel {
   released: number;
@@ -208,7 +209,7 @@ describe("modelHandler: GET, errors and references", () => {
   });
 
   it("releases its reference on every path, so eviction can free the model", async () => {
-    const { call, created } = await start({ maxModels: 1 });
+    const { call, created, admission } = await start({ maxModels: 1 });
     // Success, invalid input, a crashing model (500), a GET.
     await call({ "x-switchyard-model": "m1" }, {});
     await call({ "x-switchyard-model": "m1" }, { bad: true });
@@ -216,20 +217,19 @@ describe("modelHandler: GET, errors and references", () => {
     expect(crash.status).toBe(500);
     expect(crash.json.error?.code).toBe("internal_error");
     await call({ "x-switchyard-model": "m1" }, undefined);
-    // A client that gives up during inference.
-    await abortedRequest("m1", { wait: 50 });
-    await new Promise((r) => setTimeout(r, 80));
-    // Loading m2 evicts m1: released at once only if nothing holds it any more.
+    // A client that gives up during inference (once the replica has admitted it), then the replica sees it go.
+    await abortedRequest("m1", { wait: 50 }, () => admission.ongoing === 1);
+    await waitFor("the replica to see the client go", () => admission.ongoing === 0);
+    // Loading m2 evicts m1: released only if nothing holds it any more (a leaked reference never would be).
     await call({ "x-switchyard-model": "m2" }, {});
-    await new Promise((r) => setTimeout(r, 10));
-    expect(created.find((m) => m.id === "m1")!.released).toBe(1);
+    await waitFor("m1 to be released", () => created.find((m) => m.id === "m1")!.released === 1);
   });
 
   it("releases the reference when the client leaves while the model is loading", async () => {
     let finish!: () => void;
     const gate = new Promise<void>((r) => (finish = r));
     const created: Fake[] = [];
-    const { cache, call } = await start({
+    const { cache, call, admission } = await start({
       maxModels: 1,
       create: async (id) => {
         if (id === "m1") await gate;
@@ -238,29 +238,35 @@ describe("modelHandler: GET, errors and references", () => {
         return m;
       },
     });
-    await abortedRequest("m1", {}, 20);
-    await new Promise((r) => setTimeout(r, 30)); // the server sees the connection close
+    // The client leaves while m1 loads, and the replica sees it go before the load ends.
+    await abortedRequest("m1", {}, () => cache.loading().includes("m1"));
+    await waitFor("the replica to see the client go", () => admission.ongoing === 0);
     finish();
-    await new Promise((r) => setTimeout(r, 20));
+    await waitFor("m1 to be loaded", () => cache.loaded().includes("m1"));
     expect(cache.loaded()).toEqual(["m1"]);
     await call({ "x-switchyard-model": "m2" }, {});
-    await new Promise((r) => setTimeout(r, 10));
-    expect(created.find((m) => m.id === "m1")!.released).toBe(1);
+    await waitFor("m1 to be released", () => created.find((m) => m.id === "m1")!.released === 1);
   });
 });
 
-/** Sends a POST for `model` and destroys the connection after `afterMs`. */
-function abortedRequest(model: string, body: unknown, afterMs = 10): Promise<void> {
+/** Sends a POST for `model` and destroys the connection once `when` holds (the replica got as far as the test needs). */
+function abortedRequest(model: string, body: unknown, when: () => boolean): Promise<void> {
   const server = servers.at(-1)!;
   const { port } = server.server.address() as AddressInfo;
-  return new Promise((resolve) => {
+  return new Promise((resolve, reject) => {
     const req = request({ host: "127.0.0.1", port, path: "/mux", method: "POST", headers: { "x-switchyard-model": model, "content-type": "application/json" } });
-    req.on("error", () => resolve());
+    req.on("error", () => undefined);
     req.end(JSON.stringify(body));
-    setTimeout(() => {
-      req.destroy();
-      resolve();
-    }, afterMs);
+    waitFor("the request to get that far", when).then(
+      () => {
+        req.destroy();
+        resolve();
+      },
+      (err: unknown) => {
+        req.destroy();
+        reject(err);
+      },
+    );
   });
 }
 
