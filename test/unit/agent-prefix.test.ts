@@ -119,56 +119,63 @@ const meaning = JSON.parse(readFileSync(new URL("../fixtures/kv-events/agent-str
 const keysOf = (p: string) => blockKeys(meaning.prompts[p]!.tokens, { extra: meaning.prompts[p]!.lora ?? "" });
 
 describe("ReplicaAgent with the engine's KV events", () => {
-  it("indexes what the engine published before it started (replayed), reports the summary once, then only on a change; no summary for 32-token blocks", async () => {
-    const pub = new FixturePublisher();
-    const where = await pub.bind();
-    cleanup.push(() => pub.close());
-    for (let i = 0; i < 5; i++) await pub.publish(FixturePublisher.file(`agent-stream-${i}.msgpack`));
-    const engine = await fakeVllm();
-    const edge = await fakeEdge();
-    const logs: string[] = [];
-    const agent = new ReplicaAgent({
-      deployment: "llm",
-      edgeUrl: edge.url,
-      key: "0".repeat(64),
-      replicaId: "llm-agent-kv",
-      engineUrl: engine,
-      models: ["meta-llama/Llama-3.1-8B-Instruct"],
-      scrapeIntervalMs: 10,
-      drainGraceMs: 0,
-      drainTimeoutMs: 200,
-      engineStartTimeoutMs: 5_000,
-      kvEvents: where,
-      log: (m) => logs.push(m),
+  // The batch positional ([ts, events, rank], vLLM's EventBatch with array_like) and as a map
+  // (an EventBatch without array_like): the same full session, through the agent, either way.
+  for (const [shape, file] of [
+    ["positional batches", (i: number) => `agent-stream-${i}.msgpack`],
+    ["map-shaped batches", (i: number) => `agent-stream-map-${i}.msgpack`],
+  ] as const) {
+    it(`indexes what the engine published before it started (replayed), reports the summary once, then only on a change; no summary for 32-token blocks (${shape})`, async () => {
+      const pub = new FixturePublisher();
+      const where = await pub.bind();
+      cleanup.push(() => pub.close());
+      for (let i = 0; i < 5; i++) await pub.publish(FixturePublisher.file(file(i)));
+      const engine = await fakeVllm();
+      const edge = await fakeEdge();
+      const logs: string[] = [];
+      const agent = new ReplicaAgent({
+        deployment: "llm",
+        edgeUrl: edge.url,
+        key: "0".repeat(64),
+        replicaId: "llm-agent-kv",
+        engineUrl: engine,
+        models: ["meta-llama/Llama-3.1-8B-Instruct"],
+        scrapeIntervalMs: 10,
+        drainGraceMs: 0,
+        drainTimeoutMs: 200,
+        engineStartTimeoutMs: 5_000,
+        kvEvents: where,
+        log: (m) => logs.push(m),
+      });
+      const done = agent.run();
+      cleanup.push(async () => {
+        void agent.shutdown("test cleanup");
+        await done;
+      });
+      // The agent catches up from seq 0 once a live batch shows it the stream: publish until it has.
+      for (let tries = 0; (agent.prefixIndex?.size ?? 0) < 6; tries++) {
+        if (agent.prefixIndex) await pub.publish(FixturePublisher.file(file(4)));
+        await new Promise((r) => setTimeout(r, 20));
+        expect(tries, logs.join("\n")).toBeLessThan(250);
+      }
+      expect(agent.kvEventStats!.replayed).toBeGreaterThanOrEqual(5);
+      await until("a report with the summary of 6 blocks", () => edge.reports.some((r) => r.prefix_cache?.n === 6));
+      const withSummary = edge.reports.find((r) => r.prefix_cache?.n === 6)!;
+      const s = CacheSummary.parse(withSummary.prefix_cache!)!;
+      expect(s.matchedBlocks(keysOf("A"), 16)).toBe(4);
+      expect(s.matchedBlocks(keysOf("L"), 16)).toBe(2);
+      // Heartbeats every 50 ms: the unchanged summary rides on none of the next ones.
+      const after = edge.reports.length;
+      await until("three more reports", () => edge.reports.length >= after + 3);
+      expect(edge.reports.slice(after + 1).every((r) => r.prefix_cache === undefined)).toBe(true);
+      // The engine drops its prefix cache: the next report says so (a summary of nothing).
+      await pub.publish(FixturePublisher.file("agent-cleared.msgpack"));
+      await until("a report with an empty summary", () => edge.reports.some((r) => r.prefix_cache?.n === 0));
+      // 32-token blocks: the agent stops reporting a summary (null), and says why.
+      await pub.publish(FixturePublisher.file("agent-block32.msgpack"));
+      await until("a report dropping the summary", () => edge.reports.some((r) => r.prefix_cache === null));
+      expect(logs.some((l) => /--block-size 16/.test(l))).toBe(true);
+      expect(edge.invalid).toEqual([]);
     });
-    const done = agent.run();
-    cleanup.push(async () => {
-      void agent.shutdown("test cleanup");
-      await done;
-    });
-    // The agent catches up from seq 0 once a live batch shows it the stream: publish until it has.
-    for (let tries = 0; (agent.prefixIndex?.size ?? 0) < 6; tries++) {
-      if (agent.prefixIndex) await pub.publish(FixturePublisher.file("agent-stream-4.msgpack"));
-      await new Promise((r) => setTimeout(r, 20));
-      expect(tries, logs.join("\n")).toBeLessThan(250);
-    }
-    expect(agent.kvEventStats!.replayed).toBeGreaterThanOrEqual(5);
-    await until("a report with the summary of 6 blocks", () => edge.reports.some((r) => r.prefix_cache?.n === 6));
-    const withSummary = edge.reports.find((r) => r.prefix_cache?.n === 6)!;
-    const s = CacheSummary.parse(withSummary.prefix_cache!)!;
-    expect(s.matchedBlocks(keysOf("A"), 16)).toBe(4);
-    expect(s.matchedBlocks(keysOf("L"), 16)).toBe(2);
-    // Heartbeats every 50 ms: the unchanged summary rides on none of the next ones.
-    const after = edge.reports.length;
-    await until("three more reports", () => edge.reports.length >= after + 3);
-    expect(edge.reports.slice(after + 1).every((r) => r.prefix_cache === undefined)).toBe(true);
-    // The engine drops its prefix cache: the next report says so (a summary of nothing).
-    await pub.publish(FixturePublisher.file("agent-cleared.msgpack"));
-    await until("a report with an empty summary", () => edge.reports.some((r) => r.prefix_cache?.n === 0));
-    // 32-token blocks: the agent stops reporting a summary (null), and says why.
-    await pub.publish(FixturePublisher.file("agent-block32.msgpack"));
-    await until("a report dropping the summary", () => edge.reports.some((r) => r.prefix_cache === null));
-    expect(logs.some((l) => /--block-size 16/.test(l))).toBe(true);
-    expect(edge.invalid).toEqual([]);
-  });
+  }
 });

@@ -19,7 +19,7 @@ function error(text: string): string {
 const vllm = (lines: string[]): string => lines.join("\n") + "\n";
 
 describe("engineLoad: fixtures", () => {
-  it("reads the vLLM fixture: sums two engine cores, max KV usage, LoRA of the latest info series", () => {
+  it("reads the vLLM fixture: one engine core with LoRA, the adapters of the latest info series", () => {
     expect(load(fixture("vllm.txt"))).toEqual({
       engine: "vllm",
       running: 8,
@@ -27,6 +27,10 @@ describe("engineLoad: fixtures", () => {
       kvCacheUsage: 0.4213,
       loraAdapters: ["sql-lora", "summarise-lora"],
     });
+  });
+
+  it("reads the vLLM data-parallel fixture: sums two engine cores, max KV usage, no LoRA (vLLM has none in DP mode)", () => {
+    expect(load(fixture("vllm-dp.txt"))).toEqual({ engine: "vllm", running: 8, waiting: 3, kvCacheUsage: 0.4213, loraAdapters: [] });
   });
 
   it("reads the SGLang fixture: sums two TP ranks, max token usage, no LoRA", () => {

@@ -74,6 +74,18 @@ describe("EnginePrefixIndex on a vLLM session's KV events", () => {
     expect(index.summary()).toBe(index.summary());
   });
 
+  it("the same session in map-shaped batches (an EventBatch without array_like) gives the same index", () => {
+    const { index } = session();
+    const mapped = new EnginePrefixIndex({});
+    for (let i = 0; i < meaning.batches; i++) {
+      const b = fixture(`agent-stream-map-${i}.msgpack`);
+      expect(b.events.length).toBe(stream[i]!.events.length);
+      mapped.apply(b);
+    }
+    expect(mapped.keysMostRecentFirst()).toEqual(index.keysMostRecentFirst());
+    expect(mapped.stats).toEqual(index.stats);
+  });
+
   it("AllBlocksCleared empties it", () => {
     const { index } = session();
     index.apply(fixture("agent-cleared.msgpack"));
