@@ -1,7 +1,7 @@
 /**
- * Admin observability routes: Prometheus metrics (GET /-/metrics) and the
- * dashboard's live WebSocket (GET /-/dashboard/live), both behind the admin
- * secret. Browsers cannot set headers on a WebSocket, so the dashboard sends
+ * Admin observability routes: Prometheus metrics (GET /-/metrics, and POST
+ * /-/metrics/restart to restart the Telemetry shards) and the dashboard's live
+ * WebSocket (GET /-/dashboard/live), all behind the admin secret. Browsers cannot set headers on a WebSocket, so the dashboard sends
  * the secret as a subprotocol: "auth." + base64url(secret).
  */
 import { Hono } from "hono";
@@ -10,7 +10,8 @@ import { sessionStatsFor, telemetryFor, type Env } from "../env.ts";
 import { autoscaleStatus, mergedSnapshot } from "../state/routing-plane.ts";
 import { errorResponse } from "../protocol/index.ts";
 import { renderPrometheus, type DeploymentMetrics } from "../telemetry/prometheus.ts";
-import { fleetTelemetry } from "../telemetry/telemetry-plane.ts";
+import { fleetTelemetry, restartTelemetry } from "../telemetry/telemetry-plane.ts";
+import { TELEMETRY_SHARDS } from "../telemetry/telemetry-shards.ts";
 import { DASHBOARD_PROTOCOL } from "../telemetry/telemetry.ts";
 import { adminRefusal, bearerMatches } from "./auth.ts";
 
@@ -53,6 +54,14 @@ export function observabilityRoutes(deployments: readonly Deployment[]): Hono<{ 
       }),
     );
     return c.text(renderPrometheus(metrics, telemetry.liveIsolates), 200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" });
+  });
+
+  /** Restarts every Telemetry shard (operators; the test that the counters outlive an object's eviction). */
+  app.post("/-/metrics/restart", async (c) => {
+    const refused = adminRefusal(c.env, c.req.header("authorization"));
+    if (refused) return refused;
+    await restartTelemetry(c.env);
+    return c.json({ ok: true, restarted: TELEMETRY_SHARDS });
   });
 
   app.get("/-/dashboard/live", async (c) => {

@@ -2,7 +2,9 @@
  * Counters one proxy isolate keeps per deployment, in memory. Flushed as deltas
  * to the Telemetry Durable Object at most every FLUSH_INTERVAL_MS, in the
  * background (waitUntil), so requests never wait on it and the object sees
- * isolates × 1 call per interval, not a call per request. Pure: time is passed in.
+ * isolates × 1 call per interval, not a call per request; counts that wait for a
+ * flush are sent when it is due even if no request comes (IsolateState.flushMetrics).
+ * Pure: time is passed in.
  */
 import { emptyHistogram, observe } from "./histogram.ts";
 import type { DeploymentDelta, StatusClass, TelemetryFlush, TokenCounts } from "./types.ts";
@@ -83,6 +85,12 @@ export class ProxyMetrics {
   /** Counts the tokens a replica reported for one /v1 request, under its API key label. */
   recordTokens(deployment: string, key: string, tokens: TokenCounts): void {
     addTokens(this.#delta(deployment).tokens, { [key]: tokens });
+  }
+
+  /** When there are counts waiting, how long until their flush is due (ms, ≥ 0); null when none wait. */
+  flushDueIn(now: number): number | null {
+    if (this.#deltas.size === 0) return null;
+    return Math.max(0, this.#lastFlushAt + FLUSH_INTERVAL_MS - now);
   }
 
   /** The deltas to send, when a flush is due and there is something to send; resets them. */

@@ -22,3 +22,15 @@ export async function fleetTelemetry(env: Env, deployments: string[], withWindow
   const reports = await Promise.all(Array.from({ length: TELEMETRY_SHARDS }, (_, k) => telemetryShardFor(env, k).report(deployments, withWindows)));
   return mergeReports(deployments, reports);
 }
+
+/** Restarts every shard (their in-memory state goes; their persisted totals come back when they load again). */
+export async function restartTelemetry(env: Env): Promise<void> {
+  await Promise.all(
+    Array.from({ length: TELEMETRY_SHARDS }, (_, k) =>
+      telemetryShardFor(env, k)
+        .restart()
+        // The abort rejects the call that caused it: the object is gone, which is what was asked.
+        .catch(() => undefined),
+    ),
+  );
+}

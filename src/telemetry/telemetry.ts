@@ -4,10 +4,14 @@
  * to it (each flushes every few seconds) and keeps 5 minutes of 5 s windows.
  * The "global" object holds only the dashboards' hibernatable WebSockets and,
  * once a second while any is open, asks every shard for its totals and windows
- * and pushes the merged frame. Memory only: telemetry is soft state, and a
- * restarted shard starts its counters over (Prometheus handles counter resets).
- * In production, Workers Analytics Engine is the durable store for the same
- * data points (docs/architecture.md, "Observability").
+ * and pushes the merged frame.
+ *
+ * A shard's totals (the counters and histograms /-/metrics shows) are persisted
+ * with every flush it takes in: an idle object is evicted from memory after a
+ * few seconds, and counters kept only in memory went back to 0 then (issue 30:
+ * `requests_total` read 50, then 0 while the process lived). One storage write per
+ * flush, coalesced by the runtime, at most isolates ÷ 2 s ÷ TELEMETRY_SHARDS a
+ * second. The 5 s windows (the dashboard's last five minutes) stay in memory.
  */
 import { DurableObject } from "cloudflare:workers";
 import { servedDeployments } from "../config/served.ts";
@@ -15,20 +19,38 @@ import type { Env } from "../env.ts";
 import { autoscaleStatus, mergedSnapshot } from "../state/routing-plane.ts";
 import { fleetTelemetry } from "./telemetry-plane.ts";
 import type { ShardReport } from "./telemetry-shards.ts";
-import type { DashboardFrame, DeploymentFrame, TelemetryFlush } from "./types.ts";
+import type { DashboardFrame, DeploymentFrame, DeploymentTotals, TelemetryFlush } from "./types.ts";
 import { TelemetryWindows, seriesOf } from "./windows.ts";
 
 const FRAME_INTERVAL_MS = 1_000;
 /** The subprotocol the dashboard speaks; the server picks it. */
 export const DASHBOARD_PROTOCOL = "switchyard.v1";
 
+/** The storage key of a shard's persisted totals (every deployment's, one value). */
+const TOTALS_KEY = "totals";
+
 export class Telemetry extends DurableObject<Env> {
   /** A shard's counters (empty on the "global" object, which no isolate flushes to). */
   readonly #windows = new TelemetryWindows();
 
-  /** A shard: one isolate's flush. */
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env);
+    // The totals as this shard last persisted them, before any flush or scrape is served.
+    void ctx.blockConcurrencyWhile(async () => {
+      const stored = await ctx.storage.get<DeploymentTotals[]>(TOTALS_KEY);
+      if (stored) this.#windows.restoreTotals(stored);
+    });
+  }
+
+  /** A shard: one isolate's flush, and its totals persisted (the flush's answer waits for the write). */
   ingest(flush: TelemetryFlush): void {
     this.#windows.ingest(flush, Date.now());
+    void this.ctx.storage.put(TOTALS_KEY, this.#windows.allTotals());
+  }
+
+  /** Ends this object's in-memory life (the admin route that restarts the shards): the next call loads it again. */
+  restart(): void {
+    this.ctx.abort("restart requested");
   }
 
   /** A shard: its totals per deployment (in the order asked), live isolates, and its windows when asked. */

@@ -95,6 +95,16 @@ export class TelemetryWindows {
     return structuredClone(this.#totals.get(deployment) ?? emptyDelta(deployment));
   }
 
+  /** Every deployment's totals, as the Telemetry object persists them (a copy). */
+  allTotals(): DeploymentTotals[] {
+    return structuredClone([...this.#totals.values()]);
+  }
+
+  /** Takes back totals persisted earlier (an object that was evicted and is loaded again); before any ingest. */
+  restoreTotals(totals: readonly DeploymentTotals[]): void {
+    for (const t of totals) this.#totals.set(t.deployment, structuredClone(t));
+  }
+
   /** The last WINDOWS_KEPT windows up to now, oldest first, empty windows filled in. */
   series(deployment: string, now: number): WindowPoint[] {
     return seriesOf(this.#windows.get(deployment) ?? [], now);

@@ -5,7 +5,7 @@ import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { runLoad, sleep, startStack } from "./stack-fixture.ts";
+import { runLoad, sleep, startStack, until } from "./stack-fixture.ts";
 
 let stack: Awaited<ReturnType<typeof startStack>>;
 let hook: Server;
@@ -41,7 +41,14 @@ export default defineDeployment({
 });
 `,
   );
-  stack = await startStack({ functionsDir });
+  writeFileSync(
+    join(functionsDir, "quiet.ts"),
+    `import { defineDeployment } from ${config};
+export default defineDeployment({ name: "quiet", routePrefix: "/quiet", access: { public: true }, backend: { kind: "text", text: "hi" }, localReplicas: 2 });
+`,
+  );
+  // Four edge isolates, each with its own counts and its own flushes (the first behind stack.url).
+  stack = await startStack({ functionsDir, edgeIsolates: 4 });
 });
 afterAll(async () => {
   await stack?.dispose();
@@ -61,6 +68,32 @@ describe("Prometheus metrics", () => {
   it("needs the admin secret", async () => {
     expect((await fetch(`${stack.url}/-/metrics`)).status).toBe(401);
   });
+
+  it("counts the last requests before a quiet spell, and keeps every count when the Telemetry objects go: 1,000 over 4 isolates, exactly", async () => {
+    const line = 'switchyard_requests_total{deployment="quiet",code="2xx"}';
+    expect((await metricValue(line)) ?? 0).toBe(0);
+    const N = 1_000;
+    let sent = 0;
+    await Promise.all(
+      Array.from({ length: 8 }, async (_, w) => {
+        while (sent < N) {
+          const i = sent++;
+          const res = await fetch(`${stack.edgeUrls[(i + w) % 4]}/quiet`);
+          expect(await res.text()).toBe("hi");
+        }
+      }),
+    );
+    // No request after these: each isolate sends its last counts when its flush is due, by itself.
+    await until("every isolate's last counts", async () => ((await metricValue(line)) === N ? true : undefined), 20_000);
+    // The Telemetry objects go (restarted: an idle object is evicted from memory the same way), and come back with their totals.
+    const restart = await fetch(`${stack.workerdUrl}/-/metrics/restart`, { method: "POST", headers: admin() });
+    expect(restart.status).toBe(200);
+    expect(await metricValue(line)).toBe(N);
+    // And after a quiet spell past the runtime's own eviction of idle objects (~10 s here), still exactly N.
+    await sleep(15_000);
+    expect(await metricValue(line)).toBe(N);
+    expect(await metricValue('switchyard_time_to_first_byte_seconds_count{deployment="quiet"}')).toBe(N);
+  }, 120_000);
 
   it("counts every proxied request once, summed from the isolate's background flushes", async () => {
     const before = (await metricValue('switchyard_requests_total{deployment="hello",code="2xx"}')) ?? 0;

@@ -113,6 +113,20 @@ describe("ProxyMetrics.recordDuration", () => {
   });
 });
 
+describe("ProxyMetrics.flushDueIn", () => {
+  it("says nothing waits when nothing was recorded, else how long until the waiting counts' flush is due", () => {
+    const m = new ProxyMetrics();
+    expect(m.flushDueIn(T0)).toBeNull();
+    m.recordResponse("a", ok());
+    expect(m.flushDueIn(T0)).toBe(0);
+    expect(m.takeFlush(T0)).not.toBeNull();
+    expect(m.flushDueIn(T0 + 500)).toBeNull();
+    m.recordResponse("a", ok());
+    expect(m.flushDueIn(T0 + 500)).toBe(FLUSH_INTERVAL_MS - 500);
+    expect(m.takeFlush(T0 + 500 + m.flushDueIn(T0 + 500)!)).not.toBeNull();
+  });
+});
+
 describe("ProxyMetrics.takeFlush", () => {
   it("returns null when nothing was recorded", () => {
     const m = new ProxyMetrics();
