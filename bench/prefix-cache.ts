@@ -390,7 +390,8 @@ export default defineDeployment({
     let requestSeq = 0;
     const send = async (turn: Turn, scheduledAt: number, stop: AbortSignal): Promise<{ result: StreamResult; heldBlocks?: number; heldAtSend?: Map<string, number>; promptBlocks?: number }> => {
       const signal = AbortSignal.any([stop, AbortSignal.timeout(REQUEST_TIMEOUT_MS)]);
-      const body = JSON.stringify({ model: "tiny-lm", messages: turn.messages, max_tokens: MAX_TOKENS, stream: true, seed: (turn.user * 1_000 + turn.conversation * 50 + turn.turn) | 0 });
+      // ignore_eos: every answer is MAX_TOKENS long (the model would otherwise end its turn at a newline), as the workload says.
+      const body = JSON.stringify({ model: "tiny-lm", messages: turn.messages, max_tokens: MAX_TOKENS, stream: true, ignore_eos: true, seed: (turn.user * 1_000 + turn.conversation * 50 + turn.turn) | 0 });
       const keys = blockKeys(encode(chatPrompt(turn.messages)));
       const explain = useEvents ? { heldAtSend: new Map(replicas.map((r) => [r.id, index.heldPrefix(r.id, keys)] as const)), promptBlocks: keys.length } : {};
       if (!signer) {

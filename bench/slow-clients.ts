@@ -145,8 +145,8 @@ try {
     };
     // Each closed ~100 ms in; the tapped routes (the edge reads their usage) beside untapped ones, same run.
     const routes: [string, string, Record<string, unknown>][] = [
-      ["responses (tapped)", "/v1/responses", { model: "tiny-lm", input: "The replica", max_output_tokens: 1024, stream: true }],
-      ["chat with include_usage (tapped)", "/v1/chat/completions", { model: "tiny-lm", messages: [{ role: "user", content: "The replica" }], max_tokens: 1024, stream: true, stream_options: { include_usage: true } }],
+      ["responses (tapped)", "/v1/responses", { model: "tiny-lm", input: "The replica", max_output_tokens: 1024, stream: true, ignore_eos: true }],
+      ["chat with include_usage (tapped)", "/v1/chat/completions", { model: "tiny-lm", messages: [{ role: "user", content: "The replica" }], max_tokens: 1024, stream: true, stream_options: { include_usage: true }, ignore_eos: true }],
       ["completions (untapped)", "/v1/completions", { model: "tiny-lm", prompt: "The replica", max_tokens: 1024, stream: true }],
       ["path-routed completions (untapped)", "/llm/v1/completions", { model: "tiny-lm", prompt: "The replica", max_tokens: 1024, stream: true }],
     ];

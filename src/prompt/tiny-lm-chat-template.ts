@@ -5,6 +5,14 @@
  * routing) render a conversation to the very same text.
  */
 
+/**
+ * Where an answer's turn ends: the newline that closes every message in this
+ * template. The replica stops an answer there (finish_reason "stop"), as an engine
+ * stops at its chat template's end-of-turn token (Qwen's <|im_end|>, Llama 3's
+ * <|eot_id|>), unless the request sets vLLM's `ignore_eos`.
+ */
+export const END_OF_TURN = "\n";
+
 /** A chat message as the template reads it: text content, or text parts joined. */
 export interface TemplateMessage {
   role: string;

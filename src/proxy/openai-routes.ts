@@ -3,7 +3,7 @@
  * /v1/embeddings and /v1/responses are routed by the body's `model` to the deployment that lists
  * it in `openai.models`, and forwarded byte for byte to the same path on one of
  * its replicas; GET /v1/models lists the models whose deployment has a ready
- * replica now. Responses stream through unbuffered (dispatch.ts); a 200
+ * replica now, and GET /v1/models/{model} one of them. Responses stream through unbuffered (dispatch.ts); a 200
  * answer's last 8 KiB are kept as it passes, for its token usage (token-usage.ts).
  */
 import { Hono, type Context } from "hono";
@@ -41,20 +41,29 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
   const privateNames = served.filter((d) => !d.access.public).map((d) => d.name);
   const app = new Hono<OpenAIEnv>();
 
-  app.get("/models", async (c) => {
+  /** The models this caller may use now: a private deployment's only with a key it takes, and only deployments with a ready replica. */
+  const listModels = async (c: Context<OpenAIEnv>) => {
     const state = stateFor(c.env);
     const now = Date.now();
     const background = (p: Promise<unknown>) => c.executionCtx.waitUntil(p);
-    // Private deployments' models are listed only to a caller whose key may use them.
     const usable = await state.apiKeys.usableBy(privateNames, c.req.header("authorization"), background);
     const data: { id: string; object: "model"; created: number; owned_by: string }[] = [];
     for (const d of served) {
       if (!d.access.public && !usable.has(d.name)) continue;
       // (Edge deployments cannot list OpenAI models: the config refuses it.)
-      if ((await state.snapshots.view(d.name, (p) => c.executionCtx.waitUntil(p))).readyCount(now) === 0) continue;
+      if ((await state.snapshots.view(d.name, background)).readyCount(now) === 0) continue;
       for (const id of d.openai!.models) data.push({ id, object: "model", created: 0, owned_by: d.name });
     }
-    return c.json({ object: "list", data });
+    return data;
+  };
+
+  app.get("/models", async (c) => c.json({ object: "list", data: await listModels(c) }));
+
+  // The SDKs' models.retrieve: one model, by id (ids may hold slashes: "org/model"), as /v1/models lists it.
+  app.get("/models/*", async (c) => {
+    const id = decodeURIComponent(c.get("target").path.slice("/v1/models/".length));
+    const model = (await listModels(c)).find((m) => m.id === id);
+    return model ? c.json(model) : modelNotFound(id, requestIdFor(c.req.header(Header.requestId) ?? null));
   });
 
   const post = (path: string, endpoint: OpenAIEndpoint) => async (c: Context<OpenAIEnv>) => {
@@ -128,7 +137,8 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
     app.all(sub, (c) => errorResponse("method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}; use POST`, { headers: { allow: "POST" } }));
   }
   app.all("/models", (c) => errorResponse("method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}; use GET`, { headers: { allow: "GET" } }));
-  app.all("*", (c) => errorResponse("route_not_found", `no OpenAI route ${c.req.method} ${c.req.path}; served: POST ${Object.keys(OPENAI_ENDPOINTS).join(", POST ")}, GET /v1/models`));
+  app.all("/models/*", (c) => errorResponse("method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}; use GET`, { headers: { allow: "GET" } }));
+  app.all("*", (c) => errorResponse("route_not_found", `no OpenAI route ${c.req.method} ${c.req.path}; served: POST ${Object.keys(OPENAI_ENDPOINTS).join(", POST ")}, GET /v1/models, GET /v1/models/{model}`));
   return app;
 }
 

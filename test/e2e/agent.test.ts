@@ -58,7 +58,7 @@ function chat(maxTokens: number, stream: boolean): Promise<Response> {
   return fetch(`${stack.url}/chat/v1/chat/completions`, {
     method: "POST",
     headers: { "content-type": "application/json" },
-    body: JSON.stringify({ model: "tiny-lm", messages: [{ role: "user", content: "Tell me a story" }], max_tokens: maxTokens, stream, temperature: 0 }),
+    body: JSON.stringify({ model: "tiny-lm", messages: [{ role: "user", content: "Tell me a story" }], max_tokens: maxTokens, stream, temperature: 0, ignore_eos: true }),
   });
 }
 

@@ -171,6 +171,7 @@ describe("tiny-lm on the reference replica", () => {
       model: "tiny-lm",
       messages: [{ role: "system", content: "Be brief." }, { role: "user", content: [{ type: "text", text: "What is a replica?" }] }],
       max_completion_tokens: 5,
+      ignore_eos: true,
       stream: true,
       stream_options: { include_usage: true },
       user: "someone",

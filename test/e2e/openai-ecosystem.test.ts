@@ -58,6 +58,9 @@ interface PyOut {
   embeddings: { count: number; dims: number; differ: boolean; usage: { prompt_tokens: number } };
   responses: { object: string; status: string; text: string; usage: { input_tokens: number; output_tokens: number; total_tokens: number } };
   responses_stream: { events: string[]; text: string; final_text: string; usage: { input_tokens: number; output_tokens: number } };
+  responses_helper: { status: string; text: string; final_text: string; input_tokens: number; output_tokens: number };
+  chat_helper: { finish_reason: string; completion_tokens: number | null };
+  model_retrieve: { id: string; object: string; owned_by: string };
   errors: Record<string, { class: string; status: number; body: { code?: string; type?: string; message?: string } } | null>;
 }
 
@@ -88,6 +91,12 @@ describe("the OpenAI ecosystem through the edge", () => {
     expect(ev[0]).toBe("response.created");
     expect(ev.filter((e) => e === "response.output_text.delta").length).toBeGreaterThanOrEqual(5);
     expect(ev.at(-1)).toBe("response.incomplete");
+    // The SDKs' stream helpers finish: the model ends its answer (the chat template's end of turn).
+    expect(py.responses_helper).toMatchObject({ status: "completed" });
+    expect(py.responses_helper.final_text).toBe(py.responses_helper.text);
+    expect(py.responses_helper.output_tokens).toBeLessThan(400);
+    expect(py.chat_helper.finish_reason).toBe("stop");
+    expect(py.model_retrieve).toMatchObject({ id: "tiny-lm", object: "model", owned_by: "llm" });
     expect(py.errors.unknown_model).toMatchObject({ class: "NotFoundError", status: 404, body: { code: "model_not_found" } });
     expect(py.errors.responses_unknown_model).toMatchObject({ class: "NotFoundError", status: 404 });
     expect(py.errors.empty_messages).toMatchObject({ class: "BadRequestError", status: 400, body: { type: "invalid_request_error" } });
@@ -95,10 +104,11 @@ describe("the OpenAI ecosystem through the edge", () => {
   });
 
   it("counts the Python client's tokens under key \"public\" in /-/metrics", async () => {
-    // Every answer above that reported usage: chat ×2, completions (the stream had no include_usage), embeddings, responses ×2.
+    // Every answer above that reported usage: chat ×2, completions (the stream had no include_usage), embeddings,
+    // responses ×2 and the responses helper's (a Responses stream always carries usage; the chat helper's had none).
     const u = py;
-    const prompt = u.chat.usage.prompt_tokens * 2 + u.completions.usage.prompt_tokens + u.embeddings.usage.prompt_tokens + u.responses.usage.input_tokens * 2;
-    const completion = u.chat.usage.completion_tokens * 2 + u.completions.usage.completion_tokens + u.responses.usage.output_tokens * 2;
+    const prompt = u.chat.usage.prompt_tokens * 2 + u.completions.usage.prompt_tokens + u.embeddings.usage.prompt_tokens + u.responses.usage.input_tokens * 2 + u.responses_helper.input_tokens;
+    const completion = u.chat.usage.completion_tokens * 2 + u.completions.usage.completion_tokens + u.responses.usage.output_tokens * 2 + u.responses_helper.output_tokens;
     expect(prompt).toBeGreaterThan(0);
     const got = await until(
       "the Python client's tokens in /-/metrics",
@@ -118,7 +128,7 @@ describe("the OpenAI ecosystem through the edge", () => {
     const chat = await fetch(`${stack.workerdUrl}/v1/chat/completions`, {
       method: "POST",
       headers: { "content-type": "application/json", "x-request-id": "tokens-chat-1" },
-      body: JSON.stringify({ model: "tiny-lm", messages: [{ role: "user", content: "hi" }], max_tokens: 6, stream: true, stream_options: { include_usage: true } }),
+      body: JSON.stringify({ model: "tiny-lm", messages: [{ role: "user", content: "hi" }], max_tokens: 6, stream: true, stream_options: { include_usage: true }, ignore_eos: true }),
     });
     const sse = await chat.text();
     const usage = JSON.parse(sse.split("\n\n").filter((e) => e.includes('"usage":{')).at(-1)!.slice("data: ".length)).usage;
@@ -128,7 +138,7 @@ describe("the OpenAI ecosystem through the edge", () => {
     const resp = await fetch(`${stack.workerdUrl}/v1/responses`, {
       method: "POST",
       headers: { "content-type": "application/json", "x-request-id": "tokens-resp-1" },
-      body: JSON.stringify({ model: "tiny-lm", input: "hello", max_output_tokens: 4, stream: true }),
+      body: JSON.stringify({ model: "tiny-lm", input: "hello", max_output_tokens: 4, stream: true, ignore_eos: true }),
     });
     expect(resp.headers.get("content-type")).toMatch(/^text\/event-stream/);
     const text = await resp.text();

@@ -49,8 +49,29 @@ describe("OpenAI routes through the edge, with the official client", () => {
     expect(models.data[0]!.owned_by).toBe("llm");
   });
 
+  it("retrieves one model by id (the SDK's models.retrieve), and an unknown one is a 404 model_not_found", async () => {
+    expect(await client.models.retrieve("tiny-lm")).toMatchObject({ id: "tiny-lm", object: "model", owned_by: "llm" });
+    await expect(client.models.retrieve("gpt-9")).rejects.toMatchObject({ status: 404, code: "model_not_found" });
+    // Private deployments' models only for a caller whose key may use them.
+    await expect(client.models.retrieve("private-model")).rejects.toMatchObject({ status: 404 });
+  });
+
+  it("the SDK's stream helpers finish on the shipped model: its answers end (the chat template's end of turn)", async () => {
+    const responses = client.responses.stream({ model: "tiny-lm", input: "Tell me about replicas.", max_output_tokens: 400 });
+    let text = "";
+    for await (const e of responses) if (e.type === "response.output_text.delta") text += e.delta;
+    const final = await responses.finalResponse();
+    expect(final.status).toBe("completed");
+    expect(final.output_text).toBe(text);
+    expect(final.usage!.output_tokens).toBeLessThan(400);
+    const chatStream = client.chat.completions.stream({ model: "tiny-lm", messages: chat("Tell me about replicas."), max_tokens: 400 });
+    const completion = await chatStream.finalChatCompletion();
+    expect(completion.choices[0]!.finish_reason).toBe("stop");
+  });
+
   it("chat completion, not streamed: the same text as the replica gives directly", async () => {
-    const params = { model: "tiny-lm", messages: chat("What does the proxy do?"), max_tokens: 12, temperature: 0 };
+    // ignore_eos (vLLM's): all 12 tokens, past the end of the turn, so the count is known.
+    const params = { model: "tiny-lm", messages: chat("What does the proxy do?"), max_tokens: 12, temperature: 0, ignore_eos: true };
     const { data, response } = await client.chat.completions.create(params).withResponse();
     expect(response.headers.get("x-switchyard-replica")).toMatch(/^llm-[ab]$/);
     const text = data.choices[0]!.message.content!;
@@ -64,7 +85,7 @@ describe("OpenAI routes through the edge, with the official client", () => {
   });
 
   it("chat completion, streamed: tokens arrive one by one, as produced, and add up to the unstreamed text", async () => {
-    const params = { model: "tiny-lm", messages: chat("Tell me about replicas."), max_tokens: 16, temperature: 0 };
+    const params = { model: "tiny-lm", messages: chat("Tell me about replicas."), max_tokens: 16, temperature: 0, ignore_eos: true };
     const whole = (await client.chat.completions.create(params)).choices[0]!.message.content!;
     const stream = await client.chat.completions.create({ ...params, stream: true, stream_options: { include_usage: true } });
     let text = "";
@@ -152,8 +173,8 @@ describe("OpenAI routes through the edge, with the official client", () => {
 
   it("a client that leaves a stream whose usage the edge reads (Responses, include_usage) cancels the replica's generation too", async () => {
     const requests: [string, Record<string, unknown>][] = [
-      ["/v1/responses", { model: "tiny-lm", input: "The replica", max_output_tokens: 400, stream: true }],
-      ["/v1/chat/completions", { model: "tiny-lm", messages: chat("The replica"), max_tokens: 400, stream: true, stream_options: { include_usage: true } }],
+      ["/v1/responses", { model: "tiny-lm", input: "The replica", max_output_tokens: 400, stream: true, ignore_eos: true }],
+      ["/v1/chat/completions", { model: "tiny-lm", messages: chat("The replica"), max_tokens: 400, stream: true, stream_options: { include_usage: true }, ignore_eos: true }],
       ["/v1/completions", { model: "tiny-lm", prompt: "The replica", max_tokens: 400, stream: true, stream_options: { include_usage: true } }],
     ];
     for (const [path, body] of requests) {

@@ -35,7 +35,7 @@ import type { RequestHandler } from "../handlers.ts";
 import { readBodyUpTo, sendJson } from "../http-json.ts";
 import { RequestTooLong, type FinishReason, type LlmEngine } from "./engine.ts";
 import { VOCAB_SIZE, encode } from "../../prompt/tiny-lm-tokenizer.ts";
-import { chatPrompt } from "../../prompt/tiny-lm-chat-template.ts";
+import { END_OF_TURN, chatPrompt } from "../../prompt/tiny-lm-chat-template.ts";
 import { ResponseEvents, responseObject, responseUsage, responsesMessages, responsesSchema, type ResponseIds } from "./responses-api.ts";
 
 export const DEFAULT_MAX_TOKENS = 64;
@@ -86,6 +86,8 @@ const common = {
   presence_penalty: z.number().min(-2).max(2).nullish(),
   frequency_penalty: z.number().min(-2).max(2).nullish(),
   user: z.string().nullish(),
+  /** vLLM's extension: generate max_tokens, past the end of the turn (benchmarks that need a fixed length). */
+  ignore_eos: z.boolean().nullish(),
 };
 
 const completionSchema = z.object({
@@ -358,7 +360,9 @@ export function llmService(options: LlmServiceOptions): LlmService {
     if (prompt.length === 0) throw new HttpError("bad_request", "'prompt': the prompt is empty");
     const tooLong = engine.check(prompt.length, maxTokens);
     if (tooLong) throw new HttpError("bad_request", tooLong);
-    const stop = r.stop == null ? [] : typeof r.stop === "string" ? [r.stop] : r.stop;
+    const asked = r.stop == null ? [] : typeof r.stop === "string" ? [r.stop] : r.stop;
+    // A chat answer ends with its turn (the template's end of turn), as an engine stops at its EOS token.
+    const stop = route === "chat" && !r.ignore_eos ? [...asked, END_OF_TURN] : asked;
 
     const client = watchClient(req, res);
     const generation = engine.generate({
@@ -449,7 +453,8 @@ export function llmService(options: LlmServiceOptions): LlmService {
       maxTokens,
       sampling: { temperature: r.temperature ?? 1, topP: r.top_p ?? 1, presencePenalty: 0, frequencyPenalty: 0 },
       ...(r.seed != null && { seed: r.seed }),
-      stop: [],
+      // The answer ends with its turn, unless vLLM's ignore_eos asks for all of max_output_tokens.
+      stop: r.ignore_eos ? [] : [END_OF_TURN],
       signal: client.signal,
       extra: blockExtra(req),
     });

@@ -31,6 +31,8 @@ export function responsesSchema(maxTokensCap: number) {
     seed: z.number().int().nullish(),
     stream: z.boolean().nullish(),
     user: z.string().nullish(),
+    /** vLLM's extension: generate max_output_tokens, past the end of the turn. */
+    ignore_eos: z.boolean().nullish(),
     metadata: z.record(z.string(), z.string()).nullish(),
     store: z.boolean().nullish(),
     previous_response_id: z
