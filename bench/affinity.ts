@@ -184,7 +184,7 @@ try {
   for (const r of rows) console.log(`| ${r.arm} | ${r.requests} | ${r.failed} | ${r.rps} | ${(100 * r.hitShare).toFixed(1)} % | ${r.p50ms.toFixed(1)} | ${r.p99ms.toFixed(1)} |`);
   console.log(`\nsessions: stickiness ${(100 * result.sessions.stickiness).toFixed(1)} %, ${result.sessions.durableObjectCallsPer1000.toFixed(1)} Durable Object calls per 1,000 requests (${result.sessions.sessionResolves} resolves, ${result.sessions.sessionRebinds} rebinds, ${result.sessions.sessionWrites} writes)`);
   if (process.env.BENCH_DEBUG) console.log(logLines.filter((l) => /error|lost|fail|exit/i.test(l)).slice(-40).join("\n"));
-  console.log(`wrote ${writeResult("affinity", result, { quick })}`);
+  console.log(`wrote ${writeResult("affinity", result, { quick, arms: rows.map((r) => ({ arm: r.arm, requests: r.requests, ok: r.requests - r.failed })) })}`);
 } catch (err) {
   console.error(logLines.filter((l) => !/registered|listening/.test(l)).slice(-30).join("\n"));
   throw err;

@@ -603,7 +603,7 @@ try {
       loadAwareP99OverRandomP99: ratioRandom,
     },
   };
-  console.log(`wrote ${writeResult("dispatch-quality", result, { quick: values.quick })}`);
+  console.log(`wrote ${writeResult("dispatch-quality", result, { quick: values.quick, arms: arms.map((a) => ({ arm: a.label, requests: a.requests, ok: a.ok })) })}`);
 } catch (err) {
   console.error(logLines.filter((l) => !/registered|listening/.test(l)).slice(-30).join("\n"));
   throw err;

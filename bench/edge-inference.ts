@@ -357,5 +357,5 @@ const result = {
   warm,
   replicaLoadMs,
 };
-log(`wrote ${writeResult("edge-inference", result, values.out ? { out: resolve(root, values.out) } : {})}`);
+log(`wrote ${writeResult("edge-inference", result, { ...(values.out ? { out: resolve(root, values.out) } : {}), arms: warm.map((w) => ({ arm: `${w.target} ${w.input}`, requests: w.requests, ok: w.requests - w.failed })) })}`);
 rmSync(work, { recursive: true, force: true });

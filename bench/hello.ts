@@ -11,6 +11,9 @@ import { parseArgs } from "node:util";
 import { writeResult } from "./result-file.ts";
 import { LocalStack } from "../src/local/stack.ts";
 import { ab as abRun, markdownTable, wrk as wrkRun, type Row } from "./load-tools.ts";
+import { requireLoadTools } from "./load-tool-deps.ts";
+
+await requireLoadTools("hello", ["wrk", "ab"]);
 
 const { values } = parseArgs({
   options: { replicas: { type: "string", default: "48" }, seconds: { type: "string", default: "5" }, "ab-n": { type: "string", default: "10000" } },
@@ -43,7 +46,7 @@ try {
   const ratio = (a: Row, b: Row) => (a.rps / b.rps).toFixed(2);
   lines.push("", `proxy/direct req/s — wrk: ${ratio(rows[1]!, rows[0]!)} (workerd port), ${ratio(rows[2]!, rows[0]!)} (public port); ab: ${ratio(rows[4]!, rows[3]!)}`);
   console.log(lines.join("\n"));
-  console.log(`wrote ${writeResult("hello", { replicas, seconds, abN, rows })}`);
+  console.log(`wrote ${writeResult("hello", { replicas, seconds, abN, rows }, { arms: rows.map((r) => ({ arm: `${r.target} (${r.tool})`, requests: r.requests, ok: r.requests - r.non2xx - r.failed })) })}`);
 } finally {
   direct.kill("SIGTERM");
   await stack.stop();

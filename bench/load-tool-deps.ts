@@ -97,3 +97,14 @@ export async function ensureLoadTools(
   const still = tools.filter((t) => !findOnPath(t, path));
   return still.length ? { ok: false, why: `${still.join(", ")} still not on PATH after apt-get install ${plan.apt.join(" ")}` } : { ok: true, paths: found() };
 }
+
+/**
+ * ensureLoadTools, or the bench stops now with the reason and exit status 1: a load
+ * tool that is missing gives no figure, and a table of empty rows is not a result.
+ */
+export async function requireLoadTools(bench: string, tools: readonly string[]): Promise<Record<string, string>> {
+  const got = await ensureLoadTools(tools, (line) => console.error(`[${bench}] ${line}`));
+  if (got.ok) return got.paths;
+  console.error(`[${bench}] cannot run: ${got.why}`);
+  process.exit(1);
+}

@@ -28,8 +28,13 @@ export interface Row {
 
 /** Runs a command and returns its stdout even when it exits non-zero or times out. */
 export function run(cmd: string, args: string[], timeoutMs: number): Promise<{ stdout: string; error?: string }> {
-  return new Promise((resolve) => {
+  return new Promise((resolve, reject) => {
     execFile(cmd, args, { timeout: timeoutMs, killSignal: "SIGINT", maxBuffer: 4 << 20 }, (err, stdout, stderr) => {
+      // A load tool that is not there can give no figure at all: stop the bench (ensureLoadTools installs it as root).
+      if ((err as NodeJS.ErrnoException | null)?.code === "ENOENT") {
+        reject(new Error(`${cmd} is not installed (Debian: apt-get install ${cmd === "ab" ? "apache2-utils" : cmd}; run the bench as root to have it installed)`));
+        return;
+      }
       const error = err ? `${cmd} ${err.killed ? "killed after its time limit" : `exited ${String(err.code)}`}: ${String(stderr).trim().split("\n").pop() ?? ""}` : undefined;
       resolve({ stdout: String(stdout), error });
     });

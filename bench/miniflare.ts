@@ -53,6 +53,9 @@ import { writeResult } from "./result-file.ts";
 import { compatibilityDate, compatibilityFlags, durableObjects } from "../src/config/runtime.ts";
 import { LocalStack, loadDeployments } from "../src/local/stack.ts";
 import { CLK_TCK, cpuSeconds, freePort, waitForOk, workerdPid, wrk } from "./load-tools.ts";
+import { requireLoadTools } from "./load-tool-deps.ts";
+
+await requireLoadTools("miniflare", ["wrk"]);
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const { values } = parseArgs({
@@ -351,5 +354,6 @@ console.log(lines.join("\n"));
 writeResult(
   "miniflare",
   { machine, versions: { miniflare: readVersion("miniflare-4"), workerd: readVersion("workerd") }, miniflareWorkerdArgv, options: { replicas: N, seconds: SECONDS, rounds: ROUNDS, connections: CONNECTIONS, requestLogs: process.env.SWITCHYARD_REQUEST_LOGS ?? "on" }, runs, summary: { workerd: A, miniflare: B, miniflareDirect: C }, ratios, withinRule: within },
+  { arms: runs.map((r) => ({ arm: r.arm, requests: r.requests, ok: r.requests - r.non2xx })) },
 );
 process.exit(0);

@@ -829,6 +829,6 @@ writeResult(
       skipped,
       elapsedSeconds: elapsedS,
     },
-  { quick },
+  { quick, arms: results.map((a) => ({ arm: `${a.label}, ${a.isolates} isolate(s)`, requests: a.requests, ok: a.ok })) },
 );
 rmSync(functionsRoot, { recursive: true, force: true });

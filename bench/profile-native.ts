@@ -25,6 +25,9 @@ import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { LocalStack } from "../src/local/stack.ts";
 import { run, startBareWorkers, workerdPid, wrk, type BareWorkers } from "./load-tools.ts";
+import { requireLoadTools } from "./load-tool-deps.ts";
+
+await requireLoadTools("profile-native", ["wrk"]);
 
 const { values } = parseArgs({
   options: {

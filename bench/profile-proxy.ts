@@ -14,6 +14,9 @@ import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { LocalStack } from "../src/local/stack.ts";
 import { freePort, wrk } from "./load-tools.ts";
+import { requireLoadTools } from "./load-tool-deps.ts";
+
+await requireLoadTools("profile-proxy", ["wrk"]);
 
 const { values } = parseArgs({
   options: {

@@ -63,8 +63,29 @@ export function resultPath(name: string, quick: boolean, out?: string): string {
   return out ? resolve(out) : join(quick ? QUICK_RESULTS_DIR : RESULTS_DIR, `${name}.json`);
 }
 
-/** Writes `data` with this run's `meta` first; returns the path. */
-export function writeResult(name: string, data: object, o: { quick?: boolean; out?: string } = {}): string {
+/** What one arm of a run served: every request it sent, and those answered as the arm expects (2xx). */
+export interface ArmCount {
+  arm: string;
+  requests: number;
+  ok: number;
+}
+
+/**
+ * Refuses a run with an arm that served nothing: no requests at all (its load tool
+ * missing or broken), or none answered as expected (every one non-2xx). Such a run
+ * once printed a full table of zeros and a verdict (state-cost on a machine without
+ * wrk: "4000.00 calls per 1,000 (MISS)", exit 0); it is an error, never a result.
+ */
+export function requireServed(arms: readonly ArmCount[]): void {
+  const empty = arms.filter((a) => !(a.requests > 0) || !(a.ok > 0));
+  if (empty.length === 0) return;
+  const why = empty.map((a) => (a.requests > 0 ? `${a.arm}: none of ${a.requests} requests answered 2xx` : `${a.arm}: no requests`)).join("; ");
+  throw new Error(`no result: an arm served nothing (${why})`);
+}
+
+/** Writes `data` with this run's `meta` first; returns the path. `arms` are checked first (requireServed). */
+export function writeResult(name: string, data: object, o: { quick?: boolean; out?: string; arms?: readonly ArmCount[] } = {}): string {
+  if (o.arms) requireServed(o.arms);
   const quick = o.quick ?? false;
   const path = resultPath(name, quick, o.out);
   mkdirSync(dirname(path), { recursive: true });

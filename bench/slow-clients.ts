@@ -218,5 +218,5 @@ try {
 } finally {
   await stack.stop();
 }
-console.log(`wrote ${writeResult("slow-clients", results, { quick, ...(values.out ? { out: values.out } : {}) })}`);
+console.log(`wrote ${writeResult("slow-clients", results, { quick, ...(values.out ? { out: values.out } : {}), arms: [{ arm: "drip probes", requests: (results.drip as { probes: number }).probes, ok: (results.drip as { probes: number; failed: number }).probes - (results.drip as { failed: number }).failed }] })}`);
 process.exit(0);

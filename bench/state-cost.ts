@@ -50,11 +50,14 @@ import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { writeResult } from "./result-file.ts";
+import { requireLoadTools } from "./load-tool-deps.ts";
+import { requireServed, writeResult } from "./result-file.ts";
 import { LocalStack } from "../src/local/stack.ts";
 import { CLK_TCK, cpuSeconds, modelPinnedWorker, rebuiltWorker, startBareWorkers, workerdPid, wrk as runWrk, type BareWorkers } from "./load-tools.ts";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+// wrk measures every kind: installed as root, or the bench stops here with the reason (never a table of zeros).
+await requireLoadTools("state-cost", ["wrk"]);
 const { values } = parseArgs({
   options: {
     seconds: { type: "string" },
@@ -594,6 +597,8 @@ const lines = [
   ...(target ? [`Target: ${target.name} ≤ ${target.max}: **${f(target.value, 2)}** (${target.pass ? "MET" : "MISS"}).`] : []),
   `${machine.cpus} CPUs shared by wrk, workerd and ${REPLICAS.hello + REPLICAS.vad + REPLICAS.keyed} replica processes; load average at start ${machine.loadavg1mAtStart}; request logs ${process.env.SWITCHYARD_REQUEST_LOGS ?? "on"}; run took ${((Date.now() - started) / 1000).toFixed(0)} s.`,
 ];
+// An arm that served nothing gives no figure: stop before printing any (requireServed).
+requireServed([...results.map((r) => ({ arm: r.kind, requests: r.requests, ok: r.requests - r.non2xx })), ...(bareResult ? [{ arm: "bare Worker", requests: bareResult.requests, ok: bareResult.requests - bareResult.non2xx }] : [])]);
 console.log(lines.join("\n"));
 writeResult(
   "state-cost",

@@ -55,7 +55,7 @@ import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { writeResult } from "./result-file.ts";
+import { requireServed, writeResult } from "./result-file.ts";
 import { LocalStack } from "../src/local/stack.ts";
 import { RELAYED_SNAPSHOT_TTL_MS, SNAPSHOT_TTL_MS } from "../src/proxy/snapshot-cache.ts";
 import { BUSY_CHANGE_REPORT_DELAY_MS, CHANGE_REPORT_DELAY_MS } from "../src/replica/report-cadence.ts";
@@ -794,6 +794,7 @@ const lines = [
   `Cadences (src/): ${Object.entries(CADENCES).map(([k, v]) => `${k} ${v}`).join(", ")}.`,
   `${machine.cpus} CPUs shared by ${STACKS === 2 ? `2 workerd processes (one per design, ${ISOLATES} isolates and the objects each)` : `one workerd process (${ISOLATES} isolates and both designs' objects)`}, the generator, the request load, ${2 * REAL_REPLICAS} replica processes and this script; load average at start ${machine.loadavg1mAtStart}; request logs ${process.env.SWITCHYARD_REQUEST_LOGS}; run took ${f((Date.now() - started) / 1000)} s.`,
 ];
+if (!failure) requireServed(perRequest.map((p) => ({ arm: p.design, requests: p.requests, ok: p.requests - p.non2xx - p.failed })));
 console.log(lines.join("\n"));
 writeResult(
   SHAPE === "node" ? "state-plane" : "state-plane-replica-reports",

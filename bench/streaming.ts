@@ -37,7 +37,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { writeResult } from "./result-file.ts";
+import { requireServed, writeResult } from "./result-file.ts";
 import { LocalStack } from "../src/local/stack.ts";
 import { cpuSeconds, startBareWorkers, workerdPid, type BareWorkers } from "./load-tools.ts";
 
@@ -309,6 +309,7 @@ try {
     `/v1 per chunk: drift ${f(perChunk[2]!.driftMs)} ms from token 1 to ${tokens} (target ≤ 0.2 ms: ${perChunk[2]!.driftMs <= 0.2 ? "MET" : "MISS"}); ` +
       `gap p99 ${f(perChunk[2]!.gapP99Ms)} ms against direct's ${f(directGaps.p99)} ms (target ≤ + 1 ms: ${perChunk[2]!.gapP99Ms <= directGaps.p99 + 1 ? "MET" : "MISS"})`,
   ];
+  requireServed(rows.map((r) => ({ arm: r.arm, requests: r.requests, ok: r.requests - r.failed })));
   console.log(lines.join("\n"));
   writeResult(
     pace === "seed" ? "streaming" : "streaming-model-pace",
