@@ -27,7 +27,7 @@ import { AGENT_DEFAULTS, MAX_SCRAPE_INTERVAL_MS, ReplicaAgent, type AgentOptions
 import { ZMQ_ENDPOINT } from "./kv-events-subscriber.ts";
 import { spawnEngine } from "./engine-process.ts";
 
-export const AGENT_USAGE = `usage: replica agent --deployment NAME --edge URL --engine-url URL [--engine-url URL ...]
+export const AGENT_USAGE = `usage: switchyard agent --deployment NAME --edge URL --engine-url URL [--engine-url URL ...]
                [--node NODE] [--engine vllm|sglang|auto] [--id ID ...] [--advertise-url URL ...]
                [--max-ongoing N ...] [--models ID,ID,... ...] [--scrape-interval-ms N]
                [--report-delay-ms N] [--drain-timeout-ms N] [--drain-grace-ms N]

@@ -77,6 +77,7 @@ async function main(): Promise<void> {
   }
   console.log(`  curl ${stack.url}/-/routes ; curl ${stack.url}/-/healthz`);
   console.log(`\nadmin secret (for /-/deployments/<name>, /-/metrics): ${stack.adminSecret}`);
+  console.log(`replica secret (SWITCHYARD_REPLICA_SECRET: replicas and agents you start yourself sign with it): ${stack.replicaSecret}`);
   console.log(`dashboard: ${stack.url}/-/dashboard#token=${stack.adminSecret}`);
   console.log("Ctrl-C stops everything.");
 }

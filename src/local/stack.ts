@@ -106,7 +106,17 @@ export class LocalStack {
   #replicaScript = "";
   /** Every replica this run started (the next run deregisters them: #forgetPreviousReplicas). */
   readonly #started: { id: string; deployment: string }[] = [];
-  #seq = 0;
+  /** The last replica number given per deployment. */
+  readonly #seq = new Map<string, number>();
+
+  /** The next free id of a deployment's replica: `<deployment>-<n>`, n counting from 1 per deployment. */
+  #nextId(deployment: string): string {
+    let n = this.#seq.get(deployment) ?? 0;
+    do n++;
+    while (this.replicas.has(`${deployment}-${n}`));
+    this.#seq.set(deployment, n);
+    return `${deployment}-${n}`;
+  }
 
   constructor(options: StackOptions = {}) {
     this.#o = options;
@@ -184,7 +194,8 @@ export class LocalStack {
   async startReplica(deploymentName: string, o: StartReplicaOptions = {}): Promise<ReplicaProcess> {
     const d = this.deployments.find((x) => x.name === deploymentName);
     if (!d) throw new Error(`no deployment "${deploymentName}"`);
-    const id = o.id ?? `${d.name}-${++this.#seq}`;
+    // Ids count per deployment (hello-1, hello-2, …, vad-1): what the README's examples name.
+    const id = o.id ?? this.#nextId(d.name);
     const args = [
       this.#replicaScript,
       "--deployment", d.name,

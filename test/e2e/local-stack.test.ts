@@ -1,6 +1,9 @@
 // The stack `npm start` runs (functions/ as shipped), with the seed's 48 "hi"
 // replicas: real workerd, real replica processes, real ONNX inference.
 import { execFile } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startStack } from "./stack-fixture.ts";
@@ -42,9 +45,10 @@ describe("local stack (functions/ as shipped)", () => {
 
   it("serves Ray-style system routes", async () => {
     // functions/ as shipped: the edge-inference deployment is an opt-in example (test/e2e/edge-inference.test.ts).
-    expect(await (await fetch(`${stack.url}/-/routes`)).json()).toEqual({ "/echo": "echo", "/hello": "hello", "/llm": "llm", "/vad": "vad" });
+    expect(await (await fetch(`${stack.url}/-/routes`)).json()).toEqual({ "/echo": "echo", "/hello": "hello", "/llm": "llm", "/team": "team", "/vad": "vad" });
     const health = await fetch(`${stack.url}/-/healthz`);
     expect(health.status).toBe(200);
+    // A caller without a key sees only the public deployments' counts (team is private).
     expect(await health.json()).toMatchObject({ status: "ok", ready_replicas: { hello: 48, vad: 2, echo: 1 }, edge_deployments: [] });
   });
 
@@ -116,4 +120,69 @@ describe("local stack (functions/ as shipped)", () => {
     expect(Number(/Failed requests:\s+(\d+)/.exec(stdout)?.[1])).toBe(0);
     expect(Number(/Complete requests:\s+(\d+)/.exec(stdout)?.[1])).toBe(2000);
   });
+});
+
+/**
+ * The README's shell commands, run as a newcomer would paste them, against this stack
+ * (functions/ as shipped): every `curl` and `npx switchyard` line of every ```sh block,
+ * with EDGE, ADMIN and SWITCHYARD_* set and the README's http://127.0.0.1:8787 pointed
+ * at the stack. Lines that only document (a `…` placeholder, a command that runs until
+ * Ctrl-C, starts a process or deploys, the load tests run above) are left out. Each line
+ * must exit 0; a line whose comment says "→ NNN" must answer that status, and "→ hi…"
+ * that text. The README cannot drift from the code without this failing.
+ */
+describe("the README's commands", () => {
+  const readme = readFileSync(join(import.meta.dirname, "../../README.md"), "utf8");
+  const blocks = [...readme.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!);
+  /** Command lines of a block, continuation lines joined; comments and blanks dropped. */
+  const commands = (block: string) =>
+    block
+      .replace(/\\\n\s*/g, " ")
+      .split("\n")
+      .map((l) => l.trim())
+      .filter((l) => l !== "" && !l.startsWith("#"));
+  const runnable = (line: string) =>
+    /^(curl |npx switchyard |KEY=|[A-Z_]+=\$\()/.test(line) &&
+    !line.includes("…") &&
+    !/Ctrl-C|npx switchyard replica |example\.workers\.dev|example\.com/.test(line);
+
+  it("the functions/hello.ts the README shows is the file as shipped", () => {
+    const shipped = readFileSync(join(import.meta.dirname, "../../functions/hello.ts"), "utf8").trim();
+    expect(readme).toContain(shipped);
+  });
+
+  it("every curl and switchyard command runs against the stack, answering as its comment says", async () => {
+    const work = mkdtempSync(join(tmpdir(), "readme-commands-"));
+    const ran: string[] = [];
+    try {
+      // The CLI's drain example takes a hello replica away: last, after everything that needs them.
+      const lines = blocks.flatMap(commands).filter(runnable);
+      const drains = lines.filter((l) => l.includes(" drain "));
+      for (const line of [...lines.filter((l) => !l.includes(" drain ")), ...drains]) {
+        const command = line.replaceAll("http://127.0.0.1:8787", stack.url);
+        const [code, rest] = command.split(/\s+#\s+/, 2) as [string, string | undefined];
+        const env = { ...process.env, EDGE: stack.url, ADMIN: stack.adminSecret, SWITCHYARD_EDGE: stack.url, SWITCHYARD_ADMIN_SECRET: stack.adminSecret, NO_COLOR: "1" };
+        // One shell for the whole README, so assignments (KEY=…) carry to the lines after them.
+        ran.push(code);
+        const script = [...ran.slice(0, -1).filter((c) => /^[A-Z_]+=/.test(c)), "set -o pipefail", code].join("\n");
+        let out: string;
+        try {
+          // `npx switchyard` runs "in this repository", as the README says; the rest in a scratch folder (key.json).
+          const cwd = code.startsWith("npx ") ? join(import.meta.dirname, "../..") : work;
+          out = (await exec("bash", ["-c", script], { cwd, env, timeout: 90_000, maxBuffer: 16 * 1024 * 1024 })).stdout;
+        } catch (err) {
+          throw new Error(`README command failed: ${code}\n${String((err as { stderr?: string }).stderr ?? err)}`);
+        }
+        const expected = rest ? /→ (\d{3})\b/.exec(rest)?.[1] : undefined;
+        if (expected) expect(/^HTTP\/1\.1 (\d{3})/m.exec(out)?.[1], code).toBe(expected);
+        const text = rest ? /→ (?:\d{3} )?(hi[a-z, ]*)/.exec(rest)?.[1]?.trim() : undefined;
+        if (text) expect(out, code).toContain(text);
+      }
+      // The walkthroughs ran: the key's answers, the CLI's drain.
+      expect(ran.some((c) => c.includes("$EDGE/team -H"))).toBe(true);
+      expect(ran.some((c) => c.includes("switchyard drain hello hello-1 --wait"))).toBe(true);
+    } finally {
+      rmSync(work, { recursive: true, force: true });
+    }
+  }, 300_000);
 });

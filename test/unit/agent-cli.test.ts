@@ -258,7 +258,7 @@ describe("replica agent (process)", () => {
     expect(noKey.stderr()).toMatch(/SWITCHYARD_REPLICA_KEY is not set/);
     const badFlag = spawnAgent([...required, "--scrape-interval-ms", "500"]);
     expect(await badFlag.exited).toBe(2);
-    expect(badFlag.stderr()).toMatch(/--scrape-interval-ms must be an integer from 1 to 100[\s\S]*usage: replica agent/);
+    expect(badFlag.stderr()).toMatch(/--scrape-interval-ms must be an integer from 1 to 100[\s\S]*usage: switchyard agent/);
   });
 
   it("owns its engine: registers it, and on SIGTERM drains, deregisters, then stops the engine and exits 0", async () => {
