@@ -2,8 +2,10 @@
  * Build: collects functions/*.ts into .switchyard/deployments.ts (so a user adds
  * a deployment by adding a file), then bundles the edge Worker for workerd and
  * the reference replica for Node.
- *   tsx scripts/build.ts            generate + bundle
+ *   tsx scripts/build.ts            generate + bundle (the Worker, the replica, the CLI, the library)
  *   tsx scripts/build.ts --generate generate only (wrangler's [build] step)
+ *   tsx scripts/build.ts --cli      the CLI and the replica (npm's prepare)
+ *   tsx scripts/build.ts --lib      those and the library: dist/lib/*.js, dist/types/ (npm pack's prepack)
  * SWITCHYARD_FUNCTIONS (folders, comma-separated, relative to the repository; default
  * "functions") collects the deployments of several folders instead, e.g.
  * "functions,examples/edge-inference" for the opt-in edge-inference example;
@@ -198,11 +200,59 @@ export async function bundleCli(outFile = join(root, "dist/cli.mjs")): Promise<v
   });
 }
 
+/** The package's entry points (package.json `exports`), bundled into dist/lib/ and declared in dist/types/. */
+const LIBRARY_ENTRIES = { index: "src/index.ts", "durable-objects": "src/durable-objects.ts", protocol: "src/protocol/index.ts" } as const;
+
+/**
+ * The library as a user's project imports it: compiled JavaScript (ES modules, code
+ * shared by the entries in chunks) and TypeScript declarations, so a user's `tsc`
+ * and bundler read built files, never our sources under their tsconfig. The
+ * dependencies stay imports (the user's npm installs them); so do workerd's
+ * built-in modules.
+ */
+export async function bundleLibrary(outDir = join(root, "dist/lib")): Promise<void> {
+  const pkg = createRequire(import.meta.url)(join(root, "package.json")) as { dependencies: Record<string, string>; peerDependencies: Record<string, string> };
+  await build({
+    entryPoints: Object.fromEntries(Object.entries(LIBRARY_ENTRIES).map(([name, path]) => [name, join(root, path)])),
+    outdir: outDir,
+    bundle: true,
+    splitting: true,
+    format: "esm",
+    platform: "neutral",
+    target: "es2022",
+    // hono is a peer: the user's app and the mounted edge app must share one Hono.
+    external: [...Object.keys(pkg.dependencies), ...Object.keys(pkg.peerDependencies), "cloudflare:*", "node:*"],
+    logLevel: "warning",
+  });
+  await libraryTypes();
+}
+
+/**
+ * dist/types/: `tsc -p tsconfig.lib.json`, then every relative import of a declaration
+ * file rewritten from ".ts" to ".js" (TypeScript 7 keeps the sources' ".ts" specifiers
+ * in declarations; a user's tsconfig resolves ".js" to the ".d.ts" beside it without
+ * allowImportingTsExtensions).
+ */
+async function libraryTypes(): Promise<void> {
+  const out = join(root, "dist/types");
+  const { execFileSync } = await import("node:child_process");
+  const { rmSync, readFileSync } = await import("node:fs");
+  rmSync(out, { recursive: true, force: true });
+  execFileSync(join(root, "node_modules/.bin/tsc"), ["-p", join(root, "tsconfig.lib.json")], { cwd: root, stdio: "inherit" });
+  const walk = (dir: string): string[] => readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(join(dir, e.name)) : e.name.endsWith(".d.ts") ? [join(dir, e.name)] : []));
+  for (const file of walk(out)) {
+    const text = readFileSync(file, "utf8");
+    const rewritten = text.replace(/(from\s+|import\()(["'])(\.{1,2}\/[^"']+)\.ts\2/g, (_m, pre: string, q: string, path: string) => `${pre}${q}${path}.js${q}`);
+    if (rewritten !== text) writeFileSync(file, rewritten);
+  }
+}
+
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  // --cli (npm's prepare): only what the `switchyard` bin runs.
-  if (process.argv.includes("--cli")) await Promise.all([bundleCli(), bundleReplica()]);
-  else {
+  // --cli (npm's prepare): only what the `switchyard` bin runs; --lib (npm pack's prepack) adds the library.
+  if (process.argv.includes("--cli") || process.argv.includes("--lib")) {
+    await Promise.all([bundleCli(), bundleReplica(), ...(process.argv.includes("--lib") ? [bundleLibrary()] : [])]);
+  } else {
     await generateDeploymentsModule();
-    if (!process.argv.includes("--generate")) await Promise.all([bundleWorker(), bundleReplica(), bundleCli()]);
+    if (!process.argv.includes("--generate")) await Promise.all([bundleWorker(), bundleReplica(), bundleCli(), bundleLibrary()]);
   }
 }

@@ -36,6 +36,8 @@ const FORMER_PAID: Limit = { label: "budget: former Workers Paid limit (10 MB gz
 
 interface Variant {
   name: string;
+  /** The key of this upload's size where the docs state it: `<!-- size:KEY -->1,137 KiB (222 KiB gzipped)<!-- /size -->`. */
+  key: string;
   /** SWITCHYARD_FUNCTIONS for the build step; undefined: functions/ alone. */
   functions?: string;
   limits: Limit[];
@@ -45,8 +47,8 @@ interface Variant {
 
 // The default last: the build step leaves .switchyard/deployments.ts as the last dry run generated it.
 const VARIANTS: Variant[] = [
-  { name: "with edge inference (functions/ + examples/edge-inference/)", functions: "functions,examples/edge-inference", limits: [PLATFORM, FORMER_PAID], edgeRuntime: true },
-  { name: "default (functions/)", limits: [PLATFORM, FORMER_FREE], edgeRuntime: false },
+  { name: "with edge inference (functions/ + examples/edge-inference/)", key: "edge", functions: "functions,examples/edge-inference", limits: [PLATFORM, FORMER_PAID], edgeRuntime: true },
+  { name: "default (functions/)", key: "default", limits: [PLATFORM, FORMER_FREE], edgeRuntime: false },
 ];
 
 export interface UploadSize {
@@ -84,6 +86,35 @@ function dryRun(v: Variant): UploadSize {
   }
 }
 
+/** Files whose stated upload sizes must match the measured ones. */
+const SIZE_DOCS = ["README.md", "docs/edge-inference.md"];
+/** How far a stated size may be from the measured one before the docs count as stale. */
+const SIZE_TOLERANCE = 0.05;
+
+/**
+ * Upload sizes the docs state (marked `<!-- size:KEY -->… KiB|MiB … (… gzipped)<!-- /size -->`)
+ * that are more than SIZE_TOLERANCE off the measured ones, or whose key nothing measures:
+ * a figure of ours that drifts from what `wrangler deploy` would upload is a defect.
+ */
+export function staleSizes(docs: { file: string; text: string }[], measured: Record<string, UploadSize>): string[] {
+  const stale: string[] = [];
+  const bytes = (n: string, unit: string) => Number(n.replace(/,/g, "")) * (unit === "MiB" ? MiB : 1024);
+  for (const { file, text } of docs) {
+    for (const m of text.matchAll(/<!-- size:(\w+) -->([\s\S]*?)<!-- \/size -->/g)) {
+      const [, key, stated] = m as unknown as [string, string, string];
+      const got = measured[key];
+      const sizes = [...stated.matchAll(/([\d,.]+) (KiB|MiB)/g)].map((x) => bytes(x[1]!, x[2]!));
+      if (!got || sizes.length !== 2) {
+        stale.push(`${file}: "${stated}" (size:${key}) ${got ? "does not state a size and a gzipped size" : "is not a measured upload"}`);
+        continue;
+      }
+      const off = (a: number, b: number) => Math.abs(a - b) / b > SIZE_TOLERANCE;
+      if (off(sizes[0]!, got.size) || off(sizes[1]!, got.gzip)) stale.push(`${file}: states "${stated.replace(/\s+/g, " ")}" (size:${key}), measured ${kib(got.size)} (${kib(got.gzip)} gzipped)`);
+    }
+  }
+  return stale;
+}
+
 const kib = (b: number) => `${(b / 1024).toLocaleString("en-US", { maximumFractionDigits: 0 })} KiB`;
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
@@ -92,7 +123,7 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   console.log("deploy checks (wrangler deploy --dry-run):");
   for (const v of VARIANTS) {
     const u = dryRun(v);
-    results[v.name] = u;
+    results[v.key] = u;
     console.log(`  ${v.name}: ${kib(u.size)}, gzip ${kib(u.gzip)} — ${u.modules.map((m) => m.replace(/^[0-9a-f]{40}-/, "")).join(", ")}`);
     const hasWasm = u.modules.some((m) => m.endsWith(".wasm"));
     if (hasWasm !== v.edgeRuntime) failures.push(`${v.name}: the edge runtime's .wasm is ${hasWasm ? "in" : "missing from"} the upload`);
@@ -103,6 +134,8 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
       if (!ok) failures.push(`${v.name}: ${l.of} ${kib(got)} over ${kib(l.bytes)} (${l.label})`);
     }
   }
+  const { readFileSync } = await import("node:fs");
+  failures.push(...staleSizes(SIZE_DOCS.map((file) => ({ file, text: readFileSync(join(root, file), "utf8") })), results));
   if (process.argv.includes("--json")) console.log(JSON.stringify(results));
   if (failures.length > 0) {
     console.error(`deploy checks failed:\n  ${failures.join("\n  ")}`);

@@ -14,6 +14,11 @@ export { AccessKeys } from "./state/access-keys.ts";
 export { RateLimiter } from "./state/rate-limiter.ts";
 export { Telemetry } from "./telemetry/telemetry.ts";
 
+// This Worker's bindings, as wrangler.toml declares them (worker-configuration.d.ts), are what
+// the edge reads (src/env.ts): a binding renamed or dropped in one but not the other fails here.
+type EnvMatches<T extends true> = T;
+export type WranglerEnvProvidesEnv = EnvMatches<Cloudflare.Env extends Env ? true : false>;
+
 registerServedDeployments(deployments);
 const edge = createEdgeApp(deployments);
 

@@ -140,6 +140,9 @@ async function readMessage<S extends z.ZodType>(
 
 const replayed = (deployment: string) => reject(deployment, "replayed", "nonce is not above the last one accepted from this replica");
 
+/** Refusals of a replica URL that local mode allows (checkReplicaUrl's production rules). */
+const PRODUCTION_ONLY = new Set(["not_https", "port", "loopback", "raw_ip", "single_label"]);
+
 export function controlRoutes(deployments: ReadonlyMap<string, Deployment>): Hono<{ Bindings: Env }> {
   const app = new Hono<{ Bindings: Env }>();
 
@@ -150,7 +153,11 @@ export function controlRoutes(deployments: ReadonlyMap<string, Deployment>): Hon
     if ("error" in r) return r.error;
     const mode = c.env.SWITCHYARD_MODE === "local" ? "local" : "production";
     const url = checkReplicaUrl(r.msg.url, r.deployment.replicaOrigins, mode);
-    if (!url.ok) return errorResponse("invalid_message", `replica url refused: ${url.message}`, { details: { reason: url.reason } });
+    if (!url.ok) {
+      // What a newcomer meets first with a loopback replica and an edge of their own (wrangler dev): say which switch it is.
+      const hint = mode === "production" && PRODUCTION_ONLY.has(url.reason) ? "; for replicas on this machine or a private network, run the edge with SWITCHYARD_MODE=local (for wrangler dev: a line in .dev.vars)" : "";
+      return errorResponse("invalid_message", `replica url refused: ${url.message}${hint}`, { details: { reason: url.reason } });
+    }
     const d = r.deployment;
     const shard = shardOfReplica(d, r.msg.replica_id, r.msg.node);
     const ack = await routerFor(c.env, d.name, shard).register(r.msg, r.nonce, { index: shard, count: d.routing.shards });

@@ -2,6 +2,7 @@
 // and node reports (HMAC per deployment key, timestamp window, nonce replay guard), the rejection
 // counters, and the replica URL policy in local mode (SWITCHYARD_MODE=local in
 // vitest.config.ts; production rules are unit-tested in test/unit/replica-url.test.ts).
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { afterAll, describe, expect, it, vi } from "vitest";
 import {
@@ -19,6 +20,8 @@ import {
   type ReportMessage,
 } from "../../src/protocol/index.ts";
 import { registerMessage, reportMessage } from "../fixtures/control-messages.ts";
+import { deployments } from "../../.switchyard/deployments.ts";
+import { createEdgeApp } from "../../src/index.ts";
 import { UNKNOWN_DEPLOYMENT, controlRejections } from "../../src/proxy/control-routes.ts";
 
 const MASTER = "test-replica-secret";
@@ -211,6 +214,34 @@ describe("signed control messages", () => {
     const res = await post("/-/replicas/report", report("never-registered", 1));
     expect(res.status).toBe(409);
     expect(await res.json()).toMatchObject({ error: { code: "unknown_replica" } });
+  });
+});
+
+describe("replica URL policy at registration (production mode)", () => {
+  // The same Worker with SWITCHYARD_MODE unset (a user's own edge under wrangler dev without .dev.vars).
+  const production = createEdgeApp(deployments).app;
+  const postProduction = async (url: string) => {
+    const m = await sign("/-/replicas/register", register("u-prod", url));
+    const ctx = createExecutionContext();
+    const res = await production.request(`http://edge${m.path}`, { method: "POST", headers: { "content-type": "application/json", "content-length": String(new TextEncoder().encode(m.body).length), ...m.headers }, body: m.body }, { ...env, SWITCHYARD_MODE: undefined }, ctx);
+    await waitOnExecutionContext(ctx);
+    return res;
+  };
+
+  it("refuses a loopback replica and names the switch that allows it", async () => {
+    const res = await postProduction("http://127.0.0.1:8000");
+    expect(res.status).toBe(400);
+    const body = (await res.json()) as { error: { message: string; details: { reason: string } } };
+    expect(body.error.details.reason).toBe("not_https");
+    expect(body.error.message).toMatch(/SWITCHYARD_MODE=local.*\.dev\.vars/);
+  });
+
+  it("gives no such hint where local mode would refuse too", async () => {
+    const res = await postProduction("https://169.254.169.254/");
+    expect(res.status).toBe(400);
+    const body = (await res.json()) as { error: { message: string; details: { reason: string } } };
+    expect(body.error.details.reason).toBe("link_local");
+    expect(body.error.message).not.toMatch(/SWITCHYARD_MODE/);
   });
 });
 
