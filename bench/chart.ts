@@ -22,7 +22,7 @@
  * names its run's date and the machine caveat (a shared 2-core machine:
  * compare bars within one chart, not across runs).
  */
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { RunMeta } from "./result-file.ts";
@@ -157,7 +157,11 @@ ${parts.join("\n")}
 // --- the result files ----------------------------------------------------------------
 
 function read<T>(file: string): T | undefined {
-  const path = join(results, file);
+  // bench/published/<name>/ holds a scenario's published runs (bench/published.ts): draw the newest.
+  // A results folder (bench/results, bench/results/quick) holds <name>.json, the last run.
+  const runs = join(results, file.replace(/\.json$/, ""));
+  const newest = existsSync(runs) && statSync(runs).isDirectory() ? readdirSync(runs).filter((f) => f.endsWith(".json")).sort().at(-1) : undefined;
+  const path = newest ? join(runs, newest) : join(results, file);
   if (!existsSync(path)) {
     console.log(`${file}: missing, skipped`);
     return undefined;

@@ -23,6 +23,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { latestRun, publishedFileName } from "./published.ts";
 import { MAX_NODE_REPLICAS } from "../src/protocol/limits.ts";
 import { RATE_LIMIT_SHARDS } from "../src/policy/rate-limit-sync.ts";
 import { RELAYED_KEY_SET_TTL_MS } from "../src/proxy/api-keys.ts";
@@ -45,14 +46,15 @@ const { values } = parseArgs({
     "session-rps": { type: "string", default: "0.2" },
     budget: { type: "string", default: "1000" },
     json: { type: "boolean", default: false },
+    local: { type: "boolean", default: false },
   },
 });
 
 // --- inputs, each with where it comes from ------------------------------------
 
 /**
- * Measured here by bench/state-cost.ts: read from the newest of its result files (a local
- * full run in bench/results/, or the published one in bench/published/), never from
+ * Measured here by bench/state-cost.ts: read from its newest published run (bench/published/,
+ * or with --local this machine's last full run in bench/results/), never from
  * constants, which went stale (215 µs per plain request and 0.37 calls per 1,000 on
  * 2026-11-30; 306–429 µs and 1.74 by 2026-12-03). No file: the model cannot run.
  */
@@ -65,12 +67,20 @@ function measuredInputs() {
     bare: { usPerRequest: number } | null;
     idle: { reportsPerSecond: number };
   };
-  const files = [join(root, "bench/results/state-cost.json"), join(root, "bench/published/state-cost.json")].filter((f) => existsSync(f));
-  const runs = files.map((file) => ({ file, data: JSON.parse(readFileSync(file, "utf8")) as StateCost }));
+  // The published runs (bench/published/state-cost/, what docs/scaling.md cites), newest first;
+  // --local: this machine's last full run (bench/results/state-cost.json) instead.
+  const local = join(root, "bench/results/state-cost.json");
+  const newest = values.local
+    ? existsSync(local)
+      ? { file: local, data: JSON.parse(readFileSync(local, "utf8")) as StateCost }
+      : undefined
+    : (() => {
+        const run = latestRun<StateCost>("state-cost");
+        return run ? { file: join(root, "bench/published/state-cost", publishedFileName(run.meta)), data: run as StateCost } : undefined;
+      })();
   const dateOf = (d: StateCost) => d.meta?.date ?? d.when ?? "";
-  const newest = runs.sort((a, b) => dateOf(b.data).localeCompare(dateOf(a.data)))[0];
   if (!newest) {
-    console.error("bench/scaling-sim.ts: no bench/state-cost.ts result to build on (bench/results/state-cost.json or bench/published/state-cost.json); run npx tsx bench/state-cost.ts first");
+    console.error("bench/scaling-sim.ts: no bench/state-cost.ts result to build on (bench/published/state-cost/, or bench/results/state-cost.json with --local); run npx tsx bench/state-cost.ts first");
     process.exit(1);
   }
   const m = newest.data;
