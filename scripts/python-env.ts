@@ -41,17 +41,31 @@ export interface PythonEnvOptions {
   log?: (line: string) => void;
 }
 
+function envPaths(name: string, packages: readonly string[]) {
+  const dir = join(root, ".switchyard", `py-${name}`);
+  return { dir, python: join(dir, "bin/python"), marker: join(dir, "switchyard-packages"), want: createHash("sha256").update(packages.join("\n")).digest("hex").slice(0, 16) };
+}
+
+/**
+ * The `python` of the virtualenv `name` if a previous run made it with exactly
+ * `packages`, else undefined; installs nothing. A caller with alternative package
+ * sets asks this for each before installing any, so that the set that worked last
+ * time is not removed by an attempt at the first.
+ */
+export function cachedPythonEnv(name: string, packages: readonly string[]): string | undefined {
+  const { python, marker, want } = envPaths(name, packages);
+  return existsSync(python) && existsSync(marker) && readFileSync(marker, "utf8") === want ? python : undefined;
+}
+
 /**
  * The `python` of the virtualenv `name` with `packages` (pip requirement strings)
  * installed: made now unless a previous run made it with the same packages.
  * Throws with pip's last lines when the install fails or runs past its bound.
  */
 export async function pythonEnv(name: string, packages: readonly string[], o: PythonEnvOptions = {}): Promise<string> {
-  const dir = join(root, ".switchyard", `py-${name}`);
-  const python = join(dir, "bin/python");
-  const marker = join(dir, "switchyard-packages");
-  const want = createHash("sha256").update(packages.join("\n")).digest("hex").slice(0, 16);
-  if (existsSync(python) && existsSync(marker) && readFileSync(marker, "utf8") === want) return python;
+  const cached = cachedPythonEnv(name, packages);
+  if (cached) return cached;
+  const { dir, python, marker, want } = envPaths(name, packages);
   try {
     await run("python3", ["-m", "venv", "--help"], { timeout: 20_000 });
   } catch (err) {
