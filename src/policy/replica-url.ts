@@ -36,7 +36,9 @@ const METADATA_V4 = new Set([
 /** AWS's IPv6 instance metadata endpoint, fd00:ec2::254. */
 const METADATA_V6 = [0xfd00, 0x0ec2, 0, 0, 0, 0, 0, 0x0254];
 
-type Class = "loopback" | "private" | "public" | { refused: string; message: string };
+// Private ranges (10/8, 172.16/12, fc00::/7, …) are not a class of their own: local mode allows
+// them and production refuses every raw IP, so telling them from public addresses decided nothing.
+type Class = "loopback" | "public" | { refused: string; message: string };
 
 const refused = (reason: string, message: string): Class => ({ refused: reason, message });
 
@@ -82,7 +84,6 @@ function classifyV4(o: number[], shown: string): Class {
   if (a >= 224 && a <= 239) return refused("multicast", `${shown} is a multicast address`);
   if (a >= 240) return refused("reserved", `${shown} is in the reserved range 240.0.0.0/4`);
   if (a === 127) return "loopback";
-  if (a === 10 || (a === 172 && b >= 16 && b <= 31) || (a === 192 && b === 168) || (a === 100 && b >= 64 && b <= 127)) return "private";
   return "public";
 }
 
@@ -104,7 +105,6 @@ function classifyV6(g: number[], shown: string): Class {
   const first = g[0]!;
   if ((first & 0xffc0) === 0xfe80) return refused("link_local", `link-local address ${shown} is never allowed`);
   if ((first & 0xff00) === 0xff00) return refused("multicast", `${shown} is a multicast address`);
-  if ((first & 0xfe00) === 0xfc00 || (first & 0xffc0) === 0xfec0) return "private"; // unique local, old site-local
   return "public";
 }
 

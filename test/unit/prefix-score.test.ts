@@ -111,3 +111,64 @@ describe("pickByPrefixCache", () => {
     expect(pickByPrefixCache(loaded, keys, (c) => (c.id === holder.id ? 100 : 0))!.id).not.toBe(holder.id);
   });
 });
+
+// Cases the mutation run (npm run mutation, 2026-12-03) found unguarded: the KV-pressure
+// mark's edges, the room preference, capacities that differ, the empty inputs and ε.
+describe("prefix choice at its edges", () => {
+  const keys = blockKeys(tokens(16 * 40, 31));
+  const order = rendezvousOrder(fleet, anchorKey(keys)!);
+
+  it("counts KV use from the pressure mark on, and only when it is above the slots in use", () => {
+    // At the mark exactly (0.9 ≥ KV_PRESSURE), a replica is as full as its KV cache.
+    expect(underLoadBound([r("a", 0, 8, 0.9), r("b", 0), r("c", 0)]).map((c) => c.id)).toEqual(["b", "c"]);
+    // Just below the mark, its slots decide.
+    expect(underLoadBound([r("a", 0, 8, 0.89), r("b", 0), r("c", 0)]).map((c) => c.id)).toEqual(["a", "b", "c"]);
+    // Above the mark but below the slots: the slots (1.0 with this request), not the KV use (0.9), which
+    // would have kept it under this line (ε = 0: the mean plus one request, 0.9375 here).
+    expect(underLoadBound([r("a", 7, 8, 0.9), r("b", 5), r("c", 5)], 0).map((c) => c.id)).toEqual(["b", "c"]);
+    // Above the mark and above the slots (0.75): the KV use, which puts it over the same line.
+    expect(underLoadBound([r("a", 5, 8, 0.95), r("b", 5), r("c", 5)], 0).map((c) => c.id)).toEqual(["b", "c"]);
+    expect(underLoadBound([r("a", 5, 8, 0.5), r("b", 5), r("c", 5)], 0).map((c) => c.id)).toEqual(["a", "b", "c"]);
+  });
+
+  it("returns an empty candidate list as it is, and one candidate whatever its load", () => {
+    expect(underLoadBound([])).toEqual([]);
+    expect(underLoadBound([r("x", 0)]).map((c) => c.id)).toEqual(["x"]);
+  });
+
+  it("prefers a replica with room over a full one under the line, and takes a full one when none has room", () => {
+    // Everyone full: the rendezvous first, though full (its admission decides).
+    const allFull = fleet.map((c) => r(c.id, 8));
+    expect(pickByPrefixHash(allFull, keys)!.id).toBe(order[0]!.id);
+    expect(pickByPrefixCache(allFull, keys, () => 0)!.id).toBe(order[0]!.id);
+    // The rendezvous first full (capacity 1, one running) while under the line: the next one, which has room.
+    const firstFull = fleet.map((c) => (c.id === order[0]!.id ? r(c.id, 1, 1) : r(c.id, 0, 1)));
+    expect(pickByPrefixHash(firstFull, keys)!.id).toBe(order[1]!.id);
+    expect(pickByPrefixCache(firstFull, keys, () => 0)!.id).toBe(order[1]!.id);
+  });
+
+  it("weighs slots as (load + 1) / capacity, so replicas of different sizes compare with this request counted", () => {
+    // Equal prefill everywhere. order[0]: 0 running of 1 slot (with this request: 1.0);
+    // order[1]: 1 running of 4 (with it: 0.5). Counting the request, order[1] is emptier.
+    const mixed = fleet.map((c) => (c.id === order[0]!.id ? r(c.id, 0, 1) : c.id === order[1]!.id ? r(c.id, 1, 4) : r(c.id, 4, 4)));
+    expect(pickByPrefixCache(mixed, keys, () => 0, { epsilon: 10 })!.id).toBe(order[1]!.id);
+  });
+
+  it("takes ε from the options", () => {
+    // order[0] holds the whole prompt and runs 2 of 8 while the others run none: under the default
+    // line (ε = 1) it keeps the prefix; with ε = 0 it is above the line (mean 3/8·… + slack) and loses it.
+    const warm = fleet.map((c) => (c.id === order[0]!.id ? r(c.id, 2) : r(c.id, 0)));
+    const held = (c: ReplicaChoice) => (c.id === order[0]!.id ? keys.length : 0);
+    expect(pickByPrefixCache(warm, keys, held)!.id).toBe(order[0]!.id);
+    expect(pickByPrefixCache(warm, keys, held, { epsilon: 0 })!.id).not.toBe(order[0]!.id);
+    // Running 5 of 8 it is over the default line, and under a wider one (ε = 3).
+    const hot = fleet.map((c) => (c.id === order[0]!.id ? r(c.id, 5) : r(c.id, 0)));
+    expect(pickByPrefixCache(hot, keys, held)!.id).not.toBe(order[0]!.id);
+    expect(pickByPrefixCache(hot, keys, held, { epsilon: 3 })!.id).toBe(order[0]!.id);
+  });
+
+  it("has no answer without keys or without candidates", () => {
+    expect(pickByPrefixCache(fleet, [], () => 0)).toBeUndefined();
+    expect(pickByPrefixCache([], keys, () => 0)).toBeUndefined();
+  });
+});
