@@ -4,22 +4,24 @@
  * bench/published/<name>/, where the README's figures (bench/readme-figures.ts)
  * and the charts (bench/chart.ts) are drawn from. Commit what it adds.
  *
- *   npx tsx bench/publish.ts seed state-cost …   [--replace]   (--replace: drop the scenario's older runs first)
+ *   npx tsx bench/publish.ts seed state-cost …   [--replace] [--from DIR]
+ *     --replace: drop the scenario's older runs first
+ *     --from DIR: take DIR/<name>.json instead of bench/results/<name>.json (a run made in another checkout)
  */
 import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { publishedFileName } from "./published.ts";
 import { PUBLISHED_DIR, RESULTS_DIR, type RunMeta } from "./result-file.ts";
 
-const { values, positionals } = parseArgs({ allowPositionals: true, options: { replace: { type: "boolean", default: false } } });
+const { values, positionals } = parseArgs({ allowPositionals: true, options: { replace: { type: "boolean", default: false }, from: { type: "string" } } });
 if (positionals.length === 0) {
-  console.error("usage: npx tsx bench/publish.ts NAME… [--replace]");
+  console.error("usage: npx tsx bench/publish.ts NAME… [--replace] [--from DIR]");
   process.exit(2);
 }
 let failed = false;
 for (const name of positionals) {
-  const from = join(RESULTS_DIR, `${name}.json`);
+  const from = join(values.from ? resolve(values.from) : RESULTS_DIR, `${name}.json`);
   if (!existsSync(from)) {
     console.error(`${name}: no full run (${from}); run the bench without --quick first`);
     failed = true;

@@ -390,7 +390,10 @@ if (existsSync(measuredFile)) {
   for (const kind of ["plain", "session-light"]) {
     const x = row(kind);
     if (!x) continue;
-    p(`| ${kind} | ${n(x.rps)} | routing snapshots | ${refreshRate(x.rps, DESIGN.snapshotTtlS).toFixed(2)} | ${(x.doCalls.deploymentRouterSnapshots! / x.seconds).toFixed(2)} |`);
+    // The measured stack runs the built design: the isolate asks its relay every RELAYED_SNAPSHOT_TTL_MS,
+    // the relay asks the routing object every RELAY_TTL_MS (bench/state-cost.ts counts both).
+    const relayed = refreshRate(x.rps, RELAYED_SNAPSHOT_TTL_MS / 1000) + 1 / (RELAY_TTL_MS / 1000);
+    p(`| ${kind} | ${n(x.rps)} | routing snapshots (isolate → relay every ${RELAYED_SNAPSHOT_TTL_MS} ms, relay → routing object every ${RELAY_TTL_MS / 1000} s) | ${relayed.toFixed(2)} | ${(x.doCalls.deploymentRouterSnapshots! / x.seconds).toFixed(2)} |`);
     if (kind === "session-light") {
       const s = m.options.sessions;
       p(`| ${kind} | ${n(x.rps)} | session resolves (${s} sessions) | ${(s * refreshRate(x.rps / s, DESIGN.sessionCacheTtlS)).toFixed(1)} | ${(x.sessionResolves / x.seconds).toFixed(1)} |`);
