@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { waitFor } from "../fixtures/wait.ts";
 import { startStack } from "./stack-fixture.ts";
 
 const exec = promisify(execFile);
@@ -49,12 +50,17 @@ describe("local stack (functions/ as shipped)", () => {
     // On a busy machine the 48 hello replicas' first reports arrive over seconds: wait (bounded)
     // until the edge's view holds them all, then check the whole answer.
     let body: { ready_replicas?: Record<string, number> } = {};
-    for (let i = 0; i < 600 && (body.ready_replicas?.hello ?? 0) < 48; i++) {
-      if (i > 0) await new Promise((r) => setTimeout(r, 100));
-      const health = await fetch(`${stack.url}/-/healthz`);
-      expect(health.status).toBe(200);
-      body = (await health.json()) as typeof body;
-    }
+    await waitFor(
+      "all 48 hello replicas ready in /-/healthz",
+      async () => {
+        const health = await fetch(`${stack.url}/-/healthz`);
+        expect(health.status).toBe(200);
+        body = (await health.json()) as typeof body;
+        return (body.ready_replicas?.hello ?? 0) >= 48;
+      },
+      60_000,
+      100,
+    );
     // A caller without a key sees only the public deployments' counts (team is private).
     expect(body).toMatchObject({ status: "ok", ready_replicas: { hello: 48, vad: 2, echo: 1 }, edge_deployments: [] });
   });
