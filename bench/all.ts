@@ -9,7 +9,8 @@
  * (bench/streaming.ts, 4 s per arm), dispatch quality (--quick), hot-path state
  * cost (3 s per phase), multiplexing and affinity (4 s), the state plane at
  * 2,048 simulated replicas per deployment (--quick: 3 rounds, 5 s window), prefix-cache-aware
- * routing (--quick: 8 s windows, ~2.5 min), the slow-client attacks (--quick). Each
+ * routing (--quick: 8 s windows, ~2.5 min), the slow-client attacks (--quick), the
+ * edge files one warm request of each kind runs through (request-path). Each
  * writes bench/results/quick/<name>.json; then bench/chart.ts draws those into
  * bench/results/charts/ (the charts in docs/ are drawn from bench/published/ only).
  * A scenario that fails is reported and the others still run; the exit status says
@@ -27,6 +28,7 @@ const SCENARIOS: Record<string, string[]> = {
   "state-plane": ["bench/state-plane.ts", "--quick"],
   "prefix-cache": ["bench/prefix-cache.ts", "--quick"],
   "slow-clients": ["bench/slow-clients.ts", "--quick"],
+  "request-path": ["bench/request-path.ts", "--quick"],
 };
 
 const { values } = parseArgs({ options: { only: { type: "string" } } });

@@ -13,6 +13,7 @@
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { LocalStack } from "../src/local/stack.ts";
+import { connectInspector } from "./inspector.ts";
 import { freePort, wrk } from "./load-tools.ts";
 import { requireLoadTools } from "./load-tool-deps.ts";
 
@@ -28,11 +29,6 @@ const { values } = parseArgs({
     out: { type: "string", default: "bench/results/proxy.cpuprofile" },
   },
 });
-
-if (typeof WebSocket === "undefined") {
-  console.error("needs a global WebSocket (Node 22, or Node 20 with NODE_OPTIONS=--experimental-websocket)");
-  process.exit(2);
-}
 
 interface ProfileNode {
   id: number;
@@ -60,33 +56,15 @@ try {
   // Warm up: the Worker's hot functions get optimised before sampling starts.
   for (let i = 0; i < 500; i++) await (await fetch(url)).text();
 
-  const targets = (await (await fetch(`http://127.0.0.1:${inspectorPort}/json`)).json()) as { title: string; webSocketDebuggerUrl: string }[];
-  const edge = targets.find((t) => t.title.includes("edge")) ?? targets[0];
-  if (!edge) throw new Error("workerd's inspector lists no isolate");
-  const ws = new WebSocket(edge.webSocketDebuggerUrl);
-  await new Promise((resolve, reject) => {
-    ws.addEventListener("open", resolve);
-    ws.addEventListener("error", reject);
-  });
-  let nextId = 0;
-  const waiting = new Map<number, (result: unknown) => void>();
-  ws.addEventListener("message", (e) => {
-    const m = JSON.parse(String(e.data)) as { id?: number; result?: unknown; error?: unknown };
-    if (m.id !== undefined) waiting.get(m.id)?.(m.result ?? m.error);
-  });
-  const call = (method: string, params: object = {}) =>
-    new Promise<unknown>((resolve) => {
-      const id = ++nextId;
-      waiting.set(id, resolve);
-      ws.send(JSON.stringify({ id, method, params }));
-    });
+  const inspector = await connectInspector(inspectorPort);
+  const call = inspector.call;
 
   await call("Profiler.enable");
   await call("Profiler.setSamplingInterval", { interval: 200 });
   await call("Profiler.start");
   const row = await wrk(`proxy ${values.path}`, url, { seconds: Number(values.seconds), connections: Number(values.connections) });
   const { profile } = (await call("Profiler.stop")) as { profile: Profile };
-  ws.close();
+  inspector.close();
   writeFileSync(values.out, JSON.stringify(profile));
 
   const byNode = new Map(profile.nodes.map((n) => [n.id, n]));

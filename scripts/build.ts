@@ -131,7 +131,7 @@ function workerModulesPlugin(found: Map<string, WorkerModule>): Plugin {
 }
 
 /** Bundles the edge Worker for workerd with the deployments of `dirs` (default: SWITCHYARD_FUNCTIONS, else functions/); its other modules are copied next to it. */
-export async function bundleWorker(outFile = join(root, "dist/worker.js"), dirs?: FunctionsDirs): Promise<WorkerBundle> {
+export async function bundleWorker(outFile = join(root, "dist/worker.js"), dirs?: FunctionsDirs, morePlugins: readonly Plugin[] = []): Promise<WorkerBundle> {
   const generated = await generateDeploymentsModule(dirs, dirs ? dirname(outFile) : undefined);
   const found = new Map<string, WorkerModule>();
   await build({
@@ -146,6 +146,7 @@ export async function bundleWorker(outFile = join(root, "dist/worker.js"), dirs?
         },
       },
       workerModulesPlugin(found),
+      ...morePlugins,
     ],
     bundle: true,
     format: "esm",

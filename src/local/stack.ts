@@ -12,6 +12,7 @@ import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { createInterface } from "node:readline";
+import type { Plugin } from "esbuild";
 import { bundleReplica, bundleWorker, deploymentPaths, functionsDirsFromEnv, type FunctionsDirs } from "../../scripts/build.ts";
 import { replicaFlags } from "../backends/index.ts";
 import type { Deployment } from "../config/deployment.ts";
@@ -50,6 +51,8 @@ export interface StackOptions {
    * a deployed Worker's isolates do. The public port fronts the first.
    */
   edgeIsolates?: number;
+  /** Benchmarks only: more esbuild plugins for the Worker's bundle (bench/request-path.ts instruments it). */
+  bundlePlugins?: readonly Plugin[];
 }
 
 export interface ReplicaProcess {
@@ -132,7 +135,7 @@ export class LocalStack {
     mkdirSync(join(this.#stateDir, "do"), { recursive: true, mode: 0o700 });
     const workerPath = join(this.#stateDir, "worker.js");
     this.#replicaScript = join(root, "dist/replica.mjs");
-    const [bundle] = await Promise.all([bundleWorker(workerPath, functionsDir), bundleReplica(this.#replicaScript)]);
+    const [bundle] = await Promise.all([bundleWorker(workerPath, functionsDir, this.#o.bundlePlugins), bundleReplica(this.#replicaScript)]);
 
     const isolates = this.#o.edgeIsolates ?? 1;
     if (!Number.isInteger(isolates) || isolates < 1) throw new Error(`edgeIsolates must be a positive integer (got ${isolates})`);
