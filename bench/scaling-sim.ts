@@ -32,7 +32,8 @@ import { RELAYED_SNAPSHOT_TTL_MS } from "../src/proxy/snapshot-cache.ts";
 import { BUSY_CHANGE_REPORT_DELAY_MS, DEFAULT_REPORT_INTERVAL_MS } from "../src/replica/report-cadence.ts";
 import { VIEW_MAX_REPLICAS } from "../src/state/bounded-view.ts";
 import { RELAY_KEY_SET_TTL_MS, RELAY_MAX_REPLICAS, RELAY_RATE_SYNC_INTERVAL_MS, RELAY_TTL_MS } from "../src/state/relay-cadence.ts";
-import { MAX_ROUTING_SHARDS, SHARD_LOAD_INTERVAL_MS } from "../src/state/routing-shards.ts";
+import { MAX_ROUTING_SHARDS } from "../src/protocol/limits.ts";
+import { SHARD_LOAD_INTERVAL_MS } from "../src/state/routing-shards.ts";
 import { FLUSH_INTERVAL_MS } from "../src/telemetry/proxy-metrics.ts";
 import { TELEMETRY_SHARDS } from "../src/telemetry/telemetry-shards.ts";
 

@@ -49,7 +49,7 @@ import {
   type Load,
   type SignedParts,
 } from "../src/protocol/index.ts";
-import { isBusy, reportEntry, type LoadSource } from "../src/replica/edge-client.ts";
+import { isBusy, reportEntry, type LoadSource } from "../src/replica/edge-control.ts";
 import { ReportCadence } from "../src/replica/report-cadence.ts";
 import { KeepAlivePool } from "./state-plane-http.ts";
 

@@ -170,7 +170,7 @@ export async function bundleWorker(outFile = join(root, "dist/worker.js"), dirs?
 /** Bundles the reference replica for Node. */
 export async function bundleReplica(outFile = join(root, "dist/replica.mjs")): Promise<void> {
   await build({
-    entryPoints: [join(root, "src/replica/cli.ts")],
+    entryPoints: [join(root, "src/replica-entry.ts")],
     outfile: outFile,
     bundle: true,
     format: "esm",

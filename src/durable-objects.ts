@@ -7,4 +7,4 @@ export { SnapshotRelay } from "./state/snapshot-relay.ts";
 export { SessionRouter } from "./state/session-router.ts";
 export { AccessKeys } from "./state/access-keys.ts";
 export { RateLimiter } from "./state/rate-limiter.ts";
-export { Telemetry } from "./telemetry/telemetry.ts";
+export { Telemetry } from "./state/telemetry.ts";

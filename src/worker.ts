@@ -12,7 +12,7 @@ export { SnapshotRelay } from "./state/snapshot-relay.ts";
 export { SessionRouter } from "./state/session-router.ts";
 export { AccessKeys } from "./state/access-keys.ts";
 export { RateLimiter } from "./state/rate-limiter.ts";
-export { Telemetry } from "./telemetry/telemetry.ts";
+export { Telemetry } from "./state/telemetry.ts";
 
 // This Worker's bindings, as wrangler.toml declares them (worker-configuration.d.ts), are what
 // the edge reads (src/env.ts): a binding renamed or dropped in one but not the other fails here.

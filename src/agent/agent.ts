@@ -24,7 +24,8 @@
  * docs/agent.md describes it for operators.
  */
 import { MAX_LOAD_COUNT as MAX_COUNT, MAX_REPLICA_MODELS as MAX_MODELS, MODEL_ID, type Load, type ReplicaState } from "../protocol/index.ts";
-import { EdgeClient, type LoadSource } from "../replica/edge-client.ts";
+import { EdgeClient } from "../replica/edge-client.ts";
+import type { LoadSource } from "../replica/edge-control.ts";
 import type { NodeReporter } from "../replica/node-reporter.ts";
 import { engineLoad, isEngineMetricsError, maxLoraAdapters, type EngineLoad, type EngineMetricsError } from "./engine-metrics.ts";
 import { EnginePrefixIndex } from "./engine-prefix-index.ts";

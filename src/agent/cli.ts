@@ -282,7 +282,7 @@ function fail(msg: string): never {
 
 const event = (e: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(e)}\n`);
 
-/** `replica agent ...` (src/replica/cli.ts routes here). Exits the process when the agent is done. */
+/** `replica agent ...` (src/replica-entry.ts routes here). Exits the process when the agent is done. */
 export async function agentMain(argv: string[]): Promise<void> {
   let parsed: AgentArgs | "help";
   try {

@@ -7,7 +7,7 @@ import { z } from "zod";
 import { Backend as BackendUnion } from "../backends/index.ts";
 import { ModelId } from "../backends/model-id.ts";
 import { DEPLOYMENT_NAME } from "../protocol/messages.ts";
-import { MAX_ROUTING_SHARDS } from "../state/routing-shards.ts";
+import { MAX_ROUTING_SHARDS } from "../protocol/limits.ts";
 import { BALANCER_NAMES } from "../policy/balancers/index.ts";
 import { DEFAULT_LOAD_FACTOR, DEFAULT_PREFILL_WEIGHT } from "../policy/prefix-score.ts";
 import { PROMPT_TOKENIZER_NAMES } from "../prompt/tokenizers/index.ts";

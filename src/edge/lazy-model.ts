@@ -2,7 +2,8 @@
  * One model per isolate, created on first use: the first acquire starts the
  * creation, concurrent acquires wait for that same creation, later ones get the
  * model at once. A failed creation is not kept: the next acquire tries again.
- * Pure (no onnxruntime import), so it is tested in Node.
+ * Pure (no onnxruntime import), so it is tested in Node. Also the isolate's
+ * registry of such models by id (runtime.ts registers; the request path serves).
  */
 import type { InferenceModel } from "../models/model.ts";
 
@@ -41,4 +42,16 @@ export function lazyModel(create: () => Promise<InferenceModel>): EdgeModelHost 
       return { model: await creating, hit: false };
     },
   };
+}
+
+const hosts = new Map<string, EdgeModelHost>();
+
+/** Makes a model servable at the edge in this isolate (src/edge/runtime.ts; tests). */
+export function provideEdgeModel(id: string, host: EdgeModelHost): void {
+  hosts.set(id, host);
+}
+
+/** The model registered under `id` in this isolate, if any. */
+export function edgeModelHost(id: string): EdgeModelHost | undefined {
+  return hosts.get(id);
 }

@@ -15,7 +15,7 @@
 import { edgeModel, edgeModelIds } from "./catalog.ts";
 import { lazyModel } from "./lazy-model.ts";
 import { workerdOnnxRuntime } from "./ort-workerd.ts";
-import { provideEdgeModel } from "./serve.ts";
+import { provideEdgeModel } from "./lazy-model.ts";
 
 /** The weights of a model: a dynamic import of its `.onnx` Data module. */
 export type WeightsLoader = () => Promise<{ default: ArrayBuffer }>;

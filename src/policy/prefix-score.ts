@@ -18,7 +18,7 @@
  * or in this isolate's own recent dispatches to it (they cover the second or two before
  * the replica's next report reaches the view).
  */
-import { rendezvousWeight } from "./rendezvous.ts";
+import { rendezvousWeight } from "../protocol/hashing.ts";
 import { fullness, type ReplicaChoice } from "./pick-replica.ts";
 import type { BlockKey } from "../prefix/block-keys.ts";
 

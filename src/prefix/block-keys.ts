@@ -21,10 +21,10 @@
  * Pure: no I/O, no Node or Workers APIs.
  */
 
-import { mix } from "../policy/rendezvous.ts";
+import { BLOCK_TOKENS } from "../protocol/limits.ts";
+import { mix } from "../protocol/hashing.ts";
 
-/** Tokens per KV block (vLLM's default block_size). */
-export const BLOCK_TOKENS = 16;
+export { BLOCK_TOKENS };
 
 /** A block key: 16 lowercase hex digits (64 bits, lane 1 then lane 2). */
 export type BlockKey = string;

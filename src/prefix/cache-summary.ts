@@ -16,10 +16,12 @@
  *
  * Pure: no I/O. base64 through btoa/atob, which Workers and Node both have.
  */
+import { MAX_CACHE_SUMMARY_FILTER_BYTES, type CacheSummaryWire } from "../protocol/index.ts";
 import { keyLanes, type BlockKey } from "./block-keys.ts";
 
-/** Largest filter, bytes before base64 (~14.7 KiB on the wire: a report stays under 16 KiB). */
-export const SUMMARY_MAX_FILTER_BYTES = 11 * 1024;
+export type { CacheSummaryWire };
+/** Largest filter, bytes before base64: the protocol's limit. */
+export const SUMMARY_MAX_FILTER_BYTES = MAX_CACHE_SUMMARY_FILTER_BYTES;
 /** Fewer bits per key than this and false positives pass ~2 %: the summary drops the least recently used keys instead. */
 export const SUMMARY_MIN_BITS_PER_KEY = 8;
 /** Bits per key when the filter has room (≈0.8 % false positives at k = 7). */
@@ -29,19 +31,6 @@ export const SUMMARY_MIN_FILTER_BYTES = 64;
 /** Most hash functions. */
 export const SUMMARY_MAX_HASHES = 16;
 
-/** The summary as it travels (JSON inside a report, a snapshot, a relayed view). */
-export interface CacheSummaryWire {
-  /** Format version. */
-  v: 1;
-  /** Number of hash functions. */
-  k: number;
-  /** Keys the filter holds. */
-  n: number;
-  /** Tokens per block the keys were made with. */
-  block: number;
-  /** The filter's bits, base64 (length × 8 bits; a multiple of 8 bytes). */
-  bits: string;
-}
 
 function toBase64(bytes: Uint8Array): string {
   let s = "";

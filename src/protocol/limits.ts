@@ -4,6 +4,11 @@
  * what goes beyond them.
  */
 
+/**
+ * Model ids travel in headers and in the comma-separated load header, so they
+ * exclude separators and spaces; Hugging Face style "org/name" and LoRA names fit.
+ */
+export const MODEL_ID = /^[A-Za-z0-9][A-Za-z0-9._:@\/+-]{0,127}$/;
 /** Largest count a load can carry (ongoing, queued, max). */
 export const MAX_LOAD_COUNT = 1_000_000;
 /** Most model ids a replica reports (loaded, and loading): reports, the load header, max_models. */
@@ -16,16 +21,22 @@ export const MAX_REPLICA_MODELS = 1024;
 export const MAX_LOAD_HEADER_BYTES = 8192;
 /** Largest control message body, bytes (register, report, deregister). */
 export const MAX_CONTROL_BODY_BYTES = 64 * 1024;
+/** Most routing shards (Durable Objects) one deployment's replicas spread over (`routing.shards`). */
+export const MAX_ROUTING_SHARDS = 256;
 /** Most replicas one node report carries (one agent per node reports for all its engines). */
 export const MAX_NODE_REPLICAS = 64;
 /** Largest node report body, bytes: up to MAX_NODE_REPLICAS reports in one message. */
 export const MAX_NODE_REPORT_BYTES = 256 * 1024;
 
 /**
+ * Tokens per prefix block: the edge's block keys (src/prefix/block-keys.ts) and an
+ * engine's KV blocks (vLLM --block-size) must use the same size to match.
+ */
+export const BLOCK_TOKENS = 16;
+/**
  * Prefix-cache summaries (src/prefix/cache-summary.ts, a Bloom filter over the
  * block keys a replica holds) ride in reports as `prefix_cache`.
- * Largest filter, bytes before base64: SUMMARY_MAX_FILTER_BYTES of cache-summary.ts
- * (a unit test keeps the two equal).
+ * Largest filter, bytes before base64 (~14.7 KiB on the wire: a report stays under 16 KiB).
  */
 export const MAX_CACHE_SUMMARY_FILTER_BYTES = 11 * 1024;
 /** The filter's base64 length at that size (15,020 characters). */

@@ -12,8 +12,7 @@
  * `ongoing` excludes the request the header is attached to (it is finishing, and
  * the proxy counts its own in-flight requests separately).
  */
-import { MAX_LOAD_COUNT, MAX_LOAD_HEADER_BYTES, MAX_REPLICA_MODELS } from "./limits.ts";
-import { MODEL_ID } from "./messages.ts";
+import { MAX_LOAD_COUNT, MAX_LOAD_HEADER_BYTES, MAX_REPLICA_MODELS, MODEL_ID } from "./limits.ts";
 
 export type ReplicaState = "ready" | "draining";
 

@@ -5,8 +5,7 @@
  */
 import { z } from "zod";
 import { PROTOCOL_VERSION } from "./headers.ts";
-import type { CacheSummaryWire } from "../prefix/cache-summary.ts";
-import {
+import { MODEL_ID,
   MAX_CACHE_SUMMARY_BITS_CHARS,
   MAX_CACHE_SUMMARY_FILTER_BYTES,
   MAX_CACHE_SUMMARY_KEYS,
@@ -31,11 +30,6 @@ const replicaId = z.string().regex(REPLICA_ID, "replica ids are 1-128 of [A-Za-z
  */
 const nodeId = z.string().regex(REPLICA_ID, "node ids are 1-128 of [A-Za-z0-9._:-]");
 const count = z.number().int().min(0).max(MAX_LOAD_COUNT);
-/**
- * Model ids travel in headers and in the comma-separated load header, so they
- * exclude separators and spaces; Hugging Face style "org/name" and LoRA names fit.
- */
-export const MODEL_ID = /^[A-Za-z0-9][A-Za-z0-9._:@\/+-]{0,127}$/;
 const modelId = z.string().regex(MODEL_ID, "model ids are 1-128 of [A-Za-z0-9._:@/+-], starting with a letter or digit");
 
 const replicaUrl = z
@@ -86,6 +80,20 @@ const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$
 /** Bytes a padded base64 string decodes to. */
 function base64Bytes(text: string): number {
   return (text.length / 4) * 3 - (text.endsWith("==") ? 2 : text.endsWith("=") ? 1 : 0);
+}
+
+/** A prefix-cache summary as it travels (JSON inside a report, a snapshot, a relayed view). */
+export interface CacheSummaryWire {
+  /** Format version. */
+  v: 1;
+  /** Number of hash functions. */
+  k: number;
+  /** Keys the filter holds. */
+  n: number;
+  /** Tokens per block the keys were made with. */
+  block: number;
+  /** The filter's bits, base64 (length × 8 bits; a multiple of 8 bytes). */
+  bits: string;
 }
 
 /**

@@ -7,7 +7,10 @@
 import { Hono, type MiddlewareHandler } from "hono";
 import { z } from "zod";
 import type { Deployment } from "../config/deployment.ts";
-import { keysFor, relayFor, sessionStatsFor, type Env } from "../env.ts";
+import type { Env } from "../env.ts";
+import { keysFor } from "../state/access-keys.ts";
+import { relayFor } from "../state/snapshot-relay.ts";
+import { sessionStatsFor } from "../state/session-router.ts";
 import { autoscaleStatus, mergedSnapshot, planeStats, requestDrain, restartShards } from "../state/routing-plane.ts";
 import { errorResponse, type RoutingSnapshot } from "../protocol/index.ts";
 import { adminRefusal } from "./auth.ts";

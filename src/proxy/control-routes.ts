@@ -24,7 +24,8 @@
 import { Hono, type Context } from "hono";
 import type { z } from "zod";
 import type { Deployment } from "../config/deployment.ts";
-import { routerFor, type Env } from "../env.ts";
+import type { Env } from "../env.ts";
+import { routerFor } from "../state/deployment-router.ts";
 import { shardOfReplica } from "../state/routing-plane.ts";
 import { checkReplicaUrl } from "../policy/replica-url.ts";
 import { requestIdFor } from "./headers.ts";

@@ -6,13 +6,17 @@
  */
 import { DEFAULT_PREFIX_POLICY, type Deployment } from "../config/deployment.ts";
 import { servedDeployment } from "../config/served.ts";
-import { keysFor, rateLimiterFor, relayFor, sessionRouterFor, type Env } from "../env.ts";
+import type { Env } from "../env.ts";
+import { keysFor } from "../state/access-keys.ts";
+import { rateLimiterFor } from "../state/rate-limiter.ts";
+import { relayFor } from "../state/snapshot-relay.ts";
+import { sessionRouterFor } from "../state/session-router.ts";
 import type { RoutingSnapshot } from "../protocol/index.ts";
 import { createBalancer, type ActiveBalancer } from "../policy/balancers/index.ts";
 import { mergedSnapshot } from "../state/routing-plane.ts";
 import { VIEW_SUMMARY_BYTES } from "../state/summary-delta.ts";
 import { ProxyMetrics } from "../telemetry/proxy-metrics.ts";
-import { sendFlush } from "../telemetry/telemetry-plane.ts";
+import { sendFlush } from "../state/telemetry.ts";
 import { ApiKeyCache, KEY_SET_TTL_MS, RELAYED_KEY_SET_TTL_MS } from "./api-keys.ts";
 import type { DispatchSigner } from "./dispatch.ts";
 import { dispatchSignature } from "./replica-keys.ts";

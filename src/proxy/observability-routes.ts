@@ -6,13 +6,15 @@
  */
 import { Hono } from "hono";
 import type { Deployment } from "../config/deployment.ts";
-import { sessionStatsFor, telemetryFor, type Env } from "../env.ts";
+import type { Env } from "../env.ts";
+import { sessionStatsFor } from "../state/session-router.ts";
+import { telemetryFor } from "../state/telemetry.ts";
 import { autoscaleStatus, mergedSnapshot } from "../state/routing-plane.ts";
 import { errorResponse } from "../protocol/index.ts";
 import { renderPrometheus, type DeploymentMetrics } from "../telemetry/prometheus.ts";
-import { fleetTelemetry, restartTelemetry } from "../telemetry/telemetry-plane.ts";
+import { fleetTelemetry, restartTelemetry } from "../state/telemetry.ts";
 import { TELEMETRY_SHARDS } from "../telemetry/telemetry-shards.ts";
-import { DASHBOARD_PROTOCOL } from "../telemetry/telemetry.ts";
+import { DASHBOARD_PROTOCOL } from "../state/telemetry.ts";
 import { adminRefusal, bearerMatches } from "./auth.ts";
 
 function secretFromSubprotocols(header: string | undefined): string | null {

@@ -4,7 +4,7 @@
  * keys, the pending cap, then dispatch. Each refusal is a JSON error.
  */
 import type { Deployment } from "../config/deployment.ts";
-import { serveAtEdge } from "../edge/serve.ts";
+import { serveAtEdge } from "./edge-model.ts";
 import { errorResponse } from "../protocol/index.ts";
 import { keyRefusal } from "./api-keys.ts";
 import { dispatch, type DispatchContext, type DispatchTrace } from "./dispatch.ts";

@@ -32,7 +32,7 @@
  * from the objects and the cache as before.
  */
 import { fullness } from "../policy/pick-replica.ts";
-import { rendezvousWeight } from "../policy/rendezvous.ts";
+import { rendezvousWeight } from "../protocol/hashing.ts";
 import { fullBucket, takeToken, type TokenBucket } from "../policy/token-bucket.ts";
 import type { Deployment } from "../config/deployment.ts";
 import type { ReplicaEntry } from "./routing-view.ts";

@@ -84,7 +84,8 @@ function fail(msg: string): never {
   process.exit(2);
 }
 
-async function main(): Promise<void> {
+/** The reference replica process (src/replica-entry.ts runs it): serves until SIGTERM drains it. */
+export async function replicaMain(): Promise<void> {
   let args;
   try {
     args = parseArgs({
@@ -290,10 +291,3 @@ async function main(): Promise<void> {
   await edge.start();
   process.stdout.write(`${JSON.stringify({ event: "registered", replica_id: replicaId })}\n`);
 }
-
-// `replica agent ...` fronts an external engine (vLLM, SGLang) instead of serving one.
-const entry = process.argv[2] === "agent" ? import("../agent/cli.ts").then((m) => m.agentMain(process.argv.slice(3))) : main();
-entry.catch((err: unknown) => {
-  process.stderr.write(`replica failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-  process.exit(1);
-});

@@ -21,7 +21,7 @@ import {
   type NodeReportEntry,
   type NodeReportMessage,
 } from "../protocol/index.ts";
-import { isBusy, postControl, refusesSummaries, reportEntry, type LoadSource } from "./edge-client.ts";
+import { isBusy, postControl, refusesSummaries, reportEntry, type LoadSource } from "./edge-control.ts";
 import { ReportCadence } from "./report-cadence.ts";
 import type { SummaryCadence, SummaryField } from "./summary-cadence.ts";
 

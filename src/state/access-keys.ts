@@ -6,7 +6,6 @@
  * call per request, and a revoked key stops working everywhere within that TTL.
  */
 import { DurableObject } from "cloudflare:workers";
-import type { Env } from "../env.ts";
 import { hashApiKey, newApiKey } from "./api-key-format.ts";
 
 export interface ApiKeyInfo {
@@ -32,8 +31,18 @@ interface Row {
   [column: string]: SqlStorageValue;
 }
 
-export class AccessKeys extends DurableObject<Env> {
-  constructor(ctx: DurableObjectState, env: Env) {
+/** The binding of the AccessKeys objects (wrangler.toml: KEYS). */
+export interface KeysBinding {
+  KEYS: DurableObjectNamespace<AccessKeys>;
+}
+
+/** The AccessKeys object of a deployment. */
+export function keysFor(env: KeysBinding, deployment: string): DurableObjectStub<AccessKeys> {
+  return env.KEYS.get(env.KEYS.idFromName(deployment));
+}
+
+export class AccessKeys extends DurableObject<KeysBinding> {
+  constructor(ctx: DurableObjectState, env: KeysBinding) {
     super(ctx, env);
     ctx.storage.sql.exec(`CREATE TABLE IF NOT EXISTS keys (
       id TEXT PRIMARY KEY, name TEXT NOT NULL, hash TEXT NOT NULL UNIQUE, prefix TEXT NOT NULL,

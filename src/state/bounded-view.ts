@@ -9,7 +9,7 @@
  * fleet as a whole still spreads over every replica. Pure.
  */
 import type { ReplicaView, RoutingSnapshot } from "../protocol/index.ts";
-import { fnv1a, mix } from "../policy/rendezvous.ts";
+import { fnv1a, mix } from "../protocol/hashing.ts";
 
 /** Most replicas one isolate's view holds. */
 export const VIEW_MAX_REPLICAS = 1024;

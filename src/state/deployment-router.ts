@@ -8,13 +8,12 @@
  */
 import { DurableObject } from "cloudflare:workers";
 import type { ControlAck, DeregisterMessage, NodeReportAck, NodeReportMessage, RegisterMessage, ReportMessage, RoutingSnapshot, SummaryAsk } from "../protocol/index.ts";
-import { routerFor, type Env } from "../env.ts";
 import { servedDeployment } from "../config/served.ts";
 import { Autoscaler, shouldAnnounce, type AutoscaleDecision } from "../policy/autoscale.ts";
 import { Membership, NonceGuard, REPORT_INTERVAL_MS, type ReportOutcome } from "./membership.ts";
 import { boundedView } from "./bounded-view.ts";
 import { decodeDigests, summaryDelta } from "./summary-delta.ts";
-import { AUTOSCALE_SAMPLE_MS, SHARD_LOAD_INTERVAL_MS, fleetLoad, type ShardLoad } from "./routing-shards.ts";
+import { AUTOSCALE_SAMPLE_MS, SHARD_LOAD_INTERVAL_MS, fleetLoad, routingShardName, type ShardLoad } from "./routing-shards.ts";
 
 /** How often the alarm sweeps silent members while there are any. */
 const SWEEP_INTERVAL_MS = 5_000;
@@ -63,7 +62,17 @@ export interface AutoscaleStatus extends AutoscaleDecision {
 }
 
 
-export class DeploymentRouter extends DurableObject<Env> {
+/** The binding of the routing objects (wrangler.toml: ROUTER). */
+export interface RouterBinding {
+  ROUTER: DurableObjectNamespace<DeploymentRouter>;
+}
+
+/** A routing Durable Object of a deployment: shard 0 (the deployment's own name) unless `shard` is given. */
+export function routerFor(env: RouterBinding, deployment: string, shard = 0): DurableObjectStub<DeploymentRouter> {
+  return env.ROUTER.get(env.ROUTER.idFromName(routingShardName(deployment, shard)));
+}
+
+export class DeploymentRouter extends DurableObject<RouterBinding> {
   readonly #membership = new Membership();
   readonly #nonces = new NonceGuard();
   readonly #startedAt = Date.now();
@@ -84,7 +93,7 @@ export class DeploymentRouter extends DurableObject<Env> {
   /** Replicas an operator asked to drain (memory: a restart forgets it; the operator asks again). */
   readonly #drainRequested = new Set<string>();
 
-  constructor(ctx: DurableObjectState, env: Env) {
+  constructor(ctx: DurableObjectState, env: RouterBinding) {
     super(ctx, env);
     const sql = ctx.storage.sql;
     sql.exec(`CREATE TABLE IF NOT EXISTS replicas (

@@ -8,11 +8,20 @@
  * full (one burst of extra allowance), which is why nothing here is written.
  */
 import { DurableObject } from "cloudflare:workers";
-import type { Env } from "../env.ts";
 import { chargeUse, type RateRemaining, type RateUse } from "../policy/rate-limit-sync.ts";
 import { fullBucket, type BucketLimits, type TokenBucket } from "../policy/token-bucket.ts";
 
-export class RateLimiter extends DurableObject<Env> {
+/** The binding of the RateLimiter objects (wrangler.toml: RATE_LIMITS). */
+export interface RateLimitsBinding {
+  RATE_LIMITS: DurableObjectNamespace<RateLimiter>;
+}
+
+/** A RateLimiter shard of a deployment. */
+export function rateLimiterFor(env: RateLimitsBinding, deployment: string, shard: number): DurableObjectStub<RateLimiter> {
+  return env.RATE_LIMITS.get(env.RATE_LIMITS.idFromName(`${deployment}/ratelimit/${shard}`));
+}
+
+export class RateLimiter extends DurableObject<RateLimitsBinding> {
   readonly #buckets = new Map<string, TokenBucket>();
 
   sync(limits: BucketLimits, uses: RateUse[]): RateRemaining[] {

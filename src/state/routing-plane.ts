@@ -5,7 +5,7 @@
  * are in routing-shards.ts; this is the I/O around them.
  */
 import type { Deployment } from "../config/deployment.ts";
-import { routerFor, type Env } from "../env.ts";
+import { routerFor, type RouterBinding } from "./deployment-router.ts";
 import type { RoutingSnapshot, SummaryAsk } from "../protocol/index.ts";
 import type { AutoscaleStatus, RouterStats, ShardSample } from "./deployment-router.ts";
 import { mergeSnapshots, shardOfNode } from "./routing-shards.ts";
@@ -22,7 +22,7 @@ export function shardOfReplica(d: Deployment, replicaId: string, node: string | 
  * With `summaries`, each shard sends the prefix-cache summaries the asker lacks,
  * within its share of the byte budget; without, digests only.
  */
-export async function mergedSnapshot(env: Env, deployment: string, shards: number, sample?: ShardSample, summaries?: SummaryAsk): Promise<RoutingSnapshot> {
+export async function mergedSnapshot(env: RouterBinding, deployment: string, shards: number, sample?: ShardSample, summaries?: SummaryAsk): Promise<RoutingSnapshot> {
   if (shards === 1) return routerFor(env, deployment).snapshot(sample, summaries);
   const share = summaries && { have: summaries.have, maxBytes: Math.floor(summaries.maxBytes / shards) };
   const parts = await Promise.all(Array.from({ length: shards }, (_, k) => routerFor(env, deployment, k).snapshot(sample, share)));
@@ -35,7 +35,7 @@ export interface PlaneStats extends RouterStats {
 }
 
 /** The shards' counters, summed, with each shard's own. */
-export async function planeStats(env: Env, d: Deployment): Promise<PlaneStats> {
+export async function planeStats(env: RouterBinding, d: Deployment): Promise<PlaneStats> {
   const shards = await Promise.all(Array.from({ length: d.routing.shards }, (_, k) => routerFor(env, d.name, k).stats()));
   const sum: PlaneStats = { deployment: d.name, snapshotCalls: 0, reports: 0, nodeReports: 0, registrations: 0, members: 0, fresh: 0, replays: 0, calls: 0, summaries: 0, summaryReports: 0, shards };
   for (const s of shards) {
@@ -54,17 +54,17 @@ export async function planeStats(env: Env, d: Deployment): Promise<PlaneStats> {
 }
 
 /** Asks the replica to drain, in whichever shard holds it; false when none does. */
-export async function requestDrain(env: Env, d: Deployment, replicaId: string): Promise<boolean> {
+export async function requestDrain(env: RouterBinding, d: Deployment, replicaId: string): Promise<boolean> {
   const found = await Promise.all(Array.from({ length: d.routing.shards }, (_, k) => routerFor(env, d.name, k).requestDrain(replicaId)));
   return found.some(Boolean);
 }
 
 /** The autoscaling signal, decided by the leader (shard 0) over every shard's load. */
-export function autoscaleStatus(env: Env, d: Deployment): Promise<AutoscaleStatus> {
+export function autoscaleStatus(env: RouterBinding, d: Deployment): Promise<AutoscaleStatus> {
   return routerFor(env, d.name).autoscale();
 }
 
 /** Restarts every shard (memory lost, SQLite kept); the calls themselves fail. */
-export async function restartShards(env: Env, d: Deployment): Promise<void> {
+export async function restartShards(env: RouterBinding, d: Deployment): Promise<void> {
   await Promise.all(Array.from({ length: d.routing.shards }, (_, k) => routerFor(env, d.name, k).restart().catch(() => undefined)));
 }

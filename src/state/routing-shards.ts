@@ -7,10 +7,8 @@
  * only has to handle the moment a replica moves (the shard count changed).
  */
 import type { ReplicaView, RoutingSnapshot } from "../protocol/index.ts";
-import { rendezvousWeight } from "../policy/rendezvous.ts";
+import { rendezvousWeight } from "../protocol/hashing.ts";
 
-/** Most routing shards a deployment may have. */
-export const MAX_ROUTING_SHARDS = 256;
 
 /**
  * The routing object of shard `shard`. Shard 0 keeps the deployment's own name,

@@ -8,7 +8,7 @@
  * than half of the TTL is left, which bounds writes to about two per binding per
  * TTL instead of one per resolve.
  */
-import { fnv1a } from "../policy/rendezvous.ts";
+import { fnv1a } from "../protocol/hashing.ts";
 
 export interface StoredBinding {
   replica: string;

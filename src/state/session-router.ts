@@ -6,8 +6,7 @@
  * is in use (they cache bindings), never once per request.
  */
 import { DurableObject } from "cloudflare:workers";
-import type { Env } from "../env.ts";
-import { rebindBinding, resolveBinding, type BindingDecision, type StoredBinding } from "./session-binding.ts";
+import { rebindBinding, resolveBinding, sessionObjectName, sessionShardName, type BindingDecision, type StoredBinding } from "./session-binding.ts";
 
 /** Expired bindings are swept this often while any exist. */
 const SWEEP_INTERVAL_MS = 60_000;
@@ -23,13 +22,31 @@ export interface SessionRouterStats {
   writes: number;
 }
 
-export class SessionRouter extends DurableObject<Env> {
+/** The binding of the SessionRouter objects (wrangler.toml: SESSIONS). */
+export interface SessionsBinding {
+  SESSIONS: DurableObjectNamespace<SessionRouter>;
+}
+
+/** The SessionRouter shard holding a session's binding. */
+export function sessionRouterFor(env: SessionsBinding, deployment: string, session: string, shards: number): DurableObjectStub<SessionRouter> {
+  return env.SESSIONS.get(env.SESSIONS.idFromName(sessionObjectName(deployment, session, shards)));
+}
+
+/** A deployment's session counters, summed over its SessionRouter shards (admin and metrics; calls every shard). */
+export async function sessionStatsFor(env: SessionsBinding, deployment: string, shards: number): Promise<SessionRouterStats> {
+  const all = await Promise.all(Array.from({ length: shards }, (_, i) => env.SESSIONS.get(env.SESSIONS.idFromName(sessionShardName(deployment, i))).stats()));
+  const sum: SessionRouterStats = { bindings: 0, resolves: 0, rebinds: 0, writes: 0 };
+  for (const s of all) for (const k of Object.keys(sum) as (keyof SessionRouterStats)[]) sum[k] += s[k];
+  return sum;
+}
+
+export class SessionRouter extends DurableObject<SessionsBinding> {
   #resolves = 0;
   #rebinds = 0;
   #writes = 0;
   #sweepArmed = false;
 
-  constructor(ctx: DurableObjectState, env: Env) {
+  constructor(ctx: DurableObjectState, env: SessionsBinding) {
     super(ctx, env);
     ctx.storage.sql.exec(`CREATE TABLE IF NOT EXISTS sessions (
       id TEXT PRIMARY KEY, replica TEXT NOT NULL, expires_at INTEGER NOT NULL)`);

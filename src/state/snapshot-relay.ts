@@ -13,7 +13,9 @@
  * location's other isolates with their next view (dispatch-board.ts).
  */
 import { DurableObject } from "cloudflare:workers";
-import { keysFor, rateLimiterFor, type Env } from "../env.ts";
+import { keysFor, type KeysBinding } from "./access-keys.ts";
+import type { RouterBinding } from "./deployment-router.ts";
+import { rateLimiterFor, type RateLimitsBinding } from "./rate-limiter.ts";
 import { RelayDispatchPost, type RoutingSnapshot } from "../protocol/index.ts";
 import { RateRelayLedger } from "../policy/rate-limit-relay.ts";
 import type { RateRemaining, RateUse } from "../policy/rate-limit-sync.ts";
@@ -50,7 +52,20 @@ export interface RelayStats {
   dispatchPostsRefused: number;
 }
 
-export class SnapshotRelay extends DurableObject<Env> {
+/** The binding of the snapshot relays (wrangler.toml: RELAYS). */
+export interface RelaysBinding {
+  RELAYS: DurableObjectNamespace<SnapshotRelay>;
+}
+
+/** The snapshot relay of a deployment in one location (`colo`). */
+export function relayFor(env: RelaysBinding, deployment: string, location: string): DurableObjectStub<SnapshotRelay> {
+  return env.RELAYS.get(env.RELAYS.idFromName(`${deployment}@${location}`));
+}
+
+/** What a relay calls: the routing shards, the key sets and the rate-limit shards. */
+type RelayEnv = RouterBinding & KeysBinding & RateLimitsBinding;
+
+export class SnapshotRelay extends DurableObject<RelayEnv> {
   #merged: RoutingSnapshot | null = null;
   #fetchedAt = 0;
   #refreshing: Promise<void> | null = null;

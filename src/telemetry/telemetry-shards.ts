@@ -6,7 +6,7 @@
  * is counted twice, and no shard needs to know the others).
  */
 import { mergeHistogram } from "./histogram.ts";
-import { fnv1a, mix } from "../policy/rendezvous.ts";
+import { fnv1a, mix } from "../protocol/hashing.ts";
 import { addTokens, emptyDelta } from "./proxy-metrics.ts";
 import type { DeploymentTotals } from "./types.ts";
 import { emptyWindow, type WindowCounts } from "./windows.ts";

@@ -12,7 +12,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, sleep, startStack, until } from "./stack-fixture.ts";
 
-const CLI = fileURLToPath(new URL("../../src/replica/cli.ts", import.meta.url));
+const CLI = fileURLToPath(new URL("../../src/replica-entry.ts", import.meta.url));
 const AGENT_ID = "chat-keyed-1";
 const K1 = "engine-key-one-0123456789";
 const K2 = "engine-key-two-9876543210";

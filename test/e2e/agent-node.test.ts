@@ -14,7 +14,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, startStack, until } from "./stack-fixture.ts";
 
-const CLI = fileURLToPath(new URL("../../src/replica/cli.ts", import.meta.url));
+const CLI = fileURLToPath(new URL("../../src/replica-entry.ts", import.meta.url));
 const NODE = "gpu-7";
 const IDS = ["chat-g7-0", "chat-g7-1"] as const;
 

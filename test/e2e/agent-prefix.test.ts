@@ -15,7 +15,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, startStack, until } from "./stack-fixture.ts";
 
-const CLI = fileURLToPath(new URL("../../src/replica/cli.ts", import.meta.url));
+const CLI = fileURLToPath(new URL("../../src/replica-entry.ts", import.meta.url));
 const PUBLISHER = fileURLToPath(new URL("./fixtures/kv-events-publisher.ts", import.meta.url));
 const NODE = "gpu-9";
 const IDS = ["chat-g9-0", "chat-g9-1"] as const;

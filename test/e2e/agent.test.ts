@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, startStack, until } from "./stack-fixture.ts";
 
-const CLI = fileURLToPath(new URL("../../src/replica/cli.ts", import.meta.url));
+const CLI = fileURLToPath(new URL("../../src/replica-entry.ts", import.meta.url));
 const AGENT_ID = "chat-agent-1";
 
 let stack: Awaited<ReturnType<typeof startStack>>;

@@ -35,7 +35,7 @@ const payloads = new Map<bigint, Buffer>();
 beforeAll(async () => {
   child = spawn(
     process.execPath,
-    ["--import", "tsx", "src/replica/cli.ts", "--backend", "llm", "--model", "tiny-lm", "--standalone", "--deployment", "llm", "--port", "0",
+    ["--import", "tsx", "src/replica-entry.ts", "--backend", "llm", "--model", "tiny-lm", "--standalone", "--deployment", "llm", "--port", "0",
       "--kv-blocks", String(KV_BLOCKS), "--prefill-token-us", "200", "--max-ongoing", "4",
       "--kv-events-endpoint", "tcp://127.0.0.1:0", "--kv-events-replay-endpoint", "tcp://127.0.0.1:0", "--kv-events-topic", TOPIC],
     { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, SWITCHYARD_REPLICA_KEY: "" } },

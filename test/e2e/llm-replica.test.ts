@@ -23,7 +23,7 @@ const logs: string[] = [];
 beforeAll(async () => {
   child = spawn(
     process.execPath,
-    ["--import", "tsx", "src/replica/cli.ts", "--backend", "llm", "--model", "tiny-lm", "--standalone", "--deployment", "llm", "--port", "0",
+    ["--import", "tsx", "src/replica-entry.ts", "--backend", "llm", "--model", "tiny-lm", "--standalone", "--deployment", "llm", "--port", "0",
       "--decode-ms", String(DECODE_MS), "--kv-blocks", String(KV_BLOCKS), "--max-ongoing", String(MAX_ONGOING)],
     { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, SWITCHYARD_REPLICA_KEY: "" } },
   );
@@ -315,7 +315,7 @@ describe("tiny-lm on the reference replica", () => {
 describe("the replica CLI's llm flags", () => {
   const runToExit = (args: string[]) =>
     new Promise<{ code: number | null; stderr: string }>((resolve) => {
-      const c = spawn(process.execPath, ["--import", "tsx", "src/replica/cli.ts", "--deployment", "llm", "--standalone", "--port", "0", ...args], { cwd: ROOT, stdio: ["ignore", "ignore", "pipe"] });
+      const c = spawn(process.execPath, ["--import", "tsx", "src/replica-entry.ts", "--deployment", "llm", "--standalone", "--port", "0", ...args], { cwd: ROOT, stdio: ["ignore", "ignore", "pipe"] });
       let stderr = "";
       c.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
       c.once("exit", (code) => resolve({ code, stderr }));

@@ -17,7 +17,7 @@ import { parseAgentArgs, UsageError, type AgentArgs, type EngineArgs } from "../
 import { spawnEngine } from "../../src/agent/engine-process.ts";
 import { waitFor } from "../fixtures/wait.ts";
 
-const CLI = fileURLToPath(new URL("../../src/replica/cli.ts", import.meta.url));
+const CLI = fileURLToPath(new URL("../../src/replica-entry.ts", import.meta.url));
 const KEY = "ab".repeat(32);
 const cleanup: (() => void | Promise<void>)[] = [];
 afterEach(async () => {

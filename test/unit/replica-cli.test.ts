@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { parseLoadHeader } from "../../src/protocol/index.ts";
 import { synthesizeVowel } from "../../src/models/silero-vad.ts";
 
-const CLI = fileURLToPath(new URL("../../src/replica/cli.ts", import.meta.url));
+const CLI = fileURLToPath(new URL("../../src/replica-entry.ts", import.meta.url));
 const children: ChildProcess[] = [];
 afterEach(() => {
   for (const c of children.splice(0)) c.kill("SIGKILL");

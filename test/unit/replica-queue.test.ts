@@ -199,7 +199,7 @@ describe("ReplicaServer's /-/healthz (what HAProxy's check and orchestrators' pr
 });
 
 describe("replica CLI --max-queued", () => {
-  const CLI = fileURLToPath(new URL("../../src/replica/cli.ts", import.meta.url));
+  const CLI = fileURLToPath(new URL("../../src/replica-entry.ts", import.meta.url));
   const spawnCli = (args: string[]): ChildProcess => {
     const child = spawn(process.execPath, ["--import", "tsx", CLI, "--deployment", "q", "--standalone", "--port", "0", "--backend", "text", ...args], {
       stdio: ["ignore", "pipe", "pipe"],

@@ -185,7 +185,7 @@ describe("NonceGuard (the routing object's replay memory)", () => {
 });
 
 describe("replica CLI --print-key", () => {
-  const CLI = fileURLToPath(new URL("../../src/replica/cli.ts", import.meta.url));
+  const CLI = fileURLToPath(new URL("../../src/replica-entry.ts", import.meta.url));
   const run = (args: string[], env: Record<string, string>) =>
     new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
       const child = spawn(process.execPath, ["--import", "tsx", CLI, ...args], {

@@ -3,7 +3,7 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { sessionRouterFor } from "../../src/env.ts";
+import { sessionRouterFor } from "../../src/state/session-router.ts";
 import { sessionObjectName } from "../../src/state/session-binding.ts";
 import type { SessionRouter } from "../../src/state/session-router.ts";
 

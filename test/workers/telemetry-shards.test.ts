@@ -5,10 +5,10 @@
 // not depend on what else flushed in this runtime.
 import { env, exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { telemetryShardFor } from "../../src/env.ts";
+import { telemetryShardFor } from "../../src/state/telemetry.ts";
 import { IsolateState } from "../../src/proxy/isolate-state.ts";
 import { parsePrometheusText } from "../../src/telemetry/prometheus-parse.ts";
-import { sendFlush } from "../../src/telemetry/telemetry-plane.ts";
+import { sendFlush } from "../../src/state/telemetry.ts";
 import { TELEMETRY_SHARDS, telemetryShardOf } from "../../src/telemetry/telemetry-shards.ts";
 import type { DashboardFrame, DeploymentDelta, TelemetryFlush } from "../../src/telemetry/types.ts";
 import { histogramOf } from "../fixtures/telemetry.ts";

@@ -1,6 +1,6 @@
 /**
  * `switchyard replica [REPLICA OPTIONS]`: runs the reference replica
- * (src/replica/cli.ts) as a child process with these options, forwards SIGTERM,
+ * (src/replica-entry.ts) as a child process with these options, forwards SIGTERM,
  * SIGINT and SIGHUP to it (the replica drains on the first two) and exits with
  * its exit status (128 + the signal's number when a signal ended it).
  */
@@ -10,7 +10,7 @@ import { createRequire } from "node:module";
 import { constants } from "node:os";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
-const REPLICA_CLI = fileURLToPath(new URL("../../replica/cli.ts", import.meta.url));
+const REPLICA_CLI = fileURLToPath(new URL("../../replica-entry.ts", import.meta.url));
 // Bundled (dist/cli.mjs, scripts/build.ts) this module's URL is dist/cli.mjs: the replica's bundle is beside it.
 const REPLICA_BUNDLE = fileURLToPath(new URL("./replica.mjs", import.meta.url));
 

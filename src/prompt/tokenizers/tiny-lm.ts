@@ -6,7 +6,7 @@
  */
 import { chatPrompt } from "../tiny-lm-chat-template.ts";
 import { encode } from "../tiny-lm-tokenizer.ts";
-import { BLOCK_TOKENS } from "../../prefix/block-keys.ts";
+import { BLOCK_TOKENS } from "../../protocol/limits.ts";
 import { definePromptTokenizer, headOf } from "./tokenizer.ts";
 
 // The tokens of a text's first n characters are a prefix of the text's tokens (each character maps on its own), so

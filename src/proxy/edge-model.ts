@@ -9,27 +9,20 @@
  * `x-request-id`, `x-switchyard-model` and `x-switchyard-model-cache` (miss when the
  * request waited for the model's creation in this isolate).
  *
- * This file imports no ONNX runtime: models are provided by src/edge/runtime.ts,
+ * This file imports no ONNX runtime: models are registered by src/edge/runtime.ts,
  * which the build pulls into the Worker only when a deployment uses kind "edge"
  * (scripts/build.ts), so other Workers keep a small bundle.
  */
-import { bodyRefusal, checkDeclaredLength, clientOf, readBoundedBody, uploadPaceOf } from "../proxy/request-body.ts";
+import { bodyRefusal, checkDeclaredLength, clientOf, readBoundedBody, uploadPaceOf } from "./request-body.ts";
 import type { Deployment } from "../config/deployment.ts";
 import { errorBody, errorResponse, Header, MODEL_ID } from "../protocol/index.ts";
 import { MAX_MODEL_INPUT_BYTES, ModelInputError, UnknownModelError } from "../models/model.ts";
-import type { EdgeModelHost } from "./lazy-model.ts";
+import { edgeModelHost } from "../edge/lazy-model.ts";
 
 /** The value of `x-switchyard-replica` on answers computed at the edge. */
 export const EDGE_REPLICA_ID = "edge";
 
 export { MAX_MODEL_INPUT_BYTES };
-
-const hosts = new Map<string, EdgeModelHost>();
-
-/** Makes a model servable at the edge in this isolate (src/edge/runtime.ts; tests). */
-export function provideEdgeModel(id: string, host: EdgeModelHost): void {
-  hosts.set(id, host);
-}
 
 export interface EdgeServeContext {
   deployment: Deployment;
@@ -76,7 +69,7 @@ export async function serveAtEdge(req: Request, ctx: EdgeServeContext): Promise<
     const err = new UnknownModelError(id, [served]);
     return json(404, errorBody("model_not_found", err.message, { details: { model: id, known: err.known } }), base);
   }
-  const host = hosts.get(served);
+  const host = edgeModelHost(served);
   if (!host) {
     return errorResponse("internal_error", `this Worker was built without the edge runtime for model "${served}" (build it with scripts/build.ts)`, { requestId });
   }

@@ -15,12 +15,11 @@
  */
 import { DurableObject } from "cloudflare:workers";
 import { servedDeployments } from "../config/served.ts";
-import type { Env } from "../env.ts";
-import { autoscaleStatus, mergedSnapshot } from "../state/routing-plane.ts";
-import { fleetTelemetry } from "./telemetry-plane.ts";
-import type { ShardReport } from "./telemetry-shards.ts";
-import type { DashboardFrame, DeploymentFrame, DeploymentTotals, TelemetryFlush } from "./types.ts";
-import { TelemetryWindows, seriesOf } from "./windows.ts";
+import { TELEMETRY_SHARDS, mergeReports, telemetryShardName, telemetryShardOf, type ShardReport } from "../telemetry/telemetry-shards.ts";
+import type { DashboardFrame, DeploymentFrame, DeploymentTotals, TelemetryFlush } from "../telemetry/types.ts";
+import { TelemetryWindows, seriesOf } from "../telemetry/windows.ts";
+import type { RouterBinding } from "./deployment-router.ts";
+import { autoscaleStatus, mergedSnapshot } from "./routing-plane.ts";
 
 const FRAME_INTERVAL_MS = 1_000;
 /** The subprotocol the dashboard speaks; the server picks it. */
@@ -29,11 +28,57 @@ export const DASHBOARD_PROTOCOL = "switchyard.v1";
 /** The storage key of a shard's persisted totals (every deployment's, one value). */
 const TOTALS_KEY = "totals";
 
-export class Telemetry extends DurableObject<Env> {
+/** The binding of the Telemetry objects (wrangler.toml: TELEMETRY). */
+export interface TelemetryBinding {
+  TELEMETRY: DurableObjectNamespace<Telemetry>;
+}
+
+/** The "global" Telemetry object (the dashboards' frames). */
+export function telemetryFor(env: TelemetryBinding): DurableObjectStub<Telemetry> {
+  return env.TELEMETRY.get(env.TELEMETRY.idFromName("global"));
+}
+
+/** Telemetry shard `k` (0 ≤ k < TELEMETRY_SHARDS): the counters of the isolates that hash to it. */
+export function telemetryShardFor(env: TelemetryBinding, k: number): DurableObjectStub<Telemetry> {
+  return env.TELEMETRY.get(env.TELEMETRY.idFromName(telemetryShardName(k)));
+}
+
+/** Sends an isolate's flush to its shard (the same shard every time for that isolate). */
+export function sendFlush(env: TelemetryBinding, flush: TelemetryFlush): Promise<void> {
+  return telemetryShardFor(env, telemetryShardOf(flush.isolate)).ingest(flush);
+}
+
+/**
+ * The fleet's telemetry for `deployments`: every shard's totals (and windows,
+ * when asked) summed. A shard that does not answer fails the whole read: a
+ * scrape missing a shard would show counters going down, which Prometheus
+ * takes for a reset; a failed scrape is only a gap.
+ */
+export async function fleetTelemetry(env: TelemetryBinding, deployments: string[], withWindows: boolean): Promise<ShardReport> {
+  const reports = await Promise.all(Array.from({ length: TELEMETRY_SHARDS }, (_, k) => telemetryShardFor(env, k).report(deployments, withWindows)));
+  return mergeReports(deployments, reports);
+}
+
+/** Restarts every shard (their in-memory state goes; their persisted totals come back when they load again). */
+export async function restartTelemetry(env: TelemetryBinding): Promise<void> {
+  await Promise.all(
+    Array.from({ length: TELEMETRY_SHARDS }, (_, k) =>
+      telemetryShardFor(env, k)
+        .restart()
+        // The abort rejects the call that caused it: the object is gone, which is what was asked.
+        .catch(() => undefined),
+    ),
+  );
+}
+
+/** What the Telemetry object calls: its own shards and, for the dashboard's frames, the routing shards. */
+type TelemetryEnv = TelemetryBinding & RouterBinding;
+
+export class Telemetry extends DurableObject<TelemetryEnv> {
   /** A shard's counters (empty on the "global" object, which no isolate flushes to). */
   readonly #windows = new TelemetryWindows();
 
-  constructor(ctx: DurableObjectState, env: Env) {
+  constructor(ctx: DurableObjectState, env: TelemetryEnv) {
     super(ctx, env);
     // The totals as this shard last persisted them, before any flush or scrape is served.
     void ctx.blockConcurrencyWhile(async () => {

@@ -3,7 +3,8 @@
  * FNV-1a over UTF-16 code units, finished with murmur3's fmix32 so that keys
  * differing in one character still spread. Used for rendezvous (highest random
  * weight) choices: a session's first replica, a node's routing shard, an
- * isolate's sample of a large view.
+ * isolate's sample of a large view; and under the block keys (src/prefix/) that
+ * the edge and every replica must compute alike. Part of the protocol for that.
  */
 
 /** FNV-1a, 32 bit, continuing from `seed` (the offset basis by default). */
