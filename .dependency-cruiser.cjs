@@ -21,7 +21,7 @@ const LAYERS = [
   ["state", "replica", "dashboard"],
   // The Worker's bindings type; the agent (fronts an engine with the replica's client); the in-Worker model host.
   ["env.ts", "agent", "edge"],
-  // The edge: the request path (serve/) and the routes (control, admin, observability, OpenAI).
+  // The edge: the request path (serve/, below) and the routes (routes/: control, admin, observability, OpenAI) and app.ts.
   ["proxy"],
   // Entries: the Worker, the package's entries, the replica process, the CLIs and the local stack.
   ["worker.ts", "index.ts", "durable-objects.ts", "replica-entry.ts", "cli", "local"],
@@ -49,6 +49,13 @@ module.exports = {
       to: {},
     },
     ...layerRules,
+    {
+      name: "serve-below-routes",
+      comment: "the request path (proxy/serve/) is below the routes and the app that mount it",
+      severity: "error",
+      from: { path: "^src/proxy/serve/" },
+      to: { path: "^src/proxy/(routes/|app\\.ts$)" },
+    },
   ],
   options: {
     // TypeScript 7 has no JavaScript API for dependency-cruiser's default parser; swc parses TypeScript.

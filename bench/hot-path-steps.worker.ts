@@ -2,16 +2,16 @@
  * The Worker of bench/hot-path-steps.ts: `GET /?step=NAME&n=N` runs one step of
  * the proxy's hot path N times and answers. The steps call the proxy's own code
  * (src/proxy/, src/protocol/) with the inputs a plain `GET /hello` gives it;
- * the deadline step mirrors HeadDeadline (src/proxy/dispatch.ts keeps it private).
+ * the deadline step mirrors HeadDeadline (src/proxy/serve/dispatch.ts keeps it private).
  */
 import { Header, PROTOCOL_VERSION, parseLoadHeader } from "../src/protocol/index.ts";
-import { HOP_BY_HOP_HEADERS, readRequestHeaders, requestHeaderBytes, requestIdFor, scrubForClient } from "../src/proxy/headers.ts";
-import { dispatchSignature } from "../src/proxy/replica-keys.ts";
-import { openaiBodyScanner, openaiRouting } from "../src/proxy/openai-request.ts";
-import { requestLogLine } from "../src/proxy/request-log-line.ts";
-import { requestPromptKeys } from "../src/proxy/request-prompt.ts";
+import { HOP_BY_HOP_HEADERS, readRequestHeaders, requestHeaderBytes, requestIdFor, scrubForClient } from "../src/proxy/serve/request.ts";
+import { dispatchSignature } from "../src/proxy/serve/dispatch.ts";
+import { openaiBodyScanner, openaiRouting } from "../src/proxy/routes/openai-request.ts";
+import { requestLogLine } from "../src/proxy/serve/observe.ts";
+import { requestPromptKeys } from "../src/proxy/serve/choose.ts";
 import llm from "../functions/llm.ts";
-import { requestTarget } from "../src/proxy/request-path.ts";
+import { requestTarget } from "../src/proxy/serve/request.ts";
 import { ProxyMetrics } from "../src/telemetry/proxy-metrics.ts";
 
 /** What the copy-and-delete dispatch headers (before 2026-12-03) deleted: hop-by-hop, host, the protocol's own. */
@@ -97,7 +97,7 @@ const steps: Record<string, Step> = {
     out.set(Header.requestId, "0b7c2f4e-5d1a-4c8e-9f3b-2a6d8e1c4b7f");
     return [load, rejected, sized, response];
   },
-  /** /v1's routing read: the body scanned for its top-level model, stream and user (json-top-level.ts), as openai-routes.ts does. */
+  /** /v1's routing read: the body scanned for its top-level model, stream and user (json-top-level.ts), as routes/openai.ts does. */
   "openai-body-scan": () => {
     const scanner = openaiBodyScanner("completions");
     scanner.push(completionBody);
@@ -128,17 +128,17 @@ const steps: Record<string, Step> = {
   "load-header": () => parseLoadHeader(replicaHead.get(Header.load)),
   /** A Response with the replica's head and nothing else done to it. */
   "response-copy": () => new Response(null, { status: 200, statusText: "OK", headers: replicaHead }),
-  /** The per-request log line, built and written (request-observer.ts). */
+  /** The per-request log line, built and written (serve/observe.ts). */
   "log-line": (_req, i) => console.log(logLine(i)),
   /** The same line built but not written. */
   "log-line-built": (_req, i) => logLine(i),
-  /** The isolate's counters for one request (request-observer.ts). */
+  /** The isolate's counters for one request (serve/observe.ts). */
   metrics: (_req, i) => {
     metrics ??= new ProxyMetrics();
     metrics.recordResponse("hello", { status: 200, attempts: 1, rejections: 0, ejections: 0, ttfbMs: i & 3 });
     metrics.recordDuration("hello", i & 7);
   },
-  /** The URL parsed and normalised once (request-path.ts). */
+  /** The URL parsed and normalised once (serve/request.ts). */
   "request-target": (req) => requestTarget(req.url),
   /** A request id drawn (no x-request-id sent). */
   "request-id": () => requestIdFor(null),

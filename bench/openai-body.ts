@@ -5,7 +5,7 @@
  * deployment has no replica, so each request ends after routing):
  *
  *   - Switchyard's /v1 route: key checked first, then one scan of the bytes for
- *     the top-level `model`, `stream` and `user` (src/proxy/json-top-level.ts);
+ *     the top-level `model`, `stream` and `user` (src/proxy/routes/json-top-level.ts);
  *   - a workerd Worker that does what the route did before: decode the body and
  *     JSON.parse it to read `model`.
  *
@@ -55,7 +55,7 @@ export default defineDeployment({ name: "hello", routePrefix: "/hello", access: 
 
 /**
  * The route as it was (before 2026-12-01): decode the whole body, JSON.parse it,
- * and check the chat schema with zod (src/proxy/openai-request.ts at 24ccd60),
+ * and check the chat schema with zod (src/proxy/routes/openai-request.ts at 24ccd60),
  * bundled with esbuild into a workerd Worker of its own.
  */
 const parseWorker = `import { z } from "zod";

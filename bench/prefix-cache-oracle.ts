@@ -93,7 +93,7 @@ export function oracleChoice<T extends OracleCandidate>(
   return { choice, heldBlocks: best };
 }
 
-/** Signs dispatches to one deployment's replicas as the edge does (src/proxy/replica-keys.ts). */
+/** Signs dispatches to one deployment's replicas as the edge does (src/proxy/serve/dispatch.ts). */
 export class DispatchSigner {
   #key: Promise<CryptoKey>;
   #nonce = Math.floor(Math.random() * 2 ** 40);

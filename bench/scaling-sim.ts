@@ -26,9 +26,9 @@ import { parseArgs } from "node:util";
 import { latestRun, publishedFileName } from "./published.ts";
 import { MAX_NODE_REPLICAS } from "../src/protocol/limits.ts";
 import { RATE_LIMIT_SHARDS } from "../src/policy/rate-limit-sync.ts";
-import { RELAYED_KEY_SET_TTL_MS } from "../src/proxy/api-keys.ts";
-import { RATE_SYNC_INTERVAL_MS } from "../src/proxy/rate-limits.ts";
-import { RELAYED_SNAPSHOT_TTL_MS } from "../src/proxy/snapshot-cache.ts";
+import { RELAYED_KEY_SET_TTL_MS } from "../src/proxy/serve/access.ts";
+import { RATE_SYNC_INTERVAL_MS } from "../src/proxy/serve/access.ts";
+import { RELAYED_SNAPSHOT_TTL_MS } from "../src/proxy/serve/view.ts";
 import { BUSY_CHANGE_REPORT_DELAY_MS, DEFAULT_REPORT_INTERVAL_MS } from "../src/replica/report-cadence.ts";
 import { VIEW_MAX_REPLICAS } from "../src/state/bounded-view.ts";
 import { RELAY_KEY_SET_TTL_MS, RELAY_MAX_REPLICAS, RELAY_RATE_SYNC_INTERVAL_MS, RELAY_TTL_MS } from "../src/state/relay-cadence.ts";
@@ -109,10 +109,10 @@ const MEASURED = measuredInputs();
 
 /** Constants of the design (src/): what each isolate caches and for how long. */
 const DESIGN = {
-  snapshotTtlS: 1, // src/proxy/snapshot-cache.ts SNAPSHOT_TTL_MS
-  sessionCacheTtlS: 5, // src/proxy/session-affinity.ts SESSION_CACHE_TTL_MS
-  keySetTtlS: 10, // src/proxy/api-keys.ts KEY_SET_TTL_MS
-  rateSyncS: 1, // src/proxy/rate-limits.ts RATE_SYNC_INTERVAL_MS
+  snapshotTtlS: 1, // src/proxy/serve/view.ts SNAPSHOT_TTL_MS
+  sessionCacheTtlS: 5, // src/proxy/serve/session-affinity.ts SESSION_CACHE_TTL_MS
+  keySetTtlS: 10, // src/proxy/serve/access.ts KEY_SET_TTL_MS
+  rateSyncS: 1, // src/proxy/serve/access.ts RATE_SYNC_INTERVAL_MS
   telemetryFlushS: 2, // src/telemetry/proxy-metrics.ts FLUSH_INTERVAL_MS
   sessionShards: 8, // sessionAffinity.shards default
   rateLimitShards: 16, // src/policy/rate-limit-sync.ts
@@ -445,7 +445,7 @@ p();
 p("## The built design: calls/s on the busiest object of each kind");
 p();
 p(
-  `Constants from src/: isolates ask their location's relay every ${BUILT.relayedSnapshotTtlS * 1000} ms (snapshot-cache.ts), a relay asks every routing shard every ${BUILT.relayTtlS} s (relay-cadence.ts) and syncs rate limits every ${BUILT.relayRateSyncS} s and key sets every ${BUILT.relayKeySetTtlS} s; a busy node sends ${BUILT.reportsPerBusyNode} report/s for all its replicas (report-cadence.ts, node reports of up to ${BUILT.maxNodeReplicas} replicas); other shards tell the leader their load every ${BUILT.shardLoadIntervalS} s; ${BUILT.telemetryShards} Telemetry shards; binding tokens. An isolate's view holds at most ${n(BUILT.viewMaxReplicas)} replicas and a relay merges at most ${n(BUILT.relayMaxReplicas)}. Routing shards are sized so that every object stays within ${pct(ASSUMED.headroom)} of the budget (${n(ASSUMED.budget * ASSUMED.headroom)} calls/s).`,
+  `Constants from src/: isolates ask their location's relay every ${BUILT.relayedSnapshotTtlS * 1000} ms (serve/view.ts), a relay asks every routing shard every ${BUILT.relayTtlS} s (relay-cadence.ts) and syncs rate limits every ${BUILT.relayRateSyncS} s and key sets every ${BUILT.relayKeySetTtlS} s; a busy node sends ${BUILT.reportsPerBusyNode} report/s for all its replicas (report-cadence.ts, node reports of up to ${BUILT.maxNodeReplicas} replicas); other shards tell the leader their load every ${BUILT.shardLoadIntervalS} s; ${BUILT.telemetryShards} Telemetry shards; binding tokens. An isolate's view holds at most ${n(BUILT.viewMaxReplicas)} replicas and a relay merges at most ${n(BUILT.relayMaxReplicas)}. Routing shards are sized so that every object stays within ${pct(ASSUMED.headroom)} of the budget (${n(ASSUMED.budget * ASSUMED.headroom)} calls/s).`,
 );
 p();
 p("| req/s | replicas (req/s each) | isolates | relay per location: snapshots + rate syncs + key sets | routing shards → calls/s each (leader) | RateLimiter shard | AccessKeys | Telemetry shard (of 16) | SessionRouter shard, token clients | lookup clients need session shards | busiest | every object ≤ 50 % |");

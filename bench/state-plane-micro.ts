@@ -21,7 +21,7 @@
  */
 import { deserialize, serialize } from "node:v8";
 import { PROTOCOL_VERSION, type RoutingSnapshot } from "../src/protocol/index.ts";
-import { RoutingView } from "../src/proxy/routing-view.ts";
+import { RoutingView } from "../src/proxy/serve/view.ts";
 import { agedSnapshot, boundedView } from "../src/state/bounded-view.ts";
 import { Membership } from "../src/state/membership.ts";
 import { RELAY_MAX_REPLICAS, RELAY_TTL_MS } from "../src/state/relay-cadence.ts";

@@ -57,7 +57,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { requireServed, writeResult } from "./result-file.ts";
 import { LocalStack } from "../src/local/stack.ts";
-import { RELAYED_SNAPSHOT_TTL_MS, SNAPSHOT_TTL_MS } from "../src/proxy/snapshot-cache.ts";
+import { RELAYED_SNAPSHOT_TTL_MS, SNAPSHOT_TTL_MS } from "../src/proxy/serve/view.ts";
 import { BUSY_CHANGE_REPORT_DELAY_MS, CHANGE_REPORT_DELAY_MS } from "../src/replica/report-cadence.ts";
 import { VIEW_MAX_REPLICAS, VIEW_ROTATE_MS } from "../src/state/bounded-view.ts";
 import { STALE_AFTER_MS } from "../src/state/membership.ts";

@@ -10,6 +10,7 @@ import { DEPLOYMENT_NAME } from "../protocol/messages.ts";
 import { MAX_ROUTING_SHARDS } from "../protocol/limits.ts";
 import { BALANCER_NAMES } from "../policy/balancers/index.ts";
 import { DEFAULT_LOAD_FACTOR, DEFAULT_PREFILL_WEIGHT } from "../policy/prefix-score.ts";
+import { SCORER_NAMES } from "../policy/scorers/index.ts";
 import { PROMPT_TOKENIZER_NAMES } from "../prompt/tokenizers/index.ts";
 
 /** Methods a deployment may serve (the default: all of them). */
@@ -120,6 +121,11 @@ const DeploymentInput = z
             loadFactor: z.number().min(0).max(10).default(DEFAULT_LOAD_FACTOR),
             /** prefix_cache: weight of the prompt's uncached share (0..1) against the replica's fullness (0..1). */
             prefillWeight: z.number().min(0).max(100).default(DEFAULT_PREFILL_WEIGHT),
+            /**
+             * prefix_cache: the weights of its cost terms by name, one of src/policy/scorers/index.ts
+             * (`prefill`, `slots`); a term not named keeps its default (prefill: prefillWeight, slots: 1).
+             */
+            scorers: z.partialRecord(z.enum(SCORER_NAMES), z.number().min(0).max(100)).optional(),
           })
           .strict()
           .optional(),

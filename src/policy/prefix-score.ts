@@ -12,14 +12,16 @@
  * reported that it holds it.
  *
  * The precise tier then scores the replicas under the line like Dynamo's KV router:
- * cost = weight × (the prompt's blocks the replica would still have to prefill, as a
- * fraction of the prompt) + its request slots in use (with this one), and takes the cheapest; ties go to the
+ * cost = a weighted sum of registered terms (src/policy/scorers/; by default
+ * 2 × the prompt's share the replica would still have to prefill + its request
+ * slots in use with this one), and takes the cheapest; ties go to the
  * rendezvous ranking. "Held" is the longest prefix in the replica's reported summary,
  * or in this isolate's own recent dispatches to it (they cover the second or two before
  * the replica's next report reaches the view).
  */
 import { rendezvousWeight } from "../protocol/hashing.ts";
 import { fullness, type ReplicaChoice } from "./pick-replica.ts";
+import { DEFAULT_SCORER_WEIGHTS, costOf, scorers, type WeightedScore } from "./scorers/index.ts";
 import type { BlockKey } from "../prefix/block-keys.ts";
 
 /** Blocks the rendezvous anchor covers: 16 × 16 = 256 tokens, past a shared greeting, within most system prompts. */
@@ -104,8 +106,18 @@ function withRoomFirst<T extends ReplicaChoice>(pool: T[]): T[] {
 export interface PrefixScoreOptions {
   /** ε of the bounded-load rule. */
   epsilon?: number;
-  /** Weight of the uncached-prefill fraction. */
+  /** Weight of the uncached-prefill fraction (the `prefill` term), when `terms` is not given. */
   prefillWeight?: number;
+  /** The weighted cost terms (src/policy/scorers/); default: prefillWeight × prefill + slots. */
+  terms?: readonly WeightedScore[];
+}
+
+/** The default terms at `prefillWeight`: today's cost, prefillWeight × prefill + 1 × slots. */
+const defaultTerms = new Map<number, WeightedScore[]>();
+function termsAt(prefillWeight: number): readonly WeightedScore[] {
+  let terms = defaultTerms.get(prefillWeight);
+  if (!terms) defaultTerms.set(prefillWeight, (terms = scorers.resolve({ ...DEFAULT_SCORER_WEIGHTS, prefill: prefillWeight })));
+  return terms;
 }
 
 /**
@@ -120,17 +132,12 @@ export function pickByPrefixCache<T extends ReplicaChoice>(
 ): T | undefined {
   const anchor = anchorKey(keys);
   if (anchor === undefined || candidates.length === 0) return undefined;
-  const weight = options.prefillWeight ?? DEFAULT_PREFILL_WEIGHT;
+  const terms = options.terms ?? termsAt(options.prefillWeight ?? DEFAULT_PREFILL_WEIGHT);
   const ranked = rankedUnderLine(candidates, anchor, options.epsilon ?? DEFAULT_LOAD_FACTOR);
   let best: T | undefined;
   let bestCost = Infinity;
   for (const c of ranked) {
-    const uncached = (keys.length - Math.min(keys.length, held(c))) / keys.length;
-    // Slots, not KV use, against the prefill saved: one long prompt fills ~1/8 of a KV cache,
-    // so KV use swings with each request and would move a conversation off the replica that
-    // holds its history for a replica one request emptier. A KV cache near full still keeps
-    // a replica out above the load line (underLoadBound).
-    const cost = weight * uncached + (c.load + 1) / c.capacity;
+    const cost = costOf(terms, c, { keys, held: held(c) });
     // Strictly cheaper only: equal costs keep the earlier (rendezvous) replica.
     if (cost < bestCost) {
       best = c;

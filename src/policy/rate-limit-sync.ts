@@ -1,6 +1,6 @@
 /**
  * Reconciling per-isolate rate limits with a key's global bucket (pure; the
- * RateLimiter Durable Object applies it, src/proxy/rate-limits.ts sends it).
+ * RateLimiter Durable Object applies it, src/proxy/serve/access.ts sends it).
  *
  * An isolate reports the requests it let through since its last sync and when
  * the first of them happened. Uses are charged to the global bucket at that

@@ -23,7 +23,7 @@ export const Header = {
   clientSession: "x-session-id",
   /**
    * Proxy → client on every replica response to a session request, client → proxy
-   * on the next one: the session's signed binding token (src/proxy/session-token.ts),
+   * on the next one: the session's signed binding token (src/proxy/serve/session-token.ts),
    * opaque to clients. Never sent to replicas.
    */
   sessionToken: "x-switchyard-session-token",

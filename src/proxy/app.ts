@@ -1,7 +1,9 @@
 /**
- * The edge Worker's Hono app: system routes under /-/, the replica control
- * plane under /-/replicas/, and every other path proxied by longest route
- * prefix to its deployment.
+ * The edge Worker's entry: one fetch path (below) and the Hono app it hands the
+ * system routes to: /-/ (health, metrics, admin, dashboard), the replica control
+ * plane under /-/replicas/, GET /v1/models. Every other path is a deployment's
+ * route (longest prefix) or an OpenAI POST, served by the request path in
+ * serve/ with no Hono on it.
  */
 import { Hono } from "hono";
 import type { Context } from "hono";
@@ -9,21 +11,18 @@ import { basePath, baseRoutePath } from "hono/route";
 import { runsAtEdge } from "../backends/index.ts";
 import { checkDeployments, type Deployment } from "../config/deployment.ts";
 import type { Env } from "../env.ts";
-import { errorResponse, isReplicaOperationalPath } from "../protocol/index.ts";
-import { adminRoutes } from "./admin-routes.ts";
-import { bearerMatches } from "./auth.ts";
-import { controlRoutes } from "./control-routes.ts";
-import { dashboardRoutes } from "./dashboard-routes.ts";
-import { observabilityRoutes } from "./observability-routes.ts";
-import { openaiRoutes } from "./openai-routes.ts";
-import type { DispatchTrace } from "./dispatch.ts";
-import { requestIdFor } from "./headers.ts";
-import { drainUnreadBody } from "./request-body.ts";
-import { IsolateState } from "./isolate-state.ts";
-import { observeRequest } from "./request-observer.ts";
-import { requestTarget, unmountedPath, type PathVariables } from "./request-path.ts";
-import { serveRequest } from "./serve-request.ts";
-import { RouteTable, stripRoutePrefix } from "./route-table.ts";
+import { errorResponse } from "../protocol/index.ts";
+import { adminRoutes } from "./routes/admin.ts";
+import { controlRoutes } from "./routes/control.ts";
+import { dashboardRoutes } from "./routes/dashboard.ts";
+import { observabilityRoutes } from "./routes/observability.ts";
+import { openaiRoutes } from "./routes/openai.ts";
+import { OPENAI_ENDPOINTS } from "./routes/openai-request.ts";
+import { bearerMatches } from "./serve/access.ts";
+import { drainUnreadBody } from "./serve/body.ts";
+import { IsolateState } from "./serve/serve.ts";
+import { requestIdFor, requestTarget, unmountedPath, type PathVariables } from "./serve/request.ts";
+import { NO_ROUTE_DRAIN_BYTES, routeServer } from "./serve/serve.ts";
 
 type EdgeEnv = { Bindings: Env; Variables: PathVariables };
 
@@ -53,13 +52,9 @@ function mountOf(c: Context): string {
 /** workerd's words for a connection that broke off (a client's, where nothing else is read from). */
 const CLIENT_CONNECTION_LOST = "Network connection lost.";
 
-/** Bodies of requests to no route are read up to this size before the 404 (see drainUnreadBody). */
-const NO_ROUTE_DRAIN_BYTES = 1024 * 1024;
-
 export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
   checkDeployments(deployments);
   const byName = new Map(deployments.map((d) => [d.name, d]));
-  const routes = new RouteTable(deployments.map((d) => ({ prefix: d.routePrefix, target: d })));
 
   // One state per isolate. The env (and its bindings) is only known per
   // request, so it is created on first use.
@@ -74,10 +69,11 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
     if (typeof colo === "string" && /^[A-Za-z0-9-]{1,16}$/.test(colo)) stateFor(env).location = colo;
   };
 
+  const serveRoute = routeServer(deployments, stateFor);
   const app = new Hono<EdgeEnv>();
 
   // First, for every route: the one normalised path, or 400 for a path that could
-  // leave its prefix (request-path.ts). Nothing below sees the raw path. Mounted
+  // leave its prefix (serve/request.ts). Nothing below sees the raw path. Mounted
   // in a user's app under a prefix, the path is the one below it: route prefixes
   // and dispatch stay the app's own (the control routes check signatures over
   // the full path, the one the replica sent).
@@ -137,41 +133,13 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
   app.route("/-/deployments", adminRoutes(byName, stateFor));
   app.route("/", observabilityRoutes(deployments));
   app.route("/-/dashboard", dashboardRoutes());
-  if (deployments.some((d) => d.openai)) app.route("/v1", openaiRoutes(deployments, stateFor));
+  const openai = deployments.some((d) => d.openai) ? openaiRoutes(deployments, stateFor) : undefined;
+  if (openai) app.route("/v1", openai.app);
 
   for (const path of ["/-/healthz", "/-/livez", "/-/routes", "/-/metrics"]) {
     app.all(path, (c) => errorResponse("method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}`, { headers: { allow: "GET" } }));
   }
   app.all("/-/*", (c) => errorResponse("route_not_found", `no system route ${c.req.method} ${c.req.path}`));
-
-  /** A request for a deployment's route (or for none): the proxy's own path. */
-  async function serveRoute(req: Request, env: Env, executionCtx: { waitUntil(p: Promise<unknown>): void }, target: { path: string; search: string }): Promise<Response> {
-    const requestId = requestIdFor(req.headers.get("x-request-id"));
-    const routed = routes.match(target.path);
-    if (!routed) {
-      await drainUnreadBody(req, NO_ROUTE_DRAIN_BYTES);
-      return errorResponse("route_not_found", `no deployment serves ${target.path}`, { requestId });
-    }
-    const deployment = routed.target;
-    if (!(deployment.methods as readonly string[]).includes(req.method)) {
-      await drainUnreadBody(req, NO_ROUTE_DRAIN_BYTES);
-      return errorResponse("method_not_allowed", `${req.method} is not served by "${deployment.name}"`, { requestId, headers: { allow: deployment.methods.join(", ") } });
-    }
-    // A replica's operational routes (/-/healthz, /metrics, an engine's admin routes) are not for clients.
-    if (!deployment.access.replicaRoutes && isReplicaOperationalPath(deployment.policy.stripPrefix ? stripRoutePrefix(target.path, routed.prefix) : target.path)) {
-      await drainUnreadBody(req, NO_ROUTE_DRAIN_BYTES);
-      return errorResponse("route_not_found", `no deployment serves ${target.path}`, { requestId });
-    }
-    const state = stateFor(env);
-    const background = (p: Promise<unknown>) => executionCtx.waitUntil(p);
-    const started = Date.now();
-    const trace: DispatchTrace = { attempts: 0, rejections: 0, ejections: 0 };
-    const response = await serveRequest(req, { deployment, routePrefix: routed.prefix, target, state, requestId, background, trace });
-    // Refused at the edge (no replica saw it): read the body so the client's connection survives.
-    if (trace.attempts === 0 && response.status >= 400) await drainUnreadBody(req, deployment.limits.maxRequestBodyBytes);
-    observeRequest(env, state, deployment.name, req.method, response.status, requestId, started, trace, background);
-    return response;
-  }
 
   app.all("*", (c) => serveRoute(c.req.raw, c.env, c.executionCtx, c.get("target")));
 
@@ -188,19 +156,29 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
   };
   app.onError((err, c) => unhandled(err, c.req.raw, c.req.path));
 
-  // Paths Hono routes elsewhere: system routes, and the OpenAI routes when a deployment has them.
-  const openai = deployments.some((d) => d.openai);
-  const hasOwnRoute = (path: string) => path.startsWith("/-") || (openai && (path === "/v1" || path.startsWith("/v1/")));
+  // Paths only Hono routes: the system routes, and the rest of /v1 (its model list, its method errors).
+  const openaiPosts = new Set<string>(Object.keys(OPENAI_ENDPOINTS));
+  const honoRoutes = (path: string) => path.startsWith("/-") || (openai !== undefined && (path === "/v1" || path.startsWith("/v1/")));
 
+  /**
+   * The one entry: every request starts here, and every error that escapes a
+   * route ends in `unhandled` (Hono's onError calls it too). A deployment's route
+   * and an OpenAI POST are served with no Hono on their path; the rest goes to
+   * `app`, which answers as this does (a user's Hono app mounting `app` gets the
+   * same routes through Hono alone).
+   */
   async function fetch(request: Request, env: Env, executionCtx: ExecutionContext): Promise<Response> {
     const target = requestTarget(request.url);
-    if (!target.ok || hasOwnRoute(target.path)) return app.fetch(request, env, executionCtx);
+    if (!target.ok) return app.fetch(request, env, executionCtx);
+    const at = { path: target.path, search: target.search };
+    const viaOpenAI = openai !== undefined && request.method === "POST" && openaiPosts.has(at.path);
+    if (!viaOpenAI && honoRoutes(at.path)) return app.fetch(request, env, executionCtx);
     locate(request, env);
     let response: Response;
     try {
-      response = await serveRoute(request, env, executionCtx, { path: target.path, search: target.search });
+      response = viaOpenAI ? await openai.serve(request, env, executionCtx, at) : await serveRoute(request, env, executionCtx, at);
     } catch (err) {
-      response = unhandled(err, request, target.path);
+      response = unhandled(err, request, at.path);
     }
     // As Hono answers HEAD: the GET answer's status and headers, no body.
     return request.method === "HEAD" ? new Response(null, response) : response;

@@ -2,7 +2,7 @@
  * The AccessKeys Durable Object: one per deployment, the deployment's client API
  * keys. Only SHA-256 hashes are stored; a key's plain text exists once, in the
  * answer to `create`. Proxy isolates fetch the set of active hashes every few
- * seconds (src/proxy/api-keys.ts) and check keys locally, so this object sees no
+ * seconds (src/proxy/serve/access.ts) and check keys locally, so this object sees no
  * call per request, and a revoked key stops working everywhere within that TTL.
  */
 import { DurableObject } from "cloudflare:workers";

@@ -122,7 +122,7 @@ export class SnapshotRelay extends DurableObject<RelayEnv> {
   }
 
   /**
-   * An isolate's rate-limit sync for one RateLimiter shard (src/proxy/rate-limits.ts
+   * An isolate's rate-limit sync for one RateLimiter shard (src/proxy/serve/access.ts
    * sends the same to the shard itself without relays): its uses join the
    * location's, which go on to the shard when a sync is due.
    */

@@ -1,6 +1,7 @@
 // The byte path and the dispatch protocol against real replicas: streaming in
 // both directions, rejection before acceptance and retry, deadlines, bad input.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { waitFor } from "../fixtures/wait.ts";
 import { fixtureFunctions, signedFetch, sleep, startStack } from "./stack-fixture.ts";
 
 let stack: Awaited<ReturnType<typeof startStack>>;
@@ -76,9 +77,14 @@ describe("admission: reject before accepting, retry elsewhere", () => {
     // 1 s refresh) reaches it. Whether a request lands on a inside that window depends
     // on the machine's pace, so a round that never asked a is run again: every round
     // must serve everything from b, and at least one must have been refused by a.
+    // The hog holds a until the round's requests are done (then it is cancelled), not
+    // for a fixed time: on a busy machine 20 requests outlasted a 1 s hog, and a served one.
     let refusedByA = 0;
     for (let round = 0; round < 5 && refusedByA === 0; round++) {
-      const hog = signedFetch(stack, "tight")(`${a!.url}/?chunks=2&interval_ms=1000`).then((r) => r.text());
+      const cancel = new AbortController();
+      const hog = signedFetch(stack, "tight")(`${a!.url}/?chunks=2&interval_ms=120000`, { signal: cancel.signal })
+        .then((r) => r.text())
+        .catch(() => "cancelled");
       await untilOngoing(a!.url, 1);
       const before = await replicaCounts(a!.url);
       const statuses: number[] = [];
@@ -95,7 +101,9 @@ describe("admission: reject before accepting, retry elsewhere", () => {
       // Never more than the few asks it took the proxy to learn from a's load header.
       expect(after.rejected - before.rejected).toBeLessThanOrEqual(3);
       refusedByA += after.rejected - before.rejected;
+      cancel.abort();
       await hog;
+      await waitFor("replica a idle again", async () => (await replicaCounts(a!.url)).ongoing === 0);
     }
     expect(refusedByA).toBeGreaterThanOrEqual(1);
   });

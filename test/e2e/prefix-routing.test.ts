@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { pickByPrefixHash } from "../../src/policy/prefix-score.ts";
 import { rendezvousWeight } from "../../src/protocol/hashing.ts";
-import { requestPromptKeys } from "../../src/proxy/request-prompt.ts";
+import { requestPromptKeys } from "../../src/proxy/serve/choose.ts";
 import pc from "./fixtures/prefix-routing/pc.ts";
 import { signedFetch, startStack, until } from "./stack-fixture.ts";
 

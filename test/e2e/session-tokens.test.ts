@@ -3,7 +3,7 @@
 // keeps the lookup path; bad tokens are ignored; a dead replica's session moves
 // and the next response names the new replica.
 import { describe, expect, it } from "vitest";
-import { deriveSessionTokenKey, readSessionToken, signSessionToken } from "../../src/proxy/session-token.ts";
+import { deriveSessionTokenKey, readSessionToken, signSessionToken } from "../../src/proxy/serve/session-token.ts";
 import { fixtureFunctions, forEachRoutingDesign, until, type TestStack } from "./stack-fixture.ts";
 
 const TOKEN = "x-switchyard-session-token";

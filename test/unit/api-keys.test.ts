@@ -1,15 +1,15 @@
 /**
  * Client API keys: their format, hash and Authorization parsing
  * (src/state/api-key-format.ts), and the isolate's key-set cache
- * (src/proxy/api-keys.ts) with a fake key-set source and an injected clock.
+ * (src/proxy/serve/access.ts) with a fake key-set source and an injected clock.
  */
 import { createHash } from "node:crypto";
 import { afterEach, beforeEach, describe, it, expect, vi } from "vitest";
-import { ApiKeyCache, KEY_SET_TTL_MS, type KeyCheck } from "../../src/proxy/api-keys.ts";
+import { ApiKeyCache, KEY_SET_TTL_MS, type KeyCheck } from "../../src/proxy/serve/access.ts";
 import { bearerToken, hashApiKey, newApiKey } from "../../src/state/api-key-format.ts";
 import { T0 } from "../fixtures/clock.ts";
 
-/** REFRESH_FAILURE_BACKOFF_MS in src/proxy/api-keys.ts (not exported). */
+/** REFRESH_FAILURE_BACKOFF_MS in src/proxy/serve/access.ts (not exported). */
 const FAILURE_BACKOFF_MS = 1_000;
 
 const sha256 = (s: string) => createHash("sha256").update(s, "utf8").digest("hex");

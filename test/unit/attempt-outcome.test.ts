@@ -1,7 +1,7 @@
-/** The verdict on one dispatch attempt (src/proxy/attempt-outcome.ts), rule by rule. */
+/** The verdict on one dispatch attempt (src/proxy/serve/dispatch.ts), rule by rule. */
 import { describe, it, expect } from "vitest";
 import { UNAUTHORIZED_REJECTION, type Load } from "../../src/protocol/index.ts";
-import { judgeAnswer, judgeLostConnection, sessionFollowsRetry, type AnswerHead } from "../../src/proxy/attempt-outcome.ts";
+import { judgeAnswer, judgeLostConnection, sessionFollowsRetry, type AnswerHead } from "../../src/proxy/serve/dispatch.ts";
 
 const load = (over: Partial<Load> = {}): Load => ({ seq: 1, ongoing: 5, queued: 0, max: 5, state: "ready", ...over });
 const head = (over: Partial<AnswerHead> = {}): AnswerHead => ({ status: 200, rejected: null, load: load(), engineKey: false, ...over });

@@ -1,6 +1,6 @@
 /**
  * Outlier ejection (src/policy/circuit-breaker.ts), pure and through the routing
- * view (src/proxy/routing-view.ts). Time is explicit everywhere: no timers.
+ * view (src/proxy/serve/view.ts). Time is explicit everywhere: no timers.
  */
 import { describe, it, expect } from "vitest";
 import { defineDeployment } from "../../src/config/deployment.ts";
@@ -16,7 +16,7 @@ import {
   type BreakerConfig,
 } from "../../src/policy/circuit-breaker.ts";
 import type { Load, ReplicaView, RoutingSnapshot } from "../../src/protocol/index.ts";
-import { RoutingView } from "../../src/proxy/routing-view.ts";
+import { RoutingView } from "../../src/proxy/serve/view.ts";
 import { T0 } from "../fixtures/clock.ts";
 
 const CFG: BreakerConfig = { ejectAfterFailures: 3, ejectBaseMs: 1_000 };

@@ -1,13 +1,13 @@
 /**
  * Constant-time equality (src/protocol/constant-time.ts) and its use for bearer
- * secrets (src/proxy/auth.ts). Timing itself is not measured (that would be flaky);
+ * secrets (src/proxy/serve/access.ts). Timing itself is not measured (that would be flaky);
  * instead the tests prove the structure that makes it constant: every byte of the
  * supplied value is read, whatever and wherever the difference.
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { timingSafeEqual, timingSafeEqualStrings } from "../../src/protocol/index.ts";
-import { bearerMatches } from "../../src/proxy/auth.ts";
+import { bearerMatches } from "../../src/proxy/serve/access.ts";
 
 const bytes = (...b: number[]) => new Uint8Array(b);
 /** Fixed seed: the same inputs on every run. */

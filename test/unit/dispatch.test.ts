@@ -1,6 +1,6 @@
-/** safeToRepeat (attempt-outcome.ts): may a request whose connection was lost run again elsewhere? */
+/** safeToRepeat (serve/dispatch.ts): may a request whose connection was lost run again elsewhere? */
 import { describe, it, expect } from "vitest";
-import { safeToRepeat } from "../../src/proxy/attempt-outcome.ts";
+import { safeToRepeat } from "../../src/proxy/serve/dispatch.ts";
 
 const none = new Headers();
 

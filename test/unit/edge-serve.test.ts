@@ -1,4 +1,4 @@
-// The edge model handler (src/proxy/edge-model.ts) and the per-isolate lazy model
+// The edge model handler (src/proxy/serve/edge-model.ts) and the per-isolate lazy model
 // (src/edge/lazy-model.ts), in Node: the model is the replica's own, on Node's
 // onnxruntime-web, so these check the handler's contract; test/e2e/edge-inference.test.ts
 // runs it inside workerd.
@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import { defineDeployment, type DeploymentInput } from "../../src/config/deployment.ts";
 import { edgeModel, edgeModelIds } from "../../src/edge/catalog.ts";
 import { lazyModel, provideEdgeModel } from "../../src/edge/lazy-model.ts";
-import { MAX_MODEL_INPUT_BYTES, serveAtEdge } from "../../src/proxy/edge-model.ts";
+import { MAX_MODEL_INPUT_BYTES, serveAtEdge } from "../../src/proxy/serve/edge-model.ts";
 import { createModelById, type InferenceModel } from "../../src/models/index.ts";
 import { nodeOnnxRuntime, readPackageFile } from "../../src/models/onnx-session.ts";
 import { synthesizeVowel, type SileroVadOutput } from "../../src/models/silero-vad.ts";

@@ -32,8 +32,8 @@ import {
   type ErrorCode,
   type Load,
 } from "../../src/protocol/index.ts";
-import { SESSION_ID, requestKeys } from "../../src/proxy/request-keys.ts";
-import { RouteTable } from "../../src/proxy/route-table.ts";
+import { SESSION_ID, requestKeys } from "../../src/proxy/serve/request.ts";
+import { RouteTable } from "../../src/proxy/serve/request.ts";
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20261130);
 const SCALE = Number(process.env.FUZZ_RUNS_SCALE ?? 1);

@@ -1,7 +1,7 @@
 /** Header hygiene on the proxy path, both directions, and request ids. */
 import { describe, it, expect } from "vitest";
 import { Header } from "../../src/protocol/index.ts";
-import { clientHeaders, readRequestHeaders, requestHeaderBytes, requestIdFor } from "../../src/proxy/headers.ts";
+import { clientHeaders, readRequestHeaders, requestHeaderBytes, requestIdFor } from "../../src/proxy/serve/request.ts";
 
 /** The headers a dispatch to a public deployment passes on. */
 const dispatchHeaders = (incoming: Headers) => readRequestHeaders(incoming, false).passed;

@@ -76,7 +76,7 @@ describe("endToEndHeaders", () => {
     expect(endToEndHeaders({})).toEqual({});
   });
 
-  // Finding (reported): unlike proxy/headers.ts, headers named in Connection are not removed
+  // Finding (reported): unlike proxy/serve/request.ts, headers named in Connection are not removed
   // (RFC 9110 §7.6.1 says a proxy must remove them).
   it("drops headers named in Connection", () => {
     const out = endToEndHeaders({ connection: "x-hop", "x-hop": "1", accept: "*/*" });

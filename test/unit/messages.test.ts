@@ -124,7 +124,7 @@ describe("RegisterMessage", () => {
 
   // Regression (fixed): for a string that is not a URL at all, zod still runs the refine
   // after .url() failed, and its `new URL(raw)` throws TypeError out of safeParse
-  // (control-routes.ts then answers 500 instead of 400 invalid_message).
+  // (routes/control.ts then answers 500 instead of 400 invalid_message).
   it("answers (does not throw) for strings that are not URLs", () => {
     for (const url of ["not a url", "", "http://", "//example.com"]) {
       expect(() => RegisterMessage.safeParse({ ...register, url })).not.toThrow();

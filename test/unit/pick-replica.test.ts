@@ -2,7 +2,7 @@
 import { describe, it, expect } from "vitest";
 import { backoffMs, fullness, pickRandom, pickReplica, pickReplicaForModel, pickRoundRobin, type ModelHolderChoice, type ReplicaChoice } from "../../src/policy/pick-replica.ts";
 import type { ReplicaView, RoutingSnapshot } from "../../src/protocol/index.ts";
-import { RoutingView } from "../../src/proxy/routing-view.ts";
+import { RoutingView } from "../../src/proxy/serve/view.ts";
 import { mulberry32 } from "../../src/seeded-random.ts";
 import { T0 } from "../fixtures/clock.ts";
 

@@ -1,6 +1,6 @@
 /**
  * The prompt keys the edge computes from a request body (src/prefix/prompt-keys.ts,
- * src/proxy/request-prompt.ts) are the keys of the prompt the replica will see: its
+ * src/proxy/serve/choose.ts) are the keys of the prompt the replica will see: its
  * chat template and tokenizer, then blockKeys.
  */
 import { describe, it, expect } from "vitest";
@@ -11,7 +11,7 @@ import { chatPrompt } from "../../src/prompt/tiny-lm-chat-template.ts";
 import { encode } from "../../src/prompt/tiny-lm-tokenizer.ts";
 import { headOf } from "../../src/prompt/tokenizers/tokenizer.ts";
 import { PROMPT_TOKENIZER_NAMES, promptTokenizer } from "../../src/prompt/tokenizers/index.ts";
-import { requestPromptKeys, tokenizerFor } from "../../src/proxy/request-prompt.ts";
+import { requestPromptKeys, tokenizerFor } from "../../src/proxy/serve/choose.ts";
 import { responsesMessages, responsesSchema } from "../../src/replica/llm/responses-api.ts";
 
 const tinyLm = promptTokenizer("tiny-lm");

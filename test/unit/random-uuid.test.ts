@@ -1,6 +1,6 @@
-/** randomUuid (random-uuid.ts): version 4 UUIDs from random bytes drawn in batches. */
+/** randomUuid (serve/request.ts): version 4 UUIDs from random bytes drawn in batches. */
 import { describe, expect, it, vi } from "vitest";
-import { randomUuid } from "../../src/proxy/random-uuid.ts";
+import { randomUuid } from "../../src/proxy/serve/request.ts";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 

@@ -1,5 +1,5 @@
 /**
- * Per-key rate limits in the proxy (src/proxy/rate-limits.ts) with a fake
+ * Per-key rate limits in the proxy (src/proxy/serve/access.ts) with a fake
  * RateSync that keeps one global bucket per key, as the RateLimiter object
  * does (src/state/rate-limiter.ts, same pure token-bucket functions), and an
  * injected clock. Background promises are collected and awaited explicitly.
@@ -8,7 +8,7 @@ import { afterEach, beforeEach, describe, it, expect, vi } from "vitest";
 
 import { defineDeployment, type Deployment } from "../../src/config/deployment.ts";
 import { fullBucket, refill, type BucketLimits, type TokenBucket } from "../../src/policy/token-bucket.ts";
-import { RATE_SYNC_INTERVAL_MS, RateLimits, type RateDecision, type RateSync } from "../../src/proxy/rate-limits.ts";
+import { RATE_SYNC_INTERVAL_MS, RateLimits, type RateDecision, type RateSync } from "../../src/proxy/serve/access.ts";
 import { RATE_LIMIT_SHARDS, chargeUse, rateLimitShard, type RateRemaining, type RateUse } from "../../src/policy/rate-limit-sync.ts";
 import { T0 } from "../fixtures/clock.ts";
 

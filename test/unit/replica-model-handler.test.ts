@@ -143,10 +143,24 @@ describe("modelHandler: cache headers and load header", () => {
   });
 
   it("concurrent first requests share one load and all report miss", async () => {
-    const { call, created } = await start();
-    const rs = await Promise.all([1, 2, 3].map((i) => call({ "x-switchyard-model": "m2" }, { i })));
+    // The load is held until all three requests are in (the replica counts them ongoing), so each
+    // one meets the model loading, however late a busy machine delivers it.
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const created: string[] = [];
+    const { call, admission } = await start({
+      create: async (id) => {
+        created.push(id);
+        await gate;
+        return fakeModel(id);
+      },
+    });
+    const pending = Promise.all([1, 2, 3].map((i) => call({ "x-switchyard-model": "m2" }, { i })));
+    await waitFor("three requests ongoing at the replica", () => admission.load().ongoing === 3);
+    release();
+    const rs = await pending;
     expect(rs.map((r) => r.cache)).toEqual(["miss", "miss", "miss"]);
-    expect(created.map((m) => m.id)).toEqual(["m2"]);
+    expect(created).toEqual(["m2"]);
   });
 
   it("shows a load in progress in other responses' load header and in healthz", async () => {

@@ -1,6 +1,6 @@
-/** Bodies read before authentication (src/proxy/request-body.ts): the per-client and per-isolate ledger, and reads charged to it. */
+/** Bodies read before authentication (src/proxy/serve/body.ts): the per-client and per-isolate ledger, and reads charged to it. */
 import { describe, expect, it } from "vitest";
-import { BodyHolds, bodyRefusal, readBoundedBody, unauthenticatedHolds } from "../../src/proxy/request-body.ts";
+import { BodyHolds, bodyRefusal, readBoundedBody, unauthenticatedHolds } from "../../src/proxy/serve/body.ts";
 
 const limits = { clientBodies: 2, clientBytes: 100, isolateBodies: 3, isolateBytes: 250 };
 const pace = { idleMs: 10_000, minBytesPerSecond: 1024 };

@@ -2,7 +2,7 @@
 import { describe, it, expect } from "vitest";
 import { defineDeployment, type Deployment, type DeploymentInput } from "../../src/config/deployment.ts";
 import { Header } from "../../src/protocol/index.ts";
-import { SESSION_ID, requestKeys } from "../../src/proxy/request-keys.ts";
+import { SESSION_ID, requestKeys } from "../../src/proxy/serve/request.ts";
 
 const base: DeploymentInput = { name: "mux", routePrefix: "/mux", backend: { kind: "echo" } };
 const dep = (over: Partial<DeploymentInput> = {}): Deployment => defineDeployment({ ...base, ...over });

@@ -1,8 +1,8 @@
-/** requestLogLine (request-log-line.ts): the same JSON as JSON.stringify of the log line's object, written as one string. */
+/** requestLogLine (serve/observe.ts): the same JSON as JSON.stringify of the log line's object, written as one string. */
 import { describe, expect, it } from "vitest";
-import { requestLogLine, type RequestLogFields } from "../../src/proxy/request-log-line.ts";
+import { requestLogLine, type RequestLogFields } from "../../src/proxy/serve/observe.ts";
 
-/** The object the line used to be built from (request-observer.ts), stringified. */
+/** The object the line used to be built from (serve/observe.ts), stringified. */
 function asObject(f: RequestLogFields): string {
   return JSON.stringify({
     msg: "request",

@@ -1,6 +1,6 @@
-/** requestLogRate (request-observer.ts): how SWITCHYARD_REQUEST_LOGS reads. */
+/** requestLogRate (serve/observe.ts): how SWITCHYARD_REQUEST_LOGS reads. */
 import { describe, expect, it } from "vitest";
-import { requestLogRate } from "../../src/proxy/request-observer.ts";
+import { requestLogRate } from "../../src/proxy/serve/observe.ts";
 
 describe("requestLogRate", () => {
   it("logs every line by default and for anything that is not off or a fraction", () => {

@@ -1,13 +1,13 @@
 /**
  * The one path a request is routed by and forwarded with, and the URL it is
- * sent to (src/proxy/request-path.ts): the open-proxy finding of the security
+ * sent to (src/proxy/serve/request.ts): the open-proxy finding of the security
  * review (`/llm/%2e%2e/aaa@127.0.0.1:18555/secret` fetched another host) and a
  * fuzz over paths built from the characters that broke it.
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { dispatchUrl, requestTarget, unmountedPath } from "../../src/proxy/request-path.ts";
-import { RouteTable, stripRoutePrefix } from "../../src/proxy/route-table.ts";
+import { dispatchUrl, requestTarget, unmountedPath } from "../../src/proxy/serve/request.ts";
+import { RouteTable, stripRoutePrefix } from "../../src/proxy/serve/request.ts";
 
 const at = (path: string) => requestTarget(`http://edge.test${path}`);
 

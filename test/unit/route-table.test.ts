@@ -1,6 +1,6 @@
 /** Longest-prefix routing on whole path segments, and prefix stripping. */
 import { describe, it, expect } from "vitest";
-import { RouteTable, stripRoutePrefix } from "../../src/proxy/route-table.ts";
+import { RouteTable, stripRoutePrefix } from "../../src/proxy/serve/request.ts";
 
 const table = new RouteTable([
   { prefix: "/hello", target: "hello" },

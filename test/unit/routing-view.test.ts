@@ -1,7 +1,7 @@
 /** One isolate's routing view: snapshots, load headers, in-flight counts. Time is explicit. */
 import { describe, it, expect } from "vitest";
 import type { Load, ReplicaView, RoutingSnapshot } from "../../src/protocol/index.ts";
-import { CONNECT_FAILURE_COOLDOWN_MS, LIVENESS_FROM_RESPONSE_MS, RoutingView } from "../../src/proxy/routing-view.ts";
+import { CONNECT_FAILURE_COOLDOWN_MS, LIVENESS_FROM_RESPONSE_MS, RoutingView } from "../../src/proxy/serve/view.ts";
 import { T0 } from "../fixtures/clock.ts";
 
 function load(over: Partial<Load> = {}): Load {

@@ -7,10 +7,10 @@
 import { afterEach, beforeEach, describe, it, expect, vi } from "vitest";
 import { defineDeployment, type Deployment, type DeploymentInput } from "../../src/config/deployment.ts";
 import type { Load, ReplicaView } from "../../src/protocol/index.ts";
-import { RoutingView, type ReplicaEntry } from "../../src/proxy/routing-view.ts";
-import { SATURATION_GRACE_MS, SESSION_CACHE_MAX, SESSION_CACHE_TTL_MS, SESSION_STORE_RETRY_MS, SessionAffinity, type SessionStore } from "../../src/proxy/session-affinity.ts";
+import { RoutingView, type ReplicaEntry } from "../../src/proxy/serve/view.ts";
+import { SATURATION_GRACE_MS, SESSION_CACHE_MAX, SESSION_CACHE_TTL_MS, SESSION_STORE_RETRY_MS, SessionAffinity, type SessionStore } from "../../src/proxy/serve/session-affinity.ts";
 import { rebindBinding, resolveBinding, type BindingDecision, type StoredBinding } from "../../src/state/session-binding.ts";
-import { deriveSessionTokenKey, readSessionToken, SessionTokens, signSessionToken } from "../../src/proxy/session-token.ts";
+import { deriveSessionTokenKey, readSessionToken, SessionTokens, signSessionToken } from "../../src/proxy/serve/session-token.ts";
 import { T0 } from "../fixtures/clock.ts";
 import { firstOf } from "../fixtures/wait.ts";
 

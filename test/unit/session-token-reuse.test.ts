@@ -1,6 +1,6 @@
 /** SessionTokens.reusable (session-token.ts): the token issue() hands out again, known without a promise. */
 import { describe, expect, it } from "vitest";
-import { SessionTokens, deriveSessionTokenKey } from "../../src/proxy/session-token.ts";
+import { SessionTokens, deriveSessionTokenKey } from "../../src/proxy/serve/session-token.ts";
 
 const T0 = Date.UTC(2026, 11, 1);
 

@@ -17,7 +17,7 @@ import {
   sessionTokenKeyFor,
   signSessionToken,
   verifySessionToken,
-} from "../../src/proxy/session-token.ts";
+} from "../../src/proxy/serve/session-token.ts";
 import { T0 } from "../fixtures/clock.ts";
 
 const MASTER = "test-master-secret";

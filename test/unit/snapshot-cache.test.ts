@@ -5,7 +5,7 @@
  */
 import { afterEach, beforeEach, describe, it, expect, vi } from "vitest";
 import type { RoutingSnapshot } from "../../src/protocol/index.ts";
-import { LAPSED_REFRESH_WAIT_MS, SNAPSHOT_TTL_MS, SnapshotCache } from "../../src/proxy/snapshot-cache.ts";
+import { LAPSED_REFRESH_WAIT_MS, SNAPSHOT_TTL_MS, SnapshotCache } from "../../src/proxy/serve/view.ts";
 import { T0 } from "../fixtures/clock.ts";
 
 function snapshotWith(deployment: string, ids: string[], seq = 1): RoutingSnapshot {

@@ -12,7 +12,7 @@ import { serialize } from "node:v8";
 import { describe, expect, it } from "vitest";
 import type { CacheSummaryWire } from "../../src/prefix/cache-summary.ts";
 import { MAX_CACHE_SUMMARY_FILTER_BYTES, PROTOCOL_VERSION, type RoutingSnapshot } from "../../src/protocol/index.ts";
-import { RoutingView } from "../../src/proxy/routing-view.ts";
+import { RoutingView } from "../../src/proxy/serve/view.ts";
 import { agedSnapshot, boundedView } from "../../src/state/bounded-view.ts";
 import { Membership } from "../../src/state/membership.ts";
 import { RELAY_MAX_REPLICAS, RELAY_TTL_MS } from "../../src/state/relay-cadence.ts";
@@ -27,7 +27,7 @@ import {
   summaryDelta,
   withHeldSummaries,
 } from "../../src/state/summary-delta.ts";
-import { RELAYED_SNAPSHOT_TTL_MS } from "../../src/proxy/snapshot-cache.ts";
+import { RELAYED_SNAPSHOT_TTL_MS } from "../../src/proxy/serve/view.ts";
 
 const T0 = 1_764_600_000_000;
 

@@ -2,14 +2,14 @@
  * Prefix-cache summaries through the state plane: the routing object keeps each
  * replica's latest (memory only), answers carry only the summaries the asker
  * lacks within a budget, and relays and isolates hold what they were sent
- * (src/state/summary-delta.ts, src/state/membership.ts, src/proxy/routing-view.ts).
+ * (src/state/summary-delta.ts, src/state/membership.ts, src/proxy/serve/view.ts).
  */
 import { describe, expect, it } from "vitest";
 import { blockKeys } from "../../src/prefix/block-keys.ts";
 import { CacheSummary, buildCacheSummary, type CacheSummaryWire } from "../../src/prefix/cache-summary.ts";
 import { SUMMARY_MAX_AGE_MS, type ReplicaView, type RoutingSnapshot } from "../../src/protocol/index.ts";
 import { T0, registerMessage, reportMessage } from "../fixtures/control-messages.ts";
-import { RoutingView } from "../../src/proxy/routing-view.ts";
+import { RoutingView } from "../../src/proxy/serve/view.ts";
 import { Membership } from "../../src/state/membership.ts";
 import { mergeSnapshots } from "../../src/state/routing-shards.ts";
 import { agedSnapshot, boundedView } from "../../src/state/bounded-view.ts";

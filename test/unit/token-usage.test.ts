@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { UsageTail, usageIn } from "../../src/proxy/token-usage.ts";
+import { UsageTail, usageIn } from "../../src/proxy/routes/token-usage.ts";
 
 const enc = new TextEncoder();
 

@@ -1,6 +1,6 @@
-/** The upload pace (src/proxy/upload-pace.ts): when the next bytes are due, and a body stream held to it. */
+/** The upload pace (src/proxy/serve/body.ts): when the next bytes are due, and a body stream held to it. */
 import { describe, expect, it } from "vitest";
-import { PacedReader, TIMED_OUT, pacedBody, uploadDeadline, withinMs } from "../../src/proxy/upload-pace.ts";
+import { PacedReader, TIMED_OUT, pacedBody, uploadDeadline, withinMs } from "../../src/proxy/serve/body.ts";
 import { T0 } from "../fixtures/clock.ts";
 
 const pace = { idleMs: 10_000, minBytesPerSecond: 1024 };

@@ -22,7 +22,7 @@ import {
 import { registerMessage, reportMessage } from "../fixtures/control-messages.ts";
 import { deployments } from "../../.switchyard/deployments.ts";
 import { createEdgeApp } from "../../src/index.ts";
-import { UNKNOWN_DEPLOYMENT, controlRejections } from "../../src/proxy/control-routes.ts";
+import { UNKNOWN_DEPLOYMENT, controlRejections } from "../../src/proxy/routes/control.ts";
 
 const MASTER = "test-replica-secret";
 const nonces = new NonceCounter();

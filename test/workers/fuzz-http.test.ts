@@ -78,7 +78,7 @@ function build(s: Sent): Request | null {
 /**
  * The background work of the calls made so far (their ExecutionContexts' waitUntil),
  * awaited in batches rather than one call at a time: an isolate's metrics flush waits
- * up to 2 s in one request's waitUntil for the counts it holds to be due (isolate-state.ts),
+ * up to 2 s in one request's waitUntil for the counts it holds to be due (serve/serve.ts, IsolateState),
  * and awaiting that after every call would make each call last 2 s.
  */
 let pendingWork: Promise<unknown>[] = [];

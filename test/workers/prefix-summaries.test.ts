@@ -12,7 +12,7 @@ import { routingShardName } from "../../src/state/routing-shards.ts";
 import { mergedSnapshot } from "../../src/state/routing-plane.ts";
 import { RELAY_TTL_MS } from "../../src/state/snapshot-relay.ts";
 import { VIEW_SUMMARY_BYTES, decodeDigests, summaryDigest } from "../../src/state/summary-delta.ts";
-import { RoutingView } from "../../src/proxy/routing-view.ts";
+import { RoutingView } from "../../src/proxy/serve/view.ts";
 
 let lastNonce = 10_000_000;
 const nonce = () => ++lastNonce;

@@ -1,8 +1,8 @@
-// The edge's response pipes inside workerd (src/proxy/response-streams.ts): a tapped
+// The edge's response pipes inside workerd (src/proxy/serve/dispatch.ts): a tapped
 // stream (the /v1 routes read its tail for token usage) keeps the client's backpressure
 // and its cancellation, as the native pipe does.
 import { describe, expect, it } from "vitest";
-import { nativePipe, tapped } from "../../src/proxy/response-streams.ts";
+import { nativePipe, tapped } from "../../src/proxy/serve/dispatch.ts";
 
 /**
  * A source of 2,000 chunks of 1 KiB (bounded, so a pipe that ignores backpressure reads it

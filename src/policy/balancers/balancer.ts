@@ -58,8 +58,10 @@ export interface Balancer {
 export interface BalancerSettings {
   /** ε of the bounded-load line. */
   loadFactor: number;
-  /** Weight of the uncached-prefill fraction against fullness (prefix_cache). */
+  /** Weight of the uncached-prefill fraction against fullness (prefix_cache), unless `scorers` weighs `prefill`. */
   prefillWeight: number;
+  /** prefix_cache: weights of its cost terms by name (src/policy/scorers/); unnamed terms keep their defaults. */
+  scorers?: Readonly<Partial<Record<string, number>>>;
 }
 
 /** A balancing rule as registered: its name, whether it needs the prompt's keys, its factory. */

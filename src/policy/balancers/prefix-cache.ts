@@ -11,6 +11,7 @@
  * memory holds theirs too. No prompt keys: the load-aware choice.
  */
 import { pickByPrefixCache } from "../prefix-score.ts";
+import { DEFAULT_SCORER_WEIGHTS, scorers as registry } from "../scorers/index.ts";
 import { DispatchOutbox } from "../dispatch-outbox.ts";
 import { RecentPrefixes, keptKeys } from "../recent-prefixes.ts";
 import { defineBalancer } from "./balancer.ts";
@@ -19,7 +20,8 @@ import { prefixAware } from "./prefix-fallback.ts";
 export const prefixCache = defineBalancer({
   name: "prefix_cache",
   readsPrompt: true,
-  create: ({ loadFactor, prefillWeight }) => {
+  create: ({ loadFactor, prefillWeight, scorers }) => {
+    const terms = registry.resolve({ ...DEFAULT_SCORER_WEIGHTS, prefill: prefillWeight, ...scorers });
     const recent = new RecentPrefixes();
     const outbox = new DispatchOutbox();
     return {
@@ -27,7 +29,7 @@ export const prefixCache = defineBalancer({
         prefixAware(candidates, input, (pool, { keys, blockSize }) => {
           const sent = recent.held(keys, input.now);
           const held = (c: (typeof pool)[number]) => Math.max(c.cache?.matchedBlocks(keys, blockSize) ?? 0, sent.get(c.id) ?? 0);
-          return pickByPrefixCache(pool, keys, held, { epsilon: loadFactor, prefillWeight });
+          return pickByPrefixCache(pool, keys, held, { epsilon: loadFactor, terms });
         }),
       served(replica, { prompt, now }) {
         if (prompt === undefined || prompt.keys.length === 0) return;

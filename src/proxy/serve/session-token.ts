@@ -16,7 +16,7 @@
  * Verifying never throws: a token that is malformed, tampered with, expired or
  * for another deployment or session is simply not a binding.
  */
-import { REPLICA_ID } from "../protocol/index.ts";
+import { REPLICA_ID } from "../../protocol/index.ts";
 
 /** The version label: the token's first segment, and the first line of what its MAC covers. */
 export const SESSION_TOKEN_VERSION = "st1";

@@ -23,34 +23,16 @@
  */
 import { Hono, type Context } from "hono";
 import type { z } from "zod";
-import type { Deployment } from "../config/deployment.ts";
-import type { Env } from "../env.ts";
-import { routerFor } from "../state/deployment-router.ts";
-import { shardOfReplica } from "../state/routing-plane.ts";
-import { checkReplicaUrl } from "../policy/replica-url.ts";
-import { requestIdFor } from "./headers.ts";
+import type { Deployment } from "../../config/deployment.ts";
+import type { Env } from "../../env.ts";
+import { routerFor } from "../../state/deployment-router.ts";
+import { shardOfReplica } from "../../state/routing-plane.ts";
+import { checkReplicaUrl } from "../../policy/replica-url.ts";
+import { requestIdFor } from "../serve/request.ts";
 import { scanTopLevel } from "./json-top-level.ts";
-import { replicaKeyFor } from "./replica-keys.ts";
-import { DEFAULT_UPLOAD_PACE, bodyRefusal, clientOf, readBoundedBody } from "./request-body.ts";
-import {
-  CONTROL_REJECT_REASONS,
-  ControlPath,
-  MAX_CONTROL_BODY_BYTES,
-  MAX_NODE_REPORT_BYTES,
-  NodeReportMessage,
-  type NodeReportAck,
-  type DeregisterAck,
-  type ReportAck,
-  DeregisterMessage,
-  RegisterMessage,
-  ReportMessage,
-  SIGNATURE_WINDOW_MS,
-  errorResponse,
-  readSignatureHeaders,
-  timestampFresh,
-  verifyControl,
-  type ControlRejectReason,
-} from "../protocol/index.ts";
+import { replicaKeyFor } from "../serve/dispatch.ts";
+import { DEFAULT_UPLOAD_PACE, bodyRefusal, clientOf, readBoundedBody } from "../serve/body.ts";
+import { CONTROL_REJECT_REASONS, ControlPath, MAX_CONTROL_BODY_BYTES, MAX_NODE_REPORT_BYTES, NodeReportMessage, type NodeReportAck, type DeregisterAck, type ReportAck, DeregisterMessage, RegisterMessage, ReportMessage, SIGNATURE_WINDOW_MS, errorResponse, readSignatureHeaders, timestampFresh, verifyControl, type ControlRejectReason } from "../../protocol/index.ts";
 
 
 /** Rejections of messages naming no deployment this Worker serves are counted under this name (never a valid deployment name). */

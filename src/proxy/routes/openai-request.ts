@@ -4,11 +4,11 @@
  * streams, and the session (`user`). The body itself is forwarded byte for byte;
  * the replica validates everything else. Pure.
  */
-import type { Deployment } from "../config/deployment.ts";
-import type { ErrorCode } from "../protocol/index.ts";
+import type { Deployment } from "../../config/deployment.ts";
+import type { ErrorCode } from "../../protocol/index.ts";
 import { TopLevelScanner, type ScanFailure, type ScanResult, type TopLevelValue } from "./json-top-level.ts";
-import { SESSION_ID } from "./request-keys.ts";
-import type { UploadPace } from "./upload-pace.ts";
+import { SESSION_ID } from "../serve/request.ts";
+import type { UploadPace } from "../serve/body.ts";
 
 /** The POST endpoints under /v1 the edge routes by body. */
 export const OPENAI_ENDPOINTS = {

@@ -14,7 +14,7 @@
  * So the last `"usage": {...}` in the stream's tail is the answer's usage.
  * A `"usage"` inside a string value is escaped (`\"usage\"`) and is skipped.
  */
-import type { TokenCounts } from "../telemetry/types.ts";
+import type { TokenCounts } from "../../telemetry/types.ts";
 
 /** Bytes of a response's tail kept to find its usage: the usage object and what follows it (a Responses object's trailing fields). */
 export const USAGE_TAIL_BYTES = 8 * 1024;

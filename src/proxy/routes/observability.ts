@@ -5,17 +5,15 @@
  * the secret as a subprotocol: "auth." + base64url(secret).
  */
 import { Hono } from "hono";
-import type { Deployment } from "../config/deployment.ts";
-import type { Env } from "../env.ts";
-import { sessionStatsFor } from "../state/session-router.ts";
-import { telemetryFor } from "../state/telemetry.ts";
-import { autoscaleStatus, mergedSnapshot } from "../state/routing-plane.ts";
-import { errorResponse } from "../protocol/index.ts";
-import { renderPrometheus, type DeploymentMetrics } from "../telemetry/prometheus.ts";
-import { fleetTelemetry, restartTelemetry } from "../state/telemetry.ts";
-import { TELEMETRY_SHARDS } from "../telemetry/telemetry-shards.ts";
-import { DASHBOARD_PROTOCOL } from "../state/telemetry.ts";
-import { adminRefusal, bearerMatches } from "./auth.ts";
+import type { Deployment } from "../../config/deployment.ts";
+import type { Env } from "../../env.ts";
+import { sessionStatsFor } from "../../state/session-router.ts";
+import { telemetryFor, fleetTelemetry, restartTelemetry, DASHBOARD_PROTOCOL } from "../../state/telemetry.ts";
+import { autoscaleStatus, mergedSnapshot } from "../../state/routing-plane.ts";
+import { errorResponse } from "../../protocol/index.ts";
+import { renderPrometheus, type DeploymentMetrics } from "../../telemetry/prometheus.ts";
+import { TELEMETRY_SHARDS } from "../../telemetry/telemetry-shards.ts";
+import { adminRefusal, bearerMatches } from "../serve/access.ts";
 
 function secretFromSubprotocols(header: string | undefined): string | null {
   for (const p of (header ?? "").split(",")) {

@@ -13,11 +13,11 @@
  * which the build pulls into the Worker only when a deployment uses kind "edge"
  * (scripts/build.ts), so other Workers keep a small bundle.
  */
-import { bodyRefusal, checkDeclaredLength, clientOf, readBoundedBody, uploadPaceOf } from "./request-body.ts";
-import type { Deployment } from "../config/deployment.ts";
-import { errorBody, errorResponse, Header, MODEL_ID } from "../protocol/index.ts";
-import { MAX_MODEL_INPUT_BYTES, ModelInputError, UnknownModelError } from "../models/model.ts";
-import { edgeModelHost } from "../edge/lazy-model.ts";
+import { bodyRefusal, checkDeclaredLength, clientOf, readBoundedBody, uploadPaceOf } from "./body.ts";
+import type { Deployment } from "../../config/deployment.ts";
+import { errorBody, errorResponse, Header, MODEL_ID } from "../../protocol/index.ts";
+import { MAX_MODEL_INPUT_BYTES, ModelInputError, UnknownModelError } from "../../models/model.ts";
+import { edgeModelHost } from "../../edge/lazy-model.ts";
 
 /** The value of `x-switchyard-replica` on answers computed at the edge. */
 export const EDGE_REPLICA_ID = "edge";
@@ -49,7 +49,7 @@ export async function serveAtEdge(req: Request, ctx: EdgeServeContext): Promise<
   const base: Record<string, string> = { [Header.replica]: EDGE_REPLICA_ID, [Header.requestId]: requestId };
   const method = req.method;
 
-  // The proxy's checks on a body it would dispatch (src/proxy/dispatch.ts, prepareBody).
+  // The proxy's checks on a body it would dispatch (src/proxy/serve/dispatch.ts, prepareBody).
   const { maxRequestBodyBytes } = deployment.limits;
   const hasBody = req.body !== null && method !== "GET" && method !== "HEAD";
   if (hasBody) {

@@ -31,11 +31,11 @@
  * carries a token naming the new replica. Clients that ignore tokens are served
  * from the objects and the cache as before.
  */
-import { fullness } from "../policy/pick-replica.ts";
-import { rendezvousWeight } from "../protocol/hashing.ts";
-import { fullBucket, takeToken, type TokenBucket } from "../policy/token-bucket.ts";
-import type { Deployment } from "../config/deployment.ts";
-import type { ReplicaEntry } from "./routing-view.ts";
+import { fullness } from "../../policy/pick-replica.ts";
+import { rendezvousWeight } from "../../protocol/hashing.ts";
+import { fullBucket, takeToken, type TokenBucket } from "../../policy/token-bucket.ts";
+import type { Deployment } from "../../config/deployment.ts";
+import type { ReplicaEntry } from "./view.ts";
 
 /** How long an isolate trusts a cached binding before asking the object again. */
 export const SESSION_CACHE_TTL_MS = 5_000;

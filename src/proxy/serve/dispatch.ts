@@ -1,33 +1,35 @@
 /**
+ * The dispatch stage: one client request to one replica, with retries only while
+ * no replica has accepted it. Each attempt is signed for its replica, judged
+ * when it ends (accepted, refused, lost), and an accepted answer's body is
+ * passed back as it streams.
+ */
+import type { Deployment } from "../../config/deployment.ts";
+import { Header, PROTOCOL_VERSION, bodySha256 as bodySha256Of, errorResponse, parseLoadHeader, UNAUTHORIZED_REJECTION, type Load, deriveReplicaKey, importReplicaKey, signDispatch, errorBody } from "../../protocol/index.ts";
+import type { ActiveBalancer } from "../../policy/balancers/index.ts";
+import { backoffMs } from "../../policy/pick-replica.ts";
+import { scrubForClient, dispatchTarget, stripRoutePrefix } from "./request.ts";
+import { bodyRefusal, dispatchBody, heldBody, uploadTooSlow, type DispatchBody } from "./body.ts";
+import { chooseFor } from "./choose.ts";
+import type { ReplicaEntry, RoutingView } from "./view.ts";
+import type { SessionAffinity } from "./session-affinity.ts";
+
+/**
  * The hot path: one client request → one replica, with retries only while no
  * replica has accepted it. Bodies stream in both directions; the only state
  * touched is this isolate's routing view and the deployment's balancer (no
  * Durable Object call). Who is tried is the balancer's choice
- * (src/policy/balancers/), how an attempt ended is judged by attempt-outcome.ts,
- * and the bodies are prepared and passed on by request-body.ts and
- * response-streams.ts: this file is the attempt loop and the fetch.
+ * (src/policy/balancers/), how an attempt ended is judged by serve/dispatch.ts,
+ * and the bodies are prepared and passed on by serve/body.ts and
+ * serve/dispatch.ts: this file is the attempt loop and the fetch.
  */
-import type { Deployment } from "../config/deployment.ts";
-import { Header, PROTOCOL_VERSION, bodySha256 as bodySha256Of, errorResponse, parseLoadHeader } from "../protocol/index.ts";
-import type { ActiveBalancer, BalanceInput } from "../policy/balancers/index.ts";
-import { backoffMs } from "../policy/pick-replica.ts";
-import { judgeAnswer, judgeLostConnection, safeToRepeat, sessionFollowsRetry } from "./attempt-outcome.ts";
-import { scrubForClient } from "./headers.ts";
-import { bodyRefusal, dispatchBody, heldBody, uploadTooSlow, type DispatchBody } from "./request-body.ts";
-import { dispatchTarget } from "./request-path.ts";
-import { requestPromptKeys } from "./request-prompt.ts";
-import { passAnswerBody } from "./response-streams.ts";
-import { stripRoutePrefix } from "./route-table.ts";
-import type { ReplicaEntry, RoutingView } from "./routing-view.ts";
-import type { SessionAffinity } from "./session-affinity.ts";
-
-/** Signs one dispatch (replica-keys.ts): the headers that prove the edge sent it, to that replica, with that body. */
+/** Signs one dispatch (serve/dispatch.ts): the headers that prove the edge sent it, to that replica, with that body. */
 export type DispatchSigner = (p: { method: string; deployment: string; target: string; requestId: string; replica: string; bodySha256: string }) => Promise<[string, string][]>;
 
 export interface DispatchContext {
   deployment: Deployment;
   routePrefix: string;
-  /** The request's normalised path and raw query (request-path.ts). */
+  /** The request's normalised path and raw query (serve/request.ts). */
   target: { path: string; search: string };
   /**
    * The request's headers as a dispatch passes them on (readRequestHeaders: no
@@ -150,7 +152,7 @@ function edgeError(...args: Parameters<typeof errorResponse>): { response: Respo
 }
 
 async function attemptsWith(req: Request, ctx: DispatchContext, head: HeadDeadline, prepared: PreparedBody): Promise<{ response: Response; fromReplica: boolean }> {
-  const { deployment, view, requestId, balancer } = ctx;
+  const { deployment, view, requestId } = ctx;
 
   const { search } = ctx.target;
   const path = deployment.policy.stripPrefix ? stripRoutePrefix(ctx.target.path, ctx.routePrefix) : ctx.target.path;
@@ -169,24 +171,13 @@ async function attemptsWith(req: Request, ctx: DispatchContext, head: HeadDeadli
   const sessionToken = ctx.session ? (req.headers.get(Header.sessionToken) ?? undefined) : undefined;
   /** The authorization the request carries to a replica without an engine key; read once an engine key first replaces it. */
   let ownAuthorization: string | null | undefined;
-  const model = ctx.model;
 
-  const input: BalanceInput = { random: Math.random, now: Date.now() };
-  if (model !== undefined) input.model = model;
-  // Only a balancer that reads the prompt pays for parsing and tokenizing it, and only from a body held here.
-  if (balancer.readsPrompt && prepared.body instanceof ArrayBuffer) {
-    // The extra key as the replica will see it: the model header as dispatched (the edge's own
-    // on a multiplexed deployment, else the client's copy, which is passed on).
-    const prompt = requestPromptKeys(deployment, ctx.target.path, prepared.body, headers.get(Header.model)?.trim());
-    if (prompt) input.prompt = prompt;
-  }
   // A body held here is covered by the signature (its digest, once per request); a streamed one cannot be.
   const bodySha256 = prepared.body instanceof ArrayBuffer && prepared.body.byteLength > 0 ? await bodySha256Of(prepared.body) : "";
   if (bodySha256 !== "") headers.set(Header.bodySha256, bodySha256);
-  const pick = (among: readonly ReplicaEntry[]) => balancer.pick(among, input);
-  // A session new to this isolate goes where its prompt's prefix goes, when the balancer
-  // reads one; otherwise rendezvous on its id places it (session-affinity.ts).
-  const placeNew = input.prompt !== undefined ? pick : undefined;
+  // The extra prompt key as the replica will see it: the model header as dispatched (the edge's own
+  // on a multiplexed deployment, else the client's copy, which is passed on).
+  const choice = chooseFor(ctx, prepared.body, headers.get(Header.model)?.trim(), sessionToken);
 
   const tried = new Set<string>();
   let sawReplica = false;
@@ -194,15 +185,8 @@ async function attemptsWith(req: Request, ctx: DispatchContext, head: HeadDeadli
   let firstRefusal: "full" | "gone" | undefined;
   const { maxAttempts, backoffBaseMs, backoffCapMs } = deployment.policy;
   for (let attempt = 1; attempt <= maxAttempts; attempt++) {
-    const now = Date.now();
-    // A holder of the model whose liveness merely lapsed here is still tried first (RoutingView.lapsed).
-    const candidates = model !== undefined ? view.candidatesHolding(now, tried, (e) => e.models.includes(model) || e.loading.includes(model)) : view.candidates(now, tried);
-    const replica =
-      attempt === 1 && ctx.session
-        ? await ctx.session.affinity.choose(deployment, ctx.session.id, candidates, pick, ctx.client, () => view.lapsed(now, tried), sessionToken, placeNew)
-        : pick(candidates);
+    const replica = await choice.next(attempt, tried);
     if (!replica) break;
-    if (model !== undefined) view.noteModelDispatch(replica, model);
     sawReplica = true;
     tried.add(replica.id);
     const checked = dispatchTarget(replica.url, path, search);
@@ -237,7 +221,7 @@ async function attemptsWith(req: Request, ctx: DispatchContext, head: HeadDeadli
     if (outcome.kind === "response") {
       if (outcome.fromReplica) {
         if (ctx.trace) ctx.trace.replica = replica.id;
-        balancer.served?.(replica.id, input);
+        choice.served(replica);
         if (ctx.session) {
           if (sessionFollowsRetry(firstRefusal)) ctx.session.affinity.served(deployment, ctx.session.id, replica.id, ctx.background);
           // The binding after this request, signed: a client that sends it back is routed with no object call.
@@ -369,4 +353,275 @@ function logEjection(ctx: DispatchContext, replica: ReplicaEntry, cause: string)
 
 function respond(response: Response, fromReplica = false): AttemptOutcome {
   return { kind: "response", response, fromReplica };
+}
+
+/**
+ * How one dispatch attempt ended, judged from what came back: the rules the attempt
+ * loop (dispatch.ts) applies, pure so each can be tested alone. The loop does what a
+ * verdict says (count a failure towards ejection, try another replica, answer the
+ * client); these functions only decide.
+ */
+/** A replica's response head, as the rules read it. */
+export interface AnswerHead {
+  status: number;
+  /** The x-switchyard-rejected header (null when absent). */
+  rejected: string | null;
+  /** The parsed load header; null when absent or garbled. */
+  load: Load | null;
+  /** The dispatch carried the engine's own key (an agent registered one). */
+  engineKey: boolean;
+}
+
+export type AnswerVerdict =
+  /** The replica took the request: its answer goes to the client, whatever its status. */
+  | { kind: "accepted" }
+  /**
+   * The replica refused the edge itself: it checks signatures with another key (or a
+   * clock far off), or the engine does not take the key its agent registered. Not the
+   * client's doing: another replica is tried, and it counts towards ejection.
+   */
+  | { kind: "credential_refusal" }
+  /**
+   * The replica did not take it: `full` (at capacity, alive) or `gone` (draining,
+   * shutting down). `lying`: it refused for capacity while its load header claims room,
+   * or its load header is garbled; a broken replica, which counts towards ejection so
+   * it cannot soak up every request's first attempt.
+   */
+  | { kind: "rejected"; why: "full" | "gone"; lying: boolean };
+
+export function judgeAnswer(head: AnswerHead): AnswerVerdict {
+  if (head.status === 401 && (head.rejected === UNAUTHORIZED_REJECTION || head.engineKey)) return { kind: "credential_refusal" };
+  if (head.status === 503 && head.rejected !== null) {
+    const full = head.rejected === "capacity";
+    const { load } = head;
+    const lying = !load || (full && load.state === "ready" && load.ongoing + load.queued < load.max);
+    return { kind: "rejected", why: full ? "full" : "gone", lying };
+  }
+  return { kind: "accepted" };
+}
+
+/** What is known when the connection to a replica failed before a response head. */
+export interface LostConnection {
+  /** The deadline for the response head passed (the edge aborted the fetch). */
+  deadline: boolean;
+  /** The client's body stopped arriving (serve/body.ts). */
+  tooSlow: boolean;
+  /** The client's streamed body outgrew the limit. */
+  overLimit: boolean;
+  /** The client's connection went away while its body was being passed on. */
+  clientGone: boolean;
+  /** The request may run again elsewhere (safeToRepeat, with a replayable body). */
+  safeToRepeat: boolean;
+}
+
+/**
+ * - `deadline`: a hung replica (504; counts towards ejection).
+ * - `too_slow` / `over_limit` / `client_gone`: the client's doing (408 / 413 / its
+ *   upload aborted); the replica is not blamed.
+ * - `retry`: the replica is unreachable or went away (cool-down, counts towards
+ *   ejection) and the request may run elsewhere; `lost`: the same, but it may not (502).
+ */
+export type LostVerdict = "deadline" | "too_slow" | "over_limit" | "client_gone" | "retry" | "lost";
+
+export function judgeLostConnection(c: LostConnection): LostVerdict {
+  if (c.deadline) return "deadline";
+  if (c.tooSlow) return "too_slow";
+  if (c.overLimit) return "over_limit";
+  if (c.clientGone) return "client_gone";
+  return c.safeToRepeat ? "retry" : "lost";
+}
+
+/**
+ * Whether a session follows the replica that served a retry: only when its own
+ * replica (the first attempt's) was gone or draining. A full one keeps the session;
+ * the next requests spill until the saturation grace period ends (session-affinity.ts).
+ */
+export function sessionFollowsRetry(firstRefusal: "full" | "gone" | undefined): boolean {
+  return firstRefusal === "gone";
+}
+
+const IDEMPOTENT_METHODS = new Set(["GET", "HEAD", "OPTIONS", "PUT", "DELETE"]);
+
+/**
+ * Whether a request may run again after its connection to a replica was lost.
+ * workerd gives the same error ("Network connection lost.") for a refused
+ * connection and for one lost after the request was sent, so the proxy cannot
+ * tell whether the replica accepted it.
+ */
+export function safeToRepeat(method: string, headers: Headers, deploymentIdempotent: boolean): boolean {
+  return deploymentIdempotent || IDEMPOTENT_METHODS.has(method) || headers.has("idempotency-key");
+}
+
+/**
+ * The edge's replica keys, one per deployment, derived from the master secret
+ * (SWITCHYARD_REPLICA_SECRET) once per isolate: the control plane verifies
+ * replicas' messages with them, and dispatch signs every request to a replica
+ * with them (docs/protocol.md §1 and §2).
+ */
+/**
+ * Derived keys of this isolate, per deployment (reset if the master secret changes):
+ * `keys` as they are derived, `ready` once imported, so a dispatch signs without
+ * awaiting the key again.
+ */
+let keyCache: { master: string; keys: Map<string, Promise<CryptoKey>>; ready: Map<string, CryptoKey> } | undefined;
+
+/** The deployment's replica key as an HMAC key; rejects when the master secret is empty. */
+export function replicaKeyFor(master: string, deployment: string): Promise<CryptoKey> {
+  if (keyCache?.master !== master) keyCache = { master, keys: new Map(), ready: new Map() };
+  const { keys, ready } = keyCache;
+  let key = keys.get(deployment);
+  if (!key) {
+    const derived = deriveReplicaKey(master, deployment).then(importReplicaKey);
+    derived.then(
+      (k) => {
+        if (keys.get(deployment) === derived) ready.set(deployment, k);
+      },
+      () => keys.delete(deployment),
+    );
+    keys.set(deployment, (key = derived));
+  }
+  return key;
+}
+
+/**
+ * Dispatch nonces: a random start per isolate, then one more per dispatch. Two
+ * isolates collide only if their starts lie within the number of dispatches
+ * either makes (odds about n / 2^52), and a collision costs one retry elsewhere
+ * (the replica refuses it as a replay), never a wrong answer.
+ */
+let nextNonce = Math.floor(Math.random() * 2 ** 52);
+
+/** The three signature headers of one dispatch (docs/protocol.md §2, "Signed dispatches"). */
+export async function dispatchSignature(
+  master: string,
+  p: { method: string; deployment: string; target: string; requestId: string; replica: string; bodySha256: string },
+): Promise<[string, string][]> {
+  const key = (keyCache?.master === master ? keyCache.ready.get(p.deployment) : undefined) ?? (await replicaKeyFor(master, p.deployment));
+  const timestamp = Date.now();
+  const nonce = nextNonce;
+  nextNonce = nonce >= Number.MAX_SAFE_INTEGER ? 0 : nonce + 1;
+  const signature = await signDispatch(key, {
+    timestamp,
+    nonce,
+    method: p.method,
+    deployment: p.deployment,
+    target: p.target,
+    requestId: p.requestId,
+    replica: p.replica,
+    bodySha256: p.bodySha256,
+  });
+  return [
+    [Header.timestamp, String(timestamp)],
+    [Header.nonce, String(nonce)],
+    [Header.signature, signature],
+  ];
+}
+
+/**
+ * How a replica's response body is passed on to the client, and when it has
+ * been passed on completely (or cut): the replica is busy until then.
+ */
+/** A response body passed on, and when it has been passed on completely (or cut). */
+export interface PassedStream {
+  body: ReadableStream<Uint8Array>;
+  ended: Promise<void>;
+}
+
+/**
+ * A replica's answer body as the client gets it. A sized (or empty) body goes as it
+ * is: the replica has produced it already, its work is done (`ended` undefined). A
+ * stream goes through the native pipe, or, for an SSE answer whose failure must end
+ * in an error event, event by event (sseWithErrorEvent).
+ */
+export function passAnswerBody(
+  upstream: Response,
+  o: { sseErrors: boolean; replicaId: string; requestId: string },
+): { body: ReadableStream<Uint8Array> | null; ended?: Promise<void> } {
+  if (!upstream.body || upstream.headers.has("content-length")) return { body: upstream.body };
+  return o.sseErrors ? sseWithErrorEvent(upstream.body, o.replicaId, o.requestId) : nativePipe(upstream.body);
+}
+
+/**
+ * The native pipe: no JS per chunk. A client that goes away cancels the
+ * readable side, which cancels the pipe's source: the replica sees its request
+ * closed and stops.
+ */
+export function nativePipe(source: ReadableStream<Uint8Array>): PassedStream {
+  const { readable, writable } = new IdentityTransformStream();
+  return { body: readable, ended: source.pipeTo(writable).catch(() => undefined) };
+}
+
+/**
+ * An SSE stream passed on natively (no JS per chunk); when the replica fails
+ * mid-stream (it died, or the connection broke), the client gets a last event,
+ * OpenAI's `data: {"error": {...}}`, and a clean end, instead of a stream that
+ * simply stops. A client that goes away cancels the replica's response.
+ *
+ * How the cut is seen without touching each chunk: the pipe into the client's
+ * stream keeps that stream open and unaborted whatever happens upstream
+ * (preventClose, preventAbort), so it settles with the outcome. It resolves
+ * when the replica ended its body, and rejects ("Network connection lost.")
+ * when the connection dropped mid-body; either way the edge then writes what
+ * follows itself: nothing but the close, or the error event first. (workerd
+ * 1.20260426 settled neither way with preventAbort, which is why an earlier
+ * design pulled every chunk through JS; 1.20261117 settles: bench/README.md.)
+ *
+ * Replicas write whole events, so a cut lands between events; a connection
+ * broken in the middle of a chunk would leave that partial event before the
+ * error event (the edge no longer holds events back to frame them: holding is
+ * what cost the JS step per chunk). Nothing is buffered at the edge.
+ *
+ * The client sees only a code and the request id; the cause goes to the log.
+ */
+export function sseWithErrorEvent(source: ReadableStream<Uint8Array>, replicaId: string, requestId: string): PassedStream {
+  const { readable, writable } = new IdentityTransformStream();
+  /** Writes `tail` (if any) and closes the client's stream; false when the client has gone. */
+  const finish = async (tail: Uint8Array | undefined): Promise<boolean> => {
+    const writer = writable.getWriter();
+    try {
+      if (tail) await writer.write(tail);
+      await writer.close();
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  const ended = source.pipeTo(writable, { preventClose: true, preventAbort: true }).then(
+    () => {
+      // Not awaited: the replica's work is done once its body has ended.
+      void finish(undefined);
+    },
+    (err: unknown) => {
+      // A cut and a client that went away reject alike ("Network connection lost."); only
+      // after a cut does the client's side still take the error event. Not awaited either:
+      // a client that stopped reading must not keep the replica counted busy.
+      const event = errorBody("upstream_failed", "the replica failed mid-stream", { requestId });
+      void finish(new TextEncoder().encode(`data: ${JSON.stringify(event)}\n\n`)).then((toClient) => {
+        if (toClient) console.error(JSON.stringify({ msg: "stream failed", replica: replicaId, request_id: requestId, error: String(err) }));
+      });
+    },
+  );
+  return { body: readable, ended };
+}
+
+/**
+ * A response body passed on with each chunk shown to `observe` (the /v1 routes keep
+ * its tail to read the token usage, token-usage.ts), through one transform: the
+ * chunk is seen, then enqueued for the client. It keeps the stream's backpressure
+ * (a client that stops reading stops the replica's stream; nothing piles up here)
+ * and its cancellation (a client that goes away cancels the pipe, which cancels
+ * the replica's request). A sized body (`length`) keeps its length through a
+ * FixedLengthStream. Until 2026-12 a stream was teed instead: the copy branch read
+ * the replica's stream to its end whatever the client did, so a closed `/v1/responses`
+ * stream still generated all of its tokens, and unread streams piled up in memory.
+ */
+export function tapped(source: ReadableStream<Uint8Array>, observe: (chunk: Uint8Array) => void, length: number | null): PassedStream {
+  const sink = length === null ? new IdentityTransformStream() : new FixedLengthStream(length);
+  const tap = new TransformStream<Uint8Array, Uint8Array>({
+    transform(chunk, controller) {
+      observe(chunk);
+      controller.enqueue(chunk);
+    },
+  });
+  return { body: sink.readable, ended: source.pipeThrough(tap).pipeTo(sink.writable).catch(() => undefined) };
 }

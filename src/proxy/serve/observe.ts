@@ -1,4 +1,13 @@
 /**
+ * The observe stage: what one request did, counted (this isolate's metrics,
+ * flushed to the Telemetry shards) and logged (one JSON line, sampled).
+ */
+import type { Env } from "../../env.ts";
+import type { DispatchTrace } from "./dispatch.ts";
+import type { ProxyMetrics } from "../../telemetry/proxy-metrics.ts";
+import type { TokenCounts } from "../../telemetry/types.ts";
+
+/**
  * After each proxied request: the isolate's metrics (flushed to the Telemetry
  * object every few seconds) and one structured JSON log line with the request
  * id, deployment, replica, status and timings (Workers Logs / `wrangler tail`
@@ -6,12 +15,6 @@
  * plain request's CPU, docs/scaling.md): SWITCHYARD_REQUEST_LOGS may sample the
  * routine ones (requestLogRate); the metrics still count every request.
  */
-import type { Env } from "../env.ts";
-import type { DispatchTrace } from "./dispatch.ts";
-import type { IsolateState } from "./isolate-state.ts";
-import { requestLogLine } from "./request-log-line.ts";
-import type { TokenCounts } from "../telemetry/types.ts";
-
 /** A /v1 request's token usage, known once its response has passed (token-usage.ts). */
 export interface UsageWatch {
   /** The API key's label: its public prefix (as the admin API lists it), or "public". */
@@ -43,9 +46,15 @@ export function requestLogRate(value: string | undefined): number | "off" {
   return logSetting.rate;
 }
 
+/** What this stage needs of the isolate's state (serve.ts, IsolateState): its counters, and their flush. */
+export interface MetricsHolder {
+  readonly metrics: ProxyMetrics;
+  flushMetrics(background: (p: Promise<unknown>) => void): void;
+}
+
 export function observeRequest(
   env: Env,
-  state: IsolateState,
+  state: MetricsHolder,
   deployment: string,
   method: string,
   status: number,
@@ -90,4 +99,46 @@ export function observeRequest(
     }));
   } else finish();
   state.flushMetrics(background);
+}
+
+/**
+ * The per-request JSON log line (serve/observe.ts), written as one string.
+ * It is exactly what JSON.stringify gives for the same fields in the same order,
+ * without the object and the spread built first: it runs once per request, and a
+ * V8 measurement put the template at about a fifth of the object's cost.
+ */
+/** What one proxied request's line says. */
+export interface RequestLogFields {
+  requestId: string;
+  deployment: string;
+  method: string;
+  status: number;
+  replica: string | null;
+  attempts: number;
+  ttfbMs: number;
+  totalMs: number;
+  /** A /v1 request's token usage and its key label (token-usage.ts). */
+  tokens?: { key: string; prompt: number; completion: number } | null;
+}
+
+/** Printable ASCII without `"` and `\`: quoted as it is (JSON.stringify's output too). */
+const PLAIN = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
+
+/** A JSON string literal; JSON.stringify only for the rare value that needs escapes. */
+function str(s: string): string {
+  return PLAIN.test(s) ? `"${s}"` : JSON.stringify(s);
+}
+
+/** A JSON number as JSON.stringify writes it (null for a non-finite one). */
+function num(n: number): string {
+  return Number.isFinite(n) ? String(n) : "null";
+}
+
+export function requestLogLine(f: RequestLogFields): string {
+  let line =
+    `{"msg":"request","request_id":${str(f.requestId)},"deployment":${str(f.deployment)},"method":${str(f.method)},"status":${num(f.status)}` +
+    `,"replica":${f.replica === null ? "null" : str(f.replica)},"attempts":${num(f.attempts)},"ttfb_ms":${num(f.ttfbMs)},"total_ms":${num(f.totalMs)}`;
+  const t = f.tokens;
+  if (t) line += `,"key":${str(t.key)},"prompt_tokens":${num(t.prompt)},"completion_tokens":${num(t.completion)}`;
+  return `${line}}`;
 }

@@ -6,16 +6,16 @@
  */
 import { Hono, type MiddlewareHandler } from "hono";
 import { z } from "zod";
-import type { Deployment } from "../config/deployment.ts";
-import type { Env } from "../env.ts";
-import { keysFor } from "../state/access-keys.ts";
-import { relayFor } from "../state/snapshot-relay.ts";
-import { sessionStatsFor } from "../state/session-router.ts";
-import { autoscaleStatus, mergedSnapshot, planeStats, requestDrain, restartShards } from "../state/routing-plane.ts";
-import { errorResponse, type RoutingSnapshot } from "../protocol/index.ts";
-import { adminRefusal } from "./auth.ts";
-import { controlRejections } from "./control-routes.ts";
-import type { IsolateState } from "./isolate-state.ts";
+import type { Deployment } from "../../config/deployment.ts";
+import type { Env } from "../../env.ts";
+import { keysFor } from "../../state/access-keys.ts";
+import { relayFor } from "../../state/snapshot-relay.ts";
+import { sessionStatsFor } from "../../state/session-router.ts";
+import { autoscaleStatus, mergedSnapshot, planeStats, requestDrain, restartShards } from "../../state/routing-plane.ts";
+import { errorResponse, type RoutingSnapshot } from "../../protocol/index.ts";
+import { adminRefusal } from "../serve/access.ts";
+import { controlRejections } from "./control.ts";
+import type { IsolateState } from "../serve/serve.ts";
 
 const NewKey = z.object({ name: z.string().min(1).max(128) }).strict();
 const MAX_ADMIN_BODY = 4096;

@@ -4,9 +4,9 @@
  * which checks the admin secret (see src/dashboard/page.ts for the handshake).
  */
 import { Hono } from "hono";
-import { dashboardPage } from "../dashboard/page.ts";
-import type { Env } from "../env.ts";
-import { errorResponse } from "../protocol/index.ts";
+import { dashboardPage } from "../../dashboard/page.ts";
+import type { Env } from "../../env.ts";
+import { errorResponse } from "../../protocol/index.ts";
 
 /** Inline script and style only; the page talks to its own origin and nothing else. */
 const CSP = [

@@ -7,31 +7,34 @@
  * answer's last 8 KiB are kept as it passes, for its token usage (token-usage.ts).
  */
 import { Hono, type Context } from "hono";
-import type { Deployment } from "../config/deployment.ts";
-import type { Env } from "../env.ts";
-import { errorResponse } from "../protocol/index.ts";
-import type { DispatchTrace } from "./dispatch.ts";
-import { requestIdFor } from "./headers.ts";
-import type { IsolateState } from "./isolate-state.ts";
-import { keyRefusal } from "./api-keys.ts";
+import type { Deployment } from "../../config/deployment.ts";
+import type { Env } from "../../env.ts";
+import { errorResponse, Header } from "../../protocol/index.ts";
+import { type DispatchTrace, tapped } from "../serve/dispatch.ts";
+import { requestIdFor, type PathVariables, SESSION_ID } from "../serve/request.ts";
+import type { IsolateState } from "../serve/serve.ts";
+import { keyRefusal } from "../serve/access.ts";
 import type { ScanResult, TopLevelScanner } from "./json-top-level.ts";
 import { OPENAI_ENDPOINTS, openaiBodyLimit, openaiBodyScanner, openaiModelTable, openaiRouting, openaiUploadPace, type OpenAIEndpoint } from "./openai-request.ts";
-import { bodyRefusal, checkDeclaredLength, clientOf, drainUnreadBody, readBoundedBody } from "./request-body.ts";
-import type { PathVariables } from "./request-path.ts";
-import { observeRequest, type UsageWatch } from "./request-observer.ts";
-import { tapped } from "./response-streams.ts";
+import { bodyRefusal, checkDeclaredLength, clientOf, drainUnreadBody, readBoundedBody } from "../serve/body.ts";
+import { observeRequest, type UsageWatch } from "../serve/observe.ts";
 import { UsageTail } from "./token-usage.ts";
-import { bearerToken } from "../state/api-key-format.ts";
-import { SESSION_ID } from "./request-keys.ts";
-import { serveRequest } from "./serve-request.ts";
-import { Header } from "../protocol/index.ts";
+import { bearerToken } from "../../state/api-key-format.ts";
+import { serveRequest, type Background } from "../serve/serve.ts";
 
 /** A body refused before it was read is read up to this size first, so the client's connection survives (drainUnreadBody). */
 const REFUSAL_DRAIN_BYTES = 64 * 1024;
 
 type OpenAIEnv = { Bindings: Env; Variables: PathVariables };
 
-export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env: Env) => IsolateState): Hono<OpenAIEnv> {
+export interface OpenAIRoutes {
+  /** GET /v1/models and the method errors (Hono routes them; mounted at /v1). */
+  app: Hono<OpenAIEnv>;
+  /** Serves a POST to one of the four endpoints, with no Hono on its path. */
+  serve(req: Request, env: Env, executionCtx: Background, target: { path: string; search: string }): Promise<Response>;
+}
+
+export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env: Env) => IsolateState): OpenAIRoutes {
   const byModel = openaiModelTable(deployments);
   const served = deployments.filter((d) => d.openai);
   const bodyLimit = openaiBodyLimit(deployments);
@@ -66,22 +69,30 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
     return model ? c.json(model) : modelNotFound(id, requestIdFor(c.req.header(Header.requestId) ?? null));
   });
 
-  const post = (path: string, endpoint: OpenAIEndpoint) => async (c: Context<OpenAIEnv>) => {
-    const requestId = requestIdFor(c.req.header(Header.requestId) ?? null);
-    const state = stateFor(c.env);
-    const background = (p: Promise<unknown>) => c.executionCtx.waitUntil(p);
+  /**
+   * A POST to one of the four endpoints, served without Hono (app.ts calls it
+   * first, for every such request): the same path as a deployment's route, with
+   * the body read here to route by its `model`.
+   */
+  async function serveOpenAI(req: Request, env: Env, executionCtx: Background, target: { path: string; search: string }): Promise<Response> {
+    const endpoint = OPENAI_ENDPOINTS[target.path as keyof typeof OPENAI_ENDPOINTS];
+    const path = target.path;
+    const authorization = req.headers.get("authorization") ?? undefined;
+    const requestId = requestIdFor(req.headers.get(Header.requestId));
+    const state = stateFor(env);
+    const background = (p: Promise<unknown>) => executionCtx.waitUntil(p);
     // The cheap checks first: the declared size, and the key when no /v1 deployment is public.
-    const declared = checkDeclaredLength(c.req.raw.headers, bodyLimit, requestId);
+    const declared = checkDeclaredLength(req.headers, bodyLimit, requestId);
     if (declared instanceof Response) return declared;
     if (keyFirst) {
-      const key = await state.apiKeys.checkAny(keyFirst, c.req.header("authorization"), background);
+      const key = await state.apiKeys.checkAny(keyFirst, authorization, background);
       if (!key.ok) {
-        await drainUnreadBody(c.req.raw, REFUSAL_DRAIN_BYTES);
+        await drainUnreadBody(req, REFUSAL_DRAIN_BYTES);
         return keyRefusal(key, requestId);
       }
     }
     // With a public /v1 deployment the body is read before any key is checked: it is charged to the client's hold.
-    const bytes = await readBoundedBody(c.req.raw, bodyLimit, pace, keyFirst ? undefined : clientOf(c.req.raw.headers));
+    const bytes = await readBoundedBody(req, bodyLimit, pace, keyFirst ? undefined : clientOf(req.headers));
     if (typeof bytes === "string") return bodyRefusal(bytes, bodyLimit, requestId);
     const parsed = openaiRouting(endpoint, await scanInSlices(openaiBodyScanner(endpoint), new Uint8Array(bytes)));
     if (!parsed.ok) return errorResponse(parsed.code, parsed.message, { requestId });
@@ -91,7 +102,7 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
     if (!deployment.access.public) {
       // A private model is answered as an unknown one to a caller whose key may not use it, so
       // its name cannot be found by trying names (as /v1/models lists it only to such callers).
-      const key = await state.apiKeys.check(deployment.name, c.req.header("authorization"), background);
+      const key = await state.apiKeys.check(deployment.name, authorization, background);
       if (!key.ok) return key.code === "unauthorized" ? modelNotFound(model, requestId) : keyRefusal(key, requestId);
     }
     if (bytes.byteLength > deployment.limits.maxRequestBodyBytes) {
@@ -100,7 +111,7 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
     // The session: the x-session-id header when given, else the body's `user`.
     let session: string | undefined;
     if (deployment.sessionAffinity.enabled) {
-      const header = c.req.header(Header.clientSession);
+      const header = req.headers.get(Header.clientSession) ?? undefined;
       if (header !== undefined) {
         if (!SESSION_ID.test(header)) return errorResponse("bad_request", `invalid ${Header.clientSession}: 1-256 visible ASCII characters`, { requestId });
         session = header;
@@ -110,12 +121,12 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
     }
     const started = Date.now();
     const trace: DispatchTrace = { attempts: 0, rejections: 0, ejections: 0 };
-    const response = await serveRequest(c.req.raw, {
+    const response = await serveRequest(req, {
       deployment,
       // /v1 paths go to the replica unchanged, whatever the deployment's own prefix.
       routePrefix: "/",
       // The query as app.ts normalised the request (its path check runs first, for every route).
-      target: { path, search: c.get("target").search },
+      target: { path, search: target.search },
       state,
       requestId,
       background,
@@ -126,27 +137,27 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
         keys: { ...(deployment.multiplexing ? { model } : {}), ...(session !== undefined ? { session } : {}) },
       },
     });
-    const watched = stream && !streamUsage ? null : watchUsage(response, deployment.access.public ? "public" : keyLabel(c.req.header("authorization")));
-    observeRequest(c.env, state, deployment.name, c.req.method, response.status, requestId, started, trace, background, watched?.usage);
+    const watched = stream && !streamUsage ? null : watchUsage(response, deployment.access.public ? "public" : keyLabel(authorization));
+    observeRequest(env, state, deployment.name, req.method, response.status, requestId, started, trace, background, watched?.usage);
     return watched?.response ?? response;
-  };
+  }
 
-  for (const [path, endpoint] of Object.entries(OPENAI_ENDPOINTS)) {
+  for (const path of Object.keys(OPENAI_ENDPOINTS)) {
     const sub = path.slice("/v1".length);
-    app.post(sub, post(path, endpoint));
+    app.post(sub, (c) => serveOpenAI(c.req.raw, c.env, c.executionCtx, c.get("target")));
     app.all(sub, (c) => errorResponse("method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}; use POST`, { headers: { allow: "POST" } }));
   }
   app.all("/models", (c) => errorResponse("method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}; use GET`, { headers: { allow: "GET" } }));
   app.all("/models/*", (c) => errorResponse("method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}; use GET`, { headers: { allow: "GET" } }));
   app.all("*", (c) => errorResponse("route_not_found", `no OpenAI route ${c.req.method} ${c.req.path}; served: POST ${Object.keys(OPENAI_ENDPOINTS).join(", POST ")}, GET /v1/models, GET /v1/models/{model}`));
-  return app;
+  return { app, serve: serveOpenAI };
 }
 
 /**
  * A successful answer's body, with its tail kept to read its token usage as it
  * passes (nothing is buffered beyond USAGE_TAIL_BYTES); errors pass as they are.
  * A stream is teed, so its tokens reach the client natively while JS reads the
- * copy (response-streams.ts). The route skips this for streams that cannot
+ * copy (serve/dispatch.ts). The route skips this for streams that cannot
  * carry usage.
  */
 function watchUsage(response: Response, key: string): { response: Response; usage: UsageWatch } | null {

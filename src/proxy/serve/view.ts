@@ -1,15 +1,20 @@
 /**
+ * The view stage: this isolate's view of a deployment's replicas (liveness, load,
+ * models, prefix summaries, breakers), kept fresh from the routing snapshot in
+ * the background so that no request waits on a Durable Object once warm.
+ */
+import { CacheSummary } from "../../prefix/cache-summary.ts";
+import { SummaryPool } from "../../state/summary-delta.ts";
+import type { Load, ReplicaView, RoutingSnapshot } from "../../protocol/index.ts";
+import type { ModelHolderChoice } from "../../policy/pick-replica.ts";
+import { breakerAllows, breakerDispatched, breakerFailed, breakerInconclusive, breakerOpen, breakerSucceeded, newBreaker, type Breaker, type BreakerConfig } from "../../policy/circuit-breaker.ts";
+
+/**
  * One isolate's view of a deployment's replicas: the last routing snapshot from
  * the deployment's Durable Object, corrected by the load header of every
  * response and by this isolate's own in-flight count. Pure state, no I/O, so the
  * hot path can be unit-tested; time is passed in.
  */
-import { CacheSummary } from "../prefix/cache-summary.ts";
-import { SummaryPool } from "../state/summary-delta.ts";
-import type { Load, ReplicaView, RoutingSnapshot } from "../protocol/index.ts";
-import type { ModelHolderChoice } from "../policy/pick-replica.ts";
-import { breakerAllows, breakerDispatched, breakerFailed, breakerInconclusive, breakerOpen, breakerSucceeded, newBreaker, type Breaker, type BreakerConfig } from "../policy/circuit-breaker.ts";
-
 /** A response from a replica proves it alive for this long, like a report does. */
 export const LIVENESS_FROM_RESPONSE_MS = 2_500;
 /** A replica that refused a connection is skipped by this isolate for this long. */
@@ -280,4 +285,249 @@ function entryFrom(r: ReplicaView, now: number): ReplicaEntry {
     breaker: newBreaker(),
     ...(r.engineKey !== undefined ? { engineKey: r.engineKey } : {}),
   };
+}
+
+/**
+ * Per-isolate cache of routing views, one per deployment. Module scope on
+ * purpose: an isolate serves many requests, and the view must outlive each of
+ * them. A view older than SNAPSHOT_TTL_MS is refreshed in the background
+ * (stale-while-revalidate) so no request waits on the Durable Object except the
+ * very first one of an isolate.
+ */
+export const SNAPSHOT_TTL_MS = 1_000;
+/**
+ * The TTL of a view that comes from a relay, which holds the shards' snapshot
+ * for up to RELAY_TTL_MS (1 s) itself: a load change reaches the isolate within
+ * ~1.25 s of its report (~1 s without relays). A relay call is cheap (same
+ * location, no storage) and the relay absorbs the rate, so the isolate asks
+ * four times a second.
+ */
+export const RELAYED_SNAPSHOT_TTL_MS = 250;
+/** After a failed refresh, wait this long before asking again. */
+const REFRESH_FAILURE_BACKOFF_MS = 250;
+/**
+ * Requests wait for a refresh of a view with a lapsed replica only this long
+ * after the refresh started (a Durable Object call takes ~1 ms locally, tens of
+ * ms across locations): a slow or hung object cannot hold traffic up longer.
+ */
+export const LAPSED_REFRESH_WAIT_MS = 100;
+
+/**
+ * Fetches a deployment's snapshot. `have`: the prefix-cache summary digests the
+ * isolate's view holds (RoutingView.cacheDigests), so the answer leaves them out.
+ */
+export type SnapshotSource = (deployment: string, have: string) => Promise<RoutingSnapshot>;
+
+export class SnapshotCache {
+  readonly #views: BackgroundRefresh<RoutingView, RoutingSnapshot>;
+
+  constructor(source: SnapshotSource, now: () => number = Date.now, ttlFor: (deployment: string) => number = () => SNAPSHOT_TTL_MS) {
+    this.#views = new BackgroundRefresh({
+      source: (deployment, view) => source(deployment, view.cacheDigests()),
+      initial: () => new RoutingView(),
+      apply: (view, snapshot, at) => {
+        view.applySnapshot(snapshot, at);
+        return view;
+      },
+      ttlMs: ttlFor,
+      failureBackoffMs: REFRESH_FAILURE_BACKOFF_MS,
+      staleWaitMs: LAPSED_REFRESH_WAIT_MS,
+      what: "snapshot",
+      now,
+    });
+  }
+
+  /** Durable Object calls made by this cache (observability and tests). */
+  get refreshes(): number {
+    return this.#views.refreshes;
+  }
+
+  /**
+   * Returns the deployment's view. Waits for the Durable Object when the
+   * isolate has no view yet or the view has nothing to route to (a wait joins a
+   * refresh another request started). Otherwise a due refresh runs in the
+   * background, handed to `background` (ctx.waitUntil).
+   *
+   * A view past its TTL in which a ready replica's liveness ran out is worth a
+   * short wait (LAPSED_REFRESH_WAIT_MS) too: a view left idle ages live replicas
+   * as well as dead ones, and routing around a live one sends a multiplexed
+   * model or a session to a replica without its state, which costs far more.
+   * Snapshots list only live replicas, so a dead one costs one such wait.
+   */
+  view(deployment: string, background: (p: Promise<unknown>) => void): Promise<RoutingView> {
+    return this.#views.get(deployment, background, cannotRoute, hasLapsedSinceDue);
+  }
+
+  /** view()'s answer when it would not wait, with no promise (the usual case); undefined when view() would wait. */
+  viewNow(deployment: string, background: (p: Promise<unknown>) => void): RoutingView | undefined {
+    return this.#views.now(deployment, background, cannotRoute, hasLapsedSinceDue);
+  }
+}
+
+// Module-level, so the hot path allocates no closures for them.
+const cannotRoute = (s: Refreshed<RoutingView>, now: number) => s.fetchedAt === 0 || s.value.readyCount(now) === 0;
+const hasLapsedSinceDue = (s: Refreshed<RoutingView>, now: number) => now - s.fetchedAt >= SNAPSHOT_TTL_MS && s.value.hasLapsed(now);
+
+/**
+ * Per-key values an isolate keeps and refreshes from a Durable Object in the
+ * background (stale-while-revalidate): routing views and API key sets. A value
+ * older than `ttlMs` is refreshed after the response (`background`), so requests
+ * do not wait; only when the caller says the value is unusable (none yet, or no
+ * ready replica) does a request wait, for the refresh already in flight or a
+ * new one. A failed refresh keeps the old value and backs off before retrying.
+ */
+export interface BackgroundRefreshOptions<T, S> {
+  /** Fetches a fresh copy (a Durable Object call); `current` is the value it will be folded into. */
+  source: (key: string, current: T) => Promise<S>;
+  /** The value before the first successful fetch. */
+  initial: () => T;
+  /** Folds a fetched copy into the value (returns the new value, or the same one updated). */
+  apply: (value: T, fetched: S, now: number) => T;
+  /** How long a value serves before a refresh, ms: one figure, or one per key. */
+  ttlMs: number | ((key: string) => number);
+  failureBackoffMs: number;
+  /**
+   * How long after a refresh starts a request that finds the value `stale` (see
+   * get) may wait for it; later ones use the old value. Bounds what a slow or
+   * hung source costs. Default 0: never wait for a stale value.
+   */
+  staleWaitMs?: number;
+  /** Named in the log line of a failed refresh. */
+  what: string;
+  now?: () => number;
+}
+
+export interface Refreshed<T> {
+  value: T;
+  /** Epoch ms of the last successful refresh (0: never). */
+  fetchedAt: number;
+}
+
+interface Slot<T> extends Refreshed<T> {
+  /** Epoch ms before which no new refresh starts. */
+  nextRefreshAt: number;
+  refreshing: Promise<void> | null;
+  /** Epoch ms the refresh in flight started. */
+  refreshStartedAt: number;
+}
+
+export class BackgroundRefresh<T, S> {
+  readonly #o: BackgroundRefreshOptions<T, S>;
+  readonly #now: () => number;
+  readonly #slots = new Map<string, Slot<T>>();
+  /** Durable Object calls made (observability and tests). */
+  refreshes = 0;
+
+  constructor(options: BackgroundRefreshOptions<T, S>) {
+    this.#o = options;
+    this.#now = options.now ?? Date.now;
+  }
+
+  /**
+   * The key's value. Waits for a refresh when `unusable` says the current one
+   * cannot serve; when `stale` says it can but a fresher one would serve better,
+   * waits for the refresh only while it is younger than `staleWaitMs`.
+   */
+  async get(
+    key: string,
+    background: (p: Promise<unknown>) => void,
+    unusable: (s: Refreshed<T>, now: number) => boolean,
+    stale?: (s: Refreshed<T>, now: number) => boolean,
+  ): Promise<T> {
+    const s = this.#slot(key);
+    const answer = this.#answer(key, s, background, unusable, stale);
+    if (answer === UNUSABLE) {
+      if (s.refreshing) await s.refreshing;
+      else if (this.#now() >= s.nextRefreshAt) await this.#refresh(key, s);
+    } else if (answer !== NOW) {
+      await settledWithin(s.refreshing!, answer);
+    }
+    return s.value;
+  }
+
+  /**
+   * What get() answers without waiting, with no promise; undefined when get() would
+   * wait (then call get(), which waits as it would have). The usual case on the hot
+   * path: a value that serves, its refresh (when due) handed to `background`.
+   */
+  now(
+    key: string,
+    background: (p: Promise<unknown>) => void,
+    unusable: (s: Refreshed<T>, now: number) => boolean,
+    stale?: (s: Refreshed<T>, now: number) => boolean,
+  ): T | undefined {
+    const s = this.#slot(key);
+    return this.#answer(key, s, background, unusable, stale) === NOW ? s.value : undefined;
+  }
+
+  #slot(key: string): Slot<T> {
+    let s = this.#slots.get(key);
+    if (!s) {
+      s = { value: this.#o.initial(), fetchedAt: 0, nextRefreshAt: 0, refreshing: null, refreshStartedAt: 0 };
+      this.#slots.set(key, s);
+    }
+    return s;
+  }
+
+  /**
+   * Whether the slot's value serves now (NOW; a due refresh is handed to `background`),
+   * is UNUSABLE (wait for a refresh), or is stale while a refresh younger than
+   * `staleWaitMs` runs (the ms left to wait for it).
+   */
+  #answer(
+    key: string,
+    s: Slot<T>,
+    background: (p: Promise<unknown>) => void,
+    unusable: (s: Refreshed<T>, now: number) => boolean,
+    stale: ((s: Refreshed<T>, now: number) => boolean) | undefined,
+  ): typeof NOW | typeof UNUSABLE | number {
+    const now = this.#now();
+    if (unusable(s, now)) return UNUSABLE;
+    if (!s.refreshing && now >= s.nextRefreshAt) background(this.#refresh(key, s));
+    // The time left is checked before `stale`, which may walk the whole value.
+    const left = s.refreshStartedAt + (this.#o.staleWaitMs ?? 0) - now;
+    return s.refreshing && left > 0 && stale?.(s, now) ? left : NOW;
+  }
+
+  /** Forgets the key's value (and its back-off): the next get fetches afresh. */
+  forget(key: string): void {
+    this.#slots.delete(key);
+  }
+
+  #refresh(key: string, s: Slot<T>): Promise<void> {
+    this.refreshes++;
+    const p = this.#o
+      .source(key, s.value)
+      .then((fetched) => {
+        const now = this.#now();
+        s.value = this.#o.apply(s.value, fetched, now);
+        s.fetchedAt = now;
+        const ttl = this.#o.ttlMs;
+        s.nextRefreshAt = now + (typeof ttl === "number" ? ttl : ttl(key));
+      })
+      .catch((err: unknown) => {
+        // Keep serving the old value (the Durable Object may be restarting).
+        s.nextRefreshAt = this.#now() + this.#o.failureBackoffMs;
+        console.error(JSON.stringify({ msg: `${this.#o.what} refresh failed`, deployment: key, error: String(err) }));
+      })
+      .finally(() => {
+        s.refreshing = null;
+      });
+    s.refreshing = p;
+    s.refreshStartedAt = this.#now();
+    return p;
+  }
+}
+
+// #answer's verdicts besides a wait in ms.
+const NOW = Symbol("now");
+const UNUSABLE = Symbol("unusable");
+
+/** Waits for `p` (which never rejects) or `ms`, whichever comes first. */
+function settledWithin(p: Promise<void>, ms: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<void>((r) => (timer = setTimeout(r, ms)));
+  return Promise.race([p, timeout]).finally(() => {
+    if (timer !== undefined) clearTimeout(timer);
+  });
 }

@@ -1,0 +1,220 @@
+/**
+ * Who may use what: a private deployment's API keys (checked against this
+ * isolate's copy of the key set), the per-key rate limits, and the admin secret.
+ */
+import { errorResponse, timingSafeEqualStrings } from "../../protocol/index.ts";
+import { bearerToken, hashApiKey } from "../../state/api-key-format.ts";
+import { BackgroundRefresh } from "./view.ts";
+import type { Deployment } from "../../config/deployment.ts";
+import { rateLimitShard, type RateRemaining, type RateUse } from "../../policy/rate-limit-sync.ts";
+import { fullBucket, refill, takeToken, type BucketLimits, type TokenBucket } from "../../policy/token-bucket.ts";
+import type { Env } from "../../env.ts";
+
+/**
+ * Client API key checks on the hot path, with no Durable Object call per
+ * request: each isolate holds the set of active key hashes per deployment,
+ * fetched from its AccessKeys object and refreshed in the background every
+ * KEY_SET_TTL_MS. A new or revoked key takes effect everywhere within that TTL
+ * (at once in the isolate that served the admin call). Fails closed: without a
+ * key set (the object unreachable since the isolate started) nobody gets in.
+ */
+export const KEY_SET_TTL_MS = 10_000;
+/**
+ * The TTL of a key set that comes from a relay, which holds it for up to
+ * RELAY_KEY_SET_TTL_MS (5 s) itself: a key change still takes effect
+ * everywhere within 10 s.
+ */
+export const RELAYED_KEY_SET_TTL_MS = 5_000;
+const REFRESH_FAILURE_BACKOFF_MS = 1_000;
+
+export type KeySetSource = (deployment: string) => Promise<string[]>;
+
+export type KeyCheck =
+  | { ok: true; keyHash: string }
+  | { ok: false; code: "unauthorized" | "auth_unavailable"; message: string };
+
+export class ApiKeyCache {
+  readonly #sets: BackgroundRefresh<Set<string> | null, string[]>;
+
+  constructor(source: KeySetSource, now: () => number = Date.now, ttlFor: (deployment: string) => number = () => KEY_SET_TTL_MS) {
+    this.#sets = new BackgroundRefresh<Set<string> | null, string[]>({
+      source,
+      // No set until the first fetch succeeds: fail closed meanwhile.
+      initial: () => null,
+      apply: (_old, hashes) => new Set(hashes),
+      ttlMs: ttlFor,
+      failureBackoffMs: REFRESH_FAILURE_BACKOFF_MS,
+      what: "api key",
+      now,
+    });
+  }
+
+  /** Object calls made (observability and tests). */
+  get refreshes(): number {
+    return this.#sets.refreshes;
+  }
+
+  /** checkAny for one deployment, without its arrays (it runs on every request to a private deployment). */
+  async check(deployment: string, authorization: string | null | undefined, background: (p: Promise<unknown>) => void): Promise<KeyCheck> {
+    const token = bearerToken(authorization);
+    if (token === null) return NO_KEY;
+    const [keyHash, hashes] = await Promise.all([hashApiKey(token), this.#sets.get(deployment, background, hasNoSet)]);
+    if (hashes?.has(keyHash)) return { ok: true, keyHash };
+    return hashes ? NOT_VALID : UNAVAILABLE;
+  }
+
+  /**
+   * Whether the key is valid for at least one of `deployments`: what the OpenAI
+   * routes ask before they read a body, when every deployment there is private
+   * (the body names the deployment, so the exact check comes after it).
+   */
+  async checkAny(deployments: readonly string[], authorization: string | null | undefined, background: (p: Promise<unknown>) => void): Promise<KeyCheck> {
+    const token = bearerToken(authorization);
+    if (token === null) return NO_KEY;
+    const [keyHash, ...sets] = await Promise.all([hashApiKey(token), ...deployments.map((d) => this.#sets.get(d, background, hasNoSet))]);
+    if (sets.some((hashes) => hashes?.has(keyHash))) return { ok: true, keyHash };
+    if (sets.some((hashes) => !hashes)) return UNAVAILABLE;
+    return NOT_VALID;
+  }
+
+  /** The deployments among `deployments` this key may use (none without a key, or while sets are unknown). */
+  async usableBy(deployments: readonly string[], authorization: string | null | undefined, background: (p: Promise<unknown>) => void): Promise<Set<string>> {
+    const token = bearerToken(authorization);
+    if (token === null || deployments.length === 0) return new Set();
+    const [keyHash, ...sets] = await Promise.all([hashApiKey(token), ...deployments.map((d) => this.#sets.get(d, background, hasNoSet))]);
+    return new Set(deployments.filter((_, i) => sets[i]?.has(keyHash)));
+  }
+
+  /** Forgets the isolate's key set (after this isolate created or revoked a key). */
+  invalidate(deployment: string): void {
+    this.#sets.forget(deployment);
+  }
+}
+
+/** No key set yet (fail closed): the key set must be fetched before anyone gets in. */
+const hasNoSet = (s: { value: Set<string> | null }) => s.value === null;
+
+// The refusals, made once and frozen: every request refused for the same reason gets the same one.
+const NO_KEY: KeyCheck = Object.freeze({ ok: false, code: "unauthorized", message: "this deployment needs an API key: send Authorization: Bearer <key>" });
+const UNAVAILABLE: KeyCheck = Object.freeze({ ok: false, code: "auth_unavailable", message: "API keys cannot be checked right now; retry shortly" });
+const NOT_VALID: KeyCheck = Object.freeze({ ok: false, code: "unauthorized", message: "API key not valid for this deployment (unknown or revoked)" });
+
+/** The JSON refusal of a failed key check (401 with WWW-Authenticate, or 503 with Retry-After). */
+export function keyRefusal(key: Extract<KeyCheck, { ok: false }>, requestId: string): Response {
+  if (key.code === "unauthorized") return errorResponse(key.code, key.message, { requestId, headers: { "www-authenticate": 'Bearer realm="switchyard"' } });
+  return errorResponse(key.code, key.message, { requestId, retryAfterSeconds: 1 });
+}
+
+/**
+ * Per-API-key rate limits on the hot path: a token bucket per key in the
+ * isolate, answering at once, reconciled in the background with the key's
+ * global bucket in a RateLimiter Durable Object at most every
+ * RATE_SYNC_INTERVAL_MS per deployment (never once per request).
+ */
+export const RATE_SYNC_INTERVAL_MS = 1_000;
+
+/** The RateLimiter objects as the proxy sees them (RPC in the Worker, a fake in tests). */
+export type RateSync = (deployment: string, shard: number, limits: BucketLimits, uses: RateUse[]) => Promise<RateRemaining[]>;
+
+interface KeyState {
+  bucket: TokenBucket;
+  /** Let through since the last sync was sent. */
+  used: number;
+  /** Epoch ms of the first of those. */
+  since: number;
+}
+
+export type RateDecision = { ok: true } | { ok: false; retryAfterSeconds: number };
+
+export class RateLimits {
+  readonly #sync: RateSync;
+  readonly #now: () => number;
+  readonly #keys = new Map<string, Map<string, KeyState>>();
+  readonly #nextSyncAt = new Map<string, number>();
+  /** Object calls made (observability and tests). */
+  syncs = 0;
+
+  constructor(sync: RateSync, now: () => number = Date.now) {
+    this.#sync = sync;
+    this.#now = now;
+  }
+
+  take(deployment: Deployment, keyHash: string, background: (p: Promise<unknown>) => void): RateDecision {
+    const limits = deployment.access.rateLimit;
+    if (!limits) return { ok: true };
+    const now = this.#now();
+    let keys = this.#keys.get(deployment.name);
+    if (!keys) {
+      keys = new Map();
+      this.#keys.set(deployment.name, keys);
+    }
+    let k = keys.get(keyHash);
+    if (!k) {
+      k = { bucket: fullBucket(limits, now), used: 0, since: now };
+      keys.set(keyHash, k);
+    }
+    const taken = takeToken(k.bucket, limits, now);
+    if (taken.ok) {
+      if (k.used === 0) k.since = now;
+      k.used++;
+    }
+    if (now >= (this.#nextSyncAt.get(deployment.name) ?? 0)) {
+      this.#nextSyncAt.set(deployment.name, now + RATE_SYNC_INTERVAL_MS);
+      background(this.#syncDeployment(deployment.name, limits, keys));
+    }
+    return taken.ok ? taken : { ok: false, retryAfterSeconds: Math.max(1, Math.ceil(taken.retryAfterMs / 1000)) };
+  }
+
+  async #syncDeployment(deployment: string, limits: BucketLimits, keys: Map<string, KeyState>): Promise<void> {
+    const byShard = new Map<number, RateUse[]>();
+    for (const [key, k] of keys) {
+      const shard = rateLimitShard(key);
+      if (!byShard.has(shard)) byShard.set(shard, []);
+      byShard.get(shard)!.push({ key, used: k.used, since: k.since });
+      k.used = 0;
+    }
+    await Promise.all(
+      [...byShard].map(async ([shard, uses]) => {
+        this.syncs++;
+        try {
+          for (const r of await this.#sync(deployment, shard, limits, uses)) {
+            const k = keys.get(r.key);
+            // The global bucket counts every isolate's use, ours included, up to
+            // when the sync was sent; what we let through since still comes off.
+            if (k) k.bucket.tokens = Math.min(k.bucket.tokens, r.tokens - k.used);
+          }
+        } catch (err) {
+          // Local limits still hold; give the uses back so the next sync reports them.
+          for (const u of uses) {
+            const k = keys.get(u.key);
+            if (!k) continue;
+            if (k.used === 0 || u.since < k.since) k.since = u.since;
+            k.used += u.used;
+          }
+          console.error(JSON.stringify({ msg: "rate limit sync failed", deployment, error: String(err) }));
+        }
+      }),
+    );
+    // Keys idle since the previous sync with a full bucket carry no state worth keeping.
+    const now = this.#now();
+    for (const [key, k] of keys) {
+      refill(k.bucket, limits, now);
+      if (k.used === 0 && k.bucket.tokens >= limits.burst) keys.delete(key);
+    }
+  }
+}
+
+/**
+ * Constant-time comparison of a `Bearer <secret>` header against the expected secret.
+ * The supplied token goes first: the comparison's time follows its length, not the secret's.
+ */
+export function bearerMatches(header: string | undefined | null, secret: string | undefined): boolean {
+  if (!secret || !header?.startsWith("Bearer ")) return false;
+  return timingSafeEqualStrings(header.slice(7), secret);
+}
+
+/** The 401 an admin route answers when `authorization` does not carry the admin secret; null when it does. Admin routes are off without a secret. */
+export function adminRefusal(env: Pick<Env, "SWITCHYARD_ADMIN_SECRET">, authorization: string | undefined | null): Response | null {
+  if (bearerMatches(authorization, env.SWITCHYARD_ADMIN_SECRET)) return null;
+  return errorResponse("unauthorized", "admin secret missing or wrong", { headers: { "www-authenticate": "Bearer" } });
+}

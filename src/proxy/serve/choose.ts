@@ -1,0 +1,83 @@
+/**
+ * The choose stage: which replica each attempt of a request goes to. What the
+ * balancer reads (the multiplexed model; the prompt's block keys, computed only
+ * for a balancer that reads them, from a body the edge holds, with the
+ * deployment's tokenizer), the candidates the view allows (holders of the model
+ * first), a session's bound replica on the first attempt (session-affinity.ts),
+ * and the balancer's feedback once a replica accepted.
+ */
+import { DEFAULT_PREFIX_POLICY, type Deployment } from "../../config/deployment.ts";
+import type { BalanceInput, PromptKeys } from "../../policy/balancers/index.ts";
+import { promptEndpointOf, promptKeys } from "../../prefix/prompt-keys.ts";
+import { promptTokenizer, type PromptTokenizer } from "../../prompt/tokenizers/index.ts";
+import type { ActiveBalancer } from "../../policy/balancers/index.ts";
+import type { SessionAffinity } from "./session-affinity.ts";
+import type { ReplicaEntry, RoutingView } from "./view.ts";
+
+/** The deployment's prompt tokenizer: "auto" is tiny-lm's for the reference LLM backend, bytes for anything else. */
+export function tokenizerFor(deployment: Deployment): PromptTokenizer {
+  const name = (deployment.policy.prefix ?? DEFAULT_PREFIX_POLICY).tokenizer;
+  if (name !== "auto") return promptTokenizer(name);
+  return promptTokenizer(deployment.backend.kind === "llm" && deployment.backend.model === "tiny-lm" ? "tiny-lm" : "bytes");
+}
+
+/** The request's prompt keys, or undefined when its path or body has no prompt. */
+export function requestPromptKeys(deployment: Deployment, path: string, body: ArrayBuffer, model: string | undefined): PromptKeys | undefined {
+  const endpoint = promptEndpointOf(path);
+  if (!endpoint) return undefined;
+  return promptKeys(new Uint8Array(body), endpoint, { tokenizer: tokenizerFor(deployment), extra: model ?? "" });
+}
+
+/** What the choice needs of a request (dispatch.ts's DispatchContext has it). */
+export interface ChoiceRequest {
+  deployment: Deployment;
+  target: { path: string };
+  view: RoutingView;
+  balancer: ActiveBalancer;
+  /** Who sent it (per-client budgets of session placement). */
+  client: string;
+  model?: string;
+  session?: { id: string; affinity: SessionAffinity };
+}
+
+/** The choice for one request's attempts. */
+export interface Choice {
+  /** The replica for attempt `attempt` (from 1) among those not `tried`; undefined when none is left. */
+  next(attempt: number, tried: ReadonlySet<string>): Promise<ReplicaEntry | undefined>;
+  /** `replica` accepted the request (the balancer learns from it). */
+  served(replica: ReplicaEntry): void;
+}
+
+/**
+ * The choice for the request `ctx` describes. `body`: the body when the edge holds
+ * it; `promptModel`: the model as the replica will see it (the prompt's extra key);
+ * `sessionToken`: the session's binding token, when the client sent one.
+ */
+export function chooseFor(ctx: ChoiceRequest, body: ArrayBuffer | ReadableStream | null | undefined, promptModel: string | undefined, sessionToken: string | undefined): Choice {
+  const { deployment, view, balancer, model, session } = ctx;
+  const input: BalanceInput = { random: Math.random, now: Date.now() };
+  if (model !== undefined) input.model = model;
+  // Only a balancer that reads the prompt pays for parsing and tokenizing it, and only from a body held here.
+  if (balancer.readsPrompt && body instanceof ArrayBuffer) {
+    const prompt = requestPromptKeys(deployment, ctx.target.path, body, promptModel);
+    if (prompt) input.prompt = prompt;
+  }
+  const pick = (among: readonly ReplicaEntry[]) => balancer.pick(among, input);
+  // A session new to this isolate goes where its prompt's prefix goes, when the balancer
+  // reads one; otherwise rendezvous on its id places it (session-affinity.ts).
+  const placeNew = input.prompt !== undefined ? pick : undefined;
+  return {
+    async next(attempt, tried) {
+      const now = Date.now();
+      // A holder of the model whose liveness merely lapsed here is still tried first (RoutingView.lapsed).
+      const candidates = model !== undefined ? view.candidatesHolding(now, tried, (e) => e.models.includes(model) || e.loading.includes(model)) : view.candidates(now, tried);
+      const replica =
+        attempt === 1 && session
+          ? await session.affinity.choose(deployment, session.id, candidates, pick, ctx.client, () => view.lapsed(now, tried), sessionToken, placeNew)
+          : pick(candidates);
+      if (replica && model !== undefined) view.noteModelDispatch(replica, model);
+      return replica;
+    },
+    served: (replica) => balancer.served?.(replica.id, input),
+  };
+}

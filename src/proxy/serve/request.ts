@@ -1,0 +1,415 @@
+/**
+ * The request stage: the client's request as the path reads it, before any
+ * replica is considered. Its target (the one normalised path, or a 400), the
+ * deployment route it falls under, its id, its headers (their size, what a
+ * dispatch passes on, what the client gets back) and its keys (model, session).
+ */
+import type { Deployment } from "../../config/deployment.ts";
+import { Header, MODEL_ID } from "../../protocol/index.ts";
+import { HEX_BYTE } from "../../protocol/hex.ts";
+
+/**
+ * The one path a proxied request is routed by and forwarded with, and the
+ * replica URL it is sent to. Pure.
+ *
+ * Why this exists: routing once matched the decoded, un-normalised path
+ * (`/llm/%2e%2e/x` starts with `/llm`) while dispatch rebuilt the path with
+ * `new URL()`, which resolves the dot segment, and the target was a string
+ * concatenation. `/llm/%2e%2e/aaa@host:port/secret` then became
+ * `http://<replica>@host:port/secret`: an open proxy. Here the path is
+ * normalised once (RFC 3986 §6.2.2: percent-encoded unreserved characters
+ * decoded), a path with a dot segment in any spelling is refused outright (no
+ * client that follows RFC 3986 sends one: it removes them before sending), and
+ * the dispatch URL is checked to keep the replica's origin and base path.
+ */
+/** What the edge app's first middleware (app.ts) leaves on the context for every route. */
+export type PathVariables = { target: { path: string; search: string } };
+
+export type RequestTarget = { ok: true; path: string; search: string } | { ok: false; message: string };
+
+const HEX = /^[0-9A-Fa-f]{2}$/;
+const UNRESERVED = /^[A-Za-z0-9\-._~]$/;
+
+/**
+ * The normalised origin-form path and the raw query of a request URL (what
+ * `Request.url` holds: absolute, `scheme://authority/path?query`). Refused:
+ * a malformed percent escape, a backslash, and any dot segment (`.` or `..`)
+ * however it is spelled (`%2e`, `.%2E`, `..;x`) and whatever separates it (`/`, or
+ * an encoded `%2F` or `%5C` that a replica might decode into a separator).
+ */
+export function requestTarget(url: string): RequestTarget {
+  const scheme = url.indexOf("://");
+  const slash = scheme < 0 ? -1 : url.indexOf("/", scheme + 3);
+  if (slash < 0) return { ok: true, path: "/", search: "" };
+  let end = url.length;
+  const hash = url.indexOf("#", slash);
+  if (hash >= 0) end = hash;
+  const q = url.indexOf("?", slash);
+  const queryAt = q >= 0 && q < end ? q : end;
+  const raw = url.slice(slash, queryAt);
+  const search = url.slice(queryAt, end);
+  const path = decodeUnreserved(raw);
+  if (path === null) return { ok: false, message: "the request path has a malformed percent escape" };
+  if (path.includes("\\")) return { ok: false, message: "the request path contains a backslash" };
+  if (hasDotSegment(path)) return { ok: false, message: "the request path has a dot segment ('.' or '..'); send the path resolved" };
+  return { ok: true, path, search: search === "?" ? "" : search };
+}
+
+/** Decodes %XX of unreserved characters (and only those); null on a malformed escape. */
+function decodeUnreserved(raw: string): string | null {
+  if (!raw.includes("%")) return raw;
+  let out = "";
+  let from = 0;
+  for (let i = raw.indexOf("%"); i >= 0; i = raw.indexOf("%", i + 1)) {
+    const hex = raw.slice(i + 1, i + 3);
+    if (!HEX.test(hex)) return null;
+    const ch = String.fromCharCode(parseInt(hex, 16));
+    if (!UNRESERVED.test(ch)) continue;
+    out += raw.slice(from, i) + ch;
+    from = i + 3;
+    i += 2;
+  }
+  return out + raw.slice(from);
+}
+
+/**
+ * Whether any segment is "." or "..", splitting on "/" and on encoded slashes and
+ * backslashes too, and ignoring a `;` path parameter (raw or encoded): servlet
+ * containers read `/..;/x` as `/../x`.
+ */
+function hasDotSegment(path: string): boolean {
+  if (!path.includes(".")) return false;
+  for (const segment of path.split(/\/|%2[Ff]|%5[Cc]/)) {
+    const bare = segment.split(/;|%3[Bb]/, 1)[0];
+    if (bare === "." || bare === "..") return true;
+  }
+  return false;
+}
+
+/**
+ * The path as the edge app sees it when a user's Hono app mounts it under
+ * `mount` (`userApp.route("/ml", app)`): without that prefix, so route prefixes
+ * and dispatch are the app's own. `mount` is "/" (or "") when not mounted.
+ * Hono only runs the app's routes for paths under the mount, so a path
+ * outside it is a bug and is returned as it is.
+ */
+export function unmountedPath(path: string, mount: string): string {
+  const base = mount.replace(/\/+$/, "");
+  if (base === "") return path;
+  if (path === base) return "/";
+  return path.startsWith(`${base}/`) ? path.slice(base.length) : path;
+}
+
+/** Parsed replica URLs (one per registered replica): origin and base path, so dispatch does not parse them per request. */
+const replicaBases = new Map<string, { origin: string; base: string }>();
+const REPLICA_BASES_MAX = 4096;
+
+function replicaBase(replicaUrl: string): { origin: string; base: string } | null {
+  let known = replicaBases.get(replicaUrl);
+  if (known) return known;
+  let u: URL;
+  try {
+    u = new URL(replicaUrl);
+  } catch {
+    return null;
+  }
+  known = { origin: u.origin, base: u.pathname.replace(/\/+$/, "") };
+  if (replicaBases.size >= REPLICA_BASES_MAX) replicaBases.clear();
+  replicaBases.set(replicaUrl, known);
+  return known;
+}
+
+/**
+ * The URL a dispatch goes to: the replica's URL with `path` (normalised, starting
+ * with "/") and `search` appended. Null when the result would leave the replica's
+ * origin or its base path; with a path from requestTarget that cannot happen, so
+ * null means a bug, and the request is refused rather than sent anywhere else.
+ */
+export function dispatchUrl(replicaUrl: string, path: string, search: string): URL | null {
+  const replica = replicaBase(replicaUrl);
+  if (!replica || !path.startsWith("/")) return null;
+  let u: URL;
+  try {
+    u = new URL(`${replica.origin}${replica.base}${path}${search}`);
+  } catch {
+    return null;
+  }
+  if (u.origin !== replica.origin) return null;
+  if (replica.base !== "" && u.pathname !== replica.base && !u.pathname.startsWith(`${replica.base}/`)) return null;
+  return u;
+}
+
+/** A checked dispatch URL as fetch() is given it, and the request target a dispatch signature covers (path and query as the replica receives them). */
+export interface DispatchTarget {
+  href: string;
+  target: string;
+}
+
+/**
+ * dispatchUrl's answers per replica URL, then per path and query: a path sent
+ * again (the usual case) costs no URL parse and no getter calls. The key is the
+ * path and query as one string, which is all the URL is built from. At most
+ * DISPATCH_TARGETS_MAX answers in all (then forgotten at once, like replicaBases);
+ * refusals are not kept (they are bugs, logged each time).
+ */
+const dispatchTargets = new Map<string, Map<string, DispatchTarget>>();
+const DISPATCH_TARGETS_MAX = 4096;
+let dispatchTargetCount = 0;
+
+/** dispatchUrl's URL as a DispatchTarget, from memory when the same replica URL, path and query were checked before. */
+export function dispatchTarget(replicaUrl: string, path: string, search: string): DispatchTarget | null {
+  const key = path + search;
+  let known = dispatchTargets.get(replicaUrl);
+  const hit = known?.get(key);
+  if (hit) return hit;
+  const u = dispatchUrl(replicaUrl, path, search);
+  if (!u) return null;
+  const entry = { href: u.href, target: u.pathname + u.search };
+  if (dispatchTargetCount >= DISPATCH_TARGETS_MAX) {
+    dispatchTargets.clear();
+    dispatchTargetCount = 0;
+    known = undefined;
+  }
+  if (!known) dispatchTargets.set(replicaUrl, (known = new Map()));
+  known.set(key, entry);
+  dispatchTargetCount++;
+  return entry;
+}
+
+/** Longest-prefix routing from a request path to a deployment. Pure. */
+export interface Routed<T> {
+  target: T;
+  prefix: string;
+}
+
+export class RouteTable<T> {
+  readonly #entries: { prefix: string; target: T }[];
+
+  constructor(entries: Iterable<{ prefix: string; target: T }>) {
+    this.#entries = [...entries].sort((a, b) => b.prefix.length - a.prefix.length);
+  }
+
+  /** Matches whole path segments: "/hello" takes "/hello" and "/hello/x", not "/helloworld". */
+  match(path: string): Routed<T> | undefined {
+    for (const e of this.#entries) {
+      if (e.prefix === "/" || path === e.prefix || path.startsWith(e.prefix + "/")) return e;
+    }
+    return undefined;
+  }
+
+  list(): { prefix: string; target: T }[] {
+    return [...this.#entries];
+  }
+}
+
+/** Path forwarded to the replica when the deployment strips its prefix. */
+export function stripRoutePrefix(path: string, prefix: string): string {
+  if (prefix === "/") return path;
+  const rest = path.slice(prefix.length);
+  return rest === "" ? "/" : rest;
+}
+
+/**
+ * What the proxy reads from a request to route it beyond its path: the
+ * multiplexed model and the session. Validated here, at the boundary; pure.
+ */
+/** Session ids: 1-256 visible ASCII characters (they travel in headers and name bindings). */
+export const SESSION_ID = /^[\x21-\x7e]{1,256}$/;
+
+export interface RequestKeys {
+  model?: string;
+  session?: string;
+}
+
+export type RequestKeysResult = { ok: true; keys: RequestKeys } | { ok: false; code: "bad_request" | "model_not_found"; message: string };
+
+export function requestKeys(headers: Headers, deployment: Deployment): RequestKeysResult {
+  const keys: RequestKeys = {};
+  const mux = deployment.multiplexing;
+  if (mux) {
+    const named = headers.get(Header.model) ?? headers.get(Header.rayModel);
+    const model = named ?? mux.defaultModel;
+    if (model !== undefined) {
+      if (!MODEL_ID.test(model)) {
+        return { ok: false, code: "bad_request", message: `invalid model id in ${Header.model}/${Header.rayModel}: 1-128 of [A-Za-z0-9._:@/+-]` };
+      }
+      if (mux.models.length > 0 && !mux.models.includes(model)) {
+        return { ok: false, code: "model_not_found", message: `deployment "${deployment.name}" does not serve model "${model}"; it serves: ${mux.models.join(", ")}` };
+      }
+      keys.model = model;
+    }
+  }
+  if (deployment.sessionAffinity.enabled) {
+    const session = headers.get(Header.clientSession);
+    if (session !== null) {
+      if (!SESSION_ID.test(session)) return { ok: false, code: "bad_request", message: `invalid ${Header.clientSession}: 1-256 visible ASCII characters` };
+      keys.session = session;
+    }
+  }
+  return { ok: true, keys };
+}
+
+/** Header hygiene for the proxy path. Pure. */
+export const HOP_BY_HOP_HEADERS: readonly string[] = [
+  "connection",
+  "keep-alive",
+  "proxy-authenticate",
+  "proxy-authorization",
+  "proxy-connection",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+];
+
+/**
+ * Headers only Switchyard may set on a dispatch; a client's copies are dropped.
+ * `expect` too: the edge answers the client's 100-continue itself, and a replica's
+ * interim 100 reaching the Worker made workerd throw (a 500) after the replica had
+ * done the work.
+ */
+const DISPATCH_ONLY = [
+  Header.protocol,
+  Header.deadline,
+  Header.attempt,
+  Header.deployment,
+  Header.session,
+  Header.load,
+  Header.rejected,
+  Header.replica,
+  Header.timestamp,
+  Header.nonce,
+  Header.signature,
+  Header.bodySha256,
+  "expect",
+];
+/** Protocol headers a replica sends for the proxy that clients do not need to see. */
+const REPLICA_ONLY = [Header.protocol, Header.load, Header.rejected];
+/**
+ * Request headers a dispatch never passes on: hop-by-hop ones, host, the
+ * protocol's own, and the session's binding token (the edge's business, not the
+ * replica's).
+ */
+const NOT_PASSED: ReadonlySet<string> = new Set([...HOP_BY_HOP_HEADERS, "host", ...DISPATCH_ONLY, Header.sessionToken]);
+
+const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+/** Deletes the headers a Connection header names (RFC 9110 §7.6.1). */
+function dropConnectionNamed(h: Headers, named: string): void {
+  for (const item of named.split(",")) {
+    const n = item.trim();
+    // Empty list items are ignored (RFC 9110 §5.6.1); invalid names cannot be present anyway.
+    if (TOKEN.test(n)) h.delete(n);
+  }
+}
+
+/**
+ * Deletes the hop-by-hop headers and those the Connection header names. One delete
+ * per name, present or not: in workerd walking `keys()` to delete only those present
+ * cost more than the deletes (bench/README.md, "Where the proxy's CPU goes", and the
+ * 2026-12-02 trial).
+ */
+function dropHopByHop(h: Headers): void {
+  const named = h.get("connection");
+  if (named) dropConnectionNamed(h, named);
+  for (const n of HOP_BY_HOP_HEADERS) h.delete(n);
+}
+
+/** What one header counts against the header-size limit: its name, its value and 4 bytes of framing. */
+function fieldBytes(name: string, value: string): number {
+  return name.length + value.length + 4;
+}
+
+/** A request's headers read once at the boundary: their size, and what a dispatch passes on. */
+export interface ReadRequestHeaders {
+  /** Names, values and 4 bytes of framing per header: what the header-size limit counts. */
+  bytes: number;
+  /** The headers a dispatch sends on (a fresh object, the dispatch's to change). */
+  passed: Headers;
+}
+
+/**
+ * One walk of the request's headers, counting their size and noting which of the
+ * names a dispatch must not pass on are present; then one copy, with only those
+ * deleted. The walk is needed anyway for the size, so the ~22 deletes of names
+ * that are almost never there are saved (bench/hot-path-steps.ts, "request
+ * headers"). `dropAuthorization`: a private deployment's API key is the edge's
+ * credential, not the replica's.
+ */
+export function readRequestHeaders(incoming: Headers, dropAuthorization: boolean): ReadRequestHeaders {
+  let bytes = 0;
+  let present: string[] | undefined;
+  let connection: string | undefined;
+  for (const [name, value] of incoming) {
+    bytes += fieldBytes(name, value);
+    if (NOT_PASSED.has(name) || (dropAuthorization && name === "authorization")) {
+      (present ??= []).push(name);
+      if (name === "connection") connection = value;
+    }
+  }
+  const passed = new Headers(incoming);
+  if (present) for (const name of present) passed.delete(name);
+  if (connection) dropConnectionNamed(passed, connection);
+  return { bytes, passed };
+}
+
+/** The header-size limit's count alone (a request served without dispatch). */
+export function requestHeaderBytes(incoming: Headers): number {
+  let bytes = 0;
+  for (const [name, value] of incoming) bytes += fieldBytes(name, value);
+  return bytes;
+}
+
+export function clientHeaders(upstream: Headers): Headers {
+  const h = new Headers(upstream);
+  scrubForClient(h);
+  return h;
+}
+
+/**
+ * clientHeaders in place: for the headers of a Response the edge has just built
+ * from the replica's (the Response constructor copies them already, so a second
+ * copy per request would be waste).
+ */
+export function scrubForClient(h: Headers): void {
+  dropHopByHop(h);
+  for (const n of REPLICA_ONLY) h.delete(n);
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** Echoes a well-formed client request id, else makes one. */
+export function requestIdFor(incoming: string | null): string {
+  return incoming && REQUEST_ID.test(incoming) ? incoming : randomUuid();
+}
+
+/**
+ * Version 4 UUIDs for request ids, as crypto.randomUUID makes them (RFC 9562 §5.4:
+ * 122 random bits from the same CSPRNG), from random bytes drawn 256 ids at a time:
+ * one runtime call per 256 requests instead of one per request. Not secrets: they
+ * name a request in logs and headers.
+ */
+const IDS_PER_DRAW = 256;
+
+// Drawn on first use: workerd refuses crypto calls at module scope (outside a request).
+let pool: Uint8Array | undefined;
+let at = IDS_PER_DRAW * 16;
+
+export function randomUuid(): string {
+  if (!pool || at >= pool.length) {
+    pool = crypto.getRandomValues(new Uint8Array(IDS_PER_DRAW * 16));
+    at = 0;
+  }
+  const b = pool;
+  const i = at;
+  at += 16;
+  const h = HEX_BYTE;
+  return (
+    h[b[i]!]! + h[b[i + 1]!]! + h[b[i + 2]!]! + h[b[i + 3]!]! + "-" +
+    h[b[i + 4]!]! + h[b[i + 5]!]! + "-" +
+    // Version 4 in the high nibble of byte 6, variant 10 in the high bits of byte 8.
+    h[(b[i + 6]! & 0x0f) | 0x40]! + h[b[i + 7]!]! + "-" +
+    h[(b[i + 8]! & 0x3f) | 0x80]! + h[b[i + 9]!]! + "-" +
+    h[b[i + 10]!]! + h[b[i + 11]!]! + h[b[i + 12]!]! + h[b[i + 13]!]! + h[b[i + 14]!]! + h[b[i + 15]!]!
+  );
+}

@@ -1,0 +1,79 @@
+/**
+ * The precise tier's scoring seam (src/policy/scorers/): the built-in terms give
+ * the cost the tier had before the seam, configuration names terms from the
+ * registry, and a new term is one module plus one registration.
+ */
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { defineDeployment } from "../../src/config/deployment.ts";
+import { createBalancer } from "../../src/policy/balancers/index.ts";
+import type { ReplicaChoice } from "../../src/policy/pick-replica.ts";
+import { pickByPrefixCache, rendezvousOrder, anchorKey, underLoadBound } from "../../src/policy/prefix-score.ts";
+import { SCORERS, SCORER_NAMES, defineScorer, scorerRegistry, scorers } from "../../src/policy/scorers/index.ts";
+import { blockKeys } from "../../src/prefix/block-keys.ts";
+import { CacheSummary, buildCacheSummary } from "../../src/prefix/cache-summary.ts";
+
+const r = (id: string, load: number, capacity = 8): ReplicaChoice => ({ id, load, capacity });
+const keys = blockKeys(Array.from({ length: 16 * 12 }, (_, i) => (i * 7) % 97));
+
+/** The precise tier as it was written before the seam: 2 × uncached share + slots, cheapest first, rendezvous ties. */
+function before(candidates: ReplicaChoice[], held: (c: ReplicaChoice) => number, weight = 2, epsilon = 1): ReplicaChoice | undefined {
+  const pool = underLoadBound(candidates, epsilon);
+  const room = pool.filter((c) => c.load / c.capacity < 1);
+  const ranked = rendezvousOrder(room.length > 0 ? room : pool, anchorKey(keys)!);
+  let best: ReplicaChoice | undefined;
+  let bestCost = Infinity;
+  for (const c of ranked) {
+    const cost = weight * ((keys.length - Math.min(keys.length, held(c))) / keys.length) + (c.load + 1) / c.capacity;
+    if (cost < bestCost) [best, bestCost] = [c, cost];
+  }
+  return best;
+}
+
+describe("scorers", () => {
+  it("the built-in terms choose as the tier did before the seam (any fleet, any holdings, any prefill weight)", () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.record({ load: fc.integer({ min: 0, max: 20 }), capacity: fc.integer({ min: 1, max: 16 }), held: fc.integer({ min: 0, max: 14 }) }), { minLength: 1, maxLength: 12 }),
+        fc.double({ min: 0, max: 10, noNaN: true }),
+        (fleet, weight) => {
+          const cands = fleet.map((f, i) => r(`r${i}`, f.load, f.capacity));
+          const held = (c: ReplicaChoice) => fleet[Number(c.id.slice(1))]!.held;
+          expect(pickByPrefixCache(cands, keys, held, { prefillWeight: weight })?.id).toBe(before(cands, held, weight)?.id);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it("configuration accepts the registered names only, and their weights reach the balancer", () => {
+    expect(SCORER_NAMES).toEqual(SCORERS.map((s) => s.name));
+    const d = defineDeployment({ name: "x", routePrefix: "/x", backend: { kind: "external" }, policy: { balancer: "prefix_cache", prefix: { scorers: { prefill: 0 } } } });
+    expect(d.policy.prefix?.scorers).toEqual({ prefill: 0 });
+    expect(() => defineDeployment({ name: "y", routePrefix: "/y", backend: { kind: "external" }, policy: { prefix: { scorers: { distance: 1 } as never } } })).toThrow(/scorers/);
+
+    // r-holder holds the whole prompt but runs 3 requests; the others are idle. With prefill weighed 0, slots alone decide.
+    const holder = rendezvousOrder([r("a", 0), r("b", 0), r("c", 0)], anchorKey(keys)!)[2]!.id;
+    const cache = CacheSummary.parse(buildCacheSummary(keys, 16))!;
+    const fleet = ["a", "b", "c"].map((id) => ({ ...r(id, id === holder ? 3 : 0), models: [], loading: [], ...(id === holder ? { cache } : {}) }));
+    const input = { random: () => 0.5, now: 0, prompt: { keys, blockSize: 16 } };
+    expect(createBalancer("prefix_cache", { loadFactor: 1, prefillWeight: 2 }).pick(fleet, input)?.id).toBe(holder);
+    expect(createBalancer("prefix_cache", { loadFactor: 1, prefillWeight: 2, scorers: { prefill: 0 } }).pick(fleet, input)?.id).not.toBe(holder);
+  });
+
+  it("a new term is one module and one registration: a replica's distance", () => {
+    // The module: a term with its factory (here, kilometres to each replica, as a share of 1,000).
+    const km: Record<string, number> = { near: 10, far: 900 };
+    const distance = defineScorer({ name: "distance", description: "distance to the replica, per 1,000 km", create: () => (c) => (km[c.id] ?? 0) / 1000 });
+    // The registration: one more entry in the list.
+    const registry = scorerRegistry([...SCORERS, distance]);
+    expect(registry.names).toEqual([...SCORER_NAMES, "distance"]);
+    const fleet = [r("near", 0), r("far", 0)];
+    const heldByFar = (c: ReplicaChoice) => (c.id === "far" ? 1 : 0);
+    // Without the term, one cached block of twelve makes "far" cheaper; weighed in, distance outweighs it.
+    expect(pickByPrefixCache(fleet, keys, heldByFar, { terms: scorers.resolve({ prefill: 2, slots: 1 }) })?.id).toBe("far");
+    expect(pickByPrefixCache(fleet, keys, heldByFar, { terms: registry.resolve({ prefill: 2, slots: 1, distance: 5 }) })?.id).toBe("near");
+    expect(() => scorers.resolve({ distance: 1 })).toThrow(/no scorer "distance"/);
+    expect(() => scorerRegistry([...SCORERS, SCORERS[0]])).toThrow(/registered twice/);
+  });
+});
