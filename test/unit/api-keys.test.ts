@@ -7,7 +7,7 @@ import { createHash } from "node:crypto";
 import { afterEach, beforeEach, describe, it, expect, vi } from "vitest";
 import { ApiKeyCache, KEY_SET_TTL_MS, type KeyCheck } from "../../src/proxy/serve/access.ts";
 import { bearerToken, hashApiKey, newApiKey } from "../../src/state/api-key-format.ts";
-import { T0 } from "../fixtures/clock.ts";
+import { clock, T0 } from "../fixtures/clock.ts";
 
 /** REFRESH_FAILURE_BACKOFF_MS in src/proxy/serve/access.ts (not exported). */
 const FAILURE_BACKOFF_MS = 1_000;
@@ -128,15 +128,6 @@ describe("bearerToken", () => {
 // ---------------------------------------------------------------------------
 // ApiKeyCache
 
-function clock(start = T0) {
-  let t = start;
-  return {
-    now: () => t,
-    advance(ms: number) {
-      t += ms;
-    },
-  };
-}
 
 interface Deferred {
   promise: Promise<void>;

@@ -17,8 +17,10 @@ import {
   type DispatchParts,
 } from "../../src/protocol/index.ts";
 import { DispatchGuard } from "../../src/replica/dispatch-guard.ts";
+import { clock as clockFrom } from "../fixtures/clock.ts";
 
 const T0 = 1_764_511_200_000;
+const clock = () => clockFrom(T0);
 const MASTER = "correct horse battery staple";
 const BODY = new TextEncoder().encode('{"prompt":"hi"}');
 const VECTOR: DispatchParts = {
@@ -32,10 +34,6 @@ const VECTOR: DispatchParts = {
   bodySha256: "", // filled in below: the digest of BODY
 };
 
-function clock(start = T0) {
-  let t = start;
-  return { now: () => t, advance: (ms: number) => void (t += ms) };
-}
 
 /** A request as the replica's server hands it to the guard. */
 async function signed(key: string, over: Partial<DispatchParts> = {}, tamper: Partial<DispatchParts> = {}) {

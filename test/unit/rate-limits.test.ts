@@ -10,17 +10,8 @@ import { defineDeployment, type Deployment } from "../../src/config/deployment.t
 import { fullBucket, refill, type BucketLimits, type TokenBucket } from "../../src/policy/token-bucket.ts";
 import { RATE_SYNC_INTERVAL_MS, RateLimits, type RateDecision, type RateSync } from "../../src/proxy/serve/access.ts";
 import { RATE_LIMIT_SHARDS, chargeUse, rateLimitShard, type RateRemaining, type RateUse } from "../../src/policy/rate-limit-sync.ts";
-import { T0 } from "../fixtures/clock.ts";
+import { clock, T0 } from "../fixtures/clock.ts";
 
-function clock(start = T0) {
-  let t = start;
-  return {
-    now: () => t,
-    advance(ms: number) {
-      t += ms;
-    },
-  };
-}
 
 interface SyncCall {
   at: number;

@@ -11,18 +11,9 @@ import { RoutingView, type ReplicaEntry } from "../../src/proxy/serve/view.ts";
 import { SATURATION_GRACE_MS, SESSION_CACHE_MAX, SESSION_CACHE_TTL_MS, SESSION_STORE_RETRY_MS, SessionAffinity, type SessionStore } from "../../src/proxy/serve/session-affinity.ts";
 import { rebindBinding, resolveBinding, type BindingDecision, type StoredBinding } from "../../src/state/session-binding.ts";
 import { deriveSessionTokenKey, readSessionToken, SessionTokens, signSessionToken } from "../../src/proxy/serve/session-token.ts";
-import { T0 } from "../fixtures/clock.ts";
+import { clock, T0 } from "../fixtures/clock.ts";
 import { firstOf } from "../fixtures/wait.ts";
 
-function clock(start = T0) {
-  let t = start;
-  return {
-    now: () => t,
-    advance(ms: number) {
-      t += ms;
-    },
-  };
-}
 
 type Clock = ReturnType<typeof clock>;
 

@@ -6,7 +6,7 @@
 import { afterEach, beforeEach, describe, it, expect, vi } from "vitest";
 import type { RoutingSnapshot } from "../../src/protocol/index.ts";
 import { LAPSED_REFRESH_WAIT_MS, SNAPSHOT_TTL_MS, SnapshotCache } from "../../src/proxy/serve/view.ts";
-import { T0 } from "../fixtures/clock.ts";
+import { clock } from "../fixtures/clock.ts";
 
 function snapshotWith(deployment: string, ids: string[], seq = 1): RoutingSnapshot {
   return {
@@ -39,15 +39,6 @@ function controlledSource() {
   };
 }
 
-function clock(start = T0) {
-  let t = start;
-  return {
-    now: () => t,
-    advance(ms: number) {
-      t += ms;
-    },
-  };
-}
 
 function deferred<T>() {
   let resolve!: (v: T) => void;
