@@ -7,12 +7,12 @@
 import { writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
-import { DeregisterMessage, NodeReportMessage, RegisterMessage, ReportMessage } from "../src/protocol/messages.ts";
+import { CONTROL_MESSAGES } from "../src/protocol/messages.ts";
 
 export const PROTOCOL_SCHEMA_FILE = fileURLToPath(new URL("../docs/protocol.schema.json", import.meta.url));
 
-/** The messages by name, each the body of a POST to its control path (docs/protocol.md §1). */
-const MESSAGES = { RegisterMessage, ReportMessage, DeregisterMessage, NodeReportMessage } as const;
+/** The messages by name, each the body of a POST to its control path (docs/protocol.md §1): the protocol's one list. */
+const MESSAGES = Object.fromEntries(Object.entries(CONTROL_MESSAGES).map(([name, m]) => [name, m.schema]));
 
 export function protocolSchema(): string {
   const $defs = Object.fromEntries(

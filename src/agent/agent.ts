@@ -23,7 +23,7 @@
  *
  * docs/agent.md describes it for operators.
  */
-import { MAX_LOAD_COUNT as MAX_COUNT, MAX_REPLICA_MODELS as MAX_MODELS, MODEL_ID, type Load, type ReplicaState } from "../protocol/index.ts";
+import { MAX_LOAD_COUNT as MAX_COUNT, MAX_REPLICA_MODELS as MAX_MODELS, MODEL_ID, OpenAIPath, type Load, type ReplicaState } from "../protocol/index.ts";
 import { EdgeClient } from "../replica/edge-client.ts";
 import type { LoadSource } from "../replica/edge-control.ts";
 import type { NodeReporter } from "../replica/node-reporter.ts";
@@ -475,7 +475,7 @@ export class ReplicaAgent {
       await health.body?.cancel();
       if (health.ok) return "";
       if (health.status !== 404 && health.status !== 405) return `GET /health answered ${health.status}`;
-      const models = await this.#get("/v1/models");
+      const models = await this.#get(OpenAIPath.models);
       await models.body?.cancel();
       return models.ok ? "" : `no /health, and GET /v1/models answered ${models.status}`;
     } catch (err) {
@@ -485,7 +485,7 @@ export class ReplicaAgent {
 
   /** The base models in GET /v1/models (vLLM lists LoRA adapters there too, with a `parent`). */
   async #engineModels(): Promise<string[]> {
-    const res = await this.#get("/v1/models");
+    const res = await this.#get(OpenAIPath.models);
     if (!res.ok) {
       await res.body?.cancel();
       throw new Error(`GET /v1/models answered ${res.status}; name the models with --models`);

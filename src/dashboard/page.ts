@@ -8,6 +8,7 @@
  * Charts are inline SVG drawn by the script below. Everything from the frame is
  * put in the DOM as text nodes or attributes, never as HTML.
  */
+import { SystemPath } from "../protocol/paths.ts";
 
 const CSS = String.raw`
 :root{--bg:#f5f6f8;--card:#fff;--fg:#1d2330;--muted:#6b7385;--line:#e3e6ec;--accent:#2f6fed;--accent2:#9b5de5;--ok:#1f9d55;--warn:#d08a00;--bad:#d64545;--bar:#e9edf3;color-scheme:light dark}
@@ -129,7 +130,7 @@ function connect() {
     if (opened) return schedule("connection closed");
     // An upgrade refused with 401 looks like any failed connection (1006) to a page:
     // ask an admin endpoint whether the secret is the problem.
-    fetch("/-/metrics", { headers: { authorization: "Bearer " + secret }, cache: "no-store" })
+    fetch(${JSON.stringify(SystemPath.metrics)}, { headers: { authorization: "Bearer " + secret }, cache: "no-store" })
       .then((res) => (res.status === 401 ? refused() : schedule("cannot connect")))
       .catch(() => schedule("cannot connect"));
   };

@@ -15,6 +15,7 @@
 import { z } from "zod";
 import { BLOCK_TOKENS, blockKeys, type BlockKey } from "./block-keys.ts";
 import { responsesMessages } from "../prompt/responses-messages.ts";
+import { OpenAIPath } from "../protocol/paths.ts";
 import type { PromptTokenizer } from "../prompt/tokenizers/index.ts";
 
 /** Blocks hashed at most: 65,536 tokens of 16 (a few ms at most, once per request). */
@@ -39,9 +40,9 @@ export interface PromptKeyOptions {
 
 /** The prompt endpoint a request path ends in (`/v1/chat/completions`, `/llm/v1/completions`, ...), if any. */
 export function promptEndpointOf(path: string): PromptEndpoint | undefined {
-  if (path.endsWith("/v1/chat/completions")) return "chat";
-  if (path.endsWith("/v1/completions")) return "completions";
-  if (path.endsWith("/v1/responses")) return "responses";
+  if (path.endsWith(OpenAIPath.chat)) return "chat";
+  if (path.endsWith(OpenAIPath.completions)) return "completions";
+  if (path.endsWith(OpenAIPath.responses)) return "responses";
   return undefined;
 }
 

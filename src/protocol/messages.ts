@@ -5,7 +5,8 @@
  */
 import { z } from "zod";
 import { PROTOCOL_VERSION } from "./headers.ts";
-import { MODEL_ID,
+import {
+  MODEL_ID,
   MAX_CACHE_SUMMARY_BITS_CHARS,
   MAX_CACHE_SUMMARY_FILTER_BYTES,
   MAX_CACHE_SUMMARY_KEYS,
@@ -14,7 +15,10 @@ import { MODEL_ID,
   MAX_LOAD_COUNT,
   MAX_NODE_REPLICAS,
   MAX_REPLICA_MODELS,
+  MAX_CONTROL_BODY_BYTES,
+  MAX_NODE_REPORT_BYTES,
 } from "./limits.ts";
+import { SystemPath } from "./paths.ts";
 import type { Load } from "./load.ts";
 
 export const DEPLOYMENT_NAME = /^[a-z][a-z0-9-]{0,62}$/;
@@ -280,11 +284,24 @@ export interface PeerDispatches {
 
 /** The control plane's paths (POST, signed: docs/protocol.md §1). */
 export const ControlPath = {
-  register: "/-/replicas/register",
-  report: "/-/replicas/report",
-  deregister: "/-/replicas/deregister",
+  register: `${SystemPath.replicas}/register`,
+  report: `${SystemPath.replicas}/report`,
+  deregister: `${SystemPath.replicas}/deregister`,
   /** Node batching: one report for all of a node's replicas (NodeReportMessage). */
-  nodeReport: "/-/replicas/report-node",
+  nodeReport: `${SystemPath.replicas}/report-node`,
+} as const;
+
+/**
+ * Every control message: its schema, the path it is POSTed to and its largest
+ * body. A new message is one entry here: scripts/protocol-schema.ts writes the
+ * JSON Schema of each, and the control routes (src/proxy/routes/control.ts) take
+ * path, schema and bound from it.
+ */
+export const CONTROL_MESSAGES = {
+  RegisterMessage: { path: ControlPath.register, schema: RegisterMessage, maxBytes: MAX_CONTROL_BODY_BYTES },
+  ReportMessage: { path: ControlPath.report, schema: ReportMessage, maxBytes: MAX_CONTROL_BODY_BYTES },
+  DeregisterMessage: { path: ControlPath.deregister, schema: DeregisterMessage, maxBytes: MAX_CONTROL_BODY_BYTES },
+  NodeReportMessage: { path: ControlPath.nodeReport, schema: NodeReportMessage, maxBytes: MAX_NODE_REPORT_BYTES },
 } as const;
 
 /** Answer of the edge to a register. */

@@ -1,4 +1,32 @@
 /**
+ * The edge's own routes, under `/-/`: health, the routing table, metrics, the
+ * admin API, the dashboard and the control plane (ControlPath, messages.ts).
+ * The reference replica serves `/-/healthz` too.
+ */
+export const SystemPath = {
+  prefix: "/-",
+  healthz: "/-/healthz",
+  livez: "/-/livez",
+  routes: "/-/routes",
+  metrics: "/-/metrics",
+  metricsRestart: "/-/metrics/restart",
+  deployments: "/-/deployments",
+  dashboard: "/-/dashboard",
+  dashboardLive: "/-/dashboard/live",
+  replicas: "/-/replicas",
+} as const;
+
+/** The OpenAI-compatible paths: the edge routes the POSTs by their body's model, and replicas and engines serve them. */
+export const OpenAIPath = {
+  chat: "/v1/chat/completions",
+  completions: "/v1/completions",
+  embeddings: "/v1/embeddings",
+  // OpenAI's Responses API (vLLM serves it too).
+  responses: "/v1/responses",
+  models: "/v1/models",
+} as const;
+
+/**
  * Paths a replica serves for its operators, not for clients: its own system
  * routes under `/-/` (the reference replica's `/-/healthz`, with its capacity,
  * admission counts and dispatch refusals), the health and metrics routes engines

@@ -11,13 +11,13 @@ import { basePath, baseRoutePath } from "hono/route";
 import { runsAtEdge } from "../backends/index.ts";
 import { checkDeployments, type Deployment } from "../config/deployment.ts";
 import type { Env } from "../env.ts";
-import { errorResponse } from "../protocol/index.ts";
+import { errorResponse, Header, SystemPath } from "../protocol/index.ts";
 import { adminRoutes } from "./routes/admin.ts";
 import { controlRoutes } from "./routes/control.ts";
 import { dashboardRoutes } from "./routes/dashboard.ts";
 import { observabilityRoutes } from "./routes/observability.ts";
 import { openaiRoutes } from "./routes/openai.ts";
-import { OPENAI_ENDPOINTS } from "./routes/openai-request.ts";
+import { OPENAI_ENDPOINTS, OPENAI_PREFIX } from "./routes/openai-request.ts";
 import { bearerMatches } from "./serve/access.ts";
 import { drainUnreadBody } from "./serve/body.ts";
 import { IsolateState } from "./serve/serve.ts";
@@ -81,7 +81,7 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
     const target = requestTarget(c.req.url);
     if (!target.ok) {
       await drainUnreadBody(c.req.raw, NO_ROUTE_DRAIN_BYTES);
-      return errorResponse("bad_request", target.message, { requestId: requestIdFor(c.req.header("x-request-id") ?? null) });
+      return errorResponse("bad_request", target.message, { requestId: requestIdFor(c.req.header(Header.requestId) ?? null) });
     }
     c.set("target", { path: unmountedPath(target.path, mountOf(c)), search: target.search });
     locate(c.req.raw, c.env);
@@ -98,7 +98,7 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
   // otherwise. Models run in the Worker are always ready. A caller sees counts for
   // public deployments and those its key (or the admin secret) may use; the status
   // covers them all.
-  app.get("/-/healthz", async (c) => {
+  app.get(SystemPath.healthz, async (c) => {
     const state = stateFor(c.env);
     const background = (p: Promise<unknown>) => c.executionCtx.waitUntil(p);
     const now = Date.now();
@@ -123,28 +123,28 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
   });
 
   // Liveness: the Worker answers. (Readiness, above, also needs replicas.)
-  app.get("/-/livez", (c) => c.json({ status: "ok" }));
+  app.get(SystemPath.livez, (c) => c.json({ status: "ok" }));
 
   // Ray Serve's shape: { "<route_prefix>": "<app name>" }.
-  app.get("/-/routes", (c) => c.json(Object.fromEntries(deployments.map((d) => [d.routePrefix, d.name]))));
+  app.get(SystemPath.routes, (c) => c.json(Object.fromEntries(deployments.map((d) => [d.routePrefix, d.name]))));
 
-  app.route("/-/replicas", controlRoutes(byName));
+  app.route(SystemPath.replicas, controlRoutes(byName));
 
-  app.route("/-/deployments", adminRoutes(byName, stateFor));
+  app.route(SystemPath.deployments, adminRoutes(byName, stateFor));
   app.route("/", observabilityRoutes(deployments));
-  app.route("/-/dashboard", dashboardRoutes());
+  app.route(SystemPath.dashboard, dashboardRoutes());
   const openai = deployments.some((d) => d.openai) ? openaiRoutes(deployments, stateFor) : undefined;
-  if (openai) app.route("/v1", openai.app);
+  if (openai) app.route(OPENAI_PREFIX, openai.app);
 
-  for (const path of ["/-/healthz", "/-/livez", "/-/routes", "/-/metrics"]) {
+  for (const path of [SystemPath.healthz, SystemPath.livez, SystemPath.routes, SystemPath.metrics]) {
     app.all(path, (c) => errorResponse("method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}`, { headers: { allow: "GET" } }));
   }
-  app.all("/-/*", (c) => errorResponse("route_not_found", `no system route ${c.req.method} ${c.req.path}`));
+  app.all(`${SystemPath.prefix}/*`, (c) => errorResponse("route_not_found", `no system route ${c.req.method} ${c.req.path}`));
 
   app.all("*", (c) => serveRoute(c.req.raw, c.env, c.executionCtx, c.get("target")));
 
   const unhandled = (err: unknown, req: Request, path: string) => {
-    const requestId = requestIdFor(req.headers.get("x-request-id"));
+    const requestId = requestIdFor(req.headers.get(Header.requestId));
     // "unhandled error" is the line for proxy bugs. A client whose connection broke off while the
     // edge read from it is not one (the body readers report it themselves; this catches the rest).
     if (String(err).includes(CLIENT_CONNECTION_LOST)) {
@@ -158,7 +158,7 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
 
   // Paths only Hono routes: the system routes, and the rest of /v1 (its model list, its method errors).
   const openaiPosts = new Set<string>(Object.keys(OPENAI_ENDPOINTS));
-  const honoRoutes = (path: string) => path.startsWith("/-") || (openai !== undefined && (path === "/v1" || path.startsWith("/v1/")));
+  const honoRoutes = (path: string) => path.startsWith(SystemPath.prefix) || (openai !== undefined && (path === OPENAI_PREFIX || path.startsWith(`${OPENAI_PREFIX}/`)));
 
   /**
    * The one entry: every request starts here, and every error that escapes a

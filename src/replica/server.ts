@@ -5,7 +5,7 @@
  */
 import { IncomingMessage, createServer, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { Header, PROTOCOL_VERSION, REJECT_STATUS, UNAUTHORIZED_REJECTION, errorBody, formatLoadHeader, timingSafeEqualStrings } from "../protocol/index.ts";
+import { Header, PROTOCOL_VERSION, SystemPath, REJECT_STATUS, UNAUTHORIZED_REJECTION, errorBody, formatLoadHeader, timingSafeEqualStrings } from "../protocol/index.ts";
 import type { AdmissionControl } from "./admission.ts";
 import type { DispatchGuard, DispatchRefusal } from "./dispatch-guard.ts";
 import type { RequestHandler } from "./handlers.ts";
@@ -178,7 +178,7 @@ export class ReplicaServer {
 
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const admission = this.#o.admission;
-    if (req.url === "/-/healthz") {
+    if (req.url === SystemPath.healthz) {
       req.resume();
       const ok = admission.state === "ready";
       res.writeHead(ok ? 200 : 503, { ...this.#loadHeaders(0), "content-type": "application/json" });

@@ -5,6 +5,7 @@
 import type { Context } from "../context.ts";
 import { EdgeHttpError } from "../edge.ts";
 import { CliError } from "../errors.ts";
+import { SystemPath } from "../../protocol/paths.ts";
 import { formatSample, parsePrometheusText, PrometheusParseError, SampleDiff, sampleJson, type Sample } from "../prometheus.ts";
 
 export interface MetricsOptions {
@@ -13,7 +14,7 @@ export interface MetricsOptions {
   grep?: RegExp;
 }
 
-const METRICS_PATH = "/-/metrics";
+const METRICS_PATH = SystemPath.metrics;
 
 /** Lines of the exposition that match (all of them without a pattern); no trailing newline handling surprises. */
 export function filterLines(text: string, grep: RegExp | undefined): string {

@@ -4,6 +4,7 @@
  */
 import type { Context } from "../context.ts";
 import { CliError } from "../errors.ts";
+import { SystemPath } from "../../protocol/paths.ts";
 import { renderTable, type Cell } from "../table.ts";
 
 /** A replica as `status --json` prints it (field order is part of the format). */
@@ -125,7 +126,7 @@ export function renderStatusTable(doc: StatusDocument, colour = false): string {
 
 /** Deployment names and route prefixes from GET /-/routes ({prefix: name}). */
 export async function listDeployments(ctx: Context): Promise<{ name: string; routePrefix: string }[]> {
-  const routes = await ctx.edge.getJson<Record<string, unknown>>("/-/routes");
+  const routes = await ctx.edge.getJson<Record<string, unknown>>(SystemPath.routes);
   if (typeof routes !== "object" || routes === null || Array.isArray(routes)) throw new CliError("GET /-/routes: expected an object {prefix: deployment}", 1);
   return Object.entries(routes)
     .filter((e): e is [string, string] => typeof e[1] === "string")

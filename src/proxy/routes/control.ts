@@ -32,7 +32,7 @@ import { requestIdFor } from "../serve/request.ts";
 import { scanTopLevel } from "./json-top-level.ts";
 import { replicaKeyFor } from "../serve/dispatch.ts";
 import { DEFAULT_UPLOAD_PACE, bodyRefusal, clientOf, readBoundedBody } from "../serve/body.ts";
-import { CONTROL_REJECT_REASONS, ControlPath, MAX_CONTROL_BODY_BYTES, MAX_NODE_REPORT_BYTES, NodeReportMessage, type NodeReportAck, type DeregisterAck, type ReportAck, DeregisterMessage, RegisterMessage, ReportMessage, SIGNATURE_WINDOW_MS, errorResponse, readSignatureHeaders, timestampFresh, verifyControl, type ControlRejectReason } from "../../protocol/index.ts";
+import { CONTROL_MESSAGES, CONTROL_REJECT_REASONS, MAX_CONTROL_BODY_BYTES, SIGNATURE_WINDOW_MS, SystemPath, errorResponse, readSignatureHeaders, timestampFresh, verifyControl, type ControlRejectReason, type DeregisterAck, type NodeReportAck, type ReportAck } from "../../protocol/index.ts";
 
 
 /** Rejections of messages naming no deployment this Worker serves are counted under this name (never a valid deployment name). */
@@ -129,10 +129,12 @@ const PRODUCTION_ONLY = new Set(["not_https", "port", "loopback", "raw_ip", "sin
 export function controlRoutes(deployments: ReadonlyMap<string, Deployment>): Hono<{ Bindings: Env }> {
   const app = new Hono<{ Bindings: Env }>();
 
-  // Mounted under /-/replicas (app.ts): these are ControlPath's paths.
-  const path = (full: string) => full.slice("/-/replicas".length);
-  app.post(path(ControlPath.register), async (c) => {
-    const r = await readMessage(c, RegisterMessage, deployments);
+  // Mounted under /-/replicas (app.ts): the paths, schemas and bounds of the protocol's CONTROL_MESSAGES.
+  const { RegisterMessage, ReportMessage, DeregisterMessage, NodeReportMessage } = CONTROL_MESSAGES;
+  const route = (m: { path: string }) => m.path.slice(SystemPath.replicas.length);
+  const read = <S extends z.ZodType>(c: Context<{ Bindings: Env }>, m: { schema: S; maxBytes: number }) => readMessage(c, m.schema, deployments, m.maxBytes);
+  app.post(route(RegisterMessage), async (c) => {
+    const r = await read(c, RegisterMessage);
     if ("error" in r) return r.error;
     const mode = c.env.SWITCHYARD_MODE === "local" ? "local" : "production";
     const url = checkReplicaUrl(r.msg.url, r.deployment.replicaOrigins, mode);
@@ -148,8 +150,8 @@ export function controlRoutes(deployments: ReadonlyMap<string, Deployment>): Hon
     return c.json(ack);
   });
 
-  app.post(path(ControlPath.report), async (c) => {
-    const r = await readMessage(c, ReportMessage, deployments);
+  app.post(route(ReportMessage), async (c) => {
+    const r = await read(c, ReportMessage);
     if ("error" in r) return r.error;
     const shard = shardOfReplica(r.deployment, r.msg.replica_id, r.msg.node);
     const outcome = await routerFor(c.env, r.deployment.name, shard).report(r.msg, r.nonce);
@@ -160,8 +162,8 @@ export function controlRoutes(deployments: ReadonlyMap<string, Deployment>): Hon
     return c.json(ack);
   });
 
-  app.post(path(ControlPath.deregister), async (c) => {
-    const r = await readMessage(c, DeregisterMessage, deployments);
+  app.post(route(DeregisterMessage), async (c) => {
+    const r = await read(c, DeregisterMessage);
     if ("error" in r) return r.error;
     const shard = shardOfReplica(r.deployment, r.msg.replica_id, r.msg.node);
     const removed = await routerFor(c.env, r.deployment.name, shard).deregister(r.msg, r.nonce);
@@ -171,8 +173,8 @@ export function controlRoutes(deployments: ReadonlyMap<string, Deployment>): Hon
   });
 
   // Node batching: every entry is a replica of `node`, so all go to the node's shard in one call.
-  app.post(path(ControlPath.nodeReport), async (c) => {
-    const r = await readMessage(c, NodeReportMessage, deployments, MAX_NODE_REPORT_BYTES);
+  app.post(route(NodeReportMessage), async (c) => {
+    const r = await read(c, NodeReportMessage);
     if ("error" in r) return r.error;
     const shard = shardOfReplica(r.deployment, r.msg.node, r.msg.node);
     const outcomes = await routerFor(c.env, r.deployment.name, shard).reportNode(r.msg, r.nonce);

@@ -10,7 +10,7 @@ import type { Env } from "../../env.ts";
 import { sessionStatsFor } from "../../state/session-router.ts";
 import { telemetryFor, fleetTelemetry, restartTelemetry, DASHBOARD_PROTOCOL } from "../../state/telemetry.ts";
 import { autoscaleStatus, mergedSnapshot } from "../../state/routing-plane.ts";
-import { errorResponse } from "../../protocol/index.ts";
+import { errorResponse, SystemPath } from "../../protocol/index.ts";
 import { renderPrometheus, type DeploymentMetrics } from "../../telemetry/prometheus.ts";
 import { TELEMETRY_SHARDS } from "../../telemetry/telemetry-shards.ts";
 import { adminRefusal, bearerMatches } from "../serve/access.ts";
@@ -33,7 +33,7 @@ function secretFromSubprotocols(header: string | undefined): string | null {
 export function observabilityRoutes(deployments: readonly Deployment[]): Hono<{ Bindings: Env }> {
   const app = new Hono<{ Bindings: Env }>();
 
-  app.get("/-/metrics", async (c) => {
+  app.get(SystemPath.metrics, async (c) => {
     const refused = adminRefusal(c.env, c.req.header("authorization"));
     if (refused) return refused;
     // Counters from every Telemetry shard, summed; gauges from the routing and session objects.
@@ -57,14 +57,14 @@ export function observabilityRoutes(deployments: readonly Deployment[]): Hono<{ 
   });
 
   /** Restarts every Telemetry shard (operators; the test that the counters outlive an object's eviction). */
-  app.post("/-/metrics/restart", async (c) => {
+  app.post(SystemPath.metricsRestart, async (c) => {
     const refused = adminRefusal(c.env, c.req.header("authorization"));
     if (refused) return refused;
     await restartTelemetry(c.env);
     return c.json({ ok: true, restarted: TELEMETRY_SHARDS });
   });
 
-  app.get("/-/dashboard/live", async (c) => {
+  app.get(SystemPath.dashboardLive, async (c) => {
     if (c.req.header("upgrade")?.toLowerCase() !== "websocket") {
       return errorResponse("bad_request", "this is the dashboard's WebSocket; open /-/dashboard in a browser");
     }

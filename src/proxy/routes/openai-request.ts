@@ -9,15 +9,18 @@ import type { ErrorCode } from "../../protocol/index.ts";
 import { TopLevelScanner, type ScanFailure, type ScanResult, type TopLevelValue } from "./json-top-level.ts";
 import { SESSION_ID } from "../serve/request.ts";
 import type { UploadPace } from "../serve/body.ts";
+import { OpenAIPath } from "../../protocol/index.ts";
 
 /** The POST endpoints under /v1 the edge routes by body. */
 export const OPENAI_ENDPOINTS = {
-  "/v1/chat/completions": "chat",
-  "/v1/completions": "completions",
-  "/v1/embeddings": "embeddings",
-  // OpenAI's Responses API (vLLM serves it too).
-  "/v1/responses": "responses",
+  [OpenAIPath.chat]: "chat",
+  [OpenAIPath.completions]: "completions",
+  [OpenAIPath.embeddings]: "embeddings",
+  [OpenAIPath.responses]: "responses",
 } as const;
+
+/** Where the OpenAI routes are mounted: the paths' common prefix. */
+export const OPENAI_PREFIX = "/v1";
 
 export type OpenAIEndpoint = (typeof OPENAI_ENDPOINTS)[keyof typeof OPENAI_ENDPOINTS];
 

@@ -9,7 +9,7 @@
 import { Hono, type Context } from "hono";
 import type { Deployment } from "../../config/deployment.ts";
 import type { Env } from "../../env.ts";
-import { errorResponse, Header } from "../../protocol/index.ts";
+import { errorResponse, Header, OpenAIPath } from "../../protocol/index.ts";
 import { type DispatchTrace, tapped } from "../serve/dispatch.ts";
 import { requestIdFor, type PathVariables, SESSION_ID } from "../serve/request.ts";
 import type { IsolateState } from "../serve/serve.ts";
@@ -64,7 +64,7 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
 
   // The SDKs' models.retrieve: one model, by id (ids may hold slashes: "org/model"), as /v1/models lists it.
   app.get("/models/*", async (c) => {
-    const id = decodeURIComponent(c.get("target").path.slice("/v1/models/".length));
+    const id = decodeURIComponent(c.get("target").path.slice(`${OpenAIPath.models}/`.length));
     const model = (await listModels(c)).find((m) => m.id === id);
     return model ? c.json(model) : modelNotFound(id, requestIdFor(c.req.header(Header.requestId) ?? null));
   });

@@ -15,7 +15,7 @@
  */
 import { type Deployment, DEFAULT_PREFIX_POLICY } from "../../config/deployment.ts";
 import type { Env } from "../../env.ts";
-import { errorResponse, isReplicaOperationalPath, type RoutingSnapshot } from "../../protocol/index.ts";
+import { Header, errorResponse, isReplicaOperationalPath, type RoutingSnapshot } from "../../protocol/index.ts";
 import { keyRefusal, ApiKeyCache, KEY_SET_TTL_MS, RELAYED_KEY_SET_TTL_MS, RateLimits } from "./access.ts";
 import { clientOf, drainUnreadBody } from "./body.ts";
 import { dispatch, type DispatchContext, type DispatchTrace, type DispatchSigner, dispatchSignature } from "./dispatch.ts";
@@ -66,7 +66,7 @@ export interface Background {
 export function routeServer(deployments: readonly Deployment[], stateFor: (env: Env) => IsolateState) {
   const routes = new RouteTable(deployments.map((d) => ({ prefix: d.routePrefix, target: d })));
   return async function serveRoute(req: Request, env: Env, executionCtx: Background, target: { path: string; search: string }): Promise<Response> {
-    const requestId = requestIdFor(req.headers.get("x-request-id"));
+    const requestId = requestIdFor(req.headers.get(Header.requestId));
     const routed = routes.match(target.path);
     if (!routed) {
       await drainUnreadBody(req, NO_ROUTE_DRAIN_BYTES);

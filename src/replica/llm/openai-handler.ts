@@ -30,7 +30,7 @@
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { z } from "zod";
-import { ERROR_STATUS, Header, errorBody, type ErrorCode } from "../../protocol/index.ts";
+import { ERROR_STATUS, Header, OpenAIPath, errorBody, type ErrorCode } from "../../protocol/index.ts";
 import type { RequestHandler } from "../handlers.ts";
 import { readBodyUpTo, sendJson } from "../http-json.ts";
 import { RequestTooLong, type FinishReason, type LlmEngine } from "./engine.ts";
@@ -277,7 +277,7 @@ export function llmService(options: LlmServiceOptions): LlmService {
       res.end();
       return true;
     }
-    if (path === "/v1/models") {
+    if (path === OpenAIPath.models) {
       req.resume();
       sendJson(
         res,
@@ -295,7 +295,7 @@ export function llmService(options: LlmServiceOptions): LlmService {
 
   const handler: RequestHandler = async (req, res, loadHeaders) => {
     const path = (req.url ?? "/").split("?")[0];
-    const route = path === "/v1/completions" ? "completion" : path === "/v1/chat/completions" ? "chat" : path === "/v1/embeddings" ? "embedding" : path === "/v1/responses" ? "responses" : undefined;
+    const route = path === OpenAIPath.completions ? "completion" : path === OpenAIPath.chat ? "chat" : path === OpenAIPath.embeddings ? "embedding" : path === OpenAIPath.responses ? "responses" : undefined;
     try {
       if (!route) {
         req.resume();
