@@ -1,20 +1,16 @@
 /**
- * Request bodies at the edge: read at a pace, bounded per client and per
- * isolate, held when small enough to replay, streamed otherwise.
- */
-import type { Deployment } from "../../config/deployment.ts";
-import { errorResponse } from "../../protocol/index.ts";
-
-/**
  * Request bodies at the edge: the declared Content-Length, checked once the
- * same way everywhere; every body read at the deployment's upload pace
- * (serve/body.ts), chunk by chunk, sized or chunked, on every route; bodies
+ * same way everywhere; every body read at the deployment's upload pace (the
+ * PacedReader, at the end of this file), chunk by chunk, sized or chunked, on every route; bodies
  * read before the client is authenticated charged to that client's share of the
  * isolate (BodyHolds); the body of a dispatch, held when it is small (so it can be
  * replayed on another replica), and otherwise held until its first bytes prove
  * the pace, then streamed; and draining the body of a request the edge refused
  * without reading it.
  */
+import type { Deployment } from "../../config/deployment.ts";
+import { errorResponse } from "../../protocol/index.ts";
+
 /** The declared Content-Length: undefined when absent, null when malformed. */
 export function declaredLength(headers: Headers): number | undefined | null {
   const declared = headers.get("content-length");

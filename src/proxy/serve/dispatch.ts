@@ -1,8 +1,11 @@
 /**
  * The dispatch stage: one client request to one replica, with retries only while
- * no replica has accepted it. Each attempt is signed for its replica, judged
- * when it ends (accepted, refused, lost), and an accepted answer's body is
- * passed back as it streams.
+ * no replica has accepted it. Bodies stream in both directions; the only state
+ * touched is this isolate's routing view and the deployment's balancer (no
+ * Durable Object call). In this file, in order: the attempt loop and the fetch
+ * (who is tried is the choose stage's, choose.ts; bodies are prepared by
+ * body.ts), the verdicts on how an attempt ended (pure), the dispatch
+ * signatures, and the answer's body passed back as it streams.
  */
 import type { Deployment } from "../../config/deployment.ts";
 import { Header, PROTOCOL_VERSION, bodySha256 as bodySha256Of, errorResponse, parseLoadHeader, UNAUTHORIZED_REJECTION, type Load, deriveReplicaKey, importReplicaKey, signDispatch, errorBody } from "../../protocol/index.ts";
@@ -14,16 +17,7 @@ import { chooseFor } from "./choose.ts";
 import type { ReplicaEntry, RoutingView } from "./view.ts";
 import type { SessionAffinity } from "./session-affinity.ts";
 
-/**
- * The hot path: one client request → one replica, with retries only while no
- * replica has accepted it. Bodies stream in both directions; the only state
- * touched is this isolate's routing view and the deployment's balancer (no
- * Durable Object call). Who is tried is the balancer's choice
- * (src/policy/balancers/), how an attempt ended is judged by serve/dispatch.ts,
- * and the bodies are prepared and passed on by serve/body.ts and
- * serve/dispatch.ts: this file is the attempt loop and the fetch.
- */
-/** Signs one dispatch (serve/dispatch.ts): the headers that prove the edge sent it, to that replica, with that body. */
+/** Signs one dispatch (dispatchSignature, below): the headers that prove the edge sent it, to that replica, with that body. */
 export type DispatchSigner = (p: { method: string; deployment: string; target: string; requestId: string; replica: string; bodySha256: string }) => Promise<[string, string][]>;
 
 export interface DispatchContext {
@@ -357,7 +351,7 @@ function respond(response: Response, fromReplica = false): AttemptOutcome {
 
 /**
  * How one dispatch attempt ended, judged from what came back: the rules the attempt
- * loop (dispatch.ts) applies, pure so each can be tested alone. The loop does what a
+ * loop (above) applies, pure so each can be tested alone. The loop does what a
  * verdict says (count a failure towards ejection, try another replica, answer the
  * client); these functions only decide.
  */

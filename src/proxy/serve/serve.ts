@@ -11,7 +11,8 @@
  *   observe   (observe.ts)   counted and logged
  *
  * A deployment whose model runs in this Worker is served by edge-model.ts in
- * place of view, choose and dispatch. Each refusal is a JSON error.
+ * place of view, choose and dispatch. Each refusal is a JSON error. Below the
+ * path: IsolateState, what the path reads between requests in one isolate.
  */
 import { type Deployment, DEFAULT_PREFIX_POLICY } from "../../config/deployment.ts";
 import type { Env } from "../../env.ts";
@@ -36,21 +37,6 @@ import { SessionAffinity } from "./session-affinity.ts";
 import { SessionTokens, sessionTokenKeyFor } from "./session-token.ts";
 import { RELAYED_SNAPSHOT_TTL_MS, SNAPSHOT_TTL_MS, SnapshotCache } from "./view.ts";
 
-/**
- * The request path, top to bottom: a request for a deployment's route, from the
- * checks at the boundary to the replica's answer and its record. The stages, in
- * the order a request meets them:
- *
- *   request   (request.ts)   route, method, header size, keys (model, session)
- *   access    (access.ts)    API key and rate limit, for a private deployment
- *   view      (view.ts)      this isolate's view of the deployment's replicas
- *   choose    (choose.ts)    the deployment's balancer, given the request's prompt
- *   dispatch  (dispatch.ts)  signed attempts until a replica accepts; its answer streams back
- *   observe   (observe.ts)   counted and logged
- *
- * A deployment whose model runs in this Worker is served by edge-model.ts in
- * place of view, choose and dispatch. Each refusal is a JSON error.
- */
 /** Bodies of requests to no route are read up to this size before the 404 (see drainUnreadBody). */
 export const NO_ROUTE_DRAIN_BYTES = 1024 * 1024;
 
