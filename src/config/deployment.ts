@@ -8,11 +8,37 @@ import { Backend as BackendUnion } from "../backends/index.ts";
 import { ModelId } from "../backends/model-id.ts";
 import { DEPLOYMENT_NAME } from "../protocol/messages.ts";
 import { MAX_ROUTING_SHARDS } from "../protocol/limits.ts";
-import { BALANCER_NAMES } from "../policy/balancers/index.ts";
+import { BALANCER_NAMES, FILTER_NAMES, PICKER_NAMES } from "../policy/balancers/index.ts";
 import { DEFAULT_LOAD_FACTOR, DEFAULT_PREFILL_WEIGHT } from "../policy/prefix-score.ts";
 import { SCORER_NAMES } from "../policy/scorers/index.ts";
 import { PROMPT_TOKENIZER_NAMES } from "../prompt/tokenizers/index.ts";
 
+
+/** A built-in profile by name (src/policy/balancers/index.ts). */
+const BalancerName = z.enum(BALANCER_NAMES);
+/** A profile of the deployment's own, in the registered plugins' names. */
+const BalancerProfile = z
+  .object({
+    /** Filters in the order they run, each narrowing the pool (never emptying it). */
+    filters: z.array(z.enum(FILTER_NAMES)).max(8).default([]),
+    /** Weights of the cost terms the picker reads (src/policy/scorers/); unset: `prefix.scorers` over the defaults. */
+    scorers: z.partialRecord(z.enum(SCORER_NAMES), z.number().min(0).max(100)).optional(),
+    picker: z.enum(PICKER_NAMES),
+  })
+  .strict()
+  .refine((p) => p.scorers === undefined || p.picker === "cheapest", { message: 'only the "cheapest" picker reads scorers', path: ["scorers"] });
+/**
+ * `policy.balancer`: a name or a profile, each checked by its own schema so that an
+ * error names the field at fault (a zod union would say only "invalid input").
+ */
+const Balancer = z
+  .custom<z.input<typeof BalancerName> | z.input<typeof BalancerProfile>>()
+  .transform((value, ctx): z.output<typeof BalancerName> | z.output<typeof BalancerProfile> => {
+    const parsed = (typeof value === "string" ? BalancerName : BalancerProfile).safeParse(value);
+    if (parsed.success) return parsed.data;
+    for (const issue of parsed.error.issues) ctx.addIssue({ ...issue, path: [...issue.path] });
+    return z.NEVER;
+  });
 /** Methods a deployment may serve (the default: all of them). */
 export const SERVABLE_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] as const;
 
@@ -71,8 +97,10 @@ const DeploymentInput = z
         ejectAfterFailures: z.number().int().min(0).max(100).default(3),
         ejectBaseMs: z.number().int().min(100).max(60_000).default(5_000),
         /**
-         * How a request picks its replica, one of the balancers registered in
-         * src/policy/balancers/index.ts:
+         * How a request picks its replica: a built-in profile's name, or a profile
+         * of the deployment's own, `{ filters: [...], picker, scorers? }`, in the
+         * plugins' names (src/policy/balancers/index.ts; docs/configuration.md).
+         * The built-in profiles:
          * - "load_aware" (default): power of two random choices on load, i.e. each
          *   replica's reported ongoing + queued plus this isolate's in-flight
          *   dispatches to it, relative to its max_ongoing_requests; replicas this
@@ -101,7 +129,7 @@ const DeploymentInput = z
          * two load-blind balancers exist as baselines (bench/dispatch-quality.ts) and
          * for fleets of identical replicas.
          */
-        balancer: z.enum(BALANCER_NAMES).default("load_aware"),
+        balancer: Balancer.default("load_aware"),
         /** Settings of the prefix balancers (docs/prefix-routing.md); ignored by the others. Unset: DEFAULT_PREFIX_POLICY. */
         prefix: z
           .object({

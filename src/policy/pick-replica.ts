@@ -31,9 +31,11 @@ function better(a: ReplicaChoice, b: ReplicaChoice): ReplicaChoice {
   return a.load <= b.load ? a : b;
 }
 
-const hasRoom = (c: ReplicaChoice) => fullness(c) < 1;
+/** Whether the view believes `c` has a free slot (and KV room). */
+export const hasRoom = (c: ReplicaChoice): boolean => fullness(c) < 1;
 
-function twoChoices<T extends ReplicaChoice>(pool: readonly T[], random: () => number): T {
+/** Power of two random choices over `pool` (non-empty): two distinct draws, the less full kept (ties: less load, then the first). */
+export function pickTwoChoices<T extends ReplicaChoice>(pool: readonly T[], random: () => number): T {
   if (pool.length === 1) return pool[0]!;
   const i = Math.floor(random() * pool.length);
   let j = Math.floor(random() * (pool.length - 1));
@@ -50,7 +52,7 @@ function twoChoices<T extends ReplicaChoice>(pool: readonly T[], random: () => n
 export function pickReplica<T extends ReplicaChoice>(candidates: readonly T[], random: () => number = Math.random): T | undefined {
   if (candidates.length === 0) return undefined;
   const withRoom = candidates.filter(hasRoom);
-  return twoChoices(withRoom.length > 0 ? withRoom : candidates, random);
+  return pickTwoChoices(withRoom.length > 0 ? withRoom : candidates, random);
 }
 
 /**
@@ -105,14 +107,14 @@ export function pickReplicaForModel<T extends ModelHolderChoice>(
   if (candidates.length === 0) return undefined;
   const holders = candidates.filter((c) => holds(c, model));
   const holdersWithRoom = holders.filter(hasRoom);
-  if (holdersWithRoom.length > 0) return twoChoices(holdersWithRoom, random);
+  if (holdersWithRoom.length > 0) return pickTwoChoices(holdersWithRoom, random);
   let best: T | undefined;
   for (const c of candidates) {
     if (!hasRoom(c) || holds(c, model)) continue;
     if (!best || fewerModelsThenLessLoad(c, best)) best = c;
   }
   if (best) return best;
-  return twoChoices(holders.length > 0 ? holders : candidates, random);
+  return pickTwoChoices(holders.length > 0 ? holders : candidates, random);
 }
 
 function fewerModelsThenLessLoad(a: ModelHolderChoice, b: ModelHolderChoice): boolean {

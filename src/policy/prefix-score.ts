@@ -1,27 +1,18 @@
 /**
- * Prefix-aware replica choice, pure: what the `prefix_hash` and `prefix_cache`
- * balancers decide from a prompt's block keys (src/prefix/block-keys.ts) and the
- * candidates' loads and cache summaries (src/prefix/cache-summary.ts).
+ * The rules both prefix profiles stand on, pure: the prompt's anchor key, the
+ * bounded-load line (the `load_line` filter, ./balancers/filters.ts) and the
+ * rendezvous order on the anchor (the `rendezvous` and `cheapest` pickers,
+ * ./balancers/pickers.ts).
  *
- * Both tiers start from the same rule, so that independent isolates agree: the
- * candidates are ranked by rendezvous weight on the prompt's anchor key (the key of
- * its first ANCHOR_BLOCKS blocks, or of all its blocks when shorter), and any replica
- * above the bounded-load line ((1 + ε) × the mean fullness, counting the request
- * itself; KV use counts once it passes KV_PRESSURE) is skipped. Every isolate with the same membership computes the same ranking,
- * so a prefix lands on one replica whichever isolate routes it — before any replica has
- * reported that it holds it.
- *
- * The precise tier then scores the replicas under the line like Dynamo's KV router:
- * cost = a weighted sum of registered terms (src/policy/scorers/; by default
- * 2 × the prompt's share the replica would still have to prefill + its request
- * slots in use with this one), and takes the cheapest; ties go to the
- * rendezvous ranking. "Held" is the longest prefix in the replica's reported summary,
- * or in this isolate's own recent dispatches to it (they cover the second or two before
- * the replica's next report reaches the view).
+ * Independent isolates must agree: every isolate with the same membership ranks the
+ * candidates by rendezvous weight on the prompt's anchor key (the key of its first
+ * ANCHOR_BLOCKS blocks, or of all its blocks when shorter) and skips any replica above
+ * the bounded-load line ((1 + ε) × the mean fullness, counting the request itself; KV
+ * use counts once it passes KV_PRESSURE). So a prefix lands on one replica whichever
+ * isolate routes it, before any replica has reported that it holds it.
  */
 import { rendezvousWeight } from "../protocol/hashing.ts";
-import { fullness, type ReplicaChoice } from "./pick-replica.ts";
-import { DEFAULT_SCORER_WEIGHTS, costOf, scorers, type WeightedScore } from "./scorers/index.ts";
+import type { ReplicaChoice } from "./pick-replica.ts";
 import type { BlockKey } from "../prefix/block-keys.ts";
 
 /** Blocks the rendezvous anchor covers: 16 × 16 = 256 tokens, past a shared greeting, within most system prompts. */
@@ -79,70 +70,4 @@ export function underLoadBound<T extends ReplicaChoice>(candidates: readonly T[]
 export function rendezvousOrder<T extends { id: string }>(candidates: readonly T[], anchor: string): T[] {
   const w = new Map(candidates.map((c) => [c.id, rendezvousWeight(anchor, c.id)] as const));
   return [...candidates].sort((a, b) => w.get(b.id)! - w.get(a.id)! || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-}
-
-/**
- * The hash tier: the first replica in rendezvous order on the prompt's anchor that is
- * under the load line and has room; undefined when the prompt has no full block (the
- * caller falls back to the load-aware choice).
- */
-export function pickByPrefixHash<T extends ReplicaChoice>(candidates: readonly T[], keys: readonly BlockKey[], epsilon = DEFAULT_LOAD_FACTOR): T | undefined {
-  const anchor = anchorKey(keys);
-  if (anchor === undefined || candidates.length === 0) return undefined;
-  return rankedUnderLine(candidates, anchor, epsilon)[0];
-}
-
-/** The candidates under the load line (those with room first), in rendezvous order on `anchor`: where both tiers start. */
-function rankedUnderLine<T extends ReplicaChoice>(candidates: readonly T[], anchor: string, epsilon: number): T[] {
-  return rendezvousOrder(withRoomFirst(underLoadBound(candidates, epsilon)), anchor);
-}
-
-/** Prefers replicas with room when some have it (their own admission still decides). */
-function withRoomFirst<T extends ReplicaChoice>(pool: T[]): T[] {
-  const room = pool.filter((c) => fullness(c) < 1);
-  return room.length > 0 ? room : pool;
-}
-
-export interface PrefixScoreOptions {
-  /** ε of the bounded-load rule. */
-  epsilon?: number;
-  /** Weight of the uncached-prefill fraction (the `prefill` term), when `terms` is not given. */
-  prefillWeight?: number;
-  /** The weighted cost terms (src/policy/scorers/); default: prefillWeight × prefill + slots. */
-  terms?: readonly WeightedScore[];
-}
-
-/** The default terms at `prefillWeight`: today's cost, prefillWeight × prefill + 1 × slots. */
-const defaultTerms = new Map<number, WeightedScore[]>();
-function termsAt(prefillWeight: number): readonly WeightedScore[] {
-  let terms = defaultTerms.get(prefillWeight);
-  if (!terms) defaultTerms.set(prefillWeight, (terms = scorers.resolve({ ...DEFAULT_SCORER_WEIGHTS, prefill: prefillWeight })));
-  return terms;
-}
-
-/**
- * The precise tier. `held(c)` is how many leading blocks of `keys` candidate `c` holds
- * (summary or recent dispatches). Returns undefined when the prompt has no full block.
- */
-export function pickByPrefixCache<T extends ReplicaChoice>(
-  candidates: readonly T[],
-  keys: readonly BlockKey[],
-  held: (c: T) => number,
-  options: PrefixScoreOptions = {},
-): T | undefined {
-  const anchor = anchorKey(keys);
-  if (anchor === undefined || candidates.length === 0) return undefined;
-  const terms = options.terms ?? termsAt(options.prefillWeight ?? DEFAULT_PREFILL_WEIGHT);
-  const ranked = rankedUnderLine(candidates, anchor, options.epsilon ?? DEFAULT_LOAD_FACTOR);
-  let best: T | undefined;
-  let bestCost = Infinity;
-  for (const c of ranked) {
-    const cost = costOf(terms, c, { keys, held: held(c) });
-    // Strictly cheaper only: equal costs keep the earlier (rendezvous) replica.
-    if (cost < bestCost) {
-      best = c;
-      bestCost = cost;
-    }
-  }
-  return best;
 }

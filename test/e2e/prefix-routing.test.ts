@@ -4,7 +4,7 @@
 // model (whose replica then serves the shared prefix from its cache); and a session is placed by its prompt, then sticks.
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { pickByPrefixHash } from "../../src/policy/prefix-score.ts";
+import { anchorKey, rendezvousOrder } from "../../src/policy/prefix-score.ts";
 import { rendezvousWeight } from "../../src/protocol/hashing.ts";
 import { requestPromptKeys } from "../../src/proxy/serve/choose.ts";
 import pc from "./fixtures/prefix-routing/pc.ts";
@@ -84,7 +84,8 @@ describe("pc: a conversation's next turn through the other isolate", () => {
       const t2 = { model: "any", messages: [...opening, { role: "assistant", content: "ok" }, { role: "user", content: "and the shards? ".repeat(40) }] };
       const k1 = keysOf(t1);
       if (k1.length === 0 || k1.length >= 16) continue;
-      if (pickByPrefixHash(ids, k1)!.id !== pickByPrefixHash(ids, keysOf(t2))!.id) [turn1, turn2] = [t1, t2];
+      // On an idle fleet each goes to its rendezvous first.
+      if (rendezvousOrder(ids, anchorKey(k1)!)[0]!.id !== rendezvousOrder(ids, anchorKey(keysOf(t2))!)[0]!.id) [turn1, turn2] = [t1, t2];
     }
     expect(turn2).toBeDefined();
     // The first isolate's balancer exists and has asked its relay once (from then on it keeps its dispatches for peers).

@@ -1,10 +1,10 @@
 /** The balancer registry (src/policy/balancers/) and each registered balancer's choice. */
 import { describe, it, expect, expectTypeOf } from "vitest";
 import { DEFAULT_PREFIX_POLICY, defineDeployment, type Deployment, type DeploymentInput } from "../../src/config/deployment.ts";
-import { BALANCERS, BALANCER_NAMES, balancerPlugin, createBalancer, type BalanceInput, type BalancerCandidate, type BalancerName } from "../../src/policy/balancers/index.ts";
+import { BALANCERS, BALANCER_NAMES, balancerProfile, createBalancer, type BalanceInput, type BalancerCandidate, type BalancerName } from "../../src/policy/balancers/index.ts";
 import { blockKeys, type BlockKey } from "../../src/prefix/block-keys.ts";
 import { buildCacheSummary, CacheSummary } from "../../src/prefix/cache-summary.ts";
-import { pickByPrefixHash } from "../../src/policy/prefix-score.ts";
+import { anchorKey, rendezvousOrder } from "../../src/policy/prefix-score.ts";
 import { keptKeys } from "../../src/policy/recent-prefixes.ts";
 import { mulberry32 } from "../../src/seeded-random.ts";
 import { T0 } from "../fixtures/clock.ts";
@@ -28,12 +28,12 @@ describe("the registry", () => {
     expect(new Set(BALANCER_NAMES).size).toBe(BALANCER_NAMES.length);
     expect(BALANCER_NAMES[0]).toBe("load_aware");
     expect([...BALANCER_NAMES].sort()).toEqual(["load_aware", "prefix_cache", "prefix_hash", "random", "round_robin"]);
-    for (const name of BALANCER_NAMES) expect(balancerPlugin(name).name).toBe(name);
+    for (const name of BALANCER_NAMES) expect(balancerProfile(name).name).toBe(name);
   });
 
   it("is where policy.balancer's names come from: the config accepts exactly the registered ones", () => {
-    expectTypeOf<NonNullable<NonNullable<DeploymentInput["policy"]>["balancer"]>>().toEqualTypeOf<BalancerName>();
-    expectTypeOf<Deployment["policy"]["balancer"]>().toEqualTypeOf<BalancerName>();
+    expectTypeOf<BalancerName>().toExtend<NonNullable<NonNullable<DeploymentInput["policy"]>["balancer"]>>();
+    expectTypeOf<Extract<Deployment["policy"]["balancer"], string>>().toEqualTypeOf<BalancerName>();
     for (const balancer of BALANCER_NAMES) expect(defineDeployment({ ...minimal, policy: { balancer } }).policy.balancer).toBe(balancer);
     expect(() => defineDeployment({ ...minimal, policy: { balancer: "least_latency" as BalancerName } })).toThrow(/balancer/);
     expect(defineDeployment(minimal).policy.balancer).toBe("load_aware");
@@ -41,7 +41,7 @@ describe("the registry", () => {
 
   it("asks for the prompt only for the prefix balancers", () => {
     expect(BALANCERS.filter((b) => b.readsPrompt).map((b) => b.name)).toEqual(["prefix_hash", "prefix_cache"]);
-    for (const name of BALANCER_NAMES) expect(createBalancer(name, settings).readsPrompt).toBe(balancerPlugin(name).readsPrompt);
+    for (const name of BALANCER_NAMES) expect(createBalancer(name, settings).readsPrompt).toBe(balancerProfile(name).readsPrompt);
   });
 
   it("gives each instance its own state", () => {
@@ -116,7 +116,7 @@ describe("prefix_hash", () => {
 
   it("uses the settings' load factor", () => {
     const keys = blockKeys(shared);
-    const home = pickByPrefixHash(fleet(), keys)!.id;
+    const home = rendezvousOrder(fleet(), anchorKey(keys)!)[0]!.id;
     const warm = fleet().map((r) => (r.id === home ? { ...r, load: 2 } : r));
     // Fullness with the request: 3/8, against a line of (1 + ε) × the mean (1.5/8) plus one request of slack (1/8):
     // above it at ε 0.25 (2.875/8), under it at the default ε 1 (4/8) and at ε 2 (5.5/8).
@@ -138,7 +138,7 @@ describe("prefix_hash", () => {
     const keys = blockKeys(shared);
     const holders = [c("h1", 0, { models: ["m"] }), c("h2", 0, { loading: ["m"] })];
     const f = [...holders, c("x"), c("y")];
-    const home = pickByPrefixHash(holders, keys)!.id;
+    const home = rendezvousOrder(holders, anchorKey(keys)!)[0]!.id;
     for (let i = 0; i < 5; i++) expect(b.pick(f, input({ model: "m", prompt: prompt(keys), random: mulberry32(i) }))!.id).toBe(home);
     // Every holder full: the model goes where pickReplicaForModel puts it (an empty replica), prefix or not.
     const full = [c("h1", 8, { models: ["m"] }), c("x", 0, { models: ["a"] }), c("y")];
@@ -152,7 +152,7 @@ describe("prefix_cache", () => {
 
   it("prefers the replica whose reported cache holds the prompt over the rendezvous home", () => {
     const b = createBalancer("prefix_cache", settings);
-    const home = pickByPrefixHash(fleet(), keysA)!.id;
+    const home = rendezvousOrder(fleet(), anchorKey(keysA)!)[0]!.id;
     const other = fleet().find((r) => r.id !== home)!.id;
     const f = fleet().map((r) => (r.id === other ? { ...r, cache: summaryOf(keysA) } : r));
     expect(b.pick(f, input({ prompt: prompt(keysA) }))!.id).toBe(other);
@@ -162,7 +162,7 @@ describe("prefix_cache", () => {
 
   it("remembers where it sent a prefix: a prompt sharing it follows, before any report says so", () => {
     const b = createBalancer("prefix_cache", settings);
-    const home = pickByPrefixHash(fleet(), keysA)!.id;
+    const home = rendezvousOrder(fleet(), anchorKey(keysA)!)[0]!.id;
     const other = fleet().find((r) => r.id !== home)!.id;
     // The first request went to `other` (say the home was full then) and was served there.
     b.served!(other, input({ prompt: prompt(keysA) }));
@@ -175,7 +175,7 @@ describe("prefix_cache", () => {
   });
 
   it("weighs what is held against load: a cached replica that is much fuller loses at a low prefill weight", () => {
-    const home = pickByPrefixHash(fleet(), keysA)!.id;
+    const home = rendezvousOrder(fleet(), anchorKey(keysA)!)[0]!.id;
     const other = fleet().find((r) => r.id !== home)!.id;
     const f = fleet().map((r) => (r.id === other ? { ...r, load: 1, cache: summaryOf(keysA) } : r));
     expect(createBalancer("prefix_cache", settings).pick(f, input({ prompt: prompt(keysA) }))!.id).toBe(other);
@@ -197,7 +197,7 @@ describe("prefix_cache", () => {
   });
 
   it("learns a peer's dispatch: the next turn through another isolate follows its history", () => {
-    const home = pickByPrefixHash(fleet(), keysA)!.id;
+    const home = rendezvousOrder(fleet(), anchorKey(keysA)!)[0]!.id;
     const other = fleet().find((r) => r.id !== home)!.id;
     const a = createBalancer("prefix_cache", settings);
     const b = createBalancer("prefix_cache", settings);

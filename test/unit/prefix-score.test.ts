@@ -1,9 +1,16 @@
-/** The prefix tiers' pure choices: every isolate with the same membership agrees. */
+/**
+ * The prefix rules (src/policy/prefix-score.ts) and the two prefix profiles built on
+ * them (src/policy/balancers/: filters load_line and room, then the rendezvous or
+ * the cheapest picker): every isolate with the same membership agrees.
+ */
 import { describe, it, expect } from "vitest";
-import { blockKeys } from "../../src/prefix/block-keys.ts";
-import { ANCHOR_BLOCKS, anchorKey, pickByPrefixCache, pickByPrefixHash, rendezvousOrder, underLoadBound } from "../../src/policy/prefix-score.ts";
+import { blockKeys, type BlockKey } from "../../src/prefix/block-keys.ts";
+import { buildCacheSummary, CacheSummary } from "../../src/prefix/cache-summary.ts";
+import { createBalancer, type BalancerCandidate } from "../../src/policy/balancers/index.ts";
+import { ANCHOR_BLOCKS, DEFAULT_LOAD_FACTOR, DEFAULT_PREFILL_WEIGHT, anchorKey, rendezvousOrder, underLoadBound } from "../../src/policy/prefix-score.ts";
 import type { ReplicaChoice } from "../../src/policy/pick-replica.ts";
 import { mulberry32 } from "../../src/seeded-random.ts";
+import { T0 } from "../fixtures/clock.ts";
 
 const r = (id: string, load: number, capacity = 8, kv?: number): ReplicaChoice => ({ id, load, capacity, ...(kv !== undefined ? { kv } : {}) });
 const tokens = (n: number, seed: number) => {
@@ -11,6 +18,22 @@ const tokens = (n: number, seed: number) => {
   return Array.from({ length: n }, () => Math.floor(rnd() * 97));
 };
 const fleet = ["r0", "r1", "r2", "r3"].map((id) => r(id, 0));
+
+/**
+ * The named profile's choice among `cands` for a prompt with `keys`, where candidate c
+ * reports a cache summary of the prompt's first held(c) blocks; the candidate itself.
+ */
+function profilePick(name: "prefix_hash" | "prefix_cache", cands: readonly ReplicaChoice[], keys: BlockKey[], held: (c: ReplicaChoice) => number, epsilon: number) {
+  const withCache = cands.map((c): BalancerCandidate => {
+    const n = held(c);
+    return { ...c, models: [], loading: [], ...(n > 0 ? { cache: CacheSummary.parse(buildCacheSummary(keys.slice(0, n).reverse(), 16))! } : {}) };
+  });
+  const picked = createBalancer(name, { loadFactor: epsilon, prefillWeight: DEFAULT_PREFILL_WEIGHT }).pick(withCache, { random: mulberry32(1), now: T0, prompt: { keys, blockSize: 16 } });
+  return cands.find((c) => c.id === picked?.id);
+}
+const pickByPrefixHash = (cands: readonly ReplicaChoice[], keys: BlockKey[], epsilon = DEFAULT_LOAD_FACTOR) => profilePick("prefix_hash", cands, keys, () => 0, epsilon);
+const pickByPrefixCache = (cands: readonly ReplicaChoice[], keys: BlockKey[], held: (c: ReplicaChoice) => number, { epsilon = DEFAULT_LOAD_FACTOR } = {}) =>
+  profilePick("prefix_cache", cands, keys, held, epsilon);
 
 describe("anchorKey", () => {
   it("is the key of the first ANCHOR_BLOCKS blocks, or of the whole prompt when shorter", () => {
@@ -47,7 +70,7 @@ describe("underLoadBound", () => {
   });
 });
 
-describe("pickByPrefixHash", () => {
+describe("prefix_hash", () => {
   it("sends prompts sharing the anchor to one replica, whatever follows, and independent callers agree", () => {
     const shared = tokens(16 * ANCHOR_BLOCKS, 5);
     const a = blockKeys([...shared, ...tokens(300, 6)]);
@@ -76,13 +99,12 @@ describe("pickByPrefixHash", () => {
     expect(pickByPrefixHash(idleElsewhere, keys)!.id).toBe(order[1]!.id);
   });
 
-  it("has no answer for a prompt with no full block (the caller falls back to load)", () => {
-    expect(pickByPrefixHash(fleet, [])).toBeUndefined();
+  it("has no answer without candidates", () => {
     expect(pickByPrefixHash([], blockKeys(tokens(64, 1)))).toBeUndefined();
   });
 });
 
-describe("pickByPrefixCache", () => {
+describe("prefix_cache", () => {
   const keys = blockKeys(tokens(16 * 100, 21));
   const order = rendezvousOrder(fleet, anchorKey(keys)!);
 
@@ -167,8 +189,7 @@ describe("prefix choice at its edges", () => {
     expect(pickByPrefixCache(hot, keys, held, { epsilon: 3 })!.id).toBe(order[0]!.id);
   });
 
-  it("has no answer without keys or without candidates", () => {
-    expect(pickByPrefixCache(fleet, [], () => 0)).toBeUndefined();
+  it("has no answer without candidates", () => {
     expect(pickByPrefixCache([], keys, () => 0)).toBeUndefined();
   });
 });

@@ -6,15 +6,29 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { defineDeployment } from "../../src/config/deployment.ts";
-import { createBalancer } from "../../src/policy/balancers/index.ts";
+import { createBalancer, runProfile, type BalancerCandidate } from "../../src/policy/balancers/index.ts";
+import { loadLine, room } from "../../src/policy/balancers/filters.ts";
+import { cheapest } from "../../src/policy/balancers/pickers.ts";
 import type { ReplicaChoice } from "../../src/policy/pick-replica.ts";
-import { pickByPrefixCache, rendezvousOrder, anchorKey, underLoadBound } from "../../src/policy/prefix-score.ts";
-import { SCORERS, SCORER_NAMES, defineScorer, scorerRegistry, scorers } from "../../src/policy/scorers/index.ts";
+import { rendezvousOrder, anchorKey, underLoadBound } from "../../src/policy/prefix-score.ts";
+import { SCORERS, SCORER_NAMES, defineScorer, scorerRegistry, scorers, type WeightedScore } from "../../src/policy/scorers/index.ts";
 import { blockKeys } from "../../src/prefix/block-keys.ts";
 import { CacheSummary, buildCacheSummary } from "../../src/prefix/cache-summary.ts";
 
 const r = (id: string, load: number, capacity = 8): ReplicaChoice => ({ id, load, capacity });
 const keys = blockKeys(Array.from({ length: 16 * 12 }, (_, i) => (i * 7) % 97));
+
+/**
+ * The prefix_cache profile (filters load_line and room, picker cheapest) with `terms`,
+ * where candidate c reports a cache summary of the prompt's first held(c) blocks.
+ */
+function pickByPrefixCache(cands: readonly ReplicaChoice[], held: (c: ReplicaChoice) => number, terms: readonly WeightedScore[]): string | undefined {
+  const withCache = cands.map((c): BalancerCandidate => {
+    const n = Math.min(keys.length, held(c));
+    return { ...c, models: [], loading: [], ...(n > 0 ? { cache: CacheSummary.parse(buildCacheSummary(keys.slice(0, n).reverse(), 16))! } : {}) };
+  });
+  return runProfile("t", [loadLine, room], cheapest, terms, { loadFactor: 1, prefillWeight: 2 }).pick(withCache, { random: () => 0.5, now: 0, prompt: { keys, blockSize: 16 } })?.id;
+}
 
 /** The precise tier as it was written before the seam: 2 × uncached share + slots, cheapest first, rendezvous ties. */
 function before(candidates: ReplicaChoice[], held: (c: ReplicaChoice) => number, weight = 2, epsilon = 1): ReplicaChoice | undefined {
@@ -39,7 +53,7 @@ describe("scorers", () => {
         (fleet, weight) => {
           const cands = fleet.map((f, i) => r(`r${i}`, f.load, f.capacity));
           const held = (c: ReplicaChoice) => fleet[Number(c.id.slice(1))]!.held;
-          expect(pickByPrefixCache(cands, keys, held, { prefillWeight: weight })?.id).toBe(before(cands, held, weight)?.id);
+          expect(pickByPrefixCache(cands, held, scorers.resolve({ prefill: weight, slots: 1 }))).toBe(before(cands, held, weight)?.id);
         },
       ),
       { numRuns: 300 },
@@ -71,8 +85,8 @@ describe("scorers", () => {
     const fleet = [r("near", 0), r("far", 0)];
     const heldByFar = (c: ReplicaChoice) => (c.id === "far" ? 1 : 0);
     // Without the term, one cached block of twelve makes "far" cheaper; weighed in, distance outweighs it.
-    expect(pickByPrefixCache(fleet, keys, heldByFar, { terms: scorers.resolve({ prefill: 2, slots: 1 }) })?.id).toBe("far");
-    expect(pickByPrefixCache(fleet, keys, heldByFar, { terms: registry.resolve({ prefill: 2, slots: 1, distance: 5 }) })?.id).toBe("near");
+    expect(pickByPrefixCache(fleet, heldByFar, scorers.resolve({ prefill: 2, slots: 1 }))).toBe("far");
+    expect(pickByPrefixCache(fleet, heldByFar, registry.resolve({ prefill: 2, slots: 1, distance: 5 }))).toBe("near");
     expect(() => scorers.resolve({ distance: 1 })).toThrow(/no scorer "distance"/);
     expect(() => scorerRegistry([...SCORERS, SCORERS[0]])).toThrow(/registered twice/);
   });

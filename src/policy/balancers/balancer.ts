@@ -1,13 +1,12 @@
 /**
- * The seam every balancing rule plugs into, shaped after the Kubernetes Gateway API
- * Inference Extension's scheduler plugins: each rule is one module that exports a
- * plugin (its type name, what it reads, a factory), and one registration place
- * (./index.ts) maps names to plugins; the names a deployment's `policy.balancer`
- * accepts come from there.
+ * The balancing seam's types, shaped after the Kubernetes Gateway API Inference
+ * Extension's scheduler: a balancer is a profile (./profile.ts), a list of filters,
+ * weighted scorers and one picker, each a registered plugin (./filters.ts,
+ * ./pickers.ts, src/policy/scorers/) with a factory, named in configuration.
  *
- * A plugin's factory runs once per isolate and deployment (the routing view's life),
- * so a balancer's own state (round robin's turn, prefix_cache's memory of its recent
- * dispatches) lives in its instance, not in module scope. `pick` is pure: time and
+ * Factories run once per isolate and deployment (the routing view's life), so a
+ * plugin's own state (round robin's turn) and a profile's memory of its recent
+ * dispatches live in the instance, not in module scope. Choosing is pure: time and
  * randomness come in with the input, and the candidates are those the routing view
  * allows (ready, fresh, not cooling down, not ejected, not already tried).
  */
@@ -58,24 +57,51 @@ export interface Balancer {
 export interface BalancerSettings {
   /** ε of the bounded-load line. */
   loadFactor: number;
-  /** Weight of the uncached-prefill fraction against fullness (prefix_cache), unless `scorers` weighs `prefill`. */
+  /** Weight of the uncached-prefill fraction against fullness (the `prefill` term's default), unless `scorers` weighs it. */
   prefillWeight: number;
-  /** prefix_cache: weights of its cost terms by name (src/policy/scorers/); unnamed terms keep their defaults. */
+  /** Weights of the cost terms by name (src/policy/scorers/) for a profile that names none; unnamed terms keep their defaults. */
   scorers?: Readonly<Partial<Record<string, number>>>;
 }
 
-/** A balancing rule as registered: its name, whether it needs the prompt's keys, its factory. */
-export interface BalancerPlugin<N extends string = string> {
-  readonly name: N;
-  /**
-   * The dispatch computes the prompt's block keys for it (parsing and tokenizing the
-   * body). False for every balancer that does not use them: no per-request work.
-   */
-  readonly readsPrompt: boolean;
-  create(settings: BalancerSettings): Balancer;
+/** What the stages of one choice share (./profile.ts builds it per request). */
+export interface StageContext {
+  readonly input: BalanceInput;
+  /** The prompt's block keys, at least one: stages that read the prompt run only with them. */
+  readonly keys: readonly BlockKey[] | undefined;
+  /** The prompt's anchor key (src/policy/prefix-score.ts anchorKey), with the keys. */
+  readonly anchor: BlockKey | undefined;
+  /** A candidate's cost by the profile's weighted scorers (src/policy/scorers/); 0 when it weighs none. */
+  cost(candidate: BalancerCandidate): number;
 }
 
-/** Declares a plugin, checking its shape where it is written (the compile-time check of Go's `var _ Picker = …`). */
-export function defineBalancer<const N extends string>(plugin: BalancerPlugin<N>): BalancerPlugin<N> {
+/** A filter narrows the pool; given a non-empty pool it returns a non-empty one (a rule that prefers, never empties). */
+export type Filter = <T extends BalancerCandidate>(pool: readonly T[], ctx: StageContext) => T[];
+/** A picker takes one of the pool; undefined only for an empty pool. */
+export type Picker = <T extends BalancerCandidate>(pool: readonly T[], ctx: StageContext) => T | undefined;
+
+/** A filter as registered (./filters.ts): its name, what it means, whether it needs the prompt's keys, its factory. */
+export interface FilterPlugin<N extends string = string> {
+  readonly name: N;
+  readonly description: string;
+  readonly readsPrompt: boolean;
+  create(settings: BalancerSettings): Filter;
+}
+
+/** A picker as registered (./pickers.ts). `scores`: it reads ctx.cost, so the profile keeps the memory its scorers read. */
+export interface PickerPlugin<N extends string = string> {
+  readonly name: N;
+  readonly description: string;
+  readonly readsPrompt: boolean;
+  readonly scores: boolean;
+  create(settings: BalancerSettings): Picker;
+}
+
+/** Declares a filter, checking its shape where it is written (the compile-time check of Go's `var _ Filter = …`). */
+export function defineFilter<const N extends string>(plugin: FilterPlugin<N>): FilterPlugin<N> {
+  return plugin;
+}
+
+/** Declares a picker, checking its shape where it is written. */
+export function definePicker<const N extends string>(plugin: PickerPlugin<N>): PickerPlugin<N> {
   return plugin;
 }
