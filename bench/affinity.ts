@@ -23,6 +23,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { writeResult } from "./result-file.ts";
+import { markdownTable } from "./table.ts";
 import { LocalStack } from "../src/local/stack.ts";
 import { synthesizeVowel } from "../src/models/silero-vad.ts";
 import { mulberry32 } from "../src/seeded-random.ts";
@@ -176,12 +177,15 @@ try {
     },
   };
   console.log(`\n3 replicas × ≤2 models, 3 models (mix 60/25/15 %), ${concurrency} concurrent, ${seconds} s per arm, 1 s of audio per request\n`);
-  console.log("| arm | requests | failed | req/s | served by a replica that had the model | p50 ms | p99 ms |");
-  console.log("|---|---:|---:|---:|---:|---:|---:|");
   for (const [name, arm] of [["model-aware", viaProxy], ["blind", blind], ["sessions", sessions]] as const) {
     for (const f of arm.filter((x) => x.status !== 200).slice(0, 3)) console.log(`${name}: ${f.status} ${f.error}`);
   }
-  for (const r of rows) console.log(`| ${r.arm} | ${r.requests} | ${r.failed} | ${r.rps} | ${(100 * r.hitShare).toFixed(1)} % | ${r.p50ms.toFixed(1)} | ${r.p99ms.toFixed(1)} |`);
+  console.log(
+    markdownTable(
+      ["arm", "requests", "failed", "req/s", "served by a replica that had the model", "p50 ms", "p99 ms"],
+      rows.map((r) => [r.arm, r.requests, r.failed, r.rps, `${(100 * r.hitShare).toFixed(1)} %`, r.p50ms.toFixed(1), r.p99ms.toFixed(1)]),
+    ).join("\n"),
+  );
   console.log(`\nsessions: stickiness ${(100 * result.sessions.stickiness).toFixed(1)} %, ${result.sessions.durableObjectCallsPer1000.toFixed(1)} Durable Object calls per 1,000 requests (${result.sessions.sessionResolves} resolves, ${result.sessions.sessionRebinds} rebinds, ${result.sessions.sessionWrites} writes)`);
   if (process.env.BENCH_DEBUG) console.log(logLines.filter((l) => /error|lost|fail|exit/i.test(l)).slice(-40).join("\n"));
   console.log(`wrote ${writeResult("affinity", result, { quick, arms: rows.map((r) => ({ arm: r.arm, requests: r.requests, ok: r.requests - r.failed })) })}`);

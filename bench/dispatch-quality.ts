@@ -57,6 +57,7 @@ import { cpus, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { writeResult } from "./result-file.ts";
+import { markdownTable, verdict } from "./table.ts";
 import { LocalStack } from "../src/local/stack.ts";
 import { BALANCERS, type BalancerName } from "../src/policy/balancers/index.ts";
 import { mulberry32 } from "../src/seeded-random.ts";
@@ -552,26 +553,42 @@ try {
   console.log(
     `\nPer deployment 4 replicas: ${SHAPES.map((s) => `${s.role} ${s.serviceMs} ms × ${s.maxOngoing}`).join(", ")}; ${fleetText}; ${loadText}; ${seconds} s measured per arm after ${WARMUP_S} s warm-up; request logs ${process.env.SWITCHYARD_REQUEST_LOGS}.\n`,
   );
-  console.log("| balancer | ok req/s | p50 ms | p90 ms | p99 ms | failed (non-200) | replica rejections | proxy retries / rejections (incl. warm-up) | share fast-a / fast-b / slow / small | mean queue fast-a / fast-b / slow / small | CPU: machine / this bench / other (before the arm) | generator CPU, lag p99 / max |");
-  console.log("|---|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|");
   const capShare = SHAPES.map((s) => (1000 * s.maxOngoing) / s.serviceMs / capacityRps);
-  for (const r of rows) {
+  const table = rows.map((r) => {
     const shares = SHAPES.map((s) => `${(100 * r.byReplica[s.role]!.share).toFixed(1)}`).join(" / ");
     const queues = SHAPES.map((s) => r.byReplica[s.role]!.queuedMean.toFixed(1)).join(" / ");
     const lag = `${(100 * r.generator.cpuShareOfOneCore).toFixed(0)} % of a core${r.generator.lagP99ms === null ? "" : `, ${r.generator.lagP99ms.toFixed(1)} / ${r.generator.lagMaxMs!.toFixed(1)} ms`}`;
     const p = (x: number | null) => (x === null ? "–" : `${(100 * x).toFixed(0)}`);
     const cpu = `${p(r.machineCpuBusy)} / ${p(r.ownCpu)} / ${p(r.otherCpu)} % (${p(r.machineCpuBusyBefore)} %)`;
     const q = r.countersSettled ? "" : "?";
-    console.log(
-      `| ${r.label} | ${r.okRps.toFixed(0)} | ${r.p50ms.toFixed(1)} | ${r.p90ms.toFixed(1)} | ${r.p99ms.toFixed(1)} | ${r.failed} | ${r.replicaRejections} | ${r.retries}${q} / ${r.rejections}${q} | ${shares} % | ${queues} | ${cpu} | ${lag} |`,
-    );
-  }
-  console.log(`| (capacity share) | | | | | | | | ${capShare.map((c) => (100 * c).toFixed(1)).join(" / ")} % | | | |`);
+    return [r.label, r.okRps.toFixed(0), r.p50ms.toFixed(1), r.p90ms.toFixed(1), r.p99ms.toFixed(1), r.failed, r.replicaRejections, `${r.retries}${q} / ${r.rejections}${q}`, `${shares} %`, queues, cpu, lag];
+  });
+  table.push(["(capacity share)", "", "", "", "", "", "", "", `${capShare.map((c) => (100 * c).toFixed(1)).join(" / ")} %`, "", "", ""]);
+  console.log(
+    markdownTable(
+      [
+        "balancer",
+        "ok req/s",
+        "p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "failed (non-200)",
+        "replica rejections",
+        "proxy retries / rejections (incl. warm-up)",
+        "share fast-a / fast-b / slow / small",
+        "mean queue fast-a / fast-b / slow / small",
+        "CPU: machine / this bench / other (before the arm)",
+        "generator CPU, lag p99 / max",
+      ],
+      table,
+      "lrrrrrrrllrr",
+    ).join("\n"),
+  );
   for (const r of rows) for (const f of r.failureExamples) console.log(`${r.label}: ${f}`);
   for (const r of rows) if (r.cpuBound.length) console.log(`WARNING ${r.label}: ${r.cpuBound.join("; ")}: CPU-bound, not a measure of the balancer`);
   const trustworthy = la.cpuBound.length === 0 && rr.cpuBound.length === 0;
-  const verdict = `${ratioRr <= 1 / 3 ? "MET" : "MISS"}${trustworthy ? "" : " (not valid: a compared arm was CPU-bound, see WARNING)"}`;
-  console.log(`\nSwitchyard p99 / round_robin p99 = ${la.p99ms.toFixed(1)} / ${rr.p99ms.toFixed(1)} = ${ratioRr.toFixed(2)} (target ≤ 0.33): ${verdict}`);
+  const judged = `${verdict(ratioRr <= 1 / 3)}${trustworthy ? "" : " (not valid: a compared arm was CPU-bound, see WARNING)"}`;
+  console.log(`\nSwitchyard p99 / round_robin p99 = ${la.p99ms.toFixed(1)} / ${rr.p99ms.toFixed(1)} = ${ratioRr.toFixed(2)} (target ≤ 0.33): ${judged}`);
   console.log(`Switchyard p99 / random p99      = ${la.p99ms.toFixed(1)} / ${rnd.p99ms.toFixed(1)} = ${ratioRandom.toFixed(2)}`);
   console.log(`per-replica p99 ms / max queue (fast-a / fast-b / slow / small):`);
   for (const r of rows) console.log(`  ${r.label}: ${SHAPES.map((s) => `${r.byReplica[s.role]!.p99ms.toFixed(1)} / ${r.byReplica[s.role]!.queuedMax}`).join(", ")}`);

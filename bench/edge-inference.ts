@@ -33,6 +33,7 @@ import { parseArgs } from "node:util";
 import { gzipSync } from "node:zlib";
 import { bundleWorker, generateDeploymentsModule, type WorkerBundle } from "../scripts/build.ts";
 import { writeResult } from "./result-file.ts";
+import { markdownTable } from "./table.ts";
 import { LocalStack } from "../src/local/stack.ts";
 import { workerdConfig } from "../src/local/workerd-config.ts";
 import { synthesizeVowel } from "../src/models/silero-vad.ts";
@@ -316,32 +317,53 @@ const kib = (k: number) => (k / 1024).toFixed(2);
 const spread = (xs: number[]) => `${round(median(xs))} (${round(Math.min(...xs))}–${round(Math.max(...xs))})`;
 const lines: string[] = [];
 lines.push(`## Edge inference (${MODEL}), ${new Date().toISOString().slice(0, 10)}, ${cpus().length} cores, load average ${loadAtStart[0]!.toFixed(2)} at start, ${loadavg()[0]!.toFixed(2)} at end`);
-lines.push("", "### Bundle (scripts/build.ts; gzip of each file, summed)", "", "| Worker | modules | raw MB | gzip MB |", "|---|---|---:|---:|");
-for (const v of ["without", "with"] as const) {
+const bundleRows: string[][] = (["without", "with"] as const).map((v) => {
   const s = bundles[v].size;
-  lines.push(`| ${variants[v].label} | ${s.files.map((f) => `${f.name} (${mb(f.bytes)} / ${mb(f.gzipBytes)})`).join(", ")} | ${mb(s.bytes)} | ${mb(s.gzipBytes)} |`);
-}
+  return [variants[v].label, s.files.map((f) => `${f.name} (${mb(f.bytes)} / ${mb(f.gzipBytes)})`).join(", "), mb(s.bytes), mb(s.gzipBytes)];
+});
 if ("totalKiB" in wrangler) {
-  lines.push(`| \`wrangler deploy --dry-run\` of functions/ + examples/edge-inference/ (vad-edge included) | ${wrangler.modules.join(", ")} | ${kib(wrangler.totalKiB)} MiB | ${kib(wrangler.gzipKiB)} MiB |`);
+  bundleRows.push(["`wrangler deploy --dry-run` of functions/ + examples/edge-inference/ (vad-edge included)", wrangler.modules.join(", "), `${kib(wrangler.totalKiB)} MiB`, `${kib(wrangler.gzipKiB)} MiB`]);
 }
-lines.push("", `### Start-up and first request (${coldRuns} fresh workerd processes each; median (min–max))`, "", "| Worker | spawn → first answer ms | RSS after start MiB | first POST /vad-edge ms (1 s input) | second ms | RSS after first MiB |", "|---|---:|---:|---:|---:|---:|");
-for (const v of ["without", "with"] as const) {
-  const rs = cold[v];
-  const opt = (xs: (number | undefined)[]) => (xs.every((x) => x !== undefined) ? spread(xs as number[]) : "–");
-  lines.push(
-    `| ${variants[v].label} | ${spread(rs.map((r) => r.startupMs))} | ${spread(rs.map((r) => r.rssAfterStartMiB))} | ${opt(rs.map((r) => r.firstRequestMs))} | ${opt(rs.map((r) => r.secondRequestMs))} | ${opt(rs.map((r) => r.rssAfterFirstMiB))} |`,
-  );
-}
+lines.push("", "### Bundle (scripts/build.ts; gzip of each file, summed)", "", ...markdownTable(["Worker", "modules", "raw MB", "gzip MB"], bundleRows, "llrr"));
+const opt = (xs: (number | undefined)[]) => (xs.every((x) => x !== undefined) ? spread(xs as number[]) : "–");
+lines.push(
+  "",
+  `### Start-up and first request (${coldRuns} fresh workerd processes each; median (min–max))`,
+  "",
+  ...markdownTable(
+    ["Worker", "spawn → first answer ms", "RSS after start MiB", "first POST /vad-edge ms (1 s input)", "second ms", "RSS after first MiB"],
+    (["without", "with"] as const).map((v) => {
+      const rs = cold[v];
+      return [
+        variants[v].label,
+        spread(rs.map((r) => r.startupMs)),
+        spread(rs.map((r) => r.rssAfterStartMiB)),
+        opt(rs.map((r) => r.firstRequestMs)),
+        opt(rs.map((r) => r.secondRequestMs)),
+        opt(rs.map((r) => r.rssAfterFirstMiB)),
+      ];
+    }),
+  ),
+);
 lines.push(
   "",
   `### Warm latency: edge vs one replica through the proxy (${requests} sequential requests each, interleaved; then ${seconds} s of 4 concurrent clients)`,
   "",
-  "| input | served by | p50 ms | p99 ms | mean ms | req/s, 4 clients | p50 / p99 ms, 4 clients | failed |",
-  "|---|---|---:|---:|---:|---:|---:|---:|",
+  ...markdownTable(
+    ["input", "served by", "p50 ms", "p99 ms", "mean ms", "req/s, 4 clients", "p50 / p99 ms, 4 clients", "failed"],
+    warm.map((r) => [
+      r.input,
+      r.target === "edge" ? "edge (in the Worker)" : "replica (proxy → Node)",
+      r.p50ms,
+      r.p99ms,
+      r.meanMs,
+      r.concurrentRps,
+      `${r.concurrentP50ms} / ${r.concurrentP99ms}`,
+      r.failed,
+    ]),
+    "llrrrrrr",
+  ),
 );
-for (const r of warm) {
-  lines.push(`| ${r.input} | ${r.target === "edge" ? "edge (in the Worker)" : "replica (proxy → Node)"} | ${r.p50ms} | ${r.p99ms} | ${r.meanMs} | ${r.concurrentRps} | ${r.concurrentP50ms} / ${r.concurrentP99ms} | ${r.failed} |`);
-}
 lines.push("", `Replica: model loaded at replica start in ${replicaLoadMs} ms (not in any request).`);
 console.log(lines.join("\n"));
 

@@ -10,7 +10,7 @@ import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
 import { writeResult } from "./result-file.ts";
 import { LocalStack } from "../src/local/stack.ts";
-import { ab as abRun, markdownTable, wrk as wrkRun, type Row } from "./load-tools.ts";
+import { ab as abRun, loadToolTable, wrk as wrkRun, type Row } from "./load-tools.ts";
 import { requireLoadTools } from "./load-tool-deps.ts";
 
 await requireLoadTools("hello", ["wrk", "ab"]);
@@ -42,7 +42,7 @@ try {
   rows.push(await wrk(`Switchyard proxy (public port, via the HTTP/1.0 front), ${replicas} replicas`, `${stack.url}/hello`));
   rows.push(await ab("one replica, direct", `${directUrl}/hello`));
   rows.push(await ab(`Switchyard proxy (public port), ${replicas} replicas`, `${stack.url}/hello`));
-  const lines = [markdownTable(rows)];
+  const lines = [loadToolTable(rows)];
   const ratio = (a: Row, b: Row) => (a.rps / b.rps).toFixed(2);
   lines.push("", `proxy/direct req/s — wrk: ${ratio(rows[1]!, rows[0]!)} (workerd port), ${ratio(rows[2]!, rows[0]!)} (public port); ab: ${ratio(rows[4]!, rows[3]!)}`);
   console.log(lines.join("\n"));

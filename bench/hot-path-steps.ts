@@ -28,6 +28,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { build } from "esbuild";
 import { writeResult } from "./result-file.ts";
+import { markdownTable } from "./table.ts";
 import { compatibilityDate, compatibilityFlags } from "../src/config/runtime.ts";
 import { cpuSeconds, freePort, waitForOk } from "./load-tools.ts";
 
@@ -162,7 +163,7 @@ const rows = wanted.map((step) => {
   return { step, medianUs: median(xs), minUs: Math.min(...xs), maxUs: Math.max(...xs), rounds: xs };
 });
 console.log(
-  ["", "| step | µs per call (median) | range |", "|---|---:|---:|", ...rows.map((r) => `| ${r.step} | ${r.medianUs.toFixed(2)} | ${r.minUs.toFixed(2)}–${r.maxUs.toFixed(2)} |`)].join("\n"),
+  ["", ...markdownTable(["step", "µs per call (median)", "range"], rows.map((r) => [r.step, r.medianUs.toFixed(2), `${r.minUs.toFixed(2)}–${r.maxUs.toFixed(2)}`]))].join("\n"),
 );
 console.log(`\nwrote ${writeResult("hot-path-steps", { machine: { cpus: cpus().length, loadavg1mAtStart: startLoad }, options: { rounds, cpuBudget, callsPerRequest, headers: values.headers }, steps: rows }, values.out ? { out: values.out } : {})}`);
 stop();

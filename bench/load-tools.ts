@@ -9,6 +9,7 @@ import { createRequire } from "node:module";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { compatibilityDate } from "../src/config/runtime.ts";
+import { markdownTable } from "./table.ts";
 import { Header } from "../src/protocol/index.ts";
 
 export interface Row {
@@ -108,17 +109,17 @@ export function skipped(target: string, tool: string, why: string): Row {
   return { target, tool, rps: NaN, p50ms: NaN, p99ms: NaN, failed: 0, non2xx: 0, requests: 0, note: `skipped: ${why}` };
 }
 
-export function markdownTable(rows: Row[]): string {
+/** The load tools' rows as one markdown table (seed, hello); a row that was not measured shows "–", never 0. */
+export function loadToolTable(rows: Row[]): string {
   const num = (v: number, digits: number) => (Number.isFinite(v) ? v.toFixed(digits) : "–");
-  const lines = ["| target | tool | req/s | p50 ms | p99 ms | failed | non-2xx |", "|---|---|---:|---:|---:|---:|---:|"];
-  for (const r of rows) {
-    const target = r.note ? `${r.target} (${r.note})` : r.target;
-    const measured = Number.isFinite(r.rps);
-    lines.push(
-      `| ${target} | ${r.tool} | ${num(r.rps, r.rps < 10 ? 1 : 0)} | ${num(r.p50ms, 2)} | ${num(r.p99ms, 2)} | ${measured ? r.failed : "–"} | ${measured ? r.non2xx : "–"} |`,
-    );
-  }
-  return lines.join("\n");
+  return markdownTable(
+    ["target", "tool", "req/s", "p50 ms", "p99 ms", "failed", "non-2xx"],
+    rows.map((r) => {
+      const measured = Number.isFinite(r.rps);
+      return [r.note ? `${r.target} (${r.note})` : r.target, r.tool, num(r.rps, r.rps < 10 ? 1 : 0), num(r.p50ms, 2), num(r.p99ms, 2), measured ? r.failed : "–", measured ? r.non2xx : "–"];
+    }),
+    "llrrrrr",
+  ).join("\n");
 }
 
 export async function freePort(): Promise<number> {

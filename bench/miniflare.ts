@@ -50,6 +50,7 @@ import { parseArgs } from "node:util";
 import { Miniflare } from "miniflare-4";
 import { bundleWorker } from "../scripts/build.ts";
 import { writeResult } from "./result-file.ts";
+import { markdownTable } from "./table.ts";
 import { compatibilityDate, compatibilityFlags, durableObjects } from "../src/config/runtime.ts";
 import { LocalStack, loadDeployments } from "../src/local/stack.ts";
 import { CLK_TCK, cpuSeconds, freePort, waitForOk, workerdPid, wrk } from "./load-tools.ts";
@@ -337,12 +338,20 @@ const within = ratios.throughput >= 0.9 && ratios.totalCpuPerRequest <= 1.1;
 const f0 = (v: number) => (Number.isFinite(v) ? v.toFixed(0) : "–");
 const f2 = (v: number) => (Number.isFinite(v) ? v.toFixed(2) : "–");
 const lines = [
-  "| run | arm | req/s | p50 ms | p99 ms | failed + non-2xx | workerd CPU µs/req | workerd + Node CPU µs/req |",
-  "|---|---|---:|---:|---:|---:|---:|---:|",
-  ...runs.map((r) => `| ${r.round} | ${r.arm} | ${f0(r.rps)} | ${f2(r.p50ms)} | ${f2(r.p99ms)} | ${r.failed + r.non2xx} | ${f0(r.workerdUsPerReq)} | ${f0(r.totalUsPerReq)} |`),
-  `| mean | workerd (LocalStack) | ${f0(A.rps)} | ${f2(A.p50ms)} | ${f2(A.p99ms)} | ${A.failed} | ${f0(A.workerdUsPerReq)} | ${f0(A.totalUsPerReq)} |`,
-  `| mean | Miniflare ${readVersion("miniflare-4")} (mf.ready URL) | ${f0(B.rps)} | ${f2(B.p50ms)} | ${f2(B.p99ms)} | ${B.failed} | ${f0(B.workerdUsPerReq)} | ${f0(B.totalUsPerReq)} |`,
-  `| mean | Miniflare, unsafeDirectSockets | ${f0(C.rps)} | ${f2(C.p50ms)} | ${f2(C.p99ms)} | ${C.failed} | ${f0(C.workerdUsPerReq)} | ${f0(C.totalUsPerReq)} |`,
+  ...markdownTable(
+    ["run", "arm", "req/s", "p50 ms", "p99 ms", "failed + non-2xx", "workerd CPU µs/req", "workerd + Node CPU µs/req"],
+    [
+      ...runs.map((r) => [r.round, r.arm, f0(r.rps), f2(r.p50ms), f2(r.p99ms), r.failed + r.non2xx, f0(r.workerdUsPerReq), f0(r.totalUsPerReq)]),
+      ...(
+        [
+          ["workerd (LocalStack)", A],
+          [`Miniflare ${readVersion("miniflare-4")} (mf.ready URL)`, B],
+          ["Miniflare, unsafeDirectSockets", C],
+        ] as const
+      ).map(([arm, m]) => ["mean", arm, f0(m.rps), f2(m.p50ms), f2(m.p99ms), m.failed, f0(m.workerdUsPerReq), f0(m.totalUsPerReq)]),
+    ],
+    "llrrrrrr",
+  ),
   "",
   `- Miniflare / workerd throughput: **${f2(ratios.throughput)}**`,
   `- Miniflare / workerd CPU per request (workerd process): **${f2(ratios.workerdCpuPerRequest)}**; with this Node process: **${f2(ratios.totalCpuPerRequest)}**`,

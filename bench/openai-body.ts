@@ -27,6 +27,7 @@ import { build } from "esbuild";
 import { compatibilityDate } from "../src/config/runtime.ts";
 import { LocalStack } from "../src/local/stack.ts";
 import { cpuSeconds, freePort, rssBytes, waitForOk, workerdPid } from "./load-tools.ts";
+import { markdownTable } from "./table.ts";
 
 const { values } = parseArgs({ options: { mib: { type: "string", default: "10" }, parallel: { type: "string", default: "3" }, rounds: { type: "string", default: "3" }, out: { type: "string" } } });
 const MIB = Number(values.mib);
@@ -194,9 +195,16 @@ const config :Workerd.Config = (
   const lines = [
     `${PARALLEL} × ${(body.byteLength / 2 ** 20).toFixed(1)} MiB chat bodies at once (median of ${ROUNDS} rounds):`,
     "",
-    "| arm | RSS growth MB | CPU ms / body | /hello p50 ms | /hello max ms |",
-    "|---|---:|---:|---:|---:|",
-    ...results.map((r) => `| ${r.arm} | ${(median(r.rounds, "rssPeakMb") - median(r.rounds, "rssBeforeMb")).toFixed(0)} | ${(median(r.rounds, "cpuSecondsPerBody") * 1000).toFixed(0)} | ${median(r.rounds, "helloP50Ms").toFixed(1)} | ${median(r.rounds, "helloMaxMs").toFixed(0)} |`),
+    ...markdownTable(
+      ["arm", "RSS growth MB", "CPU ms / body", "/hello p50 ms", "/hello max ms"],
+      results.map((r) => [
+        r.arm,
+        (median(r.rounds, "rssPeakMb") - median(r.rounds, "rssBeforeMb")).toFixed(0),
+        (median(r.rounds, "cpuSecondsPerBody") * 1000).toFixed(0),
+        median(r.rounds, "helloP50Ms").toFixed(1),
+        median(r.rounds, "helloMaxMs").toFixed(0),
+      ]),
+    ),
   ];
   const [sy, old] = results;
   lines.push("", `Ratios (Switchyard / the old route): CPU per body ${(median(sy!.rounds, "cpuSecondsPerBody") / median(old!.rounds, "cpuSecondsPerBody")).toFixed(2)}, RSS growth ${((median(sy!.rounds, "rssPeakMb") - median(sy!.rounds, "rssBeforeMb")) / Math.max(1, median(old!.rounds, "rssPeakMb") - median(old!.rounds, "rssBeforeMb"))).toFixed(2)}`);

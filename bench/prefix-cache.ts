@@ -47,7 +47,7 @@
  * and of prefilled tokens per replica), Durable Object calls per 1,000 requests
  * (routing objects' and relay's own counters over the window, the admin reads' own
  * calls subtracted; telemetry flushes estimated), CPU and load average. Targets are
- * ratios from this run, printed met/MISS. Writes bench/results/prefix-cache.json.
+ * ratios from this run, printed MET/MISS. Writes bench/results/prefix-cache.json.
  */
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
@@ -62,6 +62,7 @@ import { chatPrompt } from "../src/prompt/tiny-lm-chat-template.ts";
 import { encode } from "../src/prompt/tiny-lm-tokenizer.ts";
 import { mulberry32 } from "../src/seeded-random.ts";
 import { cpuSeconds, freePort, workerdPid } from "./load-tools.ts";
+import { markdownTable, verdict } from "./table.ts";
 import { streamChat, type StreamResult } from "./prefix-cache-client.ts";
 import { DispatchSigner, ExactPrefixIndex, KvEventFollower, oracleChoice } from "./prefix-cache-oracle.ts";
 import { PrefixWorkload, percentile, poissonArrivals, type Turn, type WorkloadShape } from "./prefix-cache-workload.ts";
@@ -717,14 +718,43 @@ const where = (r: PhaseResult) => (r.arm === "oracle" ? `– (bench; ${r.round}-
 const lines: string[] = [];
 lines.push(
   "",
-  `| arm | isolates | TTFT mean ms | p50 | p90 | p99 | TPOT p50 ms | req/s | hit ratio | uncached tokens / req | imbalance req / prefill (max/mean) | DO calls / 1,000 (routing + telemetry est.) | failed | dropped | CPU machine / bench / other % |`,
-  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+  ...markdownTable(
+    [
+      "arm",
+      "isolates",
+      "TTFT mean ms",
+      "p50",
+      "p90",
+      "p99",
+      "TPOT p50 ms",
+      "req/s",
+      "hit ratio",
+      "uncached tokens / req",
+      "imbalance req / prefill (max/mean)",
+      "DO calls / 1,000 (routing + telemetry est.)",
+      "failed",
+      "dropped",
+      "CPU machine / bench / other %",
+    ],
+    results.map((r) => [
+      r.label,
+      where(r),
+      f(r.ttft.mean),
+      f(r.ttft.p50),
+      f(r.ttft.p90),
+      f(r.ttft.p99),
+      f(r.tpot.p50, 1),
+      f(r.throughputRps, 1),
+      f(r.hitRatio, 3),
+      f(r.uncachedPerRequest),
+      `${f(r.imbalanceRequests, 2)} / ${f(r.imbalancePrefill, 2)}`,
+      r.arm === "oracle" ? "–" : `${f(r.doCalls.per1000, 1)} (${f(r.doCalls.routingPer1000, 1)} + ${f((1000 * r.doCalls.telemetryEstimated) / Math.max(1, r.requests), 1)})`,
+      r.failed,
+      r.dropped,
+      `${f(100 * r.cpu.machineBusy)} / ${f(100 * r.cpu.own)} / ${f(100 * r.cpu.other)}`,
+    ]),
+  ),
 );
-for (const r of results) {
-  lines.push(
-    `| ${r.label} | ${where(r)} | ${f(r.ttft.mean)} | ${f(r.ttft.p50)} | ${f(r.ttft.p90)} | ${f(r.ttft.p99)} | ${f(r.tpot.p50, 1)} | ${f(r.throughputRps, 1)} | ${f(r.hitRatio, 3)} | ${f(r.uncachedPerRequest)} | ${f(r.imbalanceRequests, 2)} / ${f(r.imbalancePrefill, 2)} | ${r.arm === "oracle" ? "–" : `${f(r.doCalls.per1000, 1)} (${f(r.doCalls.routingPer1000, 1)} + ${f((1000 * r.doCalls.telemetryEstimated) / Math.max(1, r.requests), 1)})`} | ${r.failed} | ${r.dropped} | ${f(100 * r.cpu.machineBusy)} / ${f(100 * r.cpu.own)} / ${f(100 * r.cpu.other)} |`,
-  );
-}
 
 // Targets, as ratios of arms in this run.
 const find = (arm: ArmName, isolates: number) => results.find((r) => r.arm === arm && (arm === "oracle" || r.isolates === isolates));
@@ -763,7 +793,7 @@ for (const r of results.filter((x) => x.arm === "prefix_cache")) {
 }
 for (const a of skipped) t(`${LABEL[a]}`, null, "not run: balancer not in this tree");
 
-lines.push("", "| target | measured | |", "|---|---|---|", ...targets.map((x) => `| ${x.target} | ${x.measured} | ${x.met === null ? "–" : x.met ? "**met**" : "**MISS**"} |`));
+lines.push("", ...markdownTable(["target", "measured", ""], targets.map((x) => [x.target, x.measured, x.met === null ? "–" : `**${verdict(x.met)}**`]), "lll"));
 const oracleRows = results.filter((r) => r.oracle);
 for (const r of oracleRows) {
   const o = r.oracle!;

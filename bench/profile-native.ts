@@ -26,6 +26,7 @@ import { parseArgs } from "node:util";
 import { LocalStack } from "../src/local/stack.ts";
 import { run, startBareWorkers, workerdPid, wrk, type BareWorkers } from "./load-tools.ts";
 import { requireLoadTools } from "./load-tool-deps.ts";
+import { markdownTable } from "./table.ts";
 
 await requireLoadTools("profile-native", ["wrk"]);
 
@@ -159,17 +160,25 @@ const lines = [
   `workerd CPU per plain GET /hello by kind of work, estimated from perf samples (${frequency} Hz, ${rounds} × ${seconds} s per arm, ${connections} connections, 4 replicas; ` +
     `${Math.round(p.requests)} proxied and ${Math.round(b.requests)} bare requests sampled; ${cpus().length} CPUs, load average ${load} at start)`,
   "",
-  "| work | Switchyard µs / request | bare Worker µs / request | Switchyard − bare | share of the excess |",
-  "|---|---:|---:|---:|---:|",
-  ...rows.map((r) => `| ${r.name} | ${f(r.proxy)} | ${f(r.bare)} | ${f(r.proxy - r.bare)} | ${((100 * (r.proxy - r.bare)) / excess).toFixed(0)} % |`),
-  `| **all** | **${f(totalP)}** | **${f(totalB)}** | **${f(excess)}** (${(totalP / totalB).toFixed(2)} × bare) | 100 % |`,
+  ...markdownTable(
+    ["work", "Switchyard µs / request", "bare Worker µs / request", "Switchyard − bare", "share of the excess"],
+    [
+      ...rows.map((r) => [r.name, f(r.proxy), f(r.bare), f(r.proxy - r.bare), `${((100 * (r.proxy - r.bare)) / excess).toFixed(0)} %`]),
+      ["**all**", `**${f(totalP)}**`, `**${f(totalB)}**`, `**${f(excess)}** (${(totalP / totalB).toFixed(2)} × bare)`, "100 %"],
+    ],
+  ),
 ];
 if (top > 0) {
   const names = new Set([...p.symbols.keys(), ...b.symbols.keys()]);
   const diffs = [...names].map((s) => ({ s, d: usPer(p, p.symbols.get(s) ?? 0) - usPer(b, b.symbols.get(s) ?? 0), proxy: usPer(p, p.symbols.get(s) ?? 0) }));
   diffs.sort((x, y) => y.d - x.d);
-  lines.push("", `The ${top} symbols that grow most (µs per request, Switchyard − bare):`, "", "| symbol | Switchyard | − bare |", "|---|---:|---:|");
-  for (const { s, d, proxy } of diffs.slice(0, top)) lines.push(`| \`${s.replaceAll("|", "\\|")}\` | ${f(proxy)} | +${f(d)} |`);
+  lines.push(
+    "",
+    `The ${top} symbols that grow most (µs per request, Switchyard − bare):`,
+    "",
+    // A symbol may hold "|" (C++ operators), which would split its cell.
+    ...markdownTable(["symbol", "Switchyard", "− bare"], diffs.slice(0, top).map(({ s, d, proxy }) => [`\`${s.replaceAll("|", "\\|")}\``, f(proxy), `+${f(d)}`])),
+  );
 }
 console.log(lines.join("\n"));
 process.exit(0);

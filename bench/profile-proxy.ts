@@ -16,6 +16,7 @@ import { LocalStack } from "../src/local/stack.ts";
 import { connectInspector } from "./inspector.ts";
 import { freePort, wrk } from "./load-tools.ts";
 import { requireLoadTools } from "./load-tool-deps.ts";
+import { markdownTable } from "./table.ts";
 
 await requireLoadTools("profile-proxy", ["wrk"]);
 
@@ -78,10 +79,9 @@ try {
   const idle = self.get("(idle)") ?? 0;
   console.log(`wrk: ${row.rps.toFixed(0)} req/s, p50 ${row.p50ms} ms, p99 ${row.p99ms} ms (profiling slows it)`);
   console.log(`${total} samples, ${((100 * idle) / total).toFixed(1)} % idle; profile written to ${values.out}\n`);
-  console.log("| self % of busy | function |\n|---:|---|");
-  for (const [name, n] of [...self].filter(([k]) => k !== "(idle)").sort((a, b) => b[1] - a[1]).slice(0, Number(values.top))) {
-    console.log(`| ${((100 * n) / (total - idle)).toFixed(1)} | ${name.replaceAll("|", "\\|")} |`);
-  }
+  const busiest = [...self].filter(([k]) => k !== "(idle)").sort((a, b) => b[1] - a[1]).slice(0, Number(values.top));
+  // A function's name may hold "|", which would split its cell.
+  console.log(markdownTable(["self % of busy", "function"], busiest.map(([name, n]) => [((100 * n) / (total - idle)).toFixed(1), name.replaceAll("|", "\\|")]), "rl").join("\n"));
 } finally {
   await stack.stop();
 }

@@ -19,6 +19,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { publishedRuns, type PublishedRun } from "./published.ts";
 import type { RunMeta } from "./result-file.ts";
+import { markdownTable } from "./table.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 
@@ -280,12 +281,24 @@ export const SCALING_FIGURES: Record<string, (runs: Runs) => string> = {
     return [
       `Durable Object calls per 1,000 requests in the newest published run (${provenance([last.meta], "bench/state-cost.ts")}; raw counts in parentheses, telemetry estimated at one flush per isolate per 2 s):`,
       "",
-      "| kind | req/s | DeploymentRouter | SessionRouter | AccessKeys | RateLimiter | Telemetry (est.) | total / 1,000 | total calls/s | over all published runs |",
-      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-      ...last.kinds.map((k) => {
-        const over = all.map((r) => r.kinds.find((x) => x.kind === k.kind)?.doCallsPer1000.total ?? NaN);
-        return `| ${k.kind}: ${k.what} | ${num(k.rps, 0)} | ${cell(k, "deploymentRouterSnapshots")} | ${cell(k, "sessionRouter")} | ${cell(k, "accessKeys")} | ${cell(k, "rateLimiter")} | ${cell(k, "telemetryEstimated")} | **${f2(k.doCallsPer1000.total)}** | ${num(k.doCalls.total / k.seconds, 1)} | ${range(over, 2)} |`;
-      }),
+      ...markdownTable(
+        ["kind", "req/s", "DeploymentRouter", "SessionRouter", "AccessKeys", "RateLimiter", "Telemetry (est.)", "total / 1,000", "total calls/s", "over all published runs"],
+        last.kinds.map((k) => {
+          const over = all.map((r) => r.kinds.find((x) => x.kind === k.kind)?.doCallsPer1000.total ?? NaN);
+          return [
+            `${k.kind}: ${k.what}`,
+            num(k.rps, 0),
+            cell(k, "deploymentRouterSnapshots"),
+            cell(k, "sessionRouter"),
+            cell(k, "accessKeys"),
+            cell(k, "rateLimiter"),
+            cell(k, "telemetryEstimated"),
+            `**${f2(k.doCallsPer1000.total)}**`,
+            num(k.doCalls.total / k.seconds, 1),
+            range(over, 2),
+          ];
+        }),
+      ),
       "",
       `**Target: ≤ 5 Durable Object calls per 1,000 plain requests: ${range(all.map((r) => r.kinds.find((k) => k.kind === "plain")!.doCallsPer1000.total), 2)}, ${metIn(all.map((r) => r.kinds.find((k) => k.kind === "plain")!.doCallsPer1000.total <= 5))} runs.**`,
       "",
@@ -305,26 +318,47 @@ export const SCALING_FIGURES: Record<string, (runs: Runs) => string> = {
       const ks = all.map((r) => r.kinds.find((k) => k.kind === kind)).filter((k): k is StateCostKind => k !== undefined);
       const us = ks.map((k) => k.cpu.usPerRequest);
       const perMillion = ks.map((k) => 1000 * k.doCallsPer1000.total);
-      return `| ${kind}: ${ks[0]!.what} | ${range(us)} | ${range(ks.map((k) => k.ratioToBare?.median ?? NaN), 2)} | ${range(ks.map((k) => k.ratioToTwin?.median ?? NaN), 2)} | ${cpuDollars(us)} | 0.30 | ${range(perMillion)}: $${range(perMillion.map((n) => (n * 0.15) / 1e6), 4)} |`;
+      return [
+        `${kind}: ${ks[0]!.what}`,
+        range(us),
+        range(ks.map((k) => k.ratioToBare?.median ?? NaN), 2),
+        range(ks.map((k) => k.ratioToTwin?.median ?? NaN), 2),
+        cpuDollars(us),
+        "0.30",
+        `${range(perMillion)}: $${range(perMillion.map((n) => (n * 0.15) / 1e6), 4)}`,
+      ];
     });
     const bare = all.map((r) => r.bare?.usPerRequest ?? NaN);
     const rebuilt = all.map((r) => r.rebuilt?.usPerRequest ?? NaN);
     return [
       `CPU per request on this machine (workerd process, the Durable Objects in it, request logs on), over the published runs (${provenance(all.map((r) => r.meta), "bench/state-cost.ts")}). "× bare" is the median of a run's rounds' ratios to the bare Worker's GET /hello; "× twin" compares the same requests (each kind's own wrk script and connections) through a bare Worker to the same replicas.`,
       "",
-      "| request | CPU µs | × bare | × twin | CPU $ per million requests | request fee $ per million | Durable Object calls per million, and their $ |",
-      "|---|---:|---:|---:|---:|---:|---:|",
-      `| bare \`fetch\` Worker, GET /hello | ${range(bare)} | 1.00 | | ${cpuDollars(bare)} | 0.30 | – |`,
-      ...(rebuilt.some(Number.isFinite) ? [`| a Worker that only copies and sets headers both ways (\`--rebuilt\`) | ${range(rebuilt)} | ${range(all.map((r) => r.rebuilt?.ratioToBare.median ?? NaN), 2)} | | ${cpuDollars(rebuilt)} | 0.30 | – |`] : []),
-      ...rows,
-      // The model's case (§2), not a measured kind: every request pays one SessionRouter call.
-      "| session, token never sent back, one request per 5 s | – | – | – | – | 0.30 | ~1,000,000: **$0.15** |",
-      ...(streams.length > 0
-        ? [
-            `| a streamed 64-token completion, \`/v1\` (\`bench/streaming.ts\`, c = 120) | ${range(streams.map((r) => r.proxyCpu.openaiUs))} | ${range(streams.map((r) => r.proxyCpu.openaiUs / r.proxyCpu.bareUs), 2)} | | ${cpuDollars(streams.map((r) => r.proxyCpu.openaiUs))} | 0.30 | – |`,
-            `| the same stream through the bare Worker | ${range(streams.map((r) => r.proxyCpu.bareUs))} | 1.00 | | ${cpuDollars(streams.map((r) => r.proxyCpu.bareUs))} | 0.30 | – |`,
-          ]
-        : []),
+      ...markdownTable(
+        ["request", "CPU µs", "× bare", "× twin", "CPU $ per million requests", "request fee $ per million", "Durable Object calls per million, and their $"],
+        [
+          ["bare `fetch` Worker, GET /hello", range(bare), "1.00", "", cpuDollars(bare), "0.30", "–"],
+          ...(rebuilt.some(Number.isFinite)
+            ? [["a Worker that only copies and sets headers both ways (`--rebuilt`)", range(rebuilt), range(all.map((r) => r.rebuilt?.ratioToBare.median ?? NaN), 2), "", cpuDollars(rebuilt), "0.30", "–"]]
+            : []),
+          ...rows,
+          // The model's case (§2), not a measured kind: every request pays one SessionRouter call.
+          ["session, token never sent back, one request per 5 s", "–", "–", "–", "–", "0.30", "~1,000,000: **$0.15**"],
+          ...(streams.length > 0
+            ? [
+                [
+                  "a streamed 64-token completion, `/v1` (`bench/streaming.ts`, c = 120)",
+                  range(streams.map((r) => r.proxyCpu.openaiUs)),
+                  range(streams.map((r) => r.proxyCpu.openaiUs / r.proxyCpu.bareUs), 2),
+                  "",
+                  cpuDollars(streams.map((r) => r.proxyCpu.openaiUs)),
+                  "0.30",
+                  "–",
+                ],
+                ["the same stream through the bare Worker", range(streams.map((r) => r.proxyCpu.bareUs)), "1.00", "", cpuDollars(streams.map((r) => r.proxyCpu.bareUs)), "0.30", "–"],
+              ]
+            : []),
+        ],
+      ),
       "",
       `So one fully busy core runs ${range(all.map((r) => 1e6 / r.kinds.find((k) => k.kind === "plain")!.cpu.usPerRequest))} plain requests/s of Switchyard here (1e6 / CPU µs), against ${range(bare.map((u) => 1e6 / u))} for the bare Worker.`,
     ].join("\n");
@@ -352,9 +386,10 @@ export const SCALING_FIGURES: Record<string, (runs: Runs) => string> = {
     return [
       `\`bench/seed.ts\`, the same ${n} replica processes behind each arm, in one run each (${provenance(all.map((r) => r.meta), "bench/seed.ts")}; ranges over the runs):`,
       "",
-      "| arm | wrk -t2 -c64 req/s | wrk p50 ms | ab -n 10000 -c 100 req/s |",
-      "|---|---:|---:|---:|",
-      ...arms.map(([label, wrkPrefix, abPrefix]) => `| ${label} | ${cell(wrkPrefix, "wrk", "rps")} | ${cell(wrkPrefix, "wrk", "p50ms")} | ${cell(abPrefix, "ab", "rps")} |`),
+      ...markdownTable(
+        ["arm", "wrk -t2 -c64 req/s", "wrk p50 ms", "ab -n 10000 -c 100 req/s"],
+        arms.map(([label, wrkPrefix, abPrefix]) => [label, cell(wrkPrefix, "wrk", "rps"), cell(wrkPrefix, "wrk", "p50ms"), cell(abPrefix, "ab", "rps")]),
+      ),
       "",
       `Switchyard / HAProxy: ${range(all.map((r) => ratioOf(r, "Switchyard (public port) / HAProxy")?.value ?? NaN), 2)} (ab), ${range(all.map((r) => ratioOf(r, "Switchyard (workerd port) / HAProxy")?.value ?? NaN), 2)} (wrk).`,
     ].join("\n");
@@ -374,18 +409,21 @@ export const SCALING_FIGURES: Record<string, (runs: Runs) => string> = {
       return t.length ? `${num(t[Math.floor((t.length - 1) / 2)]! / 1000, 1)} / ${num(t.at(-1)! / 1000, 1)} s` : "–";
     };
     const micro = (r: StatePlaneRun, d: string) => r.micro.filter((m) => m.design === d).map((m) => `${num(m.jsonBytes / 1e6, 2)} MB, ${num(m.isolateCpuUs / 1000, 1)} ms`).join(" / ");
-    const row = (label: string, cell: (r: StatePlaneRun, d: string) => string) => `| ${label} | ${cols.map(({ r, design }) => cell(r, design)).join(" | ")} |`;
+    const row = (label: string, cell: (r: StatePlaneRun, d: string) => string) => [label, ...cols.map(({ r, design }) => cell(r, design))];
     return [
       `\`bench/state-plane.ts\`, ${[...byShape.values()][0]!.options.sims.toLocaleString("en-US")} simulated replicas per deployment and ${[...byShape.values()][0]!.options.isolates} edge isolates per design, both designs on the same report shape in each run (${provenance([...byShape.values()].map((r) => r.meta), "bench/state-plane.ts --shape node|replica")}):`,
       "",
-      `| | ${head.join(" | ")} |`,
-      `|---|${cols.map(() => "---:").join("|")}|`,
-      row("calls/s on the busiest object", (r, d) => `**${num(busiest(r, d), 0)}**`),
-      row("Durable Object calls per 1,000 plain requests", (r, d) => num(r.perRequest.find((p) => p.design === d)?.per1000 ?? NaN, 2)),
-      row("a replica's death out of every view, p50 / max", (r, d) => event(r, d, ["death"])),
-      row("a drain in every view, p50 / max", (r, d) => event(r, d, ["drain", "drain (real replica)"])),
-      row("a load change in every view, p50 / max", (r, d) => event(r, d, ["load change (busy)", "load change (idle → busy)"])),
-      row(`bytes and isolate CPU per refresh at ${[...new Set([...byShape.values()][0]!.micro.map((m) => m.replicas.toLocaleString("en-US")))].join(" / ")} replicas`, micro),
+      ...markdownTable(
+        ["", ...head],
+        [
+          row("calls/s on the busiest object", (r, d) => `**${num(busiest(r, d), 0)}**`),
+          row("Durable Object calls per 1,000 plain requests", (r, d) => num(r.perRequest.find((p) => p.design === d)?.per1000 ?? NaN, 2)),
+          row("a replica's death out of every view, p50 / max", (r, d) => event(r, d, ["death"])),
+          row("a drain in every view, p50 / max", (r, d) => event(r, d, ["drain", "drain (real replica)"])),
+          row("a load change in every view, p50 / max", (r, d) => event(r, d, ["load change (busy)", "load change (idle → busy)"])),
+          row(`bytes and isolate CPU per refresh at ${[...new Set([...byShape.values()][0]!.micro.map((m) => m.replicas.toLocaleString("en-US")))].join(" / ")} replicas`, micro),
+        ],
+      ),
     ].join("\n");
   },
 };

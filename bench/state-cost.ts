@@ -52,6 +52,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { requireLoadTools } from "./load-tool-deps.ts";
 import { requireServed, writeResult } from "./result-file.ts";
+import { markdownTable, verdict } from "./table.ts";
 import { LocalStack } from "../src/local/stack.ts";
 import { CLK_TCK, cpuSeconds, modelPinnedWorker, rebuiltWorker, startBareWorkers, workerdPid, wrk as runWrk, type BareWorkers } from "./load-tools.ts";
 
@@ -193,18 +194,12 @@ interface Kind {
   warmupS?: number;
 }
 
-interface KindResult {
+interface KindResult extends Omit<WrkResult, "error"> {
   kind: string;
   what: string;
   deployment: string;
   connections: number;
   seconds: number;
-  requests: number;
-  rps: number;
-  p50ms: number;
-  p99ms: number;
-  non2xx: number;
-  socketErrors: number;
   retries: number;
   doCalls: {
     deploymentRouterSnapshots: number;
@@ -562,11 +557,25 @@ const lines = [
   "",
   `Durable Object invocations per 1,000 requests (${seconds} s per kind; ${isolates} proxy isolate${isolates === 1 ? "" : "s"}; telemetry estimated: 1 flush per isolate per ${TELEMETRY_FLUSH_S} s)`,
   "",
-  "| kind | requests | req/s | non-2xx | retries | DeploymentRouter | SessionRouter | AccessKeys | RateLimiter | Telemetry (est.) | total / 1,000 | total calls/s |",
-  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-  ...results.map(
-    (r) =>
-      `| ${r.kind}: ${r.what} | ${r.requests} | ${f(r.rps, 0)} | ${r.non2xx + r.socketErrors} | ${r.retries} | ${f(r.doCallsPer1000.deploymentRouterSnapshots, 2)} (${r.doCalls.deploymentRouterSnapshots}) | ${f(r.doCallsPer1000.sessionRouter, 2)} (${r.doCalls.sessionRouter}) | ${f(r.doCallsPer1000.accessKeys, 2)} (${r.doCalls.accessKeys}) | ${f(r.doCallsPer1000.rateLimiter, 2)} (${r.doCalls.rateLimiter}) | ${f(r.doCallsPer1000.telemetryEstimated, 2)} (${r.doCalls.telemetryEstimated}) | **${f(r.doCallsPer1000.total, 2)}** | ${f(r.doCalls.total / r.seconds, 1)} |`,
+  ...markdownTable(
+    ["kind", "requests", "req/s", "non-2xx", "retries", "DeploymentRouter", "SessionRouter", "AccessKeys", "RateLimiter", "Telemetry (est.)", "total / 1,000", "total calls/s"],
+    results.map((r) => {
+      const per = (k: keyof typeof r.doCalls) => `${f(r.doCallsPer1000[k], 2)} (${r.doCalls[k]})`;
+      return [
+        `${r.kind}: ${r.what}`,
+        r.requests,
+        f(r.rps, 0),
+        r.non2xx + r.socketErrors,
+        r.retries,
+        per("deploymentRouterSnapshots"),
+        per("sessionRouter"),
+        per("accessKeys"),
+        per("rateLimiter"),
+        per("telemetryEstimated"),
+        `**${f(r.doCallsPer1000.total, 2)}**`,
+        f(r.doCalls.total / r.seconds, 1),
+      ];
+    }),
   ),
   "",
   "Per 1,000 requests, with the raw count in parentheses. Not per request, so not in the total: load reports from replicas to the routing object,",
@@ -575,15 +584,59 @@ const lines = [
   "",
   "Proxy CPU (workerd process: the Worker and its Durable Objects, utime + stime)",
   "",
-  `| kind | connections | req/s | p50 ms | p99 ms | CPU s | CPU µs / request | net of idle | × bare Worker, GET /hello${rounds > 1 ? ` (median of ${rounds} rounds' ratios, range)` : ""} | bare twin: µs / request, req/s | × bare twin (same requests) | req/s ÷ twin's |`,
-  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-  ...(bareResult ? [`| bare workerd Worker (one fetch()) → 4 replicas, GET /hello | ${bareResult.connections} | ${f(bareResult.rps, 0)} | ${f(bareResult.p50ms, 2)} | ${f(bareResult.p99ms, 2)} | ${f(bareResult.cpuSeconds, 2)} | ${f(bareResult.usPerRequest, 0)} | – | 1.00 | | | |`] : []),
-  ...results.map(
-    (r) =>
-      `| ${r.kind} | ${r.connections} | ${f(r.rps, 0)} | ${f(r.p50ms, 2)} | ${f(r.p99ms, 2)} | ${f(r.cpu.seconds, 2)} | ${f(r.cpu.usPerRequest, 0)} | ${f(r.cpu.usPerRequestNetOfIdle, 0)} | ${r.ratioToBare && rounds > 1 ? `**${f(r.ratioToBare.median, 2)}** (${f(r.ratioToBare.min, 2)}–${f(r.ratioToBare.max, 2)})` : bareResult ? f(r.cpu.usPerRequest / bareResult.usPerRequest, 2) : "–"} | ` +
-      (r.twin && r.ratioToTwin
-        ? `${f(r.twin.usPerRequest, 0)}, ${f(r.twin.rps, 0)}${r.twin.non2xx ? ` (${r.twin.non2xx} non-2xx)` : ""} | **${f(r.ratioToTwin.median, 2)}**${rounds > 1 ? ` (${f(r.ratioToTwin.min, 2)}–${f(r.ratioToTwin.max, 2)})` : ""} | ${f(r.rpsRatioToTwin ?? NaN, 2)} |`
-        : "– | – | – |"),
+  ...markdownTable(
+    [
+      "kind",
+      "connections",
+      "req/s",
+      "p50 ms",
+      "p99 ms",
+      "CPU s",
+      "CPU µs / request",
+      "net of idle",
+      `× bare Worker, GET /hello${rounds > 1 ? ` (median of ${rounds} rounds' ratios, range)` : ""}`,
+      "bare twin: µs / request, req/s",
+      "× bare twin (same requests)",
+      "req/s ÷ twin's",
+    ],
+    [
+      ...(bareResult
+        ? [
+            [
+              "bare workerd Worker (one fetch()) → 4 replicas, GET /hello",
+              bareResult.connections,
+              f(bareResult.rps, 0),
+              f(bareResult.p50ms, 2),
+              f(bareResult.p99ms, 2),
+              f(bareResult.cpuSeconds, 2),
+              f(bareResult.usPerRequest, 0),
+              "–",
+              "1.00",
+              "",
+              "",
+              "",
+            ],
+          ]
+        : []),
+      ...results.map((r) => [
+        r.kind,
+        r.connections,
+        f(r.rps, 0),
+        f(r.p50ms, 2),
+        f(r.p99ms, 2),
+        f(r.cpu.seconds, 2),
+        f(r.cpu.usPerRequest, 0),
+        f(r.cpu.usPerRequestNetOfIdle, 0),
+        r.ratioToBare && rounds > 1 ? `**${f(r.ratioToBare.median, 2)}** (${f(r.ratioToBare.min, 2)}–${f(r.ratioToBare.max, 2)})` : bareResult ? f(r.cpu.usPerRequest / bareResult.usPerRequest, 2) : "–",
+        ...(r.twin && r.ratioToTwin
+          ? [
+              `${f(r.twin.usPerRequest, 0)}, ${f(r.twin.rps, 0)}${r.twin.non2xx ? ` (${r.twin.non2xx} non-2xx)` : ""}`,
+              `**${f(r.ratioToTwin.median, 2)}**${rounds > 1 ? ` (${f(r.ratioToTwin.min, 2)}–${f(r.ratioToTwin.max, 2)})` : ""}`,
+              f(r.rpsRatioToTwin ?? NaN, 2),
+            ]
+          : ["–", "–", "–"]),
+      ]),
+    ],
   ),
   "",
   "A kind's bare twin sends the same requests (its wrk script and connections) through a bare Worker to the same replicas: the floor for those requests,",
@@ -594,7 +647,7 @@ const lines = [
     : []),
   ...(bareResult && rounds > 1 ? [`Bare Worker per round: ${bareResult.rounds.map((u) => f(u, 0)).join(", ")} µs per request.`] : []),
   `Idle (no client traffic; replica reports and Durable Object alarms only): ${f(1000 * idle.cpuPerSecond, 1)} ms CPU per second.`,
-  ...(target ? [`Target: ${target.name} ≤ ${target.max}: **${f(target.value, 2)}** (${target.pass ? "MET" : "MISS"}).`] : []),
+  ...(target ? [`Target: ${target.name} ≤ ${target.max}: **${f(target.value, 2)}** (${verdict(target.pass)}).`] : []),
   `${machine.cpus} CPUs shared by wrk, workerd and ${REPLICAS.hello + REPLICAS.vad + REPLICAS.keyed} replica processes; load average at start ${machine.loadavg1mAtStart}; request logs ${process.env.SWITCHYARD_REQUEST_LOGS ?? "on"}; run took ${((Date.now() - started) / 1000).toFixed(0)} s.`,
 ];
 // An arm that served nothing gives no figure: stop before printing any (requireServed).

@@ -56,6 +56,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { requireServed, writeResult } from "./result-file.ts";
+import { markdownTable, verdict } from "./table.ts";
 import { LocalStack } from "../src/local/stack.ts";
 import { RELAYED_SNAPSHOT_TTL_MS, SNAPSHOT_TTL_MS } from "../src/proxy/serve/view.ts";
 import { BUSY_CHANGE_REPORT_DELAY_MS, CHANGE_REPORT_DELAY_MS } from "../src/replica/report-cadence.ts";
@@ -679,7 +680,6 @@ const quantile = (xs: number[], p: number) => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.ceil(p * s.length) - 1)]!;
 };
-const mark = (ok: boolean) => (ok ? "**MET**" : "**MISS**");
 
 interface Target {
   target: string;
@@ -738,52 +738,90 @@ const lines = [
   ...(roundsCut ? [`**Rounds cut short:** ${roundsCut}.`, ""] : []),
   "Snapshot bytes and isolate CPU per refresh (in process; Node's V8 for workerd's)",
   "",
-  "| replicas | design | replicas in the isolate's view | JSON bytes | V8 bytes | isolate CPU µs / refresh (deserialize + apply) | sender CPU µs (object snapshot / relay view) | relay merge µs |",
-  "|---:|---|---:|---:|---:|---:|---:|---:|",
-  ...micro.map(
-    (m) =>
-      `| ${f(m.replicas)} | ${m.design === "single" ? "single object" : "3 shards + relay"} | ${f(m.viewReplicas)} | ${f(m.jsonBytes)} | ${f(m.v8Bytes)} | ${f(m.isolateCpuUs)} (${f(m.deserializeUs)} + ${f(m.applyUs)}) | ${f(m.senderCpuUs)} | ${f(m.mergeCpuUs)} |`,
+  ...markdownTable(
+    [
+      "replicas",
+      "design",
+      "replicas in the isolate's view",
+      "JSON bytes",
+      "V8 bytes",
+      "isolate CPU µs / refresh (deserialize + apply)",
+      "sender CPU µs (object snapshot / relay view)",
+      "relay merge µs",
+    ],
+    micro.map((m) => [
+      f(m.replicas),
+      m.design === "single" ? "single object" : "3 shards + relay",
+      f(m.viewReplicas),
+      f(m.jsonBytes),
+      f(m.v8Bytes),
+      `${f(m.isolateCpuUs)} (${f(m.deserializeUs)} + ${f(m.applyUs)})`,
+      f(m.senderCpuUs),
+      f(m.mergeCpuUs),
+    ]),
+    "rlrrrrrr",
   ),
   "",
   `Calls/s on each object, steady window of ${f(windowInfo?.seconds, 1)} s (objects' own counters)`,
   "",
-  "| design | object | calls/s | snapshot calls/s (relay: refreshes/s) | replica reports/s | node reports/s | members | fresh |",
-  "|---|---|---:|---:|---:|---:|---:|---:|",
-  ...objects.map((o) => `| ${o.design} | ${o.object} | **${f(o.callsPerS)}** | ${f(o.snapshotCallsPerS, 1)} | ${f(o.reportsPerS)} | ${f(o.nodeReportsPerS)} | ${f(o.members)} | ${f(o.fresh)} |`),
+  ...markdownTable(
+    ["design", "object", "calls/s", "snapshot calls/s (relay: refreshes/s)", "replica reports/s", "node reports/s", "members", "fresh"],
+    objects.map((o) => [o.design, o.object, `**${f(o.callsPerS)}**`, f(o.snapshotCallsPerS, 1), f(o.reportsPerS), f(o.nodeReportsPerS), f(o.members), f(o.fresh)]),
+    "llrrrrrr",
+  ),
   "",
   "Durable Object calls per 1,000 plain requests (same window; snapshot calls on the shards + relay calls; reports are control plane, above)",
   "",
-  "| design | requests | req/s | shard snapshot calls | relay calls | per 1,000 requests | calls/s per isolate | non-2xx | failed |",
-  "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-  ...perRequest.map(
-    (p) =>
-      `| ${p.design} | ${f(p.requests)} | ${f(p.rps)} | ${f(p.snapshotCalls)} | ${f(p.relayCalls)} | **${f(p.per1000, 2)}** | ${f(p.doCalls / (windowInfo?.seconds ?? NaN) / ISOLATES, 2)} | ${f(p.non2xx)} | ${f(p.failed)} |`,
+  ...markdownTable(
+    ["design", "requests", "req/s", "shard snapshot calls", "relay calls", "per 1,000 requests", "calls/s per isolate", "non-2xx", "failed"],
+    perRequest.map((p) => [
+      p.design,
+      f(p.requests),
+      f(p.rps),
+      f(p.snapshotCalls),
+      f(p.relayCalls),
+      `**${f(p.per1000, 2)}**`,
+      f(p.doCalls / (windowInfo?.seconds ?? NaN) / ISOLATES, 2),
+      f(p.non2xx),
+      f(p.failed),
+    ]),
   ),
   "",
   `Time until every isolate's view shows the event (polled every ${POLL_MS} ms, timed by the isolate's clock), ms`,
   "",
-  "| design | event | events | isolates holding the replica | p50 | max | mean poll interval | notes |",
-  "|---|---|---:|---:|---:|---:|---:|---|",
-  ...DESIGNS.flatMap((d) =>
-    [...EVENT_KINDS, "drain (real replica)" as const].flatMap((kind) => {
-      const es = events.filter((e) => e.design === d.name && e.kind === kind);
-      if (es.length === 0) return [];
-      const times = es.map((e) => e.allSeenMs).filter((x): x is number => x !== null);
-      const notes = [
-        ...(kind === "death" ? [`${f(quantile(es.map((e) => e.sinceLastReportMs ?? NaN), 0.5))} ms median since its last report`] : []),
-        ...(kind === "drain (real replica)" ? es.map((e) => `served ${e.servedAfter} requests sent after the drain, ${e.servedAfter1s} after 1 s`) : []),
-        ...(times.length < es.length ? [`${es.length - times.length} not seen by all`] : []),
-        ...new Set(es.map((e) => e.note).filter((n): n is string => n !== undefined && kind !== "drain (real replica)")),
-      ];
-      return [`| ${d.name} | ${kind} | ${es.length} | ${es.map((e) => e.holders).join(", ")} | ${f(quantile(times, 0.5))} | ${f(times.length ? Math.max(...times) : NaN)} | ${f(es.reduce((a, e) => a + (e.pollEveryMs ?? 0), 0) / es.length)} | ${notes.join("; ")} |`];
-    }),
+  ...markdownTable(
+    ["design", "event", "events", "isolates holding the replica", "p50", "max", "mean poll interval", "notes"],
+    DESIGNS.flatMap((d) =>
+      [...EVENT_KINDS, "drain (real replica)" as const].flatMap((kind) => {
+        const es = events.filter((e) => e.design === d.name && e.kind === kind);
+        if (es.length === 0) return [];
+        const times = es.map((e) => e.allSeenMs).filter((x): x is number => x !== null);
+        const notes = [
+          ...(kind === "death" ? [`${f(quantile(es.map((e) => e.sinceLastReportMs ?? NaN), 0.5))} ms median since its last report`] : []),
+          ...(kind === "drain (real replica)" ? es.map((e) => `served ${e.servedAfter} requests sent after the drain, ${e.servedAfter1s} after 1 s`) : []),
+          ...(times.length < es.length ? [`${es.length - times.length} not seen by all`] : []),
+          ...new Set(es.map((e) => e.note).filter((n): n is string => n !== undefined && kind !== "drain (real replica)")),
+        ];
+        return [
+          [
+            d.name,
+            kind,
+            es.length,
+            es.map((e) => e.holders).join(", "),
+            f(quantile(times, 0.5)),
+            f(times.length ? Math.max(...times) : NaN),
+            f(es.reduce((a, e) => a + (e.pollEveryMs ?? 0), 0) / es.length),
+            notes.join("; "),
+          ],
+        ];
+      }),
+    ),
+    "llrrrrrl",
   ),
   "",
   "Targets",
   "",
-  "| target | design | measured | |",
-  "|---|---|---|---|",
-  ...targets.map((t) => `| ${t.target} | ${t.design} | ${t.measured} | ${mark(t.met)} |`),
+  ...markdownTable(["target", "design", "measured", ""], targets.map((t) => [t.target, t.design, t.measured, `**${verdict(t.met)}**`]), "llll"),
   "",
   ...(windowInfo
     ? [

@@ -38,6 +38,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { requireServed, writeResult } from "./result-file.ts";
+import { markdownTable, verdict } from "./table.ts";
 import { LocalStack } from "../src/local/stack.ts";
 import { cpuSeconds, startBareWorkers, workerdPid, type BareWorkers } from "./load-tools.ts";
 
@@ -287,11 +288,12 @@ try {
       (pace === "seed" ? `paced like the seed's vLLM (prefill ${ttftMs} ms, ${tpotMs} ms per token)` : "unpaced (the model's own speed on this CPU)") +
       `, ${seconds} s per arm (two halves, interleaved); replicas refused ${rejected} requests (at max_ongoing ${perReplica})` +
       `${busyLoops > 0 ? `; ${busyLoops} busy loop${busyLoops === 1 ? "" : "s"} running` : ""}\n`,
-    "| arm | requests | failed | TTFT mean | TTFT p50 | TTFT p90 | TPOT mean | TPOT p50 | TPOT p90 | response head p50 / p90 |",
-    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ...rows.map((r) => `| ${r.arm} | ${r.requests} | ${r.failed} | ${f(r.ttft.mean)} | ${f(r.ttft.p50)} | ${f(r.ttft.p90)} | ${f(r.tpot.mean)} | ${f(r.tpot.p50)} | ${f(r.tpot.p90)} | ${f(r.ttfb.p50)} / ${f(r.ttfb.p90)} |`),
+    ...markdownTable(
+      ["arm", "requests", "failed", "TTFT mean", "TTFT p50", "TTFT p90", "TPOT mean", "TPOT p50", "TPOT p90", "response head p50 / p90"],
+      rows.map((r) => [r.arm, r.requests, r.failed, f(r.ttft.mean), f(r.ttft.p50), f(r.ttft.p90), f(r.tpot.mean), f(r.tpot.p50), f(r.tpot.p90), `${f(r.ttfb.p50)} / ${f(r.ttfb.p90)}`]),
+    ),
     "",
-    `added by Switchyard: TTFT p50 ${f(overhead.ttftP50Ms)} ms (${f((100 * overhead.ttftP50Ms) / rd.ttft.p50)} %; target ≤ 1 ms: ${overhead.ttftP50Ms <= 1 ? "MET" : "MISS"}), ` +
+    `added by Switchyard: TTFT p50 ${f(overhead.ttftP50Ms)} ms (${f((100 * overhead.ttftP50Ms) / rd.ttft.p50)} %; target ≤ 1 ms: ${verdict(overhead.ttftP50Ms <= 1)}), ` +
       `TTFT mean ${f(overhead.ttftMeanMs)} ms; TPOT p50 ${f(overhead.tpotP50Ms)} ms (${f((100 * overhead.tpotP50Ms) / rd.tpot.p50)} %; not a target: a delay added to every chunk cancels out of it, see "chunk by chunk" below), TPOT mean ${f(overhead.tpotMeanMs)} ms`,
     `of which the platform's hop (bare Worker vs direct): TTFT p50 ${f(rb.ttft.p50 - rd.ttft.p50)} ms, mean ${f(rb.ttft.mean - rd.ttft.mean)} ms; ` +
       `Switchyard over the bare Worker: TTFT p50 ${f(overBare.ttftP50Ms)} ms, mean ${f(overBare.ttftMeanMs)} ms; TPOT p50 ${f(overBare.tpotP50Ms)} ms, mean ${f(overBare.tpotMeanMs)} ms`,
@@ -299,16 +301,17 @@ try {
       `/v1 ${proxyCpu.openaiUs.toFixed(0)} µs (${(proxyCpu.openaiUs / proxyCpu.bareUs).toFixed(2)} × bare); /llm/v1 ${proxyCpu.byPrefixUs.toFixed(0)} µs (${(proxyCpu.byPrefixUs / proxyCpu.bareUs).toFixed(2)} × bare)`,
     `by route prefix (native pipe): TTFT p50 ${f(rx.ttft.p50 - rd.ttft.p50)} ms over direct (${f(rx.ttft.p50 - rb.ttft.p50)} ms over the bare Worker), mean ${f(rx.ttft.mean - rd.ttft.mean)} ms; TPOT p50 ${f(rx.tpot.p50 - rd.tpot.p50)} ms`,
     `/v1 ÷ native pipe, TTFT p50 added over direct: ${f(overhead.ttftP50Ms / (rx.ttft.p50 - rd.ttft.p50))} (target ≤ 1.5 with one busy loop)`,
-    `/v1 over /llm/v1 (the same request, routed by its body's model instead of its path): TTFT p50 ${f(rp.ttft.p50 - rx.ttft.p50)} ms (target ≤ 1 ms: ${rp.ttft.p50 - rx.ttft.p50 <= 1 ? "MET" : "MISS"})`,
+    `/v1 over /llm/v1 (the same request, routed by its body's model instead of its path): TTFT p50 ${f(rp.ttft.p50 - rx.ttft.p50)} ms (target ≤ 1 ms: ${verdict(rp.ttft.p50 - rx.ttft.p50 <= 1)})`,
     "",
     "Chunk by chunk: each token's arrival (p50 over requests, from the request's start) less direct's, ms; gaps between tokens",
     "",
-    "| arm | token 1 | token n/2 | token n | drift (n − 1) | worst token | gap p50 | gap p99 |",
-    "|---|---:|---:|---:|---:|---:|---:|---:|",
-    ...perChunk.map((c) => `| ${c.arm} | ${f(c.firstMs)} | ${f(c.midMs)} | ${f(c.lastMs)} | ${f(c.driftMs)} | ${f(c.maxMs)} | ${f(c.gapP50Ms)} | ${f(c.gapP99Ms)} |`),
+    ...markdownTable(
+      ["arm", "token 1", "token n/2", "token n", "drift (n − 1)", "worst token", "gap p50", "gap p99"],
+      perChunk.map((c) => [c.arm, f(c.firstMs), f(c.midMs), f(c.lastMs), f(c.driftMs), f(c.maxMs), f(c.gapP50Ms), f(c.gapP99Ms)]),
+    ),
     "",
-    `/v1 per chunk: drift ${f(perChunk[2]!.driftMs)} ms from token 1 to ${tokens} (target ≤ 0.2 ms: ${perChunk[2]!.driftMs <= 0.2 ? "MET" : "MISS"}); ` +
-      `gap p99 ${f(perChunk[2]!.gapP99Ms)} ms against direct's ${f(directGaps.p99)} ms (target ≤ + 1 ms: ${perChunk[2]!.gapP99Ms <= directGaps.p99 + 1 ? "MET" : "MISS"})`,
+    `/v1 per chunk: drift ${f(perChunk[2]!.driftMs)} ms from token 1 to ${tokens} (target ≤ 0.2 ms: ${verdict(perChunk[2]!.driftMs <= 0.2)}); ` +
+      `gap p99 ${f(perChunk[2]!.gapP99Ms)} ms against direct's ${f(directGaps.p99)} ms (target ≤ + 1 ms: ${verdict(perChunk[2]!.gapP99Ms <= directGaps.p99 + 1)})`,
   ];
   requireServed(rows.map((r) => ({ arm: r.arm, requests: r.requests, ok: r.requests - r.failed })));
   console.log(lines.join("\n"));
