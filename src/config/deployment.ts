@@ -311,6 +311,36 @@ const DeploymentInput = z
       .strict()
       .refine((a) => a.minReplicas <= a.maxReplicas, "minReplicas must not exceed maxReplicas")
       .optional(),
+    /**
+     * Admission (docs/admission.md): a request that finds no free slot in its
+     * isolate's view of the replicas (or no ready replica, when the deployment
+     * scales from zero: `autoscaling.minReplicas` 0) waits in that isolate,
+     * in order of priority, fair between flows, first come first served within a
+     * flow, and goes as soon as a slot frees; a held request counts against
+     * `limits.maxPendingRequests`. A client that disconnects leaves the queue at once.
+     */
+    admission: z
+      .object({
+        /** Hold requests that find no free slot (true), or refuse them at once with 503 (false: the behaviour before admission). */
+        hold: z.boolean().default(true),
+        /** The longest a request is held, ms, within its deadline (`policy.requestTimeoutMs`); then 503 queue_timeout with Retry-After. */
+        maxWaitMs: z.number().int().min(1).max(600_000).default(30_000),
+        /** Priority of a request that names none (ADMISSION_BANDS: critical 1, standard 0, sheddable −1; any integer). */
+        defaultPriority: z.number().int().min(-1000).max(1000).default(0),
+        /**
+         * The highest priority a client may ask for, by `priorityHeader` or by the body's
+         * `priority` on /v1; a higher one is lowered to it. Below 0 a request is sheddable:
+         * refused with 429 `shed` instead of held while every replica is full.
+         */
+        maxPriority: z.number().int().min(-1000).max(1000).default(0),
+        /** A request header that carries a priority: an integer, or critical / standard / sheddable. Unset: none is read. */
+        priorityHeader: z.string().regex(/^[a-z0-9-]{1,64}$/, "a lower-case header name").optional(),
+        /** A request header naming the request's flow (a tenant, a user) for fairness. Unset: the API key, else the client's address. */
+        flowHeader: z.string().regex(/^[a-z0-9-]{1,64}$/, "a lower-case header name").optional(),
+      })
+      .strict()
+      .refine((a) => a.defaultPriority <= a.maxPriority, { message: "defaultPriority is above maxPriority", path: ["defaultPriority"] })
+      .default({ hold: true, maxWaitMs: 30_000, defaultPriority: 0, maxPriority: 0 }),
     limits: z
       .object({
         /** Largest request body accepted, bytes; larger gets 413 before any replica sees it. */

@@ -13,6 +13,8 @@ export type ErrorCode =
   | "header_too_large"
   | "rate_limited"
   | "queue_full"
+  | "queue_timeout"
+  | "shed"
   | "auth_unavailable"
   | "method_not_allowed"
   | "unknown_replica"
@@ -33,6 +35,8 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   header_too_large: 431,
   rate_limited: 429,
   queue_full: 503,
+  queue_timeout: 503,
+  shed: 429,
   auth_unavailable: 503,
   method_not_allowed: 405,
   unknown_replica: 409,
@@ -65,6 +69,8 @@ const TYPE: Record<ErrorCode, ErrorBody["error"]["type"]> = {
   header_too_large: "invalid_request_error",
   rate_limited: "rate_limit_error",
   queue_full: "overloaded_error",
+  queue_timeout: "overloaded_error",
+  shed: "rate_limit_error",
   auth_unavailable: "server_error",
   method_not_allowed: "invalid_request_error",
   unknown_replica: "invalid_request_error",

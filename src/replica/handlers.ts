@@ -56,7 +56,8 @@ export function echoHandler(): RequestHandler {
       for (let i = 0; i < chunks; i++) {
         if (res.destroyed) return;
         res.write(`chunk ${i}\n`);
-        if (interval > 0 && i < chunks - 1) await new Promise((r) => setTimeout(r, interval));
+        // A client that leaves ends the stream at once, as an engine aborts a request whose client is gone: its slot frees now.
+        if (interval > 0 && i < chunks - 1) await untilOrClosed(res, interval);
       }
       res.end();
       return;
@@ -69,6 +70,19 @@ export function echoHandler(): RequestHandler {
     }
     res.end();
   };
+}
+
+/** Resolves after `ms`, or as soon as `res` closes (its client went away). */
+function untilOrClosed(res: ServerResponse, ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      res.off("close", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    res.once("close", done);
+  });
 }
 
 export interface ModelHandlerOptions {

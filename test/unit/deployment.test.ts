@@ -29,6 +29,7 @@ describe("defineDeployment", () => {
         ejectBaseMs: 5_000,
         balancer: "load_aware",
       },
+      admission: { hold: true, maxWaitMs: 30_000, defaultPriority: 0, maxPriority: 0 },
       sessionAffinity: { enabled: true, ttlSeconds: 600, shards: 8, rebindAtLoad: 1, bindOnRequest: 2, maxNewBindingsPerSecond: 10, maxNewBindingsBurst: 100 },
       routing: { shards: 1, relay: true },
       limits: {

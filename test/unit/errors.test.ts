@@ -12,6 +12,8 @@ const EXPECTED: Record<ErrorCode, { status: number; type: string }> = {
   header_too_large: { status: 431, type: "invalid_request_error" },
   rate_limited: { status: 429, type: "rate_limit_error" },
   queue_full: { status: 503, type: "overloaded_error" },
+  queue_timeout: { status: 503, type: "overloaded_error" },
+  shed: { status: 429, type: "rate_limit_error" },
   auth_unavailable: { status: 503, type: "server_error" },
   method_not_allowed: { status: 405, type: "invalid_request_error" },
   unknown_replica: { status: 409, type: "invalid_request_error" },

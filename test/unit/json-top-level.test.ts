@@ -57,7 +57,7 @@ function reference(bytes: Uint8Array): Reference {
 /** What the scanner should report for a parsed member value. */
 function describeValue(value: unknown): TopLevelValue {
   if (typeof value === "string") return { type: "string", value };
-  if (typeof value === "number") return { type: "number" };
+  if (typeof value === "number") return { type: "number", value };
   if (value === true) return { type: "true" };
   if (value === false) return { type: "false" };
   if (value === null) return { type: "null" };
@@ -241,7 +241,7 @@ describe("scanTopLevel: OpenAI-like bodies", () => {
 
   it("reports every kind of value by type", () => {
     expect(fieldsOf('{"model":12.5e3,"stream":null,"user":{"a":[1]},"messages":[]}')).toEqual({
-      model: { type: "number" },
+      model: { type: "number", value: 12500 },
       stream: { type: "null" },
       user: { type: "object" },
       messages: { type: "array", length: 0 },
@@ -341,7 +341,7 @@ describe("scanTopLevel: strings", () => {
 describe("scanTopLevel: numbers", () => {
   it("accepts the JSON number grammar", () => {
     for (const n of ["0", "-0", "1e5", "1E+5", "1e-5", "0.5", "-0.0e0", "123456789012345678901234567890", "1e400", "-1.25E-10"]) {
-      expect(fieldsOf(`{"model":${n}}`), n).toEqual({ model: { type: "number" } });
+      expect(fieldsOf(`{"model":${n}}`), n).toEqual({ model: { type: "number", value: Number(n) } });
       expect(fieldsOf(`{"model":[${n}]}`), n).toEqual({ model: { type: "array", length: 1 } });
     }
   });

@@ -56,6 +56,16 @@ describe("parseOpenAIBody", () => {
     expect(bad("embeddings", { model: "m", input: "x", stream: true })).toMatch(/`stream`/);
   });
 
+  it("reads the body's priority (admission, docs/admission.md): an integer, or a 400 naming the field", () => {
+    const routed = (x: unknown) => parseOpenAIBody("chat", body(x));
+    expect(routed({ ...chat, priority: -3 })).toMatchObject({ ok: true, routing: { priority: -3 } });
+    expect(routed({ ...chat, priority: 0 })).toMatchObject({ ok: true, routing: { priority: 0 } });
+    expect(routed(chat)).toMatchObject({ ok: true });
+    expect((routed(chat) as { routing: object }).routing).not.toHaveProperty("priority");
+    for (const bad of [1.5, "high", null, 1e300])
+      expect(routed({ ...chat, priority: bad })).toMatchObject({ ok: false, code: "bad_request", message: expect.stringContaining("`priority`") });
+  });
+
   it("refuses invalid UTF-8", () => {
     const r = parseOpenAIBody("chat", new Uint8Array([0x7b, 0xff, 0x7d]).buffer);
     expect(r.ok).toBe(false);

@@ -62,6 +62,8 @@ export function adminRoutes(byName: ReadonlyMap<string, Deployment>, stateFor: (
         rateLimitSyncs: state.rateLimits.syncs,
         peerDispatchesLearned: state.peerDispatchesLearned,
         pending: state.pending.get(d.name) ?? 0,
+        /** Requests held by admission here now (src/proxy/serve/admit.ts). */
+        held: state.gateFor(d.name).held,
         controlRejections: controlRejections()[d.name] ?? {},
       },
     });

@@ -26,7 +26,8 @@ export type TopLevelValue =
   | { type: "string"; value: string }
   /** A string whose raw length (bytes between the quotes) exceeds `maxStringBytes`: checked, not decoded. */
   | { type: "string"; value: undefined; rawBytes: number }
-  | { type: "number" }
+  /** `value`: the number, as JSON.parse reads it (NaN for a text over MAX_NUMBER_CHARS). */
+  | { type: "number"; value: number }
   | { type: "true" }
   | { type: "false" }
   | { type: "null" }
@@ -128,7 +129,8 @@ const EMPTY = new Uint8Array(0);
 const TRUE_VALUE: TopLevelValue = Object.freeze({ type: "true" });
 const FALSE_VALUE: TopLevelValue = Object.freeze({ type: "false" });
 const NULL_VALUE: TopLevelValue = Object.freeze({ type: "null" });
-const NUMBER_VALUE: TopLevelValue = Object.freeze({ type: "number" });
+/** A wanted number's text is kept up to this many characters; a longer one (no real field's) reads as NaN. */
+const MAX_NUMBER_CHARS = 1024;
 const OBJECT_VALUE: TopLevelValue = Object.freeze({ type: "object" });
 
 // `ignoreBOM: true` matters: with the default, a string value that begins
@@ -215,6 +217,9 @@ export class TopLevelScanner {
   private utf8Lead = 0;
 
   private numberState = N_MINUS;
+  /** The wanted member whose number is being read, and its text so far. */
+  private numberMember: string | undefined;
+  private numberText = "";
   private literal = TRUE;
   private literalIndex = 0;
 
@@ -271,6 +276,7 @@ export class TopLevelScanner {
       const s = this.numberState;
       if (s !== N_ZERO && s !== N_INT && s !== N_FRAC && s !== N_EXP_DIGITS) return this.truncated();
       // The number is complete; `state` is already AFTER_VALUE.
+      if (this.numberMember !== undefined) this.endNumber();
     } else if (mode !== BETWEEN) return this.truncated();
     if (this.state !== AFTER_VALUE || this.depth !== 0) return this.truncated();
     if (!this.topIsObject) return { ok: false, reason: "not_an_object", offset: this.valueStart };
@@ -447,8 +453,9 @@ export class TopLevelScanner {
         continue;
       }
       if (b === MINUS || (b >= ZERO && b <= NINE)) {
-        // Reported now: if the number turns out bad, so does the document.
-        if (member !== undefined) fields.set(member, NUMBER_VALUE);
+        // Reported once it ends (endNumber): if it turns out bad, so does the document.
+        this.numberMember = member;
+        this.numberText = String.fromCharCode(b);
         this.numberState = b === MINUS ? N_MINUS : b === ZERO ? N_ZERO : N_INT;
         this.mode = IN_NUMBER;
         i = this.inNumber(bytes, i + 1, base);
@@ -593,7 +600,24 @@ export class TopLevelScanner {
     this.heldLength = total;
   }
 
-  private inNumber(bytes: Uint8Array, i: number, base: number): number {
+  private inNumber(bytes: Uint8Array, from: number, base: number): number {
+    const i = this.numberBytes(bytes, from, base);
+    if (this.numberMember !== undefined && this.mode !== JSON_FAILED) {
+      // A wanted member's number: its text, kept short, and its value once it has ended.
+      if (this.numberText.length <= MAX_NUMBER_CHARS) this.numberText += String.fromCharCode(...bytes.subarray(from, Math.min(i, from + MAX_NUMBER_CHARS + 1)));
+      if (this.mode === BETWEEN) this.endNumber();
+    }
+    return i;
+  }
+
+  /** Records the finished number of a wanted member. */
+  private endNumber(): void {
+    const text = this.numberText;
+    this.fields.set(this.numberMember!, { type: "number", value: text.length > MAX_NUMBER_CHARS ? NaN : Number(text) });
+    this.numberMember = undefined;
+  }
+
+  private numberBytes(bytes: Uint8Array, i: number, base: number): number {
     const n = bytes.length;
     let s = this.numberState;
     for (; i < n; i++) {

@@ -35,6 +35,8 @@ export interface OpenAIRouting {
   streamUsage: boolean;
   /** Session key from the body's `user` (percent-encoded when it is not a plain session id). */
   user?: string;
+  /** The body's `priority` (an integer; admission caps it, docs/admission.md). */
+  priority?: number;
 }
 
 export type OpenAIRoutingResult = { ok: true; routing: OpenAIRouting } | { ok: false; code: ErrorCode; message: string };
@@ -51,10 +53,10 @@ const REQUIRED: Record<OpenAIEndpoint, { field: string; types: readonly TopLevel
 const MAX_NAME = 256;
 
 const WANTED: Record<OpenAIEndpoint, ReadonlySet<string>> = {
-  chat: new Set(["model", "stream", "user", "messages", "stream_options"]),
-  completions: new Set(["model", "stream", "user", "prompt", "stream_options"]),
-  embeddings: new Set(["model", "stream", "user", "input"]),
-  responses: new Set(["model", "stream", "user", "input"]),
+  chat: new Set(["model", "stream", "user", "messages", "stream_options", "priority"]),
+  completions: new Set(["model", "stream", "user", "prompt", "stream_options", "priority"]),
+  embeddings: new Set(["model", "stream", "user", "input", "priority"]),
+  responses: new Set(["model", "stream", "user", "input", "priority"]),
 };
 
 const FAILURES: Record<ScanFailure, string> = {
@@ -71,7 +73,7 @@ const typeName = (v: TopLevelValue | undefined) => (v === undefined ? "nothing" 
  * Checks a request body (bytes as received) for `endpoint` and reads what
  * routing needs, without building the document: one scan over the bytes
  * (json-top-level.ts) checks that it is UTF-8 JSON and an object, and picks
- * out `model`, `stream`, `user` and the endpoint's required field. The replica
+ * out `model`, `stream`, `user`, `priority` and the endpoint's required field. The replica
  * validates everything else (the shape of each message, token ids). The route
  * itself scans each chunk as it arrives (openaiBodyScanner, openaiRouting), so a
  * large body's scan is spread over its upload instead of one block at the end.
@@ -116,6 +118,11 @@ export function openaiRouting(endpoint: OpenAIEndpoint, scan: ScanResult): OpenA
       if (!SESSION_ID.test(key)) return refuse("`user` is too long to serve as a session key (at most 256 bytes once percent-encoded)");
       routing.user = key;
     }
+  }
+  const priority = f.get("priority");
+  if (priority !== undefined) {
+    if (priority.type !== "number" || !Number.isSafeInteger(priority.value)) return refuse(`\`priority\`: expected an integer, got ${typeName(priority)}`);
+    routing.priority = priority.value!;
   }
   return { ok: true, routing };
 }

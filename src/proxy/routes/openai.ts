@@ -135,6 +135,7 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
         body: bytes,
         stream,
         keys: { ...(deployment.multiplexing ? { model } : {}), ...(session !== undefined ? { session } : {}) },
+        ...(parsed.routing.priority !== undefined ? { priority: parsed.routing.priority } : {}),
       },
     });
     const watched = stream && !streamUsage ? null : watchUsage(response, deployment.access.public ? "public" : keyLabel(authorization));

@@ -14,6 +14,7 @@ import { backoffMs } from "../../policy/pick-replica.ts";
 import { scrubForClient, dispatchTarget, stripRoutePrefix } from "./request.ts";
 import { bodyRefusal, dispatchBody, heldBody, uploadTooSlow, type DispatchBody } from "./body.ts";
 import { chooseFor } from "./choose.ts";
+import { admissionRefusal, holdsAtZero } from "./admit.ts";
 import type { ReplicaEntry, RoutingView } from "./view.ts";
 import type { SessionAffinity } from "./session-affinity.ts";
 
@@ -58,6 +59,15 @@ export interface DispatchContext {
    * a cut connection.
    */
   sseErrors?: boolean;
+  /** When the request's time is up, epoch ms (holding included); default: requestTimeoutMs from the first attempt. */
+  deadline?: number;
+  /**
+   * Admission (admit.ts): waits for a free slot when no replica was ready or every
+   * one tried was full, so the request tries again instead of getting 503.
+   */
+  hold?: () => Promise<"go" | "expired" | "gone" | "shed">;
+  /** Called as a dispatch starts (admission counts the request's slot as the view's from then on). */
+  onDispatch?: () => void;
 }
 
 /** What happened to one request on its way to a replica. */
@@ -150,7 +160,7 @@ async function attemptsWith(req: Request, ctx: DispatchContext, head: HeadDeadli
 
   const { search } = ctx.target;
   const path = deployment.policy.stripPrefix ? stripRoutePrefix(ctx.target.path, ctx.routePrefix) : ctx.target.path;
-  const deadline = Date.now() + deployment.policy.requestTimeoutMs;
+  const deadline = ctx.deadline ?? Date.now() + deployment.policy.requestTimeoutMs;
   // One Headers object for every attempt: fetch() copies it into its request, so
   // what differs per attempt (attempt number, signature, engine key) is set on it
   // in place instead of copying it per attempt.
@@ -178,60 +188,69 @@ async function attemptsWith(req: Request, ctx: DispatchContext, head: HeadDeadli
   /** How the first attempt (the session's bound replica, for session requests) ended, when it was not accepted. */
   let firstRefusal: "full" | "gone" | undefined;
   const { maxAttempts, backoffBaseMs, backoffCapMs } = deployment.policy;
-  for (let attempt = 1; attempt <= maxAttempts; attempt++) {
-    const replica = await choice.next(attempt, tried);
-    if (!replica) break;
-    sawReplica = true;
-    tried.add(replica.id);
-    const checked = dispatchTarget(replica.url, path, search);
-    if (!checked) {
-      // requestTarget's path cannot leave the replica's URL; this is a bug, and nothing is sent.
-      console.error(JSON.stringify({ msg: "dispatch target refused", deployment: deployment.name, replica: replica.id, request_id: requestId, path }));
-      return edgeError("internal_error", "internal error", { requestId });
-    }
-    headers.set(Header.attempt, String(attempt));
-    // The engine's own key (vLLM --api-key), registered by its agent, replaces any client credential.
-    if (replica.engineKey !== undefined) {
-      if (ownAuthorization === undefined) ownAuthorization = headers.get("authorization");
-      headers.set("authorization", `Bearer ${replica.engineKey}`);
-    } else if (ownAuthorization !== undefined) {
-      // An earlier attempt went to an engine with its own key: this replica gets what the request had.
-      if (ownAuthorization === null) headers.delete("authorization");
-      else headers.set("authorization", ownAuthorization);
-    }
-    let signature: [string, string][];
-    try {
-      signature = await ctx.sign({ method: req.method, deployment: deployment.name, target: checked.target, requestId, replica: replica.id, bodySha256 });
-    } catch (err) {
-      console.error(JSON.stringify({ msg: "cannot sign dispatches (is SWITCHYARD_REPLICA_SECRET set?)", deployment: deployment.name, error: String(err) }));
-      return edgeError("internal_error", "the edge cannot sign dispatches", { requestId });
-    }
-    for (const [name, value] of signature) headers.set(name, value);
-    // The checked URL as fetch() takes it.
-    const target = checked.href;
-    if (ctx.trace) ctx.trace.attempts = attempt;
-
-    const outcome = await attemptOn(replica, target, req.method, headers, prepared, deadline, head, ctx);
-    if (outcome.kind === "response") {
-      if (outcome.fromReplica) {
-        if (ctx.trace) ctx.trace.replica = replica.id;
-        choice.served(replica);
-        if (ctx.session) {
-          if (sessionFollowsRetry(firstRefusal)) ctx.session.affinity.served(deployment, ctx.session.id, replica.id, ctx.background);
-          // The binding after this request, signed: a client that sends it back is routed with no object call.
-          const { affinity, id } = ctx.session;
-          const token = affinity.reusableToken(deployment, id, replica.id) ?? (await affinity.tokenFor(deployment, id, replica.id));
-          if (token !== undefined) outcome.response.headers.set(Header.sessionToken, token);
-        }
+  // Rounds of attempts: a round that finds no replica, or only full ones, waits for a free slot (admission) and starts over.
+  for (let round = 1; ; round++) {
+    for (let attempt = 1; attempt <= maxAttempts; attempt++) {
+      const replica = await choice.next(attempt, tried);
+      if (!replica) break;
+      sawReplica = true;
+      tried.add(replica.id);
+      const checked = dispatchTarget(replica.url, path, search);
+      if (!checked) {
+        // requestTarget's path cannot leave the replica's URL; this is a bug, and nothing is sent.
+        console.error(JSON.stringify({ msg: "dispatch target refused", deployment: deployment.name, replica: replica.id, request_id: requestId, path }));
+        return edgeError("internal_error", "internal error", { requestId });
       }
-      return outcome;
+      headers.set(Header.attempt, String(attempt));
+      // The engine's own key (vLLM --api-key), registered by its agent, replaces any client credential.
+      if (replica.engineKey !== undefined) {
+        if (ownAuthorization === undefined) ownAuthorization = headers.get("authorization");
+        headers.set("authorization", `Bearer ${replica.engineKey}`);
+      } else if (ownAuthorization !== undefined) {
+        // An earlier attempt went to an engine with its own key: this replica gets what the request had.
+        if (ownAuthorization === null) headers.delete("authorization");
+        else headers.set("authorization", ownAuthorization);
+      }
+      let signature: [string, string][];
+      try {
+        signature = await ctx.sign({ method: req.method, deployment: deployment.name, target: checked.target, requestId, replica: replica.id, bodySha256 });
+      } catch (err) {
+        console.error(JSON.stringify({ msg: "cannot sign dispatches (is SWITCHYARD_REPLICA_SECRET set?)", deployment: deployment.name, error: String(err) }));
+        return edgeError("internal_error", "the edge cannot sign dispatches", { requestId });
+      }
+      for (const [name, value] of signature) headers.set(name, value);
+      // The checked URL as fetch() takes it.
+      const target = checked.href;
+      if (ctx.trace) ctx.trace.attempts = attempt;
+
+      const outcome = await attemptOn(replica, target, req.method, headers, prepared, deadline, head, ctx);
+      if (outcome.kind === "response") {
+        if (outcome.fromReplica) {
+          if (ctx.trace) ctx.trace.replica = replica.id;
+          choice.served(replica);
+          if (ctx.session) {
+            if (sessionFollowsRetry(firstRefusal)) ctx.session.affinity.served(deployment, ctx.session.id, replica.id, ctx.background);
+            // The binding after this request, signed: a client that sends it back is routed with no object call.
+            const { affinity, id } = ctx.session;
+            const token = affinity.reusableToken(deployment, id, replica.id) ?? (await affinity.tokenFor(deployment, id, replica.id));
+            if (token !== undefined) outcome.response.headers.set(Header.sessionToken, token);
+          }
+        }
+        return outcome;
+      }
+      if (attempt === 1 && round === 1) firstRefusal = outcome.why;
+      // Not accepted: another replica may take it, if the body can be sent again.
+      if (!prepared.replayable || attempt === maxAttempts) break;
+      if (Date.now() >= deadline) return edgeError("deadline_exceeded", "deadline passed while retrying", { requestId });
+      const wait = backoffMs(attempt, backoffBaseMs, backoffCapMs);
+      if (wait > 0) await sleep(Math.min(wait, deadline - Date.now()));
     }
-    if (attempt === 1) firstRefusal = outcome.why;
-    // Not accepted: another replica may take it, if the body can be sent again.
-    if (!prepared.replayable || attempt === maxAttempts) break;
-    if (Date.now() >= deadline) return edgeError("deadline_exceeded", "deadline passed while retrying", { requestId });
-    const wait = backoffMs(attempt, backoffBaseMs, backoffCapMs);
-    if (wait > 0) await sleep(Math.min(wait, deadline - Date.now()));
+    // Held again only with a body that can still be sent (one held here, or none sent yet), and with no
+    // replica at all only for a deployment that scales from zero.
+    if (!ctx.hold || (sawReplica && !prepared.replayable) || (!sawReplica && !holdsAtZero(deployment))) break;
+    const again = await ctx.hold();
+    if (again !== "go") return { response: admissionRefusal(again, deployment, requestId), fromReplica: false };
+    tried.clear();
   }
   if (!sawReplica) {
     // Why each replica was no candidate is for operators (the log), not for clients.
@@ -261,6 +280,7 @@ async function attemptOn(
 ): Promise<AttemptOutcome> {
   const { view, requestId, deployment } = ctx;
   view.startDispatch(replica);
+  ctx.onDispatch?.();
   let upstream: Response;
   try {
     upstream = await fetch(target, { method, headers, body: prepared.body, signal: head.signal(deadline), redirect: "manual" });

@@ -19,6 +19,7 @@ import type { Env } from "../../env.ts";
 import { Header, errorResponse, isReplicaOperationalPath, type RoutingSnapshot } from "../../protocol/index.ts";
 import { keyRefusal, ApiKeyCache, KEY_SET_TTL_MS, RELAYED_KEY_SET_TTL_MS, RateLimits } from "./access.ts";
 import { clientOf, drainUnreadBody } from "./body.ts";
+import { AdmissionGate, admissionRefusal, flowOf, priorityOf, type Ticket } from "./admit.ts";
 import { dispatch, type DispatchContext, type DispatchTrace, type DispatchSigner, dispatchSignature } from "./dispatch.ts";
 import { serveAtEdge } from "./edge-model.ts";
 import { observeRequest } from "./observe.ts";
@@ -93,7 +94,7 @@ export interface ServeContext {
    * An OpenAI-style request (routes/openai.ts): its body is already read and its
    * model and session come from it, not from headers.
    */
-  openai?: { body: ArrayBuffer; stream: boolean; keys: RequestKeys };
+  openai?: { body: ArrayBuffer; stream: boolean; keys: RequestKeys; priority?: number };
 }
 
 /** One request for `deployment` (a route's, or an OpenAI route's): the checks, then the edge model or a dispatch. */
@@ -123,6 +124,8 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
   const openai = ctx.openai;
   const keys = openai ? { ok: true as const, keys: openai.keys } : requestKeys(headers, deployment);
   if (!keys.ok) return errorResponse(keys.code, keys.message, { requestId });
+  const priority = priorityOf(deployment, headers, openai?.priority);
+  if (!priority.ok) return priority.response;
   const done = state.admit(deployment);
   if (!done) {
     return errorResponse("queue_full", `deployment "${deployment.name}" has ${deployment.limits.maxPendingRequests} requests waiting here already`, {
@@ -136,8 +139,12 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
       ctx.trace.replica = "edge";
       return await serveAtEdge(req, { deployment, requestId });
     }
+    const deadline = Date.now() + deployment.policy.requestTimeoutMs;
     const view = state.snapshots.viewNow(deployment.name, background) ?? (await state.snapshots.view(deployment.name, background));
     const { model, session } = keys.keys;
+    // Who the request comes from, for per-client budgets (session bindings, duplex uploads) and its
+    // flow: its API key, else its address (Cloudflare sets cf-connecting-ip; the local stack's workerd too).
+    const client = keyHash !== undefined ? `key:${keyHash}` : clientOf(headers);
     // The optional fields set one by one, not spread from objects made for the purpose.
     const dispatched: DispatchContext = {
       deployment,
@@ -150,9 +157,8 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
       balancer: state.balancerFor(deployment),
       requestId,
       background,
-      // Who the request comes from, for per-client budgets (session bindings, duplex uploads): its API
-      // key, else its address (Cloudflare sets cf-connecting-ip; the local stack's workerd sets it too).
-      client: keyHash !== undefined ? `key:${keyHash}` : clientOf(headers),
+      client,
+      deadline,
     };
     if (model !== undefined) dispatched.model = model;
     if (session !== undefined) dispatched.session = { id: session, affinity: state.affinity };
@@ -160,9 +166,47 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
       dispatched.body = openai.body;
       dispatched.sseErrors = openai.stream;
     }
-    return await dispatch(req, dispatched);
+    if (!deployment.admission.hold) return await dispatch(req, dispatched);
+    return await admitted(req, dispatched, state.gateFor(deployment.name), {
+      priority: priority.priority,
+      flow: flowOf(deployment, headers, client),
+      deadline,
+      refresh: () => state.snapshots.view(deployment.name, background),
+      ...(req.signal ? { signal: req.signal } : {}),
+    });
   } finally {
     done();
+  }
+}
+
+/**
+ * The admit stage around the dispatch (admit.ts): the request waits for a free slot
+ * when none is free, and again when every replica it tried was full; a slot freed by
+ * its end (a stream's, when it streams) lets the next held request go.
+ */
+async function admitted(req: Request, ctx: DispatchContext, gate: AdmissionGate, ticket: Ticket): Promise<Response> {
+  const { deployment, view, requestId } = ctx;
+  const first = await gate.enter(deployment, view, ticket);
+  if (first.outcome !== "go") return admissionRefusal(first.outcome, deployment, requestId);
+  let reserved = first.queued;
+  const dispatching = () => {
+    if (!reserved) return;
+    reserved = false;
+    gate.dispatching();
+  };
+  ctx.onDispatch = dispatching;
+  ctx.hold = async () => {
+    const again = await gate.enter(deployment, view, { ...ticket, again: true });
+    reserved = again.queued;
+    return again.outcome;
+  };
+  try {
+    return await dispatch(req, ctx);
+  } finally {
+    dispatching();
+    const end = ctx.trace?.streamEnd;
+    if (end) void end.finally(() => gate.pump());
+    else gate.pump();
   }
 }
 
@@ -190,6 +234,8 @@ export class IsolateState {
   location = "local";
   /** Random per isolate: picks this isolate's sample of a deployment too large for one view. */
   readonly seed = crypto.getRandomValues(new Uint32Array(1))[0]!;
+  /** Each deployment's admission gate (admit.ts), created on first use. */
+  readonly #gates = new Map<string, AdmissionGate>();
   /** Each deployment's balancer, created on first use: its state (a turn, a memory of recent prefixes) lives as long as the routing view. */
   readonly #balancers = new Map<string, ActiveBalancer>();
   /** Per deployment, the cursor of the peers' dispatches last learned from the relay. */
@@ -270,6 +316,13 @@ export class IsolateState {
     let balancer = this.#balancers.get(deployment.name);
     if (!balancer) this.#balancers.set(deployment.name, (balancer = createBalancer(deployment.policy.balancer, deployment.policy.prefix ?? DEFAULT_PREFIX_POLICY)));
     return balancer;
+  }
+
+  /** The deployment's admission gate in this isolate (admit.ts). */
+  gateFor(deployment: string): AdmissionGate {
+    let gate = this.#gates.get(deployment);
+    if (!gate) this.#gates.set(deployment, (gate = new AdmissionGate()));
+    return gate;
   }
 
   /** A timer is waiting to send counts a quiet isolate would otherwise keep (flushMetrics). */

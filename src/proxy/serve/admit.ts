@@ -1,0 +1,232 @@
+/**
+ * The admit stage (docs/admission.md): a request that finds no free slot in this
+ * isolate's view of its deployment, or no ready replica, waits here instead of
+ * getting 503, and goes as soon as a slot frees, in the queue's order
+ * (src/policy/admission-queue.ts: priority, then fair between flows, then first
+ * come). A sheddable request (priority below 0) is refused instead of held while
+ * every replica is full. A held request leaves at once when its client
+ * disconnects, and gets 503 queue_timeout with Retry-After when its wait runs out.
+ *
+ * Slots free in this isolate when its own dispatches end (the view's in-flight
+ * count) and when a replica's load header or a view refresh says so. One held
+ * request at a time, the leader, refreshes the view on the others' behalf (from
+ * its own request, so the I/O is its own) and pumps the queue; when it leaves,
+ * the next one leads. Nothing here is shared between isolates: each holds its
+ * own clients' requests (docs/admission.md says why, and what that costs).
+ */
+import type { Deployment } from "../../config/deployment.ts";
+import { errorResponse } from "../../protocol/index.ts";
+import { hasRoom } from "../../policy/pick-replica.ts";
+import { AdmissionQueue, type Held } from "../../policy/admission-queue.ts";
+import type { RoutingView } from "./view.ts";
+
+/** Named priorities (the Inference Extension's bands): a header may carry the name. Below 0 is sheddable. */
+export const ADMISSION_BANDS = { critical: 1, standard: 0, sheddable: -1 } as const;
+/** Priorities are clamped to this range whatever their source. */
+const PRIORITY_BOUND = 1000;
+/** How often the leader refreshes the view and pumps the queue while requests are held, ms (the relay's view TTL). */
+export const HOLD_POLL_MS = 250;
+
+/** What one request brings to admission. */
+export interface Ticket {
+  priority: number;
+  flow: string;
+  /** The client's disconnect (Request.signal, `enable_request_signal`). */
+  signal?: AbortSignal;
+  /** When the request's own deadline passes, epoch ms. */
+  deadline: number;
+  /** Brings the deployment's view up to date (a Durable Object call at most, from this request). */
+  refresh: () => Promise<unknown>;
+  /**
+   * The request went once and every replica it tried was full or gone: it waits
+   * for a slot to free (a completion here, a refresh) even if the view shows one,
+   * since the replicas just said otherwise.
+   */
+  again?: boolean;
+}
+
+export type AdmitOutcome = "go" | "expired" | "gone" | "shed";
+
+/** An admission's outcome; `queued`: it went through the queue, so its slot is reserved until dispatching() (once). */
+export interface Admitted {
+  outcome: AdmitOutcome;
+  queued: boolean;
+}
+
+/** The request's priority: its header's or body's (capped at `admission.maxPriority`), else the deployment's default; or the refusal of a bad header. */
+export function priorityOf(deployment: Deployment, headers: Headers, bodyPriority: number | undefined): { ok: true; priority: number } | { ok: false; response: Response } {
+  const { admission } = deployment;
+  let asked = bodyPriority;
+  if (admission.priorityHeader !== undefined) {
+    const raw = headers.get(admission.priorityHeader)?.trim();
+    if (raw !== undefined && raw !== "") {
+      const named = (ADMISSION_BANDS as Record<string, number>)[raw.toLowerCase()];
+      const n = named ?? (/^-?\d{1,4}$/.test(raw) ? Number(raw) : NaN);
+      if (!Number.isInteger(n)) {
+        return { ok: false, response: errorResponse("bad_request", `${admission.priorityHeader}: an integer or one of ${Object.keys(ADMISSION_BANDS).join(", ")}`) };
+      }
+      asked = n;
+    }
+  }
+  if (asked === undefined) return { ok: true, priority: admission.defaultPriority };
+  return { ok: true, priority: Math.max(-PRIORITY_BOUND, Math.min(asked, admission.maxPriority)) };
+}
+
+/** The request's flow for fairness: the deployment's flow header when it names one and the request has it, else its client (API key, else address). */
+export function flowOf(deployment: Deployment, headers: Headers, client: string): string {
+  const name = deployment.admission.flowHeader;
+  const flow = name === undefined ? undefined : headers.get(name);
+  return flow ? `h:${flow.slice(0, 256)}` : client;
+}
+
+/** Free request slots in `view` now: each replica with room counts its slots left (one at least); -1 with no candidate at all. */
+export function freeSlots(view: RoutingView, now: number): number {
+  const candidates = view.candidates(now);
+  if (candidates.length === 0) return -1;
+  let free = 0;
+  for (const c of candidates) if (hasRoom(c)) free += Math.max(1, Math.floor(c.capacity - c.load));
+  return free;
+}
+
+/**
+ * Whether a request that meets no ready replica is held: only for a deployment that
+ * scales from zero (`autoscaling.minReplicas: 0`), which expects one to start. Any
+ * other deployment with no ready replica is down, and its clients hear so at once
+ * (503 no_ready_replica) rather than after a wait nothing will end.
+ */
+export function holdsAtZero(deployment: Deployment): boolean {
+  return deployment.autoscaling?.minReplicas === 0;
+}
+
+interface Waiter {
+  outcome?: AdmitOutcome;
+  settle(outcome: AdmitOutcome): void;
+  /** Resolves when this waiter is to lead (refresh and pump for the others). */
+  lead(): void;
+}
+
+/** One deployment's admission in one isolate. */
+export class AdmissionGate {
+  readonly #queue = new AdmissionQueue<Waiter>();
+  /** The deployment's view as the last request saw it (the isolate keeps one per deployment, updated in place). */
+  #view: RoutingView | undefined;
+  readonly #now: () => number;
+  #leader: Waiter | undefined;
+  /** Released from the queue and not yet dispatching: slots the view does not count as taken yet. */
+  #released = 0;
+
+  constructor(now: () => number = Date.now) {
+    this.#now = now;
+  }
+
+  /** Requests held now. */
+  get held(): number {
+    return this.#queue.size;
+  }
+
+  /**
+   * Waits until the request may be dispatched ("go"), or says why not. A request
+   * that finds a free slot and nobody waiting goes at once: the path's only cost
+   * when the deployment is not saturated. A request that went through the queue
+   * (`queued`) must call dispatching() once, when it is dispatched or gives up.
+   */
+  async enter(deployment: Deployment, view: RoutingView, ticket: Ticket): Promise<Admitted> {
+    this.#view = view;
+    const slots = freeSlots(view, this.#now());
+    // No replica at all: the dispatch answers no_ready_replica, unless the deployment scales from zero.
+    if (slots < 0 && !holdsAtZero(deployment)) return GO;
+    const free = slots - this.#released;
+    if (free > 0 && this.#queue.size === 0 && !ticket.again) return GO;
+    if (ticket.signal?.aborted) return { outcome: "gone", queued: false };
+    // Saturated (not just others waiting ahead): a sheddable request is refused rather than held.
+    if (ticket.priority < 0 && (free <= 0 || ticket.again)) return { outcome: "shed", queued: false };
+    const waitMs = Math.min(deployment.admission.maxWaitMs, ticket.deadline - this.#now());
+    if (waitMs <= 0) return { outcome: "expired", queued: false };
+
+    let settle!: (o: AdmitOutcome) => void;
+    const settled = new Promise<AdmitOutcome>((r) => (settle = r));
+    let lead!: () => void;
+    let leadership = new Promise<void>((r) => (lead = r));
+    const waiter: Waiter = {
+      settle: (o) => {
+        if (waiter.outcome !== undefined) return;
+        waiter.outcome = o;
+        settle(o);
+      },
+      lead: () => lead(),
+    };
+    const held = this.#queue.push(ticket.priority, ticket.flow, waiter);
+    const leave = (o: AdmitOutcome) => {
+      if (this.#queue.remove(held)) waiter.settle(o);
+    };
+    const timer = setTimeout(leave, waitMs, "expired");
+    const onAbort = () => leave("gone");
+    ticket.signal?.addEventListener("abort", onAbort);
+    if (!this.#leader) this.#leader = waiter;
+    if (!ticket.again) this.pump();
+    try {
+      for (;;) {
+        if (waiter.outcome !== undefined) break;
+        if (this.#leader === waiter) {
+          await Promise.race([settled, sleep(HOLD_POLL_MS)]);
+          if (waiter.outcome !== undefined) break;
+          // The refresh is this request's own I/O; a failed one leaves the view as it was.
+          await ticket.refresh().catch(() => undefined);
+          this.pump();
+        } else {
+          await Promise.race([settled, leadership]);
+          leadership = new Promise<void>((r) => (lead = r));
+        }
+      }
+    } finally {
+      clearTimeout(timer);
+      ticket.signal?.removeEventListener("abort", onAbort);
+      if (this.#leader === waiter) this.#handOff();
+    }
+    return { outcome: waiter.outcome!, queued: waiter.outcome === "go" };
+  }
+
+  /** A request that went through the queue is now dispatching: its slot is the view's to count. */
+  dispatching(): void {
+    if (this.#released > 0) this.#released--;
+  }
+
+  /** Admits held requests while the view shows free slots: call when a slot may have freed. */
+  pump(): void {
+    if (this.#queue.size === 0 || !this.#view) return;
+    let free = freeSlots(this.#view, this.#now()) - this.#released;
+    while (free > 0) {
+      const next: Held<Waiter> | undefined = this.#queue.shift();
+      if (!next) break;
+      this.#released++;
+      free--;
+      next.value.settle("go");
+    }
+  }
+
+  /** The leader left: the next held request leads. */
+  #handOff(): void {
+    this.#leader = undefined;
+    const next = this.#queue.peek();
+    if (next) {
+      this.#leader = next.value;
+      next.value.lead();
+    }
+  }
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+const GO: Admitted = Object.freeze({ outcome: "go", queued: false });
+
+/** The client's answer for an outcome other than "go". */
+export function admissionRefusal(outcome: Exclude<AdmitOutcome, "go">, deployment: Deployment, requestId: string): Response {
+  switch (outcome) {
+    case "shed":
+      return errorResponse("shed", `every replica of "${deployment.name}" is busy and this request is sheddable`, { requestId, retryAfterSeconds: 1 });
+    case "expired":
+      return errorResponse("queue_timeout", `no replica of "${deployment.name}" had a free slot within the request's wait`, { requestId, retryAfterSeconds: 1 });
+    case "gone":
+      // The client is gone; nobody reads this.
+      return errorResponse("request_timeout", "the client disconnected while its request was held", { requestId });
+  }
+}

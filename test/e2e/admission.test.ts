@@ -1,0 +1,123 @@
+// Admission on the real stack (src/proxy/serve/admit.ts, docs/admission.md): a request
+// that finds every slot taken is held in its isolate and served when one frees, in
+// priority order; a sheddable one is refused instead; a wait runs out with 503 and
+// Retry-After; a request waits for a replica that is not there yet. (A held client that
+// disconnects leaves through Request.signal, which local workerd does not fire for an
+// idle request: test/unit/admit.test.ts covers the gate's side, docs/admission.md says so.) Each step waits for what the edge reports (the admin view's
+// count of held requests), never for a time.
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { waitFor } from "../fixtures/wait.ts";
+import { startStack } from "./stack-fixture.ts";
+
+let stack: Awaited<ReturnType<typeof startStack>>;
+
+beforeAll(async () => {
+  stack = await startStack({ functionsDir: join(import.meta.dirname, "fixtures/admission") });
+});
+afterAll(async () => {
+  await stack?.dispose();
+});
+
+/** Requests the edge holds for `deployment` now. */
+async function held(deployment: string): Promise<number> {
+  const res = await fetch(`${stack.url}/-/deployments/${deployment}`, { headers: { authorization: `Bearer ${stack.adminSecret}` } });
+  return ((await res.json()) as { isolate: { held: number } }).isolate.held;
+}
+
+/** The deployment's one replica's counters. */
+async function counts(deployment: string): Promise<{ admitted: number; rejected: number; ongoing: number }> {
+  const r = [...stack.replicas.values()].find((x) => x.deployment === deployment)!;
+  return (await (await fetch(`${r.url}/-/healthz`)).json()) as never;
+}
+
+/**
+ * A request that takes the deployment's only slot until `release()`: an echo upload the
+ * test keeps open (the edge holds its first 64 KiB, then streams the rest, so the replica
+ * runs it until the upload ends). Its answer's first bytes have arrived.
+ */
+async function hog(deployment: string) {
+  let end!: () => void;
+  const body = new ReadableStream<Uint8Array>({
+    start(c) {
+      c.enqueue(new Uint8Array(70 * 1024).fill(104));
+      end = () => c.close();
+    },
+  });
+  const res = await fetch(`${stack.url}/${deployment}/`, { method: "POST", body, duplex: "half" } as RequestInit);
+  expect(res.status).toBe(200);
+  const reader = res.body!.getReader();
+  await reader.read();
+  return {
+    release: async () => {
+      end();
+      while (!(await reader.read()).done);
+      await waitFor(`${deployment}'s slot to free`, async () => (await counts(deployment)).ongoing === 0);
+    },
+  };
+}
+
+describe("admission", () => {
+  it("holds a request while the only slot is taken and serves it once the slot frees, with no refusal on the way", async () => {
+    const before = await counts("one");
+    const h = await hog("one");
+    const waiting = fetch(`${stack.url}/one/held`, { method: "POST", body: "held body" });
+    await waitFor("the request to be held", async () => (await held("one")) === 1);
+    await h.release();
+    const res = await waiting;
+    expect(res.status).toBe(200);
+    expect(await res.text()).toContain("held body");
+    expect(await held("one")).toBe(0);
+    // The edge never sent it to the full replica: no refusal, two requests admitted (the hog and it).
+    const after = await counts("one");
+    expect(after.rejected - before.rejected).toBe(0);
+    expect(after.admitted - before.admitted).toBe(2);
+  });
+
+  it("lets the higher priority go first when the slot frees, whatever the arrival order", async () => {
+    const h = await hog("one");
+    const order: string[] = [];
+    const send = (name: string, headers: Record<string, string>) =>
+      fetch(`${stack.url}/one/${name}`, { headers }).then(async (r) => {
+        order.push(name);
+        expect(r.status).toBe(200);
+        await r.text();
+      });
+    const standard = send("standard", {});
+    await waitFor("the standard request to be held", async () => (await held("one")) === 1);
+    const critical = send("critical", { "x-priority": "critical" });
+    await waitFor("both to be held", async () => (await held("one")) === 2);
+    await h.release();
+    await Promise.all([standard, critical]);
+    expect(order).toEqual(["critical", "standard"]);
+  });
+
+  it("refuses a sheddable request at once while the fleet is full (429 shed, Retry-After), and serves it when a slot is free", async () => {
+    const h = await hog("one");
+    const res = await fetch(`${stack.url}/one/`, { headers: { "x-priority": "sheddable" } });
+    expect(res.status).toBe(429);
+    expect(res.headers.get("retry-after")).toBe("1");
+    expect(await res.json()).toMatchObject({ error: { code: "shed", type: "rate_limit_error" } });
+    expect(await held("one")).toBe(0);
+    await h.release();
+    expect((await fetch(`${stack.url}/one/`, { headers: { "x-priority": "sheddable" } })).status).toBe(200);
+  });
+
+  it("answers 503 queue_timeout with Retry-After when the wait runs out", async () => {
+    const h = await hog("brief");
+    const res = await fetch(`${stack.url}/brief/`);
+    expect(res.status).toBe(503);
+    expect(res.headers.get("retry-after")).toBe("1");
+    expect(await res.json()).toMatchObject({ error: { code: "queue_timeout", type: "overloaded_error" } });
+    await h.release();
+  });
+
+  it("holds a request for a deployment with no replica until one registers", async () => {
+    const waiting = fetch(`${stack.url}/zero/`, { method: "POST", body: "first request" });
+    await waitFor("the request to be held", async () => (await held("zero")) === 1);
+    await stack.startReplica("zero");
+    const res = await waiting;
+    expect(res.status).toBe(200);
+    expect(await res.text()).toContain("first request");
+  });
+});

@@ -1,0 +1,98 @@
+/** The held requests' order (src/policy/admission-queue.ts): priority, then fair between flows, then first come. */
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { AdmissionQueue } from "../../src/policy/admission-queue.ts";
+
+const drain = <T>(q: AdmissionQueue<T>) => {
+  const out: T[] = [];
+  for (let h = q.shift(); h; h = q.shift()) out.push(h.value);
+  return out;
+};
+
+describe("AdmissionQueue", () => {
+  it("admits higher priorities first, whatever the arrival order", () => {
+    const q = new AdmissionQueue<string>();
+    q.push(0, "a", "standard-1");
+    q.push(-1, "a", "sheddable");
+    q.push(1, "b", "critical");
+    q.push(0, "c", "standard-2");
+    expect(drain(q)).toEqual(["critical", "standard-1", "standard-2", "sheddable"]);
+    expect(q.size).toBe(0);
+    expect(q.shift()).toBeUndefined();
+  });
+
+  it("takes turns between flows in a band, first come first served within each", () => {
+    const q = new AdmissionQueue<string>();
+    for (let i = 1; i <= 4; i++) q.push(0, "heavy", `h${i}`);
+    q.push(0, "light", "l1");
+    q.push(0, "light", "l2");
+    expect(drain(q)).toEqual(["h1", "l1", "h2", "l2", "h3", "h4"]);
+  });
+
+  it("weighs flows by cost: a flow of costly requests gets fewer through", () => {
+    const q = new AdmissionQueue<string>();
+    for (let i = 1; i <= 3; i++) q.push(0, "long", `long${i}`, 4);
+    for (let i = 1; i <= 6; i++) q.push(0, "short", `short${i}`, 1);
+    // long1 starts at 0 and finishes at 4; short1..4 start at 0..3, so they go before long2 (start 4).
+    expect(drain(q).slice(0, 6)).toEqual(["long1", "short1", "short2", "short3", "short4", "long2"]);
+  });
+
+  it("lets a flow that was away start at the band's virtual time, with no banked credit", () => {
+    const q = new AdmissionQueue<string>();
+    for (let i = 1; i <= 4; i++) q.push(0, "busy", `b${i}`);
+    expect([q.shift()!.value, q.shift()!.value, q.shift()!.value]).toEqual(["b1", "b2", "b3"]);
+    q.push(0, "late", "l1");
+    q.push(0, "late", "l2");
+    // l1 starts where the band is (b3's start tag, 2), not at 0: one request ahead of b4 (tag 3), no more.
+    // l2 (tag 3) ties with b4 and goes after it: first come.
+    expect(drain(q)).toEqual(["l1", "b4", "l2"]);
+  });
+
+  it("takes a request out when its client leaves, and its flow keeps its place", () => {
+    const q = new AdmissionQueue<string>();
+    q.push(0, "a", "a1");
+    const gone = q.push(0, "a", "a2");
+    q.push(0, "b", "b1");
+    expect(q.remove(gone)).toBe(true);
+    expect(q.remove(gone)).toBe(false);
+    expect(q.peek()!.value).toBe("a1");
+    q.push(0, "a", "a3");
+    expect(drain(q)).toEqual(["a1", "b1", "a3"]);
+  });
+
+  it("never admits a lower band while a higher one waits, and keeps each flow's order (any sequence)", () => {
+    const op = fc.oneof(
+      fc.record({ kind: fc.constant("push" as const), priority: fc.integer({ min: -2, max: 2 }), flow: fc.constantFrom("a", "b", "c"), cost: fc.integer({ min: 0, max: 5 }) }),
+      fc.record({ kind: fc.constant("shift" as const) }),
+      fc.record({ kind: fc.constant("remove" as const), pick: fc.nat() }),
+    );
+    fc.assert(
+      fc.property(fc.array(op, { maxLength: 80 }), (ops) => {
+        const q = new AdmissionQueue<{ priority: number; flow: string; n: number }>();
+        const waiting: ReturnType<typeof q.push>[] = [];
+        const lastOut = new Map<string, number>();
+        let n = 0;
+        for (const o of ops) {
+          if (o.kind === "push") waiting.push(q.push(o.priority, o.flow, { priority: o.priority, flow: o.flow, n: n++ }, o.cost));
+          else if (o.kind === "remove" && waiting.length > 0) {
+            const [h] = waiting.splice(o.pick % waiting.length, 1);
+            expect(q.remove(h!)).toBe(true);
+          } else if (o.kind === "shift") {
+            const h = q.shift();
+            if (!h) {
+              expect(waiting).toHaveLength(0);
+              continue;
+            }
+            waiting.splice(waiting.indexOf(h), 1);
+            expect(Math.max(h.priority, ...waiting.map((w) => w.priority))).toBe(h.priority);
+            const key = `${h.priority}/${h.flow}`;
+            expect(h.value.n).toBeGreaterThan(lastOut.get(key) ?? -1);
+            lastOut.set(key, h.value.n);
+          }
+          expect(q.size).toBe(waiting.length);
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+});

@@ -1,0 +1,166 @@
+/**
+ * The admit stage (src/proxy/serve/admit.ts) over a real routing view: a request
+ * goes at once while a slot is free, waits while none is, and leaves the queue in
+ * its order as slots free; sheddable requests are refused when the fleet is full;
+ * a wait runs out, and a client that leaves is gone at once.
+ */
+import { describe, expect, it } from "vitest";
+import { defineDeployment, type DeploymentInput } from "../../src/config/deployment.ts";
+import { AdmissionGate, freeSlots, priorityOf, flowOf, type Ticket } from "../../src/proxy/serve/admit.ts";
+import { RoutingView } from "../../src/proxy/serve/view.ts";
+
+const deployment = (admission: DeploymentInput["admission"] = {}) =>
+  defineDeployment({ name: "d", routePrefix: "/d", backend: { kind: "echo" }, admission, policy: { requestTimeoutMs: 60_000 } });
+
+/** A view of replicas with `max` slots each, none in use. */
+function viewOf(...maxes: number[]) {
+  const view = new RoutingView();
+  const replicas = maxes.map((max, i) => ({
+    id: `r${i}`,
+    url: `http://r${i}.test`,
+    epoch: 1,
+    models: [],
+    loading: [],
+    expiresInMs: 600_000,
+    load: { seq: 1, ongoing: 0, queued: 0, max, state: "ready" as const },
+  }));
+  view.applySnapshot({ deployment: "d", replicas }, Date.now());
+  return view;
+}
+
+/** Takes one slot of replica `id` in the view (a dispatch started here). */
+const take = (view: RoutingView, id: string) => view.startDispatch(view.get(id)!);
+const free = (view: RoutingView, id: string) => view.endDispatch(view.get(id)!);
+
+const ticket = (over: Partial<Ticket> = {}): Ticket => ({ priority: 0, flow: "f", deadline: Date.now() + 60_000, refresh: async () => undefined, ...over });
+
+describe("AdmissionGate", () => {
+  it("lets a request go at once while the view shows a free slot and nobody waits", async () => {
+    const view = viewOf(2);
+    const gate = new AdmissionGate();
+    expect(await gate.enter(deployment(), view, ticket())).toEqual({ outcome: "go", queued: false });
+    expect(freeSlots(view, Date.now())).toBe(2);
+  });
+
+  it("holds requests while every slot is taken, then lets them go by priority, fair between flows, as slots free", async () => {
+    const view = viewOf(1);
+    take(view, "r0");
+    const gate = new AdmissionGate();
+    const order: string[] = [];
+    const enter = (name: string, t: Partial<Ticket>) =>
+      gate.enter(deployment({ maxPriority: 1 }), view, ticket(t)).then((a) => {
+        order.push(name);
+        // A request that went dispatches at once here: its slot becomes the view's.
+        if (a.queued) {
+          take(view, "r0");
+          gate.dispatching();
+        }
+        return a.outcome;
+      });
+    const waiting = [enter("a1", { flow: "a" }), enter("a2", { flow: "a" }), enter("b1", { flow: "b" }), enter("critical", { flow: "a", priority: 1 })];
+    await Promise.resolve();
+    expect(gate.held).toBe(4);
+    for (let i = 0; i < 4; i++) {
+      free(view, "r0");
+      gate.pump();
+      await new Promise((r) => setTimeout(r, 0));
+      expect(order).toHaveLength(i + 1);
+    }
+    expect(await Promise.all(waiting)).toEqual(["go", "go", "go", "go"]);
+    expect(order).toEqual(["critical", "a1", "b1", "a2"]);
+  });
+
+  it("reserves a released request's slot until it dispatches, so one free slot admits one request", async () => {
+    const view = viewOf(1);
+    take(view, "r0");
+    const gate = new AdmissionGate();
+    const first = gate.enter(deployment(), view, ticket());
+    const second = gate.enter(deployment(), view, ticket());
+    free(view, "r0");
+    gate.pump();
+    gate.pump();
+    expect((await first).outcome).toBe("go");
+    expect(gate.held).toBe(1);
+    // It dispatches (the view counts it); the second still waits until that one ends.
+    take(view, "r0");
+    gate.dispatching();
+    gate.pump();
+    expect(gate.held).toBe(1);
+    free(view, "r0");
+    gate.pump();
+    expect((await second).outcome).toBe("go");
+  });
+
+  it("refuses a sheddable request while the fleet is full, and holds it behind others while a slot is free", async () => {
+    const view = viewOf(1);
+    const gate = new AdmissionGate();
+    take(view, "r0");
+    expect((await gate.enter(deployment(), view, ticket({ priority: -1 }))).outcome).toBe("shed");
+    free(view, "r0");
+    expect((await gate.enter(deployment(), view, ticket({ priority: -1 }))).outcome).toBe("go");
+  });
+
+  it("ends a wait that runs out with expired, and one whose client leaves with gone, taking both out of the queue", async () => {
+    const view = viewOf(1);
+    take(view, "r0");
+    const gate = new AdmissionGate();
+    expect((await gate.enter(deployment({ maxWaitMs: 20 }), view, ticket())).outcome).toBe("expired");
+    const client = new AbortController();
+    const held = gate.enter(deployment(), view, ticket({ signal: client.signal }));
+    expect(gate.held).toBe(1);
+    client.abort();
+    expect((await held).outcome).toBe("gone");
+    expect(gate.held).toBe(0);
+    // Its deadline bounds the wait too.
+    expect((await gate.enter(deployment(), view, ticket({ deadline: Date.now() - 1 }))).outcome).toBe("expired");
+  });
+
+  it("holds a request that meets no ready replica only for a deployment that scales from zero", async () => {
+    const empty = new RoutingView();
+    const gate = new AdmissionGate();
+    // Down, with nothing to start a replica: the dispatch answers no_ready_replica at once.
+    expect(await gate.enter(deployment(), empty, ticket())).toEqual({ outcome: "go", queued: false });
+    const zero = defineDeployment({ name: "z", routePrefix: "/z", backend: { kind: "echo" }, autoscaling: { minReplicas: 0 }, admission: { maxWaitMs: 20 } });
+    expect((await gate.enter(zero, empty, ticket())).outcome).toBe("expired");
+  });
+
+  it("makes a request the replicas just refused wait for a refresh even if the view shows a slot; its leader refreshes the view", async () => {
+    const view = viewOf(1);
+    const gate = new AdmissionGate();
+    let refreshes = 0;
+    const a = await gate.enter(deployment(), view, ticket({ again: true, refresh: async () => void refreshes++ }));
+    expect(a).toEqual({ outcome: "go", queued: true });
+    expect(refreshes).toBe(1);
+  });
+});
+
+describe("a request's priority and flow", () => {
+  const headers = (h: Record<string, string>) => new Headers(h);
+
+  it("come from the deployment's default, its header (a number or a band's name) and the body, capped at maxPriority", () => {
+    const d = deployment({ priorityHeader: "x-priority", maxPriority: 1, defaultPriority: 0 });
+    expect(priorityOf(d, headers({}), undefined)).toEqual({ ok: true, priority: 0 });
+    expect(priorityOf(d, headers({ "x-priority": "sheddable" }), undefined)).toEqual({ ok: true, priority: -1 });
+    expect(priorityOf(d, headers({ "x-priority": "Critical" }), undefined)).toEqual({ ok: true, priority: 1 });
+    expect(priorityOf(d, headers({ "x-priority": "7" }), undefined)).toEqual({ ok: true, priority: 1 });
+    expect(priorityOf(d, headers({}), -5)).toEqual({ ok: true, priority: -5 });
+    // The header, when sent, wins over the body.
+    expect(priorityOf(d, headers({ "x-priority": "-2" }), 1)).toEqual({ ok: true, priority: -2 });
+    const bad = priorityOf(d, headers({ "x-priority": "urgent" }), undefined);
+    expect(bad.ok).toBe(false);
+    if (!bad.ok) expect(bad.response.status).toBe(400);
+    // A deployment that names no header reads none.
+    expect(priorityOf(deployment(), headers({ "x-priority": "critical" }), undefined)).toEqual({ ok: true, priority: 0 });
+  });
+
+  it("refuses a default above the maximum in configuration", () => {
+    expect(() => deployment({ defaultPriority: 1, maxPriority: 0 })).toThrow(/defaultPriority/);
+  });
+
+  it("is the client unless the deployment names a flow header the request carries", () => {
+    expect(flowOf(deployment(), headers({ "x-tenant": "t1" }), "key:abc")).toBe("key:abc");
+    const d = deployment({ flowHeader: "x-tenant" });
+    expect(flowOf(d, headers({ "x-tenant": "t1" }), "key:abc")).toBe("h:t1");
+    expect(flowOf(d, headers({}), "ip:10.0.0.1")).toBe("ip:10.0.0.1");
+  });
+});
