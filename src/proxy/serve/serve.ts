@@ -6,12 +6,13 @@
  *   request   (request.ts)   route, method, header size, keys (model, session)
  *   access    (access.ts)    API key and rate limit, for a private deployment
  *   view      (view.ts)      this isolate's view of the deployment's replicas
+ *   admit     (admit.ts)     no free slot: held by priority and flow until one frees
  *   choose    (choose.ts)    the deployment's balancer, given the request's prompt
  *   dispatch  (dispatch.ts)  signed attempts until a replica accepts; its answer streams back
  *   observe   (observe.ts)   counted and logged
  *
  * A deployment whose model runs in this Worker is served by edge-model.ts in
- * place of view, choose and dispatch. Each refusal is a JSON error. Below the
+ * place of view, admit, choose and dispatch. Each refusal is a JSON error. Below the
  * path: IsolateState, what the path reads between requests in one isolate.
  */
 import { type Deployment, DEFAULT_PREFIX_POLICY } from "../../config/deployment.ts";
