@@ -122,6 +122,8 @@ describe("AdmissionGate", () => {
     expect(await gate.enter(deployment(), empty, ticket())).toEqual({ outcome: "go", queued: false });
     const zero = defineDeployment({ name: "z", routePrefix: "/z", backend: { kind: "echo" }, autoscaling: { minReplicas: 0 }, admission: { maxWaitMs: 20 } });
     expect((await gate.enter(zero, empty, ticket())).outcome).toBe("expired");
+    // A request that went already and lost its replicas is never let go at once: retrying would spin.
+    expect((await gate.enter(deployment({ maxWaitMs: 20 }), empty, ticket({ again: true }))).outcome).toBe("expired");
   });
 
   it("makes a request the replicas just refused wait for a refresh even if the view shows a slot; its leader refreshes the view", async () => {

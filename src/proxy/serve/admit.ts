@@ -134,7 +134,8 @@ export class AdmissionGate {
     this.#view = view;
     const slots = freeSlots(view, this.#now());
     // No replica at all: the dispatch answers no_ready_replica, unless the deployment scales from zero.
-    if (slots < 0 && !holdsAtZero(deployment)) return GO;
+    // Never for a request that went already (`again`): it waits, so a retry is never a busy loop.
+    if (slots < 0 && !holdsAtZero(deployment) && !ticket.again) return GO;
     const free = slots - this.#released;
     if (free > 0 && this.#queue.size === 0 && !ticket.again) return GO;
     if (ticket.signal?.aborted) return { outcome: "gone", queued: false };

@@ -190,10 +190,12 @@ async function attemptsWith(req: Request, ctx: DispatchContext, head: HeadDeadli
   const { maxAttempts, backoffBaseMs, backoffCapMs } = deployment.policy;
   // Rounds of attempts: a round that finds no replica, or only full ones, waits for a free slot (admission) and starts over.
   for (let round = 1; ; round++) {
+    /** This round found a replica to try (the view may have lost them all since the last one: killed, drained). */
+    let roundSawReplica = false;
     for (let attempt = 1; attempt <= maxAttempts; attempt++) {
       const replica = await choice.next(attempt, tried);
       if (!replica) break;
-      sawReplica = true;
+      sawReplica = roundSawReplica = true;
       tried.add(replica.id);
       const checked = dispatchTarget(replica.url, path, search);
       if (!checked) {
@@ -245,9 +247,9 @@ async function attemptsWith(req: Request, ctx: DispatchContext, head: HeadDeadli
       const wait = backoffMs(attempt, backoffBaseMs, backoffCapMs);
       if (wait > 0) await sleep(Math.min(wait, deadline - Date.now()));
     }
-    // Held again only with a body that can still be sent (one held here, or none sent yet), and with no
-    // replica at all only for a deployment that scales from zero.
-    if (!ctx.hold || (sawReplica && !prepared.replayable) || (!sawReplica && !holdsAtZero(deployment))) break;
+    // Held again only with a body that can still be sent (one held here, or none sent yet), and, when this
+    // round found no replica at all, only for a deployment that scales from zero: any other is down.
+    if (!ctx.hold || (sawReplica && !prepared.replayable) || (!roundSawReplica && !holdsAtZero(deployment))) break;
     const again = await ctx.hold();
     if (again !== "go") return { response: admissionRefusal(again, deployment, requestId), fromReplica: false };
     tried.clear();
