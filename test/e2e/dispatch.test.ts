@@ -18,6 +18,16 @@ async function untilOngoing(url: string, n: number): Promise<void> {
   while ((await replicaCounts(url)).ongoing < n) await sleep(2);
 }
 
+/** Waits until the edge's routing view (stack.workerdUrl's isolate) holds the replica free: no load, no cool-down. */
+async function untilFreeInView(deployment: string, replicaId: string): Promise<void> {
+  await waitFor(`${replicaId} free in the edge's view`, async () => {
+    const res = await fetch(`${stack.workerdUrl}/-/deployments/${deployment}/view`, { headers: { authorization: `Bearer ${stack.adminSecret}` } });
+    const view = (await res.json()) as { replicas: { id: string; load: number; coolingDownMs: number; ejected: boolean }[] };
+    const entry = view.replicas.find((r) => r.id === replicaId);
+    return entry !== undefined && entry.load === 0 && entry.coolingDownMs === 0 && !entry.ejected;
+  }, 20_000, 20);
+}
+
 async function replicaCounts(url: string): Promise<{ admitted: number; rejected: number; ongoing: number }> {
   return (await (await fetch(`${url}/-/healthz`)).json()) as never;
 }
@@ -79,8 +89,11 @@ describe("admission: reject before accepting, retry elsewhere", () => {
     // must serve everything from b, and at least one must have been refused by a.
     // The hog holds a until the round's requests are done (then it is cancelled), not
     // for a fixed time: on a busy machine 20 requests outlasted a 1 s hog, and a served one.
+    // Each round starts only once the edge's view holds a free again: on a busy machine the
+    // last round's "a is full" outlived the round, and five rounds in a row never asked a.
     let refusedByA = 0;
     for (let round = 0; round < 5 && refusedByA === 0; round++) {
+      await untilFreeInView("tight", a!.id);
       const cancel = new AbortController();
       const hog = signedFetch(stack, "tight")(`${a!.url}/?chunks=2&interval_ms=120000`, { signal: cancel.signal })
         .then((r) => r.text())
