@@ -1,13 +1,15 @@
 /**
  * `npm start`: the local stack (edge proxy on workerd + reference replicas).
- *   npm start -- [--port 8787] [--replicas hello=48,vad=1] [--fresh]
+ *   npm start -- [--port 8787] [--replicas hello=48,vad=1] [--no-autoscale] [--fresh]
+ * Deployments with `autoscaling` follow their desired replica count (src/local/actuator.ts),
+ * unless --replicas fixes theirs or --no-autoscale turns that off.
  * Serves the deployments of functions/, or of the folders SWITCHYARD_FUNCTIONS names
  * (e.g. SWITCHYARD_FUNCTIONS=functions,examples/edge-inference).
  */
 import { parseArgs } from "node:util";
 import { LocalStack } from "./stack.ts";
 
-const USAGE = "usage: npm start -- [--port 8787] [--replicas name=N,...] [--fresh] [--verbose]";
+const USAGE = "usage: npm start -- [--port 8787] [--replicas name=N,...] [--no-autoscale] [--fresh] [--verbose]";
 
 function parseReplicas(spec: string | undefined): Record<string, number> {
   const out: Record<string, number> = {};
@@ -21,10 +23,12 @@ function parseReplicas(spec: string | undefined): Record<string, number> {
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
+    allowNegative: true,
     options: {
       port: { type: "string", default: process.env.PORT ?? "8787" },
       replicas: { type: "string" },
       fresh: { type: "boolean", default: false },
+      autoscale: { type: "boolean", default: true },
       verbose: { type: "boolean", default: false },
       help: { type: "boolean", short: "h" },
     },
@@ -35,6 +39,7 @@ async function main(): Promise<void> {
     port: Number(values.port),
     replicas: parseReplicas(values.replicas),
     freshState: values.fresh,
+    autoscale: values.autoscale,
     // Ctrl-C reaches every process of the terminal's group at once, so replicas may
     // outlive workerd by a moment while draining: their shutdown chatter is not news.
     log: values.verbose ? (l) => console.log(l) : (l) => (!stopping && /error|failed|exited/i.test(l) ? console.error(l) : undefined),

@@ -18,6 +18,7 @@ import { replicaFlags } from "../backends/index.ts";
 import type { Deployment } from "../config/deployment.ts";
 import { ControlPath, NonceCounter, PROTOCOL_VERSION, deriveReplicaKey, importReplicaKey, signedHeaders } from "../protocol/index.ts";
 import { startHttp10Front } from "./http10-front.ts";
+import { LocalActuator } from "./actuator.ts";
 import { workerdConfig } from "./workerd-config.ts";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
@@ -51,6 +52,13 @@ export interface StackOptions {
    * a deployed Worker's isolates do. The public port fronts the first.
    */
   edgeIsolates?: number;
+  /**
+   * Run the local actuator (src/local/actuator.ts): the replica count of each
+   * deployment with `autoscaling` follows its desired count, from zero where its
+   * minReplicas is 0. Deployments whose count `replicas` sets stay fixed. `npm start`
+   * turns it on; tests and benchmarks that count replicas themselves leave it off.
+   */
+  autoscale?: boolean;
   /** Benchmarks only: more esbuild plugins for the Worker's bundle (bench/request-path.ts instruments it). */
   bundlePlugins?: readonly Plugin[];
 }
@@ -107,6 +115,7 @@ export class LocalStack {
   #workerd: ChildProcess | undefined;
   #front: Server | undefined;
   #replicaScript = "";
+  #actuator: LocalActuator | undefined;
   /** Every replica this run started (the next run deregisters them: #forgetPreviousReplicas). */
   readonly #started: { id: string; deployment: string }[] = [];
   /** The last replica number given per deployment. */
@@ -185,12 +194,39 @@ export class LocalStack {
     this.url = `http://127.0.0.1:${(this.#front.address() as { port: number }).port}`;
 
     const starts: Promise<ReplicaProcess>[] = [];
+    const scaled: string[] = [];
     for (const d of this.deployments) {
       if (d.backend.kind === "external" || d.backend.kind === "edge") continue;
-      const n = this.#o.replicas?.[d.name] ?? d.localReplicas;
+      const fixed = this.#o.replicas?.[d.name];
+      const a = this.#o.autoscale && fixed === undefined ? d.autoscaling : undefined;
+      if (a) scaled.push(d.name);
+      const n = fixed ?? (a ? Math.min(a.maxReplicas, Math.max(a.minReplicas, d.localReplicas)) : d.localReplicas);
       for (let i = 0; i < n; i++) starts.push(this.startReplica(d.name));
     }
     await Promise.all(starts);
+    this.#actuator = new LocalActuator(
+      {
+        desired: async (name) => {
+          const res = await fetch(`${this.workerdUrl}/-/deployments/${name}/autoscale`, { headers: { authorization: `Bearer ${this.adminSecret}` } });
+          if (!res.ok) throw new Error(`autoscale: ${res.status}`);
+          return ((await res.json()) as { desired: number }).desired;
+        },
+        running: (name) => [...this.replicas.values()].filter((r) => r.deployment === name).map((r) => r.id),
+        start: (name) => this.startReplica(name),
+        stop: (id) => this.stopReplica(id),
+      },
+      scaled,
+      this.#o.log,
+    );
+    this.#actuator.start();
+  }
+
+  /** Sends the replica SIGTERM (it drains, deregisters and exits) and waits for its exit code. */
+  async stopReplica(id: string): Promise<number | null> {
+    const r = this.replicas.get(id);
+    if (!r) return null;
+    r.child.kill("SIGTERM");
+    return r.exited;
   }
 
   /** Starts one reference replica process and waits until it has registered. */
@@ -292,6 +328,7 @@ export class LocalStack {
   }
 
   async stop(): Promise<void> {
+    await this.#actuator?.stop();
     const exits = [...this.replicas.values()].map((r) => {
       r.child.kill("SIGTERM");
       return Promise.race([r.exited, sleep(5_000).then(() => r.child.kill("SIGKILL"))]);
@@ -308,6 +345,7 @@ export class LocalStack {
 
   /** Kills every child at once, synchronously (for process exit). */
   killAll(): void {
+    void this.#actuator?.stop();
     for (const r of this.replicas.values()) r.child.kill("SIGKILL");
     this.#workerd?.kill("SIGKILL");
   }

@@ -4,7 +4,9 @@
  * match: desired = ceil(current · (1 + (ratio − 1) · factor)) with ratio =
  * average ongoing requests over the look-back window / (target × current),
  * clamped to [min, max]; a change must be wanted for the whole up- or
- * down-scale delay before it is announced. Pure; time passed in.
+ * down-scale delay before it is announced, except the first replica of a
+ * deployment at zero, wanted at once. The ongoing figure includes requests the
+ * edge holds for want of a replica (src/proxy/serve/admit.ts). Pure; time passed in.
  */
 
 export interface AutoscalingConfig {
@@ -52,7 +54,12 @@ export class Autoscaler {
     const averageOngoing = recent.length ? recent.reduce((a, s) => a + s.ongoing, 0) / recent.length : 0;
     const raw = rawDesired(current, averageOngoing, cfg);
     this.#desired ??= clamp(current, cfg);
-    if (raw === this.#desired) {
+    if (this.#desired === 0 && current === 0 && raw > 0) {
+      // Scale from zero: requests are held at the edge for a replica, so the first one
+      // is wanted at once, not after upscaleDelayS (Knative's activator, Ray's min_replicas 0).
+      this.#desired = raw;
+      this.#pending = null;
+    } else if (raw === this.#desired) {
       this.#pending = null;
     } else {
       const direction = raw > this.#desired ? "up" : "down";
@@ -73,6 +80,9 @@ function clamp(n: number, cfg: AutoscalingConfig): number {
 
 export function rawDesired(current: number, averageOngoing: number, cfg: AutoscalingConfig): number {
   if (current === 0) return clamp(averageOngoing > 0 ? Math.ceil(averageOngoing / cfg.targetOngoingRequests) : 0, cfg);
+  // With a smoothing factor below 1, ceil keeps one replica forever: nothing at all to do
+  // over the look-back window takes the last one away (as Ray Serve does for min_replicas 0).
+  if (current === 1 && averageOngoing === 0) return clamp(0, cfg);
   const ratio = averageOngoing / (cfg.targetOngoingRequests * current);
   const factor = ratio > 1 ? cfg.upscalingFactor : cfg.downscalingFactor;
   // current · (1 + (ratio − 1) · factor), written so that whole results stay whole

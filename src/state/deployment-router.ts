@@ -13,7 +13,7 @@ import { Autoscaler, shouldAnnounce, type AutoscaleDecision } from "../policy/au
 import { Membership, NonceGuard, REPORT_INTERVAL_MS, type ReportOutcome } from "./membership.ts";
 import { boundedView } from "./bounded-view.ts";
 import { decodeDigests, summaryDelta } from "./summary-delta.ts";
-import { AUTOSCALE_SAMPLE_MS, SHARD_LOAD_INTERVAL_MS, fleetLoad, routingShardName, type ShardLoad } from "./routing-shards.ts";
+import { AUTOSCALE_SAMPLE_MS, SHARD_LOAD_INTERVAL_MS, fleetLoad, heldDemand, routingShardName, type ShardLoad } from "./routing-shards.ts";
 
 /** How often the alarm sweeps silent members while there are any. */
 const SWEEP_INTERVAL_MS = 5_000;
@@ -88,6 +88,8 @@ export class DeploymentRouter extends DurableObject<RouterBinding> {
   /** Leader only: the other shards' latest load, by shard index. */
   readonly #shardLoads = new Map<number, ShardLoad>();
   readonly #autoscaler = new Autoscaler();
+  /** Leader only: requests the edge's isolates hold now, by isolate (memory; stale after HELD_DEMAND_STALE_MS). */
+  readonly #held = new Map<string, { held: number; at: number }>();
   #lastSampleAt = 0;
   #announcedDesired: number | null = null;
   /** Replicas an operator asked to drain (memory: a restart forgets it; the operator asks again). */
@@ -184,6 +186,34 @@ export class DeploymentRouter extends DurableObject<RouterBinding> {
   }
 
   /**
+   * Leader only (shard 0): an isolate holds `held` requests for want of a free replica
+   * (admission, src/proxy/serve/admit.ts). They count as ongoing for the autoscaler,
+   * as requests queued in Ray Serve's handles do; at zero replicas they want the first
+   * one at once, and the webhook hears so now rather than at the next alarm.
+   */
+  async demand(deployment: string, isolate: string, held: number): Promise<AutoscaleStatus> {
+    this.#calls++;
+    this.#rememberName(deployment, { index: 0, count: this.#shard.count });
+    const now = Date.now();
+    this.#held.set(isolate, { held, at: now });
+    this.#sampleLoad(now);
+    let decision = this.#decideAutoscale(now);
+    const cfg = servedDeployment(this.#deployment)?.autoscaling;
+    if (cfg && decision.current === 0 && decision.desired === 0 && held > 0) {
+      // At zero, within a second of the last sample: this demand must not wait for the next.
+      this.#autoscaler.sample(now, heldDemand(this.#held, now), cfg.lookBackPeriodS);
+      decision = this.#decideAutoscale(now);
+    }
+    if (decision.enabled && shouldAnnounce(this.#announcedDesired, decision)) {
+      this.#announcedDesired = decision.desired;
+      const hook = servedDeployment(this.#deployment)?.autoscaling?.webhook;
+      if (hook) this.ctx.waitUntil(this.#notify(hook, decision));
+    }
+    await this.#ensureSweep();
+    return decision;
+  }
+
+  /**
    * Asks a replica to drain: its next report's answer says so, and the replica
    * drains itself (stops taking requests, finishes in-flight ones, deregisters).
    */
@@ -267,7 +297,9 @@ export class DeploymentRouter extends DurableObject<RouterBinding> {
       const hook = servedDeployment(this.#deployment)?.autoscaling?.webhook;
       if (hook && announce) await this.#notify(hook, decision);
     }
-    if (this.#membership.members.size > 0 || fleetLoad({ ready: 0, ongoing: 0 }, this.#shardLoads.values(), now).ready > 0) {
+    // Requests held at the edge keep the alarm too: at zero there is no member yet.
+    const holding = heldDemand(this.#held, now) > 0;
+    if (this.#membership.members.size > 0 || fleetLoad({ ready: 0, ongoing: 0 }, this.#shardLoads.values(), now).ready > 0 || holding) {
       await this.ctx.storage.setAlarm(now + SWEEP_INTERVAL_MS);
     }
   }
@@ -293,7 +325,7 @@ export class DeploymentRouter extends DurableObject<RouterBinding> {
       );
       return;
     }
-    this.#autoscaler.sample(now, fleetLoad(own, this.#shardLoads.values(), now).ongoing, cfg.lookBackPeriodS);
+    this.#autoscaler.sample(now, fleetLoad(own, this.#shardLoads.values(), now).ongoing + heldDemand(this.#held, now), cfg.lookBackPeriodS);
     // The leader decides on its alarm: a leader with no members of its own has none armed yet.
     if (fromShard) this.ctx.waitUntil(this.#ensureSweep());
   }

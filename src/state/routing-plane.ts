@@ -64,6 +64,15 @@ export function autoscaleStatus(env: RouterBinding, d: Deployment): Promise<Auto
   return routerFor(env, d.name).autoscale();
 }
 
+/** Tells the leader (shard 0) the requests an isolate holds for want of a replica; best effort (a failure is logged, the next tells again). */
+export async function tellHeldDemand(env: RouterBinding, deployment: string, isolate: string, held: number): Promise<void> {
+  try {
+    await routerFor(env, deployment).demand(deployment, isolate, held);
+  } catch (err) {
+    console.error(JSON.stringify({ msg: "held demand to the autoscaler failed", deployment, error: String(err) }));
+  }
+}
+
 /** Restarts every shard (memory lost, SQLite kept); the calls themselves fail. */
 export async function restartShards(env: RouterBinding, d: Deployment): Promise<void> {
   await Promise.all(Array.from({ length: d.routing.shards }, (_, k) => routerFor(env, d.name, k).restart().catch(() => undefined)));

@@ -88,6 +88,25 @@ export const SHARD_LOAD_INTERVAL_MS = 5_000;
 export const SHARD_LOAD_STALE_MS = 3 * SHARD_LOAD_INTERVAL_MS;
 
 /**
+ * An isolate holding requests for a deployment (src/proxy/serve/admit.ts) tells the
+ * leader how many, at most this often while it holds any: demand the replicas cannot
+ * report, since it has not reached them (at zero, none exists to report it).
+ */
+export const HELD_DEMAND_INTERVAL_MS = 1_000;
+/** An isolate's held count older than this no longer counts (it stopped holding, or went away). */
+export const HELD_DEMAND_STALE_MS = 3 * HELD_DEMAND_INTERVAL_MS;
+
+/** The requests the edge holds now, summed over the isolates whose word is fresh; stale entries are dropped. */
+export function heldDemand(byIsolate: Map<string, { held: number; at: number }>, now: number): number {
+  let held = 0;
+  for (const [isolate, d] of byIsolate) {
+    if (now - d.at > HELD_DEMAND_STALE_MS) byIsolate.delete(isolate);
+    else held += d.held;
+  }
+  return held;
+}
+
+/**
  * The fleet's load for the autoscaler, on the leader: its own plus every other
  * shard's latest, dropping those older than SHARD_LOAD_STALE_MS.
  */

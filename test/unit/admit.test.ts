@@ -126,6 +126,28 @@ describe("AdmissionGate", () => {
     expect((await gate.enter(deployment({ maxWaitMs: 20 }), empty, ticket({ again: true }))).outcome).toBe("expired");
   });
 
+  it("tells the autoscaler how many requests it holds, as it holds them and while it leads, never for one that goes at once", async () => {
+    const zero = defineDeployment({ name: "z", routePrefix: "/z", backend: { kind: "echo" }, autoscaling: { minReplicas: 0 }, admission: { maxWaitMs: 60_000 } });
+    const view = new RoutingView();
+    const gate = new AdmissionGate();
+    const told: number[] = [];
+    let refreshed!: () => void;
+    const refreshes = new Promise<void>((r) => (refreshed = r));
+    const t = ticket({ demand: (n) => told.push(n), refresh: async () => refreshed() });
+    const first = gate.enter(zero, view, t);
+    const second = gate.enter(zero, view, t);
+    expect(told).toEqual([1, 2]);
+    // The leader's poll refreshes the view and tells again: a replica has registered meanwhile.
+    view.applySnapshot({ deployment: "z", replicas: [{ id: "r0", url: "http://r0.test", epoch: 1, models: [], loading: [], expiresInMs: 600_000, load: { seq: 1, ongoing: 0, queued: 0, max: 4, state: "ready" } }] }, Date.now());
+    await refreshes;
+    expect((await first).outcome).toBe("go");
+    expect((await second).outcome).toBe("go");
+    expect(told).toEqual([1, 2]); // released on that refresh: nothing left to tell
+    told.length = 0;
+    expect(await gate.enter(zero, view, t)).toEqual({ outcome: "go", queued: false });
+    expect(told).toEqual([]);
+  });
+
   it("makes a request the replicas just refused wait for a refresh even if the view shows a slot; its leader refreshes the view", async () => {
     const view = viewOf(1);
     const gate = new AdmissionGate();

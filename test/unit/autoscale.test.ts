@@ -279,14 +279,12 @@ describe("Autoscaler.decide", () => {
     expect(a.decide(T0 + 20 * S, 6, c)).toMatchObject({ desired: 1, pendingSince: null });
   });
 
-  it("scales up from zero replicas after the delay", () => {
+  it("scales up from zero replicas at once, not after the delay (requests are held for them)", () => {
     const a = new Autoscaler();
     const c = instant({ minReplicas: 0, upscaleDelayS: 30 });
     expect(a.decide(T0, 0, c).desired).toBe(0);
     a.sample(T0 + S, 5, 1);
-    expect(a.decide(T0 + S, 0, c)).toMatchObject({ desired: 0, raw: 3, pendingSince: T0 + S });
-    a.sample(T0 + 31 * S, 5, 1);
-    expect(a.decide(T0 + 31 * S, 0, c)).toMatchObject({ desired: 3, pendingSince: null });
+    expect(a.decide(T0 + S, 0, c)).toMatchObject({ desired: 3, raw: 3, pendingSince: null });
   });
 });
 
@@ -451,5 +449,42 @@ describe("shouldAnnounce (the webhook)", () => {
     expect(shouldAnnounce(5, { current: 1, desired: 5 })).toBe(false);
     expect(shouldAnnounce(5, { current: 5, desired: 1 })).toBe(true);
     expect(shouldAnnounce(1, { current: 1, desired: 2 })).toBe(true);
+  });
+});
+
+describe("scale from zero and back (minReplicas 0)", () => {
+  const zero = cfg({ minReplicas: 0, maxReplicas: 4, upscaleDelayS: 30, downscaleDelayS: 60 });
+
+  it("wants the first replica at once when requests are held at zero, not after the upscale delay", () => {
+    const a = new Autoscaler();
+    expect(a.decide(T0, 0, zero).desired).toBe(0);
+    a.sample(T0 + S, 3, zero.lookBackPeriodS); // three requests held at the edge
+    const d = a.decide(T0 + S, 0, zero);
+    expect(d.desired).toBe(2); // ceil(3 held / 2 per replica)
+    expect(d.pendingSince).toBeNull();
+  });
+
+  it("scales beyond the first replica only after the upscale delay, as before", () => {
+    const a = new Autoscaler();
+    a.sample(T0, 1, zero.lookBackPeriodS);
+    expect(a.decide(T0, 0, zero).desired).toBe(1);
+    a.sample(T0 + S, 8, zero.lookBackPeriodS);
+    expect(a.decide(T0 + S, 1, zero).desired).toBe(1);
+    expect(a.decide(T0 + 31 * S, 1, zero).desired).toBeGreaterThan(1);
+  });
+
+  it("returns to 0 after the downscale delay once nothing is left, even with a downscaling factor below 1", () => {
+    const slow = { ...zero, downscalingFactor: 0.3 };
+    expect(rawDesired(1, 0, slow)).toBe(0);
+    expect(rawDesired(1, 0.1, slow)).toBe(1);
+    expect(rawDesired(1, 0, { ...slow, minReplicas: 1 })).toBe(1);
+    const a = new Autoscaler();
+    a.sample(T0, 1, slow.lookBackPeriodS);
+    expect(a.decide(T0, 0, slow).desired).toBe(1);
+    // Idle from now: the last sample leaves the 30 s look-back, then the 60 s delay runs.
+    a.sample(T0 + 31 * S, 0, slow.lookBackPeriodS);
+    expect(a.decide(T0 + 31 * S, 1, slow).desired).toBe(1);
+    expect(a.decide(T0 + 90 * S, 1, slow).desired).toBe(1);
+    expect(a.decide(T0 + 91 * S, 1, slow).desired).toBe(0);
   });
 });

@@ -43,6 +43,8 @@ export interface Ticket {
    * since the replicas just said otherwise.
    */
   again?: boolean;
+  /** Tells the autoscaler how many requests this isolate holds (it throttles itself); absent without autoscaling. */
+  demand?: (held: number) => void;
 }
 
 export type AdmitOutcome = "go" | "expired" | "gone" | "shed";
@@ -165,6 +167,7 @@ export class AdmissionGate {
     ticket.signal?.addEventListener("abort", onAbort);
     if (!this.#leader) this.#leader = waiter;
     if (!ticket.again) this.pump();
+    if (waiter.outcome === undefined) ticket.demand?.(this.#queue.size);
     try {
       for (;;) {
         if (waiter.outcome !== undefined) break;
@@ -174,6 +177,7 @@ export class AdmissionGate {
           // The refresh is this request's own I/O; a failed one leaves the view as it was.
           await ticket.refresh().catch(() => undefined);
           this.pump();
+          if (this.#queue.size > 0) ticket.demand?.(this.#queue.size);
         } else {
           await Promise.race([settled, leadership]);
           leadership = new Promise<void>((r) => (lead = r));

@@ -31,8 +31,9 @@ import { rateLimiterFor } from "../../state/rate-limiter.ts";
 import { relayFor } from "../../state/snapshot-relay.ts";
 import { sessionRouterFor } from "../../state/session-router.ts";
 import { createBalancer, type ActiveBalancer } from "../../policy/balancers/index.ts";
-import { mergedSnapshot } from "../../state/routing-plane.ts";
+import { mergedSnapshot, tellHeldDemand } from "../../state/routing-plane.ts";
 import { VIEW_SUMMARY_BYTES } from "../../state/summary-delta.ts";
+import { HELD_DEMAND_INTERVAL_MS } from "../../state/routing-shards.ts";
 import { ProxyMetrics } from "../../telemetry/proxy-metrics.ts";
 import { sendFlush } from "../../state/telemetry.ts";
 import { SessionAffinity } from "./session-affinity.ts";
@@ -173,6 +174,7 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
       flow: flowOf(deployment, headers, client),
       deadline,
       refresh: () => state.snapshots.view(deployment.name, background),
+      ...(deployment.autoscaling ? { demand: (held: number) => state.tellDemand(deployment.name, held, background) } : {}),
       ...(req.signal ? { signal: req.signal } : {}),
     });
   } finally {
@@ -235,6 +237,10 @@ export class IsolateState {
   location = "local";
   /** Random per isolate: picks this isolate's sample of a deployment too large for one view. */
   readonly seed = crypto.getRandomValues(new Uint32Array(1))[0]!;
+  /** Names this isolate to the autoscaler, which sums the isolates' held requests. */
+  readonly #isolateId = crypto.randomUUID();
+  /** Per deployment, when this isolate last told the autoscaler how many requests it holds. */
+  readonly #demandToldAt = new Map<string, number>();
   /** Each deployment's admission gate (admit.ts), created on first use. */
   readonly #gates = new Map<string, AdmissionGate>();
   /** Each deployment's balancer, created on first use: its state (a turn, a memory of recent prefixes) lives as long as the routing view. */
@@ -320,6 +326,18 @@ export class IsolateState {
   }
 
   /** The deployment's admission gate in this isolate (admit.ts). */
+  /**
+   * Tells the deployment's autoscaler (its leader routing object) how many requests this
+   * isolate holds: at most once per HELD_DEMAND_INTERVAL_MS per deployment, and only while
+   * it holds any, so a deployment that is not saturated costs no call.
+   */
+  tellDemand(deployment: string, held: number, background: (p: Promise<unknown>) => void): void {
+    const now = Date.now();
+    if (now - (this.#demandToldAt.get(deployment) ?? 0) < HELD_DEMAND_INTERVAL_MS) return;
+    this.#demandToldAt.set(deployment, now);
+    background(tellHeldDemand(this.#env, deployment, this.#isolateId, held));
+  }
+
   gateFor(deployment: string): AdmissionGate {
     let gate = this.#gates.get(deployment);
     if (!gate) this.#gates.set(deployment, (gate = new AdmissionGate()));
