@@ -233,6 +233,15 @@ const DeploymentInput = z
     openai: z
       .object({
         models: z.array(ModelId).min(1).max(1024),
+        /**
+         * The engines take vLLM's `priority` request field: vLLM started with
+         * `--scheduling-policy priority` (src/proxy/serve/engine-priority.ts). The edge then
+         * sets the field of /v1/chat/completions and /v1/completions bodies to the request's
+         * priority, negated (vLLM serves lower values first); the only change it makes to a
+         * body. Unset: bodies go unchanged (an engine without priority scheduling refuses a
+         * priority other than 0).
+         */
+        enginePriority: z.enum(["vllm"]).optional(),
       })
       .strict()
       .optional(),

@@ -29,6 +29,13 @@ export const Header = {
   sessionToken: "x-switchyard-session-token",
   /** Proxy → replica: the session id, so a replica can find per-session state (KV cache). */
   session: "x-switchyard-session",
+  /**
+   * Proxy → replica: the request's priority as admission ranked it (an integer, higher
+   * first: critical 1, standard 0, sheddable -1; docs/admission.md), sent only when it
+   * is not 0. A dispatch without it is priority 0, and a replica takes this, never the
+   * body's own `priority`, on a dispatch (parseDispatchPriority).
+   */
+  priority: "x-switchyard-priority",
   /** Replica → proxy/client: whether the named model was already loaded ("hit") or had to be loaded ("miss"). */
   modelCache: "x-switchyard-model-cache",
   /** Replica → proxy, on every response: the replica's load (see load-header.ts). */
@@ -59,3 +66,17 @@ export type RejectReason = "capacity" | "draining";
  * client: it means the replica has another deployment's key, or a clock far off.
  */
 export const UNAUTHORIZED_REJECTION = "unauthorized";
+
+/** The bound of a dispatch's priority either way (admission clamps every priority to it). */
+export const MAX_DISPATCH_PRIORITY = 1000;
+
+/**
+ * A dispatch's x-switchyard-priority as a replica reads it: the integer, clamped to
+ * ±MAX_DISPATCH_PRIORITY; 0 when absent or malformed (the edge sends only integers,
+ * and nothing when the priority is 0).
+ */
+export function parseDispatchPriority(value: string | undefined | null): number {
+  if (value == null || !/^-?\d{1,6}$/.test(value.trim())) return 0;
+  const n = Number(value.trim());
+  return Math.max(-MAX_DISPATCH_PRIORITY, Math.min(MAX_DISPATCH_PRIORITY, n)) || 0;
+}

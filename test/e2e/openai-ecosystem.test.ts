@@ -166,6 +166,30 @@ describe("the OpenAI ecosystem through the edge", () => {
     }
   });
 
+  it("an engine that schedules by vLLM's priority gets the request's priority in the body, negated (openai.enginePriority)", async () => {
+    const created = await fetch(`${stack.url}/-/deployments/vllm-echo/keys`, { method: "POST", headers: admin(), body: JSON.stringify({ name: "priority" }) });
+    expect(created.status).toBe(201);
+    const { key } = (await created.json()) as { key: string };
+    /** What the engine (an echo replica) received for this body and these headers. */
+    const received = async (body: string, headers: Record<string, string> = {}) => {
+      const res = await fetch(`${stack.workerdUrl}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json", ...headers }, body });
+      return { status: res.status, body: await res.text() };
+    };
+    const chat = '{"model":"echo-vllm","messages":[{"role":"user","content":"x"}],"max_tokens":4}';
+    await until("the new key to be accepted", async () => ((await received(chat)).status === 200 ? true : undefined));
+    // Standard (0, vLLM's default): the body goes as it was sent.
+    expect(await received(chat)).toEqual({ status: 200, body: chat });
+    // Critical by the deployment's priority header: vLLM's -1 (served before its default 0); no other byte changes.
+    expect(await received(chat, { "x-priority": "critical" })).toEqual({ status: 200, body: `${chat.slice(0, -1)},"priority":-1}` });
+    // Sheddable: 1 (after it).
+    expect(await received(chat, { "x-priority": "sheddable" })).toEqual({ status: 200, body: `${chat.slice(0, -1)},"priority":1}` });
+    // The client's own `priority` (Switchyard's sense) is capped at maxPriority (1), and what the engine reads is the edge's: the last member wins.
+    const asked = '{"model":"echo-vllm","priority":50,"messages":[{"role":"user","content":"x"}]}';
+    const got = await received(asked);
+    expect(got.status).toBe(200);
+    expect((JSON.parse(got.body) as { priority: number }).priority).toBe(-1);
+  });
+
   it("a private deployment's tokens count under the key's prefix, never the key", async () => {
     const created = await fetch(`${stack.url}/-/deployments/private-echo/keys`, { method: "POST", headers: admin(), body: JSON.stringify({ name: "tokens" }) });
     expect(created.status).toBe(201);

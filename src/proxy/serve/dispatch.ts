@@ -45,6 +45,8 @@ export interface DispatchContext {
   client: string;
   /** Session the request belongs to, when the deployment has affinity on. */
   session?: { id: string; affinity: SessionAffinity };
+  /** The request's priority (admission's), when it is not 0: sent as x-switchyard-priority for the replica's own scheduler. */
+  priority?: number;
   /** Filled in as the dispatch goes, for metrics and logs. */
   trace?: DispatchTrace;
   /**
@@ -171,6 +173,7 @@ async function attemptsWith(req: Request, ctx: DispatchContext, head: HeadDeadli
   headers.set(Header.deadline, String(deadline));
   if (ctx.model !== undefined) headers.set(Header.model, ctx.model);
   if (ctx.session) headers.set(Header.session, ctx.session.id);
+  if (ctx.priority !== undefined) headers.set(Header.priority, String(ctx.priority));
   // The session's binding token is the edge's business, not the replica's (ctx.headers lacks it).
   const sessionToken = ctx.session ? (req.headers.get(Header.sessionToken) ?? undefined) : undefined;
   /** The authorization the request carries to a replica without an engine key; read once an engine key first replaces it. */

@@ -274,6 +274,7 @@ const DISPATCH_ONLY = [
   Header.attempt,
   Header.deployment,
   Header.session,
+  Header.priority,
   Header.load,
   Header.rejected,
   Header.replica,

@@ -23,6 +23,7 @@ import { clientOf, drainUnreadBody } from "./body.ts";
 import { AdmissionGate, admissionRefusal, flowOf, priorityOf, type Ticket } from "./admit.ts";
 import { dispatch, type DispatchContext, type DispatchTrace, type DispatchSigner, dispatchSignature } from "./dispatch.ts";
 import { serveAtEdge } from "./edge-model.ts";
+import { bodyForEngine } from "./engine-priority.ts";
 import { observeRequest } from "./observe.ts";
 import { RouteTable, readRequestHeaders, requestHeaderBytes, requestIdFor, requestKeys, stripRoutePrefix, type RequestKeys } from "./request.ts";
 import { servedDeployment } from "../../config/served.ts";
@@ -164,8 +165,10 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
     };
     if (model !== undefined) dispatched.model = model;
     if (session !== undefined) dispatched.session = { id: session, affinity: state.affinity };
+    if (priority.priority !== 0) dispatched.priority = priority.priority;
     if (openai) {
-      dispatched.body = openai.body;
+      // As received, but for the engine's own `priority` where the engines schedule by it (engine-priority.ts).
+      dispatched.body = bodyForEngine(deployment.openai?.enginePriority, ctx.target.path, openai.body, priority.priority, openai.priority !== undefined);
       dispatched.sseErrors = openai.stream;
     }
     if (!deployment.admission.hold) return await dispatch(req, dispatched);

@@ -10,12 +10,15 @@
  * all on timers, no CPU spent:
  * - prefill, once a request is scheduled and again if it is rescheduled after a
  *   preemption: `prefillTokenUs` per prompt token that was not found cached, on the
- *   engine's prefill lane (prefill-lane.ts: one prefill at a time, FIFO, as a GPU's
- *   compute), then `prefillMs`, a fixed wait of the request's own (not on the lane);
+ *   engine's prefill lane (prefill-lane.ts: one prefill at a time, as a GPU's compute),
+ *   then `prefillMs`, a fixed wait of the request's own (not on the lane);
  * - `decodeMs` between tokens, in parallel for every running request (token k is due
  *   decodeMs after token k-1 was due, so the model's own compute time hides inside it).
  * Aborting a request's signal (the client went away) ends it at once, takes it off the
  * prefill lane and frees its KV blocks.
+ *
+ * Where requests wait (for KV blocks, for the prefill lane), a higher `priority` goes
+ * first, first come first served within a priority (priority-order.ts).
  *
  * The blocks of a request are named over exactly the token ids it is given (no BOS or
  * anything else is added: BOS only pads the model's two-token context), with its
@@ -61,6 +64,11 @@ export interface GenerateRequest {
   stop?: readonly string[];
   /** Aborting ends the generation (finish reason "abort"). */
   signal?: AbortSignal;
+  /**
+   * Higher is served first where requests wait (KV blocks, the prefill lane); default 0.
+   * Switchyard's sense (the edge's x-switchyard-priority), not vLLM's.
+   */
+  priority?: number;
   /**
    * Folded into the key of every KV block (src/prefix/block-keys.ts): the adapter /
    * multiplexed model the request names (its x-switchyard-model), "" (default) for the base model.
@@ -198,6 +206,7 @@ export class LlmEngine {
    */
   async *generate(request: GenerateRequest): AsyncGenerator<string, GenerateResult, void> {
     const { prompt, maxTokens, signal } = request;
+    const priority = request.priority ?? 0;
     if (prompt.length === 0) throw new RequestTooLong("the prompt is empty");
     const tooLong = this.check(prompt.length, maxTokens);
     if (tooLong) throw new RequestTooLong(tooLong);
@@ -216,7 +225,7 @@ export class LlmEngine {
     let due = 0;
     let done = false;
     try {
-      await this.#hold(id, prompt.length, signal, { ids, extra: request.extra ?? "" });
+      await this.#hold(id, prompt.length, signal, { ids, extra: request.extra ?? "" }, priority);
       while (generated < maxTokens) {
         if (generated > 0) {
           if (this.#decodeMs > 0) {
@@ -232,7 +241,7 @@ export class LlmEngine {
         await this.#hold(id, prompt.length + generated, signal);
         // Scheduled now (first, or again after a preemption): compute what is not cached.
         const scheduling = this.#kv.takeScheduling(id);
-        if (scheduling) await this.#prefill(prompt.length + generated - scheduling.cachedTokens, signal);
+        if (scheduling) await this.#prefill(prompt.length + generated - scheduling.cachedTokens, signal, priority);
         const logits = await this.model.nextLogits(prev2, prev1);
         if (signal?.aborted) throw new Aborted();
         this.#kv.commit(id);
@@ -308,16 +317,16 @@ export class LlmEngine {
   }
 
   /** The prefill of `uncached` tokens: its turn on the prefill lane, then the fixed wait. */
-  async #prefill(uncached: number, signal: AbortSignal | undefined): Promise<void> {
+  async #prefill(uncached: number, signal: AbortSignal | undefined, priority: number): Promise<void> {
     this.#prefillComputed += uncached;
     const laneMs = (uncached * this.#prefillTokenUs) / 1000;
-    if (laneMs > 0) await this.#lane.run(laneMs, signal);
+    if (laneMs > 0) await this.#lane.run(laneMs, signal, priority);
     if (this.#prefillMs > 0) await sleep(this.#prefillMs, signal);
   }
 
-  /** Holds `tokens` KV slots for sequence `id`, waiting for blocks if needed; an abort leaves the queue. */
-  async #hold(id: number, tokens: number, signal: AbortSignal | undefined, content?: SequenceContent): Promise<void> {
-    const pending = this.#kv.acquire(id, tokens, content);
+  /** Holds `tokens` KV slots for sequence `id`, waiting for blocks if needed (by `priority`, on the first call); an abort leaves the queue. */
+  async #hold(id: number, tokens: number, signal: AbortSignal | undefined, content?: SequenceContent, priority?: number): Promise<void> {
+    const pending = this.#kv.acquire(id, tokens, content, priority);
     if (!pending) return;
     if (signal?.aborted) throw new Aborted();
     const onAbort = () => this.#kv.release(id);

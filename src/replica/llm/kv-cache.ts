@@ -18,18 +18,21 @@
  *   and no plainly free block is left: then the least recently freed is evicted (vLLM's
  *   free block queue; a freed sequence's blocks join it tail first, so a chain is
  *   evicted from its end and its start, shared by more prompts, lasts longest).
- * - New sequences wait in FIFO order (vLLM's waiting queue) until the first of them
- *   fits; nothing overtakes the head of the queue.
- * - A running sequence that grows into a new block when none is free preempts the most
- *   recently scheduled running sequence (possibly itself): the victim's blocks are freed
- *   (its named ones stay cached) and it goes back to the front of the waiting queue, to
- *   be rescheduled when blocks free up and recompute what is no longer cached (vLLM's
- *   "recompute" preemption).
+ * - New sequences wait (vLLM's waiting queue) by priority, higher first, and in FIFO
+ *   order within a priority (priority-order.ts; vLLM's `--scheduling-policy priority`,
+ *   in Switchyard's sense of priority) until the first of them fits; nothing overtakes
+ *   the head of the queue. With every priority 0 (the default) it is plain FIFO.
+ * - A running sequence that grows into a new block when none is free preempts the
+ *   running sequence of the lowest priority scheduled most recently (possibly itself):
+ *   the victim's blocks are freed (its named ones stay cached) and it goes back to the
+ *   front of its priority in the waiting queue, to be rescheduled when blocks free up
+ *   and recompute what is no longer cached (vLLM's "recompute" preemption).
  * - A sequence that needs more blocks than the pool has can never run: `acquire` throws.
  * - Usage is the blocks held by running sequences over all blocks (vLLM's
  *   kv_cache_usage): free cached blocks are free.
  */
 import { blockKey, extraLanes, type BlockKey } from "../../prefix/block-keys.ts";
+import { enqueueByPriority, preemptionVictim, requeueFirstInPriority } from "./priority-order.ts";
 
 export class SequenceReleased extends Error {
   constructor(id: number) {
@@ -73,6 +76,8 @@ interface Block {
 
 interface Seq {
   readonly id: number;
+  /** Its place in the waiting queue: higher first (priority-order.ts). */
+  readonly priority: number;
   /** Token slots wanted (prompt + generated). */
   tokens: number;
   /** Held blocks, in token order (empty while waiting). */
@@ -102,9 +107,9 @@ export class KvCacheScheduler {
   readonly #evictable = new Set<Block>();
   /** Every named block by key, least recently used first (touched when named, hit or freed). */
   readonly #cached = new Map<BlockKey, Block>();
-  /** In scheduling order: the last one is preempted first. */
+  /** In scheduling order: of the lowest priority, the last one is preempted first. */
   readonly #running: Seq[] = [];
-  /** FIFO; preempted sequences go back to the front. */
+  /** By priority, FIFO within one; preempted sequences go back to the front of their priority. */
   readonly #waiting: Seq[] = [];
   readonly #seqs = new Map<number, Seq>();
   #preemptions = 0;
@@ -134,19 +139,20 @@ export class KvCacheScheduler {
    * Makes sequence `id` hold `tokens` token slots. Returns undefined when it does at once
    * (it was running and had or got the room, or it was scheduled now), else a promise
    * that resolves when it has been scheduled (or rejects with SequenceReleased if it is
-   * released first). A new id joins the waiting queue; `content` (on its first call)
-   * lets its blocks be cached and found. Throws RangeError when `tokens` can never fit.
+   * released first). A new id joins the waiting queue, behind those of its `priority` or
+   * higher; `content` and `priority` (on its first call) let its blocks be cached and
+   * found, and order it. Throws RangeError when `tokens` can never fit.
    */
-  acquire(id: number, tokens: number, content?: SequenceContent): Promise<void> | undefined {
+  acquire(id: number, tokens: number, content?: SequenceContent, priority = 0): Promise<void> | undefined {
     if (this.blocksFor(tokens) > this.totalBlocks) {
       throw new RangeError(`${tokens} tokens need ${this.blocksFor(tokens)} blocks of ${this.blockSize}; the KV cache has ${this.totalBlocks}`);
     }
     let seq = this.#seqs.get(id);
     if (!seq) {
-      seq = { id, tokens, blocks: [], state: "waiting", keys: [], committed: 0, started: false };
+      seq = { id, priority, tokens, blocks: [], state: "waiting", keys: [], committed: 0, started: false };
       if (content) seq.content = { ids: content.ids, extra: content.extra, lanes: extraLanes(content.extra) };
       this.#seqs.set(id, seq);
-      this.#waiting.push(seq);
+      enqueueByPriority(this.#waiting, seq);
     }
     seq.tokens = tokens;
     const isRunning = (s: Seq) => s.state === "running";
@@ -154,7 +160,7 @@ export class KvCacheScheduler {
       const need = this.blocksFor(tokens) - seq.blocks.length;
       if (need <= 0) return undefined;
       while (this.#available() < need) {
-        const victim = this.#running[this.#running.length - 1]!;
+        const victim = preemptionVictim(this.#running)!;
         this.#preempt(victim);
         if (victim === seq) break;
       }
@@ -374,7 +380,7 @@ export class KvCacheScheduler {
     this.#free(seq);
     seq.state = "waiting";
     seq.scheduling = undefined;
-    this.#waiting.unshift(seq);
+    requeueFirstInPriority(this.#waiting, seq);
     this.#preemptions++;
   }
 

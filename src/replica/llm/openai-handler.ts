@@ -24,13 +24,17 @@
  *
  * Parameters: max_tokens / max_completion_tokens (default 64, at most 1024), temperature
  * (0..2, default 1; 0 is greedy), top_p (0 < p ≤ 1), seed (same seed, same text), stop
- * (a string or up to 4), presence_penalty / frequency_penalty (-2..2), n (1 only), user
- * and unknown fields (ignored). Errors are OpenAI's error object (src/protocol/errors.ts).
+ * (a string or up to 4), presence_penalty / frequency_penalty (-2..2), n (1 only), user,
+ * priority (an integer, below) and unknown fields (ignored). Errors are OpenAI's error
+ * object (src/protocol/errors.ts).
+ *
+ * Priority (requestPriority): where generations wait (KV blocks, the prefill lane), a
+ * higher priority goes first. On a dispatch it is the edge's x-switchyard-priority.
  */
 import { randomUUID } from "node:crypto";
-import type { IncomingMessage, ServerResponse } from "node:http";
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
 import { z } from "zod";
-import { ERROR_STATUS, Header, OpenAIPath, errorBody, type ErrorCode } from "../../protocol/index.ts";
+import { ERROR_STATUS, Header, OpenAIPath, errorBody, parseDispatchPriority, type ErrorCode } from "../../protocol/index.ts";
 import type { RequestHandler } from "../handlers.ts";
 import { readBodyUpTo, sendJson } from "../http-json.ts";
 import { RequestTooLong, type FinishReason, type LlmEngine } from "./engine.ts";
@@ -88,6 +92,8 @@ const common = {
   user: z.string().nullish(),
   /** vLLM's extension: generate max_tokens, past the end of the turn (benchmarks that need a fixed length). */
   ignore_eos: z.boolean().nullish(),
+  /** vLLM's extension, but higher first, as the edge reads it; used only off a dispatch (requestPriority). */
+  priority: z.number().int().nullish(),
 };
 
 const completionSchema = z.object({
@@ -245,6 +251,24 @@ const promptIds = (prompt: string | string[] | number[] | number[][]): number[] 
 const nowS = () => Math.floor(Date.now() / 1000);
 
 /**
+ * The request's priority in the engine's queues (higher first). On a dispatch (the edge
+ * sends x-switchyard-protocol on every one) it is the edge's x-switchyard-priority,
+ * admission's word on it (capped at the deployment's `maxPriority`), and 0 without it;
+ * the body's own `priority` is the client's and not looked at then, so no client can
+ * raise its request past the cap by the body on any route. A request straight from a
+ * client (a standalone replica with no edge in front) takes the body's `priority`, in
+ * the edge's sense: higher first (vLLM's field is lower first; the edge negates it only
+ * for vLLM engines, `openai.enginePriority`).
+ */
+export function requestPriority(headers: IncomingHttpHeaders, bodyPriority: number | null | undefined): number {
+  if (headers[Header.protocol] !== undefined) {
+    const raw = headers[Header.priority];
+    return parseDispatchPriority(Array.isArray(raw) ? raw[0] : raw);
+  }
+  return bodyPriority ?? 0;
+}
+
+/**
  * The extra key of the request's KV blocks (src/prefix/block-keys.ts): the adapter /
  * multiplexed model it names in x-switchyard-model, as the proxy sends it, "" when none
  * (the base model). An edge names the same blocks from the same header and
@@ -373,6 +397,7 @@ export function llmService(options: LlmServiceOptions): LlmService {
       stop,
       signal: client.signal,
       extra: blockExtra(req),
+      priority: requestPriority(req.headers, r.priority),
     });
 
     const id = `${route === "chat" ? "chatcmpl" : "cmpl"}-${randomUUID().replaceAll("-", "")}`;
@@ -457,6 +482,7 @@ export function llmService(options: LlmServiceOptions): LlmService {
       stop: r.ignore_eos ? [] : [END_OF_TURN],
       signal: client.signal,
       extra: blockExtra(req),
+      priority: requestPriority(req.headers, r.priority),
     });
     const hex = randomUUID().replaceAll("-", "");
     const ids: ResponseIds = { id: `resp_${hex}`, messageId: `msg_${hex}`, createdAt: nowS(), model: modelId };

@@ -1,10 +1,13 @@
 /**
- * An engine's prefill compute as one lane: prefills run one at a time, first come first
- * served, each holding the lane for its own time on a timer (no CPU is spent). This is
+ * An engine's prefill compute as one lane: prefills run one at a time, higher priority
+ * first and first come first served within a priority (priority-order.ts), each holding
+ * the lane for its own time on a timer (no CPU is spent). This is
  * how a GPU's prefill contends (a busy engine queues the prompts it has to compute,
  * while its decoding requests keep their pace), which makes a prefix-cache hit, with
  * fewer tokens to compute, both shorter and less in the way of others.
  */
+import { enqueueByPriority } from "./priority-order.ts";
+
 export class PrefillLaneAborted extends Error {
   constructor() {
     super("prefill aborted");
@@ -13,6 +16,7 @@ export class PrefillLaneAborted extends Error {
 }
 
 interface Turn {
+  readonly priority: number;
   start(): void;
 }
 
@@ -31,10 +35,11 @@ export class PrefillLane {
   }
 
   /**
-   * Waits for the lane, then holds it for `ms`. An abort leaves the queue, or frees the
-   * lane at once, and rejects with PrefillLaneAborted.
+   * Waits for the lane (behind the prefills queued of `priority` or higher), then holds
+   * it for `ms`. An abort leaves the queue, or frees the lane at once, and rejects with
+   * PrefillLaneAborted. A prefill on the lane is never interrupted for a higher priority.
    */
-  run(ms: number, signal?: AbortSignal): Promise<void> {
+  run(ms: number, signal?: AbortSignal, priority = 0): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       if (signal?.aborted) return reject(new PrefillLaneAborted());
       let state: "queued" | "running" | "done" = "queued";
@@ -45,6 +50,7 @@ export class PrefillLane {
         this.#next();
       };
       const turn: Turn = {
+        priority,
         start: () => {
           state = "running";
           timer = setTimeout(() => {
@@ -65,7 +71,7 @@ export class PrefillLane {
         }
       };
       signal?.addEventListener("abort", onAbort, { once: true });
-      this.#queue.push(turn);
+      enqueueByPriority(this.#queue, turn);
       if (!this.#busy) this.#next();
     });
   }

@@ -33,6 +33,8 @@ export function responsesSchema(maxTokensCap: number) {
     user: z.string().nullish(),
     /** vLLM's extension: generate max_output_tokens, past the end of the turn. */
     ignore_eos: z.boolean().nullish(),
+    /** Higher first, as the edge reads it; used only off a dispatch (openai-handler.ts, requestPriority). */
+    priority: z.number().int().nullish(),
     metadata: z.record(z.string(), z.string()).nullish(),
     store: z.boolean().nullish(),
     previous_response_id: z
