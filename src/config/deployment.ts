@@ -196,6 +196,22 @@ const DeploymentInput = z
           })
           .strict()
           .optional(),
+        /**
+         * Per-API-key token limit on the /v1 routes (docs/admission.md, "Token limits"): the
+         * prompt and completion tokens of each answer's usage are charged to the key's
+         * bucket once the answer has passed; a key whose bucket is empty gets 429
+         * `token_limited` with Retry-After before its request reaches a replica. Kept across
+         * isolates like `rateLimit`. Unset: unlimited.
+         */
+        tokenLimit: z
+          .object({
+            /** Sustained tokens per minute per key. */
+            tokensPerMinute: z.number().int().min(1).max(1_000_000_000),
+            /** Bucket size: tokens a key may spend at once after being idle. Default: one minute's worth. */
+            burst: z.number().int().min(1).max(1_000_000_000).optional(),
+          })
+          .strict()
+          .optional(),
       })
       .strict()
       .default({ public: false, replicaRoutes: false }),

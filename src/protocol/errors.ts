@@ -12,6 +12,7 @@ export type ErrorCode =
   | "model_not_found"
   | "header_too_large"
   | "rate_limited"
+  | "token_limited"
   | "queue_full"
   | "queue_timeout"
   | "shed"
@@ -34,6 +35,7 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   model_not_found: 404,
   header_too_large: 431,
   rate_limited: 429,
+  token_limited: 429,
   queue_full: 503,
   queue_timeout: 503,
   shed: 429,
@@ -68,6 +70,7 @@ const TYPE: Record<ErrorCode, ErrorBody["error"]["type"]> = {
   model_not_found: "invalid_request_error",
   header_too_large: "invalid_request_error",
   rate_limited: "rate_limit_error",
+  token_limited: "rate_limit_error",
   queue_full: "overloaded_error",
   queue_timeout: "overloaded_error",
   shed: "rate_limit_error",

@@ -34,6 +34,12 @@ afterAll(async () => {
 const admin = () => ({ authorization: `Bearer ${stack.adminSecret}`, "content-type": "application/json" });
 
 /** switchyard_tokens_total samples for a deployment, as { "<key>/<kind>": value }. */
+/** Requests the deployment's replica has admitted (its /-/healthz). */
+async function admitted(deployment: string): Promise<number> {
+  const replica = [...stack.replicas.values()].find((r) => r.deployment === deployment)!;
+  return ((await (await fetch(`${replica.url}/-/healthz`)).json()) as { admitted: number }).admitted;
+}
+
 async function tokenCounters(deployment: string): Promise<Record<string, number>> {
   const text = await (await fetch(`${stack.url}/-/metrics`, { headers: admin() })).text();
   const out: Record<string, number> = {};
@@ -188,6 +194,36 @@ describe("the OpenAI ecosystem through the edge", () => {
     const got = await received(asked);
     expect(got.status).toBe(200);
     expect((JSON.parse(got.body) as { priority: number }).priority).toBe(-1);
+  });
+
+  it("a key over its token limit gets 429 token_limited with Retry-After before the replica sees its request; another key is not held back", async () => {
+    const keyOf = async (name: string) => {
+      const created = await fetch(`${stack.url}/-/deployments/metered-echo/keys`, { method: "POST", headers: admin(), body: JSON.stringify({ name }) });
+      expect(created.status).toBe(201);
+      return ((await created.json()) as { key: string }).key;
+    };
+    const [spender, other] = [await keyOf("spender"), await keyOf("other")];
+    const ask = async (key: string, usage: { prompt_tokens: number; completion_tokens: number }) => {
+      const body = JSON.stringify({ model: "echo-metered", messages: [{ role: "user", content: "x" }], usage: { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens } });
+      const res = await fetch(`${stack.workerdUrl}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body });
+      return { status: res.status, retryAfter: res.headers.get("retry-after"), body: await res.text() };
+    };
+    await until("the new keys to be accepted", async () => ((await ask(spender, { prompt_tokens: 0, completion_tokens: 0 })).status === 200 && (await ask(other, { prompt_tokens: 0, completion_tokens: 0 })).status === 200 ? true : undefined));
+    const before = await admitted("metered-echo");
+    // 80 + 40 tokens: over the burst of 100. The answer is served in full and charged after it.
+    expect((await ask(spender, { prompt_tokens: 80, completion_tokens: 40 })).status).toBe(200);
+    // The charge lands once the answer has passed (in the background): the next request is refused.
+    const refused = await until("the key's bucket to be spent", async () => {
+      const r = await ask(spender, { prompt_tokens: 1, completion_tokens: 1 });
+      return r.status === 429 ? r : undefined;
+    });
+    expect(JSON.parse(refused.body)).toMatchObject({ error: { code: "token_limited", type: "rate_limit_error" } });
+    // 20 tokens below zero at 1 token/s: about 21 s to wait.
+    expect(Number(refused.retryAfter)).toBeGreaterThanOrEqual(15);
+    expect(Number(refused.retryAfter)).toBeLessThanOrEqual(22);
+    // The refusal never reached the replica; the other key is not held back.
+    expect((await admitted("metered-echo")) - before).toBe(1);
+    expect((await ask(other, { prompt_tokens: 5, completion_tokens: 5 })).status).toBe(200);
   });
 
   it("a private deployment's tokens count under the key's prefix, never the key", async () => {

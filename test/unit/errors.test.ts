@@ -11,6 +11,7 @@ const EXPECTED: Record<ErrorCode, { status: number; type: string }> = {
   model_not_found: { status: 404, type: "invalid_request_error" },
   header_too_large: { status: 431, type: "invalid_request_error" },
   rate_limited: { status: 429, type: "rate_limit_error" },
+  token_limited: { status: 429, type: "rate_limit_error" },
   queue_full: { status: 503, type: "overloaded_error" },
   queue_timeout: { status: 503, type: "overloaded_error" },
   shed: { status: 429, type: "rate_limit_error" },

@@ -8,7 +8,7 @@ import { afterEach, beforeEach, describe, it, expect, vi } from "vitest";
 
 import { defineDeployment, type Deployment } from "../../src/config/deployment.ts";
 import { fullBucket, refill, type BucketLimits, type TokenBucket } from "../../src/policy/token-bucket.ts";
-import { RATE_SYNC_INTERVAL_MS, RateLimits, type RateDecision, type RateSync } from "../../src/proxy/serve/access.ts";
+import { RATE_SYNC_INTERVAL_MS, RateLimits, TOKEN_RATE, type RateDecision, type RateSync } from "../../src/proxy/serve/access.ts";
 import { RATE_LIMIT_SHARDS, chargeUse, rateLimitShard, type RateRemaining, type RateUse } from "../../src/policy/rate-limit-sync.ts";
 import { clock, T0 } from "../fixtures/clock.ts";
 
@@ -636,3 +636,67 @@ describe("RateLimits: regressions", () => {
   });
 });
 
+
+describe("RateLimits for tokens (access.tokenLimit)", () => {
+  const tokenDeployment = (name: string, tokensPerMinute: number, burst?: number) =>
+    defineDeployment({ name, routePrefix: `/${name}`, backend: { kind: "text", text: "hi" }, access: { tokenLimit: { tokensPerMinute, ...(burst ? { burst } : {}) } } });
+
+  it("lets requests go while the key's bucket is above zero, charges answers after them, and refuses once it is spent", async () => {
+    const clk = clock();
+    const global = new FakeGlobal(clk.now);
+    const bg = backgroundSink();
+    const tl = new RateLimits(global.sync, clk.now, TOKEN_RATE);
+    const d = tokenDeployment("chat", 600); // 10 tokens/s, a burst of 600
+    const key = keyHash(3);
+    expect(tl.check(d, key, bg.fn)).toEqual({ ok: true });
+    tl.charge(d, key, 500, bg.fn);
+    expect(tl.check(d, key, bg.fn)).toEqual({ ok: true }); // 100 left
+    // The answer that overshoots is charged in full: the bucket goes below zero.
+    tl.charge(d, key, 250, bg.fn);
+    expect(tl.check(d, key, bg.fn)).toEqual({ ok: false, retryAfterSeconds: 16 }); // (1 + 150) / 10 per s
+    clk.advance(15_000);
+    expect(tl.check(d, key, bg.fn).ok).toBe(false);
+    clk.advance(1_000);
+    expect(tl.check(d, key, bg.fn)).toEqual({ ok: true });
+    await bg.settle();
+    // Its syncs go to shards of their own, with its own limits: never mixed with request limits.
+    expect(global.calls.length).toBeGreaterThan(0);
+    for (const c of global.calls) {
+      expect(c.shard).toBe(RATE_LIMIT_SHARDS + 3);
+      expect(c.limits).toEqual({ requestsPerSecond: 10, burst: 600 });
+    }
+  });
+
+  it("holds across isolates: what one charged, another learns at its next sync", async () => {
+    const clk = clock();
+    const global = new FakeGlobal(clk.now);
+    const bg = backgroundSink();
+    const [a, b] = [new RateLimits(global.sync, clk.now, TOKEN_RATE), new RateLimits(global.sync, clk.now, TOKEN_RATE)];
+    const d = tokenDeployment("chat", 60, 1_000); // 1 token/s
+    const key = keyHash(5);
+    a.check(d, key, bg.fn);
+    b.check(d, key, bg.fn);
+    await bg.settle();
+    a.charge(d, key, 2_000, bg.fn);
+    clk.advance(RATE_SYNC_INTERVAL_MS);
+    a.check(d, key, bg.fn); // a's sync reports its 2,000
+    await bg.settle();
+    expect(b.check(d, key, bg.fn)).toEqual({ ok: true }); // b has not synced since
+    await bg.settle();
+    clk.advance(RATE_SYNC_INTERVAL_MS);
+    b.check(d, key, bg.fn); // b syncs, adopts the global remainder
+    await bg.settle();
+    expect(b.check(d, key, bg.fn).ok).toBe(false);
+  });
+
+  it("is off without tokenLimit: always ok, nothing charged or synced", async () => {
+    const clk = clock();
+    const global = new FakeGlobal(clk.now);
+    const bg = backgroundSink();
+    const tl = new RateLimits(global.sync, clk.now, TOKEN_RATE);
+    const d = deployment("open", { requestsPerSecond: 1, burst: 1 });
+    tl.charge(d, keyHash(1), 1e9, bg.fn);
+    expect(tl.check(d, keyHash(1), bg.fn)).toEqual({ ok: true });
+    expect(bg.promises).toEqual([]);
+  });
+});

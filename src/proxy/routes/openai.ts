@@ -19,6 +19,7 @@ import { OPENAI_ENDPOINTS, openaiBodyLimit, openaiBodyScanner, openaiModelTable,
 import { bodyRefusal, checkDeclaredLength, clientOf, drainUnreadBody, readBoundedBody } from "../serve/body.ts";
 import { observeRequest, type UsageWatch } from "../serve/observe.ts";
 import { UsageTail } from "./token-usage.ts";
+import { withLastMember } from "../serve/engine-priority.ts";
 import { bearerToken } from "../../state/api-key-format.ts";
 import { serveRequest, type Background } from "../serve/serve.ts";
 
@@ -99,11 +100,23 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
     const { model, stream, streamUsage, user } = parsed.routing;
     const deployment = byModel.get(model);
     if (!deployment) return modelNotFound(model, requestId);
+    /** The key a token limit charges (a private deployment's with `access.tokenLimit`). */
+    let tokenKey: string | undefined;
     if (!deployment.access.public) {
       // A private model is answered as an unknown one to a caller whose key may not use it, so
       // its name cannot be found by trying names (as /v1/models lists it only to such callers).
       const key = await state.apiKeys.check(deployment.name, authorization, background);
       if (!key.ok) return key.code === "unauthorized" ? modelNotFound(model, requestId) : keyRefusal(key, requestId);
+      if (deployment.access.tokenLimit) {
+        const left = state.tokenLimits.check(deployment, key.keyHash, background);
+        if (!left.ok) {
+          return errorResponse("token_limited", `token limit of ${deployment.access.tokenLimit.tokensPerMinute} tokens/min for this key used up`, {
+            requestId,
+            retryAfterSeconds: left.retryAfterSeconds,
+          });
+        }
+        tokenKey = key.keyHash;
+      }
     }
     if (bytes.byteLength > deployment.limits.maxRequestBodyBytes) {
       return errorResponse("payload_too_large", `request body of ${bytes.byteLength} bytes exceeds ${deployment.limits.maxRequestBodyBytes}`, { requestId });
@@ -119,6 +132,11 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
         session = user;
       }
     }
+    // A token-limited stream must say its usage: a client that did not ask for it gets
+    // OpenAI's usage chunk (empty `choices`) before [DONE], which clients skip.
+    let body = bytes;
+    const askUsage = tokenKey !== undefined && stream && !streamUsage;
+    if (askUsage) body = withLastMember(bytes, "stream_options", '{"include_usage":true}') ?? bytes;
     const started = Date.now();
     const trace: DispatchTrace = { attempts: 0, rejections: 0, ejections: 0 };
     const response = await serveRequest(req, {
@@ -132,14 +150,22 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
       background,
       trace,
       openai: {
-        body: bytes,
+        body,
         stream,
         keys: { ...(deployment.multiplexing ? { model } : {}), ...(session !== undefined ? { session } : {}) },
         ...(parsed.routing.priority !== undefined ? { priority: parsed.routing.priority } : {}),
       },
     });
-    const watched = stream && !streamUsage ? null : watchUsage(response, deployment.access.public ? "public" : keyLabel(authorization));
+    const watched = stream && !streamUsage && !askUsage ? null : watchUsage(response, deployment.access.public ? "public" : keyLabel(authorization));
     observeRequest(env, state, deployment.name, req.method, response.status, requestId, started, trace, background, watched?.usage);
+    if (tokenKey !== undefined && watched) {
+      const key = tokenKey;
+      // Charged once the answer has passed; an answer without usage is charged its prompt's bytes / 4 (a floor).
+      void watched.usage.ended.then(() => {
+        const t = watched.usage.usage();
+        state.tokenLimits.charge(deployment, key, t ? t.prompt + t.completion : Math.ceil(bytes.byteLength / 4), background);
+      });
+    }
     return watched?.response ?? response;
   }
 

@@ -6,7 +6,7 @@ import { errorResponse, timingSafeEqualStrings } from "../../protocol/index.ts";
 import { bearerToken, hashApiKey } from "../../state/api-key-format.ts";
 import { BackgroundRefresh } from "./view.ts";
 import type { Deployment } from "../../config/deployment.ts";
-import { rateLimitShard, type RateRemaining, type RateUse } from "../../policy/rate-limit-sync.ts";
+import { RATE_LIMIT_SHARDS, rateLimitShard, type RateRemaining, type RateUse } from "../../policy/rate-limit-sync.ts";
 import { fullBucket, refill, takeToken, type BucketLimits, type TokenBucket } from "../../policy/token-bucket.ts";
 import type { Env } from "../../env.ts";
 
@@ -126,49 +126,107 @@ interface KeyState {
 
 export type RateDecision = { ok: true } | { ok: false; retryAfterSeconds: number };
 
+/**
+ * What a RateLimits counts: requests (`access.rateLimit`, one per request, taken
+ * before it goes) or tokens (`access.tokenLimit`, charged after the answer, when its
+ * usage is known; a request goes while the key's bucket is above zero). Each kind
+ * keeps its buckets in RateLimiter shards of its own (`shardOffset`), so a sync
+ * (and a relay's batch of them) never mixes two kinds' limits.
+ */
+export interface RateKind {
+  limitsOf(deployment: Deployment): BucketLimits | undefined;
+  shardOffset: number;
+}
+
+export const REQUEST_RATE: RateKind = { limitsOf: (d) => d.access.rateLimit, shardOffset: 0 };
+export const TOKEN_RATE: RateKind = {
+  limitsOf: (d) => {
+    const t = d.access.tokenLimit;
+    return t && { requestsPerSecond: t.tokensPerMinute / 60, burst: t.burst ?? t.tokensPerMinute };
+  },
+  shardOffset: RATE_LIMIT_SHARDS,
+};
+
 export class RateLimits {
   readonly #sync: RateSync;
   readonly #now: () => number;
+  readonly #kind: RateKind;
   readonly #keys = new Map<string, Map<string, KeyState>>();
   readonly #nextSyncAt = new Map<string, number>();
   /** Object calls made (observability and tests). */
   syncs = 0;
 
-  constructor(sync: RateSync, now: () => number = Date.now) {
+  constructor(sync: RateSync, now: () => number = Date.now, kind: RateKind = REQUEST_RATE) {
     this.#sync = sync;
     this.#now = now;
+    this.#kind = kind;
   }
 
+  /** Takes one from the key's bucket (a request), or says when to come back. */
   take(deployment: Deployment, keyHash: string, background: (p: Promise<unknown>) => void): RateDecision {
-    const limits = deployment.access.rateLimit;
+    const limits = this.#kind.limitsOf(deployment);
     if (!limits) return { ok: true };
     const now = this.#now();
-    let keys = this.#keys.get(deployment.name);
+    const k = this.#key(deployment.name, keyHash, limits, now);
+    const taken = takeToken(k.bucket, limits, now);
+    if (taken.ok) this.#used(k, 1, now);
+    this.#maybeSync(deployment.name, limits, now, background);
+    return taken.ok ? taken : { ok: false, retryAfterSeconds: Math.max(1, Math.ceil(taken.retryAfterMs / 1000)) };
+  }
+
+  /** Whether the key has any allowance left (its bucket above zero): a token-limited request's cost is known only after it. */
+  check(deployment: Deployment, keyHash: string, background: (p: Promise<unknown>) => void): RateDecision {
+    const limits = this.#kind.limitsOf(deployment);
+    if (!limits) return { ok: true };
+    const now = this.#now();
+    const k = this.#key(deployment.name, keyHash, limits, now);
+    refill(k.bucket, limits, now);
+    this.#maybeSync(deployment.name, limits, now, background);
+    if (k.bucket.tokens > 0) return { ok: true };
+    return { ok: false, retryAfterSeconds: Math.max(1, Math.ceil((1 - k.bucket.tokens) / limits.requestsPerSecond)) };
+  }
+
+  /** Charges `amount` (an answer's tokens) to the key's bucket, which may go below zero. */
+  charge(deployment: Deployment, keyHash: string, amount: number, background: (p: Promise<unknown>) => void): void {
+    const limits = this.#kind.limitsOf(deployment);
+    if (!limits || !(amount > 0)) return;
+    const now = this.#now();
+    const k = this.#key(deployment.name, keyHash, limits, now);
+    refill(k.bucket, limits, now);
+    k.bucket.tokens -= amount;
+    this.#used(k, amount, now);
+    this.#maybeSync(deployment.name, limits, now, background);
+  }
+
+  #key(deployment: string, keyHash: string, limits: BucketLimits, now: number): KeyState {
+    let keys = this.#keys.get(deployment);
     if (!keys) {
       keys = new Map();
-      this.#keys.set(deployment.name, keys);
+      this.#keys.set(deployment, keys);
     }
     let k = keys.get(keyHash);
     if (!k) {
       k = { bucket: fullBucket(limits, now), used: 0, since: now };
       keys.set(keyHash, k);
     }
-    const taken = takeToken(k.bucket, limits, now);
-    if (taken.ok) {
-      if (k.used === 0) k.since = now;
-      k.used++;
-    }
-    if (now >= (this.#nextSyncAt.get(deployment.name) ?? 0)) {
-      this.#nextSyncAt.set(deployment.name, now + RATE_SYNC_INTERVAL_MS);
-      background(this.#syncDeployment(deployment.name, limits, keys));
-    }
-    return taken.ok ? taken : { ok: false, retryAfterSeconds: Math.max(1, Math.ceil(taken.retryAfterMs / 1000)) };
+    return k;
+  }
+
+  #used(k: KeyState, amount: number, now: number): void {
+    if (k.used === 0) k.since = now;
+    k.used += amount;
+  }
+
+  #maybeSync(deployment: string, limits: BucketLimits, now: number, background: (p: Promise<unknown>) => void): void {
+    if (now < (this.#nextSyncAt.get(deployment) ?? 0)) return;
+    this.#nextSyncAt.set(deployment, now + RATE_SYNC_INTERVAL_MS);
+    background(this.#syncDeployment(deployment, limits, this.#keys.get(deployment)!));
   }
 
   async #syncDeployment(deployment: string, limits: BucketLimits, keys: Map<string, KeyState>): Promise<void> {
     const byShard = new Map<number, RateUse[]>();
     for (const [key, k] of keys) {
-      const shard = rateLimitShard(key);
+      const shard = this.#kind.shardOffset + rateLimitShard(key);
       if (!byShard.has(shard)) byShard.set(shard, []);
       byShard.get(shard)!.push({ key, used: k.used, since: k.since });
       k.used = 0;

@@ -18,7 +18,9 @@
 import { type Deployment, DEFAULT_PREFIX_POLICY } from "../../config/deployment.ts";
 import type { Env } from "../../env.ts";
 import { Header, errorResponse, isReplicaOperationalPath, type RoutingSnapshot } from "../../protocol/index.ts";
-import { keyRefusal, ApiKeyCache, KEY_SET_TTL_MS, RELAYED_KEY_SET_TTL_MS, RateLimits } from "./access.ts";
+import { keyRefusal, ApiKeyCache, KEY_SET_TTL_MS, RELAYED_KEY_SET_TTL_MS, RateLimits, TOKEN_RATE } from "./access.ts";
+import type { BucketLimits } from "../../policy/token-bucket.ts";
+import type { RateUse } from "../../policy/rate-limit-sync.ts";
 import { clientOf, drainUnreadBody } from "./body.ts";
 import { AdmissionGate, admissionRefusal, flowOf, priorityOf, type Ticket } from "./admit.ts";
 import { dispatch, type DispatchContext, type DispatchTrace, type DispatchSigner, dispatchSignature } from "./dispatch.ts";
@@ -227,6 +229,8 @@ export class IsolateState {
   readonly affinity: SessionAffinity;
   readonly apiKeys: ApiKeyCache;
   readonly rateLimits: RateLimits;
+  /** Per-key token limits of the /v1 routes (access.tokenLimit), kept across isolates as rateLimits are. */
+  readonly tokenLimits: RateLimits;
   readonly metrics = new ProxyMetrics();
   readonly #env: Env;
   /** Requests per deployment dispatched and not yet answered by a replica. */
@@ -279,11 +283,12 @@ export class IsolateState {
       (name) => (servedDeployment(name)?.routing.relay ? RELAYED_KEY_SET_TTL_MS : KEY_SET_TTL_MS),
     );
     // With relays, rate-limit syncs go through the location's relay too (it syncs the location's sum with the shard).
-    this.rateLimits = new RateLimits((name, shard, limits, uses) =>
+    const syncRates = (name: string, shard: number, limits: BucketLimits, uses: RateUse[]) =>
       servedDeployment(name)?.routing.relay
         ? relayFor(env, name, this.location).syncRates(name, shard, limits, uses)
-        : rateLimiterFor(env, name, shard).sync(limits, uses),
-    );
+        : rateLimiterFor(env, name, shard).sync(limits, uses);
+    this.rateLimits = new RateLimits(syncRates);
+    this.tokenLimits = new RateLimits(syncRates, Date.now, TOKEN_RATE);
   }
 
   /**
