@@ -2,6 +2,7 @@
 // three replicas that each keep at most two loaded.
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { waitFor } from "../fixtures/wait.ts";
 import { createModelById } from "../../src/models/index.ts";
 import { synthesizeVowel } from "../../src/models/silero-vad.ts";
 import { forEachRoutingDesign, signedFetch, sleep, type TestStack } from "./stack-fixture.ts";
@@ -115,19 +116,26 @@ function multiplexingTests(): void {
       expect(hotServedBy.has(holder)).toBe(true);
       expect(hotServedBy.has(target)).toBe(true);
       const v5on = await replicaModels(target);
-      console.log(`hot model: served by ${[...hotServedBy].join(", ")}; ${target} now holds ${v5on.models.join(", ")}`);
+      const spilled = (id: string) => answers.filter((a) => a.model === hot && a.replica === id).length;
+      console.log(`hot model: served by ${[...hotServedBy].join(", ")}; ${target} now holds ${v5on.models.join(", ")}; spilled to ${target} ${spilled(target)}, to ${busy} ${spilled(busy)}`);
       expect(v5on.models).toContain(hot);
-      // The spill went to one replica, not all of them: the busy v4 replica never loaded v5.
-      expect((await replicaModels(busy)).models).not.toContain(hot);
+      // The spill went to the least-loaded replica, not spread evenly: the v4 replica, kept
+      // busy, took less of it. (Not none: on a loaded machine the v4 loops leave gaps
+      // between their requests, and a spill in such a gap may find it the least loaded.)
+      expect(spilled(target)).toBeGreaterThan(spilled(busy));
     });
 
     it("evicts the least recently used model at the replica's limit, and the proxy follows", async () => {
-      // The v6 replica now holds v6 and v5 (the spill). Send it v4 directly: it must evict one.
+      // Bring the v6 replica to hold v5 and v6, v5 the least recently used (whatever the spill
+      // left on it), then send it v4 directly: it must evict v5.
       const target = home.get("silero-vad-v6")!;
       const url = stack.replicas.get(target)!.url;
       // Behind the proxy's back, signed as the edge signs (a replica serves nothing else).
       const signed = signedFetch(stack, "mux");
-      await signed(`${url}/mux`, { method: "POST", headers: { "x-switchyard-model": "silero-vad-v6" }, body: JSON.stringify(vowel) }).then((r) => r.text());
+      for (const model of ["silero-vad-v5", "silero-vad-v6"]) {
+        await signed(`${url}/mux`, { method: "POST", headers: { "x-switchyard-model": model }, body: JSON.stringify(vowel) }).then((r) => r.text());
+      }
+      expect((await replicaModels(target)).models.sort()).toEqual(["silero-vad-v5", "silero-vad-v6"]);
       const direct = await signed(`${url}/mux`, { method: "POST", headers: { "x-switchyard-model": "silero-vad-v4" }, body: JSON.stringify(vowel) });
       expect(direct.status).toBe(200);
       expect(direct.headers.get("x-switchyard-model-cache")).toBe("miss");
@@ -136,12 +144,18 @@ function multiplexingTests(): void {
       // v5 was the least recently used of its two: evicted.
       expect(state.models.sort()).toEqual(["silero-vad-v4", "silero-vad-v6"]);
       expect(state.evictions).toBeGreaterThanOrEqual(1);
-      // The proxy learns it from the replica's report (through its next snapshot
-      // refresh, which a request starts); v5 keeps going to its original holder.
+      // The proxy learns it from the replica's report, then from its next snapshot refresh
+      // (which a request starts): wait for the routing state to say so, then for a refresh.
+      await waitFor("the routing state to show the eviction", async () => {
+        const d = await stack.deploymentState("mux");
+        const models = (d.snapshot.replicas as unknown as { id: string; models: string[] }[]).find((r) => r.id === target)?.models ?? [];
+        return !models.includes("silero-vad-v5");
+      }, 20_000, 50);
       await sleep(1_200);
       await infer("silero-vad-v6", vowel);
       await sleep(200);
-      for (let i = 0; i < 5; i++) expect((await infer("silero-vad-v5", vowel)).replica).toBe(home.get("silero-vad-v5"));
+      // v5 goes to replicas that hold it, never to the one that evicted it.
+      for (let i = 0; i < 5; i++) expect((await infer("silero-vad-v5", vowel)).replica).not.toBe(target);
     });
 
     it("serves a mixed load of more models than fit on one replica mostly from replicas that had the model", async () => {
