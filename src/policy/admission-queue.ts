@@ -81,6 +81,11 @@ export class AdmissionQueue<T> {
   }
 
   /** The request shift() would return, left in place. */
+  /** The bands with requests waiting: [priority, count], highest first. */
+  bands(): [number, number][] {
+    return this.#order.map((p) => [p, this.#bands.get(p)!.size]);
+  }
+
   peek(): Held<T> | undefined {
     return this.#next()?.[1];
   }

@@ -54,9 +54,10 @@ export class Autoscaler {
     const averageOngoing = recent.length ? recent.reduce((a, s) => a + s.ongoing, 0) / recent.length : 0;
     const raw = rawDesired(current, averageOngoing, cfg);
     this.#desired ??= clamp(current, cfg);
-    if (this.#desired === 0 && current === 0 && raw > 0) {
-      // Scale from zero: requests are held at the edge for a replica, so the first one
-      // is wanted at once, not after upscaleDelayS (Knative's activator, Ray's min_replicas 0).
+    if (current === 0 && raw > this.#desired) {
+      // Scale from zero: requests are held at the edge for a replica, so replicas are
+      // wanted at once, not after upscaleDelayS (Knative's activator, Ray's min_replicas 0),
+      // and while none is ready yet the count follows the held demand as it grows.
       this.#desired = raw;
       this.#pending = null;
     } else if (raw === this.#desired) {

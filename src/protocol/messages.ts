@@ -246,7 +246,22 @@ export interface RoutingSnapshot {
    * last: only in a relay's answer to an isolate that posted its own (RelayDispatchPost).
    */
   peers?: PeerDispatches;
+  /**
+   * The asker's budget of requests in flight (src/policy/admission-shares.ts): only in a
+   * relay's answer to an isolate that posted its admission demand, and only while the
+   * location's demand exceeds the replicas' slots.
+   */
+  admissionBudget?: number;
 }
+
+/**
+ * What an isolate tells its relay of its admission demand with each view ask: per
+ * priority band, its requests in flight plus those it holds (docs/admission.md).
+ */
+export const AdmissionDemandPost = z
+  .array(z.tuple([z.number().int().min(-1000).max(1000), z.number().int().min(0).max(1_000_000)]))
+  .max(64);
+export type AdmissionDemandPost = z.infer<typeof AdmissionDemandPost>;
 
 /**
  * One dispatch as an isolate tells its peers (src/state/dispatch-board.ts): replica

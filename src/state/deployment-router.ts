@@ -199,8 +199,9 @@ export class DeploymentRouter extends DurableObject<RouterBinding> {
     this.#sampleLoad(now);
     let decision = this.#decideAutoscale(now);
     const cfg = servedDeployment(this.#deployment)?.autoscaling;
-    if (cfg && decision.current === 0 && decision.desired === 0 && held > 0) {
-      // At zero, within a second of the last sample: this demand must not wait for the next.
+    if (cfg && decision.current === 0 && held > 0) {
+      // At zero, within a second of the last sample: this demand must not wait for the next
+      // (nothing else samples while no replica reports; the calls come at most 1/s per isolate).
       this.#autoscaler.sample(now, heldDemand(this.#held, now), cfg.lookBackPeriodS);
       decision = this.#decideAutoscale(now);
     }

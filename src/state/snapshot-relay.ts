@@ -16,7 +16,8 @@ import { DurableObject } from "cloudflare:workers";
 import { keysFor, type KeysBinding } from "./access-keys.ts";
 import type { RouterBinding } from "./deployment-router.ts";
 import { rateLimiterFor, type RateLimitsBinding } from "./rate-limiter.ts";
-import { RelayDispatchPost, type RoutingSnapshot } from "../protocol/index.ts";
+import { AdmissionDemandPost, RelayDispatchPost, type RoutingSnapshot } from "../protocol/index.ts";
+import { AdmissionShares } from "../policy/admission-shares.ts";
 import { RateRelayLedger } from "../policy/rate-limit-relay.ts";
 import type { RateRemaining, RateUse } from "../policy/rate-limit-sync.ts";
 import type { BucketLimits } from "../policy/token-bucket.ts";
@@ -84,6 +85,8 @@ export class SnapshotRelay extends DurableObject<RelayEnv> {
   readonly #summaries = new SummaryPool<CacheSummaryWire>((w) => w, RELAY_MAX_SUMMARY_BYTES);
   /** The location's isolates' recent dispatches, passed on to the others. */
   readonly #board = new DispatchBoard();
+  /** The location's isolates' admission demand, and their budgets from it. */
+  readonly #shares = new AdmissionShares();
   #dispatchNotesPosted = 0;
   #dispatchPostsRefused = 0;
 
@@ -96,7 +99,7 @@ export class SnapshotRelay extends DurableObject<RelayEnv> {
    * isolate's dispatches since its last ask, which join the board; the answer then
    * carries the other isolates' since its cursor (`peers`).
    */
-  async view(deployment: string, shards: number, seed: number, have = "", dispatches?: RelayDispatchPost): Promise<RoutingSnapshot> {
+  async view(deployment: string, shards: number, seed: number, have = "", dispatches?: RelayDispatchPost, demand?: AdmissionDemandPost): Promise<RoutingSnapshot> {
     this.#calls++;
     let after: number | undefined;
     if (dispatches !== undefined) {
@@ -118,7 +121,21 @@ export class SnapshotRelay extends DurableObject<RelayEnv> {
     if (!merged) throw new Error(`relay has no snapshot of "${deployment}" yet`);
     const now = Date.now();
     const view = summaryDelta(boundedView(agedSnapshot(merged, now - this.#fetchedAt), seed, now), decodeDigests(have), VIEW_SUMMARY_BYTES, this.#calls);
-    return after === undefined ? view : { ...view, peers: this.#board.since(after, seed, now) };
+    const answer: RoutingSnapshot = after === undefined ? view : { ...view, peers: this.#board.since(after, seed, now) };
+    if (demand !== undefined) {
+      const post = AdmissionDemandPost.safeParse(demand);
+      if (post.success) {
+        this.#shares.post(seed, post.data, now);
+        // The slots of the replicas taking requests now, in the whole merged snapshot (not the asker's sample).
+        let capacity = 0;
+        for (const r of merged.replicas) if (r.load.state === "ready") capacity += r.load.max;
+        const budget = this.#shares.budget(seed, capacity, now);
+        if (budget !== undefined) answer.admissionBudget = budget;
+      } else {
+        this.#dispatchPostsRefused++;
+      }
+    }
+    return answer;
   }
 
   /**

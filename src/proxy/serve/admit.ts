@@ -107,9 +107,24 @@ interface Waiter {
   lead(): void;
 }
 
+/** How long a budget from the relay holds (src/policy/admission-shares.ts); past it, none applies. */
+export const BUDGET_TTL_MS = 1_000;
+
 /** One deployment's admission in one isolate. */
 export class AdmissionGate {
   readonly #queue = new AdmissionQueue<Waiter>();
+  /** Requests this gate let go and not yet ended, by priority (the demand it tells the relay). */
+  readonly #inflight = new Map<number, number>();
+  #inflightTotal = 0;
+  /** The relay's budget for this isolate's requests in flight, and when it came. */
+  #budget: { max: number; at: number } | undefined;
+  /**
+   * Slots this isolate's own requests freed, which the view cannot show yet: it
+   * assumes the last report still counts them until the next one. Each lets one held
+   * request go; they lapse after HOLD_POLL_MS, when a refresh has had its chance.
+   */
+  #freed = 0;
+  #freedAt = 0;
   /** The deployment's view as the last request saw it (the isolate keeps one per deployment, updated in place). */
   #view: RoutingView | undefined;
   readonly #now: () => number;
@@ -126,6 +141,56 @@ export class AdmissionGate {
     return this.#queue.size;
   }
 
+  /** Requests let go and not yet ended. */
+  get inflight(): number {
+    return this.#inflightTotal;
+  }
+
+  /** What this isolate tells its relay: per priority, requests in flight plus held; undefined when it has none. */
+  demand(): [number, number][] | undefined {
+    if (this.#inflightTotal === 0 && this.#queue.size === 0) return undefined;
+    const byBand = new Map(this.#inflight);
+    for (const [priority, n] of this.#queue.bands()) byBand.set(priority, (byBand.get(priority) ?? 0) + n);
+    return [...byBand].filter(([, n]) => n > 0);
+  }
+
+  /** The relay's answer: this isolate's budget of requests in flight (undefined: none applies). */
+  setBudget(max: number | undefined): void {
+    this.#budget = max === undefined ? undefined : { max, at: this.#now() };
+  }
+
+  /** A request this gate let go has started (`priority` is its band). */
+  started(priority: number): void {
+    this.#inflight.set(priority, (this.#inflight.get(priority) ?? 0) + 1);
+    this.#inflightTotal++;
+  }
+
+  /** A request that started has ended: its slot is free, whatever the view says. */
+  ended(priority: number): void {
+    const n = this.#inflight.get(priority) ?? 0;
+    if (n <= 1) this.#inflight.delete(priority);
+    else this.#inflight.set(priority, n - 1);
+    if (this.#inflightTotal > 0) this.#inflightTotal--;
+    this.#freed = this.#freedNow() + 1;
+    this.#freedAt = this.#now();
+  }
+
+  #freedNow(): number {
+    return this.#now() - this.#freedAt > HOLD_POLL_MS ? 0 : this.#freed;
+  }
+
+  /** Free slots now: the view's less those reserved, or the slots this isolate just freed when more. */
+  #free(slots: number): number {
+    return Math.max(slots - this.#released, this.#freedNow());
+  }
+
+  /** Whether one more request may go by the relay's budget (always, without a fresh one). */
+  #underBudget(): boolean {
+    const b = this.#budget;
+    if (!b || this.#now() - b.at > BUDGET_TTL_MS) return true;
+    return this.#inflightTotal + this.#released < b.max;
+  }
+
   /**
    * Waits until the request may be dispatched ("go"), or says why not. A request
    * that finds a free slot and nobody waiting goes at once: the path's only cost
@@ -138,8 +203,11 @@ export class AdmissionGate {
     // No replica at all: the dispatch answers no_ready_replica, unless the deployment scales from zero.
     // Never for a request that went already (`again`): it waits, so a retry is never a busy loop.
     if (slots < 0 && !holdsAtZero(deployment) && !ticket.again) return GO;
-    const free = slots - this.#released;
-    if (free > 0 && this.#queue.size === 0 && !ticket.again) return GO;
+    const free = this.#free(slots);
+    if (free > 0 && this.#queue.size === 0 && !ticket.again && this.#underBudget()) {
+      if (this.#freedNow() > 0) this.#freed--;
+      return GO;
+    }
     if (ticket.signal?.aborted) return { outcome: "gone", queued: false };
     // Saturated (not just others waiting ahead): a sheddable request is refused rather than held.
     if (ticket.priority < 0 && (free <= 0 || ticket.again)) return { outcome: "shed", queued: false };
@@ -176,7 +244,12 @@ export class AdmissionGate {
           if (waiter.outcome !== undefined) break;
           // The refresh is this request's own I/O; a failed one leaves the view as it was.
           await ticket.refresh().catch(() => undefined);
-          this.pump();
+          // The view lags the replicas (reports, the relay, this refresh: up to ~0.75 s). An
+          // isolate with requests in flight learns of slots from its own completions; one with
+          // none would learn only from the view, and lose every freed slot to isolates that do.
+          // So when it still shows no room, one held request goes to ask, within the budget;
+          // a replica that refuses it is authoritative, and it waits again.
+          if (!this.pump() && this.#inflightTotal === 0 && this.#queue.size > 0 && freeSlots(view, this.#now()) >= 0 && this.#underBudget()) this.#release(1);
           if (this.#queue.size > 0) ticket.demand?.(this.#queue.size);
         } else {
           await Promise.race([settled, leadership]);
@@ -196,17 +269,25 @@ export class AdmissionGate {
     if (this.#released > 0) this.#released--;
   }
 
-  /** Admits held requests while the view shows free slots: call when a slot may have freed. */
-  pump(): void {
-    if (this.#queue.size === 0 || !this.#view) return;
-    let free = freeSlots(this.#view, this.#now()) - this.#released;
-    while (free > 0) {
+  /** Admits held requests while there are free slots (and budget): call when a slot may have freed. Whether any went. */
+  pump(): boolean {
+    if (this.#queue.size === 0 || !this.#view) return false;
+    const free = this.#free(freeSlots(this.#view, this.#now()));
+    return this.#release(free) > 0;
+  }
+
+  /** Lets up to `n` held requests go, in the queue's order, within the budget; how many went. */
+  #release(n: number): number {
+    let went = 0;
+    while (went < n && this.#underBudget()) {
       const next: Held<Waiter> | undefined = this.#queue.shift();
       if (!next) break;
       this.#released++;
-      free--;
+      if (this.#freedNow() > 0) this.#freed--;
+      went++;
       next.value.settle("go");
     }
+    return went;
   }
 
   /** The leader left: the next held request leads. */

@@ -196,6 +196,7 @@ async function admitted(req: Request, ctx: DispatchContext, gate: AdmissionGate,
   const { deployment, view, requestId } = ctx;
   const first = await gate.enter(deployment, view, ticket);
   if (first.outcome !== "go") return admissionRefusal(first.outcome, deployment, requestId);
+  gate.started(ticket.priority);
   let reserved = first.queued;
   const dispatching = () => {
     if (!reserved) return;
@@ -212,9 +213,13 @@ async function admitted(req: Request, ctx: DispatchContext, gate: AdmissionGate,
     return await dispatch(req, ctx);
   } finally {
     dispatching();
+    const over = () => {
+      gate.ended(ticket.priority);
+      gate.pump();
+    };
     const end = ctx.trace?.streamEnd;
-    if (end) void end.finally(() => gate.pump());
-    else gate.pump();
+    if (end) void end.finally(over);
+    else over();
   }
 }
 
@@ -310,12 +315,17 @@ export class IsolateState {
   async #relayedSnapshotOf(name: string, shards: number, have: string): Promise<RoutingSnapshot> {
     const balancer = this.#balancers.get(name);
     const relay = relayFor(this.#env, name, this.location);
-    if (!balancer?.shareDispatches) return relay.view(name, shards, this.seed, have);
-    const snapshot = await relay.view(name, shards, this.seed, have, { after: this.#peerCursors.get(name) ?? 0, notes: balancer.shareDispatches() });
+    // Admission's demand rides on the same ask; the answer's budget bounds this isolate's requests in flight.
+    const gate = this.#gates.get(name);
+    const demand = gate?.demand();
+    const posted = balancer?.shareDispatches ? { after: this.#peerCursors.get(name) ?? 0, notes: balancer.shareDispatches() } : undefined;
+    const snapshot = await relay.view(name, shards, this.seed, have, posted, demand);
+    gate?.setBudget(snapshot.admissionBudget);
+    if (!posted) return snapshot;
     if (snapshot.peers) {
       this.#peerCursors.set(name, snapshot.peers.cursor);
       this.peerDispatchesLearned += snapshot.peers.notes.length;
-      balancer.learnDispatches?.(snapshot.peers.notes, Date.now());
+      balancer?.learnDispatches?.(snapshot.peers.notes, Date.now());
     }
     return snapshot;
   }
