@@ -29,6 +29,7 @@ const SCENARIOS: Record<string, string[]> = {
   "prefix-cache": ["bench/prefix-cache.ts", "--quick"],
   "slow-clients": ["bench/slow-clients.ts", "--quick"],
   "request-path": ["bench/request-path.ts", "--quick"],
+  admission: ["bench/admission.ts", "--quick"],
 };
 
 const { values } = parseArgs({ options: { only: { type: "string" } } });

@@ -10,6 +10,11 @@
  * prompts gets fewer requests through. A flow that was idle starts at the band's
  * virtual time, so it cannot bank credit while away.
  *
+ * Before the tags, a flow with fewer requests in service goes first, when the queue
+ * is told (`inService`): a flow whose few clients use less than its share of the
+ * slots is never kept waiting behind a flow that holds many (max-min fairness in
+ * slots; with start tags alone it waited a turn behind every heavier flow's head).
+ *
  * Pure: no clock, no I/O. The gate (src/proxy/serve/admit.ts) holds the requests
  * and decides when a slot is free.
  */
@@ -44,6 +49,12 @@ export class AdmissionQueue<T> {
   #order: number[] = [];
   #seq = 0;
   #size = 0;
+  readonly #inService: (flow: string) => number;
+
+  /** `inService`: a flow's requests in service now (none known: 0 for all, start tags alone). */
+  constructor(inService: (flow: string) => number = () => 0) {
+    this.#inService = inService;
+  }
 
   get size(): number {
     return this.#size;
@@ -96,9 +107,14 @@ export class AdmissionQueue<T> {
     if (priority === undefined) return undefined;
     const band = this.#bands.get(priority)!;
     let best: Entry<T> | undefined;
+    let bestServed = 0;
     for (const list of band.flows.values()) {
       const head = list[0]!;
-      if (!best || head.start < best.start || (head.start === best.start && head.seq < best.seq)) best = head;
+      const served = this.#inService(head.flow);
+      if (!best || served < bestServed || (served === bestServed && (head.start < best.start || (head.start === best.start && head.seq < best.seq)))) {
+        best = head;
+        bestServed = served;
+      }
     }
     return [band, best!];
   }

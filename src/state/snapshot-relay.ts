@@ -13,7 +13,7 @@
  * location's other isolates with their next view (dispatch-board.ts).
  */
 import { DurableObject } from "cloudflare:workers";
-import { keysFor, type KeysBinding } from "./access-keys.ts";
+import { keysFor, type ActiveKey, type KeysBinding } from "./access-keys.ts";
 import type { RouterBinding } from "./deployment-router.ts";
 import { rateLimiterFor, type RateLimitsBinding } from "./rate-limiter.ts";
 import { AdmissionDemandPost, RelayDispatchPost, type RoutingSnapshot } from "../protocol/index.ts";
@@ -76,8 +76,8 @@ export class SnapshotRelay extends DurableObject<RelayEnv> {
   readonly #seed = crypto.getRandomValues(new Uint32Array(1))[0]!;
   #rateSyncs = 0;
   #rateShardSyncs = 0;
-  #keys: { hashes: string[]; at: number } | null = null;
-  #keysRefreshing: Promise<string[]> | null = null;
+  #keys: { hashes: ActiveKey[]; at: number } | null = null;
+  #keysRefreshing: Promise<ActiveKey[]> | null = null;
   #keySetRefreshes = 0;
   /** One ledger per RateLimiter shard. */
   readonly #ledgers = new Map<number, RateRelayLedger>();
@@ -167,15 +167,15 @@ export class SnapshotRelay extends DurableObject<RelayEnv> {
     return ledger.answer(uses.map((u) => u.key));
   }
 
-  /** The deployment's active API key hashes (AccessKeys.activeHashes), held for RELAY_KEY_SET_TTL_MS. */
-  async activeKeyHashes(deployment: string): Promise<string[]> {
+  /** The deployment's active API keys (AccessKeys.activeKeys), held for RELAY_KEY_SET_TTL_MS. */
+  async activeKeys(deployment: string): Promise<ActiveKey[]> {
     this.#calls++;
     if (this.#keys && Date.now() - this.#keys.at < RELAY_KEY_SET_TTL_MS) return this.#keys.hashes;
     this.#keysRefreshing ??= (async () => {
       const at = Date.now();
       try {
         this.#keySetRefreshes++;
-        const hashes = await keysFor(this.env, deployment).activeHashes();
+        const hashes = await keysFor(this.env, deployment).activeKeys();
         this.#keys = { hashes, at };
         return hashes;
       } finally {

@@ -36,7 +36,7 @@ async function counts(deployment: string): Promise<{ admitted: number; rejected:
  * test keeps open (the edge holds its first 64 KiB, then streams the rest, so the replica
  * runs it until the upload ends). Its answer's first bytes have arrived.
  */
-async function hog(deployment: string) {
+async function hog(deployment: string, headers: Record<string, string> = {}) {
   let end!: () => void;
   const body = new ReadableStream<Uint8Array>({
     start(c) {
@@ -44,7 +44,7 @@ async function hog(deployment: string) {
       end = () => c.close();
     },
   });
-  const res = await fetch(`${stack.url}/${deployment}/`, { method: "POST", body, duplex: "half" } as RequestInit);
+  const res = await fetch(`${stack.url}/${deployment}/`, { method: "POST", body, headers, duplex: "half" } as RequestInit);
   expect(res.status).toBe(200);
   const reader = res.body!.getReader();
   await reader.read();
@@ -119,5 +119,42 @@ describe("admission", () => {
     const res = await waiting;
     expect(res.status).toBe(200);
     expect(await res.text()).toContain("first request");
+  });
+
+  it("orders held requests by their API keys' priority classes, which a client's header cannot exceed", async () => {
+    const admin = { authorization: `Bearer ${stack.adminSecret}`, "content-type": "application/json" };
+    const keyOf = async (name: string, priority?: { default: number; max: number }) => {
+      const res = await fetch(`${stack.url}/-/deployments/keyed/keys`, { method: "POST", headers: admin, body: JSON.stringify({ name, ...(priority ? { priority } : {}) }) });
+      expect(res.status).toBe(201);
+      const created = (await res.json()) as { key: string; priority?: unknown };
+      expect(created.priority).toEqual(priority);
+      return { authorization: `Bearer ${created.key}` };
+    };
+    // A class with default above max is refused with a clear error.
+    const bad = await fetch(`${stack.url}/-/deployments/keyed/keys`, { method: "POST", headers: admin, body: JSON.stringify({ name: "x", priority: { default: 2, max: 1 } }) });
+    expect(bad.status).toBe(400);
+    const batch = await keyOf("batch");
+    const interactive = await keyOf("interactive", { default: 1, max: 1 });
+    await waitFor("the new keys to be accepted", async () => {
+      const [a, b] = await Promise.all([fetch(`${stack.url}/keyed/`, { headers: batch }), fetch(`${stack.url}/keyed/`, { headers: interactive })]);
+      await Promise.all([a.text(), b.text()]);
+      return a.status === 200 && b.status === 200;
+    });
+    const h = await hog("keyed", batch);
+    const order: string[] = [];
+    const send = (name: string, headers: Record<string, string>) =>
+      fetch(`${stack.url}/keyed/${name}`, { headers }).then(async (r) => {
+        order.push(name);
+        expect(r.status).toBe(200);
+        await r.text();
+      });
+    // The batch key asks for critical: its maximum (the deployment's, 0) holds it to standard.
+    const first = send("batch", { ...batch, "x-priority": "critical" });
+    await waitFor("the batch request to be held", async () => (await held("keyed")) === 1);
+    const second = send("interactive", interactive);
+    await waitFor("both to be held", async () => (await held("keyed")) === 2);
+    await h.release();
+    await Promise.all([first, second]);
+    expect(order).toEqual(["interactive", "batch"]);
   });
 });

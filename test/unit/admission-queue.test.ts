@@ -96,3 +96,21 @@ describe("AdmissionQueue", () => {
     );
   });
 });
+
+describe("AdmissionQueue with requests in service", () => {
+  it("serves the flow with fewer requests in service first, then by start tags, never a lower band first", () => {
+    const inService = new Map([["heavy", 5], ["light", 1]]);
+    const q = new AdmissionQueue<string>((flow) => inService.get(flow) ?? 0);
+    q.push(0, "heavy", "h1");
+    q.push(0, "heavy", "h2");
+    q.push(0, "light", "l1");
+    q.push(0, "idle", "i1");
+    q.push(-1, "light", "sheddable");
+    expect(q.shift()!.value).toBe("i1"); // none in service
+    inService.set("idle", 1);
+    expect(q.shift()!.value).toBe("l1"); // 1 in service, arrived after the heavy flow's head
+    expect(q.shift()!.value).toBe("h1");
+    expect(q.shift()!.value).toBe("h2");
+    expect(q.shift()!.value).toBe("sheddable");
+  });
+});

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { AdmissionShares, SHARE_POST_TTL_MS } from "../../src/policy/admission-shares.ts";
-import { AdmissionGate } from "../../src/proxy/serve/admit.ts";
+import { AdmissionGate, freeSlots } from "../../src/proxy/serve/admit.ts";
 import { defineDeployment } from "../../src/config/deployment.ts";
 import { RoutingView } from "../../src/proxy/serve/view.ts";
 import { T0 } from "../fixtures/clock.ts";
@@ -70,7 +70,7 @@ describe("AdmissionGate under a budget", () => {
     const gate = new AdmissionGate();
     const v = view();
     expect((await gate.enter(d, v, ticket())).outcome).toBe("go");
-    gate.started(0);
+    gate.started(0, "f");
     gate.setBudget(1);
     let outcome: string | undefined;
     const held = gate.enter(d, v, ticket()).then((a) => (outcome = a.outcome));
@@ -88,16 +88,16 @@ describe("AdmissionGate under a budget", () => {
     const v = view();
     for (let i = 0; i < 2; i++) {
       expect((await gate.enter(d, v, ticket())).outcome).toBe("go");
-      gate.started(0);
+      gate.started(0, "f");
     }
     gate.setBudget(1); // the relay gave the others this isolate's share
     const held = gate.enter(d, v, ticket());
     await Promise.resolve();
-    gate.ended(0);
+    gate.ended(0, "f");
     gate.pump();
     await Promise.resolve();
     expect(gate.held).toBe(1); // 1 in flight = its budget: the freed slot is left for others
-    gate.ended(0);
+    gate.ended(0, "f");
     gate.pump();
     expect((await held).outcome).toBe("go");
     expect(gate.demand()).toBeUndefined();
@@ -106,14 +106,26 @@ describe("AdmissionGate under a budget", () => {
   it("lets a held request go on a slot its own request freed, though the view still counts it full", async () => {
     const gate = new AdmissionGate();
     const v = new RoutingView();
-    // The report counts one request (ours, say) on a one-slot replica.
+    // Our request runs on a one-slot replica, and the report counts it.
     v.applySnapshot({ deployment: "d", replicas: [{ id: "r0", url: "http://r0.test", epoch: 1, models: [], loading: [], expiresInMs: 600_000, load: { seq: 1, ongoing: 1, queued: 0, max: 1, state: "ready" } }] }, Date.now());
-    gate.started(0);
+    v.startDispatch(v.get("r0")!);
+    gate.started(0, "f");
     const held = gate.enter(d, v, ticket());
     await Promise.resolve();
-    expect(gate.held).toBe(1);
-    gate.ended(0); // our request ended: the view cannot know until the next report
+    expect(gate.held).toBe(1); // our own request fills the replica: held, not sent to be refused
+    // Our request ends. The view cannot know whose request the report counted: still full.
+    v.endDispatch(v.get("r0")!);
+    gate.ended(0, "f");
+    expect(freeSlots(v, Date.now())).toBe(0);
     gate.pump();
     expect((await held).outcome).toBe("go");
+  });
+
+  it("sends a request to ask the replicas when only other isolates' reported load fills them and nobody waits here", async () => {
+    const gate = new AdmissionGate();
+    const v = new RoutingView();
+    v.applySnapshot({ deployment: "d", replicas: [{ id: "r0", url: "http://r0.test", epoch: 1, models: [], loading: [], expiresInMs: 600_000, load: { seq: 1, ongoing: 2, queued: 0, max: 2, state: "ready" } }] }, Date.now());
+    expect(freeSlots(v, Date.now())).toBe(0);
+    expect(await gate.enter(d, v, ticket())).toEqual({ outcome: "go", queued: false });
   });
 });

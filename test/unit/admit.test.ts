@@ -177,6 +177,19 @@ describe("a request's priority and flow", () => {
     expect(priorityOf(deployment(), headers({ "x-priority": "critical" }), undefined)).toEqual({ ok: true, priority: 0 });
   });
 
+  it("take the API key's priority class, when it has one, as the default and the cap", () => {
+    const d = deployment({ priorityHeader: "x-priority", maxPriority: 0, defaultPriority: 0 });
+    const critical = { default: 1, max: 1 };
+    expect(priorityOf(d, headers({}), undefined, critical)).toEqual({ ok: true, priority: 1 });
+    expect(priorityOf(d, headers({ "x-priority": "sheddable" }), undefined, critical)).toEqual({ ok: true, priority: -1 });
+    // A batch key: sheddable by default, and never above standard whatever it asks.
+    const batch = { default: -1, max: 0 };
+    expect(priorityOf(d, headers({}), undefined, batch)).toEqual({ ok: true, priority: -1 });
+    expect(priorityOf(d, headers({ "x-priority": "critical" }), 5, batch)).toEqual({ ok: true, priority: 0 });
+    // Without a class, the deployment's: a client's ask for critical is lowered to its maximum, 0.
+    expect(priorityOf(d, headers({ "x-priority": "critical" }), undefined)).toEqual({ ok: true, priority: 0 });
+  });
+
   it("refuses a default above the maximum in configuration", () => {
     expect(() => deployment({ defaultPriority: 1, maxPriority: 0 })).toThrow(/defaultPriority/);
   });

@@ -3,6 +3,7 @@
  * (src/state/api-key-format.ts), and the isolate's key-set cache
  * (src/proxy/serve/access.ts) with a fake key-set source and an injected clock.
  */
+import type { ActiveKey, KeyPriority } from "../../src/state/access-keys.ts";
 import { createHash } from "node:crypto";
 import { afterEach, beforeEach, describe, it, expect, vi } from "vitest";
 import { ApiKeyCache, KEY_SET_TTL_MS, type KeyCheck } from "../../src/proxy/serve/access.ts";
@@ -146,22 +147,26 @@ function deferred(): Deferred {
  */
 class FakeSource {
   readonly hashes = new Map<string, Set<string>>();
+  /** Priority classes by key hash. */
+  readonly priorities = new Map<string, KeyPriority>();
   readonly calls: string[] = [];
   failing = false;
   gate: Deferred | null = null;
 
-  readonly source = async (deployment: string): Promise<string[]> => {
+  readonly source = async (deployment: string): Promise<ActiveKey[]> => {
     this.calls.push(deployment);
     const failing = this.failing;
-    const list = [...(this.hashes.get(deployment) ?? [])];
+    const list = [...(this.hashes.get(deployment) ?? [])].map((hash) => ({ hash, ...(this.priorities.has(hash) ? { priority: this.priorities.get(hash)! } : {}) }));
     if (this.gate) await this.gate.promise;
     if (failing) throw new Error("AccessKeys unreachable");
     return list;
   };
 
-  async add(deployment: string, key: string): Promise<void> {
+  async add(deployment: string, key: string, priority?: KeyPriority): Promise<void> {
     if (!this.hashes.has(deployment)) this.hashes.set(deployment, new Set());
-    this.hashes.get(deployment)!.add(await hashApiKey(key));
+    const hash = await hashApiKey(key);
+    this.hashes.get(deployment)!.add(hash);
+    if (priority) this.priorities.set(hash, priority);
   }
 
   async revoke(deployment: string, key: string): Promise<void> {
@@ -209,6 +214,12 @@ describe("ApiKeyCache", () => {
   });
 
   const check = (auth: string | null | undefined, deployment = "chat") => cache.check(deployment, auth, bg.fn);
+
+  it("answers a key's priority class with it, and none for a key without one", async () => {
+    await src.add("chat", "sk-sy-critical-key-000000000000000000", { default: 1, max: 1 });
+    expect(await check("Bearer sk-sy-critical-key-000000000000000000")).toEqual({ ok: true, keyHash: sha256("sk-sy-critical-key-000000000000000000"), priority: { default: 1, max: 1 } });
+    expect(await check(`Bearer ${KEY}`)).toEqual(okFor(KEY));
+  });
 
   describe("without a usable Authorization header", () => {
     it("answers unauthorized without calling the source", async () => {

@@ -126,13 +126,13 @@ describe("SnapshotRelay key sets", () => {
     const d = "plane-keys";
     const keys = env.KEYS.get(env.KEYS.idFromName(d));
     const r = relay(d, "TEST");
-    expect(await r.activeKeyHashes(d)).toEqual([]);
+    expect(await r.activeKeys(d)).toEqual([]);
     const created = await keys.create("first");
     // Held: twenty isolates asking within the TTL cost no further AccessKeys call.
-    for (let i = 0; i < 20; i++) await r.activeKeyHashes(d);
+    for (let i = 0; i < 20; i++) await r.activeKeys(d);
     expect((await r.stats()).keySetRefreshes).toBe(1);
     await r.forgetKeys();
-    expect(await r.activeKeyHashes(d)).toHaveLength(1);
+    expect(await r.activeKeys(d)).toHaveLength(1);
     expect((await r.stats()).keySetRefreshes).toBe(2);
     expect(created.id).toBeTruthy();
   });

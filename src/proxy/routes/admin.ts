@@ -17,7 +17,12 @@ import { adminRefusal } from "../serve/access.ts";
 import { controlRejections } from "./control.ts";
 import type { IsolateState } from "../serve/serve.ts";
 
-const NewKey = z.object({ name: z.string().min(1).max(128) }).strict();
+/** A key's priority class (docs/admission.md): the default and highest priority of its requests. */
+const KeyPriorityInput = z
+  .object({ default: z.number().int().min(-1000).max(1000), max: z.number().int().min(-1000).max(1000) })
+  .strict()
+  .refine((p) => p.default <= p.max, { message: "default is above max", path: ["default"] });
+const NewKey = z.object({ name: z.string().min(1).max(128), priority: KeyPriorityInput.optional() }).strict();
 const MAX_ADMIN_BODY = 4096;
 
 type AdminEnv = { Bindings: Env; Variables: { deployment: Deployment } };
@@ -100,9 +105,11 @@ export function adminRoutes(byName: ReadonlyMap<string, Deployment>, stateFor: (
       return errorResponse("bad_request", 'body is not valid JSON; send {"name": "…"}');
     }
     const parsed = NewKey.safeParse(raw);
-    if (!parsed.success) return errorResponse("bad_request", 'send {"name": "…"} (1-128 characters)', { details: parsed.error.issues });
+    if (!parsed.success) {
+      return errorResponse("bad_request", 'send {"name": "…"} (1-128 characters), optionally "priority": {"default": n, "max": m} (integers, default ≤ max)', { details: parsed.error.issues });
+    }
     const d = c.get("deployment");
-    const created = await keysFor(c.env, d.name).create(parsed.data.name);
+    const created = await keysFor(c.env, d.name).create(parsed.data.name, parsed.data.priority);
     await stateFor(c.env).keysChanged(d.name);
     return c.json(created, 201);
   });

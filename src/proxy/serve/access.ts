@@ -6,6 +6,7 @@ import { errorResponse, timingSafeEqualStrings } from "../../protocol/index.ts";
 import { bearerToken, hashApiKey } from "../../state/api-key-format.ts";
 import { BackgroundRefresh } from "./view.ts";
 import type { Deployment } from "../../config/deployment.ts";
+import type { ActiveKey, KeyPriority } from "../../state/access-keys.ts";
 import { RATE_LIMIT_SHARDS, rateLimitShard, type RateRemaining, type RateUse } from "../../policy/rate-limit-sync.ts";
 import { fullBucket, refill, takeToken, type BucketLimits, type TokenBucket } from "../../policy/token-bucket.ts";
 import type { Env } from "../../env.ts";
@@ -27,21 +28,24 @@ export const KEY_SET_TTL_MS = 10_000;
 export const RELAYED_KEY_SET_TTL_MS = 5_000;
 const REFRESH_FAILURE_BACKOFF_MS = 1_000;
 
-export type KeySetSource = (deployment: string) => Promise<string[]>;
+export type KeySetSource = (deployment: string) => Promise<ActiveKey[]>;
+
+/** A deployment's keys in force, by hash: each one's priority class, or null for none. */
+type KeySet = Map<string, KeyPriority | null>;
 
 export type KeyCheck =
-  | { ok: true; keyHash: string }
+  | { ok: true; keyHash: string; priority?: KeyPriority }
   | { ok: false; code: "unauthorized" | "auth_unavailable"; message: string };
 
 export class ApiKeyCache {
-  readonly #sets: BackgroundRefresh<Set<string> | null, string[]>;
+  readonly #sets: BackgroundRefresh<KeySet | null, ActiveKey[]>;
 
   constructor(source: KeySetSource, now: () => number = Date.now, ttlFor: (deployment: string) => number = () => KEY_SET_TTL_MS) {
-    this.#sets = new BackgroundRefresh<Set<string> | null, string[]>({
+    this.#sets = new BackgroundRefresh<KeySet | null, ActiveKey[]>({
       source,
       // No set until the first fetch succeeds: fail closed meanwhile.
       initial: () => null,
-      apply: (_old, hashes) => new Set(hashes),
+      apply: (_old, keys) => new Map(keys.map((k) => [k.hash, k.priority ?? null])),
       ttlMs: ttlFor,
       failureBackoffMs: REFRESH_FAILURE_BACKOFF_MS,
       what: "api key",
@@ -59,7 +63,8 @@ export class ApiKeyCache {
     const token = bearerToken(authorization);
     if (token === null) return NO_KEY;
     const [keyHash, hashes] = await Promise.all([hashApiKey(token), this.#sets.get(deployment, background, hasNoSet)]);
-    if (hashes?.has(keyHash)) return { ok: true, keyHash };
+    const priority = hashes?.get(keyHash);
+    if (priority !== undefined) return priority === null ? { ok: true, keyHash } : { ok: true, keyHash, priority };
     return hashes ? NOT_VALID : UNAVAILABLE;
   }
 
@@ -92,7 +97,7 @@ export class ApiKeyCache {
 }
 
 /** No key set yet (fail closed): the key set must be fetched before anyone gets in. */
-const hasNoSet = (s: { value: Set<string> | null }) => s.value === null;
+const hasNoSet = (s: { value: KeySet | null }) => s.value === null;
 
 // The refusals, made once and frozen: every request refused for the same reason gets the same one.
 const NO_KEY: KeyCheck = Object.freeze({ ok: false, code: "unauthorized", message: "this deployment needs an API key: send Authorization: Bearer <key>" });

@@ -55,9 +55,19 @@ export interface Admitted {
   queued: boolean;
 }
 
-/** The request's priority: its header's or body's (capped at `admission.maxPriority`), else the deployment's default; or the refusal of a bad header. */
-export function priorityOf(deployment: Deployment, headers: Headers, bodyPriority: number | undefined): { ok: true; priority: number } | { ok: false; response: Response } {
-  const { admission } = deployment;
+/**
+ * The request's priority: its header's or body's, capped at the maximum, else the
+ * default; or the refusal of a bad header. The default and the maximum are the API
+ * key's priority class when it has one (an admin sets it per key), else the
+ * deployment's `admission.defaultPriority` and `admission.maxPriority`.
+ */
+export function priorityOf(
+  deployment: Deployment,
+  headers: Headers,
+  bodyPriority: number | undefined,
+  key?: { default: number; max: number },
+): { ok: true; priority: number } | { ok: false; response: Response } {
+  const admission = key ? { ...deployment.admission, defaultPriority: key.default, maxPriority: key.max } : deployment.admission;
   let asked = bodyPriority;
   if (admission.priorityHeader !== undefined) {
     const raw = headers.get(admission.priorityHeader)?.trim();
@@ -90,6 +100,12 @@ export function freeSlots(view: RoutingView, now: number): number {
   return free;
 }
 
+/** Whether this isolate's own requests in flight fill every candidate replica (no other isolate's load needed to say so). */
+function ownFill(view: RoutingView, now: number): boolean {
+  for (const c of view.candidates(now)) if (c.inflight < c.capacity) return false;
+  return true;
+}
+
 /**
  * Whether a request that meets no ready replica is held: only for a deployment that
  * scales from zero (`autoscaling.minReplicas: 0`), which expects one to start. Any
@@ -112,7 +128,9 @@ export const BUDGET_TTL_MS = 1_000;
 
 /** One deployment's admission in one isolate. */
 export class AdmissionGate {
-  readonly #queue = new AdmissionQueue<Waiter>();
+  /** Requests this gate let go and not yet ended, by flow (the queue serves the flows with fewest first). */
+  readonly #flowInflight = new Map<string, number>();
+  readonly #queue = new AdmissionQueue<Waiter>((flow) => this.#flowInflight.get(flow) ?? 0);
   /** Requests this gate let go and not yet ended, by priority (the demand it tells the relay). */
   readonly #inflight = new Map<number, number>();
   #inflightTotal = 0;
@@ -159,18 +177,26 @@ export class AdmissionGate {
     this.#budget = max === undefined ? undefined : { max, at: this.#now() };
   }
 
-  /** A request this gate let go has started (`priority` is its band). */
-  started(priority: number): void {
+  /** A request this gate let go has started. */
+  started(priority: number, flow: string): void {
     this.#inflight.set(priority, (this.#inflight.get(priority) ?? 0) + 1);
+    this.#flowInflight.set(flow, (this.#flowInflight.get(flow) ?? 0) + 1);
     this.#inflightTotal++;
   }
 
-  /** A request that started has ended: its slot is free, whatever the view says. */
-  ended(priority: number): void {
+  /**
+   * A request that started has ended. `freed`: it held a slot, now free whatever the view
+   * says (not for one the replicas refused, which held none).
+   */
+  ended(priority: number, flow: string, freed = true): void {
     const n = this.#inflight.get(priority) ?? 0;
     if (n <= 1) this.#inflight.delete(priority);
     else this.#inflight.set(priority, n - 1);
+    const f = this.#flowInflight.get(flow) ?? 0;
+    if (f <= 1) this.#flowInflight.delete(flow);
+    else this.#flowInflight.set(flow, f - 1);
     if (this.#inflightTotal > 0) this.#inflightTotal--;
+    if (!freed) return;
     this.#freed = this.#freedNow() + 1;
     this.#freedAt = this.#now();
   }
@@ -211,6 +237,12 @@ export class AdmissionGate {
     if (ticket.signal?.aborted) return { outcome: "gone", queued: false };
     // Saturated (not just others waiting ahead): a sheddable request is refused rather than held.
     if (ticket.priority < 0 && (free <= 0 || ticket.again)) return { outcome: "shed", queued: false };
+    // Full by other isolates' load only, as reported (up to ~0.75 s old), with nobody waiting
+    // here: the replicas' own answer decides (reject-before-accept; a refused request waits
+    // here again). Held at once only where this isolate's own requests fill every replica,
+    // which it knows exactly. Holding on stale reports cost a third of the fleet's throughput
+    // with 4 isolates (bench/admission.ts).
+    if (slots === 0 && this.#queue.size === 0 && !ticket.again && this.#underBudget() && !ownFill(view, this.#now())) return GO;
     const waitMs = Math.min(deployment.admission.maxWaitMs, ticket.deadline - this.#now());
     if (waitMs <= 0) return { outcome: "expired", queued: false };
 

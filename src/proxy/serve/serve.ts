@@ -114,10 +114,12 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
   }
   /** The request's API key, when the deployment takes one (it names the client, below). */
   let keyHash: string | undefined;
+  let keyPriority: { default: number; max: number } | undefined;
   if (!deployment.access.public) {
     const key = await state.apiKeys.check(deployment.name, headers.get("authorization"), background);
     if (!key.ok) return keyRefusal(key, requestId);
     keyHash = key.keyHash;
+    keyPriority = key.priority;
     const rate = state.rateLimits.take(deployment, key.keyHash, background);
     if (!rate.ok) {
       return errorResponse("rate_limited", `rate limit of ${deployment.access.rateLimit?.requestsPerSecond} requests/s for this key exceeded`, {
@@ -129,7 +131,7 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
   const openai = ctx.openai;
   const keys = openai ? { ok: true as const, keys: openai.keys } : requestKeys(headers, deployment);
   if (!keys.ok) return errorResponse(keys.code, keys.message, { requestId });
-  const priority = priorityOf(deployment, headers, openai?.priority);
+  const priority = priorityOf(deployment, headers, openai?.priority, keyPriority);
   if (!priority.ok) return priority.response;
   const done = state.admit(deployment);
   if (!done) {
@@ -196,7 +198,9 @@ async function admitted(req: Request, ctx: DispatchContext, gate: AdmissionGate,
   const { deployment, view, requestId } = ctx;
   const first = await gate.enter(deployment, view, ticket);
   if (first.outcome !== "go") return admissionRefusal(first.outcome, deployment, requestId);
-  gate.started(ticket.priority);
+  gate.started(ticket.priority, ticket.flow);
+  /** Counted in the gate's requests in flight: not while held again (a refused request holds no slot). */
+  let running = true;
   let reserved = first.queued;
   const dispatching = () => {
     if (!reserved) return;
@@ -205,8 +209,14 @@ async function admitted(req: Request, ctx: DispatchContext, gate: AdmissionGate,
   };
   ctx.onDispatch = dispatching;
   ctx.hold = async () => {
+    if (running) gate.ended(ticket.priority, ticket.flow, false);
+    running = false;
     const again = await gate.enter(deployment, view, { ...ticket, again: true });
     reserved = again.queued;
+    if (again.outcome === "go") {
+      gate.started(ticket.priority, ticket.flow);
+      running = true;
+    }
     return again.outcome;
   };
   try {
@@ -214,7 +224,8 @@ async function admitted(req: Request, ctx: DispatchContext, gate: AdmissionGate,
   } finally {
     dispatching();
     const over = () => {
-      gate.ended(ticket.priority);
+      if (running) gate.ended(ticket.priority, ticket.flow);
+      running = false;
       gate.pump();
     };
     const end = ctx.trace?.streamEnd;
@@ -283,7 +294,7 @@ export class IsolateState {
       new SessionTokens(() => sessionTokenKeyFor(env.SWITCHYARD_REPLICA_SECRET)),
     );
     this.apiKeys = new ApiKeyCache(
-      (name) => (servedDeployment(name)?.routing.relay ? relayFor(env, name, this.location).activeKeyHashes(name) : keysFor(env, name).activeHashes()),
+      (name) => (servedDeployment(name)?.routing.relay ? relayFor(env, name, this.location).activeKeys(name) : keysFor(env, name).activeKeys()),
       Date.now,
       (name) => (servedDeployment(name)?.routing.relay ? RELAYED_KEY_SET_TTL_MS : KEY_SET_TTL_MS),
     );
