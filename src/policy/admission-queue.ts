@@ -79,9 +79,12 @@ export class AdmissionQueue<T> {
     return entry;
   }
 
-  /** The request to admit next (removed), or undefined when none waits. */
-  shift(): Held<T> | undefined {
-    const next = this.#next();
+  /**
+   * The request to admit next (removed), or undefined when none waits. `eligible`: only
+   * flows it accepts may go (their share is used up otherwise); never a lower band instead.
+   */
+  shift(eligible?: (flow: string) => boolean): Held<T> | undefined {
+    const next = this.#next(eligible);
     if (!next) return undefined;
     const [band, best] = next;
     this.#take(band, best);
@@ -91,18 +94,32 @@ export class AdmissionQueue<T> {
     return best;
   }
 
-  /** The request shift() would return, left in place. */
   /** The bands with requests waiting: [priority, count], highest first. */
   bands(): [number, number][] {
     return this.#order.map((p) => [p, this.#bands.get(p)!.size]);
   }
 
+  /** Requests of `flow` waiting, in every band. */
+  heldOf(flow: string): number {
+    let n = 0;
+    for (const band of this.#bands.values()) n += band.flows.get(flow)?.length ?? 0;
+    return n;
+  }
+
+  /** Each flow with requests waiting, and how many. */
+  flows(): Map<string, number> {
+    const out = new Map<string, number>();
+    for (const band of this.#bands.values()) for (const [flow, list] of band.flows) out.set(flow, (out.get(flow) ?? 0) + list.length);
+    return out;
+  }
+
+  /** The request shift() would return, left in place. */
   peek(): Held<T> | undefined {
     return this.#next()?.[1];
   }
 
   /** The highest band's waiting request with the lowest start tag (first come among equals). */
-  #next(): [Band<T>, Entry<T>] | undefined {
+  #next(eligible?: (flow: string) => boolean): [Band<T>, Entry<T>] | undefined {
     const priority = this.#order[0];
     if (priority === undefined) return undefined;
     const band = this.#bands.get(priority)!;
@@ -110,13 +127,14 @@ export class AdmissionQueue<T> {
     let bestServed = 0;
     for (const list of band.flows.values()) {
       const head = list[0]!;
+      if (eligible && !eligible(head.flow)) continue;
       const served = this.#inService(head.flow);
       if (!best || served < bestServed || (served === bestServed && (head.start < best.start || (head.start === best.start && head.seq < best.seq)))) {
         best = head;
         bestServed = served;
       }
     }
-    return [band, best!];
+    return best ? [band, best] : undefined;
   }
 
   /** Takes `held` out (its client left, or its wait ran out); false when it was no longer waiting. */

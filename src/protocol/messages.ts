@@ -256,11 +256,16 @@ export interface RoutingSnapshot {
 
 /**
  * What an isolate tells its relay of its admission demand with each view ask: per
- * priority band, its requests in flight plus those it holds (docs/admission.md).
+ * priority band, its requests in flight plus those it holds (`bands`), and how many
+ * it holds (`held`: demand the replicas cannot report, which the relay passes on to
+ * the autoscaler). docs/admission.md.
  */
 export const AdmissionDemandPost = z
-  .array(z.tuple([z.number().int().min(-1000).max(1000), z.number().int().min(0).max(1_000_000)]))
-  .max(64);
+  .object({
+    bands: z.array(z.tuple([z.number().int().min(-1000).max(1000), z.number().int().min(0).max(1_000_000)])).max(64),
+    held: z.number().int().min(0).max(1_000_000),
+  })
+  .strict();
 export type AdmissionDemandPost = z.infer<typeof AdmissionDemandPost>;
 
 /**

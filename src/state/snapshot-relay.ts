@@ -24,7 +24,8 @@ import type { BucketLimits } from "../policy/token-bucket.ts";
 import { agedSnapshot, boundedView } from "./bounded-view.ts";
 import { DispatchBoard } from "./dispatch-board.ts";
 import { RELAY_KEY_SET_TTL_MS, RELAY_MAX_REPLICAS, RELAY_RATE_SYNC_INTERVAL_MS, RELAY_TTL_MS } from "./relay-cadence.ts";
-import { mergedSnapshot } from "./routing-plane.ts";
+import { mergedSnapshot, tellHeldDemand } from "./routing-plane.ts";
+import { HELD_DEMAND_INTERVAL_MS, heldDemand } from "./routing-shards.ts";
 import { RELAY_MAX_SUMMARY_BYTES, RELAY_SUMMARY_BYTES, SummaryPool, VIEW_SUMMARY_BYTES, decodeDigests, summaryDelta, withHeldSummaries } from "./summary-delta.ts";
 import type { CacheSummaryWire } from "../prefix/cache-summary.ts";
 
@@ -87,6 +88,9 @@ export class SnapshotRelay extends DurableObject<RelayEnv> {
   readonly #board = new DispatchBoard();
   /** The location's isolates' admission demand, and their budgets from it. */
   readonly #shares = new AdmissionShares();
+  /** The location's isolates' held requests, by isolate, and when the autoscaler last heard of them. */
+  readonly #held = new Map<string, { held: number; at: number }>();
+  #heldToldAt = 0;
   #dispatchNotesPosted = 0;
   #dispatchPostsRefused = 0;
 
@@ -125,7 +129,8 @@ export class SnapshotRelay extends DurableObject<RelayEnv> {
     if (demand !== undefined) {
       const post = AdmissionDemandPost.safeParse(demand);
       if (post.success) {
-        this.#shares.post(seed, post.data, now);
+        this.#shares.post(seed, post.data.bands, now);
+        this.#tellHeld(deployment, seed, post.data.held, now);
         // The slots of the replicas taking requests now, in the whole merged snapshot (not the asker's sample).
         let capacity = 0;
         for (const r of merged.replicas) if (r.load.state === "ready") capacity += r.load.max;
@@ -136,6 +141,19 @@ export class SnapshotRelay extends DurableObject<RelayEnv> {
       }
     }
     return answer;
+  }
+
+  /**
+   * The location's held requests go on to the deployment's autoscaler (its leader routing
+   * object) at most once per HELD_DEMAND_INTERVAL_MS while there are any: one call per
+   * location, not per isolate (scale from zero, and held demand scaling a full fleet up).
+   */
+  #tellHeld(deployment: string, seed: number, held: number, now: number): void {
+    this.#held.set(String(seed), { held, at: now });
+    const total = heldDemand(this.#held, now);
+    if (total === 0 || now - this.#heldToldAt < HELD_DEMAND_INTERVAL_MS) return;
+    this.#heldToldAt = now;
+    this.ctx.waitUntil(tellHeldDemand(this.env, deployment, `relay:${this.ctx.id.toString()}`, total));
   }
 
   /**

@@ -76,7 +76,7 @@ describe("AdmissionGate under a budget", () => {
     const held = gate.enter(d, v, ticket()).then((a) => (outcome = a.outcome));
     await Promise.resolve();
     expect(gate.held).toBe(1);
-    expect(gate.demand()).toEqual([[0, 2]]); // one in flight, one held
+    expect(gate.demand()).toEqual({ bands: [[0, 2]], held: 1 }); // one in flight, one held
     gate.setBudget(2);
     gate.pump();
     await held;
@@ -127,5 +127,34 @@ describe("AdmissionGate under a budget", () => {
     v.applySnapshot({ deployment: "d", replicas: [{ id: "r0", url: "http://r0.test", epoch: 1, models: [], loading: [], expiresInMs: 600_000, load: { seq: 1, ongoing: 2, queued: 0, max: 2, state: "ready" } }] }, Date.now());
     expect(freeSlots(v, Date.now())).toBe(0);
     expect(await gate.enter(d, v, ticket())).toEqual({ outcome: "go", queued: false });
+  });
+
+  it("splits its budget max-min fairly between its flows: a heavy flow at its share waits while a light one goes", async () => {
+    const gate = new AdmissionGate();
+    const v = view(); // one replica, 4 slots
+    const t = (flow: string) => ({ ...ticket(), flow });
+    const outcomes: Record<string, string> = {};
+    const enter = (name: string, flow: string) => gate.enter(d, v, t(flow)).then((a) => (outcomes[name] = a.outcome));
+    for (const flow of ["heavy", "heavy", "light"]) {
+      expect((await gate.enter(d, v, t(flow))).outcome).toBe("go");
+      gate.started(0, flow);
+    }
+    gate.setBudget(3); // at its budget: what comes now is held
+    const light = enter("light", "light");
+    const heavy = enter("heavy", "heavy");
+    await Promise.resolve();
+    expect(gate.held).toBe(2);
+    // One more slot. Demand: heavy 3, light 2; an even split of 4 is 2 each: heavy (2 in flight) is at its share.
+    gate.setBudget(4);
+    gate.pump();
+    await light;
+    expect(outcomes).toEqual({ light: "go" });
+    gate.dispatching();
+    gate.started(0, "light");
+    // Another: light has its 2; heavy's share is the rest, 3.
+    gate.setBudget(5);
+    gate.pump();
+    await heavy;
+    expect(outcomes).toEqual({ light: "go", heavy: "go" });
   });
 });

@@ -164,12 +164,12 @@ export class AdmissionGate {
     return this.#inflightTotal;
   }
 
-  /** What this isolate tells its relay: per priority, requests in flight plus held; undefined when it has none. */
-  demand(): [number, number][] | undefined {
+  /** What this isolate tells its relay: per priority, requests in flight plus held, and how many it holds; undefined when it has none. */
+  demand(): { bands: [number, number][]; held: number } | undefined {
     if (this.#inflightTotal === 0 && this.#queue.size === 0) return undefined;
     const byBand = new Map(this.#inflight);
     for (const [priority, n] of this.#queue.bands()) byBand.set(priority, (byBand.get(priority) ?? 0) + n);
-    return [...byBand].filter(([, n]) => n > 0);
+    return { bands: [...byBand].filter(([, n]) => n > 0), held: this.#queue.size };
   }
 
   /** The relay's answer: this isolate's budget of requests in flight (undefined: none applies). */
@@ -218,6 +218,39 @@ export class AdmissionGate {
   }
 
   /**
+   * Each flow's share of the budget, or undefined without a fresh budget: the budget
+   * split max-min fairly over the flows with requests here (in flight or held;
+   * `arriving` counts one more of its flow's), so a flow of few clients keeps what it
+   * uses and the rest is split evenly among the others.
+   */
+  #shares(arriving?: string): ((flow: string) => number) | undefined {
+    const b = this.#budget;
+    if (!b || this.#now() - b.at > BUDGET_TTL_MS) return undefined;
+    const demand = this.#queue.flows();
+    for (const [f, n] of this.#flowInflight) demand.set(f, (demand.get(f) ?? 0) + n);
+    if (arriving !== undefined) demand.set(arriving, (demand.get(arriving) ?? 0) + 1);
+    const sorted = [...demand.values()].sort((x, y) => x - y);
+    // Water-filling: flows asking less than an even split of what is left get what they ask.
+    let left = b.max;
+    let level = Infinity;
+    for (let i = 0; i < sorted.length; i++) {
+      const even = left / (sorted.length - i);
+      if (sorted[i]! > even) {
+        level = even;
+        break;
+      }
+      left -= sorted[i]!;
+    }
+    return (flow) => Math.min(demand.get(flow) ?? 0, level);
+  }
+
+  /** Whether one more request of `flow` may go now within its share (always, without a budget). */
+  #flowUnderShare(flow: string): boolean {
+    const share = this.#shares(flow);
+    return !share || (this.#flowInflight.get(flow) ?? 0) < share(flow);
+  }
+
+  /**
    * Waits until the request may be dispatched ("go"), or says why not. A request
    * that finds a free slot and nobody waiting goes at once: the path's only cost
    * when the deployment is not saturated. A request that went through the queue
@@ -230,7 +263,7 @@ export class AdmissionGate {
     // Never for a request that went already (`again`): it waits, so a retry is never a busy loop.
     if (slots < 0 && !holdsAtZero(deployment) && !ticket.again) return GO;
     const free = this.#free(slots);
-    if (free > 0 && this.#queue.size === 0 && !ticket.again && this.#underBudget()) {
+    if (free > 0 && this.#queue.size === 0 && !ticket.again && this.#underBudget() && this.#flowUnderShare(ticket.flow)) {
       if (this.#freedNow() > 0) this.#freed--;
       return GO;
     }
@@ -242,7 +275,7 @@ export class AdmissionGate {
     // here again). Held at once only where this isolate's own requests fill every replica,
     // which it knows exactly. Holding on stale reports cost a third of the fleet's throughput
     // with 4 isolates (bench/admission.ts).
-    if (slots === 0 && this.#queue.size === 0 && !ticket.again && this.#underBudget() && !ownFill(view, this.#now())) return GO;
+    if (slots === 0 && this.#queue.size === 0 && !ticket.again && this.#underBudget() && this.#flowUnderShare(ticket.flow) && !ownFill(view, this.#now())) return GO;
     const waitMs = Math.min(deployment.admission.maxWaitMs, ticket.deadline - this.#now());
     if (waitMs <= 0) return { outcome: "expired", queued: false };
 
@@ -268,11 +301,15 @@ export class AdmissionGate {
     if (!this.#leader) this.#leader = waiter;
     if (!ticket.again) this.pump();
     if (waiter.outcome === undefined) ticket.demand?.(this.#queue.size);
+    // At zero, the first refresh goes at once: it carries the held demand (to the relay, or
+    // through `demand` to the autoscaler) that starts a replica.
+    let first = slots < 0;
     try {
       for (;;) {
         if (waiter.outcome !== undefined) break;
         if (this.#leader === waiter) {
-          await Promise.race([settled, sleep(HOLD_POLL_MS)]);
+          if (!first) await Promise.race([settled, sleep(HOLD_POLL_MS)]);
+          first = false;
           if (waiter.outcome !== undefined) break;
           // The refresh is this request's own I/O; a failed one leaves the view as it was.
           await ticket.refresh().catch(() => undefined);
@@ -311,9 +348,14 @@ export class AdmissionGate {
   /** Lets up to `n` held requests go, in the queue's order, within the budget; how many went. */
   #release(n: number): number {
     let went = 0;
+    const share = this.#shares();
+    /** Let go in this call, per flow: they count against the flow's share until they start. */
+    const going = new Map<string, number>();
+    const eligible = share && ((flow: string) => (this.#flowInflight.get(flow) ?? 0) + (going.get(flow) ?? 0) < share(flow));
     while (went < n && this.#underBudget()) {
-      const next: Held<Waiter> | undefined = this.#queue.shift();
+      const next: Held<Waiter> | undefined = this.#queue.shift(eligible);
       if (!next) break;
+      going.set(next.flow, (going.get(next.flow) ?? 0) + 1);
       this.#released++;
       if (this.#freedNow() > 0) this.#freed--;
       went++;

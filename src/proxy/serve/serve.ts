@@ -181,7 +181,8 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
       flow: flowOf(deployment, headers, client),
       deadline,
       refresh: () => state.snapshots.view(deployment.name, background),
-      ...(deployment.autoscaling ? { demand: (held: number) => state.tellDemand(deployment.name, held, background) } : {}),
+      // With relays, the relay passes the location's held requests on (they ride on the view asks).
+      ...(deployment.autoscaling && !deployment.routing.relay ? { demand: (held: number) => state.tellDemand(deployment.name, held, background) } : {}),
       ...(req.signal ? { signal: req.signal } : {}),
     });
   } finally {
