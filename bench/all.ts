@@ -30,6 +30,7 @@ const SCENARIOS: Record<string, string[]> = {
   "slow-clients": ["bench/slow-clients.ts", "--quick"],
   "request-path": ["bench/request-path.ts", "--quick"],
   admission: ["bench/admission.ts", "--quick"],
+  "view-refresh": ["bench/view-refresh.ts", "--quick"],
 };
 
 const { values } = parseArgs({ options: { only: { type: "string" } } });

@@ -13,7 +13,6 @@ import { DEFAULT_LOAD_FACTOR, DEFAULT_PREFILL_WEIGHT } from "../policy/prefix-sc
 import { SCORER_NAMES } from "../policy/scorers/index.ts";
 import { PROMPT_TOKENIZER_NAMES } from "../prompt/tokenizers/index.ts";
 
-
 /** A built-in profile by name (src/policy/balancers/index.ts). */
 const BalancerName = z.enum(BALANCER_NAMES);
 /** A profile of the deployment's own, in the registered plugins' names. */
@@ -40,6 +39,9 @@ const Balancer = z
     return z.NEVER;
   });
 /** Methods a deployment may serve (the default: all of them). */
+
+/** `routing.refreshEveryRequests`' default: at 10 req/s per isolate, a view ask every ~2 s (src/proxy/serve/view.ts). */
+export const DEFAULT_REFRESH_EVERY_REQUESTS = 20;
 export const SERVABLE_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] as const;
 
 /** What serves the deployment: one of the registered backend kinds (src/backends/). */
@@ -310,15 +312,24 @@ const DeploymentInput = z
         shards: z.number().int().min(1).max(MAX_ROUTING_SHARDS).default(1),
         /** Isolates ask their location's relay, not the shards. Off: each isolate asks every shard (the design before relays). */
         relay: z.boolean().default(true),
+        /**
+         * Once its TTL (250 ms with relays, 1 s without) has passed, an isolate refreshes
+         * its view every this many requests, or when the view is 2 s old, a replica in it
+         * is about to lapse, or admission holds or budgets requests (src/proxy/serve/view.ts).
+         * 1: at the first request past the TTL, as before (four calls a second at any rate).
+         * The load header on every answer keeps the replicas an isolate uses fresh; the
+         * refresh brings the others' load, new replicas and drains.
+         */
+        refreshEveryRequests: z.number().int().min(1).max(10_000).default(DEFAULT_REFRESH_EVERY_REQUESTS),
       })
       .strict()
-      .default({ shards: 1, relay: true }),
+      .default({ shards: 1, relay: true, refreshEveryRequests: DEFAULT_REFRESH_EVERY_REQUESTS }),
     /**
      * The autoscaling signal (Ray Serve's autoscaling_config names): the desired
      * replica count from reported load, exposed as JSON (/-/deployments/:name/autoscale),
      * as a metric, and POSTed to `webhook` when it changes, for an external
-     * autoscaler (Kubernetes, a cloud API) to act on. Switchyard does not start
-     * or stop replicas itself.
+     * autoscaler (Kubernetes, a cloud API) to act on; locally, `npm start` acts on
+     * it itself (src/local/actuator.ts).
      */
     autoscaling: z
       .object({

@@ -31,7 +31,7 @@ describe("defineDeployment", () => {
       },
       admission: { hold: true, maxWaitMs: 30_000, defaultPriority: 0, maxPriority: 0 },
       sessionAffinity: { enabled: true, ttlSeconds: 600, shards: 8, rebindAtLoad: 1, bindOnRequest: 2, maxNewBindingsPerSecond: 10, maxNewBindingsBurst: 100 },
-      routing: { shards: 1, relay: true },
+      routing: { shards: 1, relay: true, refreshEveryRequests: 20 },
       limits: {
         maxRequestBodyBytes: 10 * 1024 * 1024,
         replayableBodyBytes: 64 * 1024,

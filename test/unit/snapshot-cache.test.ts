@@ -5,7 +5,7 @@
  */
 import { afterEach, beforeEach, describe, it, expect, vi } from "vitest";
 import type { RoutingSnapshot } from "../../src/protocol/index.ts";
-import { LAPSED_REFRESH_WAIT_MS, SNAPSHOT_TTL_MS, SnapshotCache } from "../../src/proxy/serve/view.ts";
+import { LAPSE_MARGIN_MS, LAPSED_REFRESH_WAIT_MS, SNAPSHOT_TTL_MS, SnapshotCache, VIEW_MAX_AGE_MS } from "../../src/proxy/serve/view.ts";
 import { clock } from "../fixtures/clock.ts";
 
 function snapshotWith(deployment: string, ids: string[], seq = 1): RoutingSnapshot {
@@ -364,5 +364,96 @@ describe("SnapshotCache", () => {
     expect(view.get("a")).toBe(a);
     expect(a.inflight).toBe(1);
     expect(a.reported.seq).toBe(5);
+  });
+});
+
+describe("SnapshotCache's pace (routing.refreshEveryRequests)", () => {
+  const TTL = 250;
+  /** A source whose replicas stay live for `liveMs` from each answer. */
+  function paced(everyRequests: number, liveMs = 60_000, busy = () => false) {
+    const src = controlledSource();
+    src.set((d) => Promise.resolve({ ...snapshotWith(d, ["a", "b"]), replicas: snapshotWith(d, ["a", "b"]).replicas.map((r) => ({ ...r, expiresInMs: liveMs })) }));
+    const c = clock();
+    const cache = new SnapshotCache(src.source, c.now, () => ({ ttlMs: TTL, everyRequests }), busy);
+    /** One request `gapMs` after the last; resolves once any refresh it started has landed. */
+    const request = async (gapMs: number) => {
+      c.advance(gapMs);
+      const bg: Promise<unknown>[] = [];
+      await cache.view("d", (p) => bg.push(p));
+      await Promise.all(bg);
+    };
+    return { src, c, cache, request };
+  }
+
+  it("past the TTL, refreshes once every N requests, not at every request", async () => {
+    const { src, request } = paced(20);
+    await request(0);
+    // 10 req/s for 10 s: the view's age never reaches VIEW_MAX_AGE_MS between refreshes (20 × 100 ms).
+    for (let i = 0; i < 100; i++) await request(100);
+    // 1 + one per 20 requests (each 2 s, past the TTL).
+    expect(src.calls.length).toBe(1 + 5);
+  });
+
+  it("never sooner than the TTL, however many requests come", async () => {
+    const { src, request } = paced(20);
+    await request(0);
+    for (let i = 0; i < 1_000; i++) await request(1); // 1,000 req/s for 1 s
+    // 1 + one per 250 ms (20 requests take 20 ms, the TTL is the bound).
+    expect(src.calls.length).toBeGreaterThanOrEqual(1 + 3);
+    expect(src.calls.length).toBeLessThanOrEqual(1 + 4);
+  });
+
+  it("refreshes a view older than VIEW_MAX_AGE_MS at the next request, however few came", async () => {
+    const { src, request } = paced(20);
+    await request(0);
+    await request(VIEW_MAX_AGE_MS - 1);
+    expect(src.calls.length).toBe(1);
+    await request(1);
+    expect(src.calls.length).toBe(2);
+  });
+
+  it("refreshes before a replica in the view would lapse, not after", async () => {
+    // Replicas live 1.5 s from each answer: refreshed within LAPSE_MARGIN_MS of that.
+    const { src, cache, c, request } = paced(1_000, 1_500);
+    await request(0);
+    await request(1_500 - LAPSE_MARGIN_MS - 1);
+    expect(src.calls.length).toBe(1);
+    await request(1);
+    expect(src.calls.length).toBe(2);
+    // The refreshed view has both replicas live: no request found one lapsed.
+    expect((await cache.view("d", () => undefined)).readyCount(c.now())).toBe(2);
+  });
+
+  it("a load header that keeps a replica live puts its lapse off", async () => {
+    const { src, cache, c, request } = paced(1_000, 1_500);
+    await request(0);
+    const view = await cache.view("d", () => undefined);
+    // Both replicas answer a request (live LIVENESS_FROM_RESPONSE_MS from then) before the margin.
+    c.advance(1_000);
+    for (const id of ["a", "b"]) view.applyLoad(id, { seq: 2, ongoing: 0, queued: 0, max: 5, state: "ready" }, c.now());
+    // Past the snapshot's lapse, well before the answers' (3.5 s): no refresh.
+    await request(1_400 - 1_000);
+    expect(src.calls.length).toBe(1);
+    expect(view.readyCount(c.now())).toBe(2);
+  });
+
+  it("refreshes at the TTL while admission is busy (held requests, a budget)", async () => {
+    let busy = false;
+    const { src, request } = paced(20, 60_000, () => busy);
+    await request(0);
+    await request(TTL);
+    expect(src.calls.length).toBe(1);
+    busy = true;
+    await request(1);
+    expect(src.calls.length).toBe(2);
+    await request(TTL);
+    expect(src.calls.length).toBe(3);
+  });
+
+  it("N = 1 is the TTL alone: a refresh at the first request past it", async () => {
+    const { src, request } = paced(1);
+    await request(0);
+    for (let i = 0; i < 10; i++) await request(TTL);
+    expect(src.calls.length).toBe(11);
   });
 });

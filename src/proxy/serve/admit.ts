@@ -177,6 +177,14 @@ export class AdmissionGate {
     this.#budget = max === undefined ? undefined : { max, at: this.#now() };
   }
 
+  /**
+   * Whether this isolate holds requests or keeps to a fresh budget: then its view is
+   * refreshed at the TTL, since the ask carries its demand and brings its budget back.
+   */
+  get busy(): boolean {
+    return this.#queue.size > 0 || (this.#budget !== undefined && this.#now() - this.#budget.at <= BUDGET_TTL_MS);
+  }
+
   /** A request this gate let go has started. */
   started(priority: number, flow: string): void {
     this.#inflight.set(priority, (this.#inflight.get(priority) ?? 0) + 1);

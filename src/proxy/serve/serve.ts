@@ -280,7 +280,11 @@ export class IsolateState {
     this.snapshots = new SnapshotCache(
       (name, have) => this.#snapshotOf(name, have),
       Date.now,
-      (name) => (servedDeployment(name)?.routing.relay ? RELAYED_SNAPSHOT_TTL_MS : SNAPSHOT_TTL_MS),
+      (name) => {
+        const routing = servedDeployment(name)?.routing;
+        return { ttlMs: routing?.relay ? RELAYED_SNAPSHOT_TTL_MS : SNAPSHOT_TTL_MS, everyRequests: routing?.refreshEveryRequests ?? 1 };
+      },
+      (name) => this.#gates.get(name)?.busy ?? false,
     );
     const ttlMs = (d: Deployment) => d.sessionAffinity.ttlSeconds * 1000;
     this.affinity = new SessionAffinity(
