@@ -9,6 +9,8 @@
  * shard sees about one call per location per second (docs/scaling.md §4).
  */
 export const RELAY_TTL_MS = 1_000;
+/** The same while the snapshot has no ready replica and the location's isolates hold requests (scale from zero). */
+export const RELAY_AT_ZERO_TTL_MS = 250;
 /**
  * Most replicas a relay asks the shards for in all (each shard sends a sample
  * of its share): a relay merges at most this many per refresh, and its

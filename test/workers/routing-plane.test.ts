@@ -6,7 +6,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { PROTOCOL_VERSION, type NodeReportMessage, type RegisterMessage, type ReportMessage } from "../../src/protocol/index.ts";
 import { registerMessage, reportMessage } from "../fixtures/control-messages.ts";
-import { RELAY_TTL_MS } from "../../src/state/snapshot-relay.ts";
+import { RELAY_AT_ZERO_TTL_MS, RELAY_TTL_MS } from "../../src/state/snapshot-relay.ts";
 import { routingShardName } from "../../src/state/routing-shards.ts";
 import { STALE_AFTER_MS } from "../../src/state/membership.ts";
 
@@ -56,6 +56,29 @@ describe("SnapshotRelay", () => {
     await shard(d, 1).register(register(d, "b"), nonce(), { index: 1, count: 2 });
     await until("the relay to show b", async () => (await r.view(d, 2, 7)).replicas.some((x) => x.id === "b"), 10 * RELAY_TTL_MS);
     expect((await r.stats()).refreshes).toBeGreaterThanOrEqual(2);
+  });
+
+  it("at zero, while isolates hold requests, asks the shards every RELAY_AT_ZERO_TTL_MS so a first replica reaches them sooner", async () => {
+    const d = "plane-zero";
+    // Without held requests a snapshot at zero younger than RELAY_TTL_MS is answered from memory.
+    const idle = relay(d, "IDLE");
+    const t0 = Date.now();
+    await idle.view(d, 1, 1);
+    await new Promise((res) => setTimeout(res, RELAY_AT_ZERO_TTL_MS + 50));
+    await idle.view(d, 1, 2);
+    // (Unless the machine was slow enough for RELAY_TTL_MS to pass as well.)
+    if (Date.now() - t0 < RELAY_TTL_MS) expect((await idle.stats()).refreshes).toBe(1);
+    const r = relay(d, "TEST");
+    const holding = { bands: [[0, 3]] as [number, number][], held: 3 };
+    expect((await r.view(d, 1, 1, "", undefined, holding)).replicas).toEqual([]);
+    await new Promise((res) => setTimeout(res, RELAY_AT_ZERO_TTL_MS + 50));
+    // An isolate that holds requests: the snapshot is old enough at zero, so the relay asks again,
+    // and a replica registered meanwhile is in the answer.
+    await shard(d, 0).register(register(d, "first"), nonce(), { index: 0, count: 1 });
+    const refreshes = (await r.stats()).refreshes;
+    const v = await r.view(d, 1, 1, "", undefined, holding);
+    expect((await r.stats()).refreshes).toBe(refreshes + 1);
+    expect(v.replicas.map((x) => x.id)).toEqual(["first"]);
   });
 
   it("ages what it hands out, so a replica expires in every isolate when it would in its shard", async () => {
