@@ -99,6 +99,13 @@ export class AdmissionQueue<T> {
     return this.#order.map((p) => [p, this.#bands.get(p)!.size]);
   }
 
+  /** Requests waiting per band and flow: [priority, flow, requests]. */
+  bandFlows(): [number, string, number][] {
+    const out: [number, string, number][] = [];
+    for (const p of this.#order) for (const [flow, list] of this.#bands.get(p)!.flows) if (list.length > 0) out.push([p, flow, list.length]);
+    return out;
+  }
+
   /** Requests of `flow` waiting, in every band. */
   heldOf(flow: string): number {
     let n = 0;

@@ -4,25 +4,48 @@
  * demand for a deployment by priority band: requests it has in flight plus those it
  * holds. The relay answers each isolate with its budget: how many requests it may
  * have in flight. Capacity (the replicas' slots) goes to the bands from the highest
- * down, and within a band to the isolates in proportion to their demand in it. An
- * isolate over its budget holds its requests even when its view shows a free slot,
- * and its own completions no longer refill its slots: the slot goes to an isolate
- * under its budget, the one with a critical request first. Pure; time passed in.
+ * down, and within a band max-min over the flows' demands summed across the isolates,
+ * with a cap in whole requests for each isolate's part of a flow that asks more than
+ * its share (or, where an isolate sent no flows, to the isolates in proportion to
+ * their demand). An isolate holds a capped flow's requests, or over its budget all of
+ * them, even when its view shows a free slot: the slot goes to a flow under its
+ * share, a critical one first. Pure; time passed in. The work per ask grows with the
+ * location's isolates × flows (arithmetic on at most 64 flows per isolate).
  */
+import { fnv1a } from "../protocol/hashing.ts";
 
 /** An isolate's demand: [priority, requests in flight + held], one entry per band it has. */
 export type BandDemand = readonly (readonly [priority: number, requests: number])[];
 
+/** How often the isolates that run a capped flow's extra requests change (AdmissionShares, #wholeCap). */
+export const CAP_ROTATE_MS = 2_000;
+
 /** A post older than this no longer counts (the isolate stopped asking: idle, or gone). */
 export const SHARE_POST_TTL_MS = 1_000;
 
-export class AdmissionShares {
-  readonly #posts = new Map<number, { demand: BandDemand; at: number }>();
+/** An isolate's demand per flow: [priority, flow key, requests in flight + held]. */
+export type FlowDemand = readonly (readonly [priority: number, flow: string, requests: number])[];
 
-  /** Records an isolate's demand (replacing its previous one). */
-  post(isolate: number, demand: BandDemand, now: number): void {
+/** A budget, and the caps of the asker's flows that the location's other flows hold back. */
+export interface Allotment {
+  /** Requests this isolate may have in flight. */
+  max: number;
+  /**
+   * Present when a band of the asker's was split by flow: per flow that asks more than
+   * its max-min share across the location, this isolate's part of that share in whole
+   * requests (the parts rounded together across the isolates, so they sum to the
+   * share). A flow not named asks no more than its share: it is not held back.
+   */
+  flowCaps?: Record<string, number>;
+}
+
+export class AdmissionShares {
+  readonly #posts = new Map<number, { demand: BandDemand; flows?: FlowDemand; at: number }>();
+
+  /** Records an isolate's demand (replacing its previous one); `flows`, where it sends them, splits each band by flow. */
+  post(isolate: number, demand: BandDemand, now: number, flows?: FlowDemand): void {
     if (demand.length === 0) this.#posts.delete(isolate);
-    else this.#posts.set(isolate, { demand, at: now });
+    else this.#posts.set(isolate, { demand, at: now, ...(flows !== undefined ? { flows } : {}) });
   }
 
   /** Isolates with a fresh post (dropping the stale ones). */
@@ -38,6 +61,18 @@ export class AdmissionShares {
    * request is never starved by rounding.
    */
   budget(isolate: number, capacity: number, now: number): number | undefined {
+    return this.allot(isolate, capacity, now)?.max;
+  }
+
+  /**
+   * The budget, and caps per flow. Capacity goes to the bands from the highest down.
+   * Within a band where every isolate sent its flows, the band's capacity is split
+   * max-min fairly over the flows' demands summed across the isolates (water-filling),
+   * so a flow of many clients cannot take the slots of a flow of few, wherever their
+   * requests land; an isolate's budget is its flows' parts of their shares. Where some
+   * isolate sent no flows, the band is split in proportion to each isolate's demand.
+   */
+  allot(isolate: number, capacity: number, now: number): Allotment | undefined {
     this.#prune(now);
     const totals = new Map<number, number>();
     let total = 0;
@@ -48,21 +83,96 @@ export class AdmissionShares {
       }
     }
     if (total <= capacity) return undefined;
-    const mine = this.#posts.get(isolate)?.demand;
+    const mine = this.#posts.get(isolate);
     if (!mine) return undefined;
     let left = Math.max(0, capacity);
     let share = 0;
+    const caps: Record<string, number> = {};
+    /** Some band of the asker's was split by flow: it keeps to caps per flow, not to its budget. */
+    let flowAware = false;
     for (const priority of [...totals.keys()].sort((a, b) => b - a)) {
       const wanted = totals.get(priority)!;
       const given = Math.min(wanted, left);
       left -= given;
-      const own = mine.find(([p]) => p === priority)?.[1] ?? 0;
-      share += (given * own) / wanted;
+      const own = mine.demand.find(([p]) => p === priority)?.[1] ?? 0;
+      if (own === 0) continue;
+      const flows = given < wanted ? this.#flowTotals(priority) : undefined;
+      if (!flows) {
+        share += (given * own) / wanted;
+        continue;
+      }
+      const level = waterLevel([...flows.values()], given);
+      for (const [p, flow, n] of mine.flows!) {
+        if (p !== priority || n === 0) continue;
+        const t = flows.get(flow)!;
+        flowAware = true;
+        if (t <= level) {
+          share += n;
+          continue;
+        }
+        const cap = this.#wholeCap(isolate, priority, flow, level / t, now);
+        share += cap;
+        caps[flow] = cap;
+      }
     }
-    return share > 0 ? Math.max(1, Math.round(share)) : 0;
+    const max = share > 0 ? Math.max(1, Math.round(share)) : 0;
+    return flowAware ? { max, flowCaps: caps } : { max };
+  }
+
+  /**
+   * The asker's part of a capped flow's share in whole requests. Each isolate's exact
+   * part is the share × its part of the flow's demand (`ratio` × its demand); rounded
+   * each on its own, four isolates with half a request each would run four. So the
+   * parts are rounded together (systematic sampling): the isolates in an order that
+   * changes every CAP_ROTATE_MS, cumulative sums from a phase that changes with it,
+   * and each isolate gets the whole numbers its stretch crosses. The caps then sum to
+   * the share (rounded by the phase, so on average exactly), and who gets the extra
+   * request rotates.
+   */
+  #wholeCap(isolate: number, priority: number, flow: string, ratio: number, now: number): number {
+    const slot = Math.floor(now / CAP_ROTATE_MS);
+    const order = (seed: number) => fnv1a(`${flow}:${slot}`, seed >>> 0);
+    const parts: [order: number, isolate: number, part: number][] = [];
+    for (const [seed, { flows }] of this.#posts) {
+      for (const [p, f, n] of flows ?? []) if (p === priority && f === flow && n > 0) parts.push([order(seed), seed, ratio * n]);
+    }
+    parts.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+    let cum = fnv1a(`${flow}:${slot}`) / 2 ** 32;
+    for (const [, seed, part] of parts) {
+      const cap = Math.floor(cum + part + 1e-9) - Math.floor(cum + 1e-9);
+      if (seed === isolate) return cap;
+      cum += part;
+    }
+    return 0;
+  }
+
+  /** Each flow's demand in the band summed over the isolates, or undefined when some isolate with demand there sent no flows. */
+  #flowTotals(priority: number): Map<string, number> | undefined {
+    const out = new Map<string, number>();
+    for (const { demand, flows } of this.#posts.values()) {
+      if (!demand.some(([p, n]) => p === priority && n > 0)) continue;
+      if (!flows) return undefined;
+      for (const [p, flow, n] of flows) if (p === priority) out.set(flow, (out.get(flow) ?? 0) + n);
+    }
+    return out;
   }
 
   #prune(now: number): void {
     for (const [isolate, p] of this.#posts) if (now - p.at > SHARE_POST_TTL_MS) this.#posts.delete(isolate);
   }
+}
+
+/**
+ * The level L at which the demands, each capped at L, sum to `capacity` (Infinity when
+ * they fit): demands at or under L get what they ask, the rest get L each.
+ */
+export function waterLevel(demands: readonly number[], capacity: number): number {
+  const sorted = [...demands].sort((a, b) => a - b);
+  let left = capacity;
+  for (let i = 0; i < sorted.length; i++) {
+    const even = left / (sorted.length - i);
+    if (sorted[i]! > even) return even;
+    left -= sorted[i]!;
+  }
+  return Infinity;
 }

@@ -69,3 +69,6 @@ export const MAX_DISPATCH_NOTE_KEYS = 64;
 export const MAX_DISPATCH_NOTES_PER_POST = 256;
 /** Most peers' dispatch notes one relay answer carries (the newest), ~100 KiB at most and ~200 bytes each usually. */
 export const MAX_PEER_NOTES_PER_ANSWER = 512;
+
+/** Flows an isolate names in one admission demand post (the rest go as one entry). */
+export const MAX_DEMAND_FLOWS = 64;

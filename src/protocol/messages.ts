@@ -16,6 +16,7 @@ import {
   MAX_NODE_REPLICAS,
   MAX_REPLICA_MODELS,
   MAX_CONTROL_BODY_BYTES,
+  MAX_DEMAND_FLOWS,
   MAX_NODE_REPORT_BYTES,
 } from "./limits.ts";
 import { SystemPath } from "./paths.ts";
@@ -252,6 +253,12 @@ export interface RoutingSnapshot {
    * location's demand exceeds the replicas' slots.
    */
   admissionBudget?: number;
+  /**
+   * With the budget: caps for the asker's flows that ask more than their max-min share
+   * across the location, by flow key: requests in flight (fractional: the isolate
+   * rounds each at random once per answer, so the expected total is the share).
+   */
+  admissionFlowCaps?: Record<string, number>;
 }
 
 /**
@@ -264,6 +271,14 @@ export const AdmissionDemandPost = z
   .object({
     bands: z.array(z.tuple([z.number().int().min(-1000).max(1000), z.number().int().min(0).max(1_000_000)])).max(64),
     held: z.number().int().min(0).max(1_000_000),
+    /**
+     * The same demand per flow: [priority, flow key (16 hex digits, a hash of the flow),
+     * requests]; the largest first, the rest summed into one key of the isolate's own.
+     */
+    flows: z
+      .array(z.tuple([z.number().int().min(-1000).max(1000), z.string().regex(/^[0-9a-f]{16}$/), z.number().int().min(0).max(1_000_000)]))
+      .max(MAX_DEMAND_FLOWS)
+      .optional(),
   })
   .strict();
 export type AdmissionDemandPost = z.infer<typeof AdmissionDemandPost>;

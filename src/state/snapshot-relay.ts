@@ -131,13 +131,16 @@ export class SnapshotRelay extends DurableObject<RelayEnv> {
     if (posted !== undefined) {
       const post = posted;
       if (post.success) {
-        this.#shares.post(seed, post.data.bands, now);
+        this.#shares.post(seed, post.data.bands, now, post.data.flows);
         this.#tellHeld(deployment, seed, post.data.held, now);
         // The slots of the replicas taking requests now, in the whole merged snapshot (not the asker's sample).
         let capacity = 0;
         for (const r of merged.replicas) if (r.load.state === "ready") capacity += r.load.max;
-        const budget = this.#shares.budget(seed, capacity, now);
-        if (budget !== undefined) answer.admissionBudget = budget;
+        const allotted = this.#shares.allot(seed, capacity, now);
+        if (allotted !== undefined) {
+          answer.admissionBudget = allotted.max;
+          if (allotted.flowCaps) answer.admissionFlowCaps = allotted.flowCaps;
+        }
       } else {
         this.#dispatchPostsRefused++;
       }

@@ -5,8 +5,8 @@
  * location's demand fits.
  */
 import { describe, expect, it } from "vitest";
-import { AdmissionShares, SHARE_POST_TTL_MS } from "../../src/policy/admission-shares.ts";
-import { AdmissionGate, freeSlots } from "../../src/proxy/serve/admit.ts";
+import { AdmissionShares, CAP_ROTATE_MS, SHARE_POST_TTL_MS } from "../../src/policy/admission-shares.ts";
+import { AdmissionGate, flowKey, freeSlots } from "../../src/proxy/serve/admit.ts";
 import { defineDeployment } from "../../src/config/deployment.ts";
 import { RoutingView } from "../../src/proxy/serve/view.ts";
 import { T0 } from "../fixtures/clock.ts";
@@ -57,6 +57,64 @@ describe("AdmissionShares", () => {
   });
 });
 
+describe("AdmissionShares by flow", () => {
+  // The bench's fairness case: flows a, b, c of 2 clients and d of 20, spread evenly over 4 isolates, 8 slots.
+  const spread = (s: AdmissionShares, at = T0) => {
+    for (let i = 1; i <= 4; i++) {
+      const flows: [number, string, number][] = [[0, "aaaaaaaaaaaaaaaa", i <= 2 ? 1 : 0], [0, "bbbbbbbbbbbbbbbb", i >= 3 ? 1 : 0], [0, "cccccccccccccccc", i % 2 === 0 ? 1 : 0], [0, "dddddddddddddddd", 5]];
+      s.post(i, [[0, flows.reduce((n, f) => n + f[2], 0)]], at, flows);
+    }
+  };
+
+  it("splits a band max-min over the flows summed across the isolates, and caps the flow that asks more than its share", () => {
+    const s = new AdmissionShares();
+    spread(s);
+    // Level 2: a, b, c get their 2 each; d's 20 are capped at 2 in all, half a request per
+    // isolate, rounded together: two isolates run one each, the other two none.
+    for (const at of [T0, T0 + CAP_ROTATE_MS, T0 + 2 * CAP_ROTATE_MS, T0 + 7 * CAP_ROTATE_MS]) {
+      spread(s, at);
+      const all = [1, 2, 3, 4].map((i) => s.allot(i, 8, at)!);
+      const dCaps = all.map((a) => a.flowCaps!.dddddddddddddddd!);
+      expect(dCaps.reduce((a, b) => a + b, 0)).toBe(2);
+      for (const c of dCaps) expect([0, 1]).toContain(c);
+      // Each budget is its small flows' demand plus its cap of d: they sum to the capacity.
+      expect(all.reduce((n, a) => n + a.max, 0)).toBe(8);
+    }
+  });
+
+  it("rotates which isolates run a capped flow's extra requests", () => {
+    const s = new AdmissionShares();
+    spread(s);
+    const runs = new Set<number>();
+    for (let k = 0; k < 20; k++) {
+      const at = T0 + k * CAP_ROTATE_MS;
+      spread(s, at);
+      for (const i of [1, 2, 3, 4]) if (s.allot(i, 8, at)!.flowCaps!.dddddddddddddddd === 1) runs.add(i);
+    }
+    expect(runs.size).toBe(4);
+  });
+
+  it("falls back to shares by isolate demand when an isolate with demand in the band sent no flows", () => {
+    const s = new AdmissionShares();
+    spread(s);
+    s.post(5, [[0, 10]], T0); // an isolate of an older version: bands only
+    const a = s.allot(1, 8, T0)!;
+    expect(a.flowCaps).toBeUndefined();
+    expect(a.max).toBe(Math.round((8 * 7) / 38)); // proportional: 7 of the 38 asked
+  });
+
+  it("caps no flow in a band that higher bands leave whole", () => {
+    const s = new AdmissionShares();
+    s.post(1, [[1, 2], [0, 20]], T0, [[1, "aaaaaaaaaaaaaaaa", 2], [0, "dddddddddddddddd", 20]]);
+    s.post(2, [[0, 20]], T0, [[0, "eeeeeeeeeeeeeeee", 20]]);
+    const a = s.allot(1, 8, T0)!;
+    // Band 1 gets its 2 in full (no cap there); band 0's 6 go 3 and 3 between d and e.
+    expect(a.flowCaps).toEqual({ dddddddddddddddd: 3 });
+    expect(a.max).toBe(5);
+    expect(s.allot(2, 8, T0)).toEqual({ max: 3, flowCaps: { eeeeeeeeeeeeeeee: 3 } });
+  });
+});
+
 describe("AdmissionGate under a budget", () => {
   const d = defineDeployment({ name: "d", routePrefix: "/d", backend: { kind: "echo" }, policy: { requestTimeoutMs: 60_000 }, admission: { maxWaitMs: 60_000 } });
   const view = () => {
@@ -76,7 +134,7 @@ describe("AdmissionGate under a budget", () => {
     const held = gate.enter(d, v, ticket()).then((a) => (outcome = a.outcome));
     await Promise.resolve();
     expect(gate.held).toBe(1);
-    expect(gate.demand()).toEqual({ bands: [[0, 2]], held: 1 }); // one in flight, one held
+    expect(gate.demand()).toEqual({ bands: [[0, 2]], held: 1, flows: [[0, flowKey("f"), 2]] }); // one in flight, one held
     gate.setBudget(2);
     gate.pump();
     await held;
@@ -156,5 +214,34 @@ describe("AdmissionGate under a budget", () => {
     gate.pump();
     await heavy;
     expect(outcomes).toEqual({ light: "go", heavy: "go" });
+  });
+
+  it("keeps a flow to the relay's cap for it, and lets a flow without one go", async () => {
+    const gate = new AdmissionGate();
+    const v = view(); // 4 slots
+    const t = (flow: string) => ({ ...ticket(), flow });
+    expect((await gate.enter(d, v, t("big"))).outcome).toBe("go");
+    gate.started(0, "big");
+    // A budget of 1 and a cap of 1 for "big": a second "big" waits; "small" (no cap) goes though the budget is spent.
+    gate.setBudget(1, { [flowKey("big")]: 1 });
+    const held = gate.enter(d, v, t("big"));
+    await Promise.resolve();
+    expect(gate.held).toBe(1);
+    expect((await gate.enter(d, v, t("small"))).outcome).toBe("go");
+    gate.started(0, "small");
+    // The next answer raises the cap: the held one goes.
+    gate.setBudget(2, { [flowKey("big")]: 2 });
+    gate.pump();
+    expect((await held).outcome).toBe("go");
+  });
+
+  it("tells the relay its demand per flow, under keys, the rest summed under one of its own past MAX_DEMAND_FLOWS", () => {
+    const gate = new AdmissionGate();
+    for (let i = 0; i < 70; i++) gate.started(0, `client-${i}`);
+    const demand = gate.demand()!;
+    expect(demand.flows).toHaveLength(64);
+    expect(demand.flows.reduce((n, f) => n + f[2], 0)).toBe(70);
+    for (const [, key] of demand.flows) expect(key).toMatch(/^[0-9a-f]{16}$/);
+    expect(demand.flows.map(([, k]) => k)).toContain(flowKey("client-0"));
   });
 });

@@ -15,7 +15,8 @@
  * own clients' requests (docs/admission.md says why, and what that costs).
  */
 import type { Deployment } from "../../config/deployment.ts";
-import { errorResponse } from "../../protocol/index.ts";
+import { MAX_DEMAND_FLOWS, errorResponse } from "../../protocol/index.ts";
+import { fnv1a } from "../../protocol/hashing.ts";
 import { hasRoom } from "../../policy/pick-replica.ts";
 import { AdmissionQueue, type Held } from "../../policy/admission-queue.ts";
 import type { RoutingView } from "./view.ts";
@@ -133,6 +134,14 @@ export class AdmissionGate {
   readonly #queue = new AdmissionQueue<Waiter>((flow) => this.#flowInflight.get(flow) ?? 0);
   /** Requests this gate let go and not yet ended, by priority (the demand it tells the relay). */
   readonly #inflight = new Map<number, number>();
+  /** The same by priority and flow (`${priority} ${flow}`): the demand per flow it tells the relay. */
+  readonly #bandFlowInflight = new Map<string, number>();
+  /** Flow keys as the relay knows them (flowKey), cached per flow. */
+  readonly #keys = new Map<string, string>();
+  /** The key this isolate's flows beyond MAX_DEMAND_FLOWS are summed under (its own, never merged with another isolate's). */
+  readonly #restKey = randomKey();
+  /** The relay's caps for this isolate's flows that ask more than their share (by flow key); undefined where it did not split by flow. */
+  #caps: Map<string, number> | undefined;
   #inflightTotal = 0;
   /** The relay's budget for this isolate's requests in flight, and when it came. */
   #budget: { max: number; at: number } | undefined;
@@ -164,17 +173,58 @@ export class AdmissionGate {
     return this.#inflightTotal;
   }
 
-  /** What this isolate tells its relay: per priority, requests in flight plus held, and how many it holds; undefined when it has none. */
-  demand(): { bands: [number, number][]; held: number } | undefined {
+  /**
+   * What this isolate tells its relay: per priority, requests in flight plus held; the
+   * same per flow (keys, the largest MAX_DEMAND_FLOWS − 1, the rest summed under one key
+   * of this isolate's); and how many it holds. Undefined when it has none.
+   */
+  demand(): { bands: [number, number][]; held: number; flows: [number, string, number][] } | undefined {
     if (this.#inflightTotal === 0 && this.#queue.size === 0) return undefined;
     const byBand = new Map(this.#inflight);
     for (const [priority, n] of this.#queue.bands()) byBand.set(priority, (byBand.get(priority) ?? 0) + n);
-    return { bands: [...byBand].filter(([, n]) => n > 0), held: this.#queue.size };
+    const byFlow = new Map<string, [number, string, number]>();
+    const add = (priority: number, flow: string, n: number) => {
+      const k = `${priority} ${flow}`;
+      const e = byFlow.get(k);
+      if (e) e[2] += n;
+      else byFlow.set(k, [priority, this.#keyOf(flow), n]);
+    };
+    for (const [k, n] of this.#bandFlowInflight) {
+      const cut = k.indexOf(" ");
+      add(Number(k.slice(0, cut)), k.slice(cut + 1), n);
+    }
+    for (const [priority, flow, n] of this.#queue.bandFlows()) add(priority, flow, n);
+    let flows = [...byFlow.values()];
+    if (flows.length > MAX_DEMAND_FLOWS) {
+      flows.sort((a, b) => b[2] - a[2]);
+      const rest = new Map<number, number>();
+      for (const [p, , n] of flows.slice(MAX_DEMAND_FLOWS - 1)) rest.set(p, (rest.get(p) ?? 0) + n);
+      // One key for the rest, in the highest of their bands (the post has room for one entry).
+      const top = Math.max(...rest.keys());
+      flows = [...flows.slice(0, MAX_DEMAND_FLOWS - 1), [top, this.#restKey, [...rest.values()].reduce((a, b) => a + b, 0)]];
+    }
+    return { bands: [...byBand].filter(([, n]) => n > 0), held: this.#queue.size, flows };
   }
 
-  /** The relay's answer: this isolate's budget of requests in flight (undefined: none applies). */
-  setBudget(max: number | undefined): void {
+  /**
+   * The relay's answer: this isolate's budget of requests in flight (undefined: none
+   * applies), and, where it split a band by flow, caps in whole requests for this
+   * isolate's flows that ask more than their share across the location (a flow
+   * without one is not held back).
+   */
+  setBudget(max: number | undefined, flowCaps?: Record<string, number>): void {
     this.#budget = max === undefined ? undefined : { max, at: this.#now() };
+    this.#caps = max === undefined || !flowCaps ? undefined : new Map(Object.entries(flowCaps));
+  }
+
+  #keyOf(flow: string): string {
+    let k = this.#keys.get(flow);
+    if (k === undefined) {
+      if (this.#keys.size >= 10_000) this.#keys.clear();
+      k = flowKey(flow);
+      this.#keys.set(flow, k);
+    }
+    return k;
   }
 
   /**
@@ -188,6 +238,8 @@ export class AdmissionGate {
   /** A request this gate let go has started. */
   started(priority: number, flow: string): void {
     this.#inflight.set(priority, (this.#inflight.get(priority) ?? 0) + 1);
+    const bf = `${priority} ${flow}`;
+    this.#bandFlowInflight.set(bf, (this.#bandFlowInflight.get(bf) ?? 0) + 1);
     this.#flowInflight.set(flow, (this.#flowInflight.get(flow) ?? 0) + 1);
     this.#inflightTotal++;
   }
@@ -200,6 +252,10 @@ export class AdmissionGate {
     const n = this.#inflight.get(priority) ?? 0;
     if (n <= 1) this.#inflight.delete(priority);
     else this.#inflight.set(priority, n - 1);
+    const bf = `${priority} ${flow}`;
+    const m = this.#bandFlowInflight.get(bf) ?? 0;
+    if (m <= 1) this.#bandFlowInflight.delete(bf);
+    else this.#bandFlowInflight.set(bf, m - 1);
     const f = this.#flowInflight.get(flow) ?? 0;
     if (f <= 1) this.#flowInflight.delete(flow);
     else this.#flowInflight.set(flow, f - 1);
@@ -218,10 +274,16 @@ export class AdmissionGate {
     return Math.max(slots - this.#released, this.#freedNow());
   }
 
-  /** Whether one more request may go by the relay's budget (always, without a fresh one). */
-  #underBudget(): boolean {
+  /**
+   * Whether one more request (of `flow`, where known) may go by the relay's answer: always
+   * without a fresh one. With caps per flow (the relay split the band by flow), a flow
+   * keeps to its cap and a flow without one goes (it asks no more than its share);
+   * otherwise the isolate keeps to its budget.
+   */
+  #underBudget(flow?: string): boolean {
     const b = this.#budget;
     if (!b || this.#now() - b.at > BUDGET_TTL_MS) return true;
+    if (this.#caps && flow !== undefined) return true; // #flowUnderShare applies the cap
     return this.#inflightTotal + this.#released < b.max;
   }
 
@@ -255,7 +317,11 @@ export class AdmissionGate {
   /** Whether one more request of `flow` may go now within its share (always, without a budget). */
   #flowUnderShare(flow: string): boolean {
     const share = this.#shares(flow);
-    return !share || (this.#flowInflight.get(flow) ?? 0) < share(flow);
+    if (!share) return true;
+    const inflight = this.#flowInflight.get(flow) ?? 0;
+    // The location's cap on the flow where it asks more than its share there; none where it does not.
+    if (this.#caps) return inflight < (this.#caps.get(this.#keyOf(flow)) ?? Infinity);
+    return inflight < share(flow);
   }
 
   /**
@@ -271,7 +337,7 @@ export class AdmissionGate {
     // Never for a request that went already (`again`): it waits, so a retry is never a busy loop.
     if (slots < 0 && !holdsAtZero(deployment) && !ticket.again) return GO;
     const free = this.#free(slots);
-    if (free > 0 && this.#queue.size === 0 && !ticket.again && this.#underBudget() && this.#flowUnderShare(ticket.flow)) {
+    if (free > 0 && this.#queue.size === 0 && !ticket.again && this.#underBudget(ticket.flow) && this.#flowUnderShare(ticket.flow)) {
       if (this.#freedNow() > 0) this.#freed--;
       return GO;
     }
@@ -283,7 +349,7 @@ export class AdmissionGate {
     // here again). Held at once only where this isolate's own requests fill every replica,
     // which it knows exactly. Holding on stale reports cost a third of the fleet's throughput
     // with 4 isolates (bench/admission.ts).
-    if (slots === 0 && this.#queue.size === 0 && !ticket.again && this.#underBudget() && this.#flowUnderShare(ticket.flow) && !ownFill(view, this.#now())) return GO;
+    if (slots === 0 && this.#queue.size === 0 && !ticket.again && this.#underBudget(ticket.flow) && this.#flowUnderShare(ticket.flow) && !ownFill(view, this.#now())) return GO;
     const waitMs = Math.min(deployment.admission.maxWaitMs, ticket.deadline - this.#now());
     if (waitMs <= 0) return { outcome: "expired", queued: false };
 
@@ -359,8 +425,15 @@ export class AdmissionGate {
     const share = this.#shares();
     /** Let go in this call, per flow: they count against the flow's share until they start. */
     const going = new Map<string, number>();
-    const eligible = share && ((flow: string) => (this.#flowInflight.get(flow) ?? 0) + (going.get(flow) ?? 0) < share(flow));
-    while (went < n && this.#underBudget()) {
+    const caps = this.#caps;
+    const eligible =
+      share &&
+      ((flow: string) => {
+        const n = (this.#flowInflight.get(flow) ?? 0) + (going.get(flow) ?? 0);
+        return caps ? n < (caps.get(this.#keyOf(flow)) ?? Infinity) : n < share(flow);
+      });
+    // With caps per flow, eligible() bounds each flow; without, the budget bounds them all.
+    while (went < n && (caps !== undefined && share !== undefined ? true : this.#underBudget())) {
       const next: Held<Waiter> | undefined = this.#queue.shift(eligible);
       if (!next) break;
       going.set(next.flow, (going.get(next.flow) ?? 0) + 1);
@@ -397,4 +470,16 @@ export function admissionRefusal(outcome: Exclude<AdmitOutcome, "go">, deploymen
       // The client is gone; nobody reads this.
       return errorResponse("request_timeout", "the client disconnected while its request was held", { requestId });
   }
+}
+
+/** A flow's key for the relay: 16 hex digits of two 32-bit hashes (its name does not leave the isolate). */
+export function flowKey(flow: string): string {
+  return hex8(fnv1a(flow)) + hex8(fnv1a(flow, 0x9e3779b9));
+}
+
+const hex8 = (n: number) => (n >>> 0).toString(16).padStart(8, "0");
+
+function randomKey(): string {
+  const b = crypto.getRandomValues(new Uint32Array(2));
+  return hex8(b[0]!) + hex8(b[1]!);
 }
