@@ -216,7 +216,7 @@ export const FIGURES: Record<string, (runs: Runs) => string> = {
       `The replicas' own prefix-cache hit ratio was ${range([...one.pcHit, ...four.pcHit], 2)} against ${range([...one.laHit, ...four.laHit], 2)} for \`load_aware\`, and ${range([...one.refHit, ...four.refHit], 2)} for the reference (a longest-prefix router with an exact index of every replica's cache, under the same load line: a reference, not an upper bound); \`prefix_cache\` reached ${range([...one.toRef, ...four.toRef], 2)} of its hit ratio.`,
       `The bench's targets were met ${judged.filter((t) => t.met).length} times of ${judged.length} judged${missed.length ? ` (missed: ${missed.join("; ")})` : ""} (${provenance(all.map((r) => r.meta), "bench/prefix-cache.ts")}).`,
       ...(missed.some((t) => t.includes("Durable Object calls"))
-        ? ["In these runs the calls were per isolate per second (a view ask every 250 ms), so at this bench's ~15 req/s per isolate they were many per 1,000 requests; the view now refreshes every 20 requests past its TTL (`routing.refreshEveryRequests`), 74 calls per 1,000 at 10 req/s per isolate and under 5 at 1,000 (docs/scaling.md §6b)."]
+        ? ["In these runs the calls were per isolate per second (a view ask every 250 ms), so at this bench's ~15 req/s per isolate they were many per 1,000 requests; the view now refreshes every 20 requests past its TTL (`routing.refreshEveryRequests`), 56 calls per 1,000 at 10 req/s per isolate and 4 at 1,000 (bench/view-refresh.ts, docs/scaling.md §6b)."]
         : []),
     ].join(" ");
   },

@@ -45,7 +45,7 @@ if (RATES.some((r) => !(r > 0))) throw new Error(`bad --rates: ${values.rates}`)
 const windowS = (rate: number) => Math.max(quick ? 3 : 5, Math.min(quick ? 30 : 60, (quick ? 60 : 200) / rate));
 const ARMS = [
   { name: "every", what: "today: a relay ask at the first request past the TTL", everyRequests: 1 },
-  { name: "paced", what: "paced: every 20 requests, 2 s at most, before a lapse, at the TTL while admission is busy", everyRequests: 20 },
+  { name: "paced", what: "every 20 requests past the TTL, 2 s at most, before a lapse, at the TTL while admission is busy", everyRequests: 20 },
 ] as const;
 type ArmName = (typeof ARMS)[number]["name"];
 
