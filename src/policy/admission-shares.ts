@@ -23,6 +23,14 @@ export const CAP_ROTATE_MS = 2_000;
 /** A post older than this no longer counts (the isolate stopped asking: idle, or gone). */
 export const SHARE_POST_TTL_MS = 1_000;
 
+/**
+ * Headroom: a band keeps, out of the capacity left for the bands below it, its peak
+ * demand over the last 2.5–5 s (two windows of this length), not just its demand now.
+ * An interactive band's requests come and go; without headroom the band below fills
+ * every slot it leaves between them and its next request waits for a completion.
+ */
+export const HEADROOM_WINDOW_MS = 2_500;
+
 /** An isolate's demand per flow: [priority, flow key, requests in flight + held]. */
 export type FlowDemand = readonly (readonly [priority: number, flow: string, requests: number])[];
 
@@ -37,10 +45,18 @@ export interface Allotment {
    * share). A flow not named asks no more than its share: it is not held back.
    */
   flowCaps?: Record<string, number>;
+  /**
+   * Requests at this priority or above are not held to the budget: the bands above
+   * the highest one held back got all they ask (or ask nothing yet), so they go
+   * whenever a slot is free (the headroom the lower bands leave them).
+   */
+  openFrom: number;
 }
 
 export class AdmissionShares {
   readonly #posts = new Map<number, { demand: BandDemand; flows?: FlowDemand; at: number }>();
+  /** Each band's location-wide demand at its peak, this window and the last (HEADROOM_WINDOW_MS). */
+  readonly #peaks = new Map<number, { window: number; now: number; last: number }>();
 
   /** Records an isolate's demand (replacing its previous one); `flows`, where it sends them, splits each band by flow. */
   post(isolate: number, demand: BandDemand, now: number, flows?: FlowDemand): void {
@@ -75,14 +91,10 @@ export class AdmissionShares {
   allot(isolate: number, capacity: number, now: number): Allotment | undefined {
     this.#prune(now);
     const totals = new Map<number, number>();
-    let total = 0;
     for (const { demand } of this.#posts.values()) {
-      for (const [priority, n] of demand) {
-        totals.set(priority, (totals.get(priority) ?? 0) + n);
-        total += n;
-      }
+      for (const [priority, n] of demand) totals.set(priority, (totals.get(priority) ?? 0) + n);
     }
-    if (total <= capacity) return undefined;
+    const peaks = this.#notePeaks(totals, now);
     const mine = this.#posts.get(isolate);
     if (!mine) return undefined;
     let left = Math.max(0, capacity);
@@ -90,10 +102,14 @@ export class AdmissionShares {
     const caps: Record<string, number> = {};
     /** Some band of the asker's was split by flow: it keeps to caps per flow, not to its budget. */
     let flowAware = false;
-    for (const priority of [...totals.keys()].sort((a, b) => b - a)) {
-      const wanted = totals.get(priority)!;
+    /** The highest band that got less than it asks, if any: budgets apply, and bands above it are open. */
+    let short: number | undefined;
+    // Bands with recent demand but none now keep their headroom too.
+    for (const priority of [...new Set([...totals.keys(), ...peaks.keys()])].sort((a, b) => b - a)) {
+      const wanted = totals.get(priority) ?? 0;
       const given = Math.min(wanted, left);
-      left -= given;
+      left -= Math.min(left, Math.max(given, peaks.get(priority) ?? 0));
+      if (given < wanted) short ??= priority;
       const own = mine.demand.find(([p]) => p === priority)?.[1] ?? 0;
       if (own === 0) continue;
       const flows = given < wanted ? this.#flowTotals(priority) : undefined;
@@ -115,8 +131,35 @@ export class AdmissionShares {
         caps[flow] = cap;
       }
     }
+    if (short === undefined) return undefined;
     const max = share > 0 ? Math.max(1, Math.round(share)) : 0;
-    return flowAware ? { max, flowCaps: caps } : { max };
+    // Priorities are integers: every band above the highest short one got all it asks,
+    // or has no demand yet; either way its next request takes a slot the budget leaves free.
+    return { max, ...(flowAware ? { flowCaps: caps } : {}), openFrom: short + 1 };
+  }
+
+  /**
+   * Records each band's demand now into its peak and returns the bands' peaks over the
+   * last one to two windows (HEADROOM_WINDOW_MS): what each band keeps from the ones below.
+   */
+  #notePeaks(totals: Map<number, number>, now: number): Map<number, number> {
+    const window = Math.floor(now / HEADROOM_WINDOW_MS);
+    const out = new Map<number, number>();
+    for (const [priority, n] of totals) {
+      if (!this.#peaks.has(priority)) this.#peaks.set(priority, { window, now: 0, last: 0 });
+    }
+    for (const [priority, p] of this.#peaks) {
+      if (p.window !== window) {
+        p.last = p.window === window - 1 ? p.now : 0;
+        p.now = 0;
+        p.window = window;
+      }
+      p.now = Math.max(p.now, totals.get(priority) ?? 0);
+      const peak = Math.max(p.now, p.last);
+      if (peak === 0) this.#peaks.delete(priority);
+      else out.set(priority, peak);
+    }
+    return out;
   }
 
   /**

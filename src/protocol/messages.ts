@@ -250,15 +250,20 @@ export interface RoutingSnapshot {
   /**
    * The asker's budget of requests in flight (src/policy/admission-shares.ts): only in a
    * relay's answer to an isolate that posted its admission demand, and only while the
-   * location's demand exceeds the replicas' slots.
+   * location's demand, with the higher bands' headroom, exceeds the replicas' slots.
    */
   admissionBudget?: number;
   /**
    * With the budget: caps for the asker's flows that ask more than their max-min share
-   * across the location, by flow key: requests in flight (fractional: the isolate
-   * rounds each at random once per answer, so the expected total is the share).
+   * across the location, by flow key: requests in flight, whole (the isolates' parts
+   * are rounded together, so they sum to the flow's share).
    */
   admissionFlowCaps?: Record<string, number>;
+  /**
+   * With the budget: requests at this priority or above are not held to it (their
+   * bands got all they ask; the lower bands leave them headroom).
+   */
+  admissionOpenFrom?: number;
 }
 
 /**

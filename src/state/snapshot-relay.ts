@@ -140,6 +140,7 @@ export class SnapshotRelay extends DurableObject<RelayEnv> {
         if (allotted !== undefined) {
           answer.admissionBudget = allotted.max;
           if (allotted.flowCaps) answer.admissionFlowCaps = allotted.flowCaps;
+          if (allotted.openFrom !== undefined) answer.admissionOpenFrom = allotted.openFrom;
         }
       } else {
         this.#dispatchPostsRefused++;

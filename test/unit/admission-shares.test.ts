@@ -5,7 +5,7 @@
  * location's demand fits.
  */
 import { describe, expect, it } from "vitest";
-import { AdmissionShares, CAP_ROTATE_MS, SHARE_POST_TTL_MS } from "../../src/policy/admission-shares.ts";
+import { AdmissionShares, CAP_ROTATE_MS, HEADROOM_WINDOW_MS, SHARE_POST_TTL_MS } from "../../src/policy/admission-shares.ts";
 import { AdmissionGate, flowKey, freeSlots } from "../../src/proxy/serve/admit.ts";
 import { defineDeployment } from "../../src/config/deployment.ts";
 import { RoutingView } from "../../src/proxy/serve/view.ts";
@@ -111,7 +111,44 @@ describe("AdmissionShares by flow", () => {
     // Band 1 gets its 2 in full (no cap there); band 0's 6 go 3 and 3 between d and e.
     expect(a.flowCaps).toEqual({ dddddddddddddddd: 3 });
     expect(a.max).toBe(5);
-    expect(s.allot(2, 8, T0)).toEqual({ max: 3, flowCaps: { eeeeeeeeeeeeeeee: 3 } });
+    expect(s.allot(2, 8, T0)).toEqual({ max: 3, flowCaps: { eeeeeeeeeeeeeeee: 3 }, openFrom: 1 });
+  });
+});
+
+describe("AdmissionShares headroom", () => {
+  it("keeps a higher band's recent peak from the bands below, and says which bands the budget leaves open", () => {
+    const s = new AdmissionShares();
+    const at = HEADROOM_WINDOW_MS * 100; // the start of a window
+    s.post(1, [[0, 20]], at); // a batch flood
+    s.post(2, [[1, 2]], at); // two interactive requests in flight
+    expect(s.allot(1, 8, at)).toEqual({ max: 6, openFrom: 1 });
+    expect(s.allot(2, 8, at)).toEqual({ max: 2, openFrom: 1 });
+    // They end; the batch asks more. The band keeps its headroom for its next requests.
+    s.post(2, [], at + 100);
+    s.post(1, [[0, 24]], at + 100);
+    expect(s.allot(1, 8, at + 100)).toEqual({ max: 6, openFrom: 1 });
+    // Still within the next window...
+    s.post(1, [[0, 24]], at + HEADROOM_WINDOW_MS + 100);
+    expect(s.allot(1, 8, at + HEADROOM_WINDOW_MS + 100)?.max).toBe(6);
+    // ...and gone two windows later: the batch takes every slot (a critical request that
+    // comes now is still not held to the budget: it waits only for a slot to free).
+    s.post(1, [[0, 24]], at + 2 * HEADROOM_WINDOW_MS + 100);
+    expect(s.allot(1, 8, at + 2 * HEADROOM_WINDOW_MS + 100)).toEqual({ max: 8, openFrom: 1 });
+  });
+
+  it("applies headroom even while the location's demand fits the slots, and none when nothing is short", () => {
+    const s = new AdmissionShares();
+    const at = HEADROOM_WINDOW_MS * 100;
+    s.post(1, [[1, 3]], at);
+    s.post(2, [[0, 4]], at);
+    expect(s.allot(2, 8, at)).toBeUndefined(); // 3 + 4 fit in 8
+    s.post(1, [[1, 1]], at + 10);
+    s.post(2, [[0, 6]], at + 10);
+    // 1 + 6 fit, but the critical band's peak is 3: standard gets 5.
+    expect(s.allot(2, 8, at + 10)).toEqual({ max: 5, openFrom: 1 });
+    // The highest band short: only bands above it (none ask yet) are open.
+    s.post(1, [[1, 12]], at + 20);
+    expect(s.allot(1, 8, at + 20)).toEqual({ max: 8, openFrom: 2 });
   });
 });
 
@@ -233,6 +270,45 @@ describe("AdmissionGate under a budget", () => {
     gate.setBudget(2, { [flowKey("big")]: 2 });
     gate.pump();
     expect((await held).outcome).toBe("go");
+  });
+
+  it("lets a request of a band the budget leaves open go past the held ones of the band below, and not them", async () => {
+    const at = Date.now();
+    const gate = new AdmissionGate(() => at); // a stopped clock: the budget never lapses, so only pump() can let the batch go
+    const v = view(); // 4 slots
+    for (let i = 0; i < 2; i++) {
+      expect((await gate.enter(d, v, ticket())).outcome).toBe("go");
+      gate.started(0, "f");
+    }
+    gate.setBudget(2, undefined, 1); // at its budget; priority 1 and above are open
+    const batch = gate.enter(d, v, ticket());
+    await Promise.resolve();
+    expect(gate.held).toBe(1);
+    // A critical request goes on a free slot though the budget is spent and a batch request
+    // waits: at once, not through the queue (the batch request keeps to the budget).
+    expect(await gate.enter(d, v, { ...ticket(), priority: 1 })).toEqual({ outcome: "go", queued: false });
+    gate.started(1, "f");
+    expect(gate.held).toBe(1);
+    gate.pump();
+    await Promise.resolve();
+    expect(gate.held).toBe(1); // the batch request still keeps to the budget
+    gate.setBudget(4, undefined, 1);
+    gate.pump();
+    expect((await batch).outcome).toBe("go");
+    gate.dispatching();
+    gate.started(0, "f");
+    // Every slot taken (4 in flight, the view's 4): a critical request goes to ask the replicas,
+    // as a request with nobody ahead of it does; a standard one would wait behind the budget.
+    gate.setBudget(4, undefined, 1);
+    v.applySnapshot({ deployment: "d", replicas: [{ id: "r0", url: "http://r0.test", epoch: 1, models: [], loading: [], expiresInMs: 600_000, load: { seq: 2, ongoing: 4, queued: 0, max: 4, state: "ready" } }] }, at);
+    const standard = gate.enter(d, v, ticket());
+    await Promise.resolve();
+    expect(gate.held).toBe(1);
+    expect(await gate.enter(d, v, { ...ticket(), priority: 1 })).toEqual({ outcome: "go", queued: false });
+    gate.setBudget(undefined);
+    gate.ended(0, "f");
+    gate.pump();
+    expect((await standard).outcome).toBe("go");
   });
 
   it("tells the relay its demand per flow, under keys, the rest summed under one of its own past MAX_DEMAND_FLOWS", () => {

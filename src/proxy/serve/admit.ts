@@ -143,8 +143,8 @@ export class AdmissionGate {
   /** The relay's caps for this isolate's flows that ask more than their share (by flow key); undefined where it did not split by flow. */
   #caps: Map<string, number> | undefined;
   #inflightTotal = 0;
-  /** The relay's budget for this isolate's requests in flight, and when it came. */
-  #budget: { max: number; at: number } | undefined;
+  /** The relay's budget for this isolate's requests in flight, when it came, and the priority from which it does not apply. */
+  #budget: { max: number; at: number; openFrom: number } | undefined;
   /**
    * Slots this isolate's own requests freed, which the view cannot show yet: it
    * assumes the last report still counts them until the next one. Each lets one held
@@ -210,10 +210,11 @@ export class AdmissionGate {
    * The relay's answer: this isolate's budget of requests in flight (undefined: none
    * applies), and, where it split a band by flow, caps in whole requests for this
    * isolate's flows that ask more than their share across the location (a flow
-   * without one is not held back).
+   * without one is not held back), and the priority from which requests are not held
+   * to either (`openFrom`: their bands got all they ask).
    */
-  setBudget(max: number | undefined, flowCaps?: Record<string, number>): void {
-    this.#budget = max === undefined ? undefined : { max, at: this.#now() };
+  setBudget(max: number | undefined, flowCaps?: Record<string, number>, openFrom?: number): void {
+    this.#budget = max === undefined ? undefined : { max, at: this.#now(), openFrom: openFrom ?? Infinity };
     this.#caps = max === undefined || !flowCaps ? undefined : new Map(Object.entries(flowCaps));
   }
 
@@ -272,6 +273,25 @@ export class AdmissionGate {
   /** Free slots now: the view's less those reserved, or the slots this isolate just freed when more. */
   #free(slots: number): number {
     return Math.max(slots - this.#released, this.#freedNow());
+  }
+
+  /** Whether a request of `priority` is free of the budget: its band got all it asks (the headroom kept for it), or no budget applies. */
+  #open(priority: number): boolean {
+    const b = this.#budget;
+    return !b || this.#now() - b.at > BUDGET_TTL_MS || priority >= b.openFrom;
+  }
+
+  /**
+   * Held requests that go before one of `priority`: all of them, except under a budget
+   * that leaves its band open, where only those of its band and above do (the lower
+   * bands' keep to the budget, so they would not take the slot it finds).
+   */
+  #ahead(priority: number): number {
+    const b = this.#budget;
+    if (!b || this.#now() - b.at > BUDGET_TTL_MS || priority < b.openFrom) return this.#queue.size;
+    let n = 0;
+    for (const [p, count] of this.#queue.bands()) if (p >= priority) n += count;
+    return n;
   }
 
   /**
@@ -337,7 +357,9 @@ export class AdmissionGate {
     // Never for a request that went already (`again`): it waits, so a retry is never a busy loop.
     if (slots < 0 && !holdsAtZero(deployment) && !ticket.again) return GO;
     const free = this.#free(slots);
-    if (free > 0 && this.#queue.size === 0 && !ticket.again && this.#underBudget(ticket.flow) && this.#flowUnderShare(ticket.flow)) {
+    const allowed = this.#open(ticket.priority) || (this.#underBudget(ticket.flow) && this.#flowUnderShare(ticket.flow));
+    const ahead = this.#ahead(ticket.priority);
+    if (free > 0 && ahead === 0 && !ticket.again && allowed) {
       if (this.#freedNow() > 0) this.#freed--;
       return GO;
     }
@@ -345,11 +367,11 @@ export class AdmissionGate {
     // Saturated (not just others waiting ahead): a sheddable request is refused rather than held.
     if (ticket.priority < 0 && (free <= 0 || ticket.again)) return { outcome: "shed", queued: false };
     // Full by other isolates' load only, as reported (up to ~0.75 s old), with nobody waiting
-    // here: the replicas' own answer decides (reject-before-accept; a refused request waits
+    // ahead here: the replicas' own answer decides (reject-before-accept; a refused request waits
     // here again). Held at once only where this isolate's own requests fill every replica,
     // which it knows exactly. Holding on stale reports cost a third of the fleet's throughput
     // with 4 isolates (bench/admission.ts).
-    if (slots === 0 && this.#queue.size === 0 && !ticket.again && this.#underBudget(ticket.flow) && this.#flowUnderShare(ticket.flow) && !ownFill(view, this.#now())) return GO;
+    if (slots === 0 && ahead === 0 && !ticket.again && allowed && !ownFill(view, this.#now())) return GO;
     const waitMs = Math.min(deployment.admission.maxWaitMs, ticket.deadline - this.#now());
     if (waitMs <= 0) return { outcome: "expired", queued: false };
 
@@ -433,8 +455,13 @@ export class AdmissionGate {
         return caps ? n < (caps.get(this.#keyOf(flow)) ?? Infinity) : n < share(flow);
       });
     // With caps per flow, eligible() bounds each flow; without, the budget bounds them all.
-    while (went < n && (caps !== undefined && share !== undefined ? true : this.#underBudget())) {
-      const next: Held<Waiter> | undefined = this.#queue.shift(eligible);
+    // A request in a band the budget leaves open (its headroom) is bound by neither.
+    while (went < n) {
+      const head = this.#queue.peek();
+      if (!head) break;
+      const open = this.#open(head.priority);
+      if (!open && !(caps !== undefined && share !== undefined) && !this.#underBudget()) break;
+      const next: Held<Waiter> | undefined = this.#queue.shift(open ? undefined : eligible);
       if (!next) break;
       going.set(next.flow, (going.get(next.flow) ?? 0) + 1);
       this.#released++;

@@ -336,7 +336,7 @@ export class IsolateState {
     const demand = gate?.demand();
     const posted = balancer?.shareDispatches ? { after: this.#peerCursors.get(name) ?? 0, notes: balancer.shareDispatches() } : undefined;
     const snapshot = await relay.view(name, shards, this.seed, have, posted, demand);
-    gate?.setBudget(snapshot.admissionBudget, snapshot.admissionFlowCaps);
+    gate?.setBudget(snapshot.admissionBudget, snapshot.admissionFlowCaps, snapshot.admissionOpenFrom);
     if (!posted) return snapshot;
     if (snapshot.peers) {
       this.#peerCursors.set(name, snapshot.peers.cursor);
