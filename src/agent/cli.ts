@@ -26,6 +26,7 @@ import { NodeReporter } from "../replica/node-reporter.ts";
 import { AGENT_DEFAULTS, MAX_SCRAPE_INTERVAL_MS, ReplicaAgent, type AgentOptions, type EngineKind } from "./agent.ts";
 import { ZMQ_ENDPOINT } from "./kv-events-subscriber.ts";
 import { spawnEngine } from "./engine-process.ts";
+import { proxyModeMain } from "./proxy-mode.ts";
 
 export const AGENT_USAGE = `usage: switchyard agent --deployment NAME --edge URL --engine-url URL [--engine-url URL ...]
                [--node NODE] [--engine vllm|sglang|auto] [--id ID ...] [--advertise-url URL ...]
@@ -73,7 +74,8 @@ load reports, and on SIGTERM/SIGINT drains, deregisters, then stops the engine.
                         (one engine only: start several engines yourself)
 With several engines, --engine, --max-ongoing, --models, --engine-api-key-file and
 --kv-events-topic are given once (for all) or once per --engine-url, in order.
-env: SWITCHYARD_REPLICA_KEY (required): the deployment's replica key (replica --print-key)`;
+env: SWITCHYARD_REPLICA_KEY (required): the deployment's replica key (replica --print-key)
+Any other HTTP model server (FastAPI, Triton, TorchServe, BentoML): agent --proxy --help`;
 
 /** One engine's agent, from the flags. */
 export interface EngineArgs {
@@ -284,6 +286,9 @@ const event = (e: Record<string, unknown>) => process.stdout.write(`${JSON.strin
 
 /** `replica agent ...` (src/replica-entry.ts routes here). Exits the process when the agent is done. */
 export async function agentMain(argv: string[]): Promise<void> {
+  // Proxy mode (any HTTP app, on the token path) is its own command line.
+  const cut = argv.indexOf("--");
+  if ((cut < 0 ? argv : argv.slice(0, cut)).includes("--proxy")) return proxyModeMain(argv);
   let parsed: AgentArgs | "help";
   try {
     parsed = parseAgentArgs(argv);

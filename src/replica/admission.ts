@@ -48,6 +48,7 @@ export class AdmissionControl {
   #listeners: ((urgent: boolean) => void)[] = [];
   #idleWaiters: (() => void)[] = [];
   #kvSource: (() => number | undefined) | undefined;
+  #external: number | undefined;
 
   constructor(maxOngoing: number, maxQueued = 0) {
     this.maxOngoing = maxOngoing;
@@ -154,6 +155,22 @@ export class AdmissionControl {
     this.#kvSource = source;
   }
 
+  /**
+   * The requests the server behind this replica says it holds (an app's own queue
+   * metric, src/replica/backends/proxy.ts), or undefined where it says none. Those beyond
+   * the requests in flight here (other clients of the same server) count as queued.
+   */
+  setExternalQueue(held: number | undefined): void {
+    if (held === this.#external) return;
+    const before = this.#externalExtra();
+    this.#external = held;
+    if (this.#externalExtra() !== before) this.#changed(false);
+  }
+
+  #externalExtra(): number {
+    return this.#external === undefined ? 0 : Math.max(0, this.#external - this.#ongoing);
+  }
+
   get state(): ReplicaState {
     return this.#state;
   }
@@ -172,7 +189,7 @@ export class AdmissionControl {
    * never call it, and their load header stays without them).
    */
   load(excluding = 0): Load {
-    const load: Load = { seq: this.#seq, ongoing: Math.max(0, this.#ongoing - excluding), queued: this.#queue.length, max: this.maxOngoing, state: this.#state };
+    const load: Load = { seq: this.#seq, ongoing: Math.max(0, this.#ongoing - excluding), queued: this.#queue.length + this.#externalExtra(), max: this.maxOngoing, state: this.#state };
     const kv = this.#kvSource?.();
     if (kv !== undefined) load.kv = kv;
     if (this.#multiplexing) {

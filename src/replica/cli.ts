@@ -28,7 +28,7 @@ import { EdgeClient } from "./edge-client.ts";
 import { replicaBackend } from "./backends/index.ts";
 import { ReplicaServer } from "./server.ts";
 
-const USAGE = `usage: replica --deployment NAME --backend text|echo|onnx|llm [--text T] [--service-ms N]
+const USAGE = `usage: replica --deployment NAME --backend text|echo|onnx|llm|proxy [--text T] [--service-ms N]
                [--model ID | --models ID,ID,... --max-models-per-replica N [--default-model ID]]
                --edge URL [--port N] [--host H] [--id ID] [--max-ongoing N] [--max-queued N]
                [--advertise-url URL] [--drain-timeout-ms N] [--standalone [--api-key-file PATH]]
@@ -46,6 +46,11 @@ const USAGE = `usage: replica --deployment NAME --backend text|echo|onnx|llm [--
 --backend llm --model tiny-lm: a generative language model (docs/tiny-lm.md) behind OpenAI's
                  POST /v1/completions, /v1/chat/completions (streaming or not), /v1/embeddings,
                  GET /v1/models, and vLLM's GET /metrics and /health
+--backend proxy --upstream URL [--upstream-metrics URL]: any HTTP app behind the replica (the
+                 agent's proxy mode, "replica agent --proxy", starts the app too): each admitted
+                 request goes on to the app, its answer streams back; with --upstream-metrics,
+                 the app's own queue (Triton's nv_inference_pending_request_count) counts in the
+                 load reports where it holds more than this replica sent
 --kv-blocks N: (llm) KV-cache blocks of 16 tokens (vLLM's num_gpu_blocks); requests that do not
                  fit wait; full blocks stay cached for later prompts with the same prefix
                  (vLLM's prefix caching) until evicted, least recently used first; default 512
@@ -84,11 +89,20 @@ function fail(msg: string): never {
   process.exit(2);
 }
 
+/** What a caller that wraps the replica (the agent's proxy mode) does around it. */
+export interface ReplicaHooks {
+  /** Runs once the replica has drained and deregistered (or a standalone one closed), before the process exits. */
+  beforeExit?: () => Promise<void>;
+  /** Whether a drain has begun (the wrapper then expects its app to stop). */
+  draining?: { value: boolean };
+}
+
 /** The reference replica process (src/replica-entry.ts runs it): serves until SIGTERM drains it. */
-export async function replicaMain(): Promise<void> {
+export async function replicaMain(argv: string[] = process.argv.slice(2), hooks: ReplicaHooks = {}): Promise<void> {
   let args;
   try {
     args = parseArgs({
+      args: argv,
       options: {
         deployment: { type: "string" },
         backend: { type: "string" },
@@ -106,6 +120,8 @@ export async function replicaMain(): Promise<void> {
         "kv-events-topic": { type: "string" },
         "no-cache-summary": { type: "boolean", default: false },
         "decode-ms": { type: "string" },
+        upstream: { type: "string" },
+        "upstream-metrics": { type: "string" },
         edge: { type: "string" },
         port: { type: "string", default: "0" },
         host: { type: "string", default: "127.0.0.1" },
@@ -157,6 +173,7 @@ export async function replicaMain(): Promise<void> {
   if (!/^\d+$/.test(rawServiceMs) || !Number.isSafeInteger(serviceMs) || serviceMs > 600_000) fail("--service-ms must be an integer from 0 to 600000");
   if (serviceMs > 0 && args.backend !== "text") fail("--service-ms is a knob of --backend text");
 
+  if ((args.upstream ?? args["upstream-metrics"]) !== undefined && args.backend !== "proxy") fail("--upstream and --upstream-metrics are flags of --backend proxy");
   if (args.backend !== "onnx" && (args.models || args["max-models-per-replica"] || args["default-model"] || (args.model && args.backend !== "llm"))) {
     fail("--model, --models, --max-models-per-replica and --default-model need --backend onnx (--model also goes with --backend llm)");
   }
@@ -248,7 +265,10 @@ export async function replicaMain(): Promise<void> {
   const advertiseUrl = args["advertise-url"] ?? `http://${address.address}:${address.port}`;
   if (args.standalone) {
     process.stdout.write(`${JSON.stringify({ event: "listening", replica_id: replicaId, url: advertiseUrl, deployment: args.deployment })}\n`);
-    const stop = () => void server.close().then(() => process.exit(0));
+    const stop = () => void server.close().then(async () => {
+      await hooks.beforeExit?.();
+      process.exit(0);
+    });
     process.on("SIGTERM", stop);
     process.on("SIGINT", stop);
     return;
@@ -271,6 +291,7 @@ export async function replicaMain(): Promise<void> {
   const drain = async (signal: string) => {
     if (draining) return;
     draining = true;
+    if (hooks.draining) hooks.draining.value = true;
     log(`${signal}: draining (${admission.ongoing} in flight)`);
     // 1. Announce draining so proxies stop choosing us; new requests are rejected (and retried elsewhere).
     admission.drain();
@@ -280,6 +301,7 @@ export async function replicaMain(): Promise<void> {
     // 3. Leave the routing table, then stop listening.
     await edge.deregister().catch((err: unknown) => log(`deregister failed: ${String(err)}`));
     await server.close();
+    await hooks.beforeExit?.();
     log("drained, exiting");
     process.exit(0);
   };

@@ -149,7 +149,7 @@ let nextNonce = 1;
  * given whole (docs/protocol.md §2). A registered replica refuses any other
  * request, so tests that talk to a replica behind the edge's back use this.
  */
-export function signedFetch(stack: LocalStack, deployment: string): typeof fetch {
+export function signedFetch(stack: LocalStack, deployment: string, replicaId?: string): typeof fetch {
   return async (input, init) => {
     const url = new URL(typeof input === "string" ? input : input instanceof URL ? input.href : input.url);
     const method = init?.method ?? (input instanceof Request ? input.method : "GET");
@@ -158,7 +158,8 @@ export function signedFetch(stack: LocalStack, deployment: string): typeof fetch
     const timestamp = Date.now();
     const nonce = nextNonce++;
     const key = await importReplicaKey(await stack.replicaKey(deployment));
-    const replica = [...stack.replicas.values()].find((r) => new URL(r.url).origin === url.origin);
+    // A replica the stack did not start (an agent) is named by the caller.
+    const replica = replicaId !== undefined ? { id: replicaId } : [...stack.replicas.values()].find((r) => new URL(r.url).origin === url.origin);
     if (!replica) throw new Error(`signedFetch: no replica of the stack listens at ${url.origin}`);
     const body = init?.body;
     const whole = typeof body === "string" ? new TextEncoder().encode(body) : body instanceof Uint8Array || body instanceof ArrayBuffer ? body : undefined;

@@ -11,7 +11,16 @@ import type { CacheSummaryProvider } from "../summary-cadence.ts";
 
 export interface ReplicaBackendContext {
   /** The backend's own flags as given (validated by the kind). */
-  flags: { text?: string | undefined; model?: string | undefined; models?: string | undefined; "max-models-per-replica"?: string | undefined; "default-model"?: string | undefined };
+  flags: {
+    text?: string | undefined;
+    model?: string | undefined;
+    models?: string | undefined;
+    "max-models-per-replica"?: string | undefined;
+    "default-model"?: string | undefined;
+    /** proxy: the app's URL, and where it serves Prometheus metrics. */
+    upstream?: string | undefined;
+    "upstream-metrics"?: string | undefined;
+  };
   /** Benchmark knobs, validated by the CLI (each belongs to one kind). */
   knobs: {
     serviceMs: number;
