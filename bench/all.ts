@@ -10,7 +10,8 @@
  * cost (3 s per phase), multiplexing and affinity (4 s), the state plane at
  * 2,048 simulated replicas per deployment (--quick: 3 rounds, 5 s window), prefix-cache-aware
  * routing (--quick: 8 s windows, ~2.5 min), the slow-client attacks (--quick), the
- * edge files one warm request of each kind runs through (request-path). Each
+ * edge files one warm request of each kind runs through (request-path), admission,
+ * the paced view refresh, and the agent's proxy-mode hop (proxy-agent). Each
  * writes bench/results/quick/<name>.json; then bench/chart.ts draws those into
  * bench/results/charts/ (the charts in docs/ are drawn from bench/published/ only).
  * A scenario that fails is reported and the others still run; the exit status says
@@ -31,6 +32,7 @@ const SCENARIOS: Record<string, string[]> = {
   "request-path": ["bench/request-path.ts", "--quick"],
   admission: ["bench/admission.ts", "--quick"],
   "view-refresh": ["bench/view-refresh.ts", "--quick"],
+  "proxy-agent": ["bench/proxy-agent.ts", "--quick"],
 };
 
 const { values } = parseArgs({ options: { only: { type: "string" } } });

@@ -10,7 +10,9 @@
  *   4. nginx as a reverse proxy over the N replicas (Debian's package);
  *   5. HAProxy over the N replicas (Debian's package), configured as Ray Serve's
  *      HAProxy ingress (Ray ≥ 2.55) is: bench/haproxy-config.ts;
- *   6. Ray Serve running the seed's deployment, when it can be installed.
+ *   6. Ray Serve running the seed's deployment, when it can be installed, and the same
+ *      Ray Serve behind Switchyard (edge → agent --proxy → Ray's HTTP proxy: the
+ *      migration path for Ray users, docs/agent.md).
  * Targets 2–5 sit in front of the SAME N replica processes started by the
  * Switchyard LocalStack. Ray Serve runs its own 48 replicas, after the stack
  * has stopped, so that it has the machine to itself as the others had.
@@ -339,6 +341,7 @@ async function measureRay(info: RayInfo, serveBin: string, dir: string, rows: Ro
     info.status = "measured";
     rows.push(await wrk(target, "http://127.0.0.1:8000/", { seconds }));
     rows.push(await ab(target, "http://127.0.0.1:8000/", { requests: abN, timeLimitS: AB_BOUND_S }));
+    await measureRayBehindSwitchyard(join(dir, "behind"), rows);
   } finally {
     // SIGINT: serve run shuts the application and its local Ray cluster down (~10 s).
     if (child.exitCode === null && child.signalCode === null) {
@@ -352,6 +355,54 @@ async function measureRay(info: RayInfo, serveBin: string, dir: string, rows: Ro
       }
     }
     rayGroup = undefined;
+  }
+}
+
+/** The migration path for Ray users (docs/agent.md): Switchyard's edge → an agent in proxy mode → Ray Serve's own HTTP proxy (one node here). */
+const RAY_BEHIND = `Switchyard → agent --proxy → Ray Serve, ${replicas} replicas`;
+
+/** With Ray Serve up on :8000: a second local stack whose deployment "ray" is Ray's node, behind an agent in proxy mode; measured through the edge's public port. */
+async function measureRayBehindSwitchyard(dir: string, rows: Row[]): Promise<void> {
+  const functionsDir = join(dir, "functions");
+  mkdirSync(functionsDir, { recursive: true });
+  writeFileSync(
+    join(functionsDir, "ray.ts"),
+    `import { defineDeployment } from ${JSON.stringify(join(root, "src/config/deployment.ts"))};
+export default defineDeployment({ name: "ray", routePrefix: "/ray", access: { public: true }, backend: { kind: "external" }, maxOngoingRequests: ${replicas * 5}, policy: { stripPrefix: true, idempotent: true } });
+`,
+  );
+  const behind = new LocalStack({ port: 0, functionsDir, stateDir: join(dir, "state"), freshState: true });
+  let agent: ChildProcess | undefined;
+  try {
+    await behind.start();
+    const agentPort = await freePort();
+    // One agent for the node, its capacity Ray's: the replicas × Ray's default max_ongoing_requests (5). Ray keeps running on its own.
+    agent = spawn(process.execPath, ["--import", "tsx", join(root, "src/replica-entry.ts"), "agent", "--proxy", "--deployment", "ray", "--edge", behind.url, "--app-url", "http://127.0.0.1:8000", "--id", "ray-node", "--port", String(agentPort), "--max-ongoing", String(replicas * 5)], {
+      stdio: ["ignore", "pipe", "inherit"],
+      env: { ...process.env, SWITCHYARD_REPLICA_KEY: await behind.replicaKey("ray"), SWITCHYARD_REPLICA_SECRET: "" },
+    });
+    const registered = await new Promise<boolean>((res) => {
+      agent!.once("exit", () => res(false));
+      createInterface({ input: agent!.stdout! }).on("line", (l) => l.includes('"registered"') && res(true));
+      setTimeout(() => res(false), 60_000);
+    });
+    if (!registered) {
+      rows.push(skipped(RAY_BEHIND, "wrk, ab", "the agent in front of Ray Serve did not register within 60 s"));
+      return;
+    }
+    const url = `${behind.url}/ray/`;
+    await waitForOk(url, 10_000);
+    log(`measuring ${RAY_BEHIND}`);
+    await wrk("warm-up", url, { seconds: 1, threads: 1, connections: 8 });
+    rows.push(await wrk(RAY_BEHIND, url, { seconds }));
+    rows.push(await ab(RAY_BEHIND, url, { requests: abN, timeLimitS: AB_BOUND_S }));
+  } finally {
+    if (agent && agent.exitCode === null) {
+      agent.kill("SIGTERM");
+      await Promise.race([new Promise((r) => agent!.once("exit", r)), sleep(10_000)]);
+      agent.kill("SIGKILL");
+    }
+    await behind.stop();
   }
 }
 
@@ -508,6 +559,10 @@ if (ray.status === "measured") {
   ratio("Switchyard (public port) / Ray Serve, wrk, measured in this run", row(names.syPublic, "wrk"), rayRow("wrk"));
   // The most any proxy in front of these replicas could show here: one replica's direct rate over Ray's.
   ratio("ceiling here: one replica direct / Ray Serve, ab (a proxy cannot beat its replicas)", row(names.direct, "ab"), rayRow("ab"));
+  // Ray users' migration path: what putting the edge and an agent in front of Ray's own proxy costs (context: one node here, so nothing to spread over).
+  const RAY_BEHIND_NOTE = "context, not a target: on one node the edge adds hops and no capacity; across nodes it spreads over Ray's proxies";
+  ratio("Switchyard → agent --proxy → Ray Serve / Ray Serve direct, ab", row(RAY_BEHIND, "ab"), rayRow("ab"), undefined, RAY_BEHIND_NOTE);
+  ratio("Switchyard → agent --proxy → Ray Serve / Ray Serve direct, wrk", row(RAY_BEHIND, "wrk"), rayRow("wrk"), undefined, RAY_BEHIND_NOTE);
 } else {
   notJudged.push(`Switchyard / Ray Serve (target ≥ ${RAY_TARGET}×): not judged, Ray Serve was not measured in this run (${ray.reason ?? "unknown"})`);
 }

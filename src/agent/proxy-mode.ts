@@ -92,7 +92,9 @@ async function appUp(url: URL, app: SpawnedEngine | undefined, timeoutMs: number
 }
 
 export async function proxyModeMain(argv: string[]): Promise<void> {
-  if (argv.includes("--help") || argv.includes("-h")) {
+  const cut = argv.indexOf("--");
+  const flags = cut < 0 ? argv : argv.slice(0, cut);
+  if (flags.includes("--help") || flags.includes("-h")) {
     process.stdout.write(`${PROXY_USAGE}\n`);
     return;
   }

@@ -22,7 +22,8 @@ commands:
   metrics                      the edge's Prometheus metrics; --follow watches them
   autoscale [DEPLOYMENT]       current and desired replica counts
   replica [REPLICA OPTIONS]    run a reference replica (switchyard replica --help)
-  agent                        a replica agent: puts vLLM or SGLang behind the edge
+  agent                        a replica agent: puts vLLM or SGLang, or with --proxy
+                               any HTTP model server, behind the edge
   help [COMMAND]               this text, or a command's
 
 ${GLOBAL_OPTIONS}
@@ -88,11 +89,16 @@ Without its own --edge it gets switchyard's (--edge before "replica", or
 $SWITCHYARD_EDGE). SIGTERM and SIGINT drain it; the exit status is the replica's.`,
 
   agent: `usage: switchyard agent --deployment NAME --engine-url URL [AGENT OPTIONS] [-- ENGINE COMMAND...]
+       switchyard agent --proxy --deployment NAME --app-url URL [OPTIONS] [-- APP COMMAND...]
 
 Runs the replica agent (docs/agent.md): it registers an OpenAI-compatible engine
 (vLLM, SGLang) with its deployment at the edge, turns the engine's /metrics into
 load reports every 100 ms, and on SIGTERM drains before it stops the engine it
-started (the command after "--"). "switchyard agent --help" lists its options.
+started (the command after "--"). With --proxy it fronts any HTTP model server
+(FastAPI, Triton, TorchServe, BentoML, Ray Serve) on the token path: it checks the
+edge's signatures, refuses beyond its capacity, reports its load, passes streams
+through, and stops the app after draining. "switchyard agent --help" and
+"switchyard agent --proxy --help" list the options.
 Without its own --edge it gets switchyard's (--edge before "agent", or
 $SWITCHYARD_EDGE). The exit status is the agent's.`,
 

@@ -71,9 +71,9 @@ export function proxyHandler(upstream: URL, agent = new Agent({ keepAlive: true 
         finish();
       });
       up.once("response", (answer) => {
+        // The head goes out with the first chunk (one write, not two); each chunk as it comes:
+        // a stream (SSE, chunked) passes through unbuffered.
         res.writeHead(answer.statusCode ?? 502, { ...answerHeaders(answer.headers), ...loadHeaders() });
-        // Each chunk as it comes: a stream (SSE, chunked) passes through unbuffered.
-        res.flushHeaders();
         answer.pipe(res);
         answer.once("error", () => res.destroy());
         answer.once("aborted", () => res.destroy());
