@@ -12,7 +12,7 @@
  *     --app-url http://127.0.0.1:8001 --port 9000 --max-ongoing 8 -- \
  *     uvicorn app:app --host 127.0.0.1 --port 8001
  */
-import { replicaMain } from "../replica/cli.ts";
+import { replicaMain, type ReplicaHooks } from "../replica/cli.ts";
 import { spawnEngine, type SpawnedEngine } from "./engine-process.ts";
 
 export const PROXY_USAGE = `usage: switchyard agent --proxy --deployment NAME --edge URL --app-url URL
@@ -132,15 +132,9 @@ export async function proxyModeMain(argv: string[]): Promise<void> {
   }
   log(`the app answers at ${app.origin}`);
   const draining = { value: false };
-  // An app that exits on its own takes the replica's service with it: leave the fleet at once.
-  void child?.exited.then((why) => {
-    if (draining.value) return;
-    log(`the app exited (${why}) without being asked: exiting`);
-    process.exit(1);
-  });
-  const metrics = own["--app-metrics"];
-  await replicaMain([...replica, "--backend", "proxy", "--upstream", app.href, ...(metrics !== undefined ? ["--upstream-metrics", metrics] : [])], {
+  const hooks: ReplicaHooks = {
     draining,
+    // Once drained and deregistered: the app gets SIGTERM, then SIGKILL after --app-stop-timeout-ms.
     beforeExit: async () => {
       if (!child) return;
       draining.value = true;
@@ -151,5 +145,15 @@ export async function proxyModeMain(argv: string[]): Promise<void> {
         child.kill();
       }
     },
+  };
+  // An app that exits on its own takes the replica's service with it: leave the fleet at once
+  // (deregistered when the replica had registered), then exit 1.
+  void child?.exited.then(async (why) => {
+    if (draining.value) return;
+    log(`the app exited (${why}) without being asked: deregistering and exiting`);
+    await hooks.leave?.();
+    process.exit(1);
   });
+  const metrics = own["--app-metrics"];
+  await replicaMain([...replica, "--backend", "proxy", "--upstream", app.href, ...(metrics !== undefined ? ["--upstream-metrics", metrics] : [])], hooks);
 }

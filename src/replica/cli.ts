@@ -95,6 +95,8 @@ export interface ReplicaHooks {
   beforeExit?: () => Promise<void>;
   /** Whether a drain has begun (the wrapper then expects its app to stop). */
   draining?: { value: boolean };
+  /** Set once the replica has registered: stops taking requests and deregisters at once (the wrapper's app died). */
+  leave?: () => Promise<void>;
 }
 
 /** The reference replica process (src/replica-entry.ts runs it): serves until SIGTERM drains it. */
@@ -307,6 +309,10 @@ export async function replicaMain(argv: string[] = process.argv.slice(2), hooks:
   };
   process.on("SIGTERM", () => void drain("SIGTERM"));
   process.on("SIGINT", () => void drain("SIGINT"));
+  hooks.leave = async () => {
+    admission.drain();
+    await edge.deregister().catch((err: unknown) => log(`deregister failed: ${String(err)}`));
+  };
 
   // Printed for launchers (one JSON line on stdout).
   process.stdout.write(`${JSON.stringify({ event: "listening", replica_id: replicaId, url: advertiseUrl, deployment: args.deployment })}\n`);

@@ -284,7 +284,7 @@ export class AdmissionGate {
   /**
    * Held requests that go before one of `priority`: all of them, except under a budget
    * that leaves its band open, where only those of its band and above do (the lower
-   * bands' keep to the budget, so they would not take the slot it finds).
+   * bands keep to the budget, so they would not take the slot it finds).
    */
   #ahead(priority: number): number {
     const b = this.#budget;
