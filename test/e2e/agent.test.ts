@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freePort, startStack, until } from "./stack-fixture.ts";
+import { alive, freePort, startStack, until } from "./stack-fixture.ts";
 
 const CLI = fileURLToPath(new URL("../../src/replica-entry.ts", import.meta.url));
 const AGENT_ID = "chat-agent-1";
@@ -24,17 +24,6 @@ const eventually = <T>(what: string, probe: () => Promise<T | undefined> | T | u
 const events: Record<string, unknown>[] = [];
 let engineUrl = "";
 let enginePid = 0;
-
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 
 interface ReplicaState {
   id: string;

@@ -12,7 +12,7 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { pythonEnv } from "../../scripts/python-env.ts";
-import { freePort, signedFetch, startStack, until } from "./stack-fixture.ts";
+import { alive, freePort, signedFetch, startStack, until } from "./stack-fixture.ts";
 
 const CLI = fileURLToPath(new URL("../../src/replica-entry.ts", import.meta.url));
 const EXAMPLE = fileURLToPath(new URL("../../examples/python-model/", import.meta.url));
@@ -60,15 +60,6 @@ async function startAgent(id: string, maxOngoing: number): Promise<Agent> {
   });
   await eventually(`${id} to register`, () => (agent.events.some((e) => e.event === "registered") ? true : undefined), 90_000);
   return agent;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 const counts = async (a: Agent) => (await (await fetch(`${a.url}/-/healthz`)).json()) as { admitted: number; rejected: number; ongoing: number };

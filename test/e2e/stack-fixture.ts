@@ -177,6 +177,16 @@ export function signedFetch(stack: LocalStack, deployment: string, replicaId?: s
   };
 }
 
+/** Whether a process (one the test started) is still alive. */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** A loopback port that was free a moment ago (for a process the test starts on a fixed port). */
 export async function freePort(): Promise<number> {
   const s = createServer();

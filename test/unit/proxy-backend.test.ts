@@ -116,6 +116,16 @@ describe("the proxy handler", () => {
     await appClosed; // the app's side of the stream closes after the client's cancel
   });
 
+  it("cuts the client's answer when the app's is cut mid-stream, never ends it as if whole", async () => {
+    const app = await listen((req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write("data: 1\n\n", () => res.destroy());
+    });
+    const res = await fetch(`${await front(app)}/explain`);
+    expect(res.status).toBe(200);
+    await expect(res.text()).rejects.toThrow();
+  });
+
   it("answers 502 JSON when the app does not answer", async () => {
     const dead = await listen(() => undefined);
     const url = new URL(dead);

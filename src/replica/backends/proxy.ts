@@ -75,8 +75,11 @@ export function proxyHandler(upstream: URL, agent = new Agent({ keepAlive: true 
         // a stream (SSE, chunked) passes through unbuffered.
         res.writeHead(answer.statusCode ?? 502, { ...answerHeaders(answer.headers), ...loadHeaders() });
         answer.pipe(res);
+        // The app's answer cut short (it died mid-stream): the client's answer is cut too, never ended as if whole.
         answer.once("error", () => res.destroy());
-        answer.once("aborted", () => res.destroy());
+        answer.once("close", () => {
+          if (!answer.complete) res.destroy();
+        });
       });
       up.once("error", (err) => {
         if (res.headersSent) {
