@@ -233,7 +233,7 @@ export class AdmissionGate {
    * refreshed at the TTL, since the ask carries its demand and brings its budget back.
    */
   get busy(): boolean {
-    return this.#queue.size > 0 || (this.#budget !== undefined && this.#now() - this.#budget.at <= BUDGET_TTL_MS);
+    return this.#queue.size > 0 || this.#freshBudget() !== undefined;
   }
 
   /** A request this gate let go has started. */
@@ -275,10 +275,16 @@ export class AdmissionGate {
     return Math.max(slots - this.#released, this.#freedNow());
   }
 
+  /** The relay's budget while it holds (BUDGET_TTL_MS after it came); undefined when none applies. */
+  #freshBudget(): { max: number; at: number; openFrom: number } | undefined {
+    const b = this.#budget;
+    return b && this.#now() - b.at <= BUDGET_TTL_MS ? b : undefined;
+  }
+
   /** Whether a request of `priority` is free of the budget: its band got all it asks (the headroom kept for it), or no budget applies. */
   #open(priority: number): boolean {
-    const b = this.#budget;
-    return !b || this.#now() - b.at > BUDGET_TTL_MS || priority >= b.openFrom;
+    const b = this.#freshBudget();
+    return !b || priority >= b.openFrom;
   }
 
   /**
@@ -287,8 +293,8 @@ export class AdmissionGate {
    * bands keep to the budget, so they would not take the slot it finds).
    */
   #ahead(priority: number): number {
-    const b = this.#budget;
-    if (!b || this.#now() - b.at > BUDGET_TTL_MS || priority < b.openFrom) return this.#queue.size;
+    const b = this.#freshBudget();
+    if (!b || priority < b.openFrom) return this.#queue.size;
     let n = 0;
     for (const [p, count] of this.#queue.bands()) if (p >= priority) n += count;
     return n;
@@ -301,8 +307,8 @@ export class AdmissionGate {
    * otherwise the isolate keeps to its budget.
    */
   #underBudget(flow?: string): boolean {
-    const b = this.#budget;
-    if (!b || this.#now() - b.at > BUDGET_TTL_MS) return true;
+    const b = this.#freshBudget();
+    if (!b) return true;
     if (this.#caps && flow !== undefined) return true; // #flowUnderShare applies the cap
     return this.#inflightTotal + this.#released < b.max;
   }
@@ -314,8 +320,8 @@ export class AdmissionGate {
    * uses and the rest is split evenly among the others.
    */
   #shares(arriving?: string): ((flow: string) => number) | undefined {
-    const b = this.#budget;
-    if (!b || this.#now() - b.at > BUDGET_TTL_MS) return undefined;
+    const b = this.#freshBudget();
+    if (!b) return undefined;
     const demand = this.#queue.flows();
     for (const [f, n] of this.#flowInflight) demand.set(f, (demand.get(f) ?? 0) + n);
     if (arriving !== undefined) demand.set(arriving, (demand.get(arriving) ?? 0) + 1);
