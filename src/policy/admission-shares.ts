@@ -5,20 +5,14 @@
  * holds. The relay answers each isolate with its budget: how many requests it may
  * have in flight. Capacity (the replicas' slots) goes to the bands from the highest
  * down, and within a band max-min over the flows' demands summed across the isolates,
- * with a cap in whole requests for each isolate's part of a flow that asks more than
- * its share (or, where an isolate sent no flows, to the isolates in proportion to
- * their demand). An isolate holds a capped flow's requests, or over its budget all of
+ * with a cap for each isolate's part of a flow that asks more than its share (or,
+ * where an isolate sent no flows, to the isolates in proportion to their demand). An isolate holds a capped flow's requests, or over its budget all of
  * them, even when its view shows a free slot: the slot goes to a flow under its
  * share, a critical one first. Pure; time passed in. The work per ask grows with the
  * location's isolates × flows (arithmetic on at most 64 flows per isolate).
  */
-import { fnv1a } from "../protocol/hashing.ts";
-
 /** An isolate's demand: [priority, requests in flight + held], one entry per band it has. */
 export type BandDemand = readonly (readonly [priority: number, requests: number])[];
-
-/** How often the isolates that run a capped flow's extra requests change (AdmissionShares, #wholeCap). */
-export const CAP_ROTATE_MS = 2_000;
 
 /** A post older than this no longer counts (the isolate stopped asking: idle, or gone). */
 export const SHARE_POST_TTL_MS = 1_000;
@@ -40,9 +34,10 @@ export interface Allotment {
   max: number;
   /**
    * Present when a band of the asker's was split by flow: per flow that asks more than
-   * its max-min share across the location, this isolate's part of that share in whole
-   * requests (the parts rounded together across the isolates, so they sum to the
-   * share). A flow not named asks no more than its share: it is not held back.
+   * its max-min share across the location, this isolate's part of that share (requests
+   * in flight on average, a fraction: the parts sum to the share; the gate keeps the
+   * flow to it over time, AdmissionGate). A flow not named asks no more than its share:
+   * it is not held back.
    */
   flowCaps?: Record<string, number>;
   /**
@@ -57,6 +52,8 @@ export class AdmissionShares {
   readonly #posts = new Map<number, { demand: BandDemand; flows?: FlowDemand; at: number }>();
   /** Each band's location-wide demand at its peak, this window and the last (HEADROOM_WINDOW_MS). */
   readonly #peaks = new Map<number, { window: number; now: number; last: number }>();
+  /** The same per flow in a band split by flow (`${priority} ${flow}`): what the water level is set from. */
+  readonly #flowPeaks = new Map<string, { window: number; now: number; last: number }>();
 
   /** Records an isolate's demand (replacing its previous one); `flows`, where it sends them, splits each band by flow. */
   post(isolate: number, demand: BandDemand, now: number, flows?: FlowDemand): void {
@@ -94,7 +91,7 @@ export class AdmissionShares {
     for (const { demand } of this.#posts.values()) {
       for (const [priority, n] of demand) totals.set(priority, (totals.get(priority) ?? 0) + n);
     }
-    const peaks = this.#notePeaks(totals, now);
+    const peaks = notePeaks(this.#peaks, totals, now);
     const mine = this.#posts.get(isolate);
     if (!mine) return undefined;
     let left = Math.max(0, capacity);
@@ -117,16 +114,27 @@ export class AdmissionShares {
         share += (given * own) / wanted;
         continue;
       }
-      const level = waterLevel([...flows.values()], given);
+      // The level comes from each flow's recent peak, not its demand now: the isolates'
+      // posts are up to 250 ms apart, so a closed-loop client between two requests (one
+      // ended in one isolate, the next not yet posted by another) makes its flow look
+      // smaller, and the level, with the capped flows' caps, jump for that moment.
+      const peak = notePeaks(this.#flowPeaks, new Map([...flows].map(([f, n]) => [`${priority} ${f}`, n])), now, `${priority} `);
+      const level = waterLevel([...peak.values()], given);
       for (const [p, flow, n] of mine.flows!) {
         if (p !== priority || n === 0) continue;
         const t = flows.get(flow)!;
         flowAware = true;
-        if (t <= level) {
+        // Within a request of the level, a flow is not capped: the same lag counts a
+        // client's next request in two posts at times, one request more than it has.
+        if (peak.get(`${priority} ${flow}`)! <= level + 1) {
           share += n;
           continue;
         }
-        const cap = this.#wholeCap(isolate, priority, flow, level / t, now);
+        // Fractional: four isolates with half a request each run one request half the
+        // time each. Whole caps rounded across the isolates moved the extra request
+        // between them as their demand changed, and each move ran both for a while
+        // (the flow ran at 1–2× its share: Jain 0.81 in bench/admission.ts).
+        const cap = Math.round((level / t) * n * 1000) / 1000;
         share += cap;
         caps[flow] = cap;
       }
@@ -136,57 +144,6 @@ export class AdmissionShares {
     // Priorities are integers: every band above the highest short one got all it asks,
     // or has no demand yet; either way its next request takes a slot the budget leaves free.
     return { max, ...(flowAware ? { flowCaps: caps } : {}), openFrom: short + 1 };
-  }
-
-  /**
-   * Records each band's demand now into its peak and returns the bands' peaks over the
-   * last one to two windows (HEADROOM_WINDOW_MS): what each band keeps from the ones below.
-   */
-  #notePeaks(totals: Map<number, number>, now: number): Map<number, number> {
-    const window = Math.floor(now / HEADROOM_WINDOW_MS);
-    const out = new Map<number, number>();
-    for (const [priority, n] of totals) {
-      if (!this.#peaks.has(priority)) this.#peaks.set(priority, { window, now: 0, last: 0 });
-    }
-    for (const [priority, p] of this.#peaks) {
-      if (p.window !== window) {
-        p.last = p.window === window - 1 ? p.now : 0;
-        p.now = 0;
-        p.window = window;
-      }
-      p.now = Math.max(p.now, totals.get(priority) ?? 0);
-      const peak = Math.max(p.now, p.last);
-      if (peak === 0) this.#peaks.delete(priority);
-      else out.set(priority, peak);
-    }
-    return out;
-  }
-
-  /**
-   * The asker's part of a capped flow's share in whole requests. Each isolate's exact
-   * part is the share × its part of the flow's demand (`ratio` × its demand); rounded
-   * each on its own, four isolates with half a request each would run four. So the
-   * parts are rounded together (systematic sampling): the isolates in an order that
-   * changes every CAP_ROTATE_MS, cumulative sums from a phase that changes with it,
-   * and each isolate gets the whole numbers its stretch crosses. The caps then sum to
-   * the share (rounded by the phase, so on average exactly), and who gets the extra
-   * request rotates.
-   */
-  #wholeCap(isolate: number, priority: number, flow: string, ratio: number, now: number): number {
-    const slot = Math.floor(now / CAP_ROTATE_MS);
-    const order = (seed: number) => fnv1a(`${flow}:${slot}`, seed >>> 0);
-    const parts: [order: number, isolate: number, part: number][] = [];
-    for (const [seed, { flows }] of this.#posts) {
-      for (const [p, f, n] of flows ?? []) if (p === priority && f === flow && n > 0) parts.push([order(seed), seed, ratio * n]);
-    }
-    parts.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
-    let cum = fnv1a(`${flow}:${slot}`) / 2 ** 32;
-    for (const [, seed, part] of parts) {
-      const cap = Math.floor(cum + part + 1e-9) - Math.floor(cum + 1e-9);
-      if (seed === isolate) return cap;
-      cum += part;
-    }
-    return 0;
   }
 
   /** Each flow's demand in the band summed over the isolates, or undefined when some isolate with demand there sent no flows. */
@@ -203,6 +160,30 @@ export class AdmissionShares {
   #prune(now: number): void {
     for (const [isolate, p] of this.#posts) if (now - p.at > SHARE_POST_TTL_MS) this.#posts.delete(isolate);
   }
+}
+
+/**
+ * Records each key's demand now into its peak and returns the keys' peaks over the last
+ * one to two windows (HEADROOM_WINDOW_MS). Only keys starting with `scope` are aged and
+ * returned (one map holds every band's flows); a key whose peak fell to 0 is forgotten.
+ */
+function notePeaks<K extends number | string>(peaks: Map<K, { window: number; now: number; last: number }>, demand: Map<K, number>, now: number, scope?: string): Map<K, number> {
+  const window = Math.floor(now / HEADROOM_WINDOW_MS);
+  const out = new Map<K, number>();
+  for (const k of demand.keys()) if (!peaks.has(k)) peaks.set(k, { window, now: 0, last: 0 });
+  for (const [k, p] of peaks) {
+    if (scope !== undefined && !String(k).startsWith(scope)) continue;
+    if (p.window !== window) {
+      p.last = p.window === window - 1 ? p.now : 0;
+      p.now = 0;
+      p.window = window;
+    }
+    p.now = Math.max(p.now, demand.get(k) ?? 0);
+    const peak = Math.max(p.now, p.last);
+    if (peak === 0) peaks.delete(k);
+    else out.set(k, peak);
+  }
+  return out;
 }
 
 /**

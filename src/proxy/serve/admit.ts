@@ -142,6 +142,13 @@ export class AdmissionGate {
   readonly #restKey = randomKey();
   /** The relay's caps for this isolate's flows that ask more than their share (by flow key); undefined where it did not split by flow. */
   #caps: Map<string, number> | undefined;
+  /**
+   * Per capped flow: slot-milliseconds it ran beyond its cap, and when last counted. A
+   * cap is a fraction (half a request: one request half the time), so the flow starts
+   * a request only while it owes nothing; while its requests wait here it earns back,
+   * down to one poll's worth of credit (they are let go at the leader's next poll).
+   */
+  readonly #debt = new Map<string, { slotMs: number; at: number }>();
   #inflightTotal = 0;
   /** The relay's budget for this isolate's requests in flight, when it came, and the priority from which it does not apply. */
   #budget: { max: number; at: number; openFrom: number } | undefined;
@@ -208,12 +215,13 @@ export class AdmissionGate {
 
   /**
    * The relay's answer: this isolate's budget of requests in flight (undefined: none
-   * applies), and, where it split a band by flow, caps in whole requests for this
+   * applies), and, where it split a band by flow, caps (fractions of a request, kept on average) for this
    * isolate's flows that ask more than their share across the location (a flow
    * without one is not held back), and the priority from which requests are not held
    * to either (`openFrom`: their bands got all they ask).
    */
   setBudget(max: number | undefined, flowCaps?: Record<string, number>, openFrom?: number): void {
+    for (const flow of this.#debt.keys()) this.#owed(flow); // counted under the caps that applied until now
     this.#budget = max === undefined ? undefined : { max, at: this.#now(), openFrom: openFrom ?? Infinity };
     this.#caps = max === undefined || !flowCaps ? undefined : new Map(Object.entries(flowCaps));
   }
@@ -238,6 +246,7 @@ export class AdmissionGate {
 
   /** A request this gate let go has started. */
   started(priority: number, flow: string): void {
+    if (this.#caps) this.#owed(flow);
     this.#inflight.set(priority, (this.#inflight.get(priority) ?? 0) + 1);
     const bf = `${priority} ${flow}`;
     this.#bandFlowInflight.set(bf, (this.#bandFlowInflight.get(bf) ?? 0) + 1);
@@ -250,6 +259,7 @@ export class AdmissionGate {
    * says (not for one the replicas refused, which held none).
    */
   ended(priority: number, flow: string, freed = true): void {
+    if (this.#caps) this.#owed(flow);
     const n = this.#inflight.get(priority) ?? 0;
     if (n <= 1) this.#inflight.delete(priority);
     else this.#inflight.set(priority, n - 1);
@@ -294,9 +304,16 @@ export class AdmissionGate {
    */
   #ahead(priority: number): number {
     const b = this.#freshBudget();
-    if (!b || priority < b.openFrom) return this.#queue.size;
+    const open = b !== undefined && priority >= b.openFrom;
+    if (!b || (!open && !this.#caps)) return this.#queue.size;
+    // Under caps per flow, a held request of a flow at its cap goes nowhere before this
+    // one: only the others count (a flow under its share never waits behind one over it).
     let n = 0;
-    for (const [p, count] of this.#queue.bands()) if (p >= priority) n += count;
+    for (const [p, flow, count] of this.#queue.bandFlows()) {
+      if (open ? p < priority : false) continue;
+      if (this.#caps && !open && !this.#withinCap(flow, this.#flowInflight.get(flow) ?? 0)) continue;
+      n += count;
+    }
     return n;
   }
 
@@ -346,8 +363,37 @@ export class AdmissionGate {
     if (!share) return true;
     const inflight = this.#flowInflight.get(flow) ?? 0;
     // The location's cap on the flow where it asks more than its share there; none where it does not.
-    if (this.#caps) return inflight < (this.#caps.get(this.#keyOf(flow)) ?? Infinity);
+    if (this.#caps) return this.#withinCap(flow, inflight);
     return inflight < share(flow);
+  }
+
+  /** Whether a capped flow with `n` requests in flight here may start one more: under its cap rounded up, and owing nothing. */
+  #withinCap(flow: string, n: number): boolean {
+    const cap = this.#caps?.get(this.#keyOf(flow));
+    return cap === undefined || (n < Math.ceil(cap) && this.#owed(flow) <= 0);
+  }
+
+  /**
+   * Brings a flow's debt up to now (its requests in flight beyond its cap, over the time
+   * since last counted) and returns it; forgets it when the flow has no cap (or the
+   * budget lapsed). Called before the flow's count in flight changes, and before a check.
+   */
+  #owed(flow: string): number {
+    const cap = this.#freshBudget() ? this.#caps?.get(this.#keyOf(flow)) : undefined;
+    const now = this.#now();
+    const d = this.#debt.get(flow);
+    if (cap === undefined) {
+      this.#debt.delete(flow);
+      return 0;
+    }
+    if (!d) {
+      this.#debt.set(flow, { slotMs: 0, at: now });
+      return 0;
+    }
+    const credit = this.#queue.heldOf(flow) > 0 ? cap * HOLD_POLL_MS : 0;
+    d.slotMs = Math.max(-credit, d.slotMs + ((this.#flowInflight.get(flow) ?? 0) - cap) * (now - d.at));
+    d.at = now;
+    return d.slotMs;
   }
 
   /**
@@ -420,7 +466,13 @@ export class AdmissionGate {
           // none would learn only from the view, and lose every freed slot to isolates that do.
           // So when it still shows no room, one held request goes to ask, within the budget;
           // a replica that refuses it is authoritative, and it waits again.
-          if (!this.pump() && this.#inflightTotal === 0 && this.#queue.size > 0 && freeSlots(view, this.#now()) >= 0 && this.#underBudget()) this.#release(1);
+          // Under caps per flow the same holds for every request of a flow under its
+          // share (or within its cap), wherever this isolate's other requests are: their
+          // slots are free somewhere while the capped flows keep to their caps.
+          if (!this.pump() && this.#queue.size > 0 && freeSlots(view, this.#now()) >= 0) {
+            if (this.#caps && this.#freshBudget()) this.#release(this.#queue.size);
+            else if (this.#inflightTotal === 0 && this.#underBudget()) this.#release(1);
+          }
           if (this.#queue.size > 0) ticket.demand?.(this.#queue.size);
         } else {
           await Promise.race([settled, leadership]);
@@ -458,7 +510,7 @@ export class AdmissionGate {
       share &&
       ((flow: string) => {
         const n = (this.#flowInflight.get(flow) ?? 0) + (going.get(flow) ?? 0);
-        return caps ? n < (caps.get(this.#keyOf(flow)) ?? Infinity) : n < share(flow);
+        return caps ? this.#withinCap(flow, n) : n < share(flow);
       });
     // With caps per flow, eligible() bounds each flow; without, the budget bounds them all.
     // A request in a band the budget leaves open (its headroom) is bound by neither.
