@@ -168,15 +168,17 @@ async function openLoop<T>(rate: number, seconds: number, send: (n: number) => P
  * results, each marked with whether it ended within the window. The last request of each
  * client ends after it, when the other loops may have stopped (not saturated any more).
  */
-async function closedLoop(clients: number, seconds: number, send: (n: number) => Promise<StreamResult>): Promise<(StreamResult & { inWindow: boolean })[]> {
-  const out: (StreamResult & { inWindow: boolean })[] = [];
-  const end = performance.now() + seconds * 1000;
+async function closedLoop(clients: number, seconds: number, send: (n: number) => Promise<StreamResult>): Promise<(StreamResult & { inWindow: boolean; endedMs: number })[]> {
+  const out: (StreamResult & { inWindow: boolean; endedMs: number })[] = [];
+  const start = performance.now();
+  const end = start + seconds * 1000;
   let n = 0;
   await Promise.all(
     Array.from({ length: clients }, async () => {
       while (performance.now() < end) {
         const r = await send(n++);
-        out.push({ ...r, inWindow: performance.now() <= end });
+        const now = performance.now();
+        out.push({ ...r, inWindow: now <= end, endedMs: now - start });
       }
     }),
   );
@@ -248,6 +250,8 @@ interface FairResult {
   flows: { flow: string; clients: number; served: number; share: number }[];
   jain: number;
   maxDeviation: number;
+  /** The same over the requests that ended ONSET_MS or more into the window (before then, no budget had come yet). */
+  steady: { served: number[]; jain: number; maxDeviation: number };
   failed: number;
 }
 
@@ -263,20 +267,31 @@ async function fairness(arm: Arm): Promise<FairResult> {
     // when the window closes, which the fleet then serves alone (counting them gave it up
     // to 18 more in a 6 s window, the others 2).
     const served = results.map((rs) => rs.filter((r) => ok(r) && r.inWindow).length);
+    const steadyServed = results.map((rs) => rs.filter((r) => ok(r) && r.inWindow && r.endedMs >= ONSET_MS).length);
     const total = served.reduce((a, b) => a + b, 0);
-    // Every flow's demand (its clients) is at least capacity / 4 slots here, so max-min fairness gives each 1/4.
-    const fair = 1 / names.length;
-    const x = served.map((s) => s / total / fair);
-    const jain = x.reduce((a, b) => a + b, 0) ** 2 / (x.length * x.reduce((a, b) => a + b * b, 0));
+    const { jain, maxDeviation } = jainOf(served);
+    const steady = jainOf(steadyServed);
     return {
       flows: names.map((flow, i) => ({ flow, clients: FAIR_CLIENTS[i]!, served: served[i]!, share: served[i]! / total })),
       jain,
-      maxDeviation: Math.max(...x.map((v) => Math.abs(v - 1))),
+      maxDeviation,
+      steady: { served: steadyServed, ...steady },
       failed: results.flat().filter((r) => !ok(r)).length,
     };
   } finally {
     await stack.stop();
   }
+}
+
+/**
+ * Jain's index over the flows' served counts against their fair shares, and the largest
+ * deviation from one. Every flow's demand (its clients) is at least capacity / 4 slots
+ * here, so max-min fairness gives each 1/4.
+ */
+function jainOf(served: readonly number[]): { jain: number; maxDeviation: number } {
+  const total = served.reduce((a, b) => a + b, 0);
+  const x = served.map((s) => (s / total) * served.length);
+  return { jain: x.reduce((a, b) => a + b, 0) ** 2 / (x.length * x.reduce((a, b) => a + b * b, 0)), maxDeviation: Math.max(...x.map((v) => Math.abs(v - 1))) };
 }
 
 interface ZeroResult {
@@ -464,19 +479,24 @@ try {
     results.flood = floods;
     arms.push(...(["off", "on"] as Arm[]).map((a) => ({ arm: `flood-${a}`, requests: floods[a].batch.sent, ok: floods[a].batch.completed })));
     console.log("\n### Priority under a flood (interactive critical at 2 req/s; batch standard at 3× capacity)\n");
+    // The uncontended p99 is the slowest of ~25–35 requests, so one hiccup of the machine
+    // sets it (a run measured 588 ms alone with admission on against 99 off). Alone, the
+    // arms do the same thing: the reference is the lower of the two, which only makes
+    // the ratio harder to meet.
+    const alone = Math.min(floods.off.uncontended.p99, floods.on.uncontended.p99);
     const rows = (["off", "on"] as Arm[]).map((a) => {
       const r = floods[a];
-      return [a, f2(r.capacity), f0(r.uncontended.p99), f0(r.flooded.p50), f0(r.flooded.p99), f2(r.flooded.p99 / r.uncontended.p99), f0(r.steady.p99), f2(r.steady.p99 / r.uncontended.p99), `${r.flooded.failed}/${r.flooded.n}`, pct(r.batch.completed / r.batch.sent), JSON.stringify(r.batch.statuses)];
+      return [a, f2(r.capacity), f0(r.uncontended.p99), f0(r.flooded.p50), f0(r.flooded.p99), f2(r.flooded.p99 / alone), f0(r.steady.p99), f2(r.steady.p99 / alone), `${r.flooded.failed}/${r.flooded.n}`, pct(r.batch.completed / r.batch.sent), JSON.stringify(r.batch.statuses)];
     });
     const after = `after ${ONSET_MS / 1000} s`;
     console.log(markdownTable(["admission", "capacity req/s", "alone TTFT p99 ms", "flooded p50 ms", "flooded p99 ms", "p99 ratio", `p99 ${after} ms`, `ratio ${after}`, "interactive failed", "batch completed", "batch statuses"], rows).join("\n"));
     const on = floods.on;
     console.log(`\nslowest interactive under the flood, admission on (TTFT ms @ sent ms after the flood began): ${on.slowest.map((x) => `${x.ttftMs} @ ${x.atMs}`).join(", ")}`);
-    targets.priorityMet = on.flooded.p99 / on.uncontended.p99 <= 1.5;
-    targets.prioritySteadyMet = on.steady.p99 / on.uncontended.p99 <= 1.5;
+    targets.priorityMet = on.flooded.p99 / alone <= 1.5;
+    targets.prioritySteadyMet = on.steady.p99 / alone <= 1.5;
     targets.noLossMet = on.flooded.failed === 0 && on.batch.completed / on.batch.sent >= 0.99;
-    console.log(`\ntarget: interactive TTFT p99 under the flood ≤ 1.5× alone: ${f2(on.flooded.p99 / on.uncontended.p99)}× (${verdict(targets.priorityMet)})`);
-    console.log(`target: the same from ${ONSET_MS / 1000} s after the flood began (${on.steady.n} requests): ${f2(on.steady.p99 / on.uncontended.p99)}× (${verdict(targets.prioritySteadyMet)})`);
+    console.log(`\ntarget: interactive TTFT p99 under the flood ≤ 1.5× alone (${f0(alone)} ms, the lower of the arms' alone p99s): ${f2(on.flooded.p99 / alone)}× (${verdict(targets.priorityMet)})`);
+    console.log(`target: the same from ${ONSET_MS / 1000} s after the flood began (${on.steady.n} requests): ${f2(on.steady.p99 / alone)}× (${verdict(targets.prioritySteadyMet)})`);
     console.log(`target: 0 interactive failed and ≥ 99 % of the batch completed: ${on.flooded.failed} failed, ${pct(on.batch.completed / on.batch.sent)} (${verdict(targets.noLossMet)})`);
   }
 
@@ -487,8 +507,12 @@ try {
     const frows = (["off", "on"] as Arm[]).flatMap((a) => fair[a].flows.map((f) => [a, f.flow, f.clients, f.served, pct(f.share), pct(0.25)]));
     console.log(markdownTable(["admission", "flow", "clients", "served", "share", "fair share"], frows).join("\n"));
     for (const a of ["off", "on"] as Arm[]) console.log(`${a}: Jain's index ${fair[a].jain.toFixed(3)}, largest deviation from the fair share ${pct(fair[a].maxDeviation)}, failed ${fair[a].failed}`);
+    const st = fair.on.steady;
+    console.log(`on, from ${ONSET_MS / 1000} s into the window (the first budgets came): served ${st.served.join(", ")}; Jain's index ${st.jain.toFixed(3)}, largest deviation ${pct(st.maxDeviation)}`);
     targets.fairMet = fair.on.jain >= 0.95 && fair.on.maxDeviation <= 0.1;
+    targets.fairSteadyMet = st.jain >= 0.95 && st.maxDeviation <= 0.1;
     console.log(`\ntarget: each flow within ±10 % of its fair share, Jain's index ≥ 0.95: ${fair.on.jain.toFixed(3)}, ±${pct(fair.on.maxDeviation)} (${verdict(targets.fairMet)})`);
+    console.log(`target: the same from ${ONSET_MS / 1000} s into the window: ${st.jain.toFixed(3)}, ±${pct(st.maxDeviation)} (${verdict(targets.fairSteadyMet)})`);
   }
 
   if (ONLY.has("zero")) {
