@@ -128,7 +128,15 @@ describe("requestPromptKeys: the deployment's tokenizer and extra", () => {
     expect(tokenizerFor(llm).name).toBe("tiny-lm");
     expect(tokenizerFor(ext).name).toBe("bytes");
     expect(tokenizerFor({ ...ext, policy: { ...ext.policy, prefix: { tokenizer: "tiny-lm", loadFactor: 0.25, prefillWeight: 1 } } }).name).toBe("tiny-lm");
-    expect([...PROMPT_TOKENIZER_NAMES].sort()).toEqual(["bytes", "tiny-lm"]);
+    expect([...PROMPT_TOKENIZER_NAMES].sort()).toEqual(["bytes", "deepseek-v3", "llama3", "mistral-nemo", "qwen3", "tiny-lm"]);
+  });
+
+  it("keys a prompt by bytes, with the reason, where the deployment's family cannot render it (here: its files are not provided)", () => {
+    const qwen = { ...ext, policy: { ...ext.policy, prefix: { tokenizer: "qwen3" as const, loadFactor: 0.25, prefillWeight: 1 } } };
+    const b = body({ model: "m", messages }).slice().buffer;
+    const got = requestPromptKeys(qwen, "/ext/v1/chat/completions", b, undefined)!;
+    expect(got.fallback).toBe("tokenizer_not_bundled");
+    expect(got.keys).toEqual(requestPromptKeys(ext, "/ext/v1/chat/completions", b, undefined)!.keys);
   });
 
   it("reads the endpoint from the path and the model as the extra key", () => {
