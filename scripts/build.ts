@@ -20,12 +20,13 @@
  * `wrangler deploy` does the same through wrangler.toml's [[rules]].
  */
 import { build, type Plugin } from "esbuild";
-import { copyFileSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import type { Deployment } from "../src/config/deployment.ts";
 import { edgeModel, edgeModelIds } from "../src/edge/catalog.ts";
+import { FAMILY_PACKAGES } from "../src/prompt/tokenizers/index.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 
@@ -64,10 +65,22 @@ export async function edgeModelsOf(dirs: FunctionsDirs): Promise<string[]> {
   return [...models].sort();
 }
 
+/** The model families (prompt tokenizers with files, src/prompt/tokenizers/) that deployments in `dirs` name, sorted, each once. */
+export async function familiesOf(dirs: FunctionsDirs): Promise<string[]> {
+  const families = new Set<string>();
+  for (const path of deploymentPaths(dirs)) {
+    const d = ((await import(pathToFileURL(path).href)) as { default: Deployment }).default;
+    const name = d?.policy?.prefix?.tokenizer;
+    if (name !== undefined && FAMILY_PACKAGES[name] !== undefined) families.add(name);
+  }
+  return [...families].sort();
+}
+
 /** Writes a module importing every deployment file in `dirs` (and the edge runtime when used); returns its path. */
 export async function generateDeploymentsModule(dirs: FunctionsDirs = functionsDirsFromEnv(), outDir = join(root, ".switchyard")): Promise<string> {
   const files = deploymentPaths(dirs);
   const edge = await edgeModelsOf(dirs);
+  const families = await familiesOf(dirs);
   mkdirSync(outDir, { recursive: true });
   const rel = (target: string) => {
     const r = relative(outDir, target).replaceAll("\\", "/");
@@ -85,8 +98,21 @@ export async function generateDeploymentsModule(dirs: FunctionsDirs = functionsD
           `import { registerEdgeModel } from "${rel(join(root, "src/edge/runtime.ts"))}";`,
         ]
       : []),
+    ...(families.length > 0
+      ? [
+          "// Model families the deployments name (policy.prefix.tokenizer): the tokenizer libraries, and",
+          "// each family's tokenizer.json as a Text module (a string, parsed on the family's first prompt).",
+          `import { provideFamily } from "${rel(join(root, "src/prompt/tokenizers/hf-family.ts"))}";`,
+          `import { familyCodec } from "${rel(join(root, "src/prompt/tokenizers/hf-codec.ts"))}";`,
+          ...families.flatMap((f, i) => [
+            `import f${i}Json from "${FAMILY_PACKAGES[f]}/models/tokenizer.json";`,
+            `import f${i}Config from "${FAMILY_PACKAGES[f]}/models/tokenizer_config.json";`,
+          ]),
+        ]
+      : []),
     `export const deployments: Deployment[] = [${files.map((_, i) => `d${i}`).join(", ")}];`,
     ...edge.map((id) => `registerEdgeModel(${JSON.stringify(id)}, () => import(${JSON.stringify(edgeModel(id)!.weights)}));`),
+    ...families.map((f, i) => `provideFamily(${JSON.stringify(f)}, () => familyCodec({ tokenizerJson: f${i}Json as unknown as string, tokenizerConfig: f${i}Config }));`),
     "",
   ];
   const out = join(outDir, "deployments.ts");
@@ -118,6 +144,9 @@ function workerModulesPlugin(found: Map<string, WorkerModule>): Plugin {
   return {
     name: "worker-modules",
     setup(b) {
+      // A model family's tokenizer.json: a string in the bundle, as wrangler.toml's Text rule makes it.
+      b.onResolve({ filter: /\/models\/tokenizer\.json$/ }, (args) => ({ path: requireFromRoot.resolve(args.path), namespace: "tokenizer-text" }));
+      b.onLoad({ filter: /.*/, namespace: "tokenizer-text" }, (args) => ({ contents: readFileSync(args.path, "utf8"), loader: "text" }));
       b.onResolve({ filter: /\.(wasm|onnx)$/ }, (args) => {
         const path = args.path.startsWith(".") || isAbsolute(args.path) ? resolve(args.resolveDir, args.path) : requireFromRoot.resolve(args.path);
         const name = basename(path);

@@ -49,6 +49,8 @@ interface Variant {
 const VARIANTS: Variant[] = [
   { name: "with edge inference (functions/ + examples/edge-inference/)", key: "edge", functions: "functions,examples/edge-inference", limits: [PLATFORM, FORMER_PAID], edgeRuntime: true },
   { name: "default (functions/)", key: "default", limits: [PLATFORM, FORMER_FREE], edgeRuntime: false },
+  // A model family's tokenizer (Qwen3's, 11 MB of JSON): fits the former Free budget.
+  { name: "with a model family (functions/ + examples/model-family/: qwen3)", key: "family", functions: "functions,examples/model-family", limits: [PLATFORM, FORMER_FREE], edgeRuntime: false },
 ];
 
 export interface UploadSize {

@@ -138,9 +138,11 @@ const DeploymentInput = z
             /**
              * How the edge tokenizes prompts, one of src/prompt/tokenizers/index.ts:
              * "tiny-lm" (the reference replica's model, exactly), "bytes" (UTF-8, 64
-             * bytes a block: any model, hash tier), or "auto": "tiny-lm" for the `llm`
-             * backend, else "bytes". The precise tier matches engine reports only with
-             * the engine's own tokenizer and chat template.
+             * bytes a block: any model, hash tier), a model family ("qwen3", "llama3",
+             * "deepseek-v3", "mistral-nemo": the engine's tokenizer and chat template,
+             * bundled only when named; docs/prefix-routing.md), or "auto": "tiny-lm"
+             * for the `llm` backend, else "bytes". The precise tier matches engine
+             * reports only with the engine's own tokenizer and chat template.
              */
             tokenizer: z.enum(["auto", ...PROMPT_TOKENIZER_NAMES]).default("auto"),
             /**

@@ -68,6 +68,9 @@ export function renderPrometheus(deployments: DeploymentMetrics[], liveIsolates:
         fam.add("switchyard_tokens_total", "counter", "LLM tokens on the /v1 routes, from the replicas' usage, by API key prefix (\"public\" without a key).", `switchyard_tokens_total${labels({ ...dep, key, kind })} ${t[kind]}`);
       }
     }
+    for (const [reason, n] of Object.entries(d.totals.promptFallbacks ?? {})) {
+      fam.add("switchyard_prompt_key_fallbacks_total", "counter", "Prompts keyed by bytes because the deployment's tokenizer could not render them as its engine would, by reason.", `switchyard_prompt_key_fallbacks_total${labels({ ...dep, reason })} ${n}`);
+    }
     histogram(fam, "switchyard_request_duration_seconds", "Time to the whole response (stream end).", dep, d.totals.duration);
     histogram(fam, "switchyard_time_to_first_byte_seconds", "Time to the response head.", dep, d.totals.ttfb);
     const byState = { ready: 0, draining: 0 };

@@ -19,6 +19,8 @@ export interface RequestOutcome {
   ejections: number;
   /** Time to the response head, ms. */
   ttfbMs: number;
+  /** Why its prompt was keyed by bytes, when it was. */
+  promptFallback?: string;
 }
 
 /** All-zero counters for a deployment (also the Telemetry object's starting totals). */
@@ -32,7 +34,15 @@ export function emptyDelta(deployment: string): DeploymentDelta {
     duration: emptyHistogram(),
     ttfb: emptyHistogram(),
     tokens: {},
+    promptFallbacks: {},
   };
+}
+
+/** Adds `from`'s prompt fallback counts into `into` (per reason). */
+export function addFallbacks(into: DeploymentDelta, from: Readonly<Record<string, number>> | undefined): void {
+  if (!from) return;
+  const to = (into.promptFallbacks ??= {});
+  for (const [reason, n] of Object.entries(from)) to[reason] = (to[reason] ?? 0) + n;
 }
 
 /** Adds `from`'s token counts into `into` (per key label). */
@@ -74,6 +84,7 @@ export class ProxyMetrics {
     d.retries += Math.max(0, o.attempts - 1);
     d.rejections += o.rejections;
     d.ejections += o.ejections;
+    if (o.promptFallback !== undefined) addFallbacks(d, { [o.promptFallback]: 1 });
     observe(d.ttfb, o.ttfbMs / 1000);
   }
 

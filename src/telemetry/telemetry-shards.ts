@@ -7,7 +7,7 @@
  */
 import { mergeHistogram } from "./histogram.ts";
 import { fnv1a, mix } from "../protocol/hashing.ts";
-import { addTokens, emptyDelta } from "./proxy-metrics.ts";
+import { addFallbacks, addTokens, emptyDelta } from "./proxy-metrics.ts";
 import type { DeploymentTotals } from "./types.ts";
 import { emptyWindow, type WindowCounts } from "./windows.ts";
 
@@ -57,6 +57,7 @@ export function sumTotals(deployment: string, parts: readonly DeploymentTotals[]
     mergeHistogram(sum.duration, p.duration);
     mergeHistogram(sum.ttfb, p.ttfb);
     addTokens(sum.tokens, p.tokens);
+    addFallbacks(sum, p.promptFallbacks);
   }
   return sum;
 }

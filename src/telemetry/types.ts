@@ -35,6 +35,12 @@ export interface DeploymentDelta {
    * replicas' `usage` on the /v1 routes. The labels are bounded by the keys issued.
    */
   tokens: Record<string, TokenCounts>;
+  /**
+   * Prompts keyed by bytes because the deployment's tokenizer could not render them as
+   * its engine would, by reason (src/prompt/tokenizers/: a few fixed words). Absent
+   * from an isolate that predates it.
+   */
+  promptFallbacks?: Record<string, number>;
 }
 
 /** Prompt (input) and completion (output) tokens. */

@@ -3,7 +3,7 @@
  * Telemetry shard's state, apart from its runtime. Pure; time passed in.
  */
 import { emptyHistogram, mergeHistogram, quantile } from "./histogram.ts";
-import { addTokens, emptyDelta } from "./proxy-metrics.ts";
+import { addFallbacks, addTokens, emptyDelta } from "./proxy-metrics.ts";
 import type { DeploymentDelta, DeploymentTotals, Histogram, TelemetryFlush, WindowPoint } from "./types.ts";
 
 export const WINDOW_MS = 5_000;
@@ -68,6 +68,7 @@ export class TelemetryWindows {
     mergeHistogram(t.duration, d.duration);
     mergeHistogram(t.ttfb, d.ttfb);
     addTokens(t.tokens, d.tokens);
+    addFallbacks(t, d.promptFallbacks);
 
     const w = this.#window(d.deployment, now);
     w.requests += d.requests["2xx"] + d.requests["3xx"] + d.requests["4xx"] + d.requests["5xx"];

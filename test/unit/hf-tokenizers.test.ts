@@ -85,6 +85,18 @@ describe.each(Object.entries(FAMILY_PACKAGES))("%s (%s)", (name, pkg) => {
     expect(same).toBeGreaterThanOrEqual(CHATS * 0.8);
   });
 
+  it("tokenizes a chat re-sent with one more turn each time (the history's segments reused) exactly as transformers does", async () => {
+    const long = chatCases(60, 36, { tools: false }).filter((c) => c.messages.length >= 7).slice(0, 4);
+    expect(long.length).toBeGreaterThan(0);
+    for (const c of long) {
+      for (let n = 1; n <= c.messages.length; n++) {
+        if (c.messages[n - 1]!.role !== "user") continue;
+        const turn = { messages: c.messages.slice(0, n) };
+        expect(mine(turn), `${n} messages`).toEqual(await oracle.ask({ files, chat: turn }));
+      }
+    }
+  });
+
   it(`tokenizes ${TEXTS} text prompts exactly as transformers does (BOS where it adds one)`, async () => {
     for (const [i, t] of textCases(TEXTS, 35).entries()) {
       const b = await oracle.ask({ files, text: t });

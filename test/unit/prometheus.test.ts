@@ -240,6 +240,13 @@ describe("renderPrometheus: structure", () => {
     expect(samplesOf(fams, "switchyard_tokens_total").filter((s) => s.labels.deployment === "vad")).toHaveLength(0);
   });
 
+  it("counts prompts keyed by bytes per deployment and reason", () => {
+    const d = deploymentDelta("qwen", { promptFallbacks: { non_text_content: 3, template_error: 1 } });
+    const fams = parseExposition(renderPrometheus([{ ...FULL[0]!, totals: d }], 1));
+    expect(valueOf(fams, "switchyard_prompt_key_fallbacks_total", { deployment: "qwen", reason: "non_text_content" })).toBe(3);
+    expect(valueOf(fams, "switchyard_prompt_key_fallbacks_total", { deployment: "qwen", reason: "template_error" })).toBe(1);
+  });
+
   it("the self-check parser rejects interleaved families and missing HELP/TYPE", () => {
     const ok = "# HELP a x\n# TYPE a gauge\na 1\n# HELP b y\n# TYPE b gauge\nb 2\n";
     expect(() => parseExposition(ok)).not.toThrow();

@@ -131,11 +131,12 @@ describe("requestPromptKeys: the deployment's tokenizer and extra", () => {
     expect([...PROMPT_TOKENIZER_NAMES].sort()).toEqual(["bytes", "deepseek-v3", "llama3", "mistral-nemo", "qwen3", "tiny-lm"]);
   });
 
-  it("keys a prompt by bytes, with the reason, where the deployment's family cannot render it (here: its files are not provided)", () => {
+  it("keys a prompt by bytes, with the reason, where the deployment's family cannot render it", () => {
     const qwen = { ...ext, policy: { ...ext.policy, prefix: { tokenizer: "qwen3" as const, loadFactor: 0.25, prefillWeight: 1 } } };
-    const b = body({ model: "m", messages }).slice().buffer;
+    // An image's tokens are not the edge's to compute (whether or not qwen3's files are here).
+    const b = body({ model: "m", messages: [{ role: "user", content: [{ type: "text", text: "what is this?" }, { type: "image_url", image_url: { url: "data:," } }] }] }).slice().buffer;
     const got = requestPromptKeys(qwen, "/ext/v1/chat/completions", b, undefined)!;
-    expect(got.fallback).toBe("tokenizer_not_bundled");
+    expect(got.fallback).toBe("non_text_content");
     expect(got.keys).toEqual(requestPromptKeys(ext, "/ext/v1/chat/completions", b, undefined)!.keys);
   });
 

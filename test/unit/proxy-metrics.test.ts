@@ -39,6 +39,15 @@ describe("statusClass", () => {
 });
 
 describe("ProxyMetrics.recordResponse", () => {
+  it("counts prompts keyed by bytes by reason", () => {
+    const m = new ProxyMetrics();
+    m.recordResponse("q", ok({ promptFallback: "non_text_content" }));
+    m.recordResponse("q", ok({ promptFallback: "non_text_content" }));
+    m.recordResponse("q", ok({ promptFallback: "template_error" }));
+    m.recordResponse("q", ok());
+    expect(flushOne(m, "q").promptFallbacks).toEqual({ non_text_content: 2, template_error: 1 });
+  });
+
   it("counts requests by status class", () => {
     const m = new ProxyMetrics();
     for (const status of [200, 201, 299, 301, 404, 429, 500, 502, 503]) m.recordResponse("a", ok({ status }));

@@ -5,8 +5,9 @@
  */
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
+import { familyCodec, type TokenizerConfig } from "./hf-codec.ts";
+import { provideFamily } from "./hf-family.ts";
 import { FAMILY_PACKAGES } from "./index.ts";
-import { provideFamilyFiles, type TokenizerConfig } from "./hf-family.ts";
 
 const require = createRequire(import.meta.url);
 
@@ -21,7 +22,7 @@ export function provideFamilyFilesFromNodeModules(): string[] {
       continue;
     }
     const config = require.resolve(`${pkg}/models/tokenizer_config.json`);
-    provideFamilyFiles(name, () => ({ tokenizerJson: readFileSync(json, "utf8"), tokenizerConfig: JSON.parse(readFileSync(config, "utf8")) as TokenizerConfig }));
+    provideFamily(name, () => familyCodec({ tokenizerJson: readFileSync(json, "utf8"), tokenizerConfig: JSON.parse(readFileSync(config, "utf8")) as TokenizerConfig }));
     provided.push(name);
   }
   return provided;

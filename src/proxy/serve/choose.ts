@@ -8,7 +8,7 @@
  */
 import { DEFAULT_PREFIX_POLICY, type Deployment } from "../../config/deployment.ts";
 import type { BalanceInput, PromptKeys } from "../../policy/balancers/index.ts";
-import { promptEndpointOf, promptKeys } from "../../prefix/prompt-keys.ts";
+import { promptEndpointOf, promptKeys, type PromptKeysResult } from "../../prefix/prompt-keys.ts";
 import { promptTokenizer, type PromptTokenizer } from "../../prompt/tokenizers/index.ts";
 import type { ActiveBalancer } from "../../policy/balancers/index.ts";
 import type { SessionAffinity } from "./session-affinity.ts";
@@ -22,7 +22,7 @@ export function tokenizerFor(deployment: Deployment): PromptTokenizer {
 }
 
 /** The request's prompt keys, or undefined when its path or body has no prompt. */
-export function requestPromptKeys(deployment: Deployment, path: string, body: ArrayBuffer, model: string | undefined): PromptKeys | undefined {
+export function requestPromptKeys(deployment: Deployment, path: string, body: ArrayBuffer, model: string | undefined): PromptKeysResult | undefined {
   const endpoint = promptEndpointOf(path);
   if (!endpoint) return undefined;
   return promptKeys(new Uint8Array(body), endpoint, { tokenizer: tokenizerFor(deployment), extra: model ?? "" });
@@ -38,6 +38,8 @@ export interface ChoiceRequest {
   client: string;
   model?: string;
   session?: { id: string; affinity: SessionAffinity };
+  /** Told why the prompt fell back to bytes keys, when it did (counted in the metrics). */
+  trace?: { promptFallback?: string };
 }
 
 /** The choice for one request's attempts. */
@@ -61,6 +63,7 @@ export function chooseFor(ctx: ChoiceRequest, body: ArrayBuffer | ReadableStream
   if (balancer.readsPrompt && body instanceof ArrayBuffer) {
     const prompt = requestPromptKeys(deployment, ctx.target.path, body, promptModel);
     if (prompt) input.prompt = prompt;
+    if (prompt?.fallback !== undefined && ctx.trace) ctx.trace.promptFallback = prompt.fallback;
   }
   const pick = (among: readonly ReplicaEntry[]) => balancer.pick(among, input);
   // A session new to this isolate goes where its prompt's prefix goes, when the balancer

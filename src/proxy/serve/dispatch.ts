@@ -77,6 +77,8 @@ export interface DispatchTrace {
   attempts: number;
   rejections: number;
   ejections: number;
+  /** Why the prompt was keyed by bytes instead of the deployment's tokenizer (src/prefix/prompt-keys.ts), when it was. */
+  promptFallback?: string;
   /** The replica whose answer the client got. */
   replica?: string;
   /** Settles when a streamed response body has been passed on completely (or cut). */

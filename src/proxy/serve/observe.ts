@@ -65,7 +65,7 @@ export function observeRequest(
   usage?: UsageWatch,
 ): void {
   const ttfbMs = Date.now() - started;
-  state.metrics.recordResponse(deployment, { status, attempts: trace.attempts, rejections: trace.rejections, ejections: trace.ejections, ttfbMs });
+  state.metrics.recordResponse(deployment, { status, attempts: trace.attempts, rejections: trace.rejections, ejections: trace.ejections, ttfbMs, ...(trace.promptFallback !== undefined ? { promptFallback: trace.promptFallback } : {}) });
   const rate = requestLogRate(env.SWITCHYARD_REQUEST_LOGS);
   const finish = () => {
     const totalMs = Date.now() - started;

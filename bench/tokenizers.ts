@@ -1,0 +1,203 @@
+/**
+ * What a model family's tokenizer costs at the edge (issue 34): per family, the
+ * bundle it adds, an isolate's memory with it loaded, and the CPU a chat's prompt
+ * costs in workerd at about 500, 2,000 and 8,000 tokens.
+ *   npx tsx bench/tokenizers.ts [--quick] [--requests 40]
+ *
+ * - **Bundle**: the family's Worker (this bench's bench/tokenizers.worker.ts, built
+ *   as scripts/build.ts builds a deployment naming it: the libraries and its
+ *   tokenizer.json as a string), uncompressed and gzipped (level 9), against the
+ *   former Free plan's 3 MB gzipped (the default Worker's own size is in
+ *   scripts/deploy-check.ts).
+ * - **Memory**: the isolate's V8 heap (Runtime.getHeapUsage over workerd's
+ *   inspector) before and after the family's codec is made (its JSON parsed), with
+ *   no forced collection first (workerd does not answer one): an upper bound.
+ * - **CPU**: workerd's process CPU (utime + stime) over --requests chats of each
+ *   size (4× as many at 500 tokens), each a different conversation (no tokens reused between them), less the
+ *   same requests' CPU on /parse (the body parsed, nothing else), per 1,000 prompt
+ *   tokens. Then a multi-turn chat re-sent with one more turn each time (the history
+ *   the same): what the tokenizer's own word cache saves.
+ *
+ * Target: tokenizing adds ≤ 1 ms of CPU per 1,000 prompt tokens in workerd, and a
+ * family fits the former Free plan's 3 MB gzipped bundle. Printed MET / MISS.
+ */
+import { spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { gzipSync } from "node:zlib";
+import { build } from "esbuild";
+import { connectInspector } from "./inspector.ts";
+import { cpuSeconds, freePort, workerdPid } from "./load-tools.ts";
+import { writeResult } from "./result-file.ts";
+import { markdownTable } from "./table.ts";
+import { compatibilityDate } from "../src/config/runtime.ts";
+import { FAMILY_PACKAGES, promptTokenizer, type PromptTokenizerName } from "../src/prompt/tokenizers/index.ts";
+import { provideFamilyFilesFromNodeModules } from "../src/prompt/tokenizers/node-files.ts";
+import { chatCases } from "../test/fixtures/hf-tokenizers/conversations.ts";
+
+const { values } = parseArgs({ options: { quick: { type: "boolean", default: false }, requests: { type: "string" } } });
+const quick = values.quick;
+const REQUESTS = Number(values.requests ?? (quick ? 10 : 40));
+const SIZES = [500, 2000, 8000];
+const root = join(import.meta.dirname, "..");
+const requireFromRoot = createRequire(join(root, "package.json"));
+provideFamilyFilesFromNodeModules();
+
+/** Chats of about `tokens` prompt tokens each (counted with the family's own tokenizer, in Node), all different. */
+function chatsOf(family: PromptTokenizerName, tokens: number, n: number, seed: number): { messages: Record<string, unknown>[] }[] {
+  const tok = promptTokenizer(family);
+  const pool = chatCases(400, seed, { tools: false });
+  const out: { messages: Record<string, unknown>[] }[] = [];
+  let k = 0;
+  // Messages of at most a fifth of the size in characters, so the prompts end near it.
+  const texts = pool.flatMap((c) => c.messages.filter((m) => typeof m.content === "string" && m.role !== "system" && (m.content as string).length <= tokens / 5 * 4).map((m) => m.content as string));
+  for (let i = 0; i < n; i++) {
+    // User and assistant turns in turn, ending with the user's, until the prompt has about `tokens`.
+    const messages: Record<string, unknown>[] = [{ role: "user", content: texts[k++ % texts.length] }];
+    while (tok.chat(messages as never, 1 << 20).length < tokens) {
+      messages.push({ role: "assistant", content: texts[k++ % texts.length] }, { role: "user", content: texts[k++ % texts.length] });
+    }
+    out.push({ messages });
+  }
+  return out;
+}
+
+async function bundle(family: PromptTokenizerName, outFile: string): Promise<void> {
+  const pkg = FAMILY_PACKAGES[family]!;
+  await build({
+    entryPoints: [join(import.meta.dirname, "tokenizers.worker.ts")],
+    outfile: outFile,
+    bundle: true,
+    format: "esm",
+    platform: "neutral",
+    target: "es2022",
+    conditions: ["workerd", "worker", "browser"],
+    mainFields: ["module", "main"],
+    define: { FAMILY_NAME: JSON.stringify(family) },
+    logLevel: "warning",
+    plugins: [
+      {
+        name: "family",
+        setup(b) {
+          b.onResolve({ filter: /^FAMILY\/models\/tokenizer\.json$/ }, () => ({ path: requireFromRoot.resolve(`${pkg}/models/tokenizer.json`), namespace: "text" }));
+          b.onResolve({ filter: /^FAMILY\/models\/tokenizer_config\.json$/ }, () => ({ path: requireFromRoot.resolve(`${pkg}/models/tokenizer_config.json`) }));
+          b.onLoad({ filter: /.*/, namespace: "text" }, (args) => ({ contents: readFileSync(args.path, "utf8"), loader: "text" }));
+        },
+      },
+    ],
+  });
+}
+
+interface FamilyResult {
+  family: string;
+  bundle: { bytes: number; gzipBytes: number };
+  heap: { beforeBytes: number; loadedBytes: number };
+  loadMs: number;
+  cpu: { tokens: number; requests: number; usPerRequest: number; baselineUsPerRequest: number; msPer1000Tokens: number }[];
+  multiTurn: { turns: number; tokens: number; msPer1000Tokens: number };
+}
+
+async function measure(family: PromptTokenizerName, dir: string): Promise<FamilyResult> {
+  const file = join(dir, `${family}.js`);
+  await bundle(family, file);
+  const bytes = readFileSync(file);
+  const port = await freePort();
+  const inspectorPort = await freePort();
+  const config = join(dir, `${family}.capnp`);
+  writeFileSync(
+    config,
+    `using Workerd = import "/workerd/workerd.capnp";
+const config :Workerd.Config = (
+  services = [(name = "tok", worker = (modules = [(name = "worker.js", esModule = embed "${family}.js")], compatibilityDate = "${compatibilityDate}"))],
+  sockets = [(name = "http", address = "127.0.0.1:${port}", http = (), service = "tok")],
+);
+`,
+  );
+  const workerdBin = (requireFromRoot("workerd") as { default: string }).default;
+  const child = spawn(workerdBin, ["serve", config, `--inspector-addr=127.0.0.1:${inspectorPort}`], { stdio: ["ignore", "ignore", "inherit"] });
+  try {
+    const url = `http://127.0.0.1:${port}`;
+    const until = Date.now() + 30_000;
+    for (;;) {
+      try {
+        if ((await fetch(`${url}/parse`, { method: "POST", body: '{"messages":[]}' })).ok) break;
+      } catch {}
+      if (Date.now() > until) throw new Error(`workerd (${family}) did not answer`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const pid = workerdPid(config);
+    const inspector = await connectInspector(inspectorPort);
+    // No forced GC: workerd's inspector leaves HeapProfiler.collectGarbage unanswered
+    // (bench/admission.ts met the same), so the loaded figure includes the parse's
+    // garbage not yet collected: an upper bound.
+    const heap = async () => ((await inspector.call("Runtime.getHeapUsage")) as { usedSize: number }).usedSize;
+    const beforeBytes = await heap();
+    const t0 = performance.now();
+    await (await fetch(`${url}/load`)).text();
+    const loadMs = performance.now() - t0;
+    const loadedBytes = await heap();
+    inspector.close();
+
+    const post = async (path: string, body: string) => {
+      const res = await fetch(`${url}${path}`, { method: "POST", body });
+      return Number(await res.text());
+    };
+    const cpuOf = async (path: string, bodies: string[]) => {
+      const c0 = cpuSeconds(pid);
+      let tokens = 0;
+      for (const b of bodies) tokens += await post(path, b);
+      return { us: ((cpuSeconds(pid) - c0) * 1e6) / bodies.length, tokens: tokens / bodies.length };
+    };
+    const cpu: FamilyResult["cpu"] = [];
+    for (const [i, size] of SIZES.entries()) {
+      // More requests for the smaller sizes: CPU time is read in clock ticks (10 ms here).
+      const bodies = chatsOf(family, size, Math.max(REQUESTS, Math.round((REQUESTS * 2000) / size)), 100 + i).map((c) => JSON.stringify(c));
+      await post("/chat", bodies[0]!); // warm the code paths
+      const base = await cpuOf("/parse", bodies);
+      const run = await cpuOf("/chat", bodies);
+      cpu.push({ tokens: Math.round(run.tokens), requests: bodies.length, usPerRequest: run.us, baselineUsPerRequest: base.us, msPer1000Tokens: (run.us - base.us) / 1000 / (run.tokens / 1000) });
+    }
+    // A multi-turn chat re-sent with one more turn each time: the history's words are cached.
+    const long = chatsOf(family, 8000, 1, 999)[0]!.messages;
+    const turns: string[] = [];
+    for (let n = 1; n <= long.length; n += 2) turns.push(JSON.stringify({ messages: long.slice(0, n) }));
+    const base = await cpuOf("/parse", turns);
+    const run = await cpuOf("/chat", turns);
+    const multiTurn = { turns: turns.length, tokens: Math.round(run.tokens), msPer1000Tokens: (run.us - base.us) / 1000 / (run.tokens / 1000) };
+    return { family, bundle: { bytes: bytes.length, gzipBytes: gzipSync(bytes, { level: 9 }).length }, heap: { beforeBytes, loadedBytes }, loadMs, cpu, multiTurn };
+  } finally {
+    child.kill("SIGTERM");
+  }
+}
+
+const dir = mkdtempSync(join(tmpdir(), "switchyard-tokenizers-"));
+const started = loadavg()[0]!;
+console.log(`tokenizers: ${Object.keys(FAMILY_PACKAGES).join(", ")}; ${REQUESTS} chats per size; load average ${started.toFixed(2)}`);
+const results: FamilyResult[] = [];
+try {
+  for (const family of Object.keys(FAMILY_PACKAGES) as PromptTokenizerName[]) {
+    const r = await measure(family, dir);
+    results.push(r);
+    console.error(`[tokenizers] ${family} done`);
+  }
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
+const MiB = 1024 * 1024;
+const mib = (b: number) => (b / MiB).toFixed(2);
+console.log("\n### Per family (workerd, one isolate)\n");
+console.log(
+  markdownTable(
+    ["family", "bundle MiB", "gzip MiB", "heap before → loaded MiB", "first prompt (load) ms", ...SIZES.map((s) => `CPU ms / 1k tokens @ ~${s}`), "multi-turn ms / 1k"],
+    results.map((r) => [r.family, mib(r.bundle.bytes), mib(r.bundle.gzipBytes), `${mib(r.heap.beforeBytes)} → ${mib(r.heap.loadedBytes)}`, r.loadMs.toFixed(0), ...r.cpu.map((c) => `${c.msPer1000Tokens.toFixed(2)} (${c.tokens} tok)`), r.multiTurn.msPer1000Tokens.toFixed(2)]),
+  ).join("\n"),
+);
+const cpuMet = results.every((r) => r.cpu.every((c) => c.msPer1000Tokens <= 1));
+const bundleMet = results.map((r) => [r.family, r.bundle.gzipBytes <= 3 * MiB] as const);
+console.log(`\ntarget: tokenizing adds ≤ 1 ms of CPU per 1,000 prompt tokens in workerd: worst ${Math.max(...results.flatMap((r) => r.cpu.map((c) => c.msPer1000Tokens))).toFixed(2)} ms (${cpuMet ? "MET" : "MISS"})`);
+console.log(`target: a family fits the former Free plan's 3 MB gzipped: ${bundleMet.map(([f, ok]) => `${f} ${ok ? "MET" : "MISS"}`).join(", ")}`);
+console.log(`target: an isolate with one family loaded stays under 128 MB: ${results.map((r) => `${r.family} ${mib(r.heap.loadedBytes)} MiB ${r.heap.loadedBytes < 128 * MiB ? "MET" : "MISS"}`).join(", ")}`);
+console.log(`wrote ${writeResult("tokenizers", { requests: REQUESTS, sizes: SIZES, loadavgAtStart: started, results }, { quick, arms: results.map((r) => ({ arm: r.family, requests: r.cpu.reduce((n, c) => n + c.requests, 0), ok: r.cpu.reduce((n, c) => n + c.requests, 0) })) })}`);

@@ -1,0 +1,31 @@
+/**
+ * The Worker of bench/tokenizers.ts: one model family's tokenizer in a workerd
+ * isolate, as a deployment naming the family gets it (src/prompt/tokenizers/). The
+ * bench bundles this file once per family, replacing the two imports below.
+ *   POST /chat   a chat body: its prompt's token count, through the family
+ *   POST /parse  the same body parsed and nothing else (the baseline)
+ *   GET  /load   makes the family's codec (parses its tokenizer.json)
+ */
+import { familyCodec, type TokenizerConfig } from "../src/prompt/tokenizers/hf-codec.ts";
+import { provideFamily } from "../src/prompt/tokenizers/hf-family.ts";
+import { promptTokenizer, type PromptTokenizerName } from "../src/prompt/tokenizers/index.ts";
+import type { TemplateMessage } from "../src/prompt/tiny-lm-chat-template.ts";
+// @ts-expect-error -- replaced per family by the bench's bundler
+import tokenizerJson from "FAMILY/models/tokenizer.json";
+// @ts-expect-error -- replaced per family by the bench's bundler
+import tokenizerConfig from "FAMILY/models/tokenizer_config.json";
+
+declare const FAMILY_NAME: PromptTokenizerName;
+
+provideFamily(FAMILY_NAME, () => familyCodec({ tokenizerJson: tokenizerJson as string, tokenizerConfig: tokenizerConfig as TokenizerConfig }));
+const tokenizer = promptTokenizer(FAMILY_NAME);
+
+export default {
+  async fetch(request: Request): Promise<Response> {
+    const path = new URL(request.url).pathname;
+    if (path === "/load") return new Response(String(tokenizer.text("a", 16).length));
+    const body = (await request.json()) as { messages: TemplateMessage[] };
+    if (path === "/parse") return new Response(String(body.messages.length));
+    return new Response(String(tokenizer.chat(body.messages, 1 << 20).length));
+  },
+};
