@@ -33,6 +33,7 @@ const SCENARIOS: Record<string, string[]> = {
   admission: ["bench/admission.ts", "--quick"],
   "view-refresh": ["bench/view-refresh.ts", "--quick"],
   "proxy-agent": ["bench/proxy-agent.ts", "--quick"],
+  tokenizers: ["bench/tokenizers.ts", "--quick"],
 };
 
 const { values } = parseArgs({ options: { only: { type: "string" } } });
