@@ -13,7 +13,8 @@
  *   name) is skipped, with the rest of its event: its key cannot be computed;
  * - blocks with extra keys beyond the LoRA name (multimodal inputs, a cache salt)
  *   are skipped too: an edge names the prompt's text, so their key would claim
- *   blocks a request without those inputs cannot reuse;
+ *   blocks a request without those inputs cannot reuse; so are an adapter's blocks
+ *   named only by lora_id (older engines), which would pass for the base model's;
  * - BlockRemoved deletes (per medium: a block offloaded to CPU is still held
  *   while its CPU copy is), AllBlocksCleared clears;
  * - only the first KV cache group is indexed (hybrid models publish one per group;
@@ -159,6 +160,14 @@ export class EnginePrefixIndex {
         this.stats.unknownParent += e.blockHashes.length;
         return;
       }
+    }
+    // An adapter named only by its number (engines before lora_name, vLLM #27577): its
+    // blocks hold the adapter's KV for the same tokens as the base model's; keyed as the
+    // base model's they would claim hits a base request cannot have. Left out.
+    if (e.loraName === null && e.loraId !== null) {
+      this.stats.extraKeys += e.blockHashes.length;
+      this.#once("lora-id", "blocks of a LoRA adapter named only by lora_id (no lora_name: an older engine) are left out of the summary: an edge names adapters by name");
+      return;
     }
     const lora = e.loraName ?? "";
     const extra = this.#lanesOf(lora);
