@@ -10,7 +10,7 @@ import { familyCodec, type TokenizerConfig } from "../src/prompt/tokenizers/hf-c
 import { provideFamily } from "../src/prompt/tokenizers/hf-family.ts";
 import { promptTokenizer, type PromptTokenizerName } from "../src/prompt/tokenizers/index.ts";
 import type { TemplateMessage } from "../src/prompt/tiny-lm-chat-template.ts";
-// @ts-expect-error -- replaced per family by the bench's bundler
+// Replaced per family by the bench's bundler (a string: wrangler.toml's Text rule, typed in worker-configuration.d.ts).
 import tokenizerJson from "FAMILY/models/tokenizer.json";
 // @ts-expect-error -- replaced per family by the bench's bundler
 import tokenizerConfig from "FAMILY/models/tokenizer_config.json";
