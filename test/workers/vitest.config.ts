@@ -9,11 +9,12 @@ import { generateDeploymentsModule } from "../../scripts/build.ts";
 // file, and for a file outside the root that id is an unusable "/@fs/..." path.
 const root = fileURLToPath(new URL("../..", import.meta.url));
 
-// The Worker under test serves functions/ and the opt-in edge-inference example
-// (examples/edge-inference/, test/workers/edge-inference.test.ts): its own generated
+// The Worker under test serves functions/, the opt-in edge-inference example
+// (examples/edge-inference/, test/workers/edge-inference.test.ts) and the model-family
+// one (examples/model-family/, test/workers/model-family.test.ts): its own generated
 // deployments module, in place of .switchyard/deployments.ts (functions/ alone, what
 // `wrangler deploy` ships by default) wherever the Worker or a test imports that.
-const deployments = await generateDeploymentsModule([`${root}functions`, `${root}examples/edge-inference`], `${root}.switchyard/workers-test`);
+const deployments = await generateDeploymentsModule([`${root}functions`, `${root}examples/edge-inference`, `${root}examples/model-family`], `${root}.switchyard/workers-test`);
 
 export default defineConfig({
   plugins: [
