@@ -33,6 +33,7 @@ import { connectInspector } from "./inspector.ts";
 import { cpuSeconds, freePort, workerdPid } from "./load-tools.ts";
 import { writeResult } from "./result-file.ts";
 import { markdownTable } from "./table.ts";
+import { WORKER_BUILD_OPTIONS } from "../scripts/build.ts";
 import { compatibilityDate } from "../src/config/runtime.ts";
 import { FAMILY_PACKAGES, promptTokenizer, type PromptTokenizerName } from "../src/prompt/tokenizers/index.ts";
 import { provideFamilyFilesFromNodeModules } from "../src/prompt/tokenizers/node-files.ts";
@@ -70,14 +71,11 @@ async function bundle(family: PromptTokenizerName, outFile: string): Promise<voi
   await build({
     entryPoints: [join(import.meta.dirname, "tokenizers.worker.ts")],
     outfile: outFile,
-    bundle: true,
-    format: "esm",
-    platform: "neutral",
-    target: "es2022",
-    conditions: ["workerd", "worker", "browser"],
-    mainFields: ["module", "main"],
+    ...WORKER_BUILD_OPTIONS,
+    conditions: [...WORKER_BUILD_OPTIONS.conditions],
+    mainFields: [...WORKER_BUILD_OPTIONS.mainFields],
+    external: [...WORKER_BUILD_OPTIONS.external],
     define: { FAMILY_NAME: JSON.stringify(family) },
-    logLevel: "warning",
     plugins: [
       {
         name: "family",

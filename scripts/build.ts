@@ -19,7 +19,7 @@
  * the bundle and listed in the workerd config (src/local/workerd-config.ts);
  * `wrangler deploy` does the same through wrangler.toml's [[rules]].
  */
-import { build, type Plugin } from "esbuild";
+import { build, type BuildOptions, type Plugin } from "esbuild";
 import { copyFileSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
@@ -159,6 +159,20 @@ function workerModulesPlugin(found: Map<string, WorkerModule>): Plugin {
   };
 }
 
+/** How a Worker is bundled for workerd (and for a bench's own Worker, bench/tokenizers.ts): ESM, Workers' export conditions. */
+export const WORKER_BUILD_OPTIONS = {
+  bundle: true,
+  format: "esm",
+  platform: "neutral",
+  target: "es2022",
+  conditions: ["workerd", "worker", "browser"],
+  mainFields: ["module", "main"],
+  external: ["cloudflare:*", "node:*"],
+  minify: false,
+  sourcemap: false,
+  logLevel: "warning",
+} as const satisfies BuildOptions;
+
 /** Bundles the edge Worker for workerd with the deployments of `dirs` (default: SWITCHYARD_FUNCTIONS, else functions/); its other modules are copied next to it. */
 export async function bundleWorker(outFile = join(root, "dist/worker.js"), dirs?: FunctionsDirs, morePlugins: readonly Plugin[] = []): Promise<WorkerBundle> {
   const generated = await generateDeploymentsModule(dirs, dirs ? dirname(outFile) : undefined);
@@ -177,16 +191,10 @@ export async function bundleWorker(outFile = join(root, "dist/worker.js"), dirs?
       workerModulesPlugin(found),
       ...morePlugins,
     ],
-    bundle: true,
-    format: "esm",
-    platform: "neutral",
-    target: "es2022",
-    conditions: ["workerd", "worker", "browser"],
-    mainFields: ["module", "main"],
-    external: ["cloudflare:*", "node:*"],
-    minify: false,
-    sourcemap: false,
-    logLevel: "warning",
+    ...WORKER_BUILD_OPTIONS,
+    conditions: [...WORKER_BUILD_OPTIONS.conditions],
+    mainFields: [...WORKER_BUILD_OPTIONS.mainFields],
+    external: [...WORKER_BUILD_OPTIONS.external],
   });
   const modules = [...found.values()].map((m) => {
     const path = join(dirname(outFile), m.name);

@@ -310,7 +310,7 @@ export class AdmissionGate {
     // one: only the others count (a flow under its share never waits behind one over it).
     let n = 0;
     for (const [p, flow, count] of this.#queue.bandFlows()) {
-      if (open ? p < priority : false) continue;
+      if (open && p < priority) continue;
       if (this.#caps && !open && !this.#withinCap(flow, this.#flowInflight.get(flow) ?? 0)) continue;
       n += count;
     }
