@@ -6,9 +6,10 @@
  * have in flight. Capacity (the replicas' slots) goes to the bands from the highest
  * down, and within a band max-min over the flows' demands summed across the isolates,
  * with a cap for each isolate's part of a flow that asks more than its share (or,
- * where an isolate sent no flows, to the isolates in proportion to their demand). An isolate holds a capped flow's requests, or over its budget all of
- * them, even when its view shows a free slot: the slot goes to a flow under its
- * share, a critical one first. Pure; time passed in. The work per ask grows with the
+ * where an isolate sent no flows, to the isolates in proportion to their demand). An
+ * isolate holds a capped flow's requests, or over its budget all of them, even when
+ * its view shows a free slot: the slot goes to a flow under its share, a critical one
+ * first. Pure; time passed in. The work per ask grows with the
  * location's isolates × flows (arithmetic on at most 64 flows per isolate).
  */
 /** An isolate's demand: [priority, requests in flight + held], one entry per band it has. */
@@ -164,15 +165,15 @@ export class AdmissionShares {
 
 /**
  * Records each key's demand now into its peak and returns the keys' peaks over the last
- * one to two windows (HEADROOM_WINDOW_MS). Only keys starting with `scope` are aged and
- * returned (one map holds every band's flows); a key whose peak fell to 0 is forgotten.
+ * one to two windows (HEADROOM_WINDOW_MS). Every key is aged, and a key whose peak fell
+ * to 0 is forgotten; only keys starting with `scope` are returned (one map holds every
+ * band's flows).
  */
 function notePeaks<K extends number | string>(peaks: Map<K, { window: number; now: number; last: number }>, demand: Map<K, number>, now: number, scope?: string): Map<K, number> {
   const window = Math.floor(now / HEADROOM_WINDOW_MS);
   const out = new Map<K, number>();
   for (const k of demand.keys()) if (!peaks.has(k)) peaks.set(k, { window, now: 0, last: 0 });
   for (const [k, p] of peaks) {
-    if (scope !== undefined && !String(k).startsWith(scope)) continue;
     if (p.window !== window) {
       p.last = p.window === window - 1 ? p.now : 0;
       p.now = 0;
@@ -180,8 +181,9 @@ function notePeaks<K extends number | string>(peaks: Map<K, { window: number; no
     }
     p.now = Math.max(p.now, demand.get(k) ?? 0);
     const peak = Math.max(p.now, p.last);
+    // Every key ages, in scope or not: a band no longer split by flow leaves its flows' entries behind.
     if (peak === 0) peaks.delete(k);
-    else out.set(k, peak);
+    else if (scope === undefined || String(k).startsWith(scope)) out.set(k, peak);
   }
   return out;
 }
