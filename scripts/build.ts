@@ -24,7 +24,7 @@ import { copyFileSync, mkdirSync, readdirSync, readFileSync, writeFileSync } fro
 import { createRequire } from "node:module";
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import type { Deployment } from "../src/config/deployment.ts";
+import { prefixTokenizerName, type Deployment } from "../src/config/deployment.ts";
 import { edgeModel, edgeModelIds } from "../src/edge/catalog.ts";
 import { FAMILY_PACKAGES } from "../src/prompt/tokenizers/index.ts";
 
@@ -65,12 +65,12 @@ export async function edgeModelsOf(dirs: FunctionsDirs): Promise<string[]> {
   return [...models].sort();
 }
 
-/** The model families (prompt tokenizers with files, src/prompt/tokenizers/) that deployments in `dirs` name, sorted, each once. */
+/** The model families (prompt tokenizers with files, src/prompt/tokenizers/) whose prompts deployments in `dirs` key (prefixTokenizerName), sorted, each once. */
 export async function familiesOf(dirs: FunctionsDirs): Promise<string[]> {
   const families = new Set<string>();
   for (const path of deploymentPaths(dirs)) {
     const d = ((await import(pathToFileURL(path).href)) as { default: Deployment }).default;
-    const name = d?.policy?.prefix?.tokenizer;
+    const name = d?.policy ? prefixTokenizerName(d) : undefined;
     if (name !== undefined && FAMILY_PACKAGES[name] !== undefined) families.add(name);
   }
   return [...families].sort();
@@ -147,6 +147,8 @@ function workerModulesPlugin(found: Map<string, WorkerModule>): Plugin {
       // A model family's tokenizer.json: a string in the bundle, as wrangler.toml's Text rule makes it.
       b.onResolve({ filter: /\/models\/tokenizer\.json$/ }, (args) => ({ path: requireFromRoot.resolve(args.path), namespace: "tokenizer-text" }));
       b.onLoad({ filter: /.*/, namespace: "tokenizer-text" }, (args) => ({ contents: readFileSync(args.path, "utf8"), loader: "text" }));
+      // Its tokenizer_config.json: JSON, resolved from the repository too (the generated module may live outside it, as a test stack's does).
+      b.onResolve({ filter: /\/models\/tokenizer_config\.json$/ }, (args) => (isAbsolute(args.path) || args.path.startsWith(".") ? undefined : { path: requireFromRoot.resolve(args.path) }));
       b.onResolve({ filter: /\.(wasm|onnx)$/ }, (args) => {
         const path = args.path.startsWith(".") || isAbsolute(args.path) ? resolve(args.resolveDir, args.path) : requireFromRoot.resolve(args.path);
         const name = basename(path);

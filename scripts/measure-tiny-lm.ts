@@ -15,6 +15,7 @@ import { AdmissionControl } from "../src/replica/admission.ts";
 import { LlmEngine } from "../src/replica/llm/engine.ts";
 import { llmService } from "../src/replica/llm/openai-handler.ts";
 import { loadTinyLm } from "../src/replica/llm/load-tiny-lm.ts";
+import { tinyLmGenerator } from "../src/replica/llm/tiny-lm.ts";
 import { encode } from "../src/prompt/tiny-lm-tokenizer.ts";
 import { ReplicaServer } from "../src/replica/server.ts";
 
@@ -35,7 +36,7 @@ for (let r = 0; r < runs; r++) {
 }
 console.log(`model run: ${median(perRun).toFixed(1)} µs (median of ${runs} × 5000 runs)`);
 
-const engine = new LlmEngine({ model, kvBlocks: 512 });
+const engine = new LlmEngine({ model: tinyLmGenerator(model), kvBlocks: 512 });
 const perToken: number[] = [];
 for (let r = 0; r < runs; r++) {
   const started = performance.now();

@@ -11,7 +11,7 @@ import { MAX_ROUTING_SHARDS } from "../protocol/limits.ts";
 import { BALANCER_NAMES, FILTER_NAMES, PICKER_NAMES } from "../policy/balancers/index.ts";
 import { DEFAULT_LOAD_FACTOR, DEFAULT_PREFILL_WEIGHT } from "../policy/prefix-score.ts";
 import { SCORER_NAMES } from "../policy/scorers/index.ts";
-import { PROMPT_TOKENIZER_NAMES } from "../prompt/tokenizers/index.ts";
+import { PROMPT_TOKENIZER_NAMES, type PromptTokenizerName } from "../prompt/tokenizers/index.ts";
 
 /** A built-in profile by name (src/policy/balancers/index.ts). */
 const BalancerName = z.enum(BALANCER_NAMES);
@@ -140,8 +140,9 @@ const DeploymentInput = z
              * "tiny-lm" (the reference replica's model, exactly), "bytes" (UTF-8, 64
              * bytes a block: any model, hash tier), a model family ("qwen3", "llama3",
              * "deepseek-v3", "mistral-nemo": the engine's tokenizer and chat template,
-             * bundled only when named; docs/prefix-routing.md), or "auto": "tiny-lm"
-             * for the `llm` backend, else "bytes". The precise tier matches engine
+             * bundled only when named; docs/prefix-routing.md), or "auto": the `llm`
+             * backend's model (tiny-lm, or a family's engine stand-in), else "bytes".
+             * The precise tier matches engine
              * reports only with the engine's own tokenizer and chat template.
              */
             tokenizer: z.enum(["auto", ...PROMPT_TOKENIZER_NAMES]).default("auto"),
@@ -452,6 +453,18 @@ const DeploymentInput = z
 
 /** `policy.prefix` of a deployment that sets none. */
 export const DEFAULT_PREFIX_POLICY = { tokenizer: "auto", loadFactor: DEFAULT_LOAD_FACTOR, prefillWeight: DEFAULT_PREFILL_WEIGHT } as const;
+
+/**
+ * The prompt tokenizer of a deployment's prefix keys: its `policy.prefix.tokenizer`, where
+ * "auto" is the `llm` backend's own model (tiny-lm, or a family served by the engine
+ * stand-in) and "bytes" for any other backend.
+ */
+export function prefixTokenizerName(d: Pick<Deployment, "backend" | "policy">): PromptTokenizerName {
+  const name = (d.policy.prefix ?? DEFAULT_PREFIX_POLICY).tokenizer;
+  if (name !== "auto") return name;
+  const model = d.backend.kind === "llm" ? d.backend.model : undefined;
+  return model !== undefined && (PROMPT_TOKENIZER_NAMES as readonly string[]).includes(model) ? (model as PromptTokenizerName) : "bytes";
+}
 
 export type DeploymentInput = z.input<typeof DeploymentInput>;
 export type Deployment = z.output<typeof DeploymentInput>;

@@ -17,7 +17,9 @@
  * Language model: `--backend llm --model tiny-lm [--kv-blocks N] [--prefill-ms N] [--prefill-token-us N]
  * [--decode-ms N] [--kv-events-endpoint tcp://H:P [--kv-events-replay-endpoint tcp://H:P] [--kv-events-topic T]]`
  * serves OpenAI's /v1 routes and vLLM's /metrics, with vLLM-style prefix caching and,
- * optionally, vLLM's KV events over ZMQ (src/replica/llm/, docs/tiny-lm.md).
+ * optionally, vLLM's KV events over ZMQ (src/replica/llm/, docs/tiny-lm.md). `--model qwen3`
+ * (or another registered model family) serves the engine stand-in instead, a benchmark
+ * instrument (docs/prefix-routing.md).
  */
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -46,6 +48,9 @@ const USAGE = `usage: replica --deployment NAME --backend text|echo|onnx|llm|pro
 --backend llm --model tiny-lm: a generative language model (docs/tiny-lm.md) behind OpenAI's
                  POST /v1/completions, /v1/chat/completions (streaming or not), /v1/embeddings,
                  GET /v1/models, and vLLM's GET /metrics and /health
+--backend llm --model qwen3|llama3|deepseek-v3|mistral-nemo: the engine stand-in, a benchmark
+                 instrument (docs/prefix-routing.md): the family's real tokenizer and chat
+                 template, the same cache, pacing, KV events and /metrics, scripted text
 --backend proxy --upstream URL [--upstream-metrics URL]: any HTTP app behind the replica (the
                  agent's proxy mode, "replica agent --proxy", starts the app too): each admitted
                  request goes on to the app, its answer streams back; with --upstream-metrics,

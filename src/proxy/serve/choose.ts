@@ -6,7 +6,7 @@
  * first), a session's bound replica on the first attempt (session-affinity.ts),
  * and the balancer's feedback once a replica accepted.
  */
-import { DEFAULT_PREFIX_POLICY, type Deployment } from "../../config/deployment.ts";
+import { prefixTokenizerName, type Deployment } from "../../config/deployment.ts";
 import type { BalanceInput, PromptKeys } from "../../policy/balancers/index.ts";
 import { promptEndpointOf, promptKeys, type PromptKeysResult } from "../../prefix/prompt-keys.ts";
 import { promptTokenizer, type PromptTokenizer } from "../../prompt/tokenizers/index.ts";
@@ -14,11 +14,9 @@ import type { ActiveBalancer } from "../../policy/balancers/index.ts";
 import type { SessionAffinity } from "./session-affinity.ts";
 import type { ReplicaEntry, RoutingView } from "./view.ts";
 
-/** The deployment's prompt tokenizer: "auto" is tiny-lm's for the reference LLM backend, bytes for anything else. */
+/** The deployment's prompt tokenizer (prefixTokenizerName: "auto" is the llm backend's model, bytes for anything else). */
 export function tokenizerFor(deployment: Deployment): PromptTokenizer {
-  const name = (deployment.policy.prefix ?? DEFAULT_PREFIX_POLICY).tokenizer;
-  if (name !== "auto") return promptTokenizer(name);
-  return promptTokenizer(deployment.backend.kind === "llm" && deployment.backend.model === "tiny-lm" ? "tiny-lm" : "bytes");
+  return promptTokenizer(prefixTokenizerName(deployment));
 }
 
 /** The request's prompt keys, or undefined when its path or body has no prompt. */

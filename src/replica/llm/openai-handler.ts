@@ -19,8 +19,10 @@
  * (`text_completion` / `chat.completion.chunk`); with `stream_options.include_usage` every
  * chunk carries `usage: null` and one last chunk with no choices carries the usage.
  *
- * Chat template (documented in docs/tiny-lm.md): each message becomes `<role>: <text>\n`,
- * then `assistant: ` follows, and the completion of that text is the answer.
+ * The model brings its tokenizer and chat template (engine.ts's PromptCodec). tiny-lm's
+ * (docs/tiny-lm.md): each message becomes `<role>: <text>\n`, then `assistant: ` follows,
+ * and the completion of that text is the answer. The engine stand-in's: a real family's
+ * (family-standin.ts), with `tools` and `chat_template_kwargs` passed to its template.
  *
  * Parameters: max_tokens / max_completion_tokens (default 64, at most 1024), temperature
  * (0..2, default 1; 0 is greedy), top_p (0 < p ≤ 1), seed (same seed, same text), stop
@@ -37,9 +39,8 @@ import { z } from "zod";
 import { ERROR_STATUS, Header, OpenAIPath, errorBody, parseDispatchPriority, type ErrorCode } from "../../protocol/index.ts";
 import type { RequestHandler } from "../handlers.ts";
 import { readBodyUpTo, sendJson } from "../http-json.ts";
-import { RequestTooLong, type FinishReason, type LlmEngine } from "./engine.ts";
-import { VOCAB_SIZE, encode } from "../../prompt/tiny-lm-tokenizer.ts";
-import { END_OF_TURN, chatPrompt } from "../../prompt/tiny-lm-chat-template.ts";
+import { RequestTooLong, type FinishReason, type LlmEngine, type PromptCodec } from "./engine.ts";
+import { UnsupportedPrompt } from "../../prompt/tokenizers/tokenizer.ts";
 import { ResponseEvents, responseObject, responseUsage, responsesMessages, responsesSchema, type ResponseIds } from "./responses-api.ts";
 
 export const DEFAULT_MAX_TOKENS = 64;
@@ -67,7 +68,8 @@ export interface LlmService {
 
 // ---- request schemas -------------------------------------------------------------------
 
-const tokenIds = z.array(z.number().int().min(1).max(VOCAB_SIZE - 1));
+/** Token ids; their range is the model's (PromptCodec), checked once parsed (checkIds). */
+const tokenIds = z.array(z.number().int().min(0));
 const unsupported = (what: string) => ({ message: `${what} is not supported by this server` });
 
 const common = {
@@ -131,6 +133,9 @@ const chatSchema = z.object({
   ...common,
   max_completion_tokens: z.number().int().min(1).max(MAX_TOKENS_CAP).nullish(),
   messages: z.array(message).min(1),
+  /** For templates that take them (the stand-in's real families); tiny-lm's template reads neither. */
+  tools: z.array(z.unknown()).nullish(),
+  chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
   logprobs: z
     .boolean()
     .nullish()
@@ -243,10 +248,18 @@ function checkModel(body: unknown, modelId: string): void {
   }
 }
 
-const promptIds = (prompt: string | string[] | number[] | number[][]): number[] => {
+/** Ids given as a prompt must be the model's: 400 otherwise, naming the first that is not. */
+function checkIds(ids: readonly number[], prompts: PromptCodec, field: string): void {
+  const bad = ids.findIndex((id) => id < prompts.firstId || id >= prompts.vocabSize);
+  if (bad >= 0) throw new HttpError("bad_request", `'${field}': token id ${ids[bad]} at ${bad} is outside this model's vocabulary (${prompts.firstId}..${prompts.vocabSize - 1})`);
+}
+
+function promptIds(prompt: string | string[] | number[] | number[][], prompts: PromptCodec): number[] {
   const one = Array.isArray(prompt) && prompt.length === 1 && typeof prompt[0] !== "number" ? prompt[0]! : prompt;
-  return typeof one === "string" ? encode(one) : (one as number[]);
-};
+  if (typeof one === "string") return prompts.text(one);
+  checkIds(one as number[], prompts, "prompt");
+  return one as number[];
+}
 
 const nowS = () => Math.floor(Date.now() / 1000);
 
@@ -283,6 +296,7 @@ function blockExtra(req: IncomingMessage): string {
 
 export function llmService(options: LlmServiceOptions): LlmService {
   const { engine, modelId } = options;
+  const prompts = engine.model.prompts;
   const createdS = nowS();
 
   const unadmitted = (req: IncomingMessage, res: ServerResponse, loadHeaders: LoadHeaders): boolean => {
@@ -342,15 +356,28 @@ export function llmService(options: LlmServiceOptions): LlmService {
     }
   };
 
+  /** The chat's prompt tokens; a chat the template refuses is the client's error (400), as vLLM answers it. */
+  function renderChat(...args: Parameters<PromptCodec["chat"]>): number[] {
+    try {
+      return prompts.chat(...args);
+    } catch (err) {
+      if (err instanceof UnsupportedPrompt) throw new HttpError("bad_request", `the chat template cannot render this chat (${err.reason})`);
+      throw err;
+    }
+  }
+
   async function embeddings(body: unknown, res: ServerResponse, loadHeaders: LoadHeaders): Promise<void> {
     const request = parse(embeddingSchema, body);
-    if (request.dimensions != null && request.dimensions !== engine.model.embeddingSize) {
-      throw new HttpError("bad_request", `'dimensions': this model's embeddings have ${engine.model.embeddingSize} dimensions`);
+    const size = engine.model.embeddings?.size;
+    if (size === undefined) throw new HttpError("bad_request", `The model \`${modelId}\` does not support the Embeddings API.`);
+    if (request.dimensions != null && request.dimensions !== size) {
+      throw new HttpError("bad_request", `'dimensions': this model's embeddings have ${size} dimensions`);
     }
     const input = request.input;
     const inputs: number[][] =
-      typeof input === "string" ? [encode(input)] : input.length > 0 && typeof input[0] === "number" ? [input as number[]] : (input as (string | number[])[]).map((x) => (typeof x === "string" ? encode(x) : x));
+      typeof input === "string" ? [prompts.text(input)] : input.length > 0 && typeof input[0] === "number" ? [input as number[]] : (input as (string | number[])[]).map((x) => (typeof x === "string" ? prompts.text(x) : x));
     inputs.forEach((ids, i) => {
+      checkIds(ids, prompts, inputs.length > 1 ? `input[${i}]` : "input");
       if (ids.length === 0) throw new HttpError("bad_request", `'input'${inputs.length > 1 ? `[${i}]` : ""}: empty input`);
       if (ids.length > MAX_EMBEDDING_TOKENS) throw new HttpError("bad_request", `'input'${inputs.length > 1 ? `[${i}]` : ""}: ${ids.length} tokens, at most ${MAX_EMBEDDING_TOKENS}`);
     });
@@ -373,20 +400,20 @@ export function llmService(options: LlmServiceOptions): LlmService {
     if (route === "chat") {
       const chat = parse(chatSchema, body);
       r = chat;
-      prompt = encode(chatPrompt(chat.messages));
+      prompt = renderChat(chat.messages, { ...(chat.tools && { tools: chat.tools }), ...(chat.chat_template_kwargs && { kwargs: chat.chat_template_kwargs }) });
       maxTokens = chat.max_completion_tokens ?? chat.max_tokens ?? DEFAULT_MAX_TOKENS;
     } else {
       const completion = parse(completionSchema, body);
       r = completion;
-      prompt = promptIds(completion.prompt);
+      prompt = promptIds(completion.prompt, prompts);
       maxTokens = completion.max_tokens ?? DEFAULT_MAX_TOKENS;
     }
     if (prompt.length === 0) throw new HttpError("bad_request", "'prompt': the prompt is empty");
     const tooLong = engine.check(prompt.length, maxTokens);
     if (tooLong) throw new HttpError("bad_request", tooLong);
     const asked = r.stop == null ? [] : typeof r.stop === "string" ? [r.stop] : r.stop;
-    // A chat answer ends with its turn (the template's end of turn), as an engine stops at its EOS token.
-    const stop = route === "chat" && !r.ignore_eos ? [...asked, END_OF_TURN] : asked;
+    // A chat answer ends with its turn: tiny-lm's end-of-turn text, or the model's EOS (the engine's).
+    const stop = route === "chat" && !r.ignore_eos ? [...asked, ...prompts.chatStop] : asked;
 
     const client = watchClient(req, res);
     const generation = engine.generate({
@@ -395,6 +422,7 @@ export function llmService(options: LlmServiceOptions): LlmService {
       sampling: { temperature: r.temperature ?? 1, topP: r.top_p ?? 1, presencePenalty: r.presence_penalty ?? 0, frequencyPenalty: r.frequency_penalty ?? 0 },
       ...(r.seed != null && { seed: r.seed }),
       stop,
+      ignoreEos: r.ignore_eos === true,
       signal: client.signal,
       extra: blockExtra(req),
       priority: requestPriority(req.headers, r.priority),
@@ -468,7 +496,7 @@ export function llmService(options: LlmServiceOptions): LlmService {
 
   async function responses(body: unknown, req: IncomingMessage, res: ServerResponse, loadHeaders: LoadHeaders): Promise<void> {
     const r = parse(responsesRequest, body);
-    const prompt = encode(chatPrompt(responsesMessages(r)));
+    const prompt = renderChat(responsesMessages(r));
     const maxTokens = r.max_output_tokens ?? DEFAULT_MAX_TOKENS;
     const tooLong = engine.check(prompt.length, maxTokens);
     if (tooLong) throw new HttpError("bad_request", tooLong);
@@ -479,7 +507,8 @@ export function llmService(options: LlmServiceOptions): LlmService {
       sampling: { temperature: r.temperature ?? 1, topP: r.top_p ?? 1, presencePenalty: 0, frequencyPenalty: 0 },
       ...(r.seed != null && { seed: r.seed }),
       // The answer ends with its turn, unless vLLM's ignore_eos asks for all of max_output_tokens.
-      stop: r.ignore_eos ? [] : [END_OF_TURN],
+      stop: r.ignore_eos ? [] : [...prompts.chatStop],
+      ignoreEos: r.ignore_eos === true,
       signal: client.signal,
       extra: blockExtra(req),
       priority: requestPriority(req.headers, r.priority),

@@ -9,11 +9,14 @@
  * APIs here; load-tiny-lm.ts reads the files and creates the session in Node.
  */
 import type { OnnxRuntime, OrtSession } from "../../models/onnx-runtime.ts";
-import { BOS, VOCAB_SIZE } from "./tokenizer.ts";
+import { END_OF_TURN, chatPrompt } from "../../prompt/tiny-lm-chat-template.ts";
+import type { GenerativeModel } from "./engine.ts";
+import { sampleToken } from "./sampling.ts";
+import { BOS, VOCAB_SIZE, encode, tokenText } from "./tokenizer.ts";
 
 export const TINY_LM_ID = "tiny-lm";
 
-/** What the engine needs from a language model. */
+/** A language model that gives logits over tiny-lm's vocabulary (TinyLm, or a test's fake). */
 export interface LanguageModel {
   readonly id: string;
   readonly vocabSize: number;
@@ -92,4 +95,37 @@ export async function warmUpTinyLm(model: LanguageModel, runs: number, yieldToLo
     if (i % 100 === 99) await yieldToLoop();
   }
   if (runs > 0) await model.embed([2, 3, 4]);
+}
+
+/**
+ * A logits model as the engine's GenerativeModel: tiny-lm's tokenizer and chat template
+ * (an answer ends at END_OF_TURN, a stop string), and each next token sampled from one
+ * run over the last two tokens (BOS before the start, never generated).
+ */
+export function tinyLmGenerator(model: LanguageModel): GenerativeModel {
+  return {
+    id: model.id,
+    prompts: {
+      vocabSize: VOCAB_SIZE,
+      firstId: BOS + 1,
+      chat: (messages) => encode(chatPrompt(messages)),
+      text: encode,
+      chatStop: [END_OF_TURN],
+    },
+    decoder(prompt, { sampling, rng }) {
+      let prev2 = prompt.length >= 2 ? prompt[prompt.length - 2]! : BOS;
+      let prev1 = prompt[prompt.length - 1] ?? BOS;
+      const counts = new Map<number, number>();
+      return {
+        async next() {
+          const token = sampleToken(await model.nextLogits(prev2, prev1), sampling, rng, { counts, exclude: [BOS] });
+          counts.set(token, (counts.get(token) ?? 0) + 1);
+          prev2 = prev1;
+          prev1 = token;
+          return { token, text: tokenText(token) };
+        },
+      };
+    },
+    embeddings: { size: model.embeddingSize, embed: (ids) => model.embed(ids) },
+  };
 }
