@@ -5,6 +5,7 @@
  *
  *   npx tsx bench/prefix-cache.ts            # full (~9 min): every arm at 1 and 4 isolates, oracle in both rounds
  *   npx tsx bench/prefix-cache.ts --quick    # npm run bench (~2.5 min): shorter windows, fewer 1-isolate arms
+ *   npx tsx bench/prefix-cache.ts --family qwen3   # under cache pressure, on a real family: precise vs approximate (below)
  *   npx tsx bench/prefix-cache.ts [--isolates 4] [--replicas 4] [--seconds 30] [--warmup 10] [--utilization 0.8]
  *        [--rate R] [--arms round_robin,load_aware,prefix_hash,prefix_cache,oracle] [--seed 1]
  *        [--prefill-token-us 60] [--prefill-ms 5] [--decode-ms 4] [--max-tokens 16] [--kv-fraction 0.5] [--load-factor 1] [--no-summaries]
@@ -41,6 +42,16 @@
  * arms run with 1 isolate and with `--isolates` (LocalStack edgeIsolates: each
  * isolate its own port and routing view; every request goes to a random one).
  *
+ * `--family NAME` (a registered model family, src/prompt/tokenizers/): the replicas
+ * are the engine stand-in for that family (`--model NAME`: its real tokenizer and chat
+ * template, the same cache, pacing and KV events; docs/prefix-routing.md), every
+ * prompt is counted in its tokens, and the arms are the ones issue 34 compares, all
+ * at `--isolates` only: load_aware, prefix_hash, `approximate` (prefix_cache keyed by
+ * `bytes`, the replicas sending no cache summary: each isolate's dispatches and its
+ * peers' notes), `prefix_cache` (precise: the family's keys and the engines' reports)
+ * and the oracle. Defaults then put the fleet under cache pressure (--kv-fraction
+ * 0.15: each replica holds 15 % of the groups' prefixes, the fleet 60 %).
+ *
  * Reports per arm and isolate count: TTFT mean/p50/p90/p99, TPOT, completed req/s,
  * the replicas' own prefix-cache hit ratio (vllm:prefix_cache_hits / _queries, in
  * tokens, deltas over the measured window), load imbalance (max/mean of requests
@@ -60,6 +71,8 @@ import { DEFAULT_LOAD_FACTOR } from "../src/policy/prefix-score.ts";
 import { blockKeys } from "../src/prefix/block-keys.ts";
 import { chatPrompt } from "../src/prompt/tiny-lm-chat-template.ts";
 import { encode } from "../src/prompt/tiny-lm-tokenizer.ts";
+import { FAMILY_PACKAGES, promptTokenizer, type PromptTokenizerName } from "../src/prompt/tokenizers/index.ts";
+import { provideFamilyFilesFromNodeModules } from "../src/prompt/tokenizers/node-files.ts";
 import { mulberry32 } from "../src/seeded-random.ts";
 import { cpuSeconds, freePort, workerdPid } from "./load-tools.ts";
 import { markdownTable, verdict } from "./table.ts";
@@ -82,14 +95,26 @@ const { values } = parseArgs({
     "prefill-ms": { type: "string", default: "5" },
     "decode-ms": { type: "string", default: "4" },
     "max-tokens": { type: "string", default: "16" },
-    "kv-fraction": { type: "string", default: "0.5" },
+    "kv-fraction": { type: "string" },
     "load-factor": { type: "string" },
     "no-summaries": { type: "boolean", default: false },
     groups: { type: "string", default: "16" },
     users: { type: "string", default: "3" },
     turns: { type: "string", default: "4" },
+    family: { type: "string" },
   },
 });
+/** A real model family's engine stand-in instead of tiny-lm (undefined: tiny-lm). */
+const FAMILY = values.family as PromptTokenizerName | undefined;
+if (FAMILY !== undefined) {
+  if (FAMILY_PACKAGES[FAMILY] === undefined) throw new Error(`--family: unknown family "${FAMILY}"; known: ${Object.keys(FAMILY_PACKAGES).join(", ")}`);
+  if (!provideFamilyFilesFromNodeModules().includes(FAMILY)) throw new Error(`--family ${FAMILY}: its files are not installed (npm install ${FAMILY_PACKAGES[FAMILY]})`);
+}
+/** The served model: the family's stand-in or tiny-lm. */
+const MODEL = FAMILY ?? "tiny-lm";
+/** A chat's prompt tokens, as the replicas' model renders them. */
+const promptIds: (messages: readonly { role: string; content: string }[]) => ArrayLike<number> =
+  FAMILY !== undefined ? (messages) => promptTokenizer(FAMILY).chat(messages, 1e9) : (messages) => encode(chatPrompt(messages));
 const quick = values.quick;
 const num = (name: keyof typeof values, v: string | undefined, ok: (x: number) => boolean): number => {
   const x = Number(v);
@@ -107,7 +132,7 @@ const PREFILL_TOKEN_US = num("prefill-token-us", values["prefill-token-us"], (x)
 const PREFILL_MS = num("prefill-ms", values["prefill-ms"], (x) => x >= 0);
 const DECODE_MS = num("decode-ms", values["decode-ms"], (x) => x >= 0);
 const MAX_TOKENS = num("max-tokens", values["max-tokens"], posInt);
-const KV_FRACTION = num("kv-fraction", values["kv-fraction"], (x) => x > 0 && x <= 4);
+const KV_FRACTION = num("kv-fraction", values["kv-fraction"] ?? (FAMILY ? "0.15" : "0.5"), (x) => x > 0 && x <= 4);
 /** ε of the bounded-load line, for the prefix balancers (policy.prefix.loadFactor) and the oracle alike; default the deployment default. */
 const LOAD_FACTOR = values["load-factor"] === undefined ? DEFAULT_LOAD_FACTOR : num("load-factor", values["load-factor"], (x) => x >= 0 && x <= 10);
 /**
@@ -133,13 +158,14 @@ const SHAPE: WorkloadShape = {
   turns: num("turns", values.turns, posInt),
 };
 
-type ArmName = "round_robin" | "load_aware" | "prefix_hash" | "prefix_cache" | "oracle";
-const ARM_ORDER: ArmName[] = ["round_robin", "load_aware", "prefix_hash", "prefix_cache", "oracle"];
+type ArmName = "round_robin" | "load_aware" | "prefix_hash" | "approximate" | "prefix_cache" | "oracle";
+const ARM_ORDER: ArmName[] = FAMILY ? ["load_aware", "prefix_hash", "approximate", "prefix_cache", "oracle"] : ["round_robin", "load_aware", "prefix_hash", "prefix_cache", "oracle"];
 const LABEL: Record<ArmName, string> = {
   round_robin: "round_robin",
   load_aware: "load_aware (default)",
   prefix_hash: "prefix_hash (hash tier)",
-  prefix_cache: "prefix_cache (precise tier)",
+  approximate: "prefix_cache approximate (bytes keys, no engine reports)",
+  prefix_cache: FAMILY ? `prefix_cache precise (${FAMILY} keys, engine reports)` : "prefix_cache (precise tier)",
   oracle: "oracle: exact-index longest-prefix router, no edge hop",
 };
 const chosenArms = new Set<ArmName>(values.arms ? (values.arms.split(",").map((s) => s.trim()) as ArmName[]) : ARM_ORDER);
@@ -159,7 +185,7 @@ const FEATURES = {
 // --- the workload and the fleet's size ----------------------------------------------
 
 const workloadSample = new PrefixWorkload(SHAPE, SEED);
-const prefixBlocks = workloadSample.systemPrompts.map((s) => Math.floor(encode(chatPrompt([{ role: "system", content: s }])).length / 16));
+const prefixBlocks = workloadSample.systemPrompts.map((s) => Math.floor(promptIds([{ role: "system", content: s }]).length / 16));
 const totalPrefixBlocks = prefixBlocks.reduce((a, b) => a + b, 0);
 const KV_BLOCKS = Math.ceil(KV_FRACTION * totalPrefixBlocks);
 const meanSystem = workloadSample.systemPrompts.reduce((a, s) => a + s.length, 0) / SHAPE.groups;
@@ -319,23 +345,25 @@ function deploymentName(arm: ArmName): string {
   return `pc-${arm.replaceAll("_", "-")}`;
 }
 
-function replicaArgs(eventsPort?: number): string[] {
+function replicaArgs(arm: ArmName, eventsPort?: number): string[] {
   return [
-    "--backend", "llm", "--model", "tiny-lm",
+    "--backend", "llm", "--model", MODEL,
     "--kv-blocks", String(KV_BLOCKS),
     "--prefill-ms", String(PREFILL_MS),
     "--decode-ms", String(DECODE_MS),
     "--max-queued", String(MAX_QUEUED),
     ...(FEATURES.prefillTokenUs ? ["--prefill-token-us", String(PREFILL_TOKEN_US)] : []),
     ...(eventsPort !== undefined ? ["--kv-events-endpoint", `tcp://127.0.0.1:${eventsPort}`] : []),
-    ...(values["no-summaries"] ? ["--no-cache-summary"] : []),
+    ...(values["no-summaries"] || arm === "approximate" ? ["--no-cache-summary"] : []),
   ];
 }
 
 /** Runs one arm: a fresh stack and replicas, an unmeasured warm-up then the measured window. */
 async function runPhase(p: Phase, rate: number): Promise<PhaseResult> {
   const name = deploymentName(p.arm);
-  const balancer = p.arm === "oracle" ? "load_aware" : p.arm;
+  const balancer = p.arm === "oracle" ? "load_aware" : p.arm === "approximate" ? "prefix_cache" : p.arm;
+  // approximate: keys no engine report can match (and the replicas send none); otherwise the model's own ("auto").
+  const tokenizer = p.arm === "approximate" ? "bytes" : "auto";
   const dir = mkdtempSync(join(functionsRoot, `${name}-`));
   const functionsDir = join(dir, "functions");
   mkdirSync(functionsDir);
@@ -344,9 +372,9 @@ async function runPhase(p: Phase, rate: number): Promise<PhaseResult> {
     `import { defineDeployment } from ${config};
 export default defineDeployment({
   name: ${JSON.stringify(name)}, routePrefix: ${JSON.stringify(`/${name}`)}, access: { public: true },
-  backend: { kind: "llm", model: "tiny-lm" }, openai: { models: ["tiny-lm"] },
+  backend: { kind: "llm", model: ${JSON.stringify(MODEL)} }, openai: { models: [${JSON.stringify(MODEL)}] },
   localReplicas: 0, maxOngoingRequests: ${MAX_ONGOING},
-  policy: { balancer: ${JSON.stringify(balancer)}, prefix: { loadFactor: ${LOAD_FACTOR} } },
+  policy: { balancer: ${JSON.stringify(balancer)}, prefix: { loadFactor: ${LOAD_FACTOR}, tokenizer: ${JSON.stringify(tokenizer)} } },
 });
 `,
   );
@@ -365,7 +393,7 @@ export default defineDeployment({
     const useEvents = FEATURES.kvEvents;
     const ports = useEvents ? await Promise.all(Array.from({ length: REPLICAS }, () => freePort())) : [];
     const replicas = await Promise.all(
-      Array.from({ length: REPLICAS }, (_, i) => stack.startReplica(name, { id: `${name}-${i + 1}`, maxOngoing: MAX_ONGOING, backendArgs: replicaArgs(ports[i]) })),
+      Array.from({ length: REPLICAS }, (_, i) => stack.startReplica(name, { id: `${name}-${i + 1}`, maxOngoing: MAX_ONGOING, backendArgs: replicaArgs(p.arm, ports[i]) })),
     );
     if (useEvents) {
       for (const [i, r] of replicas.entries()) {
@@ -392,8 +420,8 @@ export default defineDeployment({
     const send = async (turn: Turn, scheduledAt: number, stop: AbortSignal): Promise<{ result: StreamResult; heldBlocks?: number; heldAtSend?: Map<string, number>; promptBlocks?: number }> => {
       const signal = AbortSignal.any([stop, AbortSignal.timeout(REQUEST_TIMEOUT_MS)]);
       // ignore_eos: every answer is MAX_TOKENS long (the model would otherwise end its turn at a newline), as the workload says.
-      const body = JSON.stringify({ model: "tiny-lm", messages: turn.messages, max_tokens: MAX_TOKENS, stream: true, ignore_eos: true, seed: (turn.user * 1_000 + turn.conversation * 50 + turn.turn) | 0 });
-      const keys = blockKeys(encode(chatPrompt(turn.messages)));
+      const body = JSON.stringify({ model: MODEL, messages: turn.messages, max_tokens: MAX_TOKENS, stream: true, ignore_eos: true, seed: (turn.user * 1_000 + turn.conversation * 50 + turn.turn) | 0 });
+      const keys = blockKeys(promptIds(turn.messages));
       const explain = useEvents ? { heldAtSend: new Map(replicas.map((r) => [r.id, index.heldPrefix(r.id, keys)] as const)), promptBlocks: keys.length } : {};
       if (!signer) {
         const edge = stack.edgeUrls[Math.floor(isolatePick() * isolates)]!;
@@ -431,7 +459,7 @@ export default defineDeployment({
     const start = performance.now();
     const fire = (turn: Turn, scheduled: number) => {
       lags.push(performance.now() - scheduled);
-      const promptTokens = encode(chatPrompt(turn.messages)).length;
+      const promptTokens = promptIds(turn.messages).length;
       const pr = send(turn, scheduled, abort.signal).then(({ result, heldBlocks, heldAtSend, promptBlocks }) => {
         workload.complete(turn, result.answer);
         samples.push({ atMs: scheduled - start, result, user: turn.user, turn: turn.turn, promptTokens, ...(heldBlocks !== undefined ? { heldBlocks } : {}), ...(heldAtSend ? { heldAtSend, promptBlocks } : {}) });
@@ -501,7 +529,7 @@ export default defineDeployment({
             const scheduled = performance.now();
             const { result } = await send(turn, scheduled, abort.signal);
             workload.complete(turn, result.answer);
-            samples.push({ atMs: scheduled - start, result, user: turn.user, turn: turn.turn, promptTokens: encode(chatPrompt(turn.messages)).length });
+            samples.push({ atMs: scheduled - start, result, user: turn.user, turn: turn.turn, promptTokens: promptIds(turn.messages).length });
           }
         }),
       );
@@ -665,7 +693,7 @@ export default defineDeployment({
 
 const t0 = Date.now();
 const machine = { cpus: cpus().length, loadavg1mAtStart: loadavg()[0]!, when: new Date().toISOString() };
-const available = Object.fromEntries(ARM_ORDER.map((a) => [a, a === "oracle" || balancerAvailable(a)])) as Record<ArmName, boolean>;
+const available = Object.fromEntries(ARM_ORDER.map((a) => [a, a === "oracle" || balancerAvailable(a === "approximate" ? "prefix_cache" : a)])) as Record<ArmName, boolean>;
 const skipped = ARM_ORDER.filter((a) => chosenArms.has(a) && !available[a]);
 for (const a of skipped) console.log(`${LABEL[a]}: skipped (policy.balancer "${a}" is not in this tree yet)`);
 if (!FEATURES.prefillTokenUs) console.log("WARNING: the replica has no --prefill-token-us yet: prefill is --prefill-ms only, the same for cached and uncached prompts (development run, not a measurement)");
@@ -673,7 +701,7 @@ const armsToRun = ARM_ORDER.filter((a) => chosenArms.has(a) && available[a]);
 
 console.log(
   `${machine.cpus} CPUs, load average ${machine.loadavg1mAtStart.toFixed(2)}; ${REPLICAS} replicas per arm, KV ${KV_BLOCKS} blocks each (${(100 * KV_FRACTION).toFixed(0)} % of the ${SHAPE.groups} groups' ${totalPrefixBlocks} prefix blocks); ` +
-    `workload ${SHAPE.groups} groups × ${SHAPE.usersPerGroup} users, system prompts ${SHAPE.systemMin}–${SHAPE.systemMax} tokens (mean ${meanSystem.toFixed(0)}), questions ${SHAPE.questionMin}–${SHAPE.questionMax}, ${SHAPE.turns} turns, max_tokens ${MAX_TOKENS}; ` +
+    `workload ${SHAPE.groups} groups × ${SHAPE.usersPerGroup} users, system prompts ${SHAPE.systemMin}–${SHAPE.systemMax} characters (mean ${meanSystem.toFixed(0)}; ${((16 * totalPrefixBlocks) / SHAPE.groups).toFixed(0)} ${MODEL} tokens in full blocks), questions ${SHAPE.questionMin}–${SHAPE.questionMax} characters, ${SHAPE.turns} turns, max_tokens ${MAX_TOKENS}; ` +
     `prefill ${PREFILL_TOKEN_US} µs per uncached token + ${PREFILL_MS} ms, decode ${DECODE_MS} ms per token`,
 );
 
@@ -695,8 +723,9 @@ if (values.rate) {
 }
 
 // Rounds: 1 isolate, then ISOLATES; arms interleaved in the same order in each round.
+// A family's run (issue 34's comparison) is at ISOLATES only.
 const rounds: Phase[][] = [
-  armsToRun.filter((a) => !quick || a === "load_aware" || a === "prefix_cache" || a === "oracle").map((arm) => ({ arm, isolates: 1, mode: "open" as const })),
+  armsToRun.filter((a) => !FAMILY && (!quick || a === "load_aware" || a === "prefix_cache" || a === "oracle")).map((arm) => ({ arm, isolates: 1, mode: "open" as const })),
   armsToRun.filter((a) => !quick || a !== "oracle").map((arm) => ({ arm, isolates: ISOLATES, mode: "open" as const })),
 ];
 const results: PhaseResult[] = [];
@@ -772,6 +801,10 @@ interface Target {
 const targets: Target[] = [];
 const t = (target: string, ok: boolean | null, measured: string) => targets.push({ target, met: ok, measured });
 const need = (...xs: (PhaseResult | undefined)[]) => xs.every((x) => x !== undefined);
+const apN = find("approximate", ISOLATES);
+if (need(pcN, apN)) {
+  t(`precise TTFT p90 ≥ 3× better than approximate's (${ISOLATES} isolates)`, apN!.ttft.p90 / pcN!.ttft.p90 >= 3, `${f(apN!.ttft.p90)} / ${f(pcN!.ttft.p90)} ms = ${f(apN!.ttft.p90 / pcN!.ttft.p90, 2)}×`);
+}
 if (need(pcN, oracleN)) t(`prefix_cache hit ratio at ${ISOLATES} isolates ≥ 0.95 × the oracle's`, pcN!.hitRatio / oracleN!.hitRatio >= 0.95, `${f(pcN!.hitRatio, 3)} / ${f(oracleN!.hitRatio, 3)} = ${f(pcN!.hitRatio / oracleN!.hitRatio, 3)}`);
 if (need(pcN, pc1)) t(`prefix_cache hit ratio at ${ISOLATES} isolates ≥ 0.9 × at 1 isolate`, pcN!.hitRatio / pc1!.hitRatio >= 0.9, `${f(pcN!.hitRatio, 3)} / ${f(pc1!.hitRatio, 3)} = ${f(pcN!.hitRatio / pc1!.hitRatio, 3)}`);
 for (const [pc, la, n] of [
@@ -826,13 +859,16 @@ lines.push(
 console.log(lines.join("\n"));
 
 writeResult(
-  "prefix-cache",
+  // A family's run is its own scenario (bench/published/prefix-cache-family/): the README's tiny-lm figures stay apart.
+  FAMILY ? "prefix-cache-family" : "prefix-cache",
     {
       when: machine.when,
       quick,
       machine,
       features: FEATURES,
       setup: {
+        model: MODEL,
+        family: FAMILY ?? null,
         replicas: REPLICAS,
         isolates: ISOLATES,
         kvBlocks: KV_BLOCKS,

@@ -21,8 +21,20 @@
 import type { BlockKey } from "../prefix/block-keys.ts";
 import { MAX_DISPATCH_NOTE_KEYS } from "../protocol/limits.ts";
 
-/** How long a dispatch is taken as proof that its replica holds the prefix (vLLM evicts on pressure, not on time). */
+/**
+ * How long a dispatch is taken as proof that its replica holds the prefix (vLLM evicts on
+ * pressure, not on time), unless the replica's own summary is newer (SUMMARY_VIEW_LAG_MS).
+ */
 export const RECENT_PREFIX_TTL_MS = 30_000;
+/**
+ * A summary an isolate first held at T was built after every dispatch recorded before
+ * T − this, with its prefill done: the report's coalescing window (≤ 1 s busy), the
+ * relay's and the view's refresh (~1 s together), and a prefill's wait (~1 s). From
+ * then the summary says what the replica holds, evictions included, and older records
+ * of dispatches to it no longer count (under cache pressure they named blocks it had
+ * evicted, and held conversations on a replica that had to prefill them again).
+ */
+export const SUMMARY_VIEW_LAG_MS = 3_000;
 /** Keys kept at most (about 4,096 prompts of ~1,000 tokens: 3 stride keys and the last); the least recently sent go first. */
 export const RECENT_PREFIX_MAX_KEYS = 16_384;
 /** Every this many blocks (16 × 16 = 256 tokens) a prompt's key is kept, and its last. */
@@ -52,14 +64,23 @@ export class RecentPrefixes {
     for (const key of kept) this.#note(key, replica, until);
   }
 
-  /** For each replica this memory has sent a prefix of `keys` to: how many leading blocks it holds. */
-  held(keys: readonly BlockKey[], now: number): Map<string, number> {
+  /**
+   * For each replica this memory has sent a prefix of `keys` to: how many leading blocks
+   * it holds. `notBefore`: per replica, records made before this epoch ms do not count
+   * (a newer word from the replica itself supersedes them).
+   */
+  held(keys: readonly BlockKey[], now: number, notBefore?: ReadonlyMap<string, number>): Map<string, number> {
     const out = new Map<string, number>();
     if (this.#keys.size === 0) return out;
     for (let i = keys.length - 1; i >= 0; i--) {
       const replicas = this.#keys.get(keys[i]!);
       if (!replicas) continue;
-      for (const [replica, until] of replicas) if (until > now && !out.has(replica)) out.set(replica, i + 1);
+      for (const [replica, until] of replicas) {
+        if (until <= now || out.has(replica)) continue;
+        const cutoff = notBefore?.get(replica);
+        if (cutoff !== undefined && until - this.#ttlMs < cutoff) continue;
+        out.set(replica, i + 1);
+      }
     }
     return out;
   }

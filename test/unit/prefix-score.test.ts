@@ -170,10 +170,12 @@ describe("prefix choice at its edges", () => {
   });
 
   it("weighs slots as (load + 1) / capacity, so replicas of different sizes compare with this request counted", () => {
-    // Equal prefill everywhere. order[0]: 0 running of 1 slot (with this request: 1.0);
-    // order[1]: 1 running of 4 (with it: 0.5). Counting the request, order[1] is emptier.
+    // Equal prefill everywhere (each holds the first block). order[0]: 0 running of 1 slot (with this
+    // request: 1.0); order[1]: 1 running of 4 (with it: 0.5). Counting the request, order[1] is emptier.
     const mixed = fleet.map((c) => (c.id === order[0]!.id ? r(c.id, 0, 1) : c.id === order[1]!.id ? r(c.id, 1, 4) : r(c.id, 4, 4)));
-    expect(pickByPrefixCache(mixed, keys, () => 0, { epsilon: 10 })!.id).toBe(order[1]!.id);
+    expect(pickByPrefixCache(mixed, keys, () => 1, { epsilon: 10 })!.id).toBe(order[1]!.id);
+    // A prompt no one holds any of goes in rendezvous order, as prefix_hash sends it, whatever the slots.
+    expect(pickByPrefixCache(mixed, keys, () => 0, { epsilon: 10 })!.id).toBe(order[0]!.id);
   });
 
   it("takes ε from the options", () => {

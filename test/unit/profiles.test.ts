@@ -26,7 +26,7 @@ import {
 import { definePicker } from "../../src/policy/balancers/balancer.ts";
 import { hasRoom, pickRandom, pickReplica, pickReplicaForModel, pickRoundRobin } from "../../src/policy/pick-replica.ts";
 import { anchorKey, rendezvousOrder, underLoadBound } from "../../src/policy/prefix-score.ts";
-import { RecentPrefixes, keptKeys } from "../../src/policy/recent-prefixes.ts";
+import { RecentPrefixes, SUMMARY_VIEW_LAG_MS, keptKeys } from "../../src/policy/recent-prefixes.ts";
 import { blockKeys, type BlockKey } from "../../src/prefix/block-keys.ts";
 import { buildCacheSummary, CacheSummary } from "../../src/prefix/cache-summary.ts";
 import { mulberry32 } from "../../src/seeded-random.ts";
@@ -78,10 +78,14 @@ const reference: Record<(typeof BALANCERS)[number]["name"], () => Reference> = {
       pick: (cands, inp) =>
         prefixAwareBefore(cands, inp, (pool, keys) => {
           const sent = recent.held(keys, inp.now);
+          const ranked = rankedUnderLine(pool, keys, settings.loadFactor);
+          const heldBy = (x: BalancerCandidate) => Math.max(x.cache?.matchedBlocks(keys, 16) ?? 0, sent.get(x.id) ?? 0);
+          // Since 2026-12-04: a prompt no candidate holds any of goes in rendezvous order, as prefix_hash's.
+          if (pool.every((x) => heldBy(x) === 0)) return ranked[0];
           let best: BalancerCandidate | undefined;
           let bestCost = Infinity;
-          for (const x of rankedUnderLine(pool, keys, settings.loadFactor)) {
-            const held = Math.max(x.cache?.matchedBlocks(keys, 16) ?? 0, sent.get(x.id) ?? 0);
+          for (const x of ranked) {
+            const held = heldBy(x);
             const cost = settings.prefillWeight * ((keys.length - Math.min(keys.length, held)) / keys.length) + (x.load + 1) / x.capacity;
             if (cost < bestCost) [best, bestCost] = [x, cost];
           }
@@ -226,6 +230,20 @@ describe("what every profile shares", () => {
     const s = spy((pool) => pool[1]);
     expect(s.balancer.pick([c("a"), c("b", 5), c("c")], input({ prompt: keyed }))!.id).toBe("b");
     expect(s.pools).toEqual([["a", "b", "c"]]);
+  });
+});
+
+describe("prefix_cache's memory against the replicas' own word", () => {
+  it("trusts a replica's summary over its dispatches recorded well before the isolate got it (evictions show)", () => {
+    const b = createBalancer("prefix_cache", settings);
+    b.served!("a", input({ prompt: keyed }));
+    const half = CacheSummary.parse(buildCacheSummary(keyed.keys.slice(0, 2).reverse(), 16))!;
+    const none = CacheSummary.parse(buildCacheSummary([], 16))!;
+    const fleet = (aSince: number) => [c("a", 0, { cache: none, cacheSince: aSince }), c("b", 0, { cache: half, cacheSince: T0 })];
+    // The summary may predate the dispatch's prefill: the record still counts.
+    expect(b.pick(fleet(T0 + 1_000), input({ prompt: keyed, now: T0 + 1_000 }))!.id).toBe("a");
+    // Built well after it (SUMMARY_VIEW_LAG_MS): a no longer holds the prompt; b holds half of it.
+    expect(b.pick(fleet(T0 + SUMMARY_VIEW_LAG_MS + 1), input({ prompt: keyed, now: T0 + SUMMARY_VIEW_LAG_MS + 1 }))!.id).toBe("b");
   });
 });
 

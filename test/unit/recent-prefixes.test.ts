@@ -25,6 +25,16 @@ describe("RecentPrefixes", () => {
     expect(m.held(next, T0).get("r1")).toBe(a.length);
   });
 
+  it("drops the records a replica's newer word supersedes (notBefore, per replica), and keeps the later ones", () => {
+    const m = new RecentPrefixes();
+    m.record("r1", a, T0);
+    m.record("r2", a, T0 + 5_000);
+    // r1's summary came after its dispatch: the summary says what it holds, not the record.
+    expect(m.held(a, T0 + 6_000, new Map([["r1", T0 + 1]]))).toEqual(new Map([["r2", a.length]]));
+    // A record made after the cutoff still counts; a cutoff for another replica changes nothing.
+    expect(m.held(a, T0 + 6_000, new Map([["r1", T0], ["r2", T0 + 4_000]]))).toEqual(new Map([["r1", a.length], ["r2", a.length]]));
+  });
+
   it("finds a shared prefix within a stride: another question after the same system prompt", () => {
     const m = new RecentPrefixes();
     m.record("r1", a, T0);

@@ -19,6 +19,8 @@ import type { ModelHolderChoice } from "../pick-replica.ts";
 export interface BalancerCandidate extends ModelHolderChoice {
   /** The replica's last reported prefix-cache summary, when it reports one. */
   cache?: CacheSummary;
+  /** Epoch ms this isolate first held that summary (it was built at most SUMMARY_VIEW_LAG_MS before). */
+  cacheSince?: number;
 }
 
 /** A prompt's block keys (src/prefix/block-keys.ts), in order, and the block size they were made with. */

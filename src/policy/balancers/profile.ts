@@ -16,7 +16,7 @@
 import { hasRoom, pickReplica, pickReplicaForModel } from "../pick-replica.ts";
 import { anchorKey } from "../prefix-score.ts";
 import { DispatchOutbox } from "../dispatch-outbox.ts";
-import { RecentPrefixes, keptKeys } from "../recent-prefixes.ts";
+import { RecentPrefixes, SUMMARY_VIEW_LAG_MS, keptKeys } from "../recent-prefixes.ts";
 import { DEFAULT_SCORER_WEIGHTS, costOf, scorers, type ScorerName, type WeightedScore } from "../scorers/index.ts";
 import type { Balancer, BalancerCandidate, BalancerSettings, FilterPlugin, PickerPlugin, StageContext } from "./balancer.ts";
 
@@ -58,6 +58,7 @@ export function runProfile(name: string, filters: readonly FilterPlugin[], picke
   const prompted = readsPrompt(filters, picker);
   const memory = picker.scores ? { recent: new RecentPrefixes(), outbox: new DispatchOutbox() } : undefined;
   const noCost = () => 0;
+  const weighsPrefill = terms.some((t) => t.name === "prefill" && t.weight > 0);
 
   const balancer: ActiveBalancer = {
     name,
@@ -74,8 +75,16 @@ export function runProfile(name: string, filters: readonly FilterPlugin[], picke
       if (prompted && keys === undefined) return pickReplica(pool, random);
       let cost: StageContext["cost"] = noCost;
       if (memory && keys && prompt) {
-        const sent = memory.recent.held(keys, input.now);
-        cost = (c) => costOf(terms, c, { keys, held: Math.max(c.cache?.matchedBlocks(keys, prompt.blockSize) ?? 0, sent.get(c.id) ?? 0) });
+        // A replica's summary supersedes the dispatches recorded well before this isolate got it (recent-prefixes.ts).
+        const notBefore = new Map<string, number>();
+        for (const c of pool) if (c.cacheSince !== undefined) notBefore.set(c.id, c.cacheSince - SUMMARY_VIEW_LAG_MS);
+        const sent = memory.recent.held(keys, input.now, notBefore);
+        const held = new Map(pool.map((c) => [c.id, Math.max(c.cache?.matchedBlocks(keys, prompt.blockSize) ?? 0, sent.get(c.id) ?? 0)] as const));
+        // Where the cost weighs prefill, a prompt no replica holds any of is placed in rendezvous
+        // order (under the load line), as prefix_hash places it: every isolate then sends a new or
+        // evicted prefix to the same replica, where least slots would scatter copies of it over the
+        // fleet and, under cache pressure, evict other prefixes for them (bench/prefix-cache.ts).
+        if (!weighsPrefill || [...held.values()].some((n) => n > 0)) cost = (c) => costOf(terms, c, { keys, held: held.get(c.id) ?? 0 });
       }
       const ctx: StageContext = { input, keys, anchor: keys && anchorKey(keys), cost };
       for (const stage of stages) pool = stage(pool, ctx);

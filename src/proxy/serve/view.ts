@@ -45,6 +45,8 @@ export interface ReplicaEntry extends ModelHolderChoice {
   engineKey?: string;
   /** What the replica last reported holding in its prefix cache (src/prefix/cache-summary.ts); absent when it reports none. */
   cache?: CacheSummary;
+  /** When this view first held that summary, epoch ms (the balancer trusts it over older dispatch notes). */
+  cacheSince?: number;
 }
 
 export class RoutingView {
@@ -95,10 +97,10 @@ export class RoutingView {
         }
         known.expiresAt = Math.max(known.expiresAt, now + r.expiresInMs);
         refresh(known);
-        this.#fillSummary(known);
+        this.#fillSummary(known, now);
       } else {
         const e = entryFrom(r, now);
-        this.#fillSummary(e);
+        this.#fillSummary(e, now);
         this.#replicas.set(r.id, e);
       }
     }
@@ -122,10 +124,15 @@ export class RoutingView {
     return min;
   }
 
-  #fillSummary(e: ReplicaEntry): void {
+  #fillSummary(e: ReplicaEntry, now: number): void {
     const held = this.#summaries.get(e.id)?.value;
-    if (held) e.cache = held;
-    else delete e.cache;
+    if (held) {
+      if (e.cache !== held) e.cacheSince = now;
+      e.cache = held;
+    } else {
+      delete e.cache;
+      delete e.cacheSince;
+    }
   }
 
   /** Applies a load header from a response; ignores loads older than what we have. */
