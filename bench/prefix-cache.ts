@@ -50,7 +50,8 @@
  * `bytes`, the replicas sending no cache summary: each isolate's dispatches and its
  * peers' notes), `prefix_cache` (precise: the family's keys and the engines' reports)
  * and the oracle. Defaults then put the fleet under cache pressure (--kv-fraction
- * 0.15: each replica holds 15 % of the groups' prefixes, the fleet 60 %).
+ * 0.3: each replica holds 30 % of the groups' prefixes, the fleet 120 %, so only a
+ * fleet that keeps each group on one replica holds them all).
  *
  * Reports per arm and isolate count: TTFT mean/p50/p90/p99, TPOT, completed req/s,
  * the replicas' own prefix-cache hit ratio (vllm:prefix_cache_hits / _queries, in
@@ -132,7 +133,7 @@ const PREFILL_TOKEN_US = num("prefill-token-us", values["prefill-token-us"], (x)
 const PREFILL_MS = num("prefill-ms", values["prefill-ms"], (x) => x >= 0);
 const DECODE_MS = num("decode-ms", values["decode-ms"], (x) => x >= 0);
 const MAX_TOKENS = num("max-tokens", values["max-tokens"], posInt);
-const KV_FRACTION = num("kv-fraction", values["kv-fraction"] ?? (FAMILY ? "0.15" : "0.5"), (x) => x > 0 && x <= 4);
+const KV_FRACTION = num("kv-fraction", values["kv-fraction"] ?? (FAMILY ? "0.3" : "0.5"), (x) => x > 0 && x <= 4);
 /** ε of the bounded-load line, for the prefix balancers (policy.prefix.loadFactor) and the oracle alike; default the deployment default. */
 const LOAD_FACTOR = values["load-factor"] === undefined ? DEFAULT_LOAD_FACTOR : num("load-factor", values["load-factor"], (x) => x >= 0 && x <= 10);
 /**
