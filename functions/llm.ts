@@ -12,7 +12,8 @@ export default defineDeployment({
   // Anyone may call it (a choice: by default a deployment needs an API key).
   access: { public: true },
   backend: { kind: "llm", model: "tiny-lm" },
-  openai: { models: ["tiny-lm"] },
+  // migrationLimit: a stream whose replica dies mid-answer is continued on another one, up to twice (docs/migration.md).
+  openai: { models: ["tiny-lm"], migrationLimit: 2 },
   localReplicas: 2,
   // Sequences one replica generates at once (vLLM's max_num_seqs); beyond it the replica refuses and the edge retries elsewhere.
   maxOngoingRequests: 16,

@@ -263,6 +263,13 @@ const DeploymentInput = z
          * priority other than 0).
          */
         enginePriority: z.enum(["vllm"]).optional(),
+        /**
+         * Stream migration (docs/migration.md): a streamed chat or completion whose replica
+         * fails after the first byte is continued on another replica, at most this many times
+         * per request (Dynamo's migration_limit). 0 (default): off, the stream ends with an
+         * error event. Leave it 0 for engines whose generation has side effects.
+         */
+        migrationLimit: z.number().int().min(0).max(8).default(0),
       })
       .strict()
       .optional(),

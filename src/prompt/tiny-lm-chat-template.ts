@@ -19,12 +19,23 @@ export interface TemplateMessage {
   content?: string | readonly { text?: string }[] | null;
 }
 
+const contentOf = (m: TemplateMessage) => (typeof m.content === "string" ? m.content : (m.content ?? []).map((p) => p.text ?? "").join(""));
+
 /** The chat template: `<role>: <text>\n` per message, then `assistant: `. */
 export function chatPrompt(messages: readonly TemplateMessage[]): string {
   let text = "";
-  for (const m of messages) {
-    const content = typeof m.content === "string" ? m.content : (m.content ?? []).map((p) => p.text ?? "").join("");
-    text += `${m.role}: ${content}\n`;
-  }
+  for (const m of messages) text += `${m.role}: ${contentOf(m)}\n`;
   return `${text}assistant: `;
+}
+
+/**
+ * The template with vLLM's `continue_final_message` (and no generation prompt): the
+ * last message left open, `<role>: <text>` with no end of turn, so the model continues
+ * it. A partial answer re-sent this way renders to exactly the prompt and the text the
+ * model had generated (docs/migration.md).
+ */
+export function continuationPrompt(messages: readonly TemplateMessage[]): string {
+  const last = messages.at(-1);
+  if (!last) return "";
+  return `${chatPrompt(messages.slice(0, -1)).slice(0, -"assistant: ".length)}${last.role}: ${contentOf(last)}`;
 }

@@ -22,6 +22,7 @@ import { UsageTail } from "./token-usage.ts";
 import { withLastMember } from "../serve/engine-priority.ts";
 import { bearerToken } from "../../state/api-key-format.ts";
 import { serveRequest, type Background } from "../serve/serve.ts";
+import { migratingStream, migrationPlan } from "../serve/migrate.ts";
 
 /** A body refused before it was read is read up to this size first, so the client's connection survives (drainUnreadBody). */
 const REFUSAL_DRAIN_BYTES = 64 * 1024;
@@ -139,23 +140,39 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
     if (askUsage) body = withLastMember(bytes, "stream_options", '{"include_usage":true}') ?? bytes;
     const started = Date.now();
     const trace: DispatchTrace = { attempts: 0, rejections: 0, ejections: 0 };
-    const response = await serveRequest(req, {
-      deployment,
-      // /v1 paths go to the replica unchanged, whatever the deployment's own prefix.
-      routePrefix: "/",
-      // The query as app.ts normalised the request (its path check runs first, for every route).
-      target: { path, search: target.search },
-      state,
-      requestId,
-      background,
-      trace,
-      openai: {
-        body,
-        stream,
-        keys: { ...(deployment.multiplexing ? { model } : {}), ...(session !== undefined ? { session } : {}) },
-        ...(parsed.routing.priority !== undefined ? { priority: parsed.routing.priority } : {}),
-      },
-    });
+    const serveWith = (requestBody: ArrayBuffer, t: DispatchTrace) =>
+      serveRequest(req, {
+        deployment,
+        // /v1 paths go to the replica unchanged, whatever the deployment's own prefix.
+        routePrefix: "/",
+        // The query as app.ts normalised the request (its path check runs first, for every route).
+        target: { path, search: target.search },
+        state,
+        requestId,
+        background,
+        trace: t,
+        openai: {
+          body: requestBody,
+          stream,
+          keys: { ...(deployment.multiplexing ? { model } : {}), ...(session !== undefined ? { session } : {}) },
+          ...(parsed.routing.priority !== undefined ? { priority: parsed.routing.priority } : {}),
+        },
+      });
+    let response = await serveWith(body, trace);
+    // Migration (migrate.ts): a stream whose replica fails mid-answer is continued on another.
+    const migrationLimit = deployment.openai?.migrationLimit ?? 0;
+    const plan = migrationLimit > 0 && stream && response.status === 200 && response.body ? migrationPlan(endpoint, body) : undefined;
+    if (plan) {
+      response = migratingStream(response, {
+        plan,
+        limit: migrationLimit,
+        requestId,
+        background,
+        markDown: (replica) => void state.snapshots.view(deployment.name, background).then((v) => v.markDown(replica, Date.now())),
+        continueOn: (continuation) => serveWith(continuation, { attempts: 0, rejections: 0, ejections: 0 }),
+        onMigration: (m) => console.log(JSON.stringify({ msg: "stream migrated", deployment: deployment.name, request_id: requestId, from: m.from, tokens: m.tokens, migration: m.attempt, ok: m.ok })),
+      });
+    }
     const watched = stream && !streamUsage && !askUsage ? null : watchUsage(response, deployment.access.public ? "public" : keyLabel(authorization));
     observeRequest(env, state, deployment.name, req.method, response.status, requestId, started, trace, background, watched?.usage);
     if (tokenKey !== undefined && watched) {

@@ -56,8 +56,12 @@ export interface PromptCodec {
   /** Ids of a prompt given as tokens must be in firstId..vocabSize-1. */
   readonly vocabSize: number;
   readonly firstId: number;
-  /** A chat, as the model's template renders it with the generation prompt, as tokens. */
-  chat(messages: readonly TemplateMessage[], extras?: { tools?: readonly unknown[]; kwargs?: Record<string, unknown> }): number[];
+  /**
+   * A chat, as the model's template renders it with the generation prompt, as tokens;
+   * with `continueFinalMessage` (vLLM's continue_final_message), the last message left
+   * open and no generation prompt. Throws UnsupportedPrompt for a chat it cannot render.
+   */
+  chat(messages: readonly TemplateMessage[], extras?: { tools?: readonly unknown[]; kwargs?: Record<string, unknown>; continueFinalMessage?: boolean }): number[];
   /** A text prompt (/v1/completions, embeddings) as tokens. */
   text(prompt: string): number[];
   /** Strings that end a chat answer, for a model whose turn ends in text (tiny-lm); [] where it ends with EOS. */

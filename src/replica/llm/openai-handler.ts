@@ -136,6 +136,9 @@ const chatSchema = z.object({
   /** For templates that take them (the stand-in's real families); tiny-lm's template reads neither. */
   tools: z.array(z.unknown()).nullish(),
   chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
+  /** vLLM's: continue the last (assistant) message instead of starting a new turn; with add_generation_prompt false. */
+  continue_final_message: z.boolean().nullish(),
+  add_generation_prompt: z.boolean().nullish(),
   logprobs: z
     .boolean()
     .nullish()
@@ -400,7 +403,16 @@ export function llmService(options: LlmServiceOptions): LlmService {
     if (route === "chat") {
       const chat = parse(chatSchema, body);
       r = chat;
-      prompt = renderChat(chat.messages, { ...(chat.tools && { tools: chat.tools }), ...(chat.chat_template_kwargs && { kwargs: chat.chat_template_kwargs }) });
+      const continueFinalMessage = chat.continue_final_message === true;
+      // vLLM's rules for the pair (its chat endpoint refuses the same bodies).
+      if (continueFinalMessage && chat.add_generation_prompt !== false) throw new HttpError("bad_request", "continue_final_message needs add_generation_prompt: false");
+      if (continueFinalMessage && chat.messages.at(-1)!.role !== "assistant") throw new HttpError("bad_request", "continue_final_message needs the last message to be the assistant's");
+      if (!continueFinalMessage && chat.add_generation_prompt === false) throw new HttpError("bad_request", "add_generation_prompt: false is supported only with continue_final_message");
+      prompt = renderChat(chat.messages, {
+        ...(chat.tools && { tools: chat.tools }),
+        ...(chat.chat_template_kwargs && { kwargs: chat.chat_template_kwargs }),
+        ...(continueFinalMessage && { continueFinalMessage }),
+      });
       maxTokens = chat.max_completion_tokens ?? chat.max_tokens ?? DEFAULT_MAX_TOKENS;
     } else {
       const completion = parse(completionSchema, body);

@@ -9,7 +9,7 @@
  * APIs here; load-tiny-lm.ts reads the files and creates the session in Node.
  */
 import type { OnnxRuntime, OrtSession } from "../../models/onnx-runtime.ts";
-import { END_OF_TURN, chatPrompt } from "../../prompt/tiny-lm-chat-template.ts";
+import { END_OF_TURN, chatPrompt, continuationPrompt } from "../../prompt/tiny-lm-chat-template.ts";
 import type { GenerativeModel } from "./engine.ts";
 import { sampleToken } from "./sampling.ts";
 import { BOS, VOCAB_SIZE, encode, tokenText } from "./tokenizer.ts";
@@ -108,7 +108,7 @@ export function tinyLmGenerator(model: LanguageModel): GenerativeModel {
     prompts: {
       vocabSize: VOCAB_SIZE,
       firstId: BOS + 1,
-      chat: (messages) => encode(chatPrompt(messages)),
+      chat: (messages, extras) => encode(extras?.continueFinalMessage ? continuationPrompt(messages) : chatPrompt(messages)),
       text: encode,
       chatStop: [END_OF_TURN],
     },

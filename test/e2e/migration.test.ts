@@ -1,0 +1,152 @@
+// Streams that survive their replica (issue 35): 50 concurrent greedy streams of 200
+// tokens on 4 reference LLM replicas; the replica serving the most of them is
+// SIGKILLed halfway through. With migration every stream completes, its text byte for
+// byte an uninterrupted run's and its usage the same; without it (the deployment's
+// path route, which does not migrate) streams break with an error event.
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startStack, until } from "./stack-fixture.ts";
+
+let stack: Awaited<ReturnType<typeof startStack>>;
+const STREAMS = 50;
+const TOKENS = 200;
+
+beforeAll(async () => {
+  stack = await startStack({ functionsDir: join(import.meta.dirname, "fixtures/functions-migration") });
+  for (let i = 1; i <= 4; i++) {
+    await stack.startReplica("mig", { id: `mig-${i}`, maxOngoing: 20, backendArgs: ["--backend", "llm", "--model", "tiny-lm", "--decode-ms", "40"] });
+  }
+  await until("4 ready replicas", async () => ((await stack.deploymentState("mig")).snapshot.replicas.filter((r) => r.load.state === "ready").length === 4 ? true : undefined), 30_000);
+}, 300_000);
+
+afterAll(async () => {
+  await stack?.dispose();
+});
+
+interface Streamed {
+  replica: string | null;
+  text: string;
+  chunks: number;
+  usage?: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+  ids: Set<string>;
+  /** An error event arrived, or the connection was cut. */
+  error: boolean;
+  done: boolean;
+}
+
+/** One streamed chat, read event by event; `onChunk` sees the count of content events so far. */
+async function stream(url: string, i: number, onChunk?: (s: Streamed) => void, onHead?: (s: Streamed) => void): Promise<Streamed> {
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      model: "tiny-lm",
+      messages: [{ role: "user", content: `Tell me the story of the lighthouse number ${i}.` }],
+      max_tokens: TOKENS,
+      temperature: 0,
+      ignore_eos: true,
+      stream: true,
+      stream_options: { include_usage: true },
+    }),
+  });
+  expect(res.status).toBe(200);
+  const s: Streamed = { replica: res.headers.get("x-switchyard-replica"), text: "", chunks: 0, ids: new Set(), error: false, done: false };
+  onHead?.(s);
+  const decoder = new TextDecoder();
+  let buffer = "";
+  try {
+    for await (const bytes of res.body!) {
+    buffer += decoder.decode(bytes as Uint8Array, { stream: true });
+    let end: number;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const data = buffer.slice(0, end).replace(/^data: /, "");
+      buffer = buffer.slice(end + 2);
+      if (data === "[DONE]") {
+        s.done = true;
+        continue;
+      }
+      const chunk = JSON.parse(data) as { id?: string; error?: unknown; choices?: { delta?: { content?: string } }[]; usage?: Streamed["usage"] };
+      if (chunk.error) s.error = true;
+      if (chunk.id) s.ids.add(chunk.id);
+      const piece = chunk.choices?.[0]?.delta?.content;
+      if (piece) {
+        s.text += piece;
+        s.chunks++;
+        onChunk?.(s);
+      }
+      if (chunk.usage) s.usage = chunk.usage;
+    }
+    }
+  } catch {
+    // The connection was cut (a path route passes the replica's stream natively).
+    s.error = true;
+  }
+  return s;
+}
+
+const v1 = () => `${stack.url}/v1/chat/completions`;
+
+/**
+ * Runs `n` streams at once; once every one has its head and one of the busiest replica's
+ * streams is halfway, SIGKILLs that replica. `cut`: its streams still short of their
+ * end then (by more than a token or two in flight).
+ */
+async function runWithKill(url: string, n: number, offset: number): Promise<{ results: Streamed[]; killed: string; cut: number }> {
+  const live: Streamed[] = [];
+  let killed = "none";
+  let cut = 0;
+  const check = () => {
+    if (killed !== "none" || live.length < n) return;
+    const by = new Map<string, Streamed[]>();
+    for (const s of live) by.set(s.replica!, [...(by.get(s.replica!) ?? []), s]);
+    const [target, streams] = [...by.entries()].sort((a, b) => b[1].length - a[1].length)[0]!;
+    if (!streams.some((s) => s.chunks >= TOKENS / 2)) return;
+    killed = target;
+    cut = streams.filter((s) => s.chunks < TOKENS - 2).length;
+    process.kill(stack.replicas.get(target)!.child.pid!, "SIGKILL");
+  };
+  const results = await Promise.all(Array.from({ length: n }, (_, i) => stream(url, offset + i, check, (s) => live.push(s))));
+  return { results, killed, cut };
+}
+
+describe("a stream whose replica dies mid-answer", () => {
+  const reference = new Map<number, Streamed>();
+
+  it("uninterrupted: 50 greedy streams of 200 tokens", async () => {
+    const results = await Promise.all(Array.from({ length: STREAMS }, (_, i) => stream(v1(), i)));
+    for (const [i, s] of results.entries()) {
+      expect(s.done && !s.error).toBe(true);
+      expect(s.chunks).toBe(TOKENS);
+      reference.set(i, s);
+    }
+  }, 120_000);
+
+  it("with migration: the busiest replica SIGKILLed halfway, every stream completes as one stream, its text and usage an uninterrupted run's", async () => {
+    const { results, killed, cut } = await runWithKill(v1(), STREAMS, 0);
+    expect(killed).toMatch(/^mig-\d$/);
+    expect(cut).toBeGreaterThan(0);
+    for (const [i, s] of results.entries()) {
+      expect({ i, error: s.error, done: s.done }).toEqual({ i, error: false, done: true });
+      expect(s.text).toBe(reference.get(i)!.text);
+      expect(s.usage).toEqual(reference.get(i)!.usage);
+      // One id for the whole answer, however many replicas wrote it.
+      expect(s.ids.size).toBe(1);
+    }
+    // The edge logged each continuation, all from the killed replica. (As many as `cut` or fewer: a client
+    // that read behind its stream counts a stream cut that the edge had already received whole.)
+    const migrated = () => stack.logLines.filter((l) => l.includes('"msg":"stream migrated"'));
+    await until("the migrations in the log", () => (migrated().length > 0 ? true : undefined), 10_000, () => `cut ${cut}, killed ${killed}`);
+    for (const line of migrated()) expect(line).toContain(`"from":"${killed}"`);
+    expect(migrated().length).toBeLessThanOrEqual(cut);
+  }, 180_000);
+
+  it("without migration (the path route): the killed replica's streams break", async () => {
+    // The first kill's replica out of the registry first (a path route cannot replay its streamed body elsewhere).
+    await until("3 replicas left", async () => ((await stack.deploymentState("mig")).snapshot.replicas.filter((r) => r.load.state === "ready").length === 3 ? true : undefined), 30_000);
+    const { results, killed } = await runWithKill(`${stack.url}/mig/v1/chat/completions`, 12, 100);
+    const broken = results.filter((s) => s.error);
+    expect(broken.length).toBeGreaterThan(0);
+    expect(broken.every((s) => s.replica === killed)).toBe(true);
+    for (const s of broken) expect(s.chunks).toBeLessThan(TOKENS);
+  }, 180_000);
+});

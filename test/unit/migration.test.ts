@@ -1,0 +1,63 @@
+/**
+ * Stream migration's pure parts (src/proxy/serve/migrate.ts): which requests may be
+ * continued, and the continuation's body; and the reference replica's rendering of a
+ * continuation (tiny-lm's template with continue_final_message), which must be exactly
+ * the original prompt followed by the text sent so far, so greedy decoding goes on as
+ * if nothing happened.
+ */
+import { describe, expect, it } from "vitest";
+import { continuationBody, migrationPlan } from "../../src/proxy/serve/migrate.ts";
+import { chatPrompt, continuationPrompt } from "../../src/prompt/tiny-lm-chat-template.ts";
+
+const bytes = (o: unknown) => new TextEncoder().encode(JSON.stringify(o)).buffer as ArrayBuffer;
+const chat = { model: "m", messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "Hi 😀" }], stream: true, max_tokens: 50, seed: 7, stop: ["END"] };
+
+describe("migrationPlan", () => {
+  it("takes streamed chats and text completions", () => {
+    expect(migrationPlan("chat", bytes(chat))).toMatchObject({ endpoint: "chat", maxTokens: 50 });
+    expect(migrationPlan("chat", bytes({ ...chat, max_tokens: undefined, max_completion_tokens: 9 }))!.maxTokens).toBe(9);
+    expect(migrationPlan("completions", bytes({ model: "m", prompt: "Once", stream: true }))).toMatchObject({ endpoint: "completion", maxTokens: undefined });
+    expect(migrationPlan("completions", bytes({ model: "m", prompt: ["Once"], stream: true }))).toBeDefined();
+  });
+
+  it("refuses what cannot be continued as text: not streamed, n > 1, logprobs, tools, token ids, echo, best_of, the Responses API", () => {
+    for (const body of [
+      { ...chat, stream: false },
+      { ...chat, n: 2 },
+      { ...chat, logprobs: true },
+      { ...chat, top_logprobs: 2 },
+      { ...chat, tools: [{ type: "function", function: { name: "f" } }] },
+      { ...chat, continue_final_message: true },
+    ]) {
+      expect(migrationPlan("chat", bytes(body)), JSON.stringify(body)).toBeUndefined();
+    }
+    for (const body of [{ prompt: [1, 2, 3] }, { prompt: ["a", "b"] }, { prompt: "a", echo: true }, { prompt: "a", best_of: 2 }]) {
+      expect(migrationPlan("completions", bytes({ model: "m", stream: true, ...body })), JSON.stringify(body)).toBeUndefined();
+    }
+    expect(migrationPlan("responses", bytes({ model: "m", input: "x", stream: true }))).toBeUndefined();
+    expect(migrationPlan("chat", new TextEncoder().encode("{not json").buffer as ArrayBuffer)).toBeUndefined();
+  });
+});
+
+describe("continuationBody", () => {
+  it("a chat: the partial answer as the final assistant message, continued, with the rest of the budget and everything else kept", () => {
+    const body = JSON.parse(continuationBody(migrationPlan("chat", bytes(chat))!, "Hello the", 3)!) as Record<string, unknown>;
+    expect(body).toEqual({ ...chat, max_tokens: 47, messages: [...chat.messages, { role: "assistant", content: "Hello the" }], continue_final_message: true, add_generation_prompt: false });
+    const completion = JSON.parse(continuationBody(migrationPlan("chat", bytes({ ...chat, max_completion_tokens: 10 }))!, "x", 4)!) as Record<string, unknown>;
+    expect(completion.max_completion_tokens).toBe(6);
+  });
+
+  it("a completion: the prompt followed by the text; nothing left to generate: none", () => {
+    const plan = migrationPlan("completions", bytes({ model: "m", prompt: ["Once upon"], stream: true, max_tokens: 5 }))!;
+    expect(JSON.parse(continuationBody(plan, " a time", 3)!)).toMatchObject({ prompt: "Once upon a time", max_tokens: 2 });
+    expect(continuationBody(plan, " a time there", 5)).toBeUndefined();
+  });
+});
+
+describe("tiny-lm's continuation prompt", () => {
+  it("is the original prompt followed by the partial answer, exactly", () => {
+    for (const partial of ["", "The replica", "ends here: 😀\t"]) {
+      expect(continuationPrompt([...chat.messages, { role: "assistant", content: partial }])).toBe(chatPrompt(chat.messages) + partial);
+    }
+  });
+});
