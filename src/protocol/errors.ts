@@ -24,6 +24,7 @@ export type ErrorCode =
   | "deadline_exceeded"
   | "request_timeout"
   | "upstream_failed"
+  | "stream_handover"
   | "internal_error";
 
 export const ERROR_STATUS: Record<ErrorCode, number> = {
@@ -47,6 +48,7 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   deadline_exceeded: 504,
   request_timeout: 408,
   upstream_failed: 502,
+  stream_handover: 503,
   internal_error: 500,
 };
 
@@ -82,6 +84,7 @@ const TYPE: Record<ErrorCode, ErrorBody["error"]["type"]> = {
   deadline_exceeded: "timeout_error",
   request_timeout: "timeout_error",
   upstream_failed: "server_error",
+  stream_handover: "overloaded_error",
   internal_error: "server_error",
 };
 

@@ -44,6 +44,12 @@ export const Header = {
   rejected: "x-switchyard-rejected",
   /** Proxy → client: the replica that served the response. */
   replica: "x-switchyard-replica",
+  /**
+   * Proxy → replica, "1" on a streamed dispatch the edge will continue elsewhere
+   * (stream migration, docs/migration.md): a draining replica may end such a stream
+   * early with a `stream_handover` error event instead of running it past its deadline.
+   */
+  migratable: "x-switchyard-migratable",
   /** Signed messages (control messages and dispatches): epoch ms at which the sender signed. */
   timestamp: "x-switchyard-timestamp",
   /** Signed messages: a decimal nonce (increasing per replica for control messages, unique per dispatch). */

@@ -302,6 +302,8 @@ export async function replicaMain(argv: string[] = process.argv.slice(2), hooks:
     log(`${signal}: draining (${admission.ongoing} in flight)`);
     // 1. Announce draining so proxies stop choosing us; new requests are rejected (and retried elsewhere).
     admission.drain();
+    // Streams the edge would continue elsewhere and that cannot finish by the deadline go now (docs/migration.md).
+    llm?.handOver?.(Date.now() + drainTimeoutMs);
     await edge.report().catch(() => undefined);
     // 2. Finish in-flight requests, bounded by the drain timeout.
     await Promise.race([admission.idle(), new Promise((r) => setTimeout(r, drainTimeoutMs))]);

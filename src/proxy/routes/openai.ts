@@ -140,6 +140,9 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
     if (askUsage) body = withLastMember(bytes, "stream_options", '{"include_usage":true}') ?? bytes;
     const started = Date.now();
     const trace: DispatchTrace = { attempts: 0, rejections: 0, ejections: 0 };
+    // Migration (migrate.ts): a stream whose replica fails mid-answer is continued on another.
+    const migrationLimit = deployment.openai?.migrationLimit ?? 0;
+    const plan = migrationLimit > 0 && stream ? migrationPlan(endpoint, body) : undefined;
     const serveWith = (requestBody: ArrayBuffer, t: DispatchTrace) =>
       serveRequest(req, {
         deployment,
@@ -156,13 +159,11 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
           stream,
           keys: { ...(deployment.multiplexing ? { model } : {}), ...(session !== undefined ? { session } : {}) },
           ...(parsed.routing.priority !== undefined ? { priority: parsed.routing.priority } : {}),
+          ...(plan ? { migratable: true } : {}),
         },
       });
     let response = await serveWith(body, trace);
-    // Migration (migrate.ts): a stream whose replica fails mid-answer is continued on another.
-    const migrationLimit = deployment.openai?.migrationLimit ?? 0;
-    const plan = migrationLimit > 0 && stream && response.status === 200 && response.body ? migrationPlan(endpoint, body) : undefined;
-    if (plan) {
+    if (plan && response.status === 200 && response.body) {
       response = migratingStream(response, {
         plan,
         limit: migrationLimit,

@@ -61,6 +61,8 @@ export interface DispatchContext {
    * a cut connection.
    */
   sseErrors?: boolean;
+  /** The edge continues this stream elsewhere if it breaks (stream migration): sent as x-switchyard-migratable. */
+  migratable?: boolean;
   /** When the request's time is up, epoch ms (holding included); default: requestTimeoutMs from the first attempt. */
   deadline?: number;
   /**
@@ -176,6 +178,7 @@ async function attemptsWith(req: Request, ctx: DispatchContext, head: HeadDeadli
   if (ctx.model !== undefined) headers.set(Header.model, ctx.model);
   if (ctx.session) headers.set(Header.session, ctx.session.id);
   if (ctx.priority !== undefined) headers.set(Header.priority, String(ctx.priority));
+  if (ctx.migratable) headers.set(Header.migratable, "1");
   // The session's binding token is the edge's business, not the replica's (ctx.headers lacks it).
   const sessionToken = ctx.session ? (req.headers.get(Header.sessionToken) ?? undefined) : undefined;
   /** The authorization the request carries to a replica without an engine key; read once an engine key first replaces it. */

@@ -99,7 +99,7 @@ export interface ServeContext {
    * An OpenAI-style request (routes/openai.ts): its body is already read and its
    * model and session come from it, not from headers.
    */
-  openai?: { body: ArrayBuffer; stream: boolean; keys: RequestKeys; priority?: number };
+  openai?: { body: ArrayBuffer; stream: boolean; keys: RequestKeys; priority?: number; migratable?: boolean };
 }
 
 /** One request for `deployment` (a route's, or an OpenAI route's): the checks, then the edge model or a dispatch. */
@@ -174,6 +174,7 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
       // As received, but for the engine's own `priority` where the engines schedule by it (engine-priority.ts).
       dispatched.body = bodyForEngine(deployment.openai?.enginePriority, ctx.target.path, openai.body, priority.priority, openai.priority !== undefined);
       dispatched.sseErrors = openai.stream;
+      if (openai.migratable) dispatched.migratable = true;
     }
     if (!deployment.admission.hold) return await dispatch(req, dispatched);
     return await admitted(req, dispatched, state.gateFor(deployment.name), {

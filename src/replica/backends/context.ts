@@ -44,7 +44,7 @@ export interface ReplicaBackendParts {
   /** Multiplexing replicas: the model cache (reported in register and /-/replica). */
   cache?: ModelCache;
   /** Language models: what the server answers before admission, and the state it describes. */
-  llm?: { unadmitted: LlmService["unadmitted"]; describe: () => Record<string, unknown> };
+  llm?: { unadmitted: LlmService["unadmitted"]; describe: () => Record<string, unknown>; handOver?: LlmService["handOver"] };
   /** Backends with a prefix cache: its summary, carried by load reports when it changed. */
   cacheSummary?: CacheSummaryProvider;
 }

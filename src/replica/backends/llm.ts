@@ -49,6 +49,7 @@ export const llm: ReplicaBackend = async ({ flags, knobs, admission, log, fail }
     cacheSummary: () => engine.cacheSummary(),
     llm: {
       unadmitted: service.unadmitted,
+      handOver: service.handOver,
       describe: () => ({ model: modelId, running: engine.running, waiting: engine.waiting, kv_cache_usage: engine.kvUsage, kv_blocks: engine.kvBlocks, cached_blocks: engine.cachedBlocks }),
     },
   };

@@ -44,6 +44,16 @@ import { UnsupportedPrompt } from "../../prompt/tokenizers/tokenizer.ts";
 import { ResponseEvents, responseObject, responseUsage, responsesMessages, responsesSchema, type ResponseIds } from "./responses-api.ts";
 
 export const DEFAULT_MAX_TOKENS = 64;
+/** A handed-over stream's continuation needs its dispatch and a prefill elsewhere before the replica exits. */
+export const HANDOVER_MARGIN_MS = 500;
+
+/** A stream a drain may hand over: its budget, its progress, and the signal that ends it. */
+interface MigratableStream {
+  maxTokens: number;
+  generated: number;
+  firstAt: number;
+  handover: AbortController;
+}
 export const MAX_TOKENS_CAP = 1024;
 const MAX_BODY_BYTES = 1024 * 1024;
 const MAX_EMBEDDING_INPUTS = 2048;
@@ -62,6 +72,13 @@ export interface LlmServiceOptions {
 export interface LlmService {
   /** POST routes (admitted requests). */
   handler: RequestHandler;
+  /**
+   * A drain with a deadline (epoch ms): the streams the edge will continue elsewhere
+   * (x-switchyard-migratable) that cannot finish by then end now with a
+   * `stream_handover` event, the others at the deadline less HANDOVER_MARGIN_MS if
+   * still open (docs/migration.md).
+   */
+  handOver(deadlineAt: number): void;
   /** GET /metrics, /health, /v1/models, answered without admission; false for anything else. */
   unadmitted: (req: IncomingMessage, res: ServerResponse, loadHeaders: LoadHeaders) => boolean;
 }
@@ -301,6 +318,20 @@ export function llmService(options: LlmServiceOptions): LlmService {
   const { engine, modelId } = options;
   const prompts = engine.model.prompts;
   const createdS = nowS();
+  const migratable = new Set<MigratableStream>();
+
+  const handOver = (deadlineAt: number): void => {
+    const now = Date.now();
+    for (const s of migratable) {
+      // Its pace so far: tokens since the first, over the time since; none yet: it cannot be known to finish.
+      const perTokenMs = s.generated > 1 ? (now - s.firstAt) / (s.generated - 1) : Infinity;
+      if (now + (s.maxTokens - s.generated) * perTokenMs > deadlineAt - HANDOVER_MARGIN_MS) s.handover.abort();
+    }
+    const rest = setTimeout(() => {
+      for (const s of migratable) s.handover.abort();
+    }, Math.max(0, deadlineAt - HANDOVER_MARGIN_MS - now));
+    rest.unref();
+  };
 
   const unadmitted = (req: IncomingMessage, res: ServerResponse, loadHeaders: LoadHeaders): boolean => {
     if (req.method !== "GET" && req.method !== "HEAD") return false;
@@ -481,11 +512,23 @@ export function llmService(options: LlmServiceOptions): LlmService {
           : { index: 0, text, logprobs: null, finish_reason: finish };
 
       if (route === "chat") await send([{ index: 0, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }]);
+      const stream = req.headers[Header.migratable] === "1" ? { maxTokens, generated: 0, firstAt: 0, handover: new AbortController() } : undefined;
+      if (stream) migratable.add(stream);
       let step = await generation.next();
-      while (!step.done) {
-        if (res.destroyed) break;
-        await send([piece(step.value, null)]);
-        step = await generation.next();
+      try {
+        while (!step.done) {
+          if (res.destroyed) break;
+          if (stream?.handover.signal.aborted) {
+            // Handed over (a drain): the edge continues from what it has; the generation stops (finally).
+            res.end(`data: ${JSON.stringify(errorBody("stream_handover", "this replica is draining; the stream continues on another replica"))}\n\n`);
+            return;
+          }
+          await send([piece(step.value, null)]);
+          if (stream && ++stream.generated === 1) stream.firstAt = Date.now();
+          step = await generation.next();
+        }
+      } finally {
+        if (stream) migratable.delete(stream);
       }
       if (!step.done || res.destroyed) return;
       const result = step.value;
@@ -565,5 +608,5 @@ export function llmService(options: LlmServiceOptions): LlmService {
     }
   }
 
-  return { handler, unadmitted };
+  return { handler, unadmitted, handOver };
 }
