@@ -2,10 +2,19 @@
 // tokens on 4 reference LLM replicas; the replica serving the most of them is
 // SIGKILLed halfway through. With migration every stream completes, its text byte for
 // byte an uninterrupted run's and its usage the same; without it (the deployment's
-// path route, which does not migrate) streams break with an error event.
+// path route, which does not migrate) streams break. The Python `openai` client streams
+// through a migration too.
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { spawn } from "node:child_process";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { pythonEnv } from "../../scripts/python-env.ts";
 import { startStack, until } from "./stack-fixture.ts";
+
+const CLIENT = fileURLToPath(new URL("./fixtures/py-openai/migration.py", import.meta.url));
+/** The same pinned client as the OpenAI ecosystem test (one virtualenv for both). */
+const PY_OPENAI_VERSION = "2.54.0";
 
 let stack: Awaited<ReturnType<typeof startStack>>;
 const STREAMS = 50;
@@ -140,10 +149,36 @@ describe("a stream whose replica dies mid-answer", () => {
     expect(migrated().length).toBeLessThanOrEqual(cut);
   }, 180_000);
 
+  it("the Python openai client streams through a migration and sees no error", async () => {
+    const python = await pythonEnv("openai", [`openai==${PY_OPENAI_VERSION}`]);
+    const prompt = "Tell me the story of the lighthouse number 7.";
+    const child = spawn(python, [CLIENT, `${stack.url}/v1`, prompt], { stdio: ["ignore", "pipe", "inherit"] });
+    const lines: Record<string, unknown>[] = [];
+    let victim: string | undefined;
+    const end = new Promise<Record<string, unknown>>((resolve, reject) => {
+      child.once("exit", (code) => reject(new Error(`the client exited (${code}) before its end`)));
+      createInterface({ input: child.stdout! }).on("line", (l) => {
+        const e = JSON.parse(l) as Record<string, unknown>;
+        lines.push(e);
+        if (e.event === "half") {
+          victim = String(lines.find((x) => x.event === "head")!.replica);
+          process.kill(stack.replicas.get(victim)!.child.pid!, "SIGKILL");
+        }
+        if (e.event === "end") resolve(e);
+      });
+    });
+    const result = await end;
+    expect(victim).toMatch(/^mig-\d$/);
+    expect(result.error).toBeNull();
+    // Lighthouse 7 was stream 7 of the uninterrupted run: the same greedy text and usage.
+    expect(result.text).toBe(reference.get(7)!.text);
+    expect(result.usage).toMatchObject(reference.get(7)!.usage!);
+  }, 120_000);
+
   it("without migration (the path route): the killed replica's streams break", async () => {
     // The first kill's replica out of the registry first (a path route cannot replay its streamed body elsewhere).
-    await until("3 replicas left", async () => ((await stack.deploymentState("mig")).snapshot.replicas.filter((r) => r.load.state === "ready").length === 3 ? true : undefined), 30_000);
-    const { results, killed } = await runWithKill(`${stack.url}/mig/v1/chat/completions`, 12, 100);
+    await until("2 replicas left", async () => ((await stack.deploymentState("mig")).snapshot.replicas.filter((r) => r.load.state === "ready").length === 2 ? true : undefined), 30_000);
+    const { results, killed } = await runWithKill(`${stack.url}/mig/v1/chat/completions`, 8, 100);
     const broken = results.filter((s) => s.error);
     expect(broken.length).toBeGreaterThan(0);
     expect(broken.every((s) => s.replica === killed)).toBe(true);
