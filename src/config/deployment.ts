@@ -270,6 +270,12 @@ const DeploymentInput = z
          * error event. Leave it 0 for engines whose generation has side effects.
          */
         migrationLimit: z.number().int().min(0).max(8).default(0),
+        /**
+         * With migration on: a stream that sends nothing for this long, ms, has failed (its
+         * replica hangs) and is continued elsewhere. Long enough for an engine's longest
+         * pause between tokens (a preemption's recompute, a long prefill beside it).
+         */
+        migrationStallMs: z.number().int().min(100).max(600_000).default(15_000),
       })
       .strict()
       .optional(),

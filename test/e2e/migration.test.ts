@@ -184,4 +184,24 @@ describe("a stream whose replica dies mid-answer", () => {
     expect(broken.every((s) => s.replica === killed)).toBe(true);
     for (const s of broken) expect(s.chunks).toBeLessThan(TOKENS);
   }, 180_000);
+
+  it("a replica that stops sending (SIGSTOP) stalls its stream past migrationStallMs: the stream goes on elsewhere", async () => {
+    for (const id of ["mig-5", "mig-6"]) await stack.startReplica("mig", { id, maxOngoing: 20, backendArgs: ["--backend", "llm", "--model", "tiny-lm", "--decode-ms", "40"] });
+    await until("2 more ready replicas", async () => ((await stack.deploymentState("mig")).snapshot.replicas.filter((r) => r.load.state === "ready" && /^mig-[56]$/.test(r.id)).length === 2 ? true : undefined), 30_000);
+    let stopped: number | undefined;
+    let stoppedId: string | undefined;
+    const s = await stream(v1(), 3, (x) => {
+      if (stopped === undefined && x.chunks === 50) {
+        stoppedId = x.replica!;
+        stopped = stack.replicas.get(stoppedId)!.child.pid!;
+        process.kill(stopped, "SIGSTOP");
+      }
+    });
+    if (stopped !== undefined) process.kill(stopped, "SIGKILL");
+    expect(stoppedId).toBeDefined();
+    expect({ error: s.error, done: s.done }).toEqual({ error: false, done: true });
+    expect(s.text).toBe(reference.get(3)!.text);
+    expect(s.usage).toEqual(reference.get(3)!.usage);
+    await until("the stall's migration in the log", () => (stack.logLines.some((l) => l.includes('"msg":"stream migrated"') && l.includes(`"from":"${stoppedId}"`)) ? true : undefined), 10_000);
+  }, 120_000);
 });

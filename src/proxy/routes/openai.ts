@@ -167,6 +167,7 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
       response = migratingStream(response, {
         plan,
         limit: migrationLimit,
+        stallMs: deployment.openai?.migrationStallMs ?? 0,
         requestId,
         background,
         markDown: (replica) => void state.snapshots.view(deployment.name, background).then((v) => v.markDown(replica, Date.now())),

@@ -9,7 +9,9 @@
  * answer's text, its token count (content events: one token each, as vLLM and the
  * reference replica stream at the default stream interval), its id and creation time.
  * A failure is the edge's own `upstream_failed` event (the connection was lost or
- * reset: dispatch.ts, sseWithErrorEvent) or an error event from the replica. Then the
+ * reset: dispatch.ts, sseWithErrorEvent), an error event from the replica (a draining
+ * replica's `stream_handover` among them), or nothing for `openai.migrationStallMs`
+ * (the replica hangs; its stream is cancelled). Then the
  * replica is marked down in this isolate's view, and a continuation goes through the
  * whole request path again (admission, choice, signed dispatch):
  * - chat: the messages plus the partial answer as an assistant message, with vLLM's
@@ -89,6 +91,8 @@ export type Continue = (body: ArrayBuffer, attempt: number) => Promise<Response>
 export interface MigrateOptions {
   plan: MigrationPlan;
   limit: number;
+  /** A stream that sends nothing for this long has failed (its replica hangs); 0: no limit. */
+  stallMs: number;
   requestId: string;
   /** Keeps the isolate working on the stream (ctx.waitUntil). */
   background: (p: Promise<unknown>) => void;
@@ -121,6 +125,18 @@ function splitEvents(buffer: string): { events: Event[]; rest: string } {
   return { events, rest: buffer.slice(at) };
 }
 
+/** The reader's next chunk, or "stalled" when none comes within `ms` (0: wait as long as it takes). */
+async function readWithin<T>(reader: ReadableStreamDefaultReader<T>, ms: number): Promise<ReadableStreamReadResult<T> | "stalled"> {
+  if (ms <= 0) return reader.read();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const stalled = new Promise<"stalled">((resolve) => (timer = setTimeout(resolve, ms, "stalled")));
+  try {
+    return await Promise.race([reader.read(), stalled]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 interface Usage {
   prompt_tokens: number;
   completion_tokens: number;
@@ -148,7 +164,9 @@ export function migratingStream(first: Response, o: MigrateOptions): Response {
     let buffer = "";
     try {
       for (;;) {
-        const { done, value } = await reader.read();
+        const read = await readWithin(reader, o.stallMs);
+        if (read === "stalled") return "failed";
+        const { done, value } = read;
         if (done) return finished ? "done" : "failed";
         buffer += value;
         const { events, rest } = splitEvents(buffer);
