@@ -30,6 +30,15 @@
  * Proxy CPU per streamed request: utime + stime of each arm's workerd process
  * over the arm (/proc), the stack's idle CPU (load reports, alarms; measured
  * for 3 s first) subtracted, divided by the arm's requests.
+ * The fault arm (issue 35, after the others, on a stack of its own whose deployment has
+ * `openai.migrationLimit` on: migration reads each event, so it would change the /v1
+ * arm above): `--fault-streams` greedy streams of `--tokens` tokens through /v1 on the
+ * same replicas and pacing; once every stream has its head and half its tokens, one
+ * replica is SIGKILLed. Its streams are continued on the others. Reported: TTFT and
+ * TPOT of the migrated streams against the undisturbed ones, and the splice gap (a
+ * migrated stream's longest wait between two tokens), against its target: a retry's
+ * connect time and one prefill of the continuation, i.e. a fresh request's TTFT
+ * through /v1 in the same run (p50), plus one TPOT.
  * Prints a markdown table and writes bench/results/streaming.json.
  */
 import { spawn } from "node:child_process";
@@ -52,6 +61,7 @@ const { values } = parseArgs({
     "ttft-ms": { type: "string", default: "570" },
     "tpot-ms": { type: "string", default: "22" },
     busy: { type: "string", default: "0" },
+    "fault-streams": { type: "string", default: "40" },
     out: { type: "string" },
   },
 });
@@ -154,6 +164,135 @@ function stats(xs: number[]): { mean: number; p50: number; p90: number } {
   return { mean: s.reduce((a, b) => a + b, 0) / Math.max(1, s.length), p50: at(0.5), p90: at(0.9) };
 }
 
+/** A streamed chat through `url`, greedy; each content event's arrival (ms from the start), and the replica that began it. */
+async function faultStream(url: string, i: number, onToken: (n: number) => void, onHead: (replica: string | null) => void = () => undefined): Promise<{ replica: string | null; arrivals: number[]; ok: boolean; text: string }> {
+  const started = performance.now();
+  const arrivals: number[] = [];
+  let text = "";
+  let ok = false;
+  let replica: string | null = null;
+  try {
+    const res = await fetch(url, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "tiny-lm", messages: [{ role: "user", content: `Tell me about the edge, part ${i}.` }], max_tokens: tokens, temperature: 0, ignore_eos: true, stream: true }),
+    });
+    replica = res.headers.get("x-switchyard-replica");
+    onHead(replica);
+    const decoder = new TextDecoder();
+    let buffer = "";
+    let error = false;
+    let done = false;
+    for await (const bytes of res.body!) {
+      buffer += decoder.decode(bytes as Uint8Array, { stream: true });
+      let end: number;
+      while ((end = buffer.indexOf("\n\n")) >= 0) {
+        const data = buffer.slice(0, end).replace(/^data: /, "");
+        buffer = buffer.slice(end + 2);
+        if (data === "[DONE]") {
+          done = true;
+          continue;
+        }
+        const chunk = JSON.parse(data) as { error?: unknown; choices?: { delta?: { content?: string } }[] };
+        if (chunk.error) error = true;
+        const piece = chunk.choices?.[0]?.delta?.content;
+        if (piece) {
+          text += piece;
+          arrivals.push(performance.now() - started);
+          onToken(arrivals.length);
+        }
+      }
+    }
+    ok = res.status === 200 && done && !error && arrivals.length === tokens;
+  } catch {
+    ok = false;
+  }
+  return { replica, arrivals, ok, text };
+}
+
+/**
+ * The fault arm (see the header): its own stack with migration on, the same replicas;
+ * one replica SIGKILLed mid-stream.
+ */
+async function faultArm(streams: number): Promise<{
+  streams: number;
+  killed: string;
+  migrated: number;
+  failed: number;
+  undisturbed: { ttft: ReturnType<typeof stats>; tpot: ReturnType<typeof stats> };
+  migratedStats: { ttft: ReturnType<typeof stats>; tpot: ReturnType<typeof stats> };
+  spliceGapMs: ReturnType<typeof stats> & { max: number };
+  freshTtftP50Ms: number;
+}> {
+  const dir = mkdtempSync(join(tmpdir(), "switchyard-bench-fault-"));
+  writeFileSync(
+    join(dir, "llm.ts"),
+    `import { defineDeployment } from ${config};
+export default defineDeployment({
+  name: "llm", routePrefix: "/llm", access: { public: true }, backend: { kind: "llm", model: "tiny-lm" },
+  openai: { models: ["tiny-lm"], migrationLimit: 2 }, localReplicas: 0, maxOngoingRequests: ${perReplica}, policy: { stripPrefix: true },
+});
+`,
+  );
+  const faultState = mkdtempSync(join(tmpdir(), "switchyard-bench-fault-state-"));
+  const s = new LocalStack({ port: 0, functionsDir: dir, stateDir: faultState, freshState: true });
+  try {
+    await s.start();
+    const args = ["--backend", "llm", "--model", "tiny-lm", "--prefill-ms", String(ttftMs), "--decode-ms", String(tpotMs), "--kv-blocks", String(perReplica * 16)];
+    await Promise.all(Array.from({ length: REPLICAS }, (_, i) => s.startReplica("llm", { id: `fault-${i + 1}`, backendArgs: args })));
+    const url = `${s.workerdUrl}/v1/chat/completions`;
+    // Fresh requests through /v1 on this stack: the splice gap's reference (connect + prefill + first token).
+    const fresh = await Promise.all(Array.from({ length: 10 }, (_, i) => faultStream(url, 1000 + i, () => undefined)));
+    const freshTtftP50Ms = stats(fresh.filter((x) => x.ok).map((x) => x.arrivals[0]!)).p50;
+    let heads = 0;
+    let half = 0;
+    let killed = "";
+    const replicaOf: (string | null)[] = [];
+    const results = await Promise.all(
+      Array.from({ length: streams }, (_, i) =>
+        faultStream(
+          url,
+          i,
+          (n) => {
+            if (n === Math.floor(tokens / 2)) half++;
+            // Once every stream has its head and one is halfway, the replica serving the most of them dies.
+            if (killed === "" && heads === streams && half > 0) {
+              const by = new Map<string, number>();
+              for (const r of replicaOf) if (r) by.set(r, (by.get(r) ?? 0) + 1);
+              killed = [...by.entries()].sort((a, b) => b[1] - a[1])[0]?.[0] ?? "";
+              const victim = s.replicas.get(killed);
+              if (victim?.child.pid) process.kill(victim.child.pid, "SIGKILL");
+            }
+          },
+          (replica) => {
+            replicaOf[i] = replica;
+            heads++;
+          },
+        ),
+      ),
+    );
+    const moved = results.filter((r) => r.replica === killed);
+    const stay = results.filter((r) => r.replica !== killed);
+    const ttftOf = (xs: typeof results) => stats(xs.filter((x) => x.ok).map((x) => x.arrivals[0]!));
+    const tpotOf = (xs: typeof results) => stats(xs.filter((x) => x.ok && x.arrivals.length > 1).map((x) => (x.arrivals.at(-1)! - x.arrivals[0]!) / (x.arrivals.length - 1)));
+    const gaps = moved.filter((x) => x.ok).map((x) => Math.max(...x.arrivals.slice(1).map((t, k) => t - x.arrivals[k]!)));
+    return {
+      streams,
+      killed,
+      migrated: moved.length,
+      failed: results.filter((x) => !x.ok).length,
+      undisturbed: { ttft: ttftOf(stay), tpot: tpotOf(stay) },
+      migratedStats: { ttft: ttftOf(moved), tpot: tpotOf(moved) },
+      spliceGapMs: { ...stats(gaps), max: Math.max(...gaps) },
+      freshTtftP50Ms,
+    };
+  } finally {
+    await s.stop();
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(faultState, { recursive: true, force: true });
+  }
+}
+
 const functionsDir = mkdtempSync(join(tmpdir(), "switchyard-bench-stream-"));
 const config = JSON.stringify(resolve(import.meta.dirname, "../src/config/deployment.ts"));
 const perReplica = Math.ceil((concurrency / REPLICAS) * 1.5);
@@ -234,6 +373,7 @@ try {
     byPrefixUs: usPer(cpu.byPrefix, x.length, stackIdlePerS),
   };
 
+  const fault = await faultArm(Number(values["fault-streams"]));
   // Refusals at max_ongoing (each one a retry by the proxy before the first byte): from the replicas' own counters.
   let rejected = 0;
   for (const url of replicaUrls) rejected += ((await (await fetch(`${url}/-/healthz`)).json()) as { rejected: number }).rejected;
@@ -313,11 +453,27 @@ try {
     `/v1 per chunk: drift ${f(perChunk[2]!.driftMs)} ms from token 1 to ${tokens} (target ≤ 0.2 ms: ${verdict(perChunk[2]!.driftMs <= 0.2)}); ` +
       `gap p99 ${f(perChunk[2]!.gapP99Ms)} ms against direct's ${f(directGaps.p99)} ms (target ≤ + 1 ms: ${verdict(perChunk[2]!.gapP99Ms <= directGaps.p99 + 1)})`,
   ];
+  const spliceTarget = fault.freshTtftP50Ms + fault.undisturbed.tpot.p50;
+  lines.push(
+    "",
+    `Fault arm (migration on, its own stack): ${fault.streams} greedy chat streams of ${tokens} tokens; ${fault.killed} SIGKILLed mid-stream; ${fault.migrated} streams migrated, ${fault.failed} failed (target 0: ${verdict(fault.failed === 0)})`,
+    "",
+    ...markdownTable(
+      ["streams", "TTFT p50", "TTFT p90", "TPOT p50", "TPOT p90"],
+      [
+        ["undisturbed", f(fault.undisturbed.ttft.p50), f(fault.undisturbed.ttft.p90), f(fault.undisturbed.tpot.p50), f(fault.undisturbed.tpot.p90)],
+        ["migrated", f(fault.migratedStats.ttft.p50), f(fault.migratedStats.ttft.p90), f(fault.migratedStats.tpot.p50), f(fault.migratedStats.tpot.p90)],
+      ],
+    ),
+    "",
+    `splice gap (a migrated stream's longest wait between two tokens): p50 ${f(fault.spliceGapMs.p50)} ms, p90 ${f(fault.spliceGapMs.p90)} ms, max ${f(fault.spliceGapMs.max)} ms; ` +
+      `target ≤ a fresh /v1 request's TTFT p50 (${f(fault.freshTtftP50Ms)} ms: connect + prefill + first token) + one TPOT p50 (${f(fault.undisturbed.tpot.p50)} ms) = ${f(spliceTarget)} ms: ${verdict(fault.spliceGapMs.p50 <= spliceTarget)}`,
+  );
   requireServed(rows.map((r) => ({ arm: r.arm, requests: r.requests, ok: r.requests - r.failed })));
   console.log(lines.join("\n"));
   writeResult(
     pace === "seed" ? "streaming" : "streaming-model-pace",
-    { setup: { concurrency, replicas: REPLICAS, tokens, pace, ttftMs, tpotMs, seconds, busyLoops, model: "tiny-lm", endpoint: "/v1/completions" }, rows, overhead, overBare, byPrefix: { ttftP50Ms: rx.ttft.p50 - rd.ttft.p50, ttftMeanMs: rx.ttft.mean - rd.ttft.mean, tpotP50Ms: rx.tpot.p50 - rd.tpot.p50 }, openaiOverPrefixTtftP50Ms: rp.ttft.p50 - rx.ttft.p50, perChunk, replicaRejections: rejected, proxyCpu },
+    { setup: { concurrency, replicas: REPLICAS, tokens, pace, ttftMs, tpotMs, seconds, busyLoops, model: "tiny-lm", endpoint: "/v1/completions" }, rows, overhead, overBare, byPrefix: { ttftP50Ms: rx.ttft.p50 - rd.ttft.p50, ttftMeanMs: rx.ttft.mean - rd.ttft.mean, tpotP50Ms: rx.tpot.p50 - rd.tpot.p50 }, openaiOverPrefixTtftP50Ms: rp.ttft.p50 - rx.ttft.p50, perChunk, replicaRejections: rejected, proxyCpu, fault: { ...fault, spliceTargetMs: spliceTarget } },
     { quick, ...(values.out ? { out: values.out } : {}) },
   );
 } finally {
