@@ -133,7 +133,7 @@ async function readWithin<T>(reader: ReadableStreamDefaultReader<T>, ms: number)
   try {
     return await Promise.race([reader.read(), stalled]);
   } finally {
-    clearTimeout(timer);
+    if (timer !== undefined) clearTimeout(timer);
   }
 }
 
@@ -260,7 +260,7 @@ export function migratingStream(first: Response, o: MigrateOptions): Response {
         break;
       }
       tokensBefore[part + 1] = tokens;
-      const next = await o.continueOn(new TextEncoder().encode(body).buffer as ArrayBuffer, part + 1).catch(() => undefined);
+      const next = await o.continueOn(encoder.encode(body).buffer as ArrayBuffer, part + 1).catch(() => undefined);
       const ok = next !== undefined && next.status === 200 && next.body !== null;
       o.onMigration?.({ from, tokens, attempt: part + 1, ok });
       if (!ok) {
