@@ -123,6 +123,12 @@ beforeAll(async () => {
     }
   });
   await until("both engines to register", () => (events.filter((e) => e.event === "registered").length === ENGINES.length ? true : undefined), 90_000, () => agentLog.slice(-3000));
+  // Registered is the routing object's word; the edge isolate's own view has them ready a refresh later.
+  await until("both engines ready in the edge's view", async () => {
+    const res = await fetch(`${stack.workerdUrl}/-/deployments/qwen/view`, { headers: { authorization: `Bearer ${stack.adminSecret}` } });
+    const replicas = ((await res.json()) as { replicas: { state: string }[] }).replicas;
+    return replicas.filter((r) => r.state === "ready").length === ENGINES.length ? true : undefined;
+  }, 30_000);
 }, 600_000);
 
 afterAll(async () => {
