@@ -6,6 +6,7 @@
  * token per chunk). The answer's text comes back too: the next turn of the
  * conversation carries it.
  */
+import { sseData } from "../test/fixtures/sse.ts";
 
 export interface StreamResult {
   status: number;
@@ -22,7 +23,6 @@ export interface StreamResult {
   error?: string;
 }
 
-const decoder = new TextDecoder();
 
 /**
  * POSTs `body` to `url` and reads the Server-Sent Events as they come. A status
@@ -50,26 +50,18 @@ export async function streamChat(
       const text = await res.text();
       return { status: res.status, replica, ttftMs: NaN, tpotMs: NaN, tokens: 0, answer: undefined, e2eMs: performance.now() - scheduledAt, error: text.slice(0, 200) };
     }
-    let buffer = "";
     let failed: string | undefined;
-    for await (const chunk of res.body) {
-      buffer += decoder.decode(chunk as Uint8Array, { stream: true });
-      for (let end = buffer.indexOf("\n\n"); end >= 0; end = buffer.indexOf("\n\n")) {
-        const event = buffer.slice(0, end);
-        buffer = buffer.slice(end + 2);
-        if (!event.startsWith("data: ")) continue;
-        const data = event.slice(6);
-        if (data === "[DONE]") continue;
-        const parsed = JSON.parse(data) as { choices?: { delta?: { content?: string } }[]; error?: { message?: string } };
-        if (parsed.error) failed = parsed.error.message ?? "error event";
-        const content = parsed.choices?.[0]?.delta?.content;
-        if (content) {
-          const now = performance.now();
-          if (tokens === 0) first = now;
-          last = now;
-          tokens++;
-          answer += content;
-        }
+    for await (const data of sseData(res.body)) {
+      if (data === "[DONE]") continue;
+      const parsed = JSON.parse(data) as { choices?: { delta?: { content?: string } }[]; error?: { message?: string } };
+      if (parsed.error) failed = parsed.error.message ?? "error event";
+      const content = parsed.choices?.[0]?.delta?.content;
+      if (content) {
+        const now = performance.now();
+        if (tokens === 0) first = now;
+        last = now;
+        tokens++;
+        answer += content;
       }
     }
     // One token per chunk and per character for the tiny LM; either count reaching max_tokens is a whole answer.

@@ -48,6 +48,7 @@ import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { requireServed, writeResult } from "./result-file.ts";
 import { markdownTable, verdict } from "./table.ts";
+import { sseData } from "../test/fixtures/sse.ts";
 import { LocalStack } from "../src/local/stack.ts";
 import { cpuSeconds, startBareWorkers, workerdPid, type BareWorkers } from "./load-tools.ts";
 
@@ -179,28 +180,20 @@ async function faultStream(url: string, i: number, onToken: (n: number) => void,
     });
     replica = res.headers.get("x-switchyard-replica");
     onHead(replica);
-    const decoder = new TextDecoder();
-    let buffer = "";
     let error = false;
     let done = false;
-    for await (const bytes of res.body!) {
-      buffer += decoder.decode(bytes as Uint8Array, { stream: true });
-      let end: number;
-      while ((end = buffer.indexOf("\n\n")) >= 0) {
-        const data = buffer.slice(0, end).replace(/^data: /, "");
-        buffer = buffer.slice(end + 2);
-        if (data === "[DONE]") {
-          done = true;
-          continue;
-        }
-        const chunk = JSON.parse(data) as { error?: unknown; choices?: { delta?: { content?: string } }[] };
-        if (chunk.error) error = true;
-        const piece = chunk.choices?.[0]?.delta?.content;
-        if (piece) {
-          text += piece;
-          arrivals.push(performance.now() - started);
-          onToken(arrivals.length);
-        }
+    for await (const data of sseData(res.body!)) {
+      if (data === "[DONE]") {
+        done = true;
+        continue;
+      }
+      const chunk = JSON.parse(data) as { error?: unknown; choices?: { delta?: { content?: string } }[] };
+      if (chunk.error) error = true;
+      const piece = chunk.choices?.[0]?.delta?.content;
+      if (piece) {
+        text += piece;
+        arrivals.push(performance.now() - started);
+        onToken(arrivals.length);
       }
     }
     ok = res.status === 200 && done && !error && arrivals.length === tokens;

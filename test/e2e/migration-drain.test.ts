@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LlmEngine } from "../../src/replica/llm/engine.ts";
 import { loadTinyLm } from "../../src/replica/llm/load-tiny-lm.ts";
 import { tinyLmGenerator } from "../../src/replica/llm/tiny-lm.ts";
+import { sseData } from "../fixtures/sse.ts";
 import { startStack, until } from "./stack-fixture.ts";
 
 let stack: Awaited<ReturnType<typeof startStack>>;
@@ -56,34 +57,26 @@ describe("a replica draining with a 3 s deadline", () => {
         let error = false;
         let done = false;
         let usage: unknown;
-        let buffer = "";
-        const decoder = new TextDecoder();
-        for await (const bytes of res.body!) {
-          buffer += decoder.decode(bytes as Uint8Array, { stream: true });
-          let end: number;
-          while ((end = buffer.indexOf("\n\n")) >= 0) {
-            const data = buffer.slice(0, end).replace(/^data: /, "");
-            buffer = buffer.slice(end + 2);
-            if (data === "[DONE]") {
-              done = true;
-              continue;
-            }
-            const chunk = JSON.parse(data) as { error?: unknown; choices?: { delta?: { content?: string } }[]; usage?: unknown };
-            if (chunk.error) error = true;
-            if (chunk.usage) usage = chunk.usage;
-            const piece = chunk.choices?.[0]?.delta?.content;
-            if (!piece) continue;
-            text += piece;
-            s.chunks++;
-            // Once every stream is under way, the busiest replica gets its notice (SIGTERM: drain within 3 s).
-            if (drained === undefined && live.length === STREAMS && live.every((x) => x.chunks >= 3)) {
-              const by = new Map<string, number>();
-              for (const x of live) by.set(x.replica, (by.get(x.replica) ?? 0) + 1);
-              drained = [...by.entries()].sort((a, b) => b[1] - a[1])[0]![0];
-              const victim = stack.replicas.get(drained)!;
-              drainedExit = victim.exited;
-              process.kill(victim.child.pid!, "SIGTERM");
-            }
+        for await (const data of sseData(res.body!)) {
+          if (data === "[DONE]") {
+            done = true;
+            continue;
+          }
+          const chunk = JSON.parse(data) as { error?: unknown; choices?: { delta?: { content?: string } }[]; usage?: unknown };
+          if (chunk.error) error = true;
+          if (chunk.usage) usage = chunk.usage;
+          const piece = chunk.choices?.[0]?.delta?.content;
+          if (!piece) continue;
+          text += piece;
+          s.chunks++;
+          // Once every stream is under way, the busiest replica gets its notice (SIGTERM: drain within 3 s).
+          if (drained === undefined && live.length === STREAMS && live.every((x) => x.chunks >= 3)) {
+            const by = new Map<string, number>();
+            for (const x of live) by.set(x.replica, (by.get(x.replica) ?? 0) + 1);
+            drained = [...by.entries()].sort((a, b) => b[1] - a[1])[0]![0];
+            const victim = stack.replicas.get(drained)!;
+            drainedExit = victim.exited;
+            process.kill(victim.child.pid!, "SIGTERM");
           }
         }
         return { text, error, done, usage, replica: s.replica };

@@ -10,6 +10,7 @@ import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { pythonEnv } from "../../scripts/python-env.ts";
+import { sseData } from "../fixtures/sse.ts";
 import { startStack, until } from "./stack-fixture.ts";
 
 const CLIENT = fileURLToPath(new URL("./fixtures/py-openai/migration.py", import.meta.url));
@@ -61,15 +62,8 @@ async function stream(url: string, i: number, onChunk?: (s: Streamed) => void, o
   expect(res.status).toBe(200);
   const s: Streamed = { replica: res.headers.get("x-switchyard-replica"), text: "", chunks: 0, ids: new Set(), error: false, done: false };
   onHead?.(s);
-  const decoder = new TextDecoder();
-  let buffer = "";
   try {
-    for await (const bytes of res.body!) {
-    buffer += decoder.decode(bytes as Uint8Array, { stream: true });
-    let end: number;
-    while ((end = buffer.indexOf("\n\n")) >= 0) {
-      const data = buffer.slice(0, end).replace(/^data: /, "");
-      buffer = buffer.slice(end + 2);
+    for await (const data of sseData(res.body!)) {
       if (data === "[DONE]") {
         s.done = true;
         continue;
@@ -84,7 +78,6 @@ async function stream(url: string, i: number, onChunk?: (s: Streamed) => void, o
         onChunk?.(s);
       }
       if (chunk.usage) s.usage = chunk.usage;
-    }
     }
   } catch {
     // The connection was cut (a path route passes the replica's stream natively).
