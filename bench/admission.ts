@@ -6,7 +6,7 @@
  *
  *   npx tsx bench/admission.ts            # full (~6 min)
  *   npx tsx bench/admission.ts --quick    # npm run bench (~3 min)
- *   npx tsx bench/admission.ts --only bounds --held 10000   # one or more of flood,fairness,zero,bounds
+ *   npx tsx bench/admission.ts --only bounds --held 10000   # one or more of flood,fairness,locations,zero,bounds
  *   npx tsx bench/admission.ts [--seconds 12] [--isolates 4] [--replicas 4] [--slots 2] [--prefill-ms 80] [--decode-ms 25] [--tokens 12]
  *
  * Scenarios, each against both arms (a fresh stack and replicas per arm):
@@ -20,6 +20,10 @@
  *   fleet, spread at random over the isolates. Each flow's share of the requests served within the window (not the tail served after it) against its
  *   max-min fair share (every flow's demand here is at least its share, so each is
  *   1/4), and Jain's index over the four.
+ * - **Fairness across locations** (admission on only): the same, with the isolates split
+ *   between two locations (StackOptions.edgeLocations), each with its own relay; the
+ *   relays share the deployment's slots through the leader shard's answers
+ *   (src/policy/location-demand.ts). Against the one-location run above.
  * - **Bounds** (admission on only): --held requests (10,000 where the file limit allows) held at once in one isolate
  *   (a deployment at 0 replicas whose cap, limits.maxPendingRequests, is --held), each a
  *   POST of 1 KiB; then 200 more, which must be refused at once with JSON (503
@@ -60,7 +64,7 @@ const { values } = parseArgs({
     "prefill-ms": { type: "string", default: "80" },
     tokens: { type: "string", default: "12" },
     held: { type: "string" },
-    only: { type: "string", default: "flood,fairness,zero,bounds" },
+    only: { type: "string", default: "flood,fairness,locations,zero,bounds" },
     out: { type: "string" },
   },
 });
@@ -92,7 +96,10 @@ const ZERO_CYCLES = 3;
 const FD_LIMIT = Number(/Max open files\s+(\d+)/.exec(readFileSync("/proc/self/limits", "utf8"))?.[1] ?? 1024);
 const HELD = Number(values.held ?? Math.max(1000, Math.min(10_000, Math.floor((FD_LIMIT - 3000) / 2 / 1000) * 1000)));
 const ONLY = new Set(values.only.split(",").map((x) => x.trim()));
-for (const x of ONLY) if (!["flood", "fairness", "zero", "bounds"].includes(x)) throw new Error(`--only: unknown scenario "${x}" (flood, fairness, zero, bounds)`);
+const SCENARIOS = ["flood", "fairness", "locations", "zero", "bounds"];
+for (const x of ONLY) if (!SCENARIOS.includes(x)) throw new Error(`--only: unknown scenario "${x}" (${SCENARIOS.join(", ")})`);
+/** The locations scenario: the isolates split between these, each location with its own relay. */
+const LOCATIONS = ["AMS", "SIN"];
 const OVER_CAP = 200;
 for (const [k, v] of Object.entries({ SECONDS, ISOLATES, REPLICAS, SLOTS, DECODE_MS, TOKENS })) {
   if (!(v > 0)) throw new Error(`bad ${k}: ${v}`);
@@ -114,7 +121,7 @@ const replicaArgs = ["--backend", "llm", "--model", "tiny-lm", "--prefill-ms", S
 type Arm = "off" | "on";
 
 /** A stack serving one /v1 deployment "adm" (model tiny-lm) with admission on or off. */
-async function startArm(arm: Arm, extra = ""): Promise<LocalStack> {
+async function startArm(arm: Arm, extra = "", locations?: readonly string[]): Promise<LocalStack> {
   const dir = mkdtempSync(join(root, `${arm}-`));
   const functionsDir = join(dir, "functions");
   mkdirSync(functionsDir);
@@ -132,7 +139,8 @@ export default defineDeployment({
 });
 `,
   );
-  const stack = new LocalStack({ port: 0, functionsDir, stateDir: join(dir, "state"), freshState: true, edgeIsolates: ISOLATES, autoscale: extra.includes("autoscaling") });
+  const edgeLocations = locations && Array.from({ length: ISOLATES }, (_, i) => locations[Math.floor((i * locations.length) / ISOLATES)]!);
+  const stack = new LocalStack({ port: 0, functionsDir, stateDir: join(dir, "state"), freshState: true, edgeIsolates: ISOLATES, autoscale: extra.includes("autoscaling"), ...(edgeLocations ? { edgeLocations } : {}) });
   current = stack;
   await stack.start();
   return stack;
@@ -255,8 +263,8 @@ interface FairResult {
   failed: number;
 }
 
-async function fairness(arm: Arm): Promise<FairResult> {
-  const stack = await startArm(arm);
+async function fairness(arm: Arm, locations?: readonly string[]): Promise<FairResult> {
+  const stack = await startArm(arm, "", locations);
   try {
     await Promise.all(Array.from({ length: REPLICAS }, (_, i) => stack.startReplica("adm", { id: `adm-${i + 1}`, maxOngoing: SLOTS, backendArgs: replicaArgs })));
     const ac = new AbortController();
@@ -513,6 +521,21 @@ try {
     targets.fairSteadyMet = st.jain >= 0.95 && st.maxDeviation <= 0.1;
     console.log(`\ntarget: each flow within ±10 % of its fair share, Jain's index ≥ 0.95: ${fair.on.jain.toFixed(3)}, ±${pct(fair.on.maxDeviation)} (${verdict(targets.fairMet)})`);
     console.log(`target: the same from ${ONSET_MS / 1000} s into the window: ${st.jain.toFixed(3)}, ±${pct(st.maxDeviation)} (${verdict(targets.fairSteadyMet)})`);
+  }
+
+  if (ONLY.has("locations")) {
+    const one = (results.fairness as Record<Arm, FairResult> | undefined)?.on;
+    const two = await fairness("on", LOCATIONS);
+    results.locations = { locations: LOCATIONS, on: two };
+    console.log(`\n### Fairness across locations (the same flows; ${ISOLATES} isolates in ${LOCATIONS.length} locations, ${LOCATIONS.join(" and ")}, each with its own relay)\n`);
+    const lrows = two.flows.map((f, i) => [f.flow, f.clients, one ? `${one.flows[i]!.served} (${pct(one.flows[i]!.share)})` : "-", `${f.served} (${pct(f.share)})`, pct(0.25)]);
+    console.log(markdownTable(["flow", "clients", "served, one location", `served, ${LOCATIONS.length} locations`, "fair share"], lrows).join("\n"));
+    console.log(`${LOCATIONS.length} locations: Jain's index ${two.jain.toFixed(3)} (one location ${one ? one.jain.toFixed(3) : "not run"}), largest deviation ${pct(two.maxDeviation)}, failed ${two.failed}`);
+    console.log(`from ${ONSET_MS / 1000} s into the window: served ${two.steady.served.join(", ")}; Jain's index ${two.steady.jain.toFixed(3)}, largest deviation ${pct(two.steady.maxDeviation)}`);
+    targets.locationsMet = two.jain >= 0.95 && two.failed === 0;
+    targets.locationsSteadyMet = two.steady.jain >= 0.95 && two.steady.maxDeviation <= 0.1;
+    console.log(`\ntarget: Jain's index ≥ 0.95 across ${LOCATIONS.length} locations, none failed: ${two.jain.toFixed(3)} (${verdict(targets.locationsMet)})`);
+    console.log(`target: from ${ONSET_MS / 1000} s in, each flow within ±10 % and Jain ≥ 0.95: ${two.steady.jain.toFixed(3)}, ±${pct(two.steady.maxDeviation)} (${verdict(targets.locationsSteadyMet)})`);
   }
 
   if (ONLY.has("zero")) {

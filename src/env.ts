@@ -28,4 +28,6 @@ export interface Env extends RouterBinding, RelaysBinding, SessionsBinding, Keys
   SWITCHYARD_MODE?: string;
   /** Request log lines: unset or "on", "off", or a sampling fraction ("0.1"). */
   SWITCHYARD_REQUEST_LOGS?: string;
+  /** Local mode only: the location an isolate serves from where the runtime gives no `cf.colo` (the local stack's StackOptions.edgeLocations). */
+  SWITCHYARD_LOCATION?: string;
 }

@@ -53,6 +53,12 @@ export interface StackOptions {
    */
   edgeIsolates?: number;
   /**
+   * The location (`cf.colo`) of each edge isolate, in order; default: none, all in one
+   * location. Each location has its own relays, as on Cloudflare (admission across
+   * locations, bench/admission.ts).
+   */
+  edgeLocations?: readonly string[];
+  /**
    * Run the local actuator (src/local/actuator.ts): the replica count of each
    * deployment with `autoscaling` follows its desired count, from zero where its
    * minReplicas is 0. Deployments whose count `replicas` sets stay fixed. `npm start`
@@ -148,6 +154,10 @@ export class LocalStack {
 
     const isolates = this.#o.edgeIsolates ?? 1;
     if (!Number.isInteger(isolates) || isolates < 1) throw new Error(`edgeIsolates must be a positive integer (got ${isolates})`);
+    const locations = this.#o.edgeLocations;
+    if (locations && (locations.length !== isolates || !locations.every((l) => /^[A-Za-z0-9-]{1,16}$/.test(l)))) {
+      throw new Error(`edgeLocations must name one location (letters, digits, '-') per edge isolate (${isolates})`);
+    }
     const workerdPort = await freePort();
     const morePorts: number[] = [];
     while (morePorts.length < isolates - 1) {
@@ -165,6 +175,7 @@ export class LocalStack {
         // Edge models' wasm runtime and weights (none unless a deployment has backend kind "edge").
         modules: bundle.modules,
         moreEdges: morePorts.map((p) => `127.0.0.1:${p}`),
+        ...(this.#o.edgeLocations ? { locations: this.#o.edgeLocations } : {}),
         // Local mode: replicas may register loopback and private addresses.
         vars: {
           SWITCHYARD_REPLICA_SECRET: this.replicaSecret,

@@ -30,7 +30,15 @@ export interface WorkerdConfigOptions {
    * isolates on Cloudflare share one deployment's objects. Empty: one isolate.
    */
   moreEdges?: readonly string[];
+  /**
+   * The location each edge service serves from, the first and then moreEdges in order
+   * (its own SWITCHYARD_LOCATION var: local workerd gives no `cf.colo`, and a cf blob
+   * header would let a client name one); none: location "local". Tests and benches of
+   * admission across locations give isolates different ones.
+   */
+  locations?: readonly string[];
 }
+
 
 const str = (s: string) => JSON.stringify(s);
 
@@ -56,8 +64,14 @@ export function workerdConfig(o: WorkerdConfigOptions): string {
   const moreServices = more.map(({ n }) => `    (name = "edge-${n}", worker = .edgeWorker${n}),\n`).join("");
   const moreSockets = more.map(({ n, address }) => `    (name = "http-${n}", address = ${str(address)}, http = ${httpOptions(address)}, service = "edge-${n}"),\n`).join("");
   // The other edge services name the first one's namespaces, so every isolate reaches the same objects.
+  const located = (n: number) => {
+    const location = o.locations?.[n - 1];
+    return location === undefined ? [] : [`(name = "SWITCHYARD_LOCATION", text = ${str(location)})`];
+  };
   const sharedBindings = [...vars, ...OBJECTS.map(([name, cls]) => `(name = ${str(name)}, durableObjectNamespace = (className = ${str(cls)}, serviceName = "edge"))`)];
-  const moreWorkers = more.map(({ n }) => `\nconst edgeWorker${n} :Workerd.Worker = (\n${workerBody(modules, sharedBindings)}  globalOutbound = "internet",\n);\n`).join("");
+  const moreWorkers = more
+    .map(({ n }) => `\nconst edgeWorker${n} :Workerd.Worker = (\n${workerBody(modules, [...sharedBindings, ...located(n)])}  globalOutbound = "internet",\n);\n`)
+    .join("");
   return `using Workerd = import "/workerd/workerd.capnp";
 
 const config :Workerd.Config = (
@@ -74,7 +88,7 @@ ${moreSockets}  ],
 );
 
 const edgeWorker :Workerd.Worker = (
-${workerBody(modules, [...vars, ...OBJECTS.map(([name, cls]) => `(name = ${str(name)}, durableObjectNamespace = ${str(cls)})`)])}  durableObjectNamespaces = [
+${workerBody(modules, [...vars, ...located(1), ...OBJECTS.map(([name, cls]) => `(name = ${str(name)}, durableObjectNamespace = ${str(cls)})`)])}  durableObjectNamespaces = [
 ${durableObjects.map((o) => `    (className = ${str(o.className)}, uniqueKey = ${str(uniqueKeyOf(o.className))}${o.sqlite ? ", enableSql = true" : ""}),\n`).join("")}  ],
   durableObjectStorage = (localDisk = "do-storage"),
   globalOutbound = "internet",

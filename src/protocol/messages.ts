@@ -264,6 +264,12 @@ export interface RoutingSnapshot {
    * bands got all they ask; the lower bands leave them headroom).
    */
   admissionOpenFrom?: number;
+  /**
+   * The other locations' admission demand (src/policy/location-demand.ts): only in the
+   * leader shard's answer to a relay that posted its location's: a LocationDemand,
+   * typed loosely as it crosses the RPC (which does not keep tuples) and parsed there.
+   */
+  admissionElsewhere?: { bands: number[][]; flows: (string | number)[][] };
 }
 
 /**
@@ -287,6 +293,29 @@ export const AdmissionDemandPost = z
   })
   .strict();
 export type AdmissionDemandPost = z.infer<typeof AdmissionDemandPost>;
+
+/**
+ * A location's admission demand, summed over its isolates' posts (AdmissionDemandPost),
+ * as its relay tells the deployment's leader shard with the snapshot ask it makes anyway
+ * (once per refresh), and the other locations' sum in the leader's answer: per band,
+ * and per flow (the largest; the rest of a band summed under a key of the sender's own).
+ * So the relays share the deployment's slots across locations with no call of their
+ * own (docs/admission.md, "Across locations").
+ */
+export const LocationDemand = z
+  .object({
+    bands: z.array(z.tuple([z.number().int().min(-1000).max(1000), z.number().int().min(0).max(1_000_000_000)])).max(64),
+    flows: z
+      .array(z.tuple([z.number().int().min(-1000).max(1000), z.string().regex(/^[0-9a-f]{16}$/), z.number().int().min(0).max(1_000_000_000)]))
+      .max(2 * MAX_DEMAND_FLOWS),
+  })
+  .strict();
+export type LocationDemand = z.infer<typeof LocationDemand>;
+/** A relay's LocationDemand as it rides on its snapshot ask to the leader shard: `location` names the relay. */
+export interface LocationDemandAsk {
+  location: string;
+  demand: LocationDemand;
+}
 
 /**
  * One dispatch as an isolate tells its peers (src/state/dispatch-board.ts): replica

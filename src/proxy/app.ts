@@ -61,11 +61,14 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
   let state: IsolateState | undefined;
   const stateFor = (env: Env) => (state ??= new IsolateState(env));
   let located = false;
-  /** An isolate runs in one location: the first request names it (cf.colo; absent on local workerd). */
+  /**
+   * An isolate runs in one location: the first request names it (cf.colo). Local
+   * workerd gives no cf: there the stack may name it (SWITCHYARD_LOCATION), else "local".
+   */
   const locate = (req: Request, env: Env) => {
     if (located) return;
     located = true;
-    const colo = (req as { cf?: { colo?: unknown } }).cf?.colo;
+    const colo = (req as { cf?: { colo?: unknown } }).cf?.colo ?? (env.SWITCHYARD_MODE === "local" ? env.SWITCHYARD_LOCATION : undefined);
     if (typeof colo === "string" && /^[A-Za-z0-9-]{1,16}$/.test(colo)) stateFor(env).location = colo;
   };
 

@@ -7,7 +7,8 @@
  * Shard 0 leads the autoscaling signal: the other shards tell it their load.
  */
 import { DurableObject } from "cloudflare:workers";
-import type { ControlAck, DeregisterMessage, NodeReportAck, NodeReportMessage, RegisterMessage, ReportMessage, RoutingSnapshot, SummaryAsk } from "../protocol/index.ts";
+import { LocationDemand, type ControlAck, type DeregisterMessage, type LocationDemandAsk, type NodeReportAck, type NodeReportMessage, type RegisterMessage, type ReportMessage, type RoutingSnapshot, type SummaryAsk } from "../protocol/index.ts";
+import { LocationDemandBoard } from "../policy/location-demand.ts";
 import { servedDeployment } from "../config/served.ts";
 import { Autoscaler, shouldAnnounce, type AutoscaleDecision } from "../policy/autoscale.ts";
 import { Membership, NonceGuard, REPORT_INTERVAL_MS, type ReportOutcome } from "./membership.ts";
@@ -90,6 +91,8 @@ export class DeploymentRouter extends DurableObject<RouterBinding> {
   readonly #autoscaler = new Autoscaler();
   /** Leader only: requests the edge's isolates hold now, by isolate (memory; stale after HELD_DEMAND_STALE_MS). */
   readonly #held = new Map<string, { held: number; at: number }>();
+  /** Leader only: each location's admission demand, as its relay posts it with its snapshot asks (memory). */
+  readonly #locations = new LocationDemandBoard();
   #lastSampleAt = 0;
   #announcedDesired: number | null = null;
   /** Replicas an operator asked to drain (memory: a restart forgets it; the operator asks again). */
@@ -244,14 +247,22 @@ export class DeploymentRouter extends DurableObject<RouterBinding> {
    * The shard's snapshot. `summaries`: the asker's held summary digests and byte
    * budget; the answer carries only the summaries it lacks, within the budget.
    * Without it (admin, metrics, dashboard) the answer carries digests only.
+   * `demand` (the leader only; a relay's ask): its location's admission demand, and the
+   * answer carries the other locations' (src/policy/location-demand.ts).
    */
-  snapshot(sample?: ShardSample, summaries?: SummaryAsk): RoutingSnapshot {
+  snapshot(sample?: ShardSample, summaries?: SummaryAsk, demand?: LocationDemandAsk): RoutingSnapshot {
     this.#calls++;
     this.#snapshotCalls++;
     const now = Date.now();
     const all = this.#membership.snapshot(this.#deployment, now);
     const view = sample ? boundedView(all, sample.seed, now, sample.max, Math.ceil(sample.max / 4)) : all;
-    return summaryDelta(view, decodeDigests(summaries?.have ?? ""), summaries?.maxBytes ?? 0, this.#snapshotCalls);
+    const answer = summaryDelta(view, decodeDigests(summaries?.have ?? ""), summaries?.maxBytes ?? 0, this.#snapshotCalls);
+    if (demand === undefined || this.#shard.index !== 0) return answer;
+    const post = LocationDemand.safeParse(demand.demand);
+    // Only relays call this: a malformed post is a bug; the snapshot is still answered.
+    if (!post.success || typeof demand.location !== "string" || demand.location.length > 256) return answer;
+    this.#locations.post(demand.location, post.data, now);
+    return { ...answer, admissionElsewhere: this.#locations.others(demand.location, now) };
   }
 
   stats(): RouterStats {

@@ -6,7 +6,7 @@
  */
 import type { Deployment } from "../config/deployment.ts";
 import { routerFor, type RouterBinding } from "./deployment-router.ts";
-import type { RoutingSnapshot, SummaryAsk } from "../protocol/index.ts";
+import type { LocationDemandAsk, RoutingSnapshot, SummaryAsk } from "../protocol/index.ts";
 import type { AutoscaleStatus, RouterStats, ShardSample } from "./deployment-router.ts";
 import { mergeSnapshots, shardOfNode } from "./routing-shards.ts";
 
@@ -22,11 +22,21 @@ export function shardOfReplica(d: Deployment, replicaId: string, node: string | 
  * With `summaries`, each shard sends the prefix-cache summaries the asker lacks,
  * within its share of the byte budget; without, digests only.
  */
-export async function mergedSnapshot(env: RouterBinding, deployment: string, shards: number, sample?: ShardSample, summaries?: SummaryAsk): Promise<RoutingSnapshot> {
-  if (shards === 1) return routerFor(env, deployment).snapshot(sample, summaries);
+export async function mergedSnapshot(
+  env: RouterBinding,
+  deployment: string,
+  shards: number,
+  sample?: ShardSample,
+  summaries?: SummaryAsk,
+  demand?: LocationDemandAsk,
+): Promise<RoutingSnapshot> {
+  if (shards === 1) return routerFor(env, deployment).snapshot(sample, summaries, demand);
   const share = summaries && { have: summaries.have, maxBytes: Math.floor(summaries.maxBytes / shards) };
-  const parts = await Promise.all(Array.from({ length: shards }, (_, k) => routerFor(env, deployment, k).snapshot(sample, share)));
-  return mergeSnapshots(deployment, parts);
+  // A location's admission demand goes to the leader (shard 0) only, which answers with the other locations'.
+  const parts = await Promise.all(Array.from({ length: shards }, (_, k) => routerFor(env, deployment, k).snapshot(sample, share, k === 0 ? demand : undefined)));
+  const merged = mergeSnapshots(deployment, parts);
+  const elsewhere = parts[0]!.admissionElsewhere;
+  return elsewhere === undefined ? merged : { ...merged, admissionElsewhere: elsewhere };
 }
 
 export interface PlaneStats extends RouterStats {

@@ -16,7 +16,7 @@ import { DurableObject } from "cloudflare:workers";
 import { keysFor, type ActiveKey, type KeysBinding } from "./access-keys.ts";
 import type { RouterBinding } from "./deployment-router.ts";
 import { rateLimiterFor, type RateLimitsBinding } from "./rate-limiter.ts";
-import { AdmissionDemandPost, RelayDispatchPost, type RoutingSnapshot } from "../protocol/index.ts";
+import { AdmissionDemandPost, LocationDemand, RelayDispatchPost, type RoutingSnapshot } from "../protocol/index.ts";
 import { AdmissionShares } from "../policy/admission-shares.ts";
 import { RateRelayLedger } from "../policy/rate-limit-relay.ts";
 import type { RateRemaining, RateUse } from "../policy/rate-limit-sync.ts";
@@ -54,6 +54,12 @@ export interface RelayStats {
   dispatchPostsRefused: number;
 }
 
+/** The key a relay's flows beyond the named ones are summed under when it tells the leader: random, so never merged with another location's. */
+function relayRestKey(): string {
+  const b = crypto.getRandomValues(new Uint32Array(2));
+  return [...b].map((n) => n.toString(16).padStart(8, "0")).join("");
+}
+
 /** The binding of the snapshot relays (wrangler.toml: RELAYS). */
 export interface RelaysBinding {
   RELAYS: DurableObjectNamespace<SnapshotRelay>;
@@ -87,7 +93,9 @@ export class SnapshotRelay extends DurableObject<RelayEnv> {
   /** The location's isolates' recent dispatches, passed on to the others. */
   readonly #board = new DispatchBoard();
   /** The location's isolates' admission demand, and their budgets from it. */
-  readonly #shares = new AdmissionShares();
+  readonly #shares = new AdmissionShares(relayRestKey());
+  /** This relay told the leader of demand at its last refresh: the next tells it when the demand is gone. */
+  #toldDemand = false;
   /** The location's isolates' held requests, by isolate, and when the autoscaler last heard of them. */
   readonly #held = new Map<string, { held: number; at: number }>();
   #heldToldAt = 0;
@@ -119,6 +127,8 @@ export class SnapshotRelay extends DurableObject<RelayEnv> {
     }
     // Parsed before the refresh: a location holding requests at zero refreshes sooner (#ttl).
     const posted = demand === undefined ? undefined : AdmissionDemandPost.safeParse(demand);
+    // Counted before the refresh, which tells the leader the location's demand.
+    if (posted?.success) this.#shares.post(seed, posted.data.bands, Date.now(), posted.data.flows);
     if (!this.#merged || Date.now() - this.#fetchedAt >= this.#ttl(posted?.success ? posted.data.held : 0)) {
       this.#refreshing ??= this.#refresh(deployment, shards).finally(() => (this.#refreshing = null));
       await this.#refreshing;
@@ -131,7 +141,6 @@ export class SnapshotRelay extends DurableObject<RelayEnv> {
     if (posted !== undefined) {
       const post = posted;
       if (post.success) {
-        this.#shares.post(seed, post.data.bands, now, post.data.flows);
         this.#tellHeld(deployment, seed, post.data.held, now);
         // The slots of the replicas taking requests now, in the whole merged snapshot (not the asker's sample).
         let capacity = 0;
@@ -248,6 +257,10 @@ export class SnapshotRelay extends DurableObject<RelayEnv> {
     this.#refreshes++;
     const startedAt = Date.now();
     let timer: ReturnType<typeof setTimeout> | undefined;
+    // The location's admission demand rides on the ask to the leader shard, which answers
+    // with the other locations' (src/policy/location-demand.ts): no call of its own.
+    const demand = this.#shares.locationDemand(startedAt);
+    const tell = demand.bands.length > 0 || this.#toldDemand;
     try {
       const merged = await Promise.race([
         mergedSnapshot(
@@ -256,12 +269,18 @@ export class SnapshotRelay extends DurableObject<RelayEnv> {
           shards,
           { seed: this.#seed, max: Math.ceil(RELAY_MAX_REPLICAS / shards) },
           { have: this.#summaries.have(), maxBytes: RELAY_SUMMARY_BYTES },
+          tell ? { location: this.ctx.id.toString(), demand } : undefined,
         ),
         new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error("routing shards did not answer in time")), SHARD_CALL_TIMEOUT_MS))),
       ]);
+      if (tell) this.#toldDemand = demand.bands.length > 0;
+      const { admissionElsewhere, ...snapshot } = merged;
+      const elsewhere = admissionElsewhere === undefined ? undefined : LocationDemand.safeParse(admissionElsewhere);
+      if (elsewhere?.success) this.#shares.elsewhere(elsewhere.data, Date.now());
+      else if (elsewhere) console.error(JSON.stringify({ msg: "leader's location demand malformed", deployment }));
       // The shards sent only the summaries this relay lacked: the pool fills in the rest.
-      this.#summaries.apply(merged.replicas);
-      this.#merged = withHeldSummaries(merged, this.#summaries);
+      this.#summaries.apply(snapshot.replicas);
+      this.#merged = withHeldSummaries(snapshot, this.#summaries);
       // Aged from when the refresh started: the shards' expiries were at most that old.
       this.#fetchedAt = startedAt;
     } catch (err) {

@@ -1,6 +1,6 @@
 // Several edge isolates in one local stack (StackOptions.edgeIsolates): separate
 // Worker services on their own ports, each with its own module state, sharing
-// one set of Durable Objects.
+// one set of Durable Objects, in the locations the stack gives them (StackOptions.edgeLocations).
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startStack, until } from "./stack-fixture.ts";
@@ -19,7 +19,7 @@ const view = async (url: string): Promise<View> => {
 };
 
 beforeAll(async () => {
-  stack = await startStack({ functionsDir: join(import.meta.dirname, "fixtures/edge-isolates"), edgeIsolates: 3 });
+  stack = await startStack({ functionsDir: join(import.meta.dirname, "fixtures/edge-isolates"), edgeIsolates: 3, edgeLocations: ["AMS", "AMS", "SIN"] });
 });
 afterAll(async () => {
   await stack?.dispose();
@@ -47,6 +47,20 @@ describe("edge isolates", () => {
     expect((await view(first)).snapshotRefreshes).toBeGreaterThanOrEqual(busy.snapshotRefreshes);
     const [replica] = [...stack.replicas.keys()];
     for (const v of [busy, a, b]) expect(v.replicas.map((r) => r.id)).toEqual([replica]);
+  });
+
+  it("serves each isolate from the location its service gives it, whatever a client's headers say", async () => {
+    const located = async (url: string, claim?: string) => {
+      const res = await fetch(`${url}/-/deployments/hello`, { headers: { ...auth(), ...(claim ? { "cf-ipcountry": claim, "cf-ray": `0-${claim}` } : {}) } });
+      expect(res.status).toBe(200);
+      const body = (await res.json()) as { isolate: { location: string }; relay: { calls: number } | null };
+      return body.isolate.location;
+    };
+    const [first, second, third] = stack.edgeUrls as [string, string, string];
+    // A client's headers do not place an isolate: its service's location does.
+    expect(await located(third, "EVIL")).toBe("SIN");
+    expect(await located(first)).toBe("AMS");
+    expect(await located(second)).toBe("AMS");
   });
 
   it("routes to a replica registered once from every isolate", async () => {

@@ -123,10 +123,26 @@ describe("AdmissionShares by flow", () => {
     s.post(1, [[1, 2], [0, 20]], T0, [[1, "aaaaaaaaaaaaaaaa", 2], [0, "dddddddddddddddd", 20]]);
     s.post(2, [[0, 20]], T0, [[0, "eeeeeeeeeeeeeeee", 20]]);
     const a = s.allot(1, 8, T0)!;
-    // Band 1 gets its 2 in full (no cap there); band 0's 6 go 3 and 3 between d and e.
-    expect(a.flowCaps).toEqual({ dddddddddddddddd: 3 });
+    // Band 1 gets its 2 in full (no cap there); band 0's 6 go 3 and 3 between d and e
+    // (each is capped at 0 where it has no request: see the next test).
+    expect(a.flowCaps).toEqual({ dddddddddddddddd: 3, eeeeeeeeeeeeeeee: 0 });
     expect(a.max).toBe(5);
-    expect(s.allot(2, 8, T0)).toEqual({ max: 3, flowCaps: { eeeeeeeeeeeeeeee: 3 }, openFrom: 1 });
+    expect(s.allot(2, 8, T0)).toEqual({ max: 3, flowCaps: { eeeeeeeeeeeeeeee: 3, dddddddddddddddd: 0 }, openFrom: 1 });
+  });
+
+  it("caps a flow over its share even in an isolate where it has no request now, and answers an isolate with no demand", () => {
+    const s = new AdmissionShares();
+    spread(s);
+    // Isolate 1 has no request of d at the moment: uncapped, d's next request there would
+    // go at once, end before the next post showed it, and so never be capped there.
+    s.post(1, [[0, 1]], T0, [[0, "aaaaaaaaaaaaaaaa", 1]]);
+    expect(s.allot(1, 8, T0)!.flowCaps).toMatchObject({ dddddddddddddddd: 0 });
+    // An isolate that posted nothing (idle) still gets the caps while the band is short.
+    expect(s.allot(9, 8, T0)).toEqual({ max: 0, flowCaps: { dddddddddddddddd: 0 }, openFrom: 1 });
+    // While demand fits, nobody gets a budget, posted or not.
+    const fits = new AdmissionShares();
+    fits.post(1, [[0, 3]], T0, [[0, "aaaaaaaaaaaaaaaa", 3]]);
+    expect(fits.allot(9, 8, T0)).toBeUndefined();
   });
 });
 

@@ -123,6 +123,30 @@ describe("SnapshotRelay", () => {
   });
 });
 
+describe("SnapshotRelay admission across locations", () => {
+  it("shares the deployment's slots with the other locations through the leader's answers, with no call of their own", async () => {
+    const d = "plane-adm";
+    // Two shards, 2 replicas of 4 slots: 8 slots.
+    await shard(d, 0).register(register(d, "a"), nonce(), { index: 0, count: 2 });
+    await shard(d, 1).register(register(d, "b"), nonce(), { index: 1, count: 2 });
+    const flood = (flow: string) => ({ bands: [[0, 20]] as [number, number][], held: 16, flows: [[0, flow, 20]] as [number, string, number][] });
+    const ams = relay(d, "AMS");
+    const sin = relay(d, "SIN");
+    // Alone, AMS's isolate gets all 8 slots.
+    expect((await ams.view(d, 2, 1, "", undefined, flood("aaaaaaaaaaaaaaaa"))).admissionBudget).toBe(8);
+    // SIN's first refresh tells the leader its demand and hears AMS's: half each.
+    const first = await sin.view(d, 2, 1, "", undefined, flood("bbbbbbbbbbbbbbbb"));
+    expect(first.admissionBudget).toBe(4);
+    expect(first.admissionElsewhere).toBeUndefined(); // the relay keeps the leader's word to itself
+    // AMS hears of SIN at its next refresh (within RELAY_TTL_MS).
+    await until("AMS to share with SIN", async () => (await ams.view(d, 2, 1, "", undefined, flood("aaaaaaaaaaaaaaaa"))).admissionBudget === 4, 10 * RELAY_TTL_MS);
+    // The demand rode on the snapshot asks: each relay called each shard once per refresh, no more.
+    const calls = (await shard(d, 0).stats()).snapshotCalls + (await shard(d, 1).stats()).snapshotCalls;
+    const refreshes = (await ams.stats()).refreshes + (await sin.stats()).refreshes;
+    expect(calls).toBe(2 * refreshes);
+  });
+});
+
 describe("SnapshotRelay rate-limit syncs", () => {
   it("sums its isolates' uses and syncs the RateLimiter shard once per interval, answering every isolate with the global remainder", async () => {
     const d = "plane-rate";

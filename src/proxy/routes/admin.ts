@@ -60,6 +60,8 @@ export function adminRoutes(byName: ReadonlyMap<string, Deployment>, stateFor: (
       relay,
       sessions,
       isolate: {
+        /** The location (cf.colo) this isolate serves from: its relays are that location's. */
+        location: state.location,
         snapshotRefreshes: state.snapshots.refreshes,
         sessionStoreCalls: state.affinity.storeCalls,
         sessionBindingsCached: state.affinity.cached,
