@@ -121,6 +121,35 @@ describe("admission", () => {
     expect(await res.text()).toContain("first request");
   });
 
+  it("weighs held /v1 requests by their tokens: a tenant's short answers go before another's second long one", async () => {
+    const h = await hog("tok");
+    const stamp = Date.now();
+    const id = (name: string) => `tok-${name}-${stamp}`;
+    const send = (name: string, tenant: string, maxTokens: number) =>
+      fetch(`${stack.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-tenant": tenant, "x-request-id": id(name) },
+        body: JSON.stringify({ model: "tok-model", messages: [{ role: "user", content: name }], max_tokens: maxTokens }),
+      }).then(async (r) => {
+        expect(r.status).toBe(200);
+        await r.text();
+      });
+    const names = ["long1", "long2", "short1", "short2", "short3"];
+    const sent: Promise<void>[] = [];
+    for (const [i, name] of names.entries()) {
+      sent.push(send(name, name.startsWith("long") ? "batch" : "chat", name.startsWith("long") ? 4_000 : 40));
+      await waitFor(`${name} to be held`, async () => (await held("tok")) === i + 1);
+    }
+    await h.release();
+    await Promise.all(sent);
+    // The order the edge served them in (its request log lines, as in the test below).
+    const at = (name: string) => stack.logLines.findIndex((l) => l.includes(`"request_id":"${id(name)}"`));
+    await waitFor("every log line", async () => names.every((n) => at(n) >= 0));
+    // By requests the tenants would take turns (long1, short1, long2, ...); by tokens the
+    // chat tenant's three short answers cost less than the batch tenant's one long one.
+    expect([...names].sort((a, b) => at(a) - at(b))).toEqual(["long1", "short1", "short2", "short3", "long2"]);
+  });
+
   it("orders held requests by their API keys' priority classes, which a client's header cannot exceed", async () => {
     const admin = { authorization: `Bearer ${stack.adminSecret}`, "content-type": "application/json" };
     const keyOf = async (name: string, priority?: { default: number; max: number }) => {

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { defineDeployment, type DeploymentInput } from "../../src/config/deployment.ts";
-import { AdmissionGate, freeSlots, priorityOf, flowOf, type Ticket } from "../../src/proxy/serve/admit.ts";
+import { AdmissionGate, UNKNOWN_ANSWER_TOKENS, freeSlots, priorityOf, flowOf, tokenCost, type Ticket } from "../../src/proxy/serve/admit.ts";
 import { RoutingView } from "../../src/proxy/serve/view.ts";
 
 const deployment = (admission: DeploymentInput["admission"] = {}) =>
@@ -68,6 +68,41 @@ describe("AdmissionGate", () => {
     }
     expect(await Promise.all(waiting)).toEqual(["go", "go", "go", "go"]);
     expect(order).toEqual(["critical", "a1", "b1", "a2"]);
+  });
+
+  it("weighs held requests by their tokens: a flow of long answers gets fewer through than a flow of short ones", async () => {
+    const view = viewOf(1);
+    take(view, "r0");
+    const gate = new AdmissionGate();
+    const order: string[] = [];
+    const enter = (name: string, t: Partial<Ticket>) =>
+      gate.enter(deployment(), view, ticket(t)).then((a) => {
+        order.push(name);
+        if (a.queued) {
+          take(view, "r0");
+          gate.dispatching();
+        }
+        return a.outcome;
+      });
+    // Flow "long" asks 2,000-token answers, "short" 200: by requests they would take turns.
+    const waiting = [
+      ...[1, 2, 3].map((i) => enter(`long${i}`, { flow: "long", cost: tokenCost(400, 2_000) })),
+      ...[1, 2, 3, 4, 5, 6].map((i) => enter(`short${i}`, { flow: "short", cost: tokenCost(400, 200) })),
+    ];
+    await Promise.resolve();
+    for (let i = 0; i < 9; i++) {
+      free(view, "r0");
+      gate.pump();
+      await new Promise((r) => setTimeout(r, 0));
+    }
+    await Promise.all(waiting);
+    // Each flow's head goes first in arrival order, then the short flow's six go before the long flow's second.
+    expect(order.slice(0, 8)).toEqual(["long1", "short1", "short2", "short3", "short4", "short5", "short6", "long2"]);
+  });
+
+  it("estimates a request's tokens from its body's bytes and its answer's budget", () => {
+    expect(tokenCost(4_000, 100)).toBe(1_100);
+    expect(tokenCost(10, undefined)).toBe(3 + UNKNOWN_ANSWER_TOKENS);
   });
 
   it("reserves a released request's slot until it dispatches, so one free slot admits one request", async () => {

@@ -66,6 +66,20 @@ describe("parseOpenAIBody", () => {
       expect(routed({ ...chat, priority: bad })).toMatchObject({ ok: false, code: "bad_request", message: expect.stringContaining("`priority`") });
   });
 
+  it("reads the answer's token budget where the body sets one, for admission's fair order; leaves a bad one to the replica", () => {
+    const budget = (endpoint: "chat" | "completions" | "responses", x: object) => {
+      const r = parseOpenAIBody(endpoint, body(x));
+      if (!r.ok) throw new Error(r.message);
+      return r.routing.maxTokens;
+    };
+    expect(budget("chat", { ...chat, max_tokens: 64 })).toBe(64);
+    expect(budget("chat", { ...chat, max_tokens: 64, max_completion_tokens: 32 })).toBe(32);
+    expect(budget("completions", { model: "m", prompt: "x", max_tokens: 7 })).toBe(7);
+    expect(budget("responses", { model: "m", input: "x", max_output_tokens: 9 })).toBe(9);
+    expect(budget("chat", chat)).toBeUndefined();
+    for (const bad of [null, -1, 1.5, "10"]) expect(budget("chat", { ...chat, max_tokens: bad })).toBeUndefined();
+  });
+
   it("refuses invalid UTF-8", () => {
     const r = parseOpenAIBody("chat", new Uint8Array([0x7b, 0xff, 0x7d]).buffer);
     expect(r.ok).toBe(false);

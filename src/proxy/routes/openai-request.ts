@@ -37,6 +37,12 @@ export interface OpenAIRouting {
   user?: string;
   /** The body's `priority` (an integer; admission caps it, docs/admission.md). */
   priority?: number;
+  /**
+   * The answer's token budget where the body sets one (`max_tokens`, chat's
+   * `max_completion_tokens`, Responses' `max_output_tokens`): admission's fair order
+   * weighs a request by its tokens (admit.ts, tokenCost). Read only: the replica validates it.
+   */
+  maxTokens?: number;
 }
 
 export type OpenAIRoutingResult = { ok: true; routing: OpenAIRouting } | { ok: false; code: ErrorCode; message: string };
@@ -53,10 +59,10 @@ const REQUIRED: Record<OpenAIEndpoint, { field: string; types: readonly TopLevel
 const MAX_NAME = 256;
 
 const WANTED: Record<OpenAIEndpoint, ReadonlySet<string>> = {
-  chat: new Set(["model", "stream", "user", "messages", "stream_options", "priority"]),
-  completions: new Set(["model", "stream", "user", "prompt", "stream_options", "priority"]),
+  chat: new Set(["model", "stream", "user", "messages", "stream_options", "priority", "max_tokens", "max_completion_tokens"]),
+  completions: new Set(["model", "stream", "user", "prompt", "stream_options", "priority", "max_tokens"]),
   embeddings: new Set(["model", "stream", "user", "input", "priority"]),
-  responses: new Set(["model", "stream", "user", "input", "priority"]),
+  responses: new Set(["model", "stream", "user", "input", "priority", "max_output_tokens"]),
 };
 
 const FAILURES: Record<ScanFailure, string> = {
@@ -123,6 +129,14 @@ export function openaiRouting(endpoint: OpenAIEndpoint, scan: ScanResult): OpenA
   if (priority !== undefined) {
     if (priority.type !== "number" || !Number.isSafeInteger(priority.value)) return refuse(`\`priority\`: expected an integer, got ${typeName(priority)}`);
     routing.priority = priority.value!;
+  }
+  // The first budget the body sets (chat: the newer max_completion_tokens wins, as in OpenAI's API).
+  for (const name of ["max_completion_tokens", "max_tokens", "max_output_tokens"]) {
+    const v = f.get(name);
+    if (v?.type === "number" && Number.isSafeInteger(v.value) && v.value! >= 0) {
+      routing.maxTokens = v.value!;
+      break;
+    }
   }
   return { ok: true, routing };
 }

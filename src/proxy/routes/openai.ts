@@ -159,6 +159,7 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
           stream,
           keys: { ...(deployment.multiplexing ? { model } : {}), ...(session !== undefined ? { session } : {}) },
           ...(parsed.routing.priority !== undefined ? { priority: parsed.routing.priority } : {}),
+          ...(parsed.routing.maxTokens !== undefined ? { maxTokens: parsed.routing.maxTokens } : {}),
           ...(plan ? { migratable: true } : {}),
         },
       });

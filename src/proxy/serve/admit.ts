@@ -32,6 +32,8 @@ export const HOLD_POLL_MS = 250;
 export interface Ticket {
   priority: number;
   flow: string;
+  /** Its weight in the fair order between flows (tokenCost); 1 where absent. */
+  cost?: number;
   /** The client's disconnect (Request.signal, `enable_request_signal`). */
   signal?: AbortSignal;
   /** When the request's own deadline passes, epoch ms. */
@@ -83,6 +85,21 @@ export function priorityOf(
   }
   if (asked === undefined) return { ok: true, priority: admission.defaultPriority };
   return { ok: true, priority: Math.max(-PRIORITY_BOUND, Math.min(asked, admission.maxPriority)) };
+}
+
+/** Prompt bytes per token in the cost estimate: about 4 for English text in the common BPE vocabularies. */
+export const BYTES_PER_TOKEN = 4;
+/** The answer's tokens in the estimate where the request sets no budget (and a path route's, whose body is opaque). */
+export const UNKNOWN_ANSWER_TOKENS = 256;
+
+/**
+ * A held request's weight in the fair order between flows, in tokens: its prompt
+ * (body bytes / BYTES_PER_TOKEN) plus its answer's budget. Known before it runs, so
+ * estimated: a flow of long prompts or long answers gets fewer requests through than
+ * a flow of short ones, each flow about the same tokens (docs/admission.md).
+ */
+export function tokenCost(bodyBytes: number, maxTokens: number | undefined): number {
+  return Math.ceil(Math.max(0, bodyBytes) / BYTES_PER_TOKEN) + (maxTokens ?? UNKNOWN_ANSWER_TOKENS);
 }
 
 /** The request's flow for fairness: the deployment's flow header when it names one and the request has it, else its client (API key, else address). */
@@ -439,7 +456,7 @@ export class AdmissionGate {
       },
       lead: () => lead(),
     };
-    const held = this.#queue.push(ticket.priority, ticket.flow, waiter);
+    const held = this.#queue.push(ticket.priority, ticket.flow, waiter, ticket.cost ?? 1);
     const leave = (o: AdmitOutcome) => {
       if (this.#queue.remove(held)) waiter.settle(o);
     };

@@ -21,8 +21,8 @@ import { Header, errorResponse, isReplicaOperationalPath, type RoutingSnapshot }
 import { keyRefusal, ApiKeyCache, KEY_SET_TTL_MS, RELAYED_KEY_SET_TTL_MS, RateLimits, TOKEN_RATE } from "./access.ts";
 import type { BucketLimits } from "../../policy/token-bucket.ts";
 import type { RateUse } from "../../policy/rate-limit-sync.ts";
-import { clientOf, drainUnreadBody } from "./body.ts";
-import { AdmissionGate, admissionRefusal, flowOf, priorityOf, type Ticket } from "./admit.ts";
+import { clientOf, declaredLength, drainUnreadBody } from "./body.ts";
+import { AdmissionGate, admissionRefusal, flowOf, priorityOf, tokenCost, type Ticket } from "./admit.ts";
 import { dispatch, type DispatchContext, type DispatchTrace, type DispatchSigner, dispatchSignature } from "./dispatch.ts";
 import { serveAtEdge } from "./edge-model.ts";
 import { bodyForEngine } from "./engine-priority.ts";
@@ -99,7 +99,7 @@ export interface ServeContext {
    * An OpenAI-style request (routes/openai.ts): its body is already read and its
    * model and session come from it, not from headers.
    */
-  openai?: { body: ArrayBuffer; stream: boolean; keys: RequestKeys; priority?: number; migratable?: boolean };
+  openai?: { body: ArrayBuffer; stream: boolean; keys: RequestKeys; priority?: number; migratable?: boolean; maxTokens?: number };
 }
 
 /** One request for `deployment` (a route's, or an OpenAI route's): the checks, then the edge model or a dispatch. */
@@ -180,6 +180,7 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
     return await admitted(req, dispatched, state.gateFor(deployment.name), {
       priority: priority.priority,
       flow: flowOf(deployment, headers, client),
+      cost: openai ? tokenCost(openai.body.byteLength, openai.maxTokens) : tokenCost(declaredLength(headers) ?? 0, undefined),
       deadline,
       refresh: () => state.snapshots.view(deployment.name, background),
       // With relays, the relay passes the location's held requests on (they ride on the view asks).
