@@ -142,6 +142,7 @@ export class EngineLoadSource implements LoadSource {
   #adapters: string[] = [];
   #models: string[] = [];
   readonly #refused = new Set<string>();
+  #drainDeadline: number | undefined;
   #draining = false;
   #unhealthy = false;
   readonly #listeners: ((urgent: boolean) => void)[] = [];
@@ -185,11 +186,17 @@ export class EngineLoadSource implements LoadSource {
     if (urgent || changed) this.#changed(urgent);
   }
 
-  /** For good: the agent is leaving. */
-  setDraining(): void {
+  /** For good: the agent is leaving, by `deadlineAt` (epoch ms) where given. */
+  setDraining(deadlineAt?: number): void {
+    if (deadlineAt !== undefined) this.#drainDeadline = deadlineAt;
     if (this.#draining) return;
     this.#draining = true;
     this.#changed(true);
+  }
+
+  /** When a drain stops the engine at the latest (reported as drain_deadline_ms): the proxies move the streams they can before then. */
+  drainDeadline(): number | undefined {
+    return this.#draining ? this.#drainDeadline : undefined;
   }
 
   /** The engine cannot be seen (no usable metrics): reported as draining until it can. */
@@ -590,8 +597,10 @@ export class ReplicaAgent {
     this.#phase = "draining";
     const edge = this.#edge;
     this.#log(`${reason}: draining (last scrape: engine running ${this.source.running}, waiting ${this.source.waiting})`);
-    // 1. Announce draining at once (an urgent report), so proxies stop choosing the engine.
-    this.source.setDraining();
+    // 1. Announce draining at once (an urgent report), so proxies stop choosing the engine,
+    // and its deadline: the engine stops within drainTimeoutMs, so proxies move the streams
+    // they can continue elsewhere before then (docs/migration.md, "Drain deadlines").
+    this.source.setDraining(Date.now() + this.#o.drainTimeoutMs);
     if (edge?.registered) {
       await edge.report();
       this.#log("announced draining to the edge");

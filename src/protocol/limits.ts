@@ -70,5 +70,8 @@ export const MAX_DISPATCH_NOTES_PER_POST = 256;
 /** Most peers' dispatch notes one relay answer carries (the newest), ~100 KiB at most and ~200 bytes each usually. */
 export const MAX_PEER_NOTES_PER_ANSWER = 512;
 
+/** The furthest drain deadline a report may announce (drain_deadline_ms): a day. */
+export const MAX_DRAIN_DEADLINE_MS = 86_400_000;
+
 /** Flows an isolate names in one admission demand post (the rest go as one entry). */
 export const MAX_DEMAND_FLOWS = 64;

@@ -18,6 +18,7 @@ import {
   MAX_CONTROL_BODY_BYTES,
   MAX_DEMAND_FLOWS,
   MAX_NODE_REPORT_BYTES,
+  MAX_DRAIN_DEADLINE_MS,
 } from "./limits.ts";
 import { SystemPath } from "./paths.ts";
 import type { Load } from "./load.ts";
@@ -149,6 +150,12 @@ const ReportFields = {
    * null: the replica holds no summary now (the edge drops the one it has).
    */
   prefix_cache: PrefixCacheSummary.nullable().optional(),
+  /**
+   * While draining with a deadline (the drain timeout, a spot notice): milliseconds
+   * from this report until the replica stops serving. The edge moves the streams it
+   * can continue elsewhere before then (docs/migration.md, "Drain deadlines").
+   */
+  drain_deadline_ms: z.number().int().min(0).max(MAX_DRAIN_DEADLINE_MS).optional(),
 };
 
 export const ReportMessage = z
@@ -209,6 +216,8 @@ export interface ReplicaView {
   loading: string[];
   /** Milliseconds until the replica's last report goes stale; proxies stop choosing it then. */
   expiresInMs: number;
+  /** Draining with a deadline: milliseconds until it stops serving (its report's drain_deadline_ms, aged). */
+  drainsInMs?: number;
   /** The engine's bearer key, sent with every dispatch (never shown outside the edge: admin answers redact it). */
   engineKey?: string;
   /**

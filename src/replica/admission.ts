@@ -40,6 +40,7 @@ export class AdmissionControl {
   #admitted = 0;
   #rejected = 0;
   #state: ReplicaState = "ready";
+  #drainDeadline: number | undefined;
   #seq = 0;
   #models: string[] = [];
   #loading: string[] = [];
@@ -114,10 +115,16 @@ export class AdmissionControl {
     if (this.#ongoing === 0) for (const w of this.#idleWaiters.splice(0)) w();
   }
 
-  drain(): void {
+  /** Stops admitting; `deadlineAt` (epoch ms), when given, is when the replica stops serving (reported to the edge). */
+  drain(deadlineAt?: number): void {
+    if (deadlineAt !== undefined) this.#drainDeadline = deadlineAt;
     if (this.#state === "draining") return;
     this.#state = "draining";
     this.#changed(true);
+  }
+
+  drainDeadline(): number | undefined {
+    return this.#drainDeadline;
   }
 
   /** Loaded and loading models (multiplexing replicas); an urgent change. */

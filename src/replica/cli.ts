@@ -300,10 +300,12 @@ export async function replicaMain(argv: string[] = process.argv.slice(2), hooks:
     draining = true;
     if (hooks.draining) hooks.draining.value = true;
     log(`${signal}: draining (${admission.ongoing} in flight)`);
-    // 1. Announce draining so proxies stop choosing us; new requests are rejected (and retried elsewhere).
-    admission.drain();
+    // 1. Announce draining, and when it ends, so proxies stop choosing us (new requests are
+    // rejected and retried elsewhere) and move the streams they can continue before then.
+    const deadlineAt = Date.now() + drainTimeoutMs;
+    admission.drain(deadlineAt);
     // Streams the edge would continue elsewhere and that cannot finish by the deadline go now (docs/migration.md).
-    llm?.handOver?.(Date.now() + drainTimeoutMs);
+    llm?.handOver?.(deadlineAt);
     await edge.report().catch(() => undefined);
     // 2. Finish in-flight requests, bounded by the drain timeout.
     await Promise.race([admission.idle(), new Promise((r) => setTimeout(r, drainTimeoutMs))]);

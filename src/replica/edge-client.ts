@@ -19,7 +19,7 @@ import {
   type ReportAck,
   type ReportMessage,
 } from "../protocol/index.ts";
-import { EdgeError, isBusy, postControl, refusesSummaries, reportEntry, type LoadSource } from "./edge-control.ts";
+import { EdgeError, isBusy, postControl, refusesDeadlines, refusesSummaries, reportEntry, type LoadSource } from "./edge-control.ts";
 import type { NodeReporter } from "./node-reporter.ts";
 import { ReportCadence } from "./report-cadence.ts";
 import { SummaryCadence, type CacheSummaryProvider, type SummaryField } from "./summary-cadence.ts";
@@ -263,7 +263,10 @@ export class EdgeClient {
     } catch (err) {
       // The routing object forgot us (swept after a long silence): join again.
       if (err instanceof EdgeError && err.status === 409 && !this.#stopped) await this.#register();
-      else if (summary !== undefined && refusesSummaries(err) && this.#summary?.enabled) {
+      else if (refusesDeadlines(err)) {
+        this.#o.log?.("the edge does not take drain deadlines (an older edge): reporting without them");
+        await this.#sendReport();
+      } else if (summary !== undefined && refusesSummaries(err) && this.#summary?.enabled) {
         this.#o.log?.("the edge does not take prefix-cache summaries (an older edge): reporting without them");
         this.#summary.disable();
         await this.#sendReport();

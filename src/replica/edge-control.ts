@@ -3,7 +3,7 @@
  * senders (edge-client.ts, one replica; node-reporter.ts, a node's batch): what
  * it reports, the signed POST, and the edge's refusals.
  */
-import { signedHeaders, type Load, type NodeReportEntry, type NonceCounter } from "../protocol/index.ts";
+import { MAX_DRAIN_DEADLINE_MS, signedHeaders, type Load, type NodeReportEntry, type NonceCounter } from "../protocol/index.ts";
 import type { SummaryField } from "./summary-cadence.ts";
 
 /**
@@ -21,6 +21,21 @@ export interface LoadSource {
   readonly loading: string[];
   /** Called on every change; `urgent` for changes to report at once (state, models). */
   onChange(listener: (urgent: boolean) => void): void;
+  /** While draining with a deadline: when the replica stops serving, epoch ms (reported as drain_deadline_ms). */
+  drainDeadline?(): number | undefined;
+}
+
+/** False once the edge refused a report for its drain deadline (an older edge): reports leave it out from then on. */
+let edgeTakesDeadlines = true;
+
+/**
+ * An edge from before drain deadlines refuses a report carrying one (400, unknown field
+ * `drain_deadline_ms`): true, once, and every report of this process goes without it.
+ */
+export function refusesDeadlines(err: unknown): boolean {
+  if (!edgeTakesDeadlines || !(err instanceof EdgeError) || err.status !== 400 || !err.body.includes('"drain_deadline_ms"')) return false;
+  edgeTakesDeadlines = false;
+  return true;
 }
 
 /** Busy: requests running or waiting (changes then wait for the busy window, report-cadence.ts). */
@@ -35,6 +50,7 @@ export function isBusy(source: LoadSource): boolean {
  */
 export function reportEntry(replicaId: string, source: LoadSource, prefixCache?: SummaryField): NodeReportEntry {
   const load = source.load();
+  const deadline = load.state === "draining" && edgeTakesDeadlines ? source.drainDeadline?.() : undefined;
   return {
     replica_id: replicaId,
     seq: load.seq,
@@ -46,6 +62,7 @@ export function reportEntry(replicaId: string, source: LoadSource, prefixCache?:
     models: source.models,
     loading: source.loading,
     ...(prefixCache !== undefined && { prefix_cache: prefixCache }),
+    ...(deadline !== undefined && { drain_deadline_ms: Math.min(MAX_DRAIN_DEADLINE_MS, Math.max(0, Math.round(deadline - Date.now()))) }),
   };
 }
 

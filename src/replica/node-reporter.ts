@@ -21,7 +21,7 @@ import {
   type NodeReportEntry,
   type NodeReportMessage,
 } from "../protocol/index.ts";
-import { isBusy, postControl, refusesSummaries, reportEntry, type LoadSource } from "./edge-control.ts";
+import { isBusy, postControl, refusesDeadlines, refusesSummaries, reportEntry, type LoadSource } from "./edge-control.ts";
 import { ReportCadence } from "./report-cadence.ts";
 import type { SummaryCadence, SummaryField } from "./summary-cadence.ts";
 
@@ -209,6 +209,11 @@ export class NodeReporter {
         const res = await postControl(this.#o.edgeUrl, key, this.nonces, ControlPath.nodeReport, message);
         ack = (await res.json()) as Partial<NodeReportAck>;
       } catch (err) {
+        if (refusesDeadlines(err)) {
+          this.#log("the edge does not take drain deadlines (an older edge): reporting without them");
+          void this.#cadence.now();
+          return;
+        }
         if (refusesSummaries(err) && message.reports.some((r) => r.prefix_cache !== undefined)) {
           // An edge from before summaries: the node reports without them, the next one at once.
           this.#log("the edge does not take prefix-cache summaries (an older edge): reporting without them");

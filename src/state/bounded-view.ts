@@ -18,11 +18,16 @@ export const VIEW_MAX_HOLDERS = 256;
 /** A sampled view draws a new sample this often. */
 export const VIEW_ROTATE_MS = 10_000;
 
-/** The snapshot as seen `ageMs` after it was taken: expiries shortened, expired replicas gone. */
+/** The snapshot as seen `ageMs` after it was taken: expiries and drain deadlines shortened, expired replicas gone. */
 export function agedSnapshot(s: RoutingSnapshot, ageMs: number): RoutingSnapshot {
   if (ageMs <= 0) return s;
   const replicas: ReplicaView[] = [];
-  for (const r of s.replicas) if (r.expiresInMs > ageMs) replicas.push({ ...r, expiresInMs: r.expiresInMs - ageMs });
+  for (const r of s.replicas) {
+    if (r.expiresInMs <= ageMs) continue;
+    const aged: ReplicaView = { ...r, expiresInMs: r.expiresInMs - ageMs };
+    if (r.drainsInMs !== undefined) aged.drainsInMs = Math.max(0, r.drainsInMs - ageMs);
+    replicas.push(aged);
+  }
   return { deployment: s.deployment, replicas };
 }
 

@@ -35,6 +35,8 @@ export interface Member {
    * resend (≤ SUMMARY_RESEND_MS). `at`: when it was last sent.
    */
   cache?: { digest: string; wire: CacheSummaryWire; at: number };
+  /** Draining with a deadline: when it stops serving, on this object's clock (memory only). */
+  drainsAt?: number;
 }
 
 export type ReportOutcome = "ok" | "unknown_replica" | "stale_seq";
@@ -92,6 +94,9 @@ export class Membership {
     if (msg.seq < m.load.seq) return "stale_seq";
     m.load = { seq: msg.seq, ongoing: msg.ongoing, queued: msg.queued, max: m.maxOngoing, state: msg.state };
     if (msg.kv_cache_usage !== undefined) m.load.kv = msg.kv_cache_usage;
+    // Counted from the report's arrival (clocks differ; transit only makes it later than meant, by milliseconds).
+    if (msg.state === "draining" && msg.drain_deadline_ms !== undefined) m.drainsAt = now + msg.drain_deadline_ms;
+    else delete m.drainsAt;
     m.models = msg.models;
     m.loading = msg.loading;
     // Absent: unchanged. Null: the replica holds none now.
@@ -123,6 +128,7 @@ export class Membership {
         models: m.models,
         loading: m.loading,
         expiresInMs: m.lastReportAt + STALE_AFTER_MS - now,
+        ...(m.drainsAt !== undefined ? { drainsInMs: Math.max(0, m.drainsAt - now) } : {}),
         ...(m.engineKey !== undefined ? { engineKey: m.engineKey } : {}),
         // The whole summary: answers to relays and isolates leave out what they hold (summary-delta.ts).
         ...(m.cache !== undefined && now - m.cache.at < SUMMARY_MAX_AGE_MS ? { cacheDigest: m.cache.digest, cache: m.cache.wire } : {}),

@@ -6,7 +6,8 @@
  * if nothing happened.
  */
 import { describe, expect, it } from "vitest";
-import { continuationBody, migrationPlan } from "../../src/proxy/serve/migrate.ts";
+import { continuationBody, migratingStream, migrationPlan } from "../../src/proxy/serve/migrate.ts";
+import { Header } from "../../src/protocol/index.ts";
 import { chatPrompt, continuationPrompt } from "../../src/prompt/tiny-lm-chat-template.ts";
 
 const bytes = (o: unknown) => new TextEncoder().encode(JSON.stringify(o)).buffer as ArrayBuffer;
@@ -59,5 +60,67 @@ describe("tiny-lm's continuation prompt", () => {
     for (const partial of ["", "The replica", "ends here: 😀\t"]) {
       expect(continuationPrompt([...chat.messages, { role: "assistant", content: partial }])).toBe(chatPrompt(chat.messages) + partial);
     }
+  });
+});
+
+describe("migratingStream and a drain deadline", () => {
+  const event = (o: unknown) => `data: ${JSON.stringify(o)}\n\n`;
+  const piece = (id: string, text: string) => event({ id, object: "chat.completion.chunk", created: 1, model: "m", choices: [{ index: 0, delta: { content: text }, finish_reason: null }] });
+
+  it("moves a stream off a replica whose announced deadline comes, between two events, and the client sees one stream", async () => {
+    const enc = new TextEncoder();
+    let push!: (s: string) => void;
+    let cancelled = false;
+    const first = new ReadableStream<Uint8Array>({
+      start(c) {
+        push = (s) => c.enqueue(enc.encode(s));
+        push(event({ id: "a", object: "chat.completion.chunk", created: 1, model: "m", choices: [{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }] }));
+        push(piece("a", "one "));
+      },
+      cancel() {
+        cancelled = true;
+      },
+    });
+    /** The replica's deadline, as the isolate's view has it: unknown until the test announces it. */
+    let leaveBy: number | undefined;
+    const continued: string[] = [];
+    const migrations: { reason: string; tokens: number }[] = [];
+    const out = migratingStream(new Response(first, { headers: { [Header.replica]: "r1", "content-type": "text/event-stream" } }), {
+      plan: migrationPlan("chat", bytes({ ...chat, max_tokens: 4 }))!,
+      limit: 2,
+      stallMs: 0,
+      requestId: "req",
+      background: (p) => void p,
+      markDown: () => undefined,
+      leaveBy: (replica) => (replica === "r1" ? leaveBy : undefined),
+      continueOn: async (body) => {
+        continued.push(new TextDecoder().decode(body));
+        const rest = piece("b", "two ") + piece("b", "three ") + event({ id: "b", choices: [], usage: { prompt_tokens: 9, completion_tokens: 2, total_tokens: 11 } }) + "data: [DONE]\n\n";
+        return new Response(rest, { headers: { [Header.replica]: "r2" } });
+      },
+      onMigration: (m) => migrations.push({ reason: m.reason, tokens: m.tokens }),
+    });
+    const reader = out.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let text = "";
+    // The first event passes; then the replica announces its deadline, already due, and sends one more token.
+    while (!text.includes("one ")) text += (await reader.read()).value ?? "";
+    leaveBy = Date.now() - 1;
+    push(piece("a", "more "));
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += value;
+    }
+    // The stream left r1 after the event in flight when it looked (at most one more), and went on at r2 under the first id.
+    const sent = [...text.matchAll(/"content":"([^"]*)"/g)].map((m) => m[1]).join("");
+    expect(sent === "one two three " || sent === "one more two three ").toBe(true);
+    expect(text).not.toContain('"id":"b"');
+    expect(text.trimEnd().endsWith("data: [DONE]")).toBe(true);
+    expect(migrations).toEqual([{ reason: "drain_deadline", tokens: sent.startsWith("one more") ? 2 : 1 }]);
+    expect(cancelled).toBe(true);
+    // The continuation asked for the rest of the budget, the partial answer continued.
+    const body = JSON.parse(continued[0]!) as { max_tokens: number; continue_final_message: boolean; messages: { role: string; content: string }[] };
+    expect(body.continue_final_message).toBe(true);
+    expect(body.messages.at(-1)).toEqual({ role: "assistant", content: sent.startsWith("one more") ? "one more " : "one " });
   });
 });

@@ -22,7 +22,7 @@ import { UsageTail } from "./token-usage.ts";
 import { withLastMember } from "../serve/engine-priority.ts";
 import { bearerToken } from "../../state/api-key-format.ts";
 import { serveRequest, type Background } from "../serve/serve.ts";
-import { migratingStream, migrationPlan } from "../serve/migrate.ts";
+import { HANDOVER_LEAD_MS, migratingStream, migrationPlan } from "../serve/migrate.ts";
 
 /** A body refused before it was read is read up to this size first, so the client's connection survives (drainUnreadBody). */
 const REFUSAL_DRAIN_BYTES = 64 * 1024;
@@ -172,8 +172,9 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
         requestId,
         background,
         markDown: (replica) => void state.snapshots.view(deployment.name, background).then((v) => v.markDown(replica, Date.now())),
+        leaveBy: drainWatch(state, deployment.name, background),
         continueOn: (continuation) => serveWith(continuation, { attempts: 0, rejections: 0, ejections: 0 }),
-        onMigration: (m) => console.log(JSON.stringify({ msg: "stream migrated", deployment: deployment.name, request_id: requestId, from: m.from, tokens: m.tokens, migration: m.attempt, ok: m.ok })),
+        onMigration: (m) => console.log(JSON.stringify({ msg: "stream migrated", deployment: deployment.name, request_id: requestId, from: m.from, tokens: m.tokens, migration: m.attempt, ok: m.ok, reason: m.reason })),
       });
     }
     const watched = stream && !streamUsage && !askUsage ? null : watchUsage(response, deployment.access.public ? "public" : keyLabel(authorization));
@@ -198,6 +199,31 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
   app.all("/models/*", (c) => errorResponse("method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}; use GET`, { headers: { allow: "GET" } }));
   app.all("*", (c) => errorResponse("route_not_found", `no OpenAI route ${c.req.method} ${c.req.path}; served: POST ${Object.keys(OPENAI_ENDPOINTS).join(", POST ")}, GET /v1/models, GET /v1/models/{model}`));
   return { app, serve: serveOpenAI };
+}
+
+/** How often one stream looks at its replica's drain deadline in the view (each look may refresh a view past its TTL). */
+const DRAIN_LOOK_MS = 500;
+
+/**
+ * A migrating stream's watch on its replica's drain deadline (migrate.ts, leaveBy): the
+ * replica's deadline less HANDOVER_LEAD_MS, as this isolate's view has it. A stream
+ * looks at most every DRAIN_LOOK_MS, and the look counts as a use of the view, so an
+ * isolate that only streams still refreshes it (at its pace, routing.refreshEveryRequests):
+ * a drain announced by a replica reaches the streams on it within a second or two.
+ */
+function drainWatch(state: IsolateState, deployment: string, background: (p: Promise<unknown>) => void): (replica: string) => number | undefined {
+  let lookedAt = -Infinity;
+  let drainsAt: number | undefined;
+  let looked: string | undefined;
+  return (replica) => {
+    const now = Date.now();
+    if (replica !== looked || now - lookedAt >= DRAIN_LOOK_MS) {
+      looked = replica;
+      lookedAt = now;
+      drainsAt = state.snapshots.viewNow(deployment, background)?.get(replica)?.drainsAt;
+    }
+    return drainsAt === undefined ? undefined : drainsAt - HANDOVER_LEAD_MS;
+  };
 }
 
 /**

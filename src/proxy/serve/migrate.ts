@@ -11,7 +11,9 @@
  * A failure is the edge's own `upstream_failed` event (the connection was lost or
  * reset: dispatch.ts, sseWithErrorEvent), an error event from the replica (a draining
  * replica's `stream_handover` among them), or nothing for `openai.migrationStallMs`
- * (the replica hangs; its stream is cancelled). Then the
+ * (the replica hangs; its stream is cancelled), or its replica's announced drain
+ * deadline coming within HANDOVER_LEAD_MS (an engine behind the agent cannot hand its
+ * streams over itself; docs/migration.md, "Drain deadlines"). Then the
  * replica is marked down in this isolate's view, and a continuation goes through the
  * whole request path again (admission, choice, signed dispatch):
  * - chat: the messages plus the partial answer as an assistant message, with vLLM's
@@ -29,6 +31,13 @@
  * sampling continues from a different random state.
  */
 import { errorBody, Header } from "../../protocol/index.ts";
+
+/**
+ * How long before a replica's announced drain deadline its streams leave it: enough
+ * for a continuation's connect before the replica stops (its own handover margin is
+ * HANDOVER_MARGIN_MS, 500 ms, for the streams it cannot finish).
+ */
+export const HANDOVER_LEAD_MS = 1_000;
 
 /** What a continuation needs of the original request, parsed once from its body. */
 export interface MigrationPlan {
@@ -85,6 +94,13 @@ export function continuationBody(plan: MigrationPlan, text: string, tokens: numb
   return JSON.stringify(b);
 }
 
+/**
+ * Why a stream left its replica: an error event or a lost connection (`error`; a
+ * replica's own `stream_handover` among them), nothing for migrationStallMs (`stalled`),
+ * or its replica's announced drain deadline near (`drain_deadline`).
+ */
+export type MigrationReason = "error" | "stalled" | "drain_deadline";
+
 /** Runs one continuation through the request path; resolves with the answer (any status). */
 export type Continue = (body: ArrayBuffer, attempt: number) => Promise<Response>;
 
@@ -98,9 +114,16 @@ export interface MigrateOptions {
   background: (p: Promise<unknown>) => void;
   /** Marks a failed replica down in this isolate's view. */
   markDown: (replicaId: string) => void;
+  /**
+   * When a stream must have left `replicaId`, epoch ms: its drain deadline (the replica
+   * or its agent announced when it stops serving) less HANDOVER_LEAD_MS, as this
+   * isolate's view has it; undefined while it announced none. A stream still there
+   * then is continued elsewhere, as on a failure.
+   */
+  leaveBy?: (replicaId: string) => number | undefined;
   continueOn: Continue;
-  /** Each migration, for logs and metrics. */
-  onMigration?: (m: { from: string | null; tokens: number; attempt: number; ok: boolean }) => void;
+  /** Each migration, for logs and metrics, and why the stream left its replica. */
+  onMigration?: (m: { from: string | null; tokens: number; attempt: number; ok: boolean; reason: MigrationReason }) => void;
 }
 
 interface Event {
@@ -157,15 +180,28 @@ export function migratingStream(first: Response, o: MigrateOptions): Response {
   let created: unknown;
   let finished = false;
   let toolCalls = false;
+  /** Why the last part failed. */
+  let reason: MigrationReason = "error";
 
-  /** Passes one upstream answer on; resolves with how it ended. */
-  const pass = async (res: Response, part: number): Promise<"done" | "failed" | "client_gone"> => {
+  /** Passes one upstream answer (from replica `from`) on; resolves with how it ended. */
+  const pass = async (res: Response, part: number, from: string | null): Promise<"done" | "failed" | "client_gone"> => {
     const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
     let buffer = "";
     try {
       for (;;) {
-        const read = await readWithin(reader, o.stallMs);
-        if (read === "stalled") return "failed";
+        // A replica draining with a deadline: the stream leaves it in time, between two events.
+        const leaveIn = from === null || !o.leaveBy ? Infinity : (o.leaveBy(from) ?? Infinity) - Date.now();
+        reason = "error";
+        if (leaveIn <= 0) {
+          reason = "drain_deadline";
+          return "failed";
+        }
+        const limit = o.stallMs > 0 ? Math.min(o.stallMs, leaveIn) : leaveIn;
+        const read = await readWithin(reader, limit === Infinity ? 0 : Math.max(1, limit));
+        if (read === "stalled") {
+          reason = limit < leaveIn ? "stalled" : "drain_deadline";
+          return "failed";
+        }
         const { done, value } = read;
         if (done) return finished ? "done" : "failed";
         buffer += value;
@@ -249,7 +285,7 @@ export function migratingStream(first: Response, o: MigrateOptions): Response {
     let res = first;
     let from = first.headers.get(Header.replica);
     for (let part = 0; ; part++) {
-      const ended = await pass(res, part);
+      const ended = await pass(res, part, from);
       if (ended !== "failed") break;
       const body = part < o.limit && !toolCalls ? continuationBody(o.plan, text, tokens) : undefined;
       if (from !== null) o.markDown(from);
@@ -262,7 +298,7 @@ export function migratingStream(first: Response, o: MigrateOptions): Response {
       tokensBefore[part + 1] = tokens;
       const next = await o.continueOn(encoder.encode(body).buffer as ArrayBuffer, part + 1).catch(() => undefined);
       const ok = next !== undefined && next.status === 200 && next.body !== null;
-      o.onMigration?.({ from, tokens, attempt: part + 1, ok });
+      o.onMigration?.({ from, tokens, attempt: part + 1, ok, reason });
       if (!ok) {
         await next?.body?.cancel().catch(() => undefined);
         await writer.write(encoder.encode(failureEvent())).catch(() => undefined);

@@ -37,6 +37,8 @@ export interface ReplicaEntry extends ModelHolderChoice {
   counted: number;
   /** Epoch ms after which the replica is stale (no report, no response). */
   expiresAt: number;
+  /** Draining with a deadline: epoch ms when it stops serving (its streams move before, migrate.ts). */
+  drainsAt?: number;
   /** Epoch ms before which this isolate does not pick the replica (connect failures). */
   downUntil: number;
   /** Outlier ejection state (src/policy/circuit-breaker.ts). */
@@ -94,6 +96,8 @@ export class RoutingView {
           known.counted = Math.min(known.inflight, r.load.ongoing + r.load.queued);
           known.models = r.models;
           known.loading = r.loading;
+          if (r.drainsInMs !== undefined) known.drainsAt = now + r.drainsInMs;
+          else delete known.drainsAt;
         }
         known.expiresAt = Math.max(known.expiresAt, now + r.expiresInMs);
         refresh(known);
@@ -310,6 +314,7 @@ function entryFrom(r: ReplicaView, now: number): ReplicaEntry {
     load: r.load.ongoing + r.load.queued,
     ...(r.load.kv !== undefined ? { kv: r.load.kv } : {}),
     expiresAt: now + r.expiresInMs,
+    ...(r.drainsInMs !== undefined ? { drainsAt: now + r.drainsInMs } : {}),
     downUntil: 0,
     breaker: newBreaker(),
     ...(r.engineKey !== undefined ? { engineKey: r.engineKey } : {}),

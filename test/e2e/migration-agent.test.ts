@@ -1,0 +1,128 @@
+// Migration on an agent's drain deadline (issue 35, docs/migration.md "Drain deadlines"):
+// an engine behind the replica agent in engine mode is dispatched to by the edge
+// directly, so it cannot hand its streams over itself. The agent, told to drain with
+// a 5 s deadline (SIGTERM with --drain-timeout-ms 5000), announces the deadline in its
+// reports (drain_deadline_ms); the edge moves the engine's streams to the other
+// replicas before it. Every stream completes with the model's uninterrupted greedy
+// text, and every migration off the engine says the deadline moved it (not a broken
+// connection when the engine stopped).
+import { spawn, type ChildProcess } from "node:child_process";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { LlmEngine } from "../../src/replica/llm/engine.ts";
+import { loadTinyLm } from "../../src/replica/llm/load-tiny-lm.ts";
+import { tinyLmGenerator } from "../../src/replica/llm/tiny-lm.ts";
+import { sseData } from "../fixtures/sse.ts";
+import { alive, freePort, startStack, until } from "./stack-fixture.ts";
+
+const CLI = fileURLToPath(new URL("../../src/replica-entry.ts", import.meta.url));
+const AGENT_ID = "am-agent";
+const STREAMS = 12;
+const TOKENS = 150;
+const messages = (i: number) => [{ role: "user", content: `Describe lighthouse keeper number ${i}.` }];
+
+let stack: Awaited<ReturnType<typeof startStack>>;
+let agent: ChildProcess;
+let agentExit: Promise<number | null>;
+let agentLog = "";
+let enginePid = 0;
+
+beforeAll(async () => {
+  stack = await startStack({ functionsDir: join(import.meta.dirname, "fixtures/functions-agent-migration") });
+  for (let i = 1; i <= 2; i++) await stack.startReplica("am", { id: `am-${i}`, maxOngoing: 20, backendArgs: ["--backend", "llm", "--model", "tiny-lm", "--decode-ms", "60"] });
+  const port = await freePort();
+  // The engine would hand its streams over itself only past a minute: here the edge must move them.
+  const engine = [process.execPath, "--import", "tsx", CLI, "--backend", "llm", "--model", "tiny-lm", "--standalone", "--deployment", "am", "--host", "127.0.0.1", "--port", String(port), "--max-ongoing", "20", "--decode-ms", "60", "--drain-timeout-ms", "60000"];
+  agent = spawn(
+    process.execPath,
+    ["--import", "tsx", CLI, "agent", "--deployment", "am", "--edge", stack.url, "--engine-url", `http://127.0.0.1:${port}`, "--id", AGENT_ID, "--max-ongoing", "20", "--drain-timeout-ms", "5000", "--engine-start-timeout-ms", "60000", "--", ...engine],
+    { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, SWITCHYARD_REPLICA_KEY: await stack.replicaKey("am"), SWITCHYARD_REPLICA_SECRET: "" } },
+  );
+  agentExit = new Promise((r) => agent.once("exit", (code) => r(code)));
+  agent.stderr!.on("data", (d: Buffer) => (agentLog += d.toString()));
+  createInterface({ input: agent.stdout! }).on("line", (l) => {
+    try {
+      const e = JSON.parse(l) as { event?: string; pid?: number };
+      if (e.event === "engine_started") enginePid = e.pid!;
+    } catch {
+      // engine output
+    }
+  });
+  await until("3 ready replicas, the agent's among them", async () => {
+    const rs = (await stack.deploymentState("am")).snapshot.replicas.filter((r) => r.load.state === "ready");
+    return rs.length === 3 && rs.some((r) => r.id === AGENT_ID) ? true : undefined;
+  }, 90_000, () => agentLog.slice(-3000));
+}, 180_000);
+
+afterAll(async () => {
+  if (agent && agent.exitCode === null) agent.kill("SIGKILL");
+  if (enginePid && alive(enginePid)) process.kill(enginePid, "SIGKILL");
+  await stack?.dispose();
+});
+
+describe("an engine behind the agent, drained with a 5 s deadline", () => {
+  it("has its streams moved by the edge before the deadline: all complete with the uninterrupted greedy text", async () => {
+    const { model } = await loadTinyLm({ warmupRuns: 0 });
+    const engine = new LlmEngine({ model: tinyLmGenerator(model), kvBlocks: 4096 });
+    const expected: string[] = [];
+    for (let i = 0; i < STREAMS; i++) {
+      let text = "";
+      for await (const piece of engine.generate({ prompt: engine.model.prompts.chat(messages(i)), maxTokens: TOKENS, sampling: { temperature: 0, topP: 1 }, ignoreEos: true })) text += piece;
+      expected.push(text);
+    }
+
+    const live: { replica: string; chunks: number }[] = [];
+    let drainedAt: number | undefined;
+    const results = await Promise.all(
+      Array.from({ length: STREAMS }, async (_, i) => {
+        const res = await fetch(`${stack.url}/v1/chat/completions`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ model: "tiny-lm", messages: messages(i), max_tokens: TOKENS, temperature: 0, ignore_eos: true, stream: true, stream_options: { include_usage: true } }),
+        });
+        expect(res.status).toBe(200);
+        const s = { replica: res.headers.get("x-switchyard-replica")!, chunks: 0 };
+        live.push(s);
+        let text = "";
+        let error = false;
+        let done = false;
+        let usage: unknown;
+        for await (const data of sseData(res.body!)) {
+          if (data === "[DONE]") {
+            done = true;
+            continue;
+          }
+          const chunk = JSON.parse(data) as { error?: unknown; choices?: { delta?: { content?: string } }[]; usage?: unknown };
+          if (chunk.error) error = true;
+          if (chunk.usage) usage = chunk.usage;
+          const piece = chunk.choices?.[0]?.delta?.content;
+          if (!piece) continue;
+          text += piece;
+          s.chunks++;
+          // Once every stream is under way and some are on the engine, the agent gets its notice.
+          if (drainedAt === undefined && live.length === STREAMS && live.every((x) => x.chunks >= 3) && live.some((x) => x.replica === AGENT_ID)) {
+            drainedAt = Date.now();
+            agent.kill("SIGTERM");
+          }
+        }
+        return { text, error, done, usage, replica: s.replica };
+      }),
+    );
+    expect(drainedAt).toBeDefined();
+    expect(await agentExit).toBe(0);
+    for (const [i, r] of results.entries()) {
+      expect({ i, error: r.error, done: r.done }).toEqual({ i, error: false, done: true });
+      expect(r.text).toBe(expected[i]);
+      const prompt = engine.model.prompts.chat(messages(i)).length;
+      expect(r.usage).toEqual({ prompt_tokens: prompt, completion_tokens: TOKENS, total_tokens: prompt + TOKENS });
+    }
+    const moved = results.filter((r) => r.replica === AGENT_ID).length;
+    expect(moved).toBeGreaterThan(0);
+    // Each stream on the engine left it because its deadline came, not because the engine went away.
+    const migrations = () => stack.logLines.filter((l) => l.includes('"msg":"stream migrated"') && l.includes(`"from":"${AGENT_ID}"`));
+    await until("the migrations in the edge's log", () => (migrations().length >= moved ? true : undefined), 10_000);
+    for (const line of migrations()) expect(JSON.parse(line.slice(line.indexOf("{")))).toMatchObject({ ok: true, reason: "drain_deadline" });
+  }, 120_000);
+});
