@@ -5,6 +5,8 @@
  * the original prompt followed by the text sent so far, so greedy decoding goes on as
  * if nothing happened.
  */
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { continuationBody, migratingStream, migrationPlan } from "../../src/proxy/serve/migrate.ts";
 import { Header } from "../../src/protocol/index.ts";
@@ -122,5 +124,40 @@ describe("migratingStream and a drain deadline", () => {
     const body = JSON.parse(continued[0]!) as { max_tokens: number; continue_final_message: boolean; messages: { role: string; content: string }[] };
     expect(body.continue_final_message).toBe(true);
     expect(body.messages.at(-1)).toEqual({ role: "assistant", content: sent.startsWith("one more") ? "one more " : "one " });
+  });
+});
+
+describe("continuations in vLLM's request format (test/fixtures/vllm-requests)", () => {
+  const vllm = JSON.parse(readFileSync(join(import.meta.dirname, "../fixtures/vllm-requests/request-fields.json"), "utf8")) as {
+    chat: { fields: string[]; refused: { when: Record<string, unknown> }[] };
+    completion: { fields: string[] };
+  };
+  const fixture = (name: string) => readFileSync(join(import.meta.dirname, `../fixtures/vllm-requests/${name}`));
+
+  it("a chat's continuation uses only fields vLLM's ChatCompletionRequest declares, and none of the combinations it refuses", () => {
+    for (const client of [JSON.parse(fixture("chat-completion.json").toString()), { ...chat, max_completion_tokens: 40, top_k: 5, ignore_eos: true }]) {
+      const body = JSON.parse(continuationBody(migrationPlan("chat", bytes(client))!, "Partial", 3)!) as Record<string, unknown>;
+      expect(Object.keys(body).filter((k) => !vllm.chat.fields.includes(k))).toEqual([]);
+      for (const r of vllm.chat.refused) expect(Object.entries(r.when).every(([k, v]) => body[k] === v)).toBe(false);
+      // vLLM continues the final message only with add_generation_prompt off, and the last message the assistant's.
+      expect(body).toMatchObject({ continue_final_message: true, add_generation_prompt: false });
+      expect((body.messages as { role: string }[]).at(-1)).toEqual({ role: "assistant", content: "Partial" });
+    }
+  });
+
+  it("a completion's continuation uses only fields vLLM's CompletionRequest declares", () => {
+    const body = JSON.parse(continuationBody(migrationPlan("completions", bytes({ ...JSON.parse(fixture("completion.json").toString()), stream: true }))!, " city", 1)!) as Record<string, unknown>;
+    expect(Object.keys(body).filter((k) => !vllm.completion.fields.includes(k))).toEqual([]);
+    expect(body).toMatchObject({ prompt: "San Francisco is a city", max_tokens: 15 });
+  });
+});
+
+describe("a continuation keeps the client's bytes", () => {
+  it("keeps a seed beyond 2^53 exactly, and the members it changes parse to their new values", () => {
+    const raw = readFileSync(join(import.meta.dirname, "../fixtures/vllm-requests/chat-completion.json"));
+    const body = continuationBody(migrationPlan("chat", raw.buffer.slice(raw.byteOffset, raw.byteOffset + raw.byteLength) as ArrayBuffer)!, "The Dodgers", 2)!;
+    expect(body).toContain('"seed": 9007199254740993');
+    expect(JSON.parse(body)).toMatchObject({ max_tokens: 126, continue_final_message: true, add_generation_prompt: false });
+    expect((JSON.parse(body) as { messages: unknown[] }).messages).toHaveLength(3);
   });
 });

@@ -31,6 +31,7 @@
  * sampling continues from a different random state.
  */
 import { errorBody, Header } from "../../protocol/index.ts";
+import { withLastMember } from "./engine-priority.ts";
 
 /**
  * How long before a replica's announced drain deadline its streams leave it: enough
@@ -43,6 +44,8 @@ export const HANDOVER_LEAD_MS = 1_000;
 export interface MigrationPlan {
   endpoint: "chat" | "completion";
   body: Record<string, unknown>;
+  /** The body as the client sent it: the continuation keeps its bytes (a seed beyond 2^53 stays the client's). */
+  raw: ArrayBuffer;
   /** The token budget asked (max_completion_tokens / max_tokens), undefined when none. */
   maxTokens: number | undefined;
 }
@@ -71,27 +74,29 @@ export function migrationPlan(endpoint: string, bytes: ArrayBuffer): MigrationPl
     if (b.echo === true || (b.best_of != null && b.best_of !== 1) || b.suffix != null) return undefined;
   }
   const asked = endpoint === "chat" ? (b.max_completion_tokens ?? b.max_tokens) : b.max_tokens;
-  return { endpoint: endpoint === "chat" ? "chat" : "completion", body: b, maxTokens: typeof asked === "number" ? asked : undefined };
+  return { endpoint: endpoint === "chat" ? "chat" : "completion", body: b, raw: bytes, maxTokens: typeof asked === "number" ? asked : undefined };
 }
 
 /** The body that continues `plan`'s request after `text` (`tokens` tokens) was sent; undefined when nothing is left to generate. */
 export function continuationBody(plan: MigrationPlan, text: string, tokens: number): string | undefined {
-  const b: Record<string, unknown> = { ...plan.body };
+  const b = plan.body;
+  // The client's bytes, with the changed members added after them: the last of duplicate
+  // names wins in Python's json (vLLM, SGLang) and in JSON.parse (withLastMember), and
+  // every other member (a seed beyond 2^53, escapes, key order) stays as sent.
+  const changes: [string, unknown][] = [];
   if (plan.maxTokens !== undefined) {
     const left = plan.maxTokens - tokens;
     if (left <= 0) return undefined;
-    if (plan.endpoint === "chat" && b.max_completion_tokens != null) b.max_completion_tokens = left;
-    else b.max_tokens = left;
+    changes.push([plan.endpoint === "chat" && b.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens", left]);
   }
   if (plan.endpoint === "chat") {
-    b.messages = [...(b.messages as unknown[]), { role: "assistant", content: text }];
-    b.continue_final_message = true;
-    b.add_generation_prompt = false;
+    changes.push(["messages", [...(b.messages as unknown[]), { role: "assistant", content: text }]], ["continue_final_message", true], ["add_generation_prompt", false]);
   } else {
-    const prompt = typeof b.prompt === "string" ? b.prompt : (b.prompt as string[])[0]!;
-    b.prompt = prompt + text;
+    changes.push(["prompt", (typeof b.prompt === "string" ? b.prompt : (b.prompt as string[])[0]!) + text]);
   }
-  return JSON.stringify(b);
+  let body: ArrayBuffer | null = plan.raw;
+  for (const [name, value] of changes) body = body && withLastMember(body, name, JSON.stringify(value));
+  return body ? new TextDecoder().decode(body) : undefined;
 }
 
 /**
