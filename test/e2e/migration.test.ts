@@ -1,4 +1,5 @@
-// Streams that survive their replica (issue 35): 50 concurrent greedy streams of 200
+// Streams that survive their replica (issue 35): 50 concurrent streams (greedy, every
+// fourth sampled with a seed) of 200
 // tokens on 4 reference LLM replicas; the replica serving the most of them is
 // SIGKILLed halfway through. With migration every stream completes, its text byte for
 // byte an uninterrupted run's and its usage the same; without it (the deployment's
@@ -53,7 +54,10 @@ async function stream(url: string, i: number, onChunk?: (s: Streamed) => void, o
       model: "tiny-lm",
       messages: [{ role: "user", content: `Tell me the story of the lighthouse number ${i}.` }],
       max_tokens: TOKENS,
-      temperature: 0,
+      // Every fourth stream samples with a seed: the reference replica draws each token from
+      // the seed and its position, so a continuation samples on as the uninterrupted run did.
+      temperature: i % 4 === 2 ? 0.9 : 0,
+      ...(i % 4 === 2 ? { seed: 4_000 + i } : {}),
       ignore_eos: true,
       stream: true,
       stream_options: { include_usage: true },
@@ -114,7 +118,7 @@ async function runWithKill(url: string, n: number, offset: number): Promise<{ re
 describe("a stream whose replica dies mid-answer", () => {
   const reference = new Map<number, Streamed>();
 
-  it("uninterrupted: 50 greedy streams of 200 tokens", async () => {
+  it("uninterrupted: 50 streams of 200 tokens, greedy or seeded", async () => {
     const results = await Promise.all(Array.from({ length: STREAMS }, (_, i) => stream(v1(), i)));
     for (const [i, s] of results.entries()) {
       expect(s.done && !s.error).toBe(true);

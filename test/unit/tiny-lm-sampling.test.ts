@@ -1,6 +1,6 @@
 /** Sampling over logits (src/replica/llm/sampling.ts): seeded determinism, greedy, top_p, temperature, penalties. */
 import { describe, expect, it } from "vitest";
-import { createRng, randomSeed, sampleToken, type SamplingParams } from "../../src/replica/llm/sampling.ts";
+import { createRng, positionRng, randomSeed, sampleToken, type SamplingParams } from "../../src/replica/llm/sampling.ts";
 
 const logits = Float32Array.from([-30, Math.log(0.5), Math.log(0.3), Math.log(0.15), Math.log(0.05)]);
 const T1: SamplingParams = { temperature: 1, topP: 1 };
@@ -76,5 +76,17 @@ describe("sampleToken", () => {
     expect(sampleToken(logits, { temperature: 0, topP: 1, frequencyPenalty: 1 }, createRng(1), { counts })).toBe(2);
     expect(sampleToken(logits, { temperature: 0, topP: 1, presencePenalty: 0.1 }, createRng(1), { counts })).toBe(1);
     expect(sampleToken(logits, { temperature: 0, topP: 1, presencePenalty: 1 }, createRng(1), { counts })).toBe(2);
+  });
+});
+
+describe("positionRng", () => {
+  it("draws from the seed and the position only: the same pair, the same draw; another position or seed, another", () => {
+    expect(positionRng(7, 40)()).toBe(positionRng(7, 40)());
+    expect(positionRng(7, 40)()).not.toBe(positionRng(7, 41)());
+    expect(positionRng(7, 40)()).not.toBe(positionRng(8, 40)());
+    // Spread: 1,000 consecutive positions of one seed fill [0, 1) evenly enough (each tenth gets 60–140).
+    const tenths = new Array<number>(10).fill(0);
+    for (let p = 0; p < 1000; p++) tenths[Math.floor(positionRng(99, p)() * 10)]!++;
+    for (const n of tenths) expect(n).toBeGreaterThan(60);
   });
 });

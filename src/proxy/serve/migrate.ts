@@ -27,8 +27,9 @@
  * Not migrated (continuationOf answers undefined; the stream fails as before):
  * n > 1, logprobs, tools or tool calls in the answer (half a tool call cannot be
  * continued as text), a completion prompt given as token ids, echo, best_of, and the
- * Responses API. Greedy decoding continues to the same text as an uninterrupted run;
- * sampling continues from a different random state.
+ * Responses API. Greedy decoding continues to the same text as an uninterrupted run,
+ * and so does seeded sampling on the reference replica (it draws each token from the
+ * seed and the token's position); other sampling continues from another random state.
  */
 import { errorBody, Header } from "../../protocol/index.ts";
 import { withLastMember } from "./engine-priority.ts";

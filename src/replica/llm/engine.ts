@@ -30,7 +30,7 @@ import type { TemplateMessage } from "../../prompt/tiny-lm-chat-template.ts";
 import { buildCacheSummary, type CacheSummaryWire } from "../../prefix/cache-summary.ts";
 import { KvCacheScheduler, type PoolEvent, type SequenceContent } from "./kv-cache.ts";
 import { PrefillLane } from "./prefill-lane.ts";
-import { createRng, randomSeed, type Rng, type SamplingParams } from "./sampling.ts";
+import { positionRng, randomSeed, type Rng, type SamplingParams } from "./sampling.ts";
 import { StopMatcher } from "./stop.ts";
 import { BucketHistogram, E2E_BUCKETS_S, ITL_BUCKETS_S, TTFT_BUCKETS_S, renderVllmMetrics, type FinishReason } from "./vllm-metrics.ts";
 
@@ -263,7 +263,10 @@ export class LlmEngine {
     const arrival = performance.now();
     // The sequence's tokens, prompt then generated: the KV cache names its blocks from these.
     const ids: number[] = [...prompt];
-    const decoder = this.model.decoder(prompt, { sampling: request.sampling, rng: createRng(request.seed ?? randomSeed()), ignoreEos: request.ignoreEos === true });
+    // Each token draws from the seed and its position (positionRng), so a continuation on another replica samples on as this one would.
+    const seed = request.seed ?? randomSeed();
+    let tokenRng = positionRng(seed, prompt.length);
+    const decoder = this.model.decoder(prompt, { sampling: request.sampling, rng: () => tokenRng(), ignoreEos: request.ignoreEos === true });
     const stop = new StopMatcher(request.stop ?? []);
     let generated = 0;
     let finishReason: FinishReason = "length";
@@ -288,6 +291,7 @@ export class LlmEngine {
         // Scheduled now (first, or again after a preemption): compute what is not cached.
         const scheduling = this.#kv.takeScheduling(id);
         if (scheduling) await this.#prefill(prompt.length + generated - scheduling.cachedTokens, signal, priority);
+        tokenRng = positionRng(seed, prompt.length + generated);
         const { token, text, eos } = await decoder.next();
         if (signal?.aborted) throw new Aborted();
         this.#kv.commit(id);

@@ -31,6 +31,17 @@ export function createRng(seed: number): Rng {
   return mulberry32(seedState(seed));
 }
 
+/**
+ * The PRNG for the token at `position` (its index in the sequence, prompt included) of
+ * a request seeded `seed`. A token's draw then depends on the seed and its position
+ * only, not on the draws before it: a continuation (the prompt followed by the tokens
+ * already sent, docs/migration.md) draws at each position what the uninterrupted run
+ * drew there, so seeded sampling goes on with the same text.
+ */
+export function positionRng(seed: number, position: number): Rng {
+  return mulberry32((seedState(seed) ^ Math.imul(position + 1, 0x85ebca6b)) >>> 0);
+}
+
 /** A fresh random seed for requests that give none. */
 export function randomSeed(): number {
   return crypto.getRandomValues(new Uint32Array(1))[0]!;
