@@ -23,7 +23,7 @@
  *
  * docs/agent.md describes it for operators.
  */
-import { MAX_LOAD_COUNT as MAX_COUNT, MAX_REPLICA_MODELS as MAX_MODELS, MODEL_ID, OpenAIPath, type Load, type ReplicaState } from "../protocol/index.ts";
+import { MAX_LOAD_COUNT as MAX_COUNT, MAX_REPLICA_MODELS as MAX_MODELS, MODEL_ID, OpenAIPath, type ContinuationForm, type Load, type ReplicaState } from "../protocol/index.ts";
 import { EdgeClient } from "../replica/edge-client.ts";
 import type { LoadSource } from "../replica/edge-control.ts";
 import type { NodeReporter } from "../replica/node-reporter.ts";
@@ -86,6 +86,12 @@ export interface AgentOptions {
    * own calls to the engine's /v1 routes. setEngineKey rotates it.
    */
   engineKey?: string;
+  /**
+   * The stream continuations the engine takes (`--engine-continues`), declared at
+   * register: the edge continues a broken stream only on replicas that take its form.
+   * Absent: both (vLLM and SGLang take continue_final_message and text prompts).
+   */
+  continues?: ContinuationForm[];
   /** Which metric names to read; "auto" takes whichever engine's names are present. Default auto. */
   engine?: EngineKind;
   /** The engine's concurrency budget (vLLM's --max-num-seqs): max_ongoing_requests and the reports' max. */
@@ -415,6 +421,7 @@ export class ReplicaAgent {
       log: this.#log,
       ...(maxModels !== undefined && { maxModels }),
       ...(this.#engineKey !== undefined && { engineKey: this.#engineKey }),
+      ...(o.continues !== undefined && { continues: o.continues }),
       ...(o.node !== undefined && { node: o.node }),
       ...(o.nodeReporter !== undefined && { nodeReporter: o.nodeReporter }),
       ...(this.#prefix && { cacheSummary: () => this.#prefix?.summary() }),

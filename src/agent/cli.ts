@@ -21,7 +21,7 @@
  */
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { DEPLOYMENT_NAME, ENGINE_KEY, MAX_NODE_REPLICAS, MODEL_ID, REPLICA_ID, REPLICA_KEY_PATTERN } from "../protocol/index.ts";
+import { ContinuationForm, DEPLOYMENT_NAME, ENGINE_KEY, MAX_NODE_REPLICAS, MODEL_ID, REPLICA_ID, REPLICA_KEY_PATTERN } from "../protocol/index.ts";
 import { NodeReporter } from "../replica/node-reporter.ts";
 import { AGENT_DEFAULTS, MAX_SCRAPE_INTERVAL_MS, ReplicaAgent, type AgentOptions, type EngineKind } from "./agent.ts";
 import { ZMQ_ENDPOINT } from "./kv-events-subscriber.ts";
@@ -35,7 +35,7 @@ export const AGENT_USAGE = `usage: switchyard agent --deployment NAME --edge URL
                [--engine-start-timeout-ms N] [--engine-stop-timeout-ms N]
                [--engine-api-key-file PATH ...] [--kv-events-endpoint ZMQ ...]
                [--kv-events-replay-endpoint ZMQ ...] [--kv-events-topic TOPIC ...]
-               [-- ENGINE COMMAND...]
+               [--engine-continues chat,completion|none ...] [-- ENGINE COMMAND...]
 Fronts an external OpenAI-compatible engine: registers it with the deployment (proxies
 dispatch straight to --advertise-url, default --engine-url), scrapes its /metrics into
 load reports, and on SIGTERM/SIGINT drains, deregisters, then stops the engine.
@@ -69,11 +69,15 @@ load reports, and on SIGTERM/SIGINT drains, deregisters, then stops the engine.
                         batches missed (and those before the agent started) are asked from it;
                         once per --kv-events-endpoint
 --kv-events-topic TOPIC the events' topic (vLLM's topic, default ""); once, or once per engine
+--engine-continues FORMS the stream continuations the engine takes (docs/migration.md): chat (vLLM's
+                        continue_final_message), completion (prompt + text), both comma-separated, or
+                        none; default both, as vLLM and SGLang take (not sent then): the edge continues
+                        a broken stream only on replicas that take its form
 -- COMMAND...           start the engine as the agent's child (stdout/stderr shared); the agent
                         stops it after deregistering and exits 1 if it exits on its own
                         (one engine only: start several engines yourself)
-With several engines, --engine, --max-ongoing, --models, --engine-api-key-file and
---kv-events-topic are given once (for all) or once per --engine-url, in order.
+With several engines, --engine, --max-ongoing, --models, --engine-api-key-file,
+--kv-events-topic and --engine-continues are given once (for all) or once per --engine-url, in order.
 env: SWITCHYARD_REPLICA_KEY (required): the deployment's replica key (replica --print-key)
 Any other HTTP model server (FastAPI, Triton, TorchServe, BentoML): agent --proxy --help`;
 
@@ -115,6 +119,15 @@ function modelList(raw: string): string[] {
   for (const m of models) if (!MODEL_ID.test(m)) throw new UsageError(`--models: "${m}" is not a model id (1-128 of [A-Za-z0-9._:@/+-])`);
   if (new Set(models).size !== models.length) throw new UsageError("--models: a model is listed twice");
   return models;
+}
+
+/** `--engine-continues`: "none", or forms joined by commas ("chat,completion"). */
+function continuationForms(raw: string): ContinuationForm[] {
+  if (raw === "none") return [];
+  const forms = raw.split(",").map((f) => f.trim());
+  for (const f of forms) if (!ContinuationForm.safeParse(f).success) throw new UsageError(`--engine-continues: "${f}" is not a continuation form (chat, completion, or none)`);
+  if (new Set(forms).size !== forms.length) throw new UsageError("--engine-continues: a form is listed twice");
+  return forms as ContinuationForm[];
 }
 
 /** A flag given once applies to every engine; several times, once per engine. Undefined when absent. */
@@ -195,6 +208,7 @@ export function parseAgentArgs(argv: readonly string[]): AgentArgs | "help" {
         "engine-start-timeout-ms": { type: "string", default: String(AGENT_DEFAULTS.engineStartTimeoutMs) },
         "engine-stop-timeout-ms": { type: "string", default: String(AGENT_DEFAULTS.engineStopTimeoutMs) },
         "engine-api-key-file": { type: "string", multiple: true },
+        "engine-continues": { type: "string", multiple: true },
         "kv-events-endpoint": { type: "string", multiple: true },
         "kv-events-replay-endpoint": { type: "string", multiple: true },
         "kv-events-topic": { type: "string", multiple: true },
@@ -233,6 +247,7 @@ export function parseAgentArgs(argv: readonly string[]): AgentArgs | "help" {
   );
   const models = perEngine(v.models, "--models", n)?.map(modelList);
   const keyFiles = perEngine(v["engine-api-key-file"], "--engine-api-key-file", n);
+  const continues = perEngine(v["engine-continues"], "--engine-continues", n)?.map(continuationForms);
   const kvEvents = kvEventSources(v["kv-events-endpoint"], v["kv-events-replay-endpoint"], v["kv-events-topic"], n);
   const shared = {
     deployment: v.deployment,
@@ -263,6 +278,7 @@ export function parseAgentArgs(argv: readonly string[]): AgentArgs | "help" {
     if (models !== undefined) options.models = models[i]!;
     if (node !== undefined) options.node = node;
     if (kvEvents !== undefined) options.kvEvents = kvEvents[i]!;
+    if (continues !== undefined) options.continues = continues[i]!;
     const keyFile = keyFiles?.[i];
     return keyFile !== undefined ? { options, engineKeyFile: keyFile } : { options };
   });

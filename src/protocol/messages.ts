@@ -61,6 +61,10 @@ const replicaUrl = z
  */
 export const ENGINE_KEY = /^[\x21-\x7e]{1,512}$/;
 
+/** A form of stream continuation (docs/migration.md): a chat's, or a text completion's. */
+export const ContinuationForm = z.enum(["chat", "completion"]);
+export type ContinuationForm = z.infer<typeof ContinuationForm>;
+
 export const RegisterMessage = z
   .object({
     protocol: z.literal(PROTOCOL_VERSION),
@@ -75,6 +79,13 @@ export const RegisterMessage = z
      * sends it with every dispatch. A register with another key replaces it (rotation).
      */
     engine_key: z.string().regex(ENGINE_KEY, "engine keys are 1-512 visible ASCII characters").optional(),
+    /**
+     * The stream continuations the replica's engine takes (§2c): `chat` (vLLM's
+     * continue_final_message), `completion` (the prompt followed by the text). Absent:
+     * both, as vLLM, SGLang and the reference replica do; the edge sends a continuation
+     * only to a replica that takes its form.
+     */
+    continues: z.array(ContinuationForm).max(2).optional(),
     node: nodeId.optional(),
   })
   .strict();
@@ -218,6 +229,8 @@ export interface ReplicaView {
   expiresInMs: number;
   /** Draining with a deadline: milliseconds until it stops serving (its report's drain_deadline_ms, aged). */
   drainsInMs?: number;
+  /** The continuation forms it takes, where it declared them (absent: both). */
+  continues?: ContinuationForm[];
   /** The engine's bearer key, sent with every dispatch (never shown outside the edge: admin answers redact it). */
   engineKey?: string;
   /**

@@ -18,6 +18,7 @@ import {
   type RegisterMessage,
   type ReportAck,
   type ReportMessage,
+  type ContinuationForm,
 } from "../protocol/index.ts";
 import { EdgeError, isBusy, postControl, refusesDeadlines, refusesSummaries, reportEntry, type LoadSource } from "./edge-control.ts";
 import type { NodeReporter } from "./node-reporter.ts";
@@ -43,6 +44,8 @@ interface EdgeClientBaseOptions {
   onDrainRequested?: () => void;
   /** The engine's bearer key (vLLM --api-key) for the edge to send with every dispatch (replica agent). */
   engineKey?: string;
+  /** The stream continuations the engine takes, declared at register; absent: both (not sent, so older edges take the register). */
+  continues?: ContinuationForm[];
   /** The node (machine) the replica runs on, sent with every message: it picks the routing shard. */
   node?: string;
   /**
@@ -231,6 +234,7 @@ export class EdgeClient {
     };
     if (this.#o.maxModels !== undefined) msg.max_models = this.#o.maxModels;
     if (this.#engineKey !== undefined) msg.engine_key = this.#engineKey;
+    if (this.#o.continues !== undefined) msg.continues = this.#o.continues;
     if (this.#node !== undefined) msg.node = this.#node;
     const res = await this.#post(ControlPath.register, msg);
     // A register starts the replica afresh at the edge: no summary held there now.

@@ -7,7 +7,7 @@
  * Shard 0 leads the autoscaling signal: the other shards tell it their load.
  */
 import { DurableObject } from "cloudflare:workers";
-import { LocationDemand, type ControlAck, type DeregisterMessage, type LocationDemandAsk, type NodeReportAck, type NodeReportMessage, type RegisterMessage, type ReportMessage, type RoutingSnapshot, type SummaryAsk } from "../protocol/index.ts";
+import { ContinuationForm, LocationDemand, type ControlAck, type DeregisterMessage, type LocationDemandAsk, type NodeReportAck, type NodeReportMessage, type RegisterMessage, type ReportMessage, type RoutingSnapshot, type SummaryAsk } from "../protocol/index.ts";
 import { LocationDemandBoard } from "../policy/location-demand.ts";
 import { servedDeployment } from "../config/served.ts";
 import { Autoscaler, shouldAnnounce, type AutoscaleDecision } from "../policy/autoscale.ts";
@@ -105,15 +105,24 @@ export class DeploymentRouter extends DurableObject<RouterBinding> {
       id TEXT PRIMARY KEY, url TEXT NOT NULL, max_ongoing INTEGER NOT NULL, registered_at INTEGER NOT NULL)`);
     sql.exec(`CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`);
     // Storage written before engine keys existed has no such column.
-    if (!sql.exec<{ name: string }>("PRAGMA table_info(replicas)").toArray().some((c) => c.name === "engine_key")) {
-      sql.exec("ALTER TABLE replicas ADD COLUMN engine_key TEXT");
-    }
+    // Storage written before engine keys (or continuation forms) existed has no such column.
+    const columns = new Set(sql.exec<{ name: string }>("PRAGMA table_info(replicas)").toArray().map((c) => c.name));
+    if (!columns.has("engine_key")) sql.exec("ALTER TABLE replicas ADD COLUMN engine_key TEXT");
+    if (!columns.has("continues")) sql.exec("ALTER TABLE replicas ADD COLUMN continues TEXT");
     const restoredAt = Date.now();
-    for (const row of sql.exec<{ id: string; url: string; max_ongoing: number; registered_at: number; engine_key: string | null }>(
-      "SELECT id, url, max_ongoing, registered_at, engine_key FROM replicas",
+    for (const row of sql.exec<{ id: string; url: string; max_ongoing: number; registered_at: number; engine_key: string | null; continues: string | null }>(
+      "SELECT id, url, max_ongoing, registered_at, engine_key, continues FROM replicas",
     )) {
+      const continues = row.continues === null ? undefined : ContinuationForm.array().safeParse(JSON.parse(row.continues));
       this.#membership.restore(
-        { id: row.id, url: row.url, maxOngoing: row.max_ongoing, registeredAt: row.registered_at, ...(row.engine_key !== null ? { engineKey: row.engine_key } : {}) },
+        {
+          id: row.id,
+          url: row.url,
+          maxOngoing: row.max_ongoing,
+          registeredAt: row.registered_at,
+          ...(row.engine_key !== null ? { engineKey: row.engine_key } : {}),
+          ...(continues?.success ? { continues: continues.data } : {}),
+        },
         restoredAt,
       );
     }
@@ -134,12 +143,13 @@ export class DeploymentRouter extends DurableObject<RouterBinding> {
     this.#rememberName(msg.deployment, shard);
     if (this.#membership.register(msg, Date.now())) {
       this.ctx.storage.sql.exec(
-        "INSERT OR REPLACE INTO replicas (id, url, max_ongoing, registered_at, engine_key) VALUES (?, ?, ?, ?, ?)",
+        "INSERT OR REPLACE INTO replicas (id, url, max_ongoing, registered_at, engine_key, continues) VALUES (?, ?, ?, ?, ?, ?)",
         msg.replica_id,
         msg.url,
         msg.max_ongoing_requests,
         Date.now(),
         msg.engine_key ?? null,
+        msg.continues === undefined ? null : JSON.stringify(msg.continues),
       );
     }
     await this.#ensureSweep();

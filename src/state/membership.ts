@@ -4,7 +4,7 @@
  * Pure, with time passed in, so it is unit-tested without workerd.
  */
 import type { CacheSummaryWire } from "../prefix/cache-summary.ts";
-import { SIGNATURE_WINDOW_MS, SUMMARY_MAX_AGE_MS, type Load, type RegisterMessage, type ReportMessage, type ReplicaView, type RoutingSnapshot } from "../protocol/index.ts";
+import { SIGNATURE_WINDOW_MS, SUMMARY_MAX_AGE_MS, type ContinuationForm, type Load, type RegisterMessage, type ReportMessage, type ReplicaView, type RoutingSnapshot } from "../protocol/index.ts";
 import { summaryDigest } from "./summary-delta.ts";
 
 /** Replicas report at least this often. */
@@ -35,6 +35,8 @@ export interface Member {
    * resend (≤ SUMMARY_RESEND_MS). `at`: when it was last sent.
    */
   cache?: { digest: string; wire: CacheSummaryWire; at: number };
+  /** The continuation forms it declared at register (absent: both). */
+  continues?: ContinuationForm[];
   /** Draining with a deadline: when it stops serving, on this object's clock (memory only). */
   drainsAt?: number;
 }
@@ -52,7 +54,7 @@ export class Membership {
    * empty, and proxies that applied one dropped every replica (an e2e run saw
    * 3,423 of 8,812 requests fail with no_ready_replica for ~1 s).
    */
-  restore(m: { id: string; url: string; maxOngoing: number; registeredAt: number; engineKey?: string }, now: number): void {
+  restore(m: { id: string; url: string; maxOngoing: number; registeredAt: number; engineKey?: string; continues?: ContinuationForm[] }, now: number): void {
     this.members.set(m.id, {
       ...m,
       lastReportAt: now,
@@ -65,7 +67,8 @@ export class Membership {
   /** Returns true when the persisted identity (url, capacity) changed and must be written. */
   register(msg: RegisterMessage, now: number): boolean {
     const known = this.members.get(msg.replica_id);
-    const changed = !known || known.url !== msg.url || known.maxOngoing !== msg.max_ongoing_requests || known.engineKey !== msg.engine_key;
+    const changed =
+      !known || known.url !== msg.url || known.maxOngoing !== msg.max_ongoing_requests || known.engineKey !== msg.engine_key || String(known.continues) !== String(msg.continues);
     this.members.set(msg.replica_id, {
       id: msg.replica_id,
       url: msg.url,
@@ -80,6 +83,7 @@ export class Membership {
       loading: [],
       ...(msg.max_models !== undefined ? { maxModels: msg.max_models } : {}),
       ...(msg.engine_key !== undefined ? { engineKey: msg.engine_key } : {}),
+      ...(msg.continues !== undefined ? { continues: msg.continues } : {}),
     });
     return changed;
   }
@@ -129,6 +133,7 @@ export class Membership {
         loading: m.loading,
         expiresInMs: m.lastReportAt + STALE_AFTER_MS - now,
         ...(m.drainsAt !== undefined ? { drainsInMs: Math.max(0, m.drainsAt - now) } : {}),
+        ...(m.continues !== undefined ? { continues: m.continues } : {}),
         ...(m.engineKey !== undefined ? { engineKey: m.engineKey } : {}),
         // The whole summary: answers to relays and isolates leave out what they hold (summary-delta.ts).
         ...(m.cache !== undefined && now - m.cache.at < SUMMARY_MAX_AGE_MS ? { cacheDigest: m.cache.digest, cache: m.cache.wire } : {}),

@@ -87,6 +87,13 @@ describe("parseAgentArgs", () => {
     expect(command).toEqual(["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct", "--enable-lora", "--", "x"]);
   });
 
+  it("declares the engine's continuation forms only when told: none, one, or both", () => {
+    expect(one(required).engines[0].options).not.toHaveProperty("continues");
+    expect(one([...required, "--engine-continues", "none"]).engines[0].options.continues).toEqual([]);
+    expect(one([...required, "--engine-continues", "chat"]).engines[0].options.continues).toEqual(["chat"]);
+    expect(one([...required, "--engine-continues", "chat,completion"]).engines[0].options.continues).toEqual(["chat", "completion"]);
+  });
+
   it("answers help", () => {
     expect(parseAgentArgs(["--help"])).toBe("help");
   });
@@ -158,6 +165,8 @@ describe("parseAgentArgs", () => {
     ["a report delay above 250 ms", [...required, "--report-delay-ms", "300"], /--report-delay-ms/],
     ["an unknown flag", [...required, "--port", "1"], /Unknown option '--port'/],
     ["a stray positional", [...required, "vllm"], /positional/],
+    ["an unknown continuation form", [...required, "--engine-continues", "chat,tokens"], /"tokens" is not a continuation form/],
+    ["a continuation form twice", [...required, "--engine-continues", "chat,chat"], /a form is listed twice/],
   ];
   for (const [what, argv, msg] of bad) {
     it(`refuses ${what}`, () => {

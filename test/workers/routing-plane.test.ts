@@ -186,6 +186,16 @@ describe("SnapshotRelay key sets", () => {
 });
 
 describe("DeploymentRouter shards", () => {
+  it("keeps a replica's continuation forms with its identity, across a restart of the object", async () => {
+    const d = "plane-forms";
+    await shard(d, 0).register(registerMessage("a", { deployment: d, url: "http://127.0.0.1:9/a", max_ongoing_requests: 4, continues: ["chat"] }), nonce());
+    await shard(d, 0).register(register(d, "b"), nonce());
+    await shard(d, 0).restart().catch(() => undefined);
+    const byId = new Map((await shard(d, 0).snapshot()).replicas.map((r) => [r.id, r]));
+    expect(byId.get("a")!.continues).toEqual(["chat"]);
+    expect(byId.get("b")).not.toHaveProperty("continues");
+  });
+
   it("applies a node report's entries as reports of their own, and refuses its replay", async () => {
     const d = "plane-e";
     const s = shard(d, 0);

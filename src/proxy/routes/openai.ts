@@ -9,7 +9,7 @@
 import { Hono, type Context } from "hono";
 import type { Deployment } from "../../config/deployment.ts";
 import type { Env } from "../../env.ts";
-import { errorResponse, Header, OpenAIPath } from "../../protocol/index.ts";
+import { errorResponse, Header, OpenAIPath, type ContinuationForm } from "../../protocol/index.ts";
 import { type DispatchTrace, tapped } from "../serve/dispatch.ts";
 import { requestIdFor, type PathVariables, SESSION_ID } from "../serve/request.ts";
 import type { IsolateState } from "../serve/serve.ts";
@@ -143,7 +143,7 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
     // Migration (migrate.ts): a stream whose replica fails mid-answer is continued on another.
     const migrationLimit = deployment.openai?.migrationLimit ?? 0;
     const plan = migrationLimit > 0 && stream ? migrationPlan(endpoint, body) : undefined;
-    const serveWith = (requestBody: ArrayBuffer, t: DispatchTrace) =>
+    const serveWith = (requestBody: ArrayBuffer, t: DispatchTrace, continuation?: ContinuationForm) =>
       serveRequest(req, {
         deployment,
         // /v1 paths go to the replica unchanged, whatever the deployment's own prefix.
@@ -161,6 +161,7 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
           ...(parsed.routing.priority !== undefined ? { priority: parsed.routing.priority } : {}),
           ...(parsed.routing.maxTokens !== undefined ? { maxTokens: parsed.routing.maxTokens } : {}),
           ...(plan ? { migratable: true } : {}),
+          ...(continuation !== undefined ? { continuation } : {}),
         },
       });
     let response = await serveWith(body, trace);
@@ -173,7 +174,7 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
         background,
         markDown: (replica) => void state.snapshots.view(deployment.name, background).then((v) => v.markDown(replica, Date.now())),
         leaveBy: drainWatch(state, deployment.name, background),
-        continueOn: (continuation) => serveWith(continuation, { attempts: 0, rejections: 0, ejections: 0 }),
+        continueOn: (continuation) => serveWith(continuation, { attempts: 0, rejections: 0, ejections: 0 }, plan.endpoint),
         onMigration: (m) => console.log(JSON.stringify({ msg: "stream migrated", deployment: deployment.name, request_id: requestId, from: m.from, tokens: m.tokens, migration: m.attempt, ok: m.ok, reason: m.reason })),
       });
     }

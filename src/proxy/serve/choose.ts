@@ -11,6 +11,7 @@ import type { BalanceInput, PromptKeys } from "../../policy/balancers/index.ts";
 import { promptEndpointOf, promptKeys, type PromptKeysResult } from "../../prefix/prompt-keys.ts";
 import { promptTokenizer, type PromptTokenizer } from "../../prompt/tokenizers/index.ts";
 import type { ActiveBalancer } from "../../policy/balancers/index.ts";
+import type { ContinuationForm } from "../../protocol/index.ts";
 import type { SessionAffinity } from "./session-affinity.ts";
 import type { ReplicaEntry, RoutingView } from "./view.ts";
 
@@ -38,6 +39,8 @@ export interface ChoiceRequest {
   session?: { id: string; affinity: SessionAffinity };
   /** Told why the prompt fell back to bytes keys, when it did (counted in the metrics). */
   trace?: { promptFallback?: string };
+  /** A stream's continuation (migrate.ts), in this form: only replicas that take it are candidates. */
+  continuation?: ContinuationForm;
 }
 
 /** The choice for one request's attempts. */
@@ -71,7 +74,10 @@ export function chooseFor(ctx: ChoiceRequest, body: ArrayBuffer | ReadableStream
     async next(attempt, tried) {
       const now = Date.now();
       // A holder of the model whose liveness merely lapsed here is still tried first (RoutingView.lapsed).
-      const candidates = model !== undefined ? view.candidatesHolding(now, tried, (e) => e.models.includes(model) || e.loading.includes(model)) : view.candidates(now, tried);
+      const all = model !== undefined ? view.candidatesHolding(now, tried, (e) => e.models.includes(model) || e.loading.includes(model)) : view.candidates(now, tried);
+      // A continuation goes only where it is understood (a replica that declared none takes both forms).
+      const form = ctx.continuation;
+      const candidates = form === undefined ? all : all.filter((e) => e.continues === undefined || e.continues.includes(form));
       const replica =
         attempt === 1 && session
           ? await session.affinity.choose(deployment, session.id, candidates, pick, ctx.client, () => view.lapsed(now, tried), sessionToken, placeNew)

@@ -8,7 +8,7 @@
  * signatures, and the answer's body passed back as it streams.
  */
 import type { Deployment } from "../../config/deployment.ts";
-import { Header, PROTOCOL_VERSION, bodySha256 as bodySha256Of, errorResponse, parseLoadHeader, UNAUTHORIZED_REJECTION, type Load, deriveReplicaKey, importReplicaKey, signDispatch, errorBody } from "../../protocol/index.ts";
+import { Header, PROTOCOL_VERSION, bodySha256 as bodySha256Of, errorResponse, parseLoadHeader, UNAUTHORIZED_REJECTION, type Load, deriveReplicaKey, importReplicaKey, signDispatch, errorBody, type ContinuationForm } from "../../protocol/index.ts";
 import type { ActiveBalancer } from "../../policy/balancers/index.ts";
 import { backoffMs } from "../../policy/pick-replica.ts";
 import { scrubForClient, dispatchTarget, stripRoutePrefix } from "./request.ts";
@@ -63,6 +63,8 @@ export interface DispatchContext {
   sseErrors?: boolean;
   /** The edge continues this stream elsewhere if it breaks (stream migration): sent as x-switchyard-migratable. */
   migratable?: boolean;
+  /** This request continues a broken stream, in this form: it goes only to replicas that take it. */
+  continuation?: ContinuationForm;
   /** When the request's time is up, epoch ms (holding included); default: requestTimeoutMs from the first attempt. */
   deadline?: number;
   /**

@@ -17,7 +17,7 @@
  */
 import { type Deployment, DEFAULT_PREFIX_POLICY } from "../../config/deployment.ts";
 import type { Env } from "../../env.ts";
-import { Header, errorResponse, isReplicaOperationalPath, type RoutingSnapshot } from "../../protocol/index.ts";
+import { Header, errorResponse, isReplicaOperationalPath, type ContinuationForm, type RoutingSnapshot } from "../../protocol/index.ts";
 import { keyRefusal, ApiKeyCache, KEY_SET_TTL_MS, RELAYED_KEY_SET_TTL_MS, RateLimits, TOKEN_RATE } from "./access.ts";
 import type { BucketLimits } from "../../policy/token-bucket.ts";
 import type { RateUse } from "../../policy/rate-limit-sync.ts";
@@ -99,7 +99,7 @@ export interface ServeContext {
    * An OpenAI-style request (routes/openai.ts): its body is already read and its
    * model and session come from it, not from headers.
    */
-  openai?: { body: ArrayBuffer; stream: boolean; keys: RequestKeys; priority?: number; migratable?: boolean; maxTokens?: number };
+  openai?: { body: ArrayBuffer; stream: boolean; keys: RequestKeys; priority?: number; migratable?: boolean; maxTokens?: number; continuation?: ContinuationForm };
 }
 
 /** One request for `deployment` (a route's, or an OpenAI route's): the checks, then the edge model or a dispatch. */
@@ -175,6 +175,7 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
       dispatched.body = bodyForEngine(deployment.openai?.enginePriority, ctx.target.path, openai.body, priority.priority, openai.priority !== undefined);
       dispatched.sseErrors = openai.stream;
       if (openai.migratable) dispatched.migratable = true;
+      if (openai.continuation !== undefined) dispatched.continuation = openai.continuation;
     }
     if (!deployment.admission.hold) return await dispatch(req, dispatched);
     return await admitted(req, dispatched, state.gateFor(deployment.name), {

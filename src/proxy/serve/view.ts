@@ -5,7 +5,7 @@
  */
 import { CacheSummary } from "../../prefix/cache-summary.ts";
 import { SummaryPool } from "../../state/summary-delta.ts";
-import type { Load, ReplicaView, RoutingSnapshot } from "../../protocol/index.ts";
+import type { ContinuationForm, Load, ReplicaView, RoutingSnapshot } from "../../protocol/index.ts";
 import type { ModelHolderChoice } from "../../policy/pick-replica.ts";
 import { breakerAllows, breakerDispatched, breakerFailed, breakerInconclusive, breakerOpen, breakerSucceeded, newBreaker, type Breaker, type BreakerConfig } from "../../policy/circuit-breaker.ts";
 
@@ -39,6 +39,8 @@ export interface ReplicaEntry extends ModelHolderChoice {
   expiresAt: number;
   /** Draining with a deadline: epoch ms when it stops serving (its streams move before, migrate.ts). */
   drainsAt?: number;
+  /** The continuation forms it takes, where it declared them (absent: both). */
+  continues?: readonly ContinuationForm[];
   /** Epoch ms before which this isolate does not pick the replica (connect failures). */
   downUntil: number;
   /** Outlier ejection state (src/policy/circuit-breaker.ts). */
@@ -315,6 +317,7 @@ function entryFrom(r: ReplicaView, now: number): ReplicaEntry {
     ...(r.load.kv !== undefined ? { kv: r.load.kv } : {}),
     expiresAt: now + r.expiresInMs,
     ...(r.drainsInMs !== undefined ? { drainsAt: now + r.drainsInMs } : {}),
+    ...(r.continues !== undefined ? { continues: r.continues } : {}),
     downUntil: 0,
     breaker: newBreaker(),
     ...(r.engineKey !== undefined ? { engineKey: r.engineKey } : {}),
