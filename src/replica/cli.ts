@@ -241,7 +241,7 @@ export async function replicaMain(argv: string[] = process.argv.slice(2), hooks:
   let reportNow: () => Promise<void> = () => Promise.resolve();
   const build = replicaBackend(args.backend);
   if (!build) fail(`unknown backend "${args.backend}"`);
-  const { handler, cache, llm, cacheSummary } = await build({
+  const { handler, cache, llm, cacheSummary, continues } = await build({
     flags: args,
     knobs: { serviceMs, kvBlocks, prefillMs, prefillTokenUs, decodeMs, ...(kvEvents && { kvEvents }) },
     admission,
@@ -290,6 +290,7 @@ export async function replicaMain(argv: string[] = process.argv.slice(2), hooks:
     log,
     ...(cache && { maxModels: cache.maxModels }),
     ...(cacheSummary && !args["no-cache-summary"] && { cacheSummary }),
+    ...(continues !== undefined && { continues }),
     onDrainRequested: () => void drain("drain requested by the edge (admin API)"),
   });
   reportNow = () => edge.report();

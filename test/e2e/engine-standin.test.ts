@@ -110,6 +110,8 @@ beforeAll(async () => {
       ...enginePorts.flatMap((p) => ["--engine-url", `http://127.0.0.1:${p}`]),
       ...kvEndpoints.flatMap((k) => ["--kv-events-endpoint", k]),
       "--id", "qwen-g1", "--max-ongoing", "8", "--drain-grace-ms", "200", "--drain-timeout-ms", "3000", "--engine-start-timeout-ms", "60000",
+      // The stand-in renders no chat continuation: the edge must not send it one.
+      "--engine-continues", "completion",
     ],
     { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, SWITCHYARD_REPLICA_KEY: await stack.replicaKey("qwen"), SWITCHYARD_REPLICA_SECRET: "" } },
   );
@@ -129,6 +131,8 @@ beforeAll(async () => {
     const replicas = ((await res.json()) as { replicas: { state: string }[] }).replicas;
     return replicas.filter((r) => r.state === "ready").length === ENGINES.length ? true : undefined;
   }, 30_000);
+  // The agent declared the engines' continuation form with their registration.
+  for (const r of (await stack.deploymentState("qwen")).snapshot.replicas) expect((r as { continues?: string[] }).continues).toEqual(["completion"]);
 }, 600_000);
 
 afterAll(async () => {

@@ -8,6 +8,7 @@ import type { RequestHandler } from "../handlers.ts";
 import type { LlmService } from "../llm/openai-handler.ts";
 import type { ModelCache } from "../../models/model-cache.ts";
 import type { CacheSummaryProvider } from "../summary-cadence.ts";
+import type { ContinuationForm } from "../../protocol/index.ts";
 
 export interface ReplicaBackendContext {
   /** The backend's own flags as given (validated by the kind). */
@@ -47,6 +48,8 @@ export interface ReplicaBackendParts {
   llm?: { unadmitted: LlmService["unadmitted"]; describe: () => Record<string, unknown>; handOver?: LlmService["handOver"] };
   /** Backends with a prefix cache: its summary, carried by load reports when it changed. */
   cacheSummary?: CacheSummaryProvider;
+  /** The stream continuations it takes, declared at register (docs/migration.md); absent: both. */
+  continues?: ContinuationForm[];
 }
 
 /** Builds a kind's handler (and loads its model) before the replica listens. */

@@ -1,3 +1,4 @@
+import type { ContinuationForm } from "../../protocol/index.ts";
 import type { ReplicaBackend, ReplicaBackendContext } from "./context.ts";
 import type { GenerativeModel } from "../llm/engine.ts";
 
@@ -47,6 +48,8 @@ export const llm: ReplicaBackend = async ({ flags, knobs, admission, log, fail }
     handler: service.handler,
     // What the prefix cache holds, for the reports (sent when it changed, src/replica/summary-cadence.ts).
     cacheSummary: () => engine.cacheSummary(),
+    // The engine stand-in renders no chat continuation (family-standin.ts): it takes completions' only.
+    ...(modelId !== TINY_LM_ID && { continues: ["completion"] as ContinuationForm[] }),
     llm: {
       unadmitted: service.unadmitted,
       handOver: service.handOver,
