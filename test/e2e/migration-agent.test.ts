@@ -11,10 +11,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { LlmEngine } from "../../src/replica/llm/engine.ts";
-import { loadTinyLm } from "../../src/replica/llm/load-tiny-lm.ts";
-import { tinyLmGenerator } from "../../src/replica/llm/tiny-lm.ts";
-import { sseData } from "../fixtures/sse.ts";
+import { greedyStreams, uninterrupted } from "./greedy-streams.ts";
 import { alive, freePort, startStack, until } from "./stack-fixture.ts";
 
 const CLI = fileURLToPath(new URL("../../src/replica-entry.ts", import.meta.url));
@@ -64,59 +61,20 @@ afterAll(async () => {
 
 describe("an engine behind the agent, drained with a 5 s deadline", () => {
   it("has its streams moved by the edge before the deadline: all complete with the uninterrupted greedy text", async () => {
-    const { model } = await loadTinyLm({ warmupRuns: 0 });
-    const engine = new LlmEngine({ model: tinyLmGenerator(model), kvBlocks: 4096 });
-    const expected: string[] = [];
-    for (let i = 0; i < STREAMS; i++) {
-      let text = "";
-      for await (const piece of engine.generate({ prompt: engine.model.prompts.chat(messages(i)), maxTokens: TOKENS, sampling: { temperature: 0, topP: 1 }, ignoreEos: true })) text += piece;
-      expected.push(text);
-    }
-
-    const live: { replica: string; chunks: number }[] = [];
+    const expected = await uninterrupted(messages, STREAMS, TOKENS);
     let drainedAt: number | undefined;
-    const results = await Promise.all(
-      Array.from({ length: STREAMS }, async (_, i) => {
-        const res = await fetch(`${stack.url}/v1/chat/completions`, {
-          method: "POST",
-          headers: { "content-type": "application/json" },
-          body: JSON.stringify({ model: "tiny-lm", messages: messages(i), max_tokens: TOKENS, temperature: 0, ignore_eos: true, stream: true, stream_options: { include_usage: true } }),
-        });
-        expect(res.status).toBe(200);
-        const s = { replica: res.headers.get("x-switchyard-replica")!, chunks: 0 };
-        live.push(s);
-        let text = "";
-        let error = false;
-        let done = false;
-        let usage: unknown;
-        for await (const data of sseData(res.body!)) {
-          if (data === "[DONE]") {
-            done = true;
-            continue;
-          }
-          const chunk = JSON.parse(data) as { error?: unknown; choices?: { delta?: { content?: string } }[]; usage?: unknown };
-          if (chunk.error) error = true;
-          if (chunk.usage) usage = chunk.usage;
-          const piece = chunk.choices?.[0]?.delta?.content;
-          if (!piece) continue;
-          text += piece;
-          s.chunks++;
-          // Once every stream is under way and some are on the engine, the agent gets its notice.
-          if (drainedAt === undefined && live.length === STREAMS && live.every((x) => x.chunks >= 3) && live.some((x) => x.replica === AGENT_ID)) {
-            drainedAt = Date.now();
-            agent.kill("SIGTERM");
-          }
-        }
-        return { text, error, done, usage, replica: s.replica };
-      }),
-    );
+    const results = await greedyStreams(stack.url, messages, STREAMS, TOKENS, (live) => {
+      // Once every stream is under way and some are on the engine, the agent gets its notice.
+      if (drainedAt !== undefined || !live.every((x) => x.chunks >= 3) || !live.some((x) => x.replica === AGENT_ID)) return;
+      drainedAt = Date.now();
+      agent.kill("SIGTERM");
+    });
     expect(drainedAt).toBeDefined();
     expect(await agentExit).toBe(0);
     for (const [i, r] of results.entries()) {
       expect({ i, error: r.error, done: r.done }).toEqual({ i, error: false, done: true });
-      expect(r.text).toBe(expected[i]);
-      const prompt = engine.model.prompts.chat(messages(i)).length;
-      expect(r.usage).toEqual({ prompt_tokens: prompt, completion_tokens: TOKENS, total_tokens: prompt + TOKENS });
+      expect(r.text).toBe(expected[i]!.text);
+      expect(r.usage).toEqual(expected[i]!.usage);
     }
     const moved = results.filter((r) => r.replica === AGENT_ID).length;
     expect(moved).toBeGreaterThan(0);
