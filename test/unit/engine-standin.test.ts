@@ -32,7 +32,7 @@ async function drain(engine: LlmEngine, request: GenerateRequest): Promise<{ tex
 
 const greedy = { temperature: 0, topP: 1 };
 
-describe.each(["qwen3", "llama3", "deepseek-v3", "mistral-nemo"] as const)("%s stand-in", (family) => {
+describe.each(["qwen3", "llama3", "deepseek-v3", "mistral-nemo", "gemma3"] as const)("%s stand-in", (family) => {
   const meta = JSON.parse(readFileSync(file(`families-${family}.json`), "utf8")) as { messages: object[]; chat_template_kwargs: Record<string, unknown>; ids: number[]; blocks: number };
   const model = familyStandIn(family as PromptTokenizerName);
 

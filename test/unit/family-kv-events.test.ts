@@ -19,7 +19,7 @@ import { provideFamilyFilesFromNodeModules } from "../../src/prompt/tokenizers/n
 provideFamilyFilesFromNodeModules();
 const file = (name: string) => new URL(`../fixtures/kv-events/${name}`, import.meta.url);
 
-describe.each(["qwen3", "llama3", "deepseek-v3", "mistral-nemo"] as const)("%s", (family) => {
+describe.each(["qwen3", "llama3", "deepseek-v3", "mistral-nemo", "gemma3"] as const)("%s", (family) => {
   const meta = JSON.parse(readFileSync(file(`families-${family}.json`), "utf8")) as { messages: object[]; chat_template_kwargs: Record<string, unknown>; ids: number[]; blocks: number };
   const batches = (decode(readFileSync(file(`families-${family}.msgpack`))) as Uint8Array[]).map((p) => decodeKvEventBatch(p));
   const tokenizer = promptTokenizer(family as PromptTokenizerName);
