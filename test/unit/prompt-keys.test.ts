@@ -4,13 +4,13 @@
  * chat template and tokenizer, then blockKeys.
  */
 import { describe, it, expect } from "vitest";
-import { defineDeployment } from "../../src/config/deployment.ts";
+import { defineDeployment, prefixTokenizerName } from "../../src/config/deployment.ts";
 import { blockKeys } from "../../src/prefix/block-keys.ts";
 import { PROMPT_MAX_BLOCKS, PROMPT_MAX_BODY_BYTES, promptEndpointOf, promptKeys } from "../../src/prefix/prompt-keys.ts";
 import { chatPrompt } from "../../src/prompt/tiny-lm-chat-template.ts";
 import { encode } from "../../src/prompt/tiny-lm-tokenizer.ts";
 import { headOf } from "../../src/prompt/tokenizers/tokenizer.ts";
-import { PROMPT_TOKENIZER_NAMES, promptTokenizer } from "../../src/prompt/tokenizers/index.ts";
+import { PROMPT_TOKENIZER_NAMES, fitsTheEdge, promptTokenizer } from "../../src/prompt/tokenizers/index.ts";
 import { requestPromptKeys, tokenizerFor } from "../../src/proxy/serve/choose.ts";
 import { responsesMessages, responsesSchema } from "../../src/replica/llm/responses-api.ts";
 
@@ -128,7 +128,15 @@ describe("requestPromptKeys: the deployment's tokenizer and extra", () => {
     expect(tokenizerFor(llm).name).toBe("tiny-lm");
     expect(tokenizerFor(ext).name).toBe("bytes");
     expect(tokenizerFor({ ...ext, policy: { ...ext.policy, prefix: { tokenizer: "tiny-lm", loadFactor: 0.25, prefillWeight: 1 } } }).name).toBe("tiny-lm");
-    expect([...PROMPT_TOKENIZER_NAMES].sort()).toEqual(["bytes", "deepseek-v3", "llama3", "mistral-nemo", "qwen3", "tiny-lm"]);
+    expect([...PROMPT_TOKENIZER_NAMES].sort()).toEqual(["bytes", "deepseek-v3", "gemma3", "llama3", "mistral-nemo", "qwen3", "tiny-lm"]);
+  });
+
+  it("keys a family too large for an isolate by bytes under auto, and refuses it by name", () => {
+    expect(fitsTheEdge("gemma3")).toBe(false);
+    expect(fitsTheEdge("qwen3")).toBe(true);
+    expect(prefixTokenizerName({ backend: { kind: "llm", model: "gemma3" }, policy: ext.policy } as never)).toBe("bytes");
+    expect(prefixTokenizerName({ backend: { kind: "llm", model: "qwen3" }, policy: ext.policy } as never)).toBe("qwen3");
+    expect(() => defineDeployment({ name: "g", routePrefix: "/g", backend: { kind: "external" }, policy: { prefix: { tokenizer: "gemma3" } } })).toThrow(/does not fit a Worker isolate/);
   });
 
   it("keys a prompt by bytes, with the reason, where the deployment's family cannot render it", () => {

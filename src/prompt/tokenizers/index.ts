@@ -37,4 +37,9 @@ export function promptTokenizer(name: PromptTokenizerName): PromptTokenizer {
   return byName.get(name)!;
 }
 
+/** Whether a Worker isolate can hold the tokenizer (PromptTokenizer.edge): the ones a deployment may name. */
+export function fitsTheEdge(name: PromptTokenizerName): boolean {
+  return byName.get(name)!.edge !== false;
+}
+
 export { UnsupportedPrompt, type ChatExtras, type PromptTokenizer } from "./tokenizer.ts";
