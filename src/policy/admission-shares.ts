@@ -52,6 +52,15 @@ export interface Allotment {
   openFrom: number;
 }
 
+/**
+ * A sender's own key for the demand of its flows beyond the ones it names (an isolate's
+ * to its relay, a relay's to the leader): 16 random hex digits, so no two senders' rests
+ * are summed as one flow.
+ */
+export function randomFlowKey(): string {
+  return [...crypto.getRandomValues(new Uint32Array(2))].map((n) => n.toString(16).padStart(8, "0")).join("");
+}
+
 /** The other locations' demand (location-demand.ts) counts this long after the leader's answer brought it: a relay refreshes every second while its isolates ask. */
 export const ELSEWHERE_TTL_MS = 2_500;
 
@@ -61,14 +70,15 @@ export class AdmissionShares {
   #elsewhere: { demand: BandDemand; flows: FlowDemand; at: number } | undefined;
   /** The key this location's flows beyond MAX_DEMAND_FLOWS are summed under when it tells the leader (its own). */
   readonly #restKey: string;
-
-  constructor(restKey = "ffffffffffffffff") {
-    this.#restKey = restKey;
-  }
   /** Each band's location-wide demand at its peak, this window and the last (HEADROOM_WINDOW_MS). */
   readonly #peaks = new Map<number, { window: number; now: number; last: number }>();
   /** The same per flow in a band split by flow (`${priority} ${flow}`): what the water level is set from. */
   readonly #flowPeaks = new Map<string, { window: number; now: number; last: number }>();
+
+  /** `restKey`: this location's own key for the rest of its flows (randomFlowKey); a fixed one in tests. */
+  constructor(restKey = "ffffffffffffffff") {
+    this.#restKey = restKey;
+  }
 
   /** Records an isolate's demand (replacing its previous one); `flows`, where it sends them, splits each band by flow. */
   post(isolate: number, demand: BandDemand, now: number, flows?: FlowDemand): void {

@@ -17,7 +17,7 @@ import { keysFor, type ActiveKey, type KeysBinding } from "./access-keys.ts";
 import type { RouterBinding } from "./deployment-router.ts";
 import { rateLimiterFor, type RateLimitsBinding } from "./rate-limiter.ts";
 import { AdmissionDemandPost, LocationDemand, RelayDispatchPost, type RoutingSnapshot } from "../protocol/index.ts";
-import { AdmissionShares } from "../policy/admission-shares.ts";
+import { AdmissionShares, randomFlowKey } from "../policy/admission-shares.ts";
 import { RateRelayLedger } from "../policy/rate-limit-relay.ts";
 import type { RateRemaining, RateUse } from "../policy/rate-limit-sync.ts";
 import type { BucketLimits } from "../policy/token-bucket.ts";
@@ -54,12 +54,6 @@ export interface RelayStats {
   dispatchPostsRefused: number;
 }
 
-/** The key a relay's flows beyond the named ones are summed under when it tells the leader: random, so never merged with another location's. */
-function relayRestKey(): string {
-  const b = crypto.getRandomValues(new Uint32Array(2));
-  return [...b].map((n) => n.toString(16).padStart(8, "0")).join("");
-}
-
 /** The binding of the snapshot relays (wrangler.toml: RELAYS). */
 export interface RelaysBinding {
   RELAYS: DurableObjectNamespace<SnapshotRelay>;
@@ -93,7 +87,7 @@ export class SnapshotRelay extends DurableObject<RelayEnv> {
   /** The location's isolates' recent dispatches, passed on to the others. */
   readonly #board = new DispatchBoard();
   /** The location's isolates' admission demand, and their budgets from it. */
-  readonly #shares = new AdmissionShares(relayRestKey());
+  readonly #shares = new AdmissionShares(randomFlowKey());
   /** This relay told the leader of demand at its last refresh: the next tells it when the demand is gone. */
   #toldDemand = false;
   /** The location's isolates' held requests, by isolate, and when the autoscaler last heard of them. */

@@ -19,6 +19,7 @@ import { MAX_DEMAND_FLOWS, errorResponse } from "../../protocol/index.ts";
 import { fnv1a } from "../../protocol/hashing.ts";
 import { hasRoom } from "../../policy/pick-replica.ts";
 import { AdmissionQueue, type Held } from "../../policy/admission-queue.ts";
+import { randomFlowKey } from "../../policy/admission-shares.ts";
 import type { RoutingView } from "./view.ts";
 
 /** Named priorities (the Inference Extension's bands): a header may carry the name. Below 0 is sheddable. */
@@ -156,7 +157,7 @@ export class AdmissionGate {
   /** Flow keys as the relay knows them (flowKey), cached per flow. */
   readonly #keys = new Map<string, string>();
   /** The key this isolate's flows beyond MAX_DEMAND_FLOWS are summed under (its own, never merged with another isolate's). */
-  readonly #restKey = randomKey();
+  readonly #restKey = randomFlowKey();
   /** The relay's caps for this isolate's flows that ask more than their share (by flow key); undefined where it did not split by flow. */
   #caps: Map<string, number> | undefined;
   /**
@@ -581,7 +582,3 @@ export function flowKey(flow: string): string {
 
 const hex8 = (n: number) => (n >>> 0).toString(16).padStart(8, "0");
 
-function randomKey(): string {
-  const b = crypto.getRandomValues(new Uint32Array(2));
-  return hex8(b[0]!) + hex8(b[1]!);
-}
