@@ -34,6 +34,24 @@ const free = (view: RoutingView, id: string) => view.endDispatch(view.get(id)!);
 
 const ticket = (over: Partial<Ticket> = {}): Ticket => ({ priority: 0, flow: "f", deadline: Date.now() + 60_000, refresh: async () => undefined, ...over });
 
+/**
+ * Requests entering `gate` on the one replica r0 of `view`, and the order they go in:
+ * a request that went dispatches at once here, so its slot becomes the view's.
+ */
+function inOrder(gate: AdmissionGate, view: RoutingView, d: ReturnType<typeof deployment>) {
+  const order: string[] = [];
+  const enter = (name: string, t: Partial<Ticket>) =>
+    gate.enter(d, view, ticket(t)).then((a) => {
+      order.push(name);
+      if (a.queued) {
+        take(view, "r0");
+        gate.dispatching();
+      }
+      return a.outcome;
+    });
+  return { order, enter };
+}
+
 describe("AdmissionGate", () => {
   it("lets a request go at once while the view shows a free slot and nobody waits", async () => {
     const view = viewOf(2);
@@ -46,17 +64,7 @@ describe("AdmissionGate", () => {
     const view = viewOf(1);
     take(view, "r0");
     const gate = new AdmissionGate();
-    const order: string[] = [];
-    const enter = (name: string, t: Partial<Ticket>) =>
-      gate.enter(deployment({ maxPriority: 1 }), view, ticket(t)).then((a) => {
-        order.push(name);
-        // A request that went dispatches at once here: its slot becomes the view's.
-        if (a.queued) {
-          take(view, "r0");
-          gate.dispatching();
-        }
-        return a.outcome;
-      });
+    const { order, enter } = inOrder(gate, view, deployment({ maxPriority: 1 }));
     const waiting = [enter("a1", { flow: "a" }), enter("a2", { flow: "a" }), enter("b1", { flow: "b" }), enter("critical", { flow: "a", priority: 1 })];
     await Promise.resolve();
     expect(gate.held).toBe(4);
@@ -74,16 +82,7 @@ describe("AdmissionGate", () => {
     const view = viewOf(1);
     take(view, "r0");
     const gate = new AdmissionGate();
-    const order: string[] = [];
-    const enter = (name: string, t: Partial<Ticket>) =>
-      gate.enter(deployment(), view, ticket(t)).then((a) => {
-        order.push(name);
-        if (a.queued) {
-          take(view, "r0");
-          gate.dispatching();
-        }
-        return a.outcome;
-      });
+    const { order, enter } = inOrder(gate, view, deployment());
     // Flow "long" asks 2,000-token answers, "short" 200: by requests they would take turns.
     const waiting = [
       ...[1, 2, 3].map((i) => enter(`long${i}`, { flow: "long", cost: tokenCost(400, 2_000) })),
