@@ -28,6 +28,7 @@ export interface QueuedAdmission {
 
 interface Waiter {
   start: (got: boolean) => void;
+  priority: number;
 }
 
 export class AdmissionControl {
@@ -35,6 +36,10 @@ export class AdmissionControl {
   /** How many requests may wait for a slot; 0: reject at maxOngoing. */
   readonly maxQueued: number;
   #ongoing = 0;
+  /** Requests in flight by priority (the dispatch's x-switchyard-priority; 0 without one). */
+  readonly #byPriority = new Map<number, number>();
+  /** Whether the engine behind pauses a lower-priority running request for a higher one (enablePriorityPreemption). */
+  #preempts = false;
   /** Waiting requests, oldest first. Non-empty only while every slot is taken. */
   readonly #queue: Waiter[] = [];
   #admitted = 0;
@@ -61,13 +66,43 @@ export class AdmissionControl {
     this.#listeners.push(listener);
   }
 
-  /** Admits into a free slot, or rejects (never queues). */
-  tryAdmit(): Admission {
-    if (this.#state === "draining" || this.#ongoing >= this.maxOngoing) {
+  /**
+   * The engine behind this replica runs at most maxOngoing requests at a time and pauses
+   * the lowest-priority running one for a higher one that arrives (the reference LLM
+   * engine's max_num_seqs preemption, kv-cache.ts; vLLM's `--scheduling-policy
+   * priority` preempts in the same order). Then a request is admitted past maxOngoing
+   * while fewer than maxOngoing requests of its priority or higher are in flight, up to
+   * twice maxOngoing in all: a critical request never waits at a replica for a batch
+   * request's completion, and the batch it pauses resumes when a slot frees
+   * (docs/protocol.md §1, "Admission by priority").
+   */
+  enablePriorityPreemption(): void {
+    this.#preempts = true;
+  }
+
+  /** Whether a request of `priority` fits now: a free slot, or (preempting) a lower-priority request to pause. */
+  #fits(priority: number): boolean {
+    if (this.#ongoing < this.maxOngoing) return true;
+    if (!this.#preempts || this.#ongoing >= 2 * this.maxOngoing) return false;
+    let atOrAbove = 0;
+    for (const [p, n] of this.#byPriority) if (p >= priority) atOrAbove += n;
+    return atOrAbove < this.maxOngoing;
+  }
+
+  #count(priority: number, delta: 1 | -1): void {
+    const n = (this.#byPriority.get(priority) ?? 0) + delta;
+    if (n <= 0) this.#byPriority.delete(priority);
+    else this.#byPriority.set(priority, n);
+  }
+
+  /** Admits into a free slot (or past a lower priority, preempting), or rejects (never queues). `priority`: the dispatch's. */
+  tryAdmit(priority = 0): Admission {
+    if (this.#state === "draining" || !this.#fits(priority)) {
       this.#rejected++;
       return { admitted: false, reason: this.#state === "draining" ? "draining" : "capacity" };
     }
     this.#ongoing++;
+    this.#count(priority, 1);
     this.#admitted++;
     this.#changed(false);
     return { admitted: true };
@@ -78,11 +113,11 @@ export class AdmissionControl {
    * rejects. With maxQueued 0 it is tryAdmit. A draining replica queues nothing
    * new; what it already queued still runs.
    */
-  admitOrQueue(): Admission | QueuedAdmission {
-    if (this.#state === "draining" || this.#ongoing < this.maxOngoing || this.#queue.length >= this.maxQueued) return this.tryAdmit();
+  admitOrQueue(priority = 0): Admission | QueuedAdmission {
+    if (this.#state === "draining" || this.#fits(priority) || this.#queue.length >= this.maxQueued) return this.tryAdmit(priority);
     let start!: (got: boolean) => void;
     const started = new Promise<boolean>((r) => (start = r));
-    const waiter: Waiter = { start };
+    const waiter: Waiter = { start, priority };
     this.#queue.push(waiter);
     this.#changed(false);
     return {
@@ -99,12 +134,14 @@ export class AdmissionControl {
     };
   }
 
-  /** Frees a slot: the oldest queued request takes it, else it stays free. */
-  release(): void {
+  /** Frees the slot of a request of `priority`: the oldest queued request takes it, else it stays free. */
+  release(priority = 0): void {
     if (this.#ongoing === 0) return;
-    const next = this.#queue.shift();
+    this.#count(priority, -1);
+    const next = this.#ongoing <= this.maxOngoing ? this.#queue.shift() : undefined;
     if (next) {
       // The slot passes on: ongoing stays, the queue shrinks.
+      this.#count(next.priority, 1);
       this.#admitted++;
       this.#changed(false);
       next.start(true);

@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { engineLoad, isEngineMetricsError, type EngineLoad } from "../../src/agent/engine-metrics.ts";
-import { parseLoadHeader } from "../../src/protocol/index.ts";
+import { Header, parseLoadHeader } from "../../src/protocol/index.ts";
 import { parsePrometheusText } from "../../src/telemetry/prometheus-parse.ts";
 
 const ROOT = join(import.meta.dirname, "../..");
@@ -20,15 +20,15 @@ let child: ChildProcess;
 let url: string;
 const logs: string[] = [];
 
-beforeAll(async () => {
-  child = spawn(
-    process.execPath,
-    ["--import", "tsx", "src/replica-entry.ts", "--backend", "llm", "--model", "tiny-lm", "--standalone", "--deployment", "llm", "--port", "0",
-      "--decode-ms", String(DECODE_MS), "--kv-blocks", String(KV_BLOCKS), "--max-ongoing", String(MAX_ONGOING)],
-    { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, SWITCHYARD_REPLICA_KEY: "" } },
-  );
+/** The real replica process with `args` after the common ones; resolves with its URL once it listens. */
+async function spawnReplica(args: string[], logs: string[]): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawn(process.execPath, ["--import", "tsx", "src/replica-entry.ts", "--backend", "llm", "--model", "tiny-lm", "--standalone", "--deployment", "llm", "--port", "0", ...args], {
+    cwd: ROOT,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, SWITCHYARD_REPLICA_KEY: "" },
+  });
   child.stderr!.on("data", (d: Buffer) => logs.push(d.toString()));
-  url = await new Promise<string>((resolve, reject) => {
+  const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`replica did not start: ${logs.join("")}`)), 60_000);
     child.once("exit", (code) => reject(new Error(`replica exited (${code}): ${logs.join("")}`)));
     createInterface({ input: child.stdout! }).on("line", (line) => {
@@ -39,15 +39,22 @@ beforeAll(async () => {
       }
     });
   });
-});
+  return { child, url };
+}
 
-afterAll(async () => {
+async function stopReplica(child: ChildProcess | undefined): Promise<void> {
   if (child && child.exitCode === null) {
     const exited = new Promise((r) => child.once("exit", r));
     child.kill("SIGTERM");
     await exited;
   }
+}
+
+beforeAll(async () => {
+  ({ child, url } = await spawnReplica(["--decode-ms", String(DECODE_MS), "--kv-blocks", String(KV_BLOCKS), "--max-ongoing", String(MAX_ONGOING)], logs));
 });
+
+afterAll(() => stopReplica(child));
 
 const post = (path: string, body: unknown, init: RequestInit = {}) =>
   fetch(`${url}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: typeof body === "string" ? body : JSON.stringify(body), ...init });
@@ -309,6 +316,40 @@ describe("tiny-lm on the reference replica", () => {
     expect((await metrics()).value("vllm:generation_tokens_total")).toBe(generated); // nothing generated since
     const healthz = (await (await fetch(`${url}/-/healthz`)).json()) as { ongoing: number; running: number };
     expect(healthz).toMatchObject({ ongoing: 0, running: 0 });
+  });
+});
+
+describe("a full batch and a critical dispatch (priority preemption)", () => {
+  // Streams far longer than the test (1,024 tokens at 100 ms), in a KV cache that holds them all: they end only when aborted.
+  let own: { child: ChildProcess; url: string } | undefined;
+  beforeAll(async () => {
+    own = await spawnReplica(["--decode-ms", "100", "--kv-blocks", "2048", "--max-ongoing", "2"], []);
+  });
+  afterAll(() => stopReplica(own?.child));
+
+  it("admits a critical dispatch past the full batch, pausing a standard stream for it; a standard dispatch is refused", async () => {
+    const at = (path: string, body: unknown, headers: Record<string, string>, signal?: AbortSignal) =>
+      fetch(`${own!.url}${path}`, { method: "POST", headers: { "content-type": "application/json", [Header.protocol]: "1", ...headers }, body: JSON.stringify(body), ...(signal && { signal }) });
+    const preemptions = async () => parsePrometheusText(await (await fetch(`${own!.url}/metrics`)).text()).samples.find((x) => x.name === "vllm:num_preemptions_total")!.value;
+    const batch = [new AbortController(), new AbortController()];
+    const streams = await Promise.all(batch.map((c, i) => at("/v1/completions", { model: "tiny-lm", prompt: `batch ${i}`, max_tokens: 1024, ignore_eos: true, stream: true }, {}, c.signal)));
+    for (const r of streams) {
+      expect(r.status).toBe(200);
+      expect((await readSse(r, 1)).length).toBe(1);
+    }
+    const refused = await at("/v1/completions", { model: "tiny-lm", prompt: "standard", max_tokens: 5 }, { [Header.priority]: "0" });
+    expect(refused.status).toBe(503);
+    expect(refused.headers.get(Header.rejected)).toBe("capacity");
+    await refused.text();
+    const critical = await at("/v1/completions", { model: "tiny-lm", prompt: "critical", max_tokens: 5 }, { [Header.priority]: "1" });
+    expect(critical.status).toBe(200);
+    // Admitted with both batch streams in flight (its own load header leaves it out): past max_ongoing_requests.
+    expect(parseLoadHeader(critical.headers.get(Header.load)!)).toMatchObject({ ongoing: 2, max: 2 });
+    expect(((await critical.json()) as { usage: { completion_tokens: number } }).usage.completion_tokens).toBe(5);
+    expect(await preemptions()).toBe(1); // the engine paused a standard stream for it
+    // The paused stream is rescheduled once the critical one ends: both run again.
+    await until(async () => (await (await fetch(`${own!.url}/-/healthz`)).json()) as { ongoing: number; running: number }, (h) => h.ongoing === 2 && h.running === 2);
+    for (const c of batch) c.abort();
   });
 });
 

@@ -305,3 +305,45 @@ describe("AdmissionControl: the queue (max_queued)", () => {
     expect(q.load().seq).toBe(5);
   });
 });
+
+describe("AdmissionControl by priority (an engine that preempts)", () => {
+  it("admits past max while fewer than max of the request's priority or higher are in flight, up to twice max", () => {
+    const a = new AdmissionControl(2);
+    a.enablePriorityPreemption();
+    expect(a.tryAdmit(0).admitted).toBe(true);
+    expect(a.tryAdmit(0).admitted).toBe(true);
+    expect(a.tryAdmit(0)).toEqual({ admitted: false, reason: "capacity" }); // two of priority ≥ 0 already
+    expect(a.tryAdmit(-1)).toEqual({ admitted: false, reason: "capacity" });
+    expect(a.tryAdmit(1).admitted).toBe(true); // past max: a standard one is paused for it
+    expect(a.tryAdmit(1).admitted).toBe(true);
+    expect(a.ongoing).toBe(4);
+    expect(a.tryAdmit(2)).toEqual({ admitted: false, reason: "capacity" }); // twice max in all
+    expect(a.load()).toMatchObject({ ongoing: 4, max: 2 });
+    // The releases say whose slot freed: two critical ones end, and a critical one fits again.
+    a.release(1);
+    a.release(1);
+    expect(a.tryAdmit(0)).toEqual({ admitted: false, reason: "capacity" });
+    expect(a.tryAdmit(1).admitted).toBe(true);
+  });
+
+  it("without an engine that preempts, max holds whatever the priority", () => {
+    const a = new AdmissionControl(1);
+    expect(a.tryAdmit(0).admitted).toBe(true);
+    expect(a.tryAdmit(1000)).toEqual({ admitted: false, reason: "capacity" });
+  });
+
+  it("a queued request takes a freed slot only once the requests in flight are under max", async () => {
+    const a = new AdmissionControl(1, 4);
+    a.enablePriorityPreemption();
+    expect(a.admitOrQueue(0)).toEqual({ admitted: true });
+    expect(a.admitOrQueue(1)).toEqual({ admitted: true }); // past a standard one
+    const q = a.admitOrQueue(0);
+    expect(q.admitted).toBe("queued");
+    if (q.admitted !== "queued") return;
+    a.release(1); // back to max: nothing frees for the queue yet
+    expect(await settled(q.started)).toBe(false);
+    a.release(0);
+    expect(await q.started).toBe(true);
+    expect(a.ongoing).toBe(1);
+  });
+});

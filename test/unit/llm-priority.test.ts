@@ -145,6 +145,37 @@ describe("KvCacheScheduler: waiting for blocks", () => {
   });
 });
 
+describe("KvCacheScheduler: at most maxRunning (vLLM's max_num_seqs)", () => {
+  it("at the bound a higher priority preempts the newest of the lowest running; an equal one waits; the paused one resumes first in its priority", async () => {
+    const kv = new KvCacheScheduler(16, 16, { maxRunning: 2 });
+    expect(kv.acquire(1, 16, undefined, STANDARD)).toBeUndefined();
+    expect(kv.acquire(2, 16, undefined, STANDARD)).toBeUndefined();
+    const order: number[] = [];
+    const equal = kv.acquire(3, 16, undefined, STANDARD)!.then(() => order.push(3));
+    expect(kv.running).toBe(2); // blocks are free, but the batch is full: it waits
+    expect(kv.acquire(4, 16, undefined, CRITICAL)).toBeUndefined(); // runs at once
+    expect(kv.preemptions).toBe(1);
+    expect(kv.running).toBe(2);
+    // The paused one (2, the newest standard) waits for a slot when its loop asks again.
+    const paused = kv.acquire(2, 17)!.then(() => order.push(2));
+    kv.release(1);
+    await paused;
+    kv.release(4);
+    await equal;
+    expect(order).toEqual([2, 3]);
+    expect(kv.preemptions).toBe(1);
+  });
+
+  it("a lower or equal priority never preempts", () => {
+    const kv = new KvCacheScheduler(16, 16, { maxRunning: 1 });
+    kv.acquire(1, 16, undefined, STANDARD);
+    expect(kv.acquire(2, 16, undefined, SHEDDABLE)).toBeInstanceOf(Promise);
+    expect(kv.acquire(3, 16, undefined, STANDARD)).toBeInstanceOf(Promise);
+    expect(kv.preemptions).toBe(0);
+    expect(kv.running).toBe(1);
+  });
+});
+
 /** A model whose next token is always "a" (what it says does not matter here). */
 function fixedModel(): LanguageModel {
   const [a] = encode("a") as [number];
@@ -188,6 +219,39 @@ describe("LlmEngine: priority on the prefill lane", () => {
     hog.abort();
     await Promise.all([first, ...others]);
     expect(order).toEqual(["first ended (abort)", "critical", "standard", "low"]);
+  });
+});
+
+describe("LlmEngine: a full batch (maxRunning) and a critical request", () => {
+  it("the critical request runs at once while the batch one it preempts pauses, then the batch one finishes whole", async () => {
+    const engine = new LlmEngine({ model: tinyLmGenerator(fixedModel()), kvBlocks: 128, maxRunning: 1 });
+    const sampling = { temperature: 0, topP: 1 };
+    const events: string[] = [];
+    const run = async (name: string, prompt: number[], maxTokens: number, priority: number, onToken?: (n: number) => void) => {
+      const gen = engine.generate({ prompt, maxTokens, sampling, priority });
+      let n = 0;
+      for (;;) {
+        const step = await gen.next();
+        if (step.done) return step.value;
+        events.push(name);
+        onToken?.(++n);
+      }
+    };
+    let critical: ReturnType<typeof run> | undefined;
+    const batch = run("batch", [3, 4, 5], 40, STANDARD, (n) => {
+      if (n === 3) critical = run("critical", [6, 7], 10, CRITICAL);
+    });
+    const batchResult = await batch;
+    const criticalResult = await critical!;
+    expect(criticalResult).toMatchObject({ finishReason: "length", completionTokens: 10 });
+    expect(batchResult).toMatchObject({ finishReason: "length", completionTokens: 40 });
+    // Between the critical request's first and last token the batch one made at most the
+    // token it was computing when it was preempted: it waited for the slot.
+    const first = events.indexOf("critical");
+    const last = events.lastIndexOf("critical");
+    expect(first).toBeLessThan(events.lastIndexOf("batch") - 30); // it did not wait for the batch one to end
+    expect(events.slice(first, last).filter((e) => e === "batch").length).toBeLessThanOrEqual(1);
+    expect(engine.running).toBe(0);
   });
 });
 

@@ -40,8 +40,11 @@ export const llm: ReplicaBackend = async ({ flags, knobs, admission, log, fail }
     prefillMs: knobs.prefillMs,
     prefillTokenUs: knobs.prefillTokenUs,
     decodeMs: knobs.decodeMs,
+    // The replica's slots are the engine's batch: a higher priority is admitted past them and preempts a lower one.
+    maxRunning: admission.maxOngoing,
     ...(publisher && { onKvEvent: (event) => publisher.push(event) }),
   });
+  admission.enablePriorityPreemption();
   admission.setKvSource(() => Math.round(engine.kvUsage * 1e4) / 1e4);
   const service = llmService({ engine, modelId });
   return {

@@ -99,6 +99,8 @@ export interface LlmEngineOptions {
   maxModelLen?: number;
   /** Blocks cached, evicted, cleared, as they happen (for vLLM's KV events). */
   onKvEvent?: (event: PoolEvent) => void;
+  /** Requests generating at once at most (vLLM's max_num_seqs): a higher priority preempts past it (kv-cache.ts). Unbounded by default. */
+  maxRunning?: number;
 }
 
 export interface GenerateRequest {
@@ -178,7 +180,10 @@ export class LlmEngine {
 
   constructor(options: LlmEngineOptions) {
     this.model = options.model;
-    this.#kv = new KvCacheScheduler(options.kvBlocks, options.blockSize ?? 16, options.onKvEvent ? { onEvent: options.onKvEvent } : {});
+    this.#kv = new KvCacheScheduler(options.kvBlocks, options.blockSize ?? 16, {
+      ...(options.onKvEvent && { onEvent: options.onKvEvent }),
+      ...(options.maxRunning !== undefined && { maxRunning: options.maxRunning }),
+    });
     this.#prefillMs = options.prefillMs ?? 0;
     this.#prefillTokenUs = options.prefillTokenUs ?? 0;
     this.#decodeMs = options.decodeMs ?? 0;

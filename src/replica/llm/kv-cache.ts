@@ -27,6 +27,8 @@
  *   the victim's blocks are freed (its named ones stay cached) and it goes back to the
  *   front of its priority in the waiting queue, to be rescheduled when blocks free up
  *   and recompute what is no longer cached (vLLM's "recompute" preemption).
+ * - With `maxRunning` (vLLM's max_num_seqs), at most that many run; at the bound a
+ *   waiting sequence of higher priority than a running one preempts it the same way.
  * - A sequence that needs more blocks than the pool has can never run: `acquire` throws.
  * - Usage is the blocks held by running sequences over all blocks (vLLM's
  *   kv_cache_usage): free cached blocks are free.
@@ -60,6 +62,13 @@ export type PoolEvent =
 
 export interface KvCacheOptions {
   onEvent?: (event: PoolEvent) => void;
+  /**
+   * Sequences running at most (vLLM's max_num_seqs; unbounded by default). At the bound,
+   * a waiting sequence of higher priority than a running one preempts the lowest-priority
+   * running one (scheduled most recently of those), as vLLM's priority scheduling does;
+   * one of no higher priority waits for a sequence to end.
+   */
+  maxRunning?: number;
 }
 
 /** What a (re)scheduling found cached: the tokens it need not compute. */
@@ -113,6 +122,7 @@ export class KvCacheScheduler {
   readonly #waiting: Seq[] = [];
   readonly #seqs = new Map<number, Seq>();
   #preemptions = 0;
+  readonly #maxRunning: number;
   #queries = 0;
   #hits = 0;
 
@@ -123,6 +133,7 @@ export class KvCacheScheduler {
     this.blockSize = blockSize;
     this.#unborn = totalBlocks;
     this.#onEvent = options.onEvent;
+    this.#maxRunning = options.maxRunning ?? Infinity;
   }
 
   /** Blocks that `tokens` token slots take. */
@@ -387,6 +398,11 @@ export class KvCacheScheduler {
   #schedule(): void {
     while (this.#waiting.length > 0) {
       const head = this.#waiting[0]!;
+      if (this.#running.length >= this.#maxRunning) {
+        const victim = preemptionVictim(this.#running);
+        if (!victim || victim.priority >= head.priority) return;
+        this.#preempt(victim); // requeued behind the head, whose priority is higher
+      }
       const hits = this.#hitsFor(head);
       // Hit blocks nobody holds leave the free pool too.
       const freedByHits = hits.reduce((n, b) => n + (b.ref === 0 ? 1 : 0), 0);
