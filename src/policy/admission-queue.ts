@@ -8,7 +8,9 @@
  * cost, and the waiting request with the lowest start tag goes first. With a cost
  * of 1 per request the flows take turns; with a cost in tokens a flow of long
  * prompts gets fewer requests through. A flow that was idle starts at the band's
- * virtual time, so it cannot bank credit while away.
+ * virtual time, so it cannot bank credit while away. A cost is an estimate (the
+ * prompt and the answer's budget); correct() moves the flow's tags by what the
+ * request actually used, once it is known.
  *
  * Before the tags, a flow with fewer requests in service goes first, when the queue
  * is told (`inService`): a flow whose few clients use less than its share of the
@@ -28,7 +30,8 @@ export interface Held<T> {
 }
 
 interface Entry<T> extends Held<T> {
-  readonly start: number;
+  /** Moved only by correct(), with the flow's finish tag. */
+  start: number;
   /** Arrival order: equal start tags go first come, first served. */
   readonly seq: number;
 }
@@ -92,6 +95,21 @@ export class AdmissionQueue<T> {
     // Flows whose last finish the virtual time has passed start afresh from it: forget them.
     if (band.finish.size > band.flows.size) for (const [flow, f] of band.finish) if (f <= band.virtual && !band.flows.has(flow)) band.finish.delete(flow);
     return best;
+  }
+
+  /**
+   * A request of `flow` at `priority` cost `delta` tokens more than it was charged (less
+   * when negative): its actual tokens, known once it ended, against the estimate it was
+   * ordered by (AIBrix's VTC counts what was served the same way). The flow's finish tag
+   * moves by `delta`, and so do the start tags of its waiting requests, which follow it,
+   * never before the band's virtual time. A band with nothing waiting has no order to
+   * correct: the flow starts afresh from its virtual time there anyway.
+   */
+  correct(priority: number, flow: string, delta: number): void {
+    const band = this.#bands.get(priority);
+    if (!band || delta === 0 || !Number.isFinite(delta)) return;
+    band.finish.set(flow, Math.max(band.virtual, (band.finish.get(flow) ?? band.virtual) + delta));
+    for (const entry of band.flows.get(flow) ?? []) entry.start = Math.max(band.virtual, entry.start + delta);
   }
 
   /** The bands with requests waiting: [priority, count], highest first. */

@@ -150,6 +150,37 @@ describe("admission", () => {
     expect([...names].sort((a, b) => at(a) - at(b))).toEqual(["long1", "short1", "short2", "short3", "long2"]);
   });
 
+  it("corrects a flow's place by the tokens its answers used, read from their usage", async () => {
+    const h = await hog("tok");
+    const stamp = Date.now();
+    const id = (name: string) => `used-${name}-${stamp}`;
+    // The echo replica answers with the request's body, so an answer's `usage` (what the
+    // edge meters, its last member) is the one the body carries: each "generous" request
+    // asks 2,000 tokens and "uses" 150.
+    const send = (name: string, tenant: string, maxTokens: number, used: number) =>
+      fetch(`${stack.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-tenant": tenant, "x-request-id": id(name) },
+        body: JSON.stringify({ model: "tok-model", messages: [{ role: "user", content: name }], max_tokens: maxTokens, usage: { prompt_tokens: 10, completion_tokens: used - 10, total_tokens: used } }),
+      }).then(async (r) => {
+        expect(r.status).toBe(200);
+        await r.text();
+      });
+    const names = ["generous1", "generous2", "exact1", "exact2", "exact3", "exact4"];
+    const sent: Promise<void>[] = [];
+    for (const [i, name] of names.entries()) {
+      sent.push(name.startsWith("generous") ? send(name, "generous", 2_000, 150) : send(name, "exact", 300, 300));
+      await waitFor(`${name} to be held`, async () => (await held("tok")) === i + 1);
+    }
+    await h.release();
+    await Promise.all(sent);
+    const at = (name: string) => stack.logLines.findIndex((l) => l.includes(`"request_id":"${id(name)}"`));
+    await waitFor("every log line", async () => names.every((n) => at(n) >= 0));
+    // By the estimates generous2 would go last (it starts at ~2,000; the others at 0..~900);
+    // corrected by generous1's use, it starts at ~150 and goes once exact1 (0) has.
+    expect([...names].sort((a, b) => at(a) - at(b))).toEqual(["generous1", "exact1", "generous2", "exact2", "exact3", "exact4"]);
+  });
+
   it("orders held requests by their API keys' priority classes, which a client's header cannot exceed", async () => {
     const admin = { authorization: `Bearer ${stack.adminSecret}`, "content-type": "application/json" };
     const keyOf = async (name: string, priority?: { default: number; max: number }) => {

@@ -37,6 +37,41 @@ describe("AdmissionQueue", () => {
     expect(drain(q).slice(0, 6)).toEqual(["long1", "short1", "short2", "short3", "short4", "long2"]);
   });
 
+  it("corrects a flow's place by the tokens its request actually used: a large budget barely used no longer holds it back", () => {
+    const ordered = (usedOfEach?: number) => {
+      const q = new AdmissionQueue<string>();
+      // "generous" asks 1,000 tokens per request and uses 10; "exact" asks and uses 100.
+      for (let i = 1; i <= 3; i++) q.push(0, "generous", `g${i}`, 1000);
+      for (let i = 1; i <= 6; i++) q.push(0, "exact", `e${i}`, 100);
+      const out = [q.shift()!.value]; // g1 goes (start 0), and ends having used 10
+      if (usedOfEach !== undefined) q.correct(0, "generous", usedOfEach - 1000);
+      for (let h = q.shift(); h; h = q.shift()) out.push(h.value);
+      return out;
+    };
+    // By the estimate, g2 starts at 1,000: every "exact" request (starts 0..500) goes first.
+    expect(ordered()).toEqual(["g1", "e1", "e2", "e3", "e4", "e5", "e6", "g2", "g3"]);
+    // Corrected, g2 starts at 10 and g3 at 1,010: g2 goes once e1 (start 0) has.
+    expect(ordered(10)).toEqual(["g1", "e1", "g2", "e2", "e3", "e4", "e5", "e6", "g3"]);
+  });
+
+  it("moves a flow back by what it used beyond its estimate, never before the band's virtual time", () => {
+    const q = new AdmissionQueue<string>();
+    q.push(0, "a", "a1", 10);
+    q.push(0, "a", "a2", 10);
+    q.push(0, "b", "b1", 10);
+    q.push(0, "b", "b2", 10);
+    expect(q.shift()!.value).toBe("a1");
+    q.correct(0, "a", 100); // a1 used 110: a2 (start 10) now starts at 110
+    expect(drain(q)).toEqual(["b1", "b2", "a2"]);
+    const r = new AdmissionQueue<string>();
+    r.push(0, "a", "a1", 10);
+    r.push(0, "b", "b1", 10);
+    r.correct(0, "a", -1_000_000); // far below: clamped at the virtual time (0), first come among equals
+    expect(drain(r)).toEqual(["a1", "b1"]);
+    r.correct(0, "a", 5); // nothing waits: no band, nothing to correct
+    expect(r.size).toBe(0);
+  });
+
   it("lets a flow that was away start at the band's virtual time, with no banked credit", () => {
     const q = new AdmissionQueue<string>();
     for (let i = 1; i <= 4; i++) q.push(0, "busy", `b${i}`);

@@ -99,6 +99,29 @@ describe("AdmissionGate", () => {
     expect(order.slice(0, 8)).toEqual(["long1", "short1", "short2", "short3", "short4", "short5", "short6", "long2"]);
   });
 
+  it("corrects a flow's place by the tokens its requests used: a flow that asks large budgets and uses few is not held back for them", async () => {
+    const view = viewOf(1);
+    take(view, "r0");
+    const gate = new AdmissionGate();
+    const { order, enter } = inOrder(gate, view, deployment());
+    const long = tokenCost(400, 2_000);
+    const waiting = [
+      ...[1, 2, 3].map((i) => enter(`long${i}`, { flow: "long", cost: long })),
+      ...[1, 2, 3, 4, 5, 6].map((i) => enter(`short${i}`, { flow: "short", cost: tokenCost(400, 200) })),
+    ];
+    await Promise.resolve();
+    for (let i = 0; i < 9; i++) {
+      free(view, "r0");
+      gate.pump();
+      await new Promise((r) => setTimeout(r, 0));
+      // long1 ended having used 150 tokens of the 2,100 it was weighed by (its usage, once known).
+      if (order.at(-1) === "long1") gate.correct(0, "long", long, 150);
+    }
+    await Promise.all(waiting);
+    // Weighed by its use, long2 (now at 150) goes right after short1 (0), not behind all six (above).
+    expect(order.slice(0, 4)).toEqual(["long1", "short1", "long2", "short2"]);
+  });
+
   it("estimates a request's tokens from its body's bytes and its answer's budget", () => {
     expect(tokenCost(4_000, 100)).toBe(1_100);
     expect(tokenCost(10, undefined)).toBe(3 + UNKNOWN_ANSWER_TOKENS);

@@ -180,6 +180,14 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
     }
     const watched = stream && !streamUsage && !askUsage ? null : watchUsage(response, deployment.access.public ? "public" : keyLabel(authorization));
     observeRequest(env, state, deployment.name, req.method, response.status, requestId, started, trace, background, watched?.usage);
+    // Admission ordered it by an estimate of its tokens: what it used corrects its flow's place (AdmissionGate.correct).
+    const used = trace.used;
+    if (used && watched) {
+      void watched.usage.ended.then(() => {
+        const t = watched.usage.usage();
+        if (t) used(t.prompt + t.completion);
+      });
+    }
     if (tokenKey !== undefined && watched) {
       const key = tokenKey;
       // Charged once the answer has passed; an answer without usage is charged its prompt's bytes / 4 (a floor).

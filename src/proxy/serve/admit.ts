@@ -294,6 +294,16 @@ export class AdmissionGate {
     this.#freedAt = this.#now();
   }
 
+  /**
+   * A request this gate let go used `actual` tokens where its ticket's `estimated` cost
+   * ordered it (tokenCost): its flow's place in the fair order moves by the difference
+   * (AdmissionQueue.correct), so a flow that asks large budgets and uses few is not
+   * held back for what it never used, nor one that outruns its estimate favoured.
+   */
+  correct(priority: number, flow: string, estimated: number, actual: number): void {
+    this.#queue.correct(priority, flow, actual - estimated);
+  }
+
   #freedNow(): number {
     return this.#now() - this.#freedAt > HOLD_POLL_MS ? 0 : this.#freed;
   }

@@ -87,6 +87,8 @@ export interface DispatchTrace {
   replica?: string;
   /** Settles when a streamed response body has been passed on completely (or cut). */
   streamEnd?: Promise<unknown>;
+  /** Set by the admit stage: tells it the tokens the request actually used, once known (AdmissionGate.correct). */
+  used?: (tokens: number) => void;
 }
 
 /** A dispatch body, and whether the request may run again after a lost connection (safeToRepeat). */

@@ -203,6 +203,10 @@ async function admitted(req: Request, ctx: DispatchContext, gate: AdmissionGate,
   const first = await gate.enter(deployment, view, ticket);
   if (first.outcome !== "go") return admissionRefusal(first.outcome, deployment, requestId);
   gate.started(ticket.priority, ticket.flow);
+  if (ctx.trace && ticket.cost !== undefined) {
+    const estimated = ticket.cost;
+    ctx.trace.used = (tokens) => gate.correct(ticket.priority, ticket.flow, estimated, tokens);
+  }
   /** Counted in the gate's requests in flight: not while held again (a refused request holds no slot). */
   let running = true;
   let reserved = first.queued;
