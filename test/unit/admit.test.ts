@@ -122,6 +122,37 @@ describe("AdmissionGate", () => {
     expect(order.slice(0, 4)).toEqual(["long1", "short1", "long2", "short2"]);
   });
 
+  it("with no budget yet, a critical request goes to ask past held and running lower ones (a replica that preempts takes it)", async () => {
+    const view = viewOf(1);
+    const gate = new AdmissionGate();
+    const d = deployment({ maxPriority: 1 });
+    // This isolate's own standard request fills the only slot, and another standard one is held.
+    expect(await gate.enter(d, view, ticket())).toEqual({ outcome: "go", queued: false });
+    take(view, "r0");
+    gate.started(0, "f");
+    const heldStandard = gate.enter(d, view, ticket());
+    await Promise.resolve();
+    expect(gate.held).toBe(1);
+    // The critical one goes at once: the held standard one is not ahead of it, and the slots
+    // are taken by a lower priority, which the replica's engine pauses for it.
+    expect(await gate.enter(d, view, ticket({ priority: 1 }))).toEqual({ outcome: "go", queued: false });
+    gate.started(1, "f");
+    // Another critical one, with only the critical and a standard one running: still (one is lower).
+    expect(await gate.enter(d, view, ticket({ priority: 1 }))).toEqual({ outcome: "go", queued: false });
+    // A standard one waits: every request ahead of it or running is of its priority or higher.
+    const standard = gate.enter(d, view, ticket());
+    await Promise.resolve();
+    expect(gate.held).toBe(2);
+    free(view, "r0");
+    gate.ended(0, "f");
+    gate.pump();
+    expect((await heldStandard).outcome).toBe("go");
+    gate.dispatching();
+    free(view, "r0");
+    gate.pump();
+    expect((await standard).outcome).toBe("go");
+  });
+
   it("estimates a request's tokens from its body's bytes and its answer's budget", () => {
     expect(tokenCost(4_000, 100)).toBe(1_100);
     expect(tokenCost(10, undefined)).toBe(3 + UNKNOWN_ANSWER_TOKENS);

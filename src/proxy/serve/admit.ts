@@ -333,7 +333,9 @@ export class AdmissionGate {
   #ahead(priority: number): number {
     const b = this.#freshBudget();
     const open = b !== undefined && priority >= b.openFrom;
-    if (!b || (!open && !this.#caps)) return this.#queue.size;
+    // No budget: the queue's own order, where no lower band goes first.
+    if (!b) return this.#heldAtOrAbove(priority);
+    if (!open && !this.#caps) return this.#queue.size;
     // Under caps per flow, a held request of a flow at its cap goes nowhere before this
     // one: only the others count (a flow under its share never waits behind one over it).
     let n = 0;
@@ -343,6 +345,18 @@ export class AdmissionGate {
       n += count;
     }
     return n;
+  }
+
+  #heldAtOrAbove(priority: number): number {
+    let n = 0;
+    for (const [p, count] of this.#queue.bands()) if (p >= priority) n += count;
+    return n;
+  }
+
+  /** Whether this gate has a request in flight of a lower priority than `priority`. */
+  #runsBelow(priority: number): boolean {
+    for (const [p, n] of this.#inflight) if (p < priority && n > 0) return true;
+    return false;
   }
 
   /**
@@ -450,8 +464,10 @@ export class AdmissionGate {
     // ahead here: the replicas' own answer decides (reject-before-accept; a refused request waits
     // here again). Held at once only where this isolate's own requests fill every replica,
     // which it knows exactly. Holding on stale reports cost a third of the fleet's throughput
-    // with 4 isolates (bench/admission.ts).
-    if (slots === 0 && ahead === 0 && !ticket.again && allowed && !ownFill(view, this.#now())) return GO;
+    // with 4 isolates (bench/admission.ts). Not even then where some of them are of a lower
+    // priority than this one: a replica whose engine preempts takes it past them at once
+    // (docs/protocol.md, "By priority"); one that does not refuses it, and it waits here again.
+    if (slots === 0 && ahead === 0 && !ticket.again && allowed && (!ownFill(view, this.#now()) || this.#runsBelow(ticket.priority))) return GO;
     const waitMs = Math.min(deployment.admission.maxWaitMs, ticket.deadline - this.#now());
     if (waitMs <= 0) return { outcome: "expired", queued: false };
 
