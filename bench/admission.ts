@@ -4,7 +4,7 @@
  * on 4 edge isolates in front of 4 reference LLM replicas (tiny-lm, real inference,
  * decode paced at --decode-ms per token).
  *
- *   npx tsx bench/admission.ts            # full (~6 min)
+ *   npx tsx bench/admission.ts            # full (~9 min)
  *   npx tsx bench/admission.ts --quick    # npm run bench (~3 min)
  *   npx tsx bench/admission.ts --only bounds --held 10000   # one or more of flood,fairness,locations,zero,bounds
  *   npx tsx bench/admission.ts [--seconds 12] [--isolates 4] [--replicas 4] [--slots 2] [--prefill-ms 80] [--decode-ms 25] [--tokens 12]
