@@ -78,14 +78,19 @@ describe("AdmissionGate", () => {
     expect(order).toEqual(["critical", "a1", "b1", "a2"]);
   });
 
-  it("weighs held requests by their tokens: a flow of long answers gets fewer through than a flow of short ones", async () => {
+  const LONG = tokenCost(400, 2_000);
+  /**
+   * Flow "long" (three requests asking 2,000-token answers) and flow "short" (six asking
+   * 200) held on one full slot, then let go one by one as the slot frees; `afterEach`
+   * runs after each goes. The order they went in.
+   */
+  async function longAndShort(afterEach: (gate: AdmissionGate, order: string[]) => void = () => {}): Promise<string[]> {
     const view = viewOf(1);
     take(view, "r0");
     const gate = new AdmissionGate();
     const { order, enter } = inOrder(gate, view, deployment());
-    // Flow "long" asks 2,000-token answers, "short" 200: by requests they would take turns.
     const waiting = [
-      ...[1, 2, 3].map((i) => enter(`long${i}`, { flow: "long", cost: tokenCost(400, 2_000) })),
+      ...[1, 2, 3].map((i) => enter(`long${i}`, { flow: "long", cost: LONG })),
       ...[1, 2, 3, 4, 5, 6].map((i) => enter(`short${i}`, { flow: "short", cost: tokenCost(400, 200) })),
     ];
     await Promise.resolve();
@@ -93,31 +98,23 @@ describe("AdmissionGate", () => {
       free(view, "r0");
       gate.pump();
       await new Promise((r) => setTimeout(r, 0));
+      afterEach(gate, order);
     }
     await Promise.all(waiting);
-    // Each flow's head goes first in arrival order, then the short flow's six go before the long flow's second.
-    expect(order.slice(0, 8)).toEqual(["long1", "short1", "short2", "short3", "short4", "short5", "short6", "long2"]);
+    return order;
+  }
+
+  it("weighs held requests by their tokens: a flow of long answers gets fewer through than a flow of short ones", async () => {
+    // By requests they would take turns. Each flow's head goes first in arrival order,
+    // then the short flow's six go before the long flow's second.
+    expect((await longAndShort()).slice(0, 8)).toEqual(["long1", "short1", "short2", "short3", "short4", "short5", "short6", "long2"]);
   });
 
   it("corrects a flow's place by the tokens its requests used: a flow that asks large budgets and uses few is not held back for them", async () => {
-    const view = viewOf(1);
-    take(view, "r0");
-    const gate = new AdmissionGate();
-    const { order, enter } = inOrder(gate, view, deployment());
-    const long = tokenCost(400, 2_000);
-    const waiting = [
-      ...[1, 2, 3].map((i) => enter(`long${i}`, { flow: "long", cost: long })),
-      ...[1, 2, 3, 4, 5, 6].map((i) => enter(`short${i}`, { flow: "short", cost: tokenCost(400, 200) })),
-    ];
-    await Promise.resolve();
-    for (let i = 0; i < 9; i++) {
-      free(view, "r0");
-      gate.pump();
-      await new Promise((r) => setTimeout(r, 0));
-      // long1 ended having used 150 tokens of the 2,100 it was weighed by (its usage, once known).
-      if (order.at(-1) === "long1") gate.correct(0, "long", long, 150);
-    }
-    await Promise.all(waiting);
+    // long1 ended having used 150 tokens of the 2,100 it was weighed by (its usage, once known).
+    const order = await longAndShort((gate, order) => {
+      if (order.at(-1) === "long1") gate.correct(0, "long", LONG, 150);
+    });
     // Weighed by its use, long2 (now at 150) goes right after short1 (0), not behind all six (above).
     expect(order.slice(0, 4)).toEqual(["long1", "short1", "long2", "short2"]);
   });

@@ -348,6 +348,7 @@ export class AdmissionGate {
   }
 
   #heldAtOrAbove(priority: number): number {
+    if (this.#queue.size === 0) return 0; // the plain path's case: nothing held
     let n = 0;
     for (const [p, count] of this.#queue.bands()) if (p >= priority) n += count;
     return n;
