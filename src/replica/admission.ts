@@ -74,7 +74,7 @@ export class AdmissionControl {
    * while fewer than maxOngoing requests of its priority or higher are in flight, up to
    * twice maxOngoing in all: a critical request never waits at a replica for a batch
    * request's completion, and the batch it pauses resumes when a slot frees
-   * (docs/protocol.md §1, "Admission by priority").
+   * (docs/protocol.md, "Admission: reject before accepting", "By priority").
    */
   enablePriorityPreemption(): void {
     this.#preempts = true;
