@@ -30,11 +30,16 @@ function pickByPrefixCache(cands: readonly ReplicaChoice[], held: (c: ReplicaCho
   return runProfile("t", [loadLine, room], cheapest, terms, { loadFactor: 1, prefillWeight: 2 }).pick(withCache, { random: () => 0.5, now: 0, prompt: { keys, blockSize: 16 } })?.id;
 }
 
-/** The precise tier as it was written before the seam: 2 × uncached share + slots, cheapest first, rendezvous ties. */
+/**
+ * The precise tier as it was written before the seam: 2 × uncached share + slots, cheapest
+ * first, rendezvous ties; and, since cold placement (2026-12-04), a prompt no candidate holds
+ * any of, where prefill weighs, goes to the first in rendezvous order.
+ */
 function before(candidates: ReplicaChoice[], held: (c: ReplicaChoice) => number, weight = 2, epsilon = 1): ReplicaChoice | undefined {
   const pool = underLoadBound(candidates, epsilon);
   const room = pool.filter((c) => c.load / c.capacity < 1);
   const ranked = rendezvousOrder(room.length > 0 ? room : pool, anchorKey(keys)!);
+  if (weight > 0 && candidates.every((c) => held(c) === 0)) return ranked[0];
   let best: ReplicaChoice | undefined;
   let bestCost = Infinity;
   for (const c of ranked) {
