@@ -92,27 +92,43 @@ async function stream(url: string, i: number, onChunk?: (s: Streamed) => void, o
 
 const v1 = () => `${stack.url}/v1/chat/completions`;
 
+/** Tokens replica `id` has generated so far, by its own vLLM /metrics. */
+async function generated(id: string): Promise<number> {
+  const text = await (await fetch(`${stack.replicas.get(id)!.url}/metrics`)).text();
+  return Number(/^vllm:generation_tokens_total\{[^}]*\} (\S+)$/m.exec(text)![1]);
+}
+
 /**
- * Runs `n` streams at once; once every one has its head and one of the busiest replica's
- * streams is halfway, SIGKILLs that replica. `cut`: its streams still short of their
- * end then (by more than a token or two in flight).
+ * Runs `n` streams at once; once every one has its head, SIGKILLs the busiest replica when
+ * it has generated half of its streams' tokens, by its own /metrics: the replica's
+ * progress, not the client's reading, which on a busy machine lags behind the edge (a kill
+ * timed by the client's reading once came after the edge had received every stream whole).
+ * `cut`: its streams the client had not read to their end then (as many as the edge
+ * continued, or more).
  */
 async function runWithKill(url: string, n: number, offset: number): Promise<{ results: Streamed[]; killed: string; cut: number }> {
   const live: Streamed[] = [];
-  let killed = "none";
-  let cut = 0;
-  const check = () => {
-    if (killed !== "none" || live.length < n) return;
-    const by = new Map<string, Streamed[]>();
-    for (const s of live) by.set(s.replica!, [...(by.get(s.replica!) ?? []), s]);
-    const [target, streams] = [...by.entries()].sort((a, b) => b[1].length - a[1].length)[0]!;
-    if (!streams.some((s) => s.chunks >= TOKENS / 2)) return;
-    killed = target;
-    cut = streams.filter((s) => s.chunks < TOKENS - 2).length;
-    process.kill(stack.replicas.get(target)!.child.pid!, "SIGKILL");
-  };
-  const results = await Promise.all(Array.from({ length: n }, (_, i) => stream(url, offset + i, check, (s) => live.push(s))));
-  return { results, killed, cut };
+  const before = new Map<string, number>();
+  for (const id of stack.replicas.keys()) before.set(id, await generated(id).catch(() => 0));
+  let all!: () => void;
+  const started = new Promise<void>((r) => (all = r));
+  const running = Promise.all(
+    Array.from({ length: n }, (_, i) =>
+      stream(url, offset + i, undefined, (s) => {
+        live.push(s);
+        if (live.length === n) all();
+      }),
+    ),
+  );
+  await started;
+  const by = new Map<string, Streamed[]>();
+  for (const s of live) by.set(s.replica!, [...(by.get(s.replica!) ?? []), s]);
+  const [killed, streams] = [...by.entries()].sort((a, b) => b[1].length - a[1].length)[0]!;
+  const half = before.get(killed)! + (streams.length * TOKENS) / 2;
+  await until(`${killed} halfway`, async () => ((await generated(killed)) >= half ? true : undefined), 60_000);
+  process.kill(stack.replicas.get(killed)!.child.pid!, "SIGKILL");
+  const cut = streams.filter((s) => s.chunks < TOKENS - 2).length;
+  return { results: await running, killed, cut };
 }
 
 describe("a stream whose replica dies mid-answer", () => {
