@@ -86,3 +86,15 @@ export function parseDispatchPriority(value: string | undefined | null): number 
   const n = Number(value.trim());
   return Math.max(-MAX_DISPATCH_PRIORITY, Math.min(MAX_DISPATCH_PRIORITY, n)) || 0;
 }
+
+/**
+ * A request's priority as the edge gave it, for a replica: on a dispatch (it carries
+ * x-switchyard-protocol) its x-switchyard-priority (parseDispatchPriority), the only word
+ * on priority there; undefined for a request straight from a client. `headers` as Node
+ * gives them (a repeated header as an array: its first value counts).
+ */
+export function dispatchPriority(headers: Readonly<Record<string, string | string[] | undefined>>): number | undefined {
+  if (headers[Header.protocol] === undefined) return undefined;
+  const raw = headers[Header.priority];
+  return parseDispatchPriority(Array.isArray(raw) ? raw[0] : raw);
+}

@@ -5,7 +5,7 @@
  */
 import { IncomingMessage, createServer, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { Header, PROTOCOL_VERSION, SystemPath, REJECT_STATUS, UNAUTHORIZED_REJECTION, errorBody, formatLoadHeader, parseDispatchPriority, timingSafeEqualStrings } from "../protocol/index.ts";
+import { Header, PROTOCOL_VERSION, SystemPath, REJECT_STATUS, UNAUTHORIZED_REJECTION, dispatchPriority, errorBody, formatLoadHeader, timingSafeEqualStrings } from "../protocol/index.ts";
 import type { AdmissionControl } from "./admission.ts";
 import type { DispatchGuard, DispatchRefusal } from "./dispatch-guard.ts";
 import type { RequestHandler } from "./handlers.ts";
@@ -217,7 +217,7 @@ export class ReplicaServer {
     }
     // A dispatch's priority (the edge's word; a request straight from a client is 0 here): a
     // replica whose engine preempts admits a higher one past a lower one (AdmissionControl).
-    const priority = req.headers[Header.protocol] !== undefined ? parseDispatchPriority(firstHeader(req.headers[Header.priority])) : 0;
+    const priority = dispatchPriority(req.headers) ?? 0;
     const decision = admission.admitOrQueue(priority);
     if (decision.admitted === false) {
       // Rejected before accepting: the body is not read, the proxy retries elsewhere.

@@ -36,7 +36,7 @@
 import { randomUUID } from "node:crypto";
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
 import { z } from "zod";
-import { ERROR_STATUS, Header, OpenAIPath, errorBody, parseDispatchPriority, type ErrorCode } from "../../protocol/index.ts";
+import { ERROR_STATUS, Header, OpenAIPath, dispatchPriority, errorBody, type ErrorCode } from "../../protocol/index.ts";
 import type { RequestHandler } from "../handlers.ts";
 import { readBodyUpTo, sendJson } from "../http-json.ts";
 import { RequestTooLong, type FinishReason, type LlmEngine, type PromptCodec } from "./engine.ts";
@@ -294,11 +294,7 @@ const nowS = () => Math.floor(Date.now() / 1000);
  * for vLLM engines, `openai.enginePriority`).
  */
 export function requestPriority(headers: IncomingHttpHeaders, bodyPriority: number | null | undefined): number {
-  if (headers[Header.protocol] !== undefined) {
-    const raw = headers[Header.priority];
-    return parseDispatchPriority(Array.isArray(raw) ? raw[0] : raw);
-  }
-  return bodyPriority ?? 0;
+  return dispatchPriority(headers) ?? bodyPriority ?? 0;
 }
 
 /**
