@@ -8,7 +8,7 @@
  *   npx tsx bench/prefix-cache.ts --family qwen3   # under cache pressure, on a real family: precise vs approximate (below)
  *   npx tsx bench/prefix-cache.ts [--isolates 4] [--replicas 4] [--seconds 30] [--warmup 10] [--utilization 0.8]
  *        [--rate R] [--arms round_robin,load_aware,prefix_hash,prefix_cache,oracle] [--seed 1]
- *        [--prefill-token-us 60] [--prefill-ms 5] [--decode-ms 4] [--max-tokens 16] [--kv-fraction 0.5] [--load-factor 1] [--no-summaries]
+ *        [--prefill-token-us 60] [--prefill-ms 5] [--decode-ms 4] [--max-tokens 16] [--kv-fraction 0.5] [--load-factor 1] [--scorers prefill=2,slots=1] [--no-summaries]
  *
  * Workload (bench/prefix-cache-workload.ts): G groups, each with a long shared
  * system prompt; U users per group in multi-turn conversations whose prompt grows
@@ -98,6 +98,7 @@ const { values } = parseArgs({
     "max-tokens": { type: "string", default: "16" },
     "kv-fraction": { type: "string" },
     "load-factor": { type: "string" },
+    scorers: { type: "string" },
     "no-summaries": { type: "boolean", default: false },
     groups: { type: "string", default: "16" },
     users: { type: "string", default: "3" },
@@ -136,6 +137,16 @@ const MAX_TOKENS = num("max-tokens", values["max-tokens"], posInt);
 const KV_FRACTION = num("kv-fraction", values["kv-fraction"] ?? (FAMILY ? "0.3" : "0.5"), (x) => x > 0 && x <= 4);
 /** ε of the bounded-load line, for the prefix balancers (policy.prefix.loadFactor) and the oracle alike; default the deployment default. */
 const LOAD_FACTOR = values["load-factor"] === undefined ? DEFAULT_LOAD_FACTOR : num("load-factor", values["load-factor"], (x) => x >= 0 && x <= 10);
+/** `--scorers name=weight,…`: the prefix_cache arms' cost terms (policy.prefix.scorers); unset: the defaults. */
+const SCORERS: Record<string, number> | undefined =
+  values.scorers === undefined
+    ? undefined
+    : Object.fromEntries(
+        values.scorers.split(",").map((pair) => {
+          const [name, weight] = pair.split("=");
+          return [name!, num("scorers", weight, (x) => x >= 0)];
+        }),
+      );
 /**
  * Per replica: about what its KV cache holds running at once (KV_BLOCKS / a mean
  * prompt's blocks ≈ 8), with headroom; beyond it requests wait in the replica's
@@ -375,7 +386,7 @@ export default defineDeployment({
   name: ${JSON.stringify(name)}, routePrefix: ${JSON.stringify(`/${name}`)}, access: { public: true },
   backend: { kind: "llm", model: ${JSON.stringify(MODEL)} }, openai: { models: [${JSON.stringify(MODEL)}] },
   localReplicas: 0, maxOngoingRequests: ${MAX_ONGOING},
-  policy: { balancer: ${JSON.stringify(balancer)}, prefix: { loadFactor: ${LOAD_FACTOR}, tokenizer: ${JSON.stringify(tokenizer)} } },
+  policy: { balancer: ${JSON.stringify(balancer)}, prefix: { loadFactor: ${LOAD_FACTOR}, tokenizer: ${JSON.stringify(tokenizer)}${SCORERS ? `, scorers: ${JSON.stringify(SCORERS)}` : ""} } },
 });
 `,
   );
