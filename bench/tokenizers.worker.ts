@@ -1,3 +1,4 @@
+/// <reference path="../src/edge/modules.d.ts" />
 /**
  * The Worker of bench/tokenizers.ts: one model family's tokenizer in a workerd
  * isolate, as a deployment naming the family gets it (src/prompt/tokenizers/). The
@@ -5,11 +6,14 @@
  *   POST /chat   a chat body: its prompt's token count, through the family
  *   POST /parse  the same body parsed and nothing else (the baseline)
  *   GET  /load   makes the family's codec (parses its tokenizer.json)
+ *   GET  /wasm   bytes of tiktoken's WebAssembly memory (the ranks of a family that uses it)
  */
 import { familyCodec, type TokenizerConfig } from "../src/prompt/tokenizers/hf-codec.ts";
 import { provideFamily } from "../src/prompt/tokenizers/hf-family.ts";
 import { promptTokenizer, type PromptTokenizerName } from "../src/prompt/tokenizers/index.ts";
+import { bpeMemoryBytes } from "../src/prompt/tokenizers/tiktoken-bpe.ts";
 import type { TemplateMessage } from "../src/prompt/tiny-lm-chat-template.ts";
+import bpeWasm from "tiktoken/lite/tiktoken_bg.wasm";
 // Replaced per family by the bench's bundler (a string: wrangler.toml's Text rule, typed in worker-configuration.d.ts).
 import tokenizerJson from "FAMILY/models/tokenizer.json";
 // @ts-expect-error -- replaced per family by the bench's bundler
@@ -17,13 +21,14 @@ import tokenizerConfig from "FAMILY/models/tokenizer_config.json";
 
 declare const FAMILY_NAME: PromptTokenizerName;
 
-provideFamily(FAMILY_NAME, () => familyCodec({ tokenizerJson: tokenizerJson as string, tokenizerConfig: tokenizerConfig as TokenizerConfig }));
+provideFamily(FAMILY_NAME, () => familyCodec({ tokenizerJson: tokenizerJson as string, tokenizerConfig: tokenizerConfig as TokenizerConfig, bpeWasm }));
 const tokenizer = promptTokenizer(FAMILY_NAME);
 
 export default {
   async fetch(request: Request): Promise<Response> {
     const path = new URL(request.url).pathname;
     if (path === "/load") return new Response(String(tokenizer.text("a", 16).length));
+    if (path === "/wasm") return new Response(String(bpeMemoryBytes()));
     const body = (await request.json()) as { messages: TemplateMessage[] };
     if (path === "/parse") return new Response(String(body.messages.length));
     return new Response(String(tokenizer.chat(body.messages, 1 << 20).length));

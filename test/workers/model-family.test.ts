@@ -8,12 +8,15 @@ import { describe, expect, it } from "vitest";
 import { deployments } from "../../.switchyard/deployments.ts";
 import { requestPromptKeys } from "../../src/proxy/serve/choose.ts";
 import { promptTokenizer } from "../../src/prompt/tokenizers/index.ts";
+import { familyCodecOf } from "../../src/prompt/tokenizers/hf-family.ts";
 import fixture from "../fixtures/kv-events/families-qwen3.json";
 
 describe("a model family in workerd (examples/model-family/qwen3.ts)", () => {
   it("renders and tokenizes a chat as transformers does", () => {
     const ids = promptTokenizer("qwen3").chat(fixture.messages, 1 << 20, { kwargs: fixture.chat_template_kwargs });
     expect(Array.from(ids)).toEqual(fixture.ids);
+    // With tiktoken's BPE, from the Worker's CompiledWasm module (scripts/build.ts imports it).
+    expect(familyCodecOf("qwen3").engine).toBe("tiktoken");
   });
 
   it("keys the deployment's prompts with the family, not bytes", () => {

@@ -8,11 +8,18 @@ import { Template } from "@huggingface/jinja";
 import { Tokenizer } from "@huggingface/tokenizers";
 import { headOf, UnsupportedPrompt } from "./tokenizer.ts";
 import type { FamilyCodec } from "./hf-family.ts";
+import { bpeSpecOf, tiktokenEncoder, type TokenizerJsonShape } from "./tiktoken-bpe.ts";
 
 /** A family's files: `tokenizer.json` as text (parsed when the codec is made) and `tokenizer_config.json` parsed. */
 export interface FamilyFiles {
   tokenizerJson: string;
   tokenizerConfig: TokenizerConfig;
+  /**
+   * tiktoken's WebAssembly module, compiled (tiktoken-bpe.ts): a family whose tokenizer is
+   * byte-level BPE behind one split regex then tokenizes its text with it, and builds no
+   * @huggingface/tokenizers `Tokenizer` unless the engine stand-in asks to decode.
+   */
+  bpeWasm?: WebAssembly.Module;
 }
 
 /** The fields of `tokenizer_config.json` the edge reads. */
@@ -28,12 +35,20 @@ export interface TokenizerConfig {
 }
 type SpecialToken = string | { content: string } | null;
 
+/** Token ids: tiktoken's typed array or the library's array. */
+type Ids = Uint32Array | number[];
+
 const tokenOf = (t: SpecialToken | undefined) => (t === null || t === undefined ? undefined : typeof t === "string" ? t : t.content);
 
 /** The codec of a family's files. */
-export function familyCodec({ tokenizerJson, tokenizerConfig: config }: FamilyFiles): FamilyCodec {
-  const json = JSON.parse(tokenizerJson) as { added_tokens?: AddedToken[] };
-  const tokenizer = new Tokenizer(json, config);
+export function familyCodec({ tokenizerJson, tokenizerConfig: config, bpeWasm }: FamilyFiles): FamilyCodec {
+  let json: (TokenizerJsonShape & { added_tokens?: AddedToken[] }) | undefined = JSON.parse(tokenizerJson) as TokenizerJsonShape & { added_tokens?: AddedToken[] };
+  const added = json.added_tokens ?? [];
+  const bpe = bpeWasm && bpeSpecOf(json);
+  // The library's tokenizer, made when first needed: at once without tiktoken; with it, only
+  // for the stand-in's decoding (the parsed JSON is dropped, the module's string kept).
+  let made: Tokenizer | undefined;
+  const tokenizer = () => (made ??= new Tokenizer(json ?? JSON.parse(tokenizerJson), config));
   const source = Array.isArray(config.chat_template) ? config.chat_template.find((t) => t.name === "default")?.template : config.chat_template;
   const template = source === undefined ? undefined : new Template(source);
   const vars: Record<string, unknown> = {};
@@ -41,45 +56,66 @@ export function familyCodec({ tokenizerJson, tokenizerConfig: config }: FamilyFi
     const t = tokenOf(config[k]);
     if (t !== undefined) vars[k] = t;
   }
-  // transformers' fast Llama tokenizer adds BOS to a text prompt when add_bos_token is
-  // set, whatever tokenizer.json's post-processor says (DeepSeek-V3's says ByteLevel only).
   const bosToken = tokenOf(config.bos_token);
   const eosToken = tokenOf(config.eos_token);
-  const bosId = bosToken === undefined ? undefined : json.added_tokens?.find((t) => t.content === bosToken)?.id;
-  const bos = config.add_bos_token === true && bosId !== undefined && tokenizer.encode("a", { add_special_tokens: true }).ids[0] !== bosId ? bosId : undefined;
+  const bosId = bosToken === undefined ? undefined : added.find((t) => t.content === bosToken)?.id;
   // A text cut well past maxTokens' worth of characters: BPE never merges across the
   // pre-tokenizer's splits, so the tokens before the cut's last word are the whole
   // text's; at 8 characters per token on average (English is ~4), the cut is far beyond.
   const head = (t: string, maxTokens: number) => headOf(t, maxTokens * 8 + 64);
-  const cut = (ids: number[], maxTokens: number) => (ids.length > maxTokens ? ids.slice(0, maxTokens) : ids);
-  const segments = segmentEncoder(tokenizer, json.added_tokens ?? []);
+  const cut = (ids: Ids, maxTokens: number) => (ids.length > maxTokens ? ids.slice(0, maxTokens) : ids);
+  let segments: (text: string) => Ids;
+  let text: (prompt: string) => Ids;
+  if (bpe) {
+    // Every added token is split out first (the library matches them all in its input, special
+    // or not, before anything else: bpeSpecOf takes no family with a strip or word rule), and
+    // the text between goes to tiktoken; a text prompt gets the post-processor's ids around it.
+    const encode = tiktokenEncoder(bpe, bpeWasm!);
+    segments = segmentEncoder(encode, added);
+    // transformers' fast tokenizer adds BOS to a text prompt when add_bos_token is set, whatever the post-processor says.
+    const prefix = config.add_bos_token === true && bosId !== undefined && bpe.prefix[0] !== bosId ? [bosId, ...bpe.prefix] : bpe.prefix;
+    text = (prompt) => {
+      const ids = segments(prompt);
+      return joined([prefix, ids, bpe.suffix], prefix.length + ids.length + bpe.suffix.length);
+    };
+    json = undefined;
+  } else {
+    const library = tokenizer();
+    json = undefined;
+    segments = segmentEncoder((t) => library.encode(t, { add_special_tokens: false }).ids, added.filter((t) => t.special));
+    // transformers' fast Llama tokenizer adds BOS to a text prompt when add_bos_token is
+    // set, whatever tokenizer.json's post-processor says (DeepSeek-V3's says ByteLevel only).
+    const bos = config.add_bos_token === true && bosId !== undefined && library.encode("a", { add_special_tokens: true }).ids[0] !== bosId ? bosId : undefined;
+    text = (prompt) => {
+      const ids = library.encode(prompt, { add_special_tokens: true }).ids;
+      return bos === undefined ? ids : [bos, ...ids];
+    };
+  }
   return {
+    engine: bpe ? "tiktoken" : "tokenizers",
     chat(messages, tools, kwargs, maxTokens) {
       if (!template) throw new UnsupportedPrompt("no_chat_template");
-      let text: string;
+      let rendered: string;
       try {
-        text = template.render({ ...vars, ...kwargs, messages, ...(tools ? { tools } : {}), add_generation_prompt: true });
+        rendered = template.render({ ...vars, ...kwargs, messages, ...(tools ? { tools } : {}), add_generation_prompt: true });
       } catch {
         // The template refused the chat (roles out of order, ...): the engine answers 400.
         throw new UnsupportedPrompt("template_error");
       }
-      return cut(segments(head(text, maxTokens)), maxTokens);
+      return cut(segments(head(rendered, maxTokens)), maxTokens);
     },
-    text(prompt, maxTokens) {
-      const ids = tokenizer.encode(head(prompt, maxTokens), { add_special_tokens: true }).ids;
-      return cut(bos === undefined ? ids : [bos, ...ids], maxTokens);
-    },
+    text: (prompt, maxTokens) => cut(text(head(prompt, maxTokens)), maxTokens),
     // Read by the engine stand-in only: the edge never builds the vocabulary map.
     get vocabSize() {
       let top = 0;
-      for (const id of tokenizer.get_vocab(true).values()) top = Math.max(top, id + 1);
+      for (const id of tokenizer().get_vocab(true).values()) top = Math.max(top, id + 1);
       return top;
     },
     get eosId() {
-      return eosToken === undefined ? undefined : tokenizer.token_to_id(eosToken);
+      return eosToken === undefined ? undefined : tokenizer().token_to_id(eosToken);
     },
-    plain: (text) => tokenizer.encode(text, { add_special_tokens: false }).ids,
-    decode: (ids) => tokenizer.decode([...ids], { skip_special_tokens: true }),
+    plain: (t) => tokenizer().encode(t, { add_special_tokens: false }).ids,
+    decode: (ids) => tokenizer().decode([...ids], { skip_special_tokens: true }),
   };
 }
 
@@ -99,49 +135,64 @@ const SEGMENT_CACHE_CHARS = 1 << 20;
 /**
  * Encodes a rendered chat a segment at a time, reusing the ids of segments seen
  * before. The tokenizer splits its input at added tokens before anything else
- * (normalizer, pre-tokenizer, BPE), so the text between two special tokens is
+ * (normalizer, pre-tokenizer, BPE), so the text between two added tokens is
  * tokenized on its own whatever surrounds it: a chat template puts special tokens
  * between messages, so a multi-turn chat's history re-sent with one more turn is
- * mostly segments already seen. Only special tokens with no strip or word rule are
- * split here (the others stay inside a segment, for the tokenizer); the longest
- * match first, as the tokenizer matches. test/unit/hf-tokenizers.test.ts checks the
- * result against transformers.
+ * mostly segments already seen. Only `split`'s tokens with no strip or word rule are
+ * split here (the others stay inside a segment, for `whole`); the longest match
+ * first, as the tokenizer matches. test/unit/hf-tokenizers.test.ts checks the result
+ * against transformers.
  */
-function segmentEncoder(tokenizer: Tokenizer, added: readonly AddedToken[]): (text: string) => number[] {
-  const plain = added.filter((t) => t.special && !t.lstrip && !t.rstrip && !t.single_word && !t.normalized).sort((a, b) => b.content.length - a.content.length);
-  const whole = (text: string) => tokenizer.encode(text, { add_special_tokens: false }).ids;
+function segmentEncoder(whole: (text: string) => Ids, split: readonly AddedToken[]): (text: string) => Ids {
+  const plain = split.filter((t) => !t.lstrip && !t.rstrip && !t.single_word && !t.normalized).sort((a, b) => b.content.length - a.content.length);
   if (plain.length === 0) return whole;
-  const ids = new Map(plain.map((t) => [t.content, t.id]));
+  const ids = new Map(plain.map((t) => [t.content, Uint32Array.of(t.id)]));
   const splitter = new RegExp(`(${plain.map((t) => t.content.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("|")})`);
-  const cache = new Map<string, number[]>();
+  const cache = new Map<string, Ids>();
   let cachedChars = 0;
   return (text) => {
-    const out: number[] = [];
+    // The pieces' ids, copied once into one array (no per-token pushes: an 8,000-token prompt is a few dozen pieces).
+    const parts: Ids[] = [];
+    let length = 0;
     for (const [i, piece] of text.split(splitter).entries()) {
       if (piece === "") continue;
+      let seg: Ids;
       if (i % 2 === 1) {
-        out.push(ids.get(piece)!);
-        continue;
-      }
-      let seg = cache.get(piece);
-      if (seg) {
-        // Most recently used last: the oldest go first when the cache is full.
-        cache.delete(piece);
-        cache.set(piece, seg);
+        // Odd pieces are the added tokens the split matched.
+        seg = ids.get(piece)!;
       } else {
-        seg = whole(piece);
-        if (piece.length <= SEGMENT_CACHE_CHARS / 4) {
-          cache.set(piece, seg);
-          cachedChars += piece.length;
-          for (const [k] of cache) {
-            if (cachedChars <= SEGMENT_CACHE_CHARS) break;
-            cache.delete(k);
-            cachedChars -= k.length;
+        const cached = cache.get(piece);
+        if (cached) {
+          // Most recently used last: the oldest go first when the cache is full.
+          cache.delete(piece);
+          cache.set(piece, (seg = cached));
+        } else {
+          seg = whole(piece);
+          if (piece.length <= SEGMENT_CACHE_CHARS / 4) {
+            cache.set(piece, seg);
+            cachedChars += piece.length;
+            for (const [k] of cache) {
+              if (cachedChars <= SEGMENT_CACHE_CHARS) break;
+              cache.delete(k);
+              cachedChars -= k.length;
+            }
           }
         }
       }
-      for (const id of seg) out.push(id);
+      parts.push(seg);
+      length += seg.length;
     }
-    return out;
+    return joined(parts, length);
   };
+}
+
+/** `parts` end to end in one array of `length` ids. */
+function joined(parts: readonly Ids[], length: number): Uint32Array {
+  const out = new Uint32Array(length);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
 }

@@ -21,8 +21,10 @@ import { definePromptTokenizer, UnsupportedPrompt, type ChatExtras, type PromptT
 
 /** A family's tokenizer at work: messages and tools already as vLLM passes them to the template. */
 export interface FamilyCodec {
-  chat(messages: Record<string, unknown>[], tools: unknown[] | undefined, kwargs: Record<string, unknown> | undefined, maxTokens: number): number[];
-  text(prompt: string, maxTokens: number): number[];
+  /** What tokenizes its text: tiktoken's BPE (./tiktoken-bpe.ts) or @huggingface/tokenizers. */
+  readonly engine: "tiktoken" | "tokenizers";
+  chat(messages: Record<string, unknown>[], tools: unknown[] | undefined, kwargs: Record<string, unknown> | undefined, maxTokens: number): ArrayLike<number>;
+  text(prompt: string, maxTokens: number): ArrayLike<number>;
   /** For the engine stand-in (src/replica/llm/family-standin.ts): ids run 0..vocabSize-1. */
   readonly vocabSize: number;
   /** tokenizer_config.json's eos_token, where the vocabulary has it: where the model ends its turn. */
