@@ -43,6 +43,8 @@ interface Variant {
   limits: Limit[];
   /** Whether the edge runtime (onnxruntime-web's .wasm) must be in the upload, or must not. */
   edgeRuntime: boolean;
+  /** Whether tiktoken's .wasm (a model family's tokenizer, src/prompt/tokenizers/tiktoken-bpe.ts) must be in the upload, or must not. */
+  tiktoken?: boolean;
 }
 
 // The default last: the build step leaves .switchyard/deployments.ts as the last dry run generated it.
@@ -50,7 +52,7 @@ const VARIANTS: Variant[] = [
   { name: "with edge inference (functions/ + examples/edge-inference/)", key: "edge", functions: "functions,examples/edge-inference", limits: [PLATFORM, FORMER_PAID], edgeRuntime: true },
   { name: "default (functions/)", key: "default", limits: [PLATFORM, FORMER_FREE], edgeRuntime: false },
   // A model family's tokenizer (Qwen3's, 11 MB of JSON): fits the former Free budget.
-  { name: "with a model family (functions/ + examples/model-family/: qwen3)", key: "family", functions: "functions,examples/model-family", limits: [PLATFORM, FORMER_FREE], edgeRuntime: false },
+  { name: "with a model family (functions/ + examples/model-family/: qwen3)", key: "family", functions: "functions,examples/model-family", limits: [PLATFORM, FORMER_FREE], edgeRuntime: false, tiktoken: true },
 ];
 
 export interface UploadSize {
@@ -127,8 +129,10 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     const u = dryRun(v);
     results[v.key] = u;
     console.log(`  ${v.name}: ${kib(u.size)}, gzip ${kib(u.gzip)} — ${u.modules.map((m) => m.replace(/^[0-9a-f]{40}-/, "")).join(", ")}`);
-    const hasWasm = u.modules.some((m) => m.endsWith(".wasm"));
-    if (hasWasm !== v.edgeRuntime) failures.push(`${v.name}: the edge runtime's .wasm is ${hasWasm ? "in" : "missing from"} the upload`);
+    const hasRuntime = u.modules.some((m) => /ort-wasm[^/]*\.wasm$/.test(m));
+    if (hasRuntime !== v.edgeRuntime) failures.push(`${v.name}: the edge runtime's .wasm is ${hasRuntime ? "in" : "missing from"} the upload`);
+    const hasTiktoken = u.modules.some((m) => m.endsWith("tiktoken_bg.wasm"));
+    if (hasTiktoken !== (v.tiktoken ?? false)) failures.push(`${v.name}: tiktoken's .wasm is ${hasTiktoken ? "in" : "missing from"} the upload`);
     for (const l of v.limits) {
       const got = u[l.of];
       const ok = got <= l.bytes;
