@@ -3,25 +3,24 @@
  * tokens): the same family's vocabulary, the same texts, three engines, in Node.
  *   npx tsx bench/tokenizer-engines.ts [--texts 240]
  *
- * - `@huggingface/tokenizers` (pure JS): what the edge ships (src/prompt/tokenizers/,
- *   held to transformers' output by test/unit/hf-tokenizers.test.ts).
+ * - `@huggingface/tokenizers` (pure JS): the library engine (src/prompt/tokenizers/hf-codec.ts,
+ *   held to transformers' output by test/unit/hf-tokenizers.test.ts), the reference here.
  * - `@mlc-ai/web-tokenizers`: Hugging Face's own Rust `tokenizers` crate compiled to
  *   WebAssembly (MLC's tokenizers-cpp, as WebLLM uses it), loading the same
  *   tokenizer.json.
- * - `tiktoken` (OpenAI's Rust BPE in WebAssembly) given the family's vocabulary as
- *   ranks (each token's bytes, ranked by id) and its split regex: only for families
- *   whose tokenizer.json is byte-level BPE behind one split regex, where that is the
- *   same algorithm (llama3, mistral-nemo; qwen3 with its NFC applied first). Its ids are
- *   compared with the shipped engine's over every text; a family where any differs
- *   is reported so, not timed as a candidate.
+ * - `tiktoken` (OpenAI's Rust BPE in WebAssembly) as the edge runs it for the families
+ *   whose tokenizer.json is byte-level BPE behind one split regex
+ *   (src/prompt/tokenizers/tiktoken-bpe.ts: the vocabulary as ranks, the split regex,
+ *   NFC first for qwen3). Its ids are compared with the library's over every text;
+ *   MET needs every one identical.
  *
  * Texts: the message contents of test/fixtures/hf-tokenizers/conversations.ts (the
  * oracle test's corpus: accents, CJK, Arabic, emoji, long messages), each engine timed
  * over the same texts, three rounds of different texts (a round's words are new to
  * the engines' caches only in part, as in traffic). Each text is what the edge
  * tokenizes between a template's special tokens. CPU here is Node's, not workerd's:
- * bench/tokenizers.ts measures the shipped engine in workerd, and its Node figure here
- * is the bridge between the two.
+ * bench/tokenizers.ts measures the engines as shipped in workerd, and the Node figures here
+ * are the bridge between the two.
  */
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -29,10 +28,10 @@ import { loadavg } from "node:os";
 import { dirname } from "node:path";
 import { parseArgs } from "node:util";
 import { Tokenizer as HfTokenizer } from "@huggingface/tokenizers";
-import { Tiktoken } from "tiktoken/lite";
 import { writeResult } from "./result-file.ts";
 import { markdownTable, verdict } from "./table.ts";
 import { FAMILY_PACKAGES, fitsTheEdge } from "../src/prompt/tokenizers/index.ts";
+import { bpeSpecOf, tiktokenEncoder, type TokenizerJsonShape } from "../src/prompt/tokenizers/tiktoken-bpe.ts";
 import { chatCases } from "../test/fixtures/hf-tokenizers/conversations.ts";
 
 const { values } = parseArgs({ options: { texts: { type: "string", default: "240" } } });
@@ -55,41 +54,11 @@ function webTokenizers(): { fromJSON(json: ArrayBuffer): Promise<WasmTokenizer> 
   return module.exports.Tokenizer;
 }
 
-interface PreTokenizer {
-  type: string;
-  pattern?: { Regex?: string };
-  pretokenizers?: PreTokenizer[];
-}
-interface TokenizerJson {
-  normalizer: { type: string; normalizers?: unknown[] } | null;
-  pre_tokenizer: PreTokenizer;
-  model: { type: string; vocab: Record<string, number> };
-}
-
-/** GPT-2's byte-level alphabet: the character each byte is written as in a vocabulary. */
-function byteLevelDecoder(): Map<string, number> {
-  const bytes: number[] = [];
-  for (let b = 33; b <= 126; b++) bytes.push(b);
-  for (let b = 161; b <= 172; b++) bytes.push(b);
-  for (let b = 174; b <= 255; b++) bytes.push(b);
-  const chars = [...bytes];
-  let extra = 0;
-  for (let b = 0; b < 256; b++) if (!bytes.includes(b)) (bytes.push(b), chars.push(256 + extra++));
-  return new Map(chars.map((c, i) => [String.fromCharCode(c), bytes[i]!]));
-}
-
-/** The family as tiktoken ranks and one split regex, or why it cannot be. */
-function asTiktoken(tj: TokenizerJson): { ranks: string; pattern: string; nfc: boolean } | string {
-  if (tj.model.type !== "BPE") return `model ${tj.model.type}`;
-  const pre = tj.pre_tokenizer.type === "Sequence" ? tj.pre_tokenizer.pretokenizers! : [tj.pre_tokenizer];
-  const splits = pre.filter((p) => p.type === "Split");
-  if (splits.length !== 1 || !pre.some((p) => p.type === "ByteLevel") || pre.length !== 2) return `${pre.length} pre-tokenizers (${pre.map((p) => p.type).join(", ")})`;
-  const n = tj.normalizer;
-  if (n !== null && n.type !== "NFC" && !(n.type === "Sequence" && n.normalizers?.length === 0)) return `normalizer ${n.type}`;
-  const decode = byteLevelDecoder();
-  const lines: string[] = [];
-  for (const [token, id] of Object.entries(tj.model.vocab)) lines.push(`${Buffer.from([...token].map((ch) => decode.get(ch)!)).toString("base64")} ${id}`);
-  return { ranks: lines.join("\n"), pattern: splits[0]!.pattern!.Regex!, nfc: tj.normalizer?.type === "NFC" };
+/** What the pre-tokenizer is, for a family tiktoken cannot take (bpeSpecOf says which can). */
+function preTokenizers(json: string): string {
+  const pre = (JSON.parse(json) as { pre_tokenizer?: { type: string; pretokenizers?: { type: string }[] } }).pre_tokenizer;
+  const steps = pre?.type === "Sequence" ? (pre.pretokenizers ?? []) : pre ? [pre] : [];
+  return `${steps.length} pre-tokenizers (${steps.map((p) => p.type).join(", ")})`;
 }
 
 /** Distinct texts per round: the message contents of the oracle test's conversations. */
@@ -116,14 +85,16 @@ interface EngineResult {
 const started = loadavg()[0]!;
 const corpus = rounds();
 const WebTokenizer = webTokenizers();
+/** tiktoken's module as Node compiles it for the codec (src/prompt/tokenizers/node-files.ts). */
+const bpeWasm = new (WebAssembly.Module as unknown as new (bytes: Uint8Array) => WebAssembly.Module)(readFileSync(require.resolve("tiktoken/lite/tiktoken_bg.wasm")));
 const results: { family: string; tokens: number; engines: EngineResult[] }[] = [];
 for (const [family, pkg] of Object.entries(FAMILY_PACKAGES)) {
   if (!fitsTheEdge(family as never)) continue;
   const json = readFileSync(require.resolve(`${pkg}/models/tokenizer.json`));
   const config = JSON.parse(readFileSync(require.resolve(`${pkg}/models/tokenizer_config.json`), "utf8")) as Record<string, unknown>;
-  const tj = JSON.parse(json.toString("utf8")) as TokenizerJson;
-  const shipped = new HfTokenizer(tj as never, config as never);
-  const hf = (t: string) => shipped.encode(t, { add_special_tokens: false }).ids;
+  const tj = JSON.parse(json.toString("utf8")) as TokenizerJsonShape;
+  const library = new HfTokenizer(tj as never, config as never);
+  const hf = (t: string) => library.encode(t, { add_special_tokens: false }).ids;
   const reference = corpus.map((texts) => texts.map(hf));
   const tokens = reference.map((r) => r.reduce((n, ids) => n + ids.length, 0));
   const same = (encode: (t: string) => ArrayLike<number>) => {
@@ -140,20 +111,18 @@ for (const [family, pkg] of Object.entries(FAMILY_PACKAGES)) {
     return `${n} of ${total}`;
   };
   const timed = (encode: (t: string) => ArrayLike<number>) => corpus.map((texts, r) => (1000 * time(encode, texts)) / tokens[r]!);
-  const engines: EngineResult[] = [{ engine: "@huggingface/tokenizers (JS, shipped)", msPer1k: timed(hf), identical: "reference" }];
+  const engines: EngineResult[] = [{ engine: "@huggingface/tokenizers (JS)", msPer1k: timed(hf), identical: "reference" }];
 
   const wasm = await WebTokenizer.fromJSON(json.buffer.slice(json.byteOffset, json.byteOffset + json.byteLength) as ArrayBuffer);
   const rust = (t: string) => wasm.encode(t);
   engines.push({ engine: "HF tokenizers (Rust → wasm)", identical: same(rust), msPer1k: timed(rust) });
 
-  const tk = asTiktoken(tj);
-  if (typeof tk === "string") engines.push({ engine: "tiktoken (wasm)", msPer1k: [], identical: "–", note: `not the same algorithm: ${tk}` });
+  // The shipped path (src/prompt/tokenizers/tiktoken-bpe.ts): the family's ranks, and tiktoken on the compiled module.
+  const spec = bpeSpecOf(tj);
+  if (spec === undefined) engines.push({ engine: "tiktoken (wasm)", msPer1k: [], identical: "–", note: `not the same algorithm: ${preTokenizers(json.toString("utf8"))}` });
   else {
-    const enc = new Tiktoken(tk.ranks, {}, tk.pattern);
-    const tiktoken = tk.nfc ? (t: string) => enc.encode_ordinary(t.normalize("NFC")) : (t: string) => enc.encode_ordinary(t);
-    const identical = same(tiktoken);
-    engines.push({ engine: "tiktoken (wasm)", identical, msPer1k: timed(tiktoken), ...(tk.nfc && { note: "NFC applied in JS first" }) });
-    enc.free();
+    const tiktoken = tiktokenEncoder(spec, bpeWasm);
+    engines.push({ engine: "tiktoken (wasm)", identical: same(tiktoken), msPer1k: timed(tiktoken), ...(spec.nfc && { note: "NFC applied in JS first" }) });
   }
   results.push({ family, tokens: tokens.reduce((a, b) => a + b, 0), engines });
   console.log(`${family}: ${engines.map((e) => (e.msPer1k.length ? `${e.engine} ${e.msPer1k.map((x) => x.toFixed(2)).join(" / ")} ms per 1,000 (identical ${e.identical})` : `${e.engine}: ${e.note}`)).join("; ")}`);
@@ -162,7 +131,7 @@ for (const [family, pkg] of Object.entries(FAMILY_PACKAGES)) {
 const best = (e: EngineResult) => Math.max(...e.msPer1k);
 console.log(
   `\n${markdownTable(
-    ["family", "engine", "CPU ms per 1,000 tokens (3 rounds of new texts)", "ids identical to the shipped engine's", `≤ ${TARGET_MS_PER_1K} ms in every round`],
+    ["family", "engine", "CPU ms per 1,000 tokens (3 rounds of new texts)", "ids identical to the library's", `≤ ${TARGET_MS_PER_1K} ms in every round`],
     results.flatMap((r) =>
       r.engines.map((e) => [
         r.family,
