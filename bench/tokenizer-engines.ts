@@ -55,8 +55,8 @@ function webTokenizers(): { fromJSON(json: ArrayBuffer): Promise<WasmTokenizer> 
 }
 
 /** What the pre-tokenizer is, for a family tiktoken cannot take (bpeSpecOf says which can). */
-function preTokenizers(json: string): string {
-  const pre = (JSON.parse(json) as { pre_tokenizer?: { type: string; pretokenizers?: { type: string }[] } }).pre_tokenizer;
+function preTokenizers(json: TokenizerJsonShape): string {
+  const pre = json.pre_tokenizer;
   const steps = pre?.type === "Sequence" ? (pre.pretokenizers ?? []) : pre ? [pre] : [];
   return `${steps.length} pre-tokenizers (${steps.map((p) => p.type).join(", ")})`;
 }
@@ -119,7 +119,7 @@ for (const [family, pkg] of Object.entries(FAMILY_PACKAGES)) {
 
   // The shipped path (src/prompt/tokenizers/tiktoken-bpe.ts): the family's ranks, and tiktoken on the compiled module.
   const spec = bpeSpecOf(tj);
-  if (spec === undefined) engines.push({ engine: "tiktoken (wasm)", msPer1k: [], identical: "–", note: `not the same algorithm: ${preTokenizers(json.toString("utf8"))}` });
+  if (spec === undefined) engines.push({ engine: "tiktoken (wasm)", msPer1k: [], identical: "–", note: `not the same algorithm: ${preTokenizers(tj)}` });
   else {
     const tiktoken = tiktokenEncoder(spec, bpeWasm);
     engines.push({ engine: "tiktoken (wasm)", identical: same(tiktoken), msPer1k: timed(tiktoken), ...(spec.nfc && { note: "NFC applied in JS first" }) });

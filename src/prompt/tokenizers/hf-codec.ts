@@ -59,6 +59,10 @@ export function familyCodec({ tokenizerJson, tokenizerConfig: config, bpeWasm }:
   const bosToken = tokenOf(config.bos_token);
   const eosToken = tokenOf(config.eos_token);
   const bosId = bosToken === undefined ? undefined : added.find((t) => t.content === bosToken)?.id;
+  // transformers' fast tokenizer adds BOS to a text prompt when add_bos_token is set, whatever
+  // tokenizer.json's post-processor says (DeepSeek-V3's says ByteLevel only): BOS when the
+  // engine's own text prompt would start with `first` instead.
+  const bosBefore = (first: number | undefined) => (config.add_bos_token === true && bosId !== undefined && first !== bosId ? [bosId] : []);
   // A text cut well past maxTokens' worth of characters: BPE never merges across the
   // pre-tokenizer's splits, so the tokens before the cut's last word are the whole
   // text's; at 8 characters per token on average (English is ~4), the cut is far beyond.
@@ -70,27 +74,22 @@ export function familyCodec({ tokenizerJson, tokenizerConfig: config, bpeWasm }:
     // Every added token is split out first (the library matches them all in its input, special
     // or not, before anything else: bpeSpecOf takes no family with a strip or word rule), and
     // the text between goes to tiktoken; a text prompt gets the post-processor's ids around it.
-    const encode = tiktokenEncoder(bpe, bpeWasm!);
-    segments = segmentEncoder(encode, added);
-    // transformers' fast tokenizer adds BOS to a text prompt when add_bos_token is set, whatever the post-processor says.
-    const prefix = config.add_bos_token === true && bosId !== undefined && bpe.prefix[0] !== bosId ? [bosId, ...bpe.prefix] : bpe.prefix;
+    segments = segmentEncoder(tiktokenEncoder(bpe, bpeWasm!), added);
+    const prefix = [...bosBefore(bpe.prefix[0]), ...bpe.prefix];
     text = (prompt) => {
       const ids = segments(prompt);
       return joined([prefix, ids, bpe.suffix], prefix.length + ids.length + bpe.suffix.length);
     };
-    json = undefined;
   } else {
     const library = tokenizer();
-    json = undefined;
     segments = segmentEncoder((t) => library.encode(t, { add_special_tokens: false }).ids, added.filter((t) => t.special));
-    // transformers' fast Llama tokenizer adds BOS to a text prompt when add_bos_token is
-    // set, whatever tokenizer.json's post-processor says (DeepSeek-V3's says ByteLevel only).
-    const bos = config.add_bos_token === true && bosId !== undefined && library.encode("a", { add_special_tokens: true }).ids[0] !== bosId ? bosId : undefined;
+    const bos = bosBefore(library.encode("a", { add_special_tokens: true }).ids[0]);
     text = (prompt) => {
       const ids = library.encode(prompt, { add_special_tokens: true }).ids;
-      return bos === undefined ? ids : [bos, ...ids];
+      return bos.length === 0 ? ids : [...bos, ...ids];
     };
   }
+  json = undefined;
   return {
     engine: bpe ? "tiktoken" : "tokenizers",
     chat(messages, tools, kwargs, maxTokens) {
