@@ -22,12 +22,12 @@ const keys = blockKeys(Array.from({ length: 16 * 12 }, (_, i) => (i * 7) % 97));
  * The prefix_cache profile (filters load_line and room, picker cheapest) with `terms`,
  * where candidate c reports a cache summary of the prompt's first held(c) blocks.
  */
-function pickByPrefixCache(cands: readonly ReplicaChoice[], held: (c: ReplicaChoice) => number, terms: readonly WeightedScore[]): string | undefined {
+function pickByPrefixCache(cands: readonly ReplicaChoice[], held: (c: ReplicaChoice) => number, terms: readonly WeightedScore[], prompt = keys): string | undefined {
   const withCache = cands.map((c): BalancerCandidate => {
-    const n = Math.min(keys.length, held(c));
-    return { ...c, models: [], loading: [], ...(n > 0 ? { cache: CacheSummary.parse(buildCacheSummary(keys.slice(0, n).reverse(), 16))! } : {}) };
+    const n = Math.min(prompt.length, held(c));
+    return { ...c, models: [], loading: [], ...(n > 0 ? { cache: CacheSummary.parse(buildCacheSummary(prompt.slice(0, n).reverse(), 16))! } : {}) };
   });
-  return runProfile("t", [loadLine, room], cheapest, terms, { loadFactor: 1, prefillWeight: 2 }).pick(withCache, { random: () => 0.5, now: 0, prompt: { keys, blockSize: 16 } })?.id;
+  return runProfile("t", [loadLine, room], cheapest, terms, { loadFactor: 1, prefillWeight: 2 }).pick(withCache, { random: () => 0.5, now: 0, prompt: { keys: prompt, blockSize: 16 } })?.id;
 }
 
 /**
@@ -94,5 +94,37 @@ describe("scorers", () => {
     expect(pickByPrefixCache(fleet, heldByFar, registry.resolve({ prefill: 2, slots: 1, distance: 5 }))).toBe("near");
     expect(() => scorers.resolve({ distance: 1 })).toThrow(/no scorer "distance"/);
     expect(() => scorerRegistry([...SCORERS, SCORERS[0]])).toThrow(/registered twice/);
+  });
+
+  it("affinity: every isolate prefers the same one of a prefix's holders, the first in rendezvous order among those holding about the most", () => {
+    const ids = ["a", "b", "c", "d"];
+    const order = rendezvousOrder(ids.map((id) => r(id, 0, 16)), anchorKey(keys)!).map((c) => c.id);
+    const [first, second, third] = order as [string, string, string];
+    // The two later ones in rendezvous order hold the whole prompt (a split group); the earlier of them carries one request more.
+    const split = (c: ReplicaChoice) => (c.id === second || c.id === third ? keys.length : 0);
+    const loads = (busier: string) => ids.map((id) => r(id, id === busier ? 3 : 2, 16));
+    const withAffinity = scorers.resolve({ prefill: 2, slots: 1, affinity: 0.25 });
+    const without = scorers.resolve({ prefill: 2, slots: 1 });
+    // Without the term the emptier holder wins, so the group alternates between its two copies as their loads swap.
+    expect(pickByPrefixCache(loads(second), split, without)).toBe(third);
+    expect(pickByPrefixCache(loads(third), split, without)).toBe(second);
+    // With it, the leader (second: the earlier holder in rendezvous order) keeps the group while it has at most 4 requests more (0.25 / (1/16)).
+    expect(pickByPrefixCache(loads(second), split, withAffinity)).toBe(second);
+    expect(pickByPrefixCache(loads(third), split, withAffinity)).toBe(second);
+    const crowded = ids.map((id) => r(id, id === second ? 7 : 2, 16));
+    expect(pickByPrefixCache(crowded, split, withAffinity)).toBe(third);
+    // About the most: a replica holding one block is no leader, even first in rendezvous order; nor is one a full
+    // stride short of the most (a long prompt: dispatch records are kept every 16th block).
+    const long = blockKeys(Array.from({ length: 16 * 40 }, (_, i) => (i * 11) % 89));
+    const [lFirst, lSecond, lThird] = rendezvousOrder(ids.map((id) => r(id, 0, 16)), anchorKey(long)!).map((c) => c.id) as [string, string, string];
+    const lLoads = ids.map((id) => r(id, id === lThird ? 3 : 2, 16));
+    const deep = (c: ReplicaChoice) => (c.id === lFirst ? 1 : c.id === lSecond ? long.length - 17 : c.id === lThird ? long.length : 0);
+    expect(pickByPrefixCache(lLoads, deep, scorers.resolve({ prefill: 0, slots: 1, affinity: 0.25 }), long)).toBe(lThird);
+    // Within a stride the earlier in rendezvous order leads, though it holds less and the other is as empty.
+    const near = (c: ReplicaChoice) => (c.id === lSecond ? long.length - 15 : c.id === lThird ? long.length : 0);
+    expect(pickByPrefixCache(lLoads, near, scorers.resolve({ prefill: 0, slots: 1, affinity: 0.25 }), long)).toBe(lSecond);
+    expect(pickByPrefixCache(lLoads, near, scorers.resolve({ prefill: 0, slots: 1 }), long)).toBe(lFirst);
+    // With nothing held, the term is 0 for all: the cold placement rule decides (the first in rendezvous order).
+    expect(pickByPrefixCache(loads(first), () => 0, withAffinity)).toBe(first);
   });
 });

@@ -14,9 +14,9 @@
  * weighted sum is the cost the precise tier had before this seam.
  */
 import { hasRoom, pickReplica, pickReplicaForModel } from "../pick-replica.ts";
-import { anchorKey } from "../prefix-score.ts";
+import { anchorKey, rendezvousOrder } from "../prefix-score.ts";
 import { DispatchOutbox } from "../dispatch-outbox.ts";
-import { RecentPrefixes, SUMMARY_VIEW_LAG_MS, keptKeys } from "../recent-prefixes.ts";
+import { RECENT_PREFIX_STRIDE, RecentPrefixes, SUMMARY_VIEW_LAG_MS, keptKeys } from "../recent-prefixes.ts";
 import { DEFAULT_SCORER_WEIGHTS, costOf, scorers, type ScorerName, type WeightedScore } from "../scorers/index.ts";
 import type { Balancer, BalancerCandidate, BalancerSettings, FilterPlugin, PickerPlugin, StageContext } from "./balancer.ts";
 
@@ -59,6 +59,7 @@ export function runProfile(name: string, filters: readonly FilterPlugin[], picke
   const memory = picker.scores ? { recent: new RecentPrefixes(), outbox: new DispatchOutbox() } : undefined;
   const noCost = () => 0;
   const weighsPrefill = terms.some((t) => t.name === "prefill" && t.weight > 0);
+  const weighsLeader = terms.some((t) => t.name === "affinity" && t.weight > 0);
 
   const balancer: ActiveBalancer = {
     name,
@@ -84,7 +85,14 @@ export function runProfile(name: string, filters: readonly FilterPlugin[], picke
         // order (under the load line), as prefix_hash places it: every isolate then sends a new or
         // evicted prefix to the same replica, where least slots would scatter copies of it over the
         // fleet and, under cache pressure, evict other prefixes for them (bench/prefix-cache.ts).
-        if (!weighsPrefill || [...held.values()].some((n) => n > 0)) cost = (c) => costOf(terms, c, { keys, held: held.get(c.id) ?? 0 });
+        const most = Math.max(0, ...held.values());
+        if (!weighsPrefill || most > 0) {
+          // The leader among the holders of about the most (summaries are exact, dispatch records
+          // within a stride): the same one in every isolate that believes the same.
+          const near = weighsLeader && most > 0 ? pool.filter((c) => held.get(c.id)! > 0 && held.get(c.id)! >= most - RECENT_PREFIX_STRIDE) : [];
+          const leader = near.length > 0 ? rendezvousOrder(near, anchorKey(keys)!)[0]!.id : undefined;
+          cost = (c) => costOf(terms, c, { keys, held: held.get(c.id) ?? 0, leader });
+        }
       }
       const ctx: StageContext = { input, keys, anchor: keys && anchorKey(keys), cost };
       for (const stage of stages) pool = stage(pool, ctx);

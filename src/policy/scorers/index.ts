@@ -4,12 +4,13 @@
  * derives its keys from SCORER_NAMES). A new term is one module in this folder
  * plus one line below.
  */
+import { affinity } from "./affinity.ts";
 import { prefill } from "./prefill.ts";
 import type { ScorerPlugin, WeightedScore } from "./scorer.ts";
 import { slots } from "./slots.ts";
 
 /** Every registered term. */
-export const SCORERS = [prefill, slots] as const;
+export const SCORERS = [prefill, slots, affinity] as const;
 
 export type ScorerName = (typeof SCORERS)[number]["name"];
 
@@ -18,8 +19,8 @@ type NamesOf<T extends readonly unknown[]> = { readonly [I in keyof T]: T[I] ext
 /** The registered names, as a tuple of literals (what a zod enum takes). */
 export const SCORER_NAMES = SCORERS.map((s) => s.name) as unknown as NamesOf<typeof SCORERS>;
 
-/** Weights when configuration names none: today's cost, 2 × prefill + slots (prefix.prefillWeight sets prefill's). */
-export const DEFAULT_SCORER_WEIGHTS: Readonly<Record<ScorerName, number>> = { prefill: 2, slots: 1 };
+/** Weights when configuration names none: 2 × prefill + slots (prefix.prefillWeight sets prefill's); affinity off. */
+export const DEFAULT_SCORER_WEIGHTS: Readonly<Record<ScorerName, number>> = { prefill: 2, slots: 1, affinity: 0 };
 
 /**
  * A registry over `plugins`: their names, and the weighted terms a configuration's

@@ -18,6 +18,13 @@ export interface ScoreContext {
   keys: readonly BlockKey[];
   /** How many leading blocks of `keys` the candidate holds (its summary, or recent dispatches to it). */
   held: number;
+  /**
+   * The prefix's leader: of the candidates holding about the most of the prompt (within
+   * one dispatch-record stride of it), the first in rendezvous order on the prompt's
+   * anchor key. Every isolate with the same beliefs names the same one. Undefined when
+   * no candidate holds any of the prompt.
+   */
+  leader: string | undefined;
 }
 
 /** One term's cost of sending the request to `candidate`. */
