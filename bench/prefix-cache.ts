@@ -7,7 +7,7 @@
  *   npx tsx bench/prefix-cache.ts --quick    # npm run bench (~2.5 min): shorter windows, fewer 1-isolate arms
  *   npx tsx bench/prefix-cache.ts --family qwen3   # under cache pressure, on a real family: precise vs approximate (below)
  *   npx tsx bench/prefix-cache.ts [--isolates 4] [--replicas 4] [--seconds 30] [--warmup 10] [--utilization 0.8]
- *        [--rate R] [--arms round_robin,load_aware,prefix_hash,prefix_cache,oracle] [--seed 1]
+ *        [--rate R] [--arms round_robin,load_aware,prefix_hash,prefix_cache,oracle] [--seed 1] [--seeds N]
  *        [--prefill-token-us 60] [--prefill-ms 5] [--decode-ms 4] [--max-tokens 16] [--kv-fraction 0.5] [--load-factor 1] [--scorers prefill=2,slots=1] [--no-summaries]
  *
  * Workload (bench/prefix-cache-workload.ts): G groups, each with a long shared
@@ -92,6 +92,7 @@ const { values } = parseArgs({
     rate: { type: "string" },
     arms: { type: "string" },
     seed: { type: "string", default: "1" },
+    seeds: { type: "string" },
     "prefill-token-us": { type: "string", default: "60" },
     "prefill-ms": { type: "string", default: "5" },
     "decode-ms": { type: "string", default: "4" },
@@ -129,7 +130,15 @@ const REPLICAS = num("replicas", values.replicas, posInt);
 const SECONDS = num("seconds", values.seconds ?? (quick ? "8" : "30"), (x) => x > 0 && x <= 60);
 const WARMUP_S = num("warmup", values.warmup ?? (quick ? "5" : "10"), (x) => x >= 0 && x <= 30);
 const UTILIZATION = num("utilization", values.utilization, (x) => x > 0 && x <= 1.5);
-const SEED = num("seed", values.seed, Number.isInteger);
+const FIRST_SEED = num("seed", values.seed, Number.isInteger);
+/**
+ * `--seeds N`: the whole comparison (calibration, every arm) once per workload seed
+ * --seed … --seed + N − 1, targets judged on the mean of each seed's ratio with its
+ * spread. One seed's run is noise-bound at 4 isolates (two runs of the same code
+ * differed by ~0.07 in hit ratio, more than the tiers' gap), so a family's run, issue
+ * 34's comparison, defaults to 3.
+ */
+const SEEDS = Array.from({ length: num("seeds", values.seeds ?? (values.family ? "3" : "1"), (x) => posInt(x) && x <= 10) }, (_, i) => FIRST_SEED + i);
 const PREFILL_TOKEN_US = num("prefill-token-us", values["prefill-token-us"], (x) => x >= 0);
 const PREFILL_MS = num("prefill-ms", values["prefill-ms"], (x) => x >= 0);
 const DECODE_MS = num("decode-ms", values["decode-ms"], (x) => x >= 0);
@@ -196,11 +205,19 @@ const FEATURES = {
 
 // --- the workload and the fleet's size ----------------------------------------------
 
-const workloadSample = new PrefixWorkload(SHAPE, SEED);
-const prefixBlocks = workloadSample.systemPrompts.map((s) => Math.floor(promptIds([{ role: "system", content: s }]).length / 16));
-const totalPrefixBlocks = prefixBlocks.reduce((a, b) => a + b, 0);
-const KV_BLOCKS = Math.ceil(KV_FRACTION * totalPrefixBlocks);
-const meanSystem = workloadSample.systemPrompts.reduce((a, s) => a + s.length, 0) / SHAPE.groups;
+/** A seed's workload sizes its fleet: each replica's KV cache is KV_FRACTION of that workload's groups' prefixes. */
+interface Fleet {
+  seed: number;
+  totalPrefixBlocks: number;
+  kvBlocks: number;
+  /** Mean system prompt, characters. */
+  meanSystem: number;
+}
+function fleetFor(seed: number): Fleet {
+  const sample = new PrefixWorkload(SHAPE, seed);
+  const totalPrefixBlocks = sample.systemPrompts.reduce((a, s) => a + Math.floor(promptIds([{ role: "system", content: s }]).length / 16), 0);
+  return { seed, totalPrefixBlocks, kvBlocks: Math.ceil(KV_FRACTION * totalPrefixBlocks), meanSystem: sample.systemPrompts.reduce((a, s) => a + s.length, 0) / SHAPE.groups };
+}
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const mean = (xs: readonly number[]) => {
@@ -293,11 +310,14 @@ interface Phase {
   arm: ArmName;
   isolates: number;
   mode: "open" | "closed";
+  fleet: Fleet;
 }
 
 interface PhaseResult {
   arm: ArmName;
   label: string;
+  /** The workload seed (its arrivals and conversations). */
+  seed: number;
   isolates: number;
   /** The isolate count of the round it ran in (the oracle runs in each round without the edge). */
   round: number;
@@ -357,10 +377,10 @@ function deploymentName(arm: ArmName): string {
   return `pc-${arm.replaceAll("_", "-")}`;
 }
 
-function replicaArgs(arm: ArmName, eventsPort?: number): string[] {
+function replicaArgs(arm: ArmName, kvBlocks: number, eventsPort?: number): string[] {
   return [
     "--backend", "llm", "--model", MODEL,
-    "--kv-blocks", String(KV_BLOCKS),
+    "--kv-blocks", String(kvBlocks),
     "--prefill-ms", String(PREFILL_MS),
     "--decode-ms", String(DECODE_MS),
     "--max-queued", String(MAX_QUEUED),
@@ -405,7 +425,7 @@ export default defineDeployment({
     const useEvents = FEATURES.kvEvents;
     const ports = useEvents ? await Promise.all(Array.from({ length: REPLICAS }, () => freePort())) : [];
     const replicas = await Promise.all(
-      Array.from({ length: REPLICAS }, (_, i) => stack.startReplica(name, { id: `${name}-${i + 1}`, maxOngoing: MAX_ONGOING, backendArgs: replicaArgs(p.arm, ports[i]) })),
+      Array.from({ length: REPLICAS }, (_, i) => stack.startReplica(name, { id: `${name}-${i + 1}`, maxOngoing: MAX_ONGOING, backendArgs: replicaArgs(p.arm, p.fleet.kvBlocks, ports[i]) })),
     );
     if (useEvents) {
       for (const [i, r] of replicas.entries()) {
@@ -427,7 +447,8 @@ export default defineDeployment({
     const signer = p.arm === "oracle" ? new DispatchSigner(await stack.replicaKey(name), name) : undefined;
     const inflight = new Map(replicas.map((r) => [r.id, 0]));
     const urlOf = new Map(replicas.map((r) => [r.id, r.url]));
-    const isolatePick = mulberry32(SEED ^ 0x51ed);
+    const seed = p.fleet.seed;
+    const isolatePick = mulberry32(seed ^ 0x51ed);
     let requestSeq = 0;
     const send = async (turn: Turn, scheduledAt: number, stop: AbortSignal): Promise<{ result: StreamResult; heldBlocks?: number; heldAtSend?: Map<string, number>; promptBlocks?: number }> => {
       const signal = AbortSignal.any([stop, AbortSignal.timeout(REQUEST_TIMEOUT_MS)]);
@@ -463,7 +484,7 @@ export default defineDeployment({
     const groupCpu = () => ({ bench: ownCpuS(groups.bench), workerd: ownCpuS(groups.workerd), replicas: ownCpuS(groups.replicas) });
     let g0 = groupCpu();
     let g1 = g0;
-    const workload = new PrefixWorkload(SHAPE, SEED);
+    const workload = new PrefixWorkload(SHAPE, seed);
     const samples: Sample[] = [];
     const lags: number[] = [];
     const abort = new AbortController();
@@ -504,7 +525,7 @@ export default defineDeployment({
     let arrivals = 0;
     let dropped = 0;
     if (p.mode === "open") {
-      const times = poissonArrivals(rate, WARMUP_S + SECONDS, mulberry32(SEED));
+      const times = poissonArrivals(rate, WARMUP_S + SECONDS, mulberry32(seed));
       let marked = 0;
       for (const t of times) {
         const due = start + t;
@@ -602,6 +623,7 @@ export default defineDeployment({
     const result: PhaseResult = {
       arm: p.arm,
       label: LABEL[p.arm],
+      seed,
       isolates: p.arm === "oracle" ? 0 : isolates,
       round: p.isolates,
       mode: p.mode,
@@ -712,56 +734,65 @@ if (!FEATURES.prefillTokenUs) console.log("WARNING: the replica has no --prefill
 const armsToRun = ARM_ORDER.filter((a) => chosenArms.has(a) && available[a]);
 
 console.log(
-  `${machine.cpus} CPUs, load average ${machine.loadavg1mAtStart.toFixed(2)}; ${REPLICAS} replicas per arm, KV ${KV_BLOCKS} blocks each (${(100 * KV_FRACTION).toFixed(0)} % of the ${SHAPE.groups} groups' ${totalPrefixBlocks} prefix blocks); ` +
-    `workload ${SHAPE.groups} groups × ${SHAPE.usersPerGroup} users, system prompts ${SHAPE.systemMin}–${SHAPE.systemMax} characters (mean ${meanSystem.toFixed(0)}; ${((16 * totalPrefixBlocks) / SHAPE.groups).toFixed(0)} ${MODEL} tokens in full blocks), questions ${SHAPE.questionMin}–${SHAPE.questionMax} characters, ${SHAPE.turns} turns, max_tokens ${MAX_TOKENS}; ` +
-    `prefill ${PREFILL_TOKEN_US} µs per uncached token + ${PREFILL_MS} ms, decode ${DECODE_MS} ms per token`,
+  `${machine.cpus} CPUs, load average ${machine.loadavg1mAtStart.toFixed(2)}; ${REPLICAS} replicas per arm, KV ${(100 * KV_FRACTION).toFixed(0)} % of the ${SHAPE.groups} groups' prefix blocks each; ` +
+    `workload ${SHAPE.groups} groups × ${SHAPE.usersPerGroup} users, system prompts ${SHAPE.systemMin}–${SHAPE.systemMax} characters, questions ${SHAPE.questionMin}–${SHAPE.questionMax} characters, ${SHAPE.turns} turns, max_tokens ${MAX_TOKENS}; ` +
+    `prefill ${PREFILL_TOKEN_US} µs per uncached token + ${PREFILL_MS} ms, decode ${DECODE_MS} ms per token; seed${SEEDS.length > 1 ? "s" : ""} ${SEEDS.join(", ")}`,
 );
 
-// Capacity: calibrate on load_aware at saturation unless --rate is given.
-let rate: number;
-let calibration: PhaseResult | undefined;
 const analytic = (uncached: number) => (REPLICAS * 1e6) / (uncached * PREFILL_TOKEN_US + PREFILL_MS * 1000);
-if (values.rate) {
-  rate = num("rate", values.rate, (x) => x > 0);
-  console.log(`offered load: --rate ${rate} req/s`);
-} else {
-  console.log(`calibration: load_aware, 1 isolate, closed loop of ${CALIBRATION.clientsPerReplica * REPLICAS} clients, ${CALIBRATION.warmupS} s + ${CALIBRATION.seconds} s`);
-  calibration = await runPhase({ arm: "load_aware", isolates: 1, mode: "closed" }, 0);
-  rate = UTILIZATION * calibration.throughputRps;
-  console.log(
-    `  saturation throughput ${calibration.throughputRps.toFixed(1)} req/s (hit ratio ${calibration.hitRatio.toFixed(3)}, ${calibration.uncachedPerRequest.toFixed(0)} uncached tokens per request: analytic ${analytic(calibration.uncachedPerRequest).toFixed(1)} req/s); ` +
-      `offered load ${(100 * UTILIZATION).toFixed(0)} % of it: ${rate.toFixed(1)} req/s`,
-  );
-}
-
-// Rounds: 1 isolate, then ISOLATES; arms interleaved in the same order in each round.
-// A family's run (issue 34's comparison) is at ISOLATES only.
-const rounds: Phase[][] = [
-  armsToRun.filter((a) => !FAMILY && (!quick || a === "load_aware" || a === "prefix_cache" || a === "oracle")).map((arm) => ({ arm, isolates: 1, mode: "open" as const })),
-  armsToRun.filter((a) => !quick || a !== "oracle").map((arm) => ({ arm, isolates: ISOLATES, mode: "open" as const })),
-];
+/** Per seed: its fleet, its offered load and the calibration that set it. */
+const seedRuns: { fleet: Fleet; rate: number; calibration?: PhaseResult }[] = [];
 const results: PhaseResult[] = [];
-for (const round of rounds) {
-  for (const phase of round) {
-    const t = Date.now();
-    const r = await runPhase(phase, rate);
-    results.push(r);
+for (const seed of SEEDS) {
+  const fleet = fleetFor(seed);
+  console.log(
+    `seed ${seed}: KV ${fleet.kvBlocks} blocks per replica (of ${fleet.totalPrefixBlocks} prefix blocks; system prompts mean ${fleet.meanSystem.toFixed(0)} characters, ${((16 * fleet.totalPrefixBlocks) / SHAPE.groups).toFixed(0)} ${MODEL} tokens in full blocks)`,
+  );
+  // Capacity: calibrate on load_aware at saturation unless --rate is given.
+  let rate: number;
+  let calibration: PhaseResult | undefined;
+  if (values.rate) {
+    rate = num("rate", values.rate, (x) => x > 0);
+    console.log(`  offered load: --rate ${rate} req/s`);
+  } else {
+    console.log(`  calibration: load_aware, 1 isolate, closed loop of ${CALIBRATION.clientsPerReplica * REPLICAS} clients, ${CALIBRATION.warmupS} s + ${CALIBRATION.seconds} s`);
+    calibration = await runPhase({ arm: "load_aware", isolates: 1, mode: "closed", fleet }, 0);
+    rate = UTILIZATION * calibration.throughputRps;
     console.log(
-      `  ${r.label}, ${r.arm === "oracle" ? "bench process" : `${r.isolates} isolate(s)`}: TTFT p50 ${r.ttft.p50.toFixed(0)} ms, p99 ${r.ttft.p99.toFixed(0)} ms, hit ratio ${r.hitRatio.toFixed(3)}, ${r.throughputRps.toFixed(1)} req/s, ${r.failed} failed, ${r.dropped} dropped (${((Date.now() - t) / 1000).toFixed(0)} s)`,
+      `  saturation throughput ${calibration.throughputRps.toFixed(1)} req/s (hit ratio ${calibration.hitRatio.toFixed(3)}, ${calibration.uncachedPerRequest.toFixed(0)} uncached tokens per request: analytic ${analytic(calibration.uncachedPerRequest).toFixed(1)} req/s); ` +
+        `offered load ${(100 * UTILIZATION).toFixed(0)} % of it: ${rate.toFixed(1)} req/s`,
     );
+  }
+  seedRuns.push({ fleet, rate, ...(calibration ? { calibration } : {}) });
+  // Rounds: 1 isolate, then ISOLATES; arms interleaved in the same order in each round.
+  // A family's run (issue 34's comparison) is at ISOLATES only.
+  const rounds: Phase[][] = [
+    armsToRun.filter((a) => !FAMILY && (!quick || a === "load_aware" || a === "prefix_cache" || a === "oracle")).map((arm) => ({ arm, isolates: 1, mode: "open" as const, fleet })),
+    armsToRun.filter((a) => !quick || a !== "oracle").map((arm) => ({ arm, isolates: ISOLATES, mode: "open" as const, fleet })),
+  ];
+  for (const round of rounds) {
+    for (const phase of round) {
+      const t = Date.now();
+      const r = await runPhase(phase, rate);
+      results.push(r);
+      console.log(
+        `  ${r.label}, ${r.arm === "oracle" ? "bench process" : `${r.isolates} isolate(s)`}: TTFT p50 ${r.ttft.p50.toFixed(0)} ms, p90 ${r.ttft.p90.toFixed(0)} ms, p99 ${r.ttft.p99.toFixed(0)} ms, hit ratio ${r.hitRatio.toFixed(3)}, ${r.throughputRps.toFixed(1)} req/s, ${r.failed} failed, ${r.dropped} dropped (${((Date.now() - t) / 1000).toFixed(0)} s)`,
+      );
+    }
   }
 }
 
 // --- report -----------------------------------------------------------------------------
 
 const f = (x: number, d = 0) => (Number.isFinite(x) ? x.toLocaleString("en-US", { minimumFractionDigits: d, maximumFractionDigits: d }) : "–");
-const where = (r: PhaseResult) => (r.arm === "oracle" ? `– (bench; ${r.round}-isolate round)` : String(r.isolates));
+const where = (r: PhaseResult) => `${r.arm === "oracle" ? `– (bench; ${r.round}-isolate round)` : String(r.isolates)}${SEEDS.length > 1 ? `, seed ${r.seed}` : ""}`;
 const lines: string[] = [];
 lines.push(
   "",
   ...markdownTable(
     [
       "arm",
+      ...(SEEDS.length > 1 ? ["seed"] : []),
       "isolates",
       "TTFT mean ms",
       "p50",
@@ -779,6 +810,7 @@ lines.push(
     ],
     results.map((r) => [
       r.label,
+      ...(SEEDS.length > 1 ? [r.seed] : []),
       where(r),
       f(r.ttft.mean),
       f(r.ttft.p50),
@@ -797,47 +829,82 @@ lines.push(
   ),
 );
 
-// Targets, as ratios of arms in this run.
-const find = (arm: ArmName, isolates: number) => results.find((r) => r.arm === arm && (arm === "oracle" || r.isolates === isolates));
-const oracleFor = (isolates: number) => results.filter((r) => r.arm === "oracle").at(isolates === 1 ? 0 : -1);
-const pcN = find("prefix_cache", ISOLATES);
-const pc1 = find("prefix_cache", 1);
-const laN = find("load_aware", ISOLATES);
-const la1 = find("load_aware", 1);
-const oracleN = oracleFor(ISOLATES);
+// Targets, as ratios of arms in this run: per seed, then (several seeds) on the mean of each seed's ratio.
 interface Target {
   target: string;
   measured: string;
   met: boolean | null;
+  /** The ratio (or count) judged, and how: at least or at most `threshold`. */
+  value?: number;
 }
-const targets: Target[] = [];
-const t = (target: string, ok: boolean | null, measured: string) => targets.push({ target, met: ok, measured });
-const need = (...xs: (PhaseResult | undefined)[]) => xs.every((x) => x !== undefined);
-const apN = find("approximate", ISOLATES);
-if (need(pcN, apN)) {
-  t(`precise TTFT p90 ≥ 3× better than approximate's (${ISOLATES} isolates)`, apN!.ttft.p90 / pcN!.ttft.p90 >= 3, `${f(apN!.ttft.p90)} / ${f(pcN!.ttft.p90)} ms = ${f(apN!.ttft.p90 / pcN!.ttft.p90, 2)}×`);
+interface Judged {
+  target: string;
+  value: number;
+  threshold: number;
+  atLeast: boolean;
+  measured: string;
 }
-if (need(pcN, oracleN)) t(`prefix_cache hit ratio at ${ISOLATES} isolates ≥ 0.95 × the oracle's`, pcN!.hitRatio / oracleN!.hitRatio >= 0.95, `${f(pcN!.hitRatio, 3)} / ${f(oracleN!.hitRatio, 3)} = ${f(pcN!.hitRatio / oracleN!.hitRatio, 3)}`);
-if (need(pcN, pc1)) t(`prefix_cache hit ratio at ${ISOLATES} isolates ≥ 0.9 × at 1 isolate`, pcN!.hitRatio / pc1!.hitRatio >= 0.9, `${f(pcN!.hitRatio, 3)} / ${f(pc1!.hitRatio, 3)} = ${f(pcN!.hitRatio / pc1!.hitRatio, 3)}`);
-for (const [pc, la, n] of [
-  [pc1, la1, 1],
-  [pcN, laN, ISOLATES],
-] as const) {
-  if (!need(pc, la)) continue;
-  t(`prefix_cache TTFT p50 ≤ 1/3 of load_aware's (${n} isolate${n > 1 ? "s" : ""})`, la!.ttft.p50 / pc!.ttft.p50 >= 3, `${f(la!.ttft.p50)} / ${f(pc!.ttft.p50)} ms = ${f(la!.ttft.p50 / pc!.ttft.p50, 2)}× lower`);
-  t(`prefix_cache TTFT p99 ≤ load_aware's (${n} isolate${n > 1 ? "s" : ""})`, pc!.ttft.p99 <= la!.ttft.p99, `${f(pc!.ttft.p99)} vs ${f(la!.ttft.p99)} ms (ratio ${f(pc!.ttft.p99 / la!.ttft.p99, 2)})`);
-  // The arms get the same arrival sequence; completions differ by a handful (1 % tolerance).
-  t(`prefix_cache throughput ≥ load_aware's, within 1 % (${n} isolate${n > 1 ? "s" : ""})`, pc!.throughputRps >= 0.99 * la!.throughputRps, `${f(pc!.throughputRps, 1)} / ${f(la!.throughputRps, 1)} req/s = ${f(pc!.throughputRps / la!.throughputRps, 3)}`);
+const judge = (j: Judged): boolean => (j.atLeast ? j.value >= j.threshold : j.value <= j.threshold);
+function targetsOf(rs: readonly PhaseResult[]): Judged[] {
+  const find = (arm: ArmName, isolates: number) => rs.find((r) => r.arm === arm && (arm === "oracle" || r.isolates === isolates));
+  const oracleFor = (isolates: number) => rs.filter((r) => r.arm === "oracle").at(isolates === 1 ? 0 : -1);
+  const pcN = find("prefix_cache", ISOLATES);
+  const pc1 = find("prefix_cache", 1);
+  const laN = find("load_aware", ISOLATES);
+  const la1 = find("load_aware", 1);
+  const apN = find("approximate", ISOLATES);
+  const oracleN = oracleFor(ISOLATES);
+  const out: Judged[] = [];
+  const t = (target: string, value: number, atLeast: boolean, threshold: number, measured: string) => out.push({ target, value, threshold, atLeast, measured });
+  if (pcN && apN) t(`precise TTFT p90 ≥ 3× better than approximate's (${ISOLATES} isolates)`, apN.ttft.p90 / pcN.ttft.p90, true, 3, `${f(apN.ttft.p90)} / ${f(pcN.ttft.p90)} ms = ${f(apN.ttft.p90 / pcN.ttft.p90, 2)}×`);
+  if (pcN && oracleN) t(`prefix_cache hit ratio at ${ISOLATES} isolates ≥ 0.95 × the oracle's`, pcN.hitRatio / oracleN.hitRatio, true, 0.95, `${f(pcN.hitRatio, 3)} / ${f(oracleN.hitRatio, 3)} = ${f(pcN.hitRatio / oracleN.hitRatio, 3)}`);
+  if (pcN && pc1) t(`prefix_cache hit ratio at ${ISOLATES} isolates ≥ 0.9 × at 1 isolate`, pcN.hitRatio / pc1.hitRatio, true, 0.9, `${f(pcN.hitRatio, 3)} / ${f(pc1.hitRatio, 3)} = ${f(pcN.hitRatio / pc1.hitRatio, 3)}`);
+  for (const [pc, la, n] of [
+    [pc1, la1, 1],
+    [pcN, laN, ISOLATES],
+  ] as const) {
+    if (!pc || !la) continue;
+    const s = n > 1 ? "s" : "";
+    t(`prefix_cache TTFT p50 ≤ 1/3 of load_aware's (${n} isolate${s})`, la.ttft.p50 / pc.ttft.p50, true, 3, `${f(la.ttft.p50)} / ${f(pc.ttft.p50)} ms = ${f(la.ttft.p50 / pc.ttft.p50, 2)}× lower`);
+    t(`prefix_cache TTFT p99 ≤ load_aware's (${n} isolate${s})`, pc.ttft.p99 / la.ttft.p99, false, 1, `${f(pc.ttft.p99)} vs ${f(la.ttft.p99)} ms (ratio ${f(pc.ttft.p99 / la.ttft.p99, 2)})`);
+    // The arms get the same arrival sequence; completions differ by a handful (1 % tolerance).
+    t(`prefix_cache throughput ≥ load_aware's, within 1 % (${n} isolate${s})`, pc.throughputRps / la.throughputRps, true, 0.99, `${f(pc.throughputRps, 1)} / ${f(la.throughputRps, 1)} req/s = ${f(pc.throughputRps / la.throughputRps, 3)}`);
+  }
+  for (const r of rs.filter((x) => x.arm === "prefix_cache")) {
+    t(
+      `prefix_cache ≤ 5 Durable Object calls per 1,000 requests (${r.isolates} isolate${r.isolates > 1 ? "s" : ""})`,
+      r.doCalls.per1000,
+      false,
+      5,
+      `${f(r.doCalls.per1000, 1)} per 1,000 (${r.doCalls.routing} routing calls + ~${r.doCalls.telemetryEstimated} telemetry flushes over ${r.requests} requests; ${f(r.doCalls.perIsolatePerS, 2)} routing calls/s per isolate: ≤ 5 per 1,000 from ~${f((1000 * (r.doCalls.total / SECONDS / r.isolates)) / 5)} req/s per isolate)`,
+    );
+  }
+  return out;
 }
-for (const r of results.filter((x) => x.arm === "prefix_cache")) {
-  t(
-    `prefix_cache ≤ 5 Durable Object calls per 1,000 requests (${r.isolates} isolate${r.isolates > 1 ? "s" : ""})`,
-    r.doCalls.per1000 <= 5,
-    `${f(r.doCalls.per1000, 1)} per 1,000 (${r.doCalls.routing} routing calls + ~${r.doCalls.telemetryEstimated} telemetry flushes over ${r.requests} requests; ${f(r.doCalls.perIsolatePerS, 2)} routing calls/s per isolate: ≤ 5 per 1,000 from ~${f((1000 * (r.doCalls.total / SECONDS / r.isolates)) / 5)} req/s per isolate)`,
-  );
+const targetsBySeed = Object.fromEntries(SEEDS.map((seed) => [seed, targetsOf(results.filter((r) => r.seed === seed)).map((j): Target => ({ target: j.target, measured: j.measured, met: judge(j), value: j.value }))]));
+let targets: Target[];
+if (SEEDS.length === 1) targets = targetsBySeed[SEEDS[0]!]!;
+else {
+  // Each target on the mean of its per-seed ratios, with the spread and every seed's figure.
+  const bySeed = SEEDS.map((seed) => targetsOf(results.filter((r) => r.seed === seed)));
+  targets = bySeed[0]!.map((first) => {
+    const each = bySeed.map((js) => js.find((j) => j.target === first.target)?.value ?? NaN);
+    const value = mean(each);
+    const digits = Math.abs(first.threshold) >= 3 ? 2 : 3;
+    return {
+      target: first.target,
+      value,
+      met: judge({ ...first, value }),
+      measured: `mean ${f(value, digits)} over ${SEEDS.length} seeds (${f(Math.min(...each), digits)}–${f(Math.max(...each), digits)}; ${each.map((v, i) => `seed ${SEEDS[i]}: ${f(v, digits)}`).join(", ")})`,
+    };
+  });
 }
-for (const a of skipped) t(`${LABEL[a]}`, null, "not run: balancer not in this tree");
+for (const a of skipped) targets.push({ target: `${LABEL[a]}`, met: null, measured: "not run: balancer not in this tree" });
 
+if (SEEDS.length > 1) {
+  for (const seed of SEEDS) lines.push("", `Seed ${seed}:`, ...markdownTable(["target", "measured", ""], targetsBySeed[seed]!.map((x) => [x.target, x.measured, verdict(x.met!)]), "lll"));
+  lines.push("", `Judged on the mean over seeds ${SEEDS.join(", ")}:`);
+}
 lines.push("", ...markdownTable(["target", "measured", ""], targets.map((x) => [x.target, x.measured, x.met === null ? "–" : `**${verdict(x.met)}**`]), "lll"));
 const oracleRows = results.filter((r) => r.oracle);
 for (const r of oracleRows) {
@@ -864,8 +931,15 @@ for (const r of results) if (r.warning) lines.push(`WARNING ${r.label} (${where(
 const elapsedS = (Date.now() - t0) / 1000;
 lines.push(
   "",
-  `Offered load ${f(rate, 1)} req/s (${values.rate ? "--rate" : `${(100 * UTILIZATION).toFixed(0)} % of load_aware's measured saturation throughput ${f(calibration!.throughputRps, 1)} req/s`}); ${SECONDS} s measured after ${WARMUP_S} s warm-up per arm; ` +
-    `analytic capacity at load_aware's uncached tokens per request ${f(analytic(la1?.uncachedPerRequest ?? laN?.uncachedPerRequest ?? NaN), 1)} req/s, at the oracle's ${f(analytic(oracleN?.uncachedPerRequest ?? NaN), 1)} req/s. ` +
+  ...seedRuns.map((sr) => {
+    const la = results.find((r) => r.seed === sr.fleet.seed && r.arm === "load_aware");
+    const oracle = results.filter((r) => r.seed === sr.fleet.seed && r.arm === "oracle").at(-1);
+    return (
+      `${SEEDS.length > 1 ? `Seed ${sr.fleet.seed}: o` : "O"}ffered load ${f(sr.rate, 1)} req/s (${values.rate ? "--rate" : `${(100 * UTILIZATION).toFixed(0)} % of load_aware's measured saturation throughput ${f(sr.calibration!.throughputRps, 1)} req/s`}); ` +
+      `analytic capacity at load_aware's uncached tokens per request ${f(analytic(la?.uncachedPerRequest ?? NaN), 1)} req/s, at the oracle's ${f(analytic(oracle?.uncachedPerRequest ?? NaN), 1)} req/s.`
+    );
+  }),
+  `${SECONDS} s measured after ${WARMUP_S} s warm-up per arm. ` +
     `${machine.cpus} CPUs, load average ${machine.loadavg1mAtStart.toFixed(2)} at start; request logs ${process.env.SWITCHYARD_REQUEST_LOGS}; run took ${f(elapsedS)} s.`,
 );
 console.log(lines.join("\n"));
@@ -883,14 +957,16 @@ writeResult(
         family: FAMILY ?? null,
         replicas: REPLICAS,
         isolates: ISOLATES,
-        kvBlocks: KV_BLOCKS,
+        // The first seed's fleet and load (every seed's: `seeds`).
+        kvBlocks: seedRuns[0]!.fleet.kvBlocks,
         kvFraction: KV_FRACTION,
         loadFactor: LOAD_FACTOR,
+        scorers: SCORERS ?? null,
         noSummaries: values["no-summaries"],
-        totalPrefixBlocks,
+        totalPrefixBlocks: seedRuns[0]!.fleet.totalPrefixBlocks,
         maxOngoing: MAX_ONGOING,
         workload: SHAPE,
-        meanSystemTokens: meanSystem,
+        meanSystemChars: seedRuns[0]!.fleet.meanSystem,
         maxTokens: MAX_TOKENS,
         prefillTokenUs: PREFILL_TOKEN_US,
         prefillMs: PREFILL_MS,
@@ -898,12 +974,14 @@ writeResult(
         seconds: SECONDS,
         warmupSeconds: WARMUP_S,
         utilization: UTILIZATION,
-        offeredRps: rate,
-        seed: SEED,
+        offeredRps: seedRuns[0]!.rate,
+        seed: FIRST_SEED,
+        seeds: seedRuns.map((sr) => ({ ...sr.fleet, offeredRps: sr.rate, saturationRps: sr.calibration?.throughputRps ?? null })),
       },
-      calibration,
+      calibration: seedRuns[0]!.calibration,
       arms: results,
       targets,
+      targetsBySeed,
       skipped,
       elapsedSeconds: elapsedS,
     },
