@@ -27,6 +27,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { prefixTokenizerName, type Deployment } from "../src/config/deployment.ts";
 import { edgeModel, edgeModelIds } from "../src/edge/catalog.ts";
 import { FAMILY_PACKAGES } from "../src/prompt/tokenizers/index.ts";
+import { bpeSpecOf, type TokenizerJsonShape } from "../src/prompt/tokenizers/tiktoken-bpe.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 
@@ -76,11 +77,22 @@ export async function familiesOf(dirs: FunctionsDirs): Promise<string[]> {
   return [...families].sort();
 }
 
+/**
+ * Whether a family tokenizes with tiktoken (src/prompt/tokenizers/tiktoken-bpe.ts: its
+ * tokenizer.json describes byte-level BPE behind one split regex), read from the file
+ * as the codec reads it: only then does a Worker carry tiktoken's WebAssembly.
+ */
+export function familyUsesTiktoken(family: string): boolean {
+  const json = JSON.parse(readFileSync(createRequire(import.meta.url).resolve(`${FAMILY_PACKAGES[family]}/models/tokenizer.json`), "utf8")) as TokenizerJsonShape;
+  return bpeSpecOf(json) !== undefined;
+}
+
 /** Writes a module importing every deployment file in `dirs` (and the edge runtime when used); returns its path. */
 export async function generateDeploymentsModule(dirs: FunctionsDirs = functionsDirsFromEnv(), outDir = join(root, ".switchyard")): Promise<string> {
   const files = deploymentPaths(dirs);
   const edge = await edgeModelsOf(dirs);
   const families = await familiesOf(dirs);
+  const tiktokenFamilies = new Set(families.filter(familyUsesTiktoken));
   mkdirSync(outDir, { recursive: true });
   const rel = (target: string) => {
     const r = relative(outDir, target).replaceAll("\\", "/");
@@ -101,11 +113,11 @@ export async function generateDeploymentsModule(dirs: FunctionsDirs = functionsD
     ...(families.length > 0
       ? [
           "// Model families the deployments name (policy.prefix.tokenizer): the tokenizer libraries, tiktoken's",
-          "// WebAssembly (a CompiledWasm module: the byte-level BPE families tokenize with it), and each",
-          "// family's tokenizer.json as a Text module (a string, parsed on the family's first prompt).",
+          "// WebAssembly when a family tokenizes with it (a CompiledWasm module: byte-level BPE families), and",
+          "// each family's tokenizer.json as a Text module (a string, parsed on the family's first prompt).",
           `import { provideFamily } from "${rel(join(root, "src/prompt/tokenizers/hf-family.ts"))}";`,
           `import { familyCodec } from "${rel(join(root, "src/prompt/tokenizers/hf-codec.ts"))}";`,
-          `import bpeWasm from "tiktoken/lite/tiktoken_bg.wasm";`,
+          ...(tiktokenFamilies.size > 0 ? [`import bpeWasm from "tiktoken/lite/tiktoken_bg.wasm";`] : []),
           ...families.flatMap((f, i) => [
             `import f${i}Json from "${FAMILY_PACKAGES[f]}/models/tokenizer.json";`,
             `import f${i}Config from "${FAMILY_PACKAGES[f]}/models/tokenizer_config.json";`,
@@ -114,7 +126,7 @@ export async function generateDeploymentsModule(dirs: FunctionsDirs = functionsD
       : []),
     `export const deployments: Deployment[] = [${files.map((_, i) => `d${i}`).join(", ")}];`,
     ...edge.map((id) => `registerEdgeModel(${JSON.stringify(id)}, () => import(${JSON.stringify(edgeModel(id)!.weights)}));`),
-    ...families.map((f, i) => `provideFamily(${JSON.stringify(f)}, () => familyCodec({ tokenizerJson: f${i}Json as unknown as string, tokenizerConfig: f${i}Config, bpeWasm }));`),
+    ...families.map((f, i) => `provideFamily(${JSON.stringify(f)}, () => familyCodec({ tokenizerJson: f${i}Json as unknown as string, tokenizerConfig: f${i}Config${tiktokenFamilies.has(f) ? ", bpeWasm" : ""} }));`),
     "",
   ];
   const out = join(outDir, "deployments.ts");
