@@ -5,12 +5,13 @@
  *   npx tsx bench/tokenizers.ts [--quick] [--requests 40]
  *
  * - **Bundle**: the family's Worker (this bench's bench/tokenizers.worker.ts, built
- *   as scripts/build.ts builds a deployment naming it: the libraries and its
- *   tokenizer.json as a string, and tiktoken's WebAssembly module), uncompressed and gzipped (level 9), against the
+ *   as scripts/build.ts builds a deployment naming it: the libraries, and either
+ *   tiktoken's WebAssembly module with the BPE spec made at build time or the
+ *   tokenizer.json as a string), uncompressed and gzipped (level 9), against the
  *   former Free plan's 3 MB gzipped (the default Worker's own size is in
  *   scripts/deploy-check.ts).
  * - **Memory**: the isolate's V8 heap (Runtime.getHeapUsage over workerd's
- *   inspector) before and after the family's codec is made (its JSON parsed), with
+ *   inspector) before and after the family's codec is made (its first prompt), with
  *   no forced collection first (workerd does not answer one): an upper bound; plus
  *   tiktoken's WebAssembly memory for a family it tokenizes (its ranks live there).
  * - **CPU**: workerd's process CPU (utime + stime) over --requests chats of each
@@ -34,7 +35,7 @@ import { connectInspector } from "./inspector.ts";
 import { cpuSeconds, freePort, workerdPid } from "./load-tools.ts";
 import { writeResult } from "./result-file.ts";
 import { markdownTable } from "./table.ts";
-import { WORKER_BUILD_OPTIONS } from "../scripts/build.ts";
+import { WORKER_BUILD_OPTIONS, familyModuleLines, familyUsesTiktoken } from "../scripts/build.ts";
 import { compatibilityDate } from "../src/config/runtime.ts";
 import { FAMILY_PACKAGES, promptTokenizer, type PromptTokenizerName } from "../src/prompt/tokenizers/index.ts";
 import { provideFamilyFilesFromNodeModules } from "../src/prompt/tokenizers/node-files.ts";
@@ -68,7 +69,6 @@ function chatsOf(family: PromptTokenizerName, tokens: number, n: number, seed: n
 }
 
 async function bundle(family: PromptTokenizerName, outFile: string): Promise<void> {
-  const pkg = FAMILY_PACKAGES[family]!;
   await build({
     entryPoints: [join(import.meta.dirname, "tokenizers.worker.ts")],
     outfile: outFile,
@@ -81,8 +81,11 @@ async function bundle(family: PromptTokenizerName, outFile: string): Promise<voi
       {
         name: "family",
         setup(b) {
-          b.onResolve({ filter: /^FAMILY\/models\/tokenizer\.json$/ }, () => ({ path: requireFromRoot.resolve(`${pkg}/models/tokenizer.json`), namespace: "text" }));
-          b.onResolve({ filter: /^FAMILY\/models\/tokenizer_config\.json$/ }, () => ({ path: requireFromRoot.resolve(`${pkg}/models/tokenizer_config.json`) }));
+          // The family's module, as scripts/build.ts writes it into a deployments module (absolute paths).
+          b.onResolve({ filter: /^FAMILY_MODULE$/ }, () => ({ path: "FAMILY_MODULE", namespace: "family" }));
+          b.onLoad({ filter: /.*/, namespace: "family" }, () => ({ contents: familyModuleLines([family], (p) => p).join("\n"), loader: "ts", resolveDir: root }));
+          b.onResolve({ filter: /\/models\/tokenizer\.json$|\.bpe\.txt$/ }, (args) => ({ path: args.path.endsWith(".bpe.txt") ? args.path : requireFromRoot.resolve(args.path), namespace: "text" }));
+          b.onResolve({ filter: /\/models\/tokenizer_config\.json$/ }, (args) => ({ path: requireFromRoot.resolve(args.path) }));
           b.onLoad({ filter: /.*/, namespace: "text" }, (args) => ({ contents: readFileSync(args.path, "utf8"), loader: "text" }));
           // tiktoken's WebAssembly: a module of its own (CompiledWasm), next to the bundle.
           b.onResolve({ filter: /\.wasm$/ }, () => ({ path: "./tiktoken_bg.wasm", external: true }));
@@ -105,9 +108,11 @@ interface FamilyResult {
 async function measure(family: PromptTokenizerName, dir: string): Promise<FamilyResult> {
   const file = join(dir, `${family}.js`);
   await bundle(family, file);
-  copyFileSync(requireFromRoot.resolve("tiktoken/lite/tiktoken_bg.wasm"), join(dir, "tiktoken_bg.wasm"));
+  // tiktoken's WebAssembly rides along only for a family that tokenizes with it, as scripts/build.ts bundles it.
+  const wasm = familyUsesTiktoken(family);
+  if (wasm) copyFileSync(requireFromRoot.resolve("tiktoken/lite/tiktoken_bg.wasm"), join(dir, "tiktoken_bg.wasm"));
   // The Worker's bytes: its bundle and tiktoken's WebAssembly module.
-  const bytes = Buffer.concat([readFileSync(file), readFileSync(join(dir, "tiktoken_bg.wasm"))]);
+  const bytes = Buffer.concat([readFileSync(file), ...(wasm ? [readFileSync(join(dir, "tiktoken_bg.wasm"))] : [])]);
   const port = await freePort();
   const inspectorPort = await freePort();
   const config = join(dir, `${family}.capnp`);
@@ -115,7 +120,7 @@ async function measure(family: PromptTokenizerName, dir: string): Promise<Family
     config,
     `using Workerd = import "/workerd/workerd.capnp";
 const config :Workerd.Config = (
-  services = [(name = "tok", worker = (modules = [(name = "worker.js", esModule = embed "${family}.js"), (name = "tiktoken_bg.wasm", wasm = embed "tiktoken_bg.wasm")], compatibilityDate = "${compatibilityDate}"))],
+  services = [(name = "tok", worker = (modules = [(name = "worker.js", esModule = embed "${family}.js")${wasm ? `, (name = "tiktoken_bg.wasm", wasm = embed "tiktoken_bg.wasm")` : ""}], compatibilityDate = "${compatibilityDate}"))],
   sockets = [(name = "http", address = "127.0.0.1:${port}", http = (), service = "tok")],
 );
 `,

@@ -2,26 +2,22 @@
 /**
  * The Worker of bench/tokenizers.ts: one model family's tokenizer in a workerd
  * isolate, as a deployment naming the family gets it (src/prompt/tokenizers/). The
- * bench bundles this file once per family, replacing the two imports below.
+ * bench bundles this file once per family, with the family's module made as
+ * scripts/build.ts makes it.
  *   POST /chat   a chat body: its prompt's token count, through the family
  *   POST /parse  the same body parsed and nothing else (the baseline)
- *   GET  /load   makes the family's codec (parses its tokenizer.json)
+ *   GET  /load   makes the family's codec (reads its BPE spec or parses its tokenizer.json)
  *   GET  /wasm   bytes of tiktoken's WebAssembly memory (the ranks of a family that uses it)
  */
-import { familyCodec, type TokenizerConfig } from "../src/prompt/tokenizers/hf-codec.ts";
-import { provideFamily } from "../src/prompt/tokenizers/hf-family.ts";
 import { promptTokenizer, type PromptTokenizerName } from "../src/prompt/tokenizers/index.ts";
 import { bpeMemoryBytes } from "../src/prompt/tokenizers/tiktoken-bpe.ts";
 import type { TemplateMessage } from "../src/prompt/tiny-lm-chat-template.ts";
-import bpeWasm from "tiktoken/lite/tiktoken_bg.wasm";
-// Replaced per family by the bench's bundler (a string: wrangler.toml's Text rule, typed in worker-configuration.d.ts).
-import tokenizerJson from "FAMILY/models/tokenizer.json";
-// @ts-expect-error -- replaced per family by the bench's bundler
-import tokenizerConfig from "FAMILY/models/tokenizer_config.json";
+// Replaced per family by the bench's bundler: the lines scripts/build.ts gives a Worker naming the family (familyModuleLines).
+// @ts-expect-error -- a module the bench's bundler makes
+import "FAMILY_MODULE";
 
 declare const FAMILY_NAME: PromptTokenizerName;
 
-provideFamily(FAMILY_NAME, () => familyCodec({ tokenizerJson: tokenizerJson as string, tokenizerConfig: tokenizerConfig as TokenizerConfig, bpeWasm }));
 const tokenizer = promptTokenizer(FAMILY_NAME);
 
 export default {

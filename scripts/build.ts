@@ -20,14 +20,14 @@
  * `wrangler deploy` does the same through wrangler.toml's [[rules]].
  */
 import { build, type BuildOptions, type Plugin } from "esbuild";
-import { copyFileSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { prefixTokenizerName, type Deployment } from "../src/config/deployment.ts";
 import { edgeModel, edgeModelIds } from "../src/edge/catalog.ts";
 import { FAMILY_PACKAGES } from "../src/prompt/tokenizers/index.ts";
-import { bpeSpecOf, type TokenizerJsonShape } from "../src/prompt/tokenizers/tiktoken-bpe.ts";
+import { bpeSpecOf, bpeText, type TokenizerJsonShape } from "../src/prompt/tokenizers/tiktoken-bpe.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 
@@ -78,13 +78,52 @@ export async function familiesOf(dirs: FunctionsDirs): Promise<string[]> {
 }
 
 /**
- * Whether a family tokenizes with tiktoken (src/prompt/tokenizers/tiktoken-bpe.ts: its
- * tokenizer.json describes byte-level BPE behind one split regex), read from the file
- * as the codec reads it: only then does a Worker carry tiktoken's WebAssembly.
+ * A family's BPE spec for tiktoken (src/prompt/tokenizers/tiktoken-bpe.ts), as the text
+ * a Worker bundles in place of its tokenizer.json: the file's path, or undefined for a
+ * family the codec does not tokenize with tiktoken (not byte-level BPE behind one split
+ * regex). Made once per tokenizer.json under .switchyard/families/ (a marker file records
+ * a library family), again when the package or the spec's code is newer.
  */
-export function familyUsesTiktoken(family: string): boolean {
-  const json = JSON.parse(readFileSync(createRequire(import.meta.url).resolve(`${FAMILY_PACKAGES[family]}/models/tokenizer.json`), "utf8")) as TokenizerJsonShape;
-  return bpeSpecOf(json) !== undefined;
+export function familyBpeFile(family: string): string | undefined {
+  const json = createRequire(import.meta.url).resolve(`${FAMILY_PACKAGES[family]}/models/tokenizer.json`);
+  const dir = join(root, ".switchyard/families");
+  const bpe = join(dir, `${family}.bpe.txt`);
+  const library = join(dir, `${family}.library`);
+  const newest = Math.max(statSync(json).mtimeMs, statSync(join(root, "src/prompt/tokenizers/tiktoken-bpe.ts")).mtimeMs);
+  const fresh = (f: string) => existsSync(f) && statSync(f).mtimeMs >= newest;
+  if (fresh(bpe)) return bpe;
+  if (fresh(library)) return undefined;
+  mkdirSync(dir, { recursive: true });
+  const spec = bpeSpecOf(JSON.parse(readFileSync(json, "utf8")) as TokenizerJsonShape);
+  writeFileSync(spec ? bpe : library, spec ? bpeText(spec) : "");
+  return spec ? bpe : undefined;
+}
+
+/** Whether a family tokenizes with tiktoken (its tokenizer.json read by the codec's rule): only then does a Worker carry tiktoken's WebAssembly. */
+export const familyUsesTiktoken = (family: string): boolean => familyBpeFile(family) !== undefined;
+
+/**
+ * The lines that give a Worker `families` (src/prompt/tokenizers/hf-family.ts provideFamily):
+ * the tokenizer libraries; for a family that tokenizes with tiktoken (byte-level BPE),
+ * tiktoken's WebAssembly (a CompiledWasm module) and the BPE spec made from its
+ * tokenizer.json at build time (familyBpeFile, a Text module); for any other, its
+ * tokenizer.json (a Text module, parsed on the family's first prompt). `rel` writes a
+ * file's path as the module importing it must.
+ */
+export function familyModuleLines(families: readonly string[], rel: (path: string) => string): string[] {
+  if (families.length === 0) return [];
+  const bpeFiles = new Map(families.flatMap((f) => [[f, familyBpeFile(f)] as const]).filter((e): e is readonly [string, string] => e[1] !== undefined));
+  return [
+    "// Model families the deployments name (policy.prefix.tokenizer): see scripts/build.ts familyModuleLines.",
+    `import { provideFamily } from "${rel(join(root, "src/prompt/tokenizers/hf-family.ts"))}";`,
+    `import { familyCodec } from "${rel(join(root, "src/prompt/tokenizers/hf-codec.ts"))}";`,
+    ...(bpeFiles.size > 0 ? [`import bpeWasm from "tiktoken/lite/tiktoken_bg.wasm";`] : []),
+    ...families.flatMap((f, i) => [
+      bpeFiles.has(f) ? `import f${i}Bpe from "${rel(bpeFiles.get(f)!)}";` : `import f${i}Json from "${FAMILY_PACKAGES[f]}/models/tokenizer.json";`,
+      `import f${i}Config from "${FAMILY_PACKAGES[f]}/models/tokenizer_config.json";`,
+    ]),
+    ...families.map((f, i) => `provideFamily(${JSON.stringify(f)}, () => familyCodec({ ${bpeFiles.has(f) ? `bpe: f${i}Bpe, bpeWasm` : `tokenizerJson: f${i}Json as unknown as string`}, tokenizerConfig: f${i}Config }));`),
+  ];
 }
 
 /** Writes a module importing every deployment file in `dirs` (and the edge runtime when used); returns its path. */
@@ -92,7 +131,6 @@ export async function generateDeploymentsModule(dirs: FunctionsDirs = functionsD
   const files = deploymentPaths(dirs);
   const edge = await edgeModelsOf(dirs);
   const families = await familiesOf(dirs);
-  const tiktokenFamilies = new Set(families.filter(familyUsesTiktoken));
   mkdirSync(outDir, { recursive: true });
   const rel = (target: string) => {
     const r = relative(outDir, target).replaceAll("\\", "/");
@@ -110,23 +148,9 @@ export async function generateDeploymentsModule(dirs: FunctionsDirs = functionsD
           `import { registerEdgeModel } from "${rel(join(root, "src/edge/runtime.ts"))}";`,
         ]
       : []),
-    ...(families.length > 0
-      ? [
-          "// Model families the deployments name (policy.prefix.tokenizer): the tokenizer libraries, tiktoken's",
-          "// WebAssembly when a family tokenizes with it (a CompiledWasm module: byte-level BPE families), and",
-          "// each family's tokenizer.json as a Text module (a string, parsed on the family's first prompt).",
-          `import { provideFamily } from "${rel(join(root, "src/prompt/tokenizers/hf-family.ts"))}";`,
-          `import { familyCodec } from "${rel(join(root, "src/prompt/tokenizers/hf-codec.ts"))}";`,
-          ...(tiktokenFamilies.size > 0 ? [`import bpeWasm from "tiktoken/lite/tiktoken_bg.wasm";`] : []),
-          ...families.flatMap((f, i) => [
-            `import f${i}Json from "${FAMILY_PACKAGES[f]}/models/tokenizer.json";`,
-            `import f${i}Config from "${FAMILY_PACKAGES[f]}/models/tokenizer_config.json";`,
-          ]),
-        ]
-      : []),
+    ...familyModuleLines(families, rel),
     `export const deployments: Deployment[] = [${files.map((_, i) => `d${i}`).join(", ")}];`,
     ...edge.map((id) => `registerEdgeModel(${JSON.stringify(id)}, () => import(${JSON.stringify(edgeModel(id)!.weights)}));`),
-    ...families.map((f, i) => `provideFamily(${JSON.stringify(f)}, () => familyCodec({ tokenizerJson: f${i}Json as unknown as string, tokenizerConfig: f${i}Config${tiktokenFamilies.has(f) ? ", bpeWasm" : ""} }));`),
     "",
   ];
   const out = join(outDir, "deployments.ts");
@@ -161,6 +185,8 @@ function workerModulesPlugin(found: Map<string, WorkerModule>): Plugin {
       // A model family's tokenizer.json: a string in the bundle, as wrangler.toml's Text rule makes it.
       b.onResolve({ filter: /\/models\/tokenizer\.json$/ }, (args) => ({ path: requireFromRoot.resolve(args.path), namespace: "tokenizer-text" }));
       b.onLoad({ filter: /.*/, namespace: "tokenizer-text" }, (args) => ({ contents: readFileSync(args.path, "utf8"), loader: "text" }));
+      // A family's BPE spec (familyBpeFile): a string too, as wrangler.toml's Text rule for *.bpe.txt makes it.
+      b.onResolve({ filter: /\.bpe\.txt$/ }, (args) => ({ path: resolve(args.resolveDir, args.path), namespace: "tokenizer-text" }));
       // Its tokenizer_config.json: JSON, resolved from the repository too (the generated module may live outside it, as a test stack's does).
       b.onResolve({ filter: /\/models\/tokenizer_config\.json$/ }, (args) => (isAbsolute(args.path) || args.path.startsWith(".") ? undefined : { path: requireFromRoot.resolve(args.path) }));
       b.onResolve({ filter: /\.(wasm|onnx)$/ }, (args) => {

@@ -3,14 +3,23 @@
  * only where a deployment names the family, and tiktoken's WebAssembly only where a
  * named family tokenizes with it (byte-level BPE, read from its tokenizer.json by the
  * codec's own rule), so a Worker keyed by DeepSeek-V3 alone uploads no
- * tiktoken_bg.wasm.
+ * tiktoken_bg.wasm. A tiktoken family comes as the BPE spec made at build time, not
+ * its tokenizer.json, and the codec made from the spec gives the ids the codec made
+ * from the JSON gives (test/unit/hf-tokenizers.test.ts holds that one to transformers;
+ * test/workers/model-family.test.ts holds the Worker's to transformers too).
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { familyUsesTiktoken, generateDeploymentsModule } from "../../scripts/build.ts";
+import { familyBpeFile, familyUsesTiktoken, generateDeploymentsModule } from "../../scripts/build.ts";
+import { familyCodec, type TokenizerConfig } from "../../src/prompt/tokenizers/hf-codec.ts";
 import { FAMILY_PACKAGES } from "../../src/prompt/tokenizers/index.ts";
+import { compiledBpe } from "../../src/prompt/tokenizers/node-files.ts";
+import { chatCases } from "../fixtures/hf-tokenizers/conversations.ts";
+
+const require = createRequire(import.meta.url);
 
 const dirs: string[] = [];
 afterAll(() => {
@@ -46,9 +55,37 @@ describe("the generated module's model-family imports", () => {
 
     const mixed = await generated(["deepseek-v3", "qwen3"]);
     expect(mixed).toContain(`import bpeWasm from "tiktoken/lite/tiktoken_bg.wasm";`);
-    expect(mixed).toMatch(/provideFamily\("deepseek-v3", [^\n]*tokenizerConfig: f0Config \}\)\)/);
-    expect(mixed).toMatch(/provideFamily\("qwen3", [^\n]*tokenizerConfig: f1Config, bpeWasm \}\)\)/);
+    expect(mixed).toMatch(/provideFamily\("deepseek-v3", \(\) => familyCodec\(\{ tokenizerJson: f0Json as unknown as string, tokenizerConfig: f0Config \}\)\)/);
+    expect(mixed).toContain(`import f0Json from "${FAMILY_PACKAGES["deepseek-v3"]}/models/tokenizer.json";`);
+    // Qwen3 comes as its BPE spec, with tiktoken's module: no tokenizer.json.
+    expect(mixed).toMatch(/provideFamily\("qwen3", \(\) => familyCodec\(\{ bpe: f1Bpe, bpeWasm, tokenizerConfig: f1Config \}\)\)/);
+    expect(mixed).toMatch(/import f1Bpe from "[^"]*\/families\/qwen3\.bpe\.txt";/);
+    expect(mixed).not.toContain(`${FAMILY_PACKAGES.qwen3}/models/tokenizer.json`);
 
     expect(await generated([])).not.toMatch(/tiktoken_bg\.wasm|bpeWasm|provideFamily/);
+  });
+
+  it("makes the codec from the BPE spec give the ids the codec from tokenizer.json gives, at a quarter of the bytes", () => {
+    const wasm = compiledBpe();
+    // Plain-text messages (the codec takes them as vLLM hands them to the template).
+    const cases = chatCases(80, 34, { tools: false }).filter((c) => c.messages.every((m) => typeof m.content === "string"));
+    expect(cases.length).toBeGreaterThan(40);
+    for (const family of ["qwen3", "llama3", "mistral-nemo"]) {
+      const pkg = FAMILY_PACKAGES[family]!;
+      const tokenizerJson = readFileSync(require.resolve(`${pkg}/models/tokenizer.json`), "utf8");
+      const tokenizerConfig = JSON.parse(readFileSync(require.resolve(`${pkg}/models/tokenizer_config.json`), "utf8")) as TokenizerConfig;
+      const bpe = readFileSync(familyBpeFile(family)!, "utf8");
+      expect(bpe.length).toBeLessThan(tokenizerJson.length / 3);
+      const fromJson = familyCodec({ tokenizerJson, tokenizerConfig, bpeWasm: wasm });
+      const fromSpec = familyCodec({ bpe, tokenizerConfig, bpeWasm: wasm });
+      expect([fromJson.engine, fromSpec.engine]).toEqual(["tiktoken", "tiktoken"]);
+      for (const c of cases) {
+        expect(Array.from(fromSpec.chat(c.messages, undefined, undefined, 1 << 20))).toEqual(Array.from(fromJson.chat(c.messages, undefined, undefined, 1 << 20)));
+        const text = String(c.messages.at(-1)!.content);
+        expect(Array.from(fromSpec.text(text, 1 << 20))).toEqual(Array.from(fromJson.text(text, 1 << 20)));
+      }
+      // The spec is the edge's: it keys prompts and never decodes.
+      expect(() => fromSpec.decode([1, 2])).toThrow(/tokenizer\.json/);
+    }
   });
 });

@@ -8,11 +8,17 @@ import { Template } from "@huggingface/jinja";
 import { Tokenizer } from "@huggingface/tokenizers";
 import { headOf, UnsupportedPrompt } from "./tokenizer.ts";
 import type { FamilyCodec } from "./hf-family.ts";
-import { bpeSpecOf, tiktokenEncoder, type TokenizerJsonShape } from "./tiktoken-bpe.ts";
+import { bpeFromText, bpeSpecOf, tiktokenEncoder, type TokenizerJsonShape } from "./tiktoken-bpe.ts";
 
-/** A family's files: `tokenizer.json` as text (parsed when the codec is made) and `tokenizer_config.json` parsed. */
+/**
+ * A family's files: `tokenizer.json` as text (parsed when the codec is made), or for a
+ * family that tokenizes with tiktoken its BPE spec's text (`bpe`, made at build time
+ * from the tokenizer.json: what a Worker carries), and `tokenizer_config.json` parsed.
+ */
 export interface FamilyFiles {
-  tokenizerJson: string;
+  tokenizerJson?: string;
+  /** tiktoken-bpe.ts bpeText of the family's tokenizer.json: with `bpeWasm`, in place of the JSON. */
+  bpe?: string;
   tokenizerConfig: TokenizerConfig;
   /**
    * tiktoken's WebAssembly module, compiled (tiktoken-bpe.ts): a family whose tokenizer is
@@ -41,14 +47,21 @@ type Ids = Uint32Array | number[];
 const tokenOf = (t: SpecialToken | undefined) => (t === null || t === undefined ? undefined : typeof t === "string" ? t : t.content);
 
 /** The codec of a family's files. */
-export function familyCodec({ tokenizerJson, tokenizerConfig: config, bpeWasm }: FamilyFiles): FamilyCodec {
-  let json: (TokenizerJsonShape & { added_tokens?: AddedToken[] }) | undefined = JSON.parse(tokenizerJson) as TokenizerJsonShape & { added_tokens?: AddedToken[] };
-  const added = json.added_tokens ?? [];
-  const bpe = bpeWasm && bpeSpecOf(json);
+export function familyCodec({ tokenizerJson, bpe: bpeText, tokenizerConfig: config, bpeWasm }: FamilyFiles): FamilyCodec {
+  const prebuilt = bpeWasm && bpeText !== undefined ? bpeFromText(bpeText) : undefined;
+  let json = prebuilt || tokenizerJson === undefined ? undefined : (JSON.parse(tokenizerJson) as TokenizerJsonShape & { added_tokens?: AddedToken[] });
+  const bpe = prebuilt ?? (bpeWasm && json && bpeSpecOf(json));
+  if (!bpe && !json) throw new Error("familyCodec: no tokenizer.json, and no BPE spec with tiktoken's module");
+  const added: readonly AddedToken[] = bpe ? bpe.added : (json!.added_tokens ?? []);
   // The library's tokenizer, made when first needed: at once without tiktoken; with it, only
-  // for the stand-in's decoding (the parsed JSON is dropped, the module's string kept).
+  // for the stand-in's decoding (the parsed JSON is dropped, the module's string kept). A
+  // Worker carries no tokenizer.json for a tiktoken family: it never decodes.
   let made: Tokenizer | undefined;
-  const tokenizer = () => (made ??= new Tokenizer(json ?? JSON.parse(tokenizerJson), config));
+  const tokenizer = () => {
+    if (made) return made;
+    if (tokenizerJson === undefined) throw new Error("familyCodec: decoding needs the family's tokenizer.json (the engine stand-in's, in Node)");
+    return (made = new Tokenizer(json ?? JSON.parse(tokenizerJson), config));
+  };
   const source = Array.isArray(config.chat_template) ? config.chat_template.find((t) => t.name === "default")?.template : config.chat_template;
   const template = source === undefined ? undefined : new Template(source);
   const vars: Record<string, unknown> = {};

@@ -17,7 +17,8 @@ const require = createRequire(import.meta.url);
  */
 let bpeWasm: WebAssembly.Module | undefined;
 const NodeWasmModule = WebAssembly.Module as unknown as new (bytes: Uint8Array) => WebAssembly.Module;
-const compiledBpe = () => (bpeWasm ??= new NodeWasmModule(readFileSync(require.resolve("tiktoken/lite/tiktoken_bg.wasm"))));
+/** tiktoken's WebAssembly module in Node, compiled once (a runtime binds tiktoken to one module). */
+export const compiledBpe = (): WebAssembly.Module => (bpeWasm ??= new NodeWasmModule(readFileSync(require.resolve("tiktoken/lite/tiktoken_bg.wasm"))));
 
 /** Provides every registered family whose package resolves here; returns their names. */
 export function provideFamilyFilesFromNodeModules(): string[] {

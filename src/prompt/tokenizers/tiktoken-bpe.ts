@@ -11,6 +11,11 @@
  * The WebAssembly module is handed in compiled: Workers compile a module only from
  * the Worker's own modules (CompiledWasm), never from bytes; Node compiles the
  * package's file (node-files.ts).
+ *
+ * A Worker carries the spec, not the tokenizer.json: scripts/build.ts derives it at
+ * build time (bpeSpecOf, then bpeText) and bundles that text, a quarter of the JSON's
+ * size, so an isolate's first prompt skips parsing the JSON and ranking its
+ * vocabulary (bpeFromText reads it back without parsing the ranks).
  */
 import * as bindings from "tiktoken/lite/init";
 
@@ -51,6 +56,21 @@ export interface BpeSpec {
   /** Ids a text prompt starts and ends with (the post-processor's single-sequence template). */
   prefix: number[];
   suffix: number[];
+  /** The added tokens (every one plain): split out of the text first, each its own id. */
+  added: { id: number; content: string; special: boolean }[];
+}
+
+/** The spec as one text: a JSON line of everything but the ranks, then the ranks (what a Worker bundles). */
+export function bpeText(spec: BpeSpec): string {
+  const { ranks, ...rest } = spec;
+  return `${JSON.stringify(rest)}\n${ranks}`;
+}
+
+/** A spec from bpeText's output (the ranks stay one slice of the text: nothing parses them in JavaScript). */
+export function bpeFromText(text: string): BpeSpec {
+  const eol = text.indexOf("\n");
+  if (eol < 0) throw new Error("tiktoken-bpe: not a BPE spec's text");
+  return { ...(JSON.parse(text.slice(0, eol)) as Omit<BpeSpec, "ranks">), ranks: text.slice(eol + 1) };
 }
 
 /** GPT-2's byte-level alphabet: the character each byte is written as in a vocabulary. */
@@ -126,7 +146,8 @@ export function bpeSpecOf(json: TokenizerJsonShape): BpeSpec | undefined {
     }
     lines.push(`${base64(bytes)} ${id}`);
   }
-  return { ranks: lines.join("\n"), pattern: split.pattern.Regex, nfc: n?.type === "NFC", ...template };
+  const added = (json.added_tokens ?? []).map((t) => ({ id: t.id, content: t.content, special: t.special === true }));
+  return { ranks: lines.join("\n"), pattern: split.pattern.Regex, nfc: n?.type === "NFC", ...template, added };
 }
 
 let instantiated: WebAssembly.Module | undefined;
