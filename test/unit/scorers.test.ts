@@ -108,7 +108,8 @@ describe("scorers", () => {
     // Without the term the emptier holder wins, so the group alternates between its two copies as their loads swap.
     expect(pickByPrefixCache(loads(second), split, without)).toBe(third);
     expect(pickByPrefixCache(loads(third), split, without)).toBe(second);
-    // With it, the leader (second: the earlier holder in rendezvous order) keeps the group while it has at most 4 requests more (0.25 / (1/16)).
+    // With it, the leader (second: the earlier holder in rendezvous order, holding all of the prompt) keeps the group
+    // while it has at most 4 requests more (0.25 × 1 / (1/16)).
     expect(pickByPrefixCache(loads(second), split, withAffinity)).toBe(second);
     expect(pickByPrefixCache(loads(third), split, withAffinity)).toBe(second);
     const crowded = ids.map((id) => r(id, id === second ? 7 : 2, 16));
@@ -124,6 +125,11 @@ describe("scorers", () => {
     const near = (c: ReplicaChoice) => (c.id === lSecond ? long.length - 15 : c.id === lThird ? long.length : 0);
     expect(pickByPrefixCache(lLoads, near, scorers.resolve({ prefill: 0, slots: 1, affinity: 0.25 }), long)).toBe(lSecond);
     expect(pickByPrefixCache(lLoads, near, scorers.resolve({ prefill: 0, slots: 1 }), long)).toBe(lFirst);
+    // The pull is the share of the prompt the leader holds: a one-block opening makes no hot spot of its leader.
+    const slotsAndAffinity = scorers.resolve({ prefill: 0, slots: 1, affinity: 0.25 });
+    const oneMore = ids.map((id) => r(id, id === second ? 3 : 2, 16));
+    expect(pickByPrefixCache(oneMore, (c) => (c.id === second ? 1 : 0), slotsAndAffinity)).not.toBe(second);
+    expect(pickByPrefixCache(oneMore, (c) => (c.id === second ? keys.length : 0), slotsAndAffinity)).toBe(second);
     // With nothing held, the term is 0 for all: the cold placement rule decides (the first in rendezvous order).
     expect(pickByPrefixCache(loads(first), () => 0, withAffinity)).toBe(first);
   });

@@ -90,7 +90,8 @@ export function runProfile(name: string, filters: readonly FilterPlugin[], picke
           // The leader among the holders of about the most (summaries are exact, dispatch records
           // within a stride): the same one in every isolate that believes the same.
           const near = weighsLeader && most > 0 ? pool.filter((c) => held.get(c.id)! > 0 && held.get(c.id)! >= most - RECENT_PREFIX_STRIDE) : [];
-          const leader = near.length > 0 ? rendezvousOrder(near, anchorKey(keys)!)[0]!.id : undefined;
+          const first = near.length > 0 ? rendezvousOrder(near, anchorKey(keys)!)[0]!.id : undefined;
+          const leader = first === undefined ? undefined : { id: first, held: held.get(first)! };
           cost = (c) => costOf(terms, c, { keys, held: held.get(c.id) ?? 0, leader });
         }
       }

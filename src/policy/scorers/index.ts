@@ -19,8 +19,15 @@ type NamesOf<T extends readonly unknown[]> = { readonly [I in keyof T]: T[I] ext
 /** The registered names, as a tuple of literals (what a zod enum takes). */
 export const SCORER_NAMES = SCORERS.map((s) => s.name) as unknown as NamesOf<typeof SCORERS>;
 
-/** Weights when configuration names none: 2 × prefill + slots (prefix.prefillWeight sets prefill's); affinity off. */
-export const DEFAULT_SCORER_WEIGHTS: Readonly<Record<ScorerName, number>> = { prefill: 2, slots: 1, affinity: 0 };
+/**
+ * Weights when configuration names none: 2 × prefill + slots (prefix.prefillWeight sets
+ * prefill's) + 0.25 × affinity, so a prefix stays with its leader while that one runs at
+ * most a quarter of its slots more than another holder. Affinity took the approximate
+ * tier's hit ratio from 0.55 to 0.66 (mean of 3 seeds; requests not sent to the replica
+ * holding the most from 13–21 % to 3–10 %) and left the precise tier's within its noise
+ * (bench/prefix-cache.ts --family qwen3, 2026-12-05).
+ */
+export const DEFAULT_SCORER_WEIGHTS: Readonly<Record<ScorerName, number>> = { prefill: 2, slots: 1, affinity: 0.25 };
 
 /**
  * A registry over `plugins`: their names, and the weighted terms a configuration's

@@ -21,10 +21,10 @@ export interface ScoreContext {
   /**
    * The prefix's leader: of the candidates holding about the most of the prompt (within
    * one dispatch-record stride of it), the first in rendezvous order on the prompt's
-   * anchor key. Every isolate with the same beliefs names the same one. Undefined when
-   * no candidate holds any of the prompt.
+   * anchor key, and the blocks it holds. Every isolate with the same beliefs names the
+   * same one. Undefined when no candidate holds any of the prompt.
    */
-  leader: string | undefined;
+  leader: { id: string; held: number } | undefined;
 }
 
 /** One term's cost of sending the request to `candidate`. */
