@@ -179,8 +179,8 @@ describe("prefix_cache", () => {
     const other = fleet().find((r) => r.id !== home)!.id;
     const f = fleet().map((r) => (r.id === other ? { ...r, load: 1, cache: summaryOf(keysA) } : r));
     expect(createBalancer("prefix_cache", settings).pick(f, input({ prompt: prompt(keysA) }))!.id).toBe(other);
-    // Prefill alone at 0.1 (affinity, which pulls toward the holder too, weighed 0).
-    expect(createBalancer("prefix_cache", { ...settings, prefillWeight: 0.1, scorers: { affinity: 0 } }).pick(f, input({ prompt: prompt(keysA) }))!.id).not.toBe(other);
+    // Prefill alone at 0.1 (the leader term, which pulls toward the holder too, weighed 0).
+    expect(createBalancer("prefix_cache", { ...settings, prefillWeight: 0.1, scorers: { leader: 0 } }).pick(f, input({ prompt: prompt(keysA) }))!.id).not.toBe(other);
   });
 
   it("tells its peers where it sent a prefix, once per replica and prompt, after the first take", () => {

@@ -126,8 +126,8 @@ function fleetOf(spec: readonly ReplicaSpec[]) {
 
 describe("the built-in profiles", () => {
   it("choose exactly as the balancers before profiles did: any fleet, any sequence of requests (models only where the rule was shared)", () => {
-    // The cost as it was then: affinity (added since, test/unit/scorers.test.ts) weighed 0.
-    const then = { ...settings, scorers: { affinity: 0 } };
+    // The cost as it was then: the leader term (added since, test/unit/scorers.test.ts) weighed 0.
+    const then = { ...settings, scorers: { leader: 0 } };
     for (const { name } of BALANCERS) {
       fc.assert(
         fc.property(fc.array(replicaArb, { minLength: 0, maxLength: 8 }), fc.array(requestArb, { minLength: 1, maxLength: 12 }), (spec, requests) => {
@@ -263,8 +263,8 @@ describe("a profile of a deployment's own", () => {
     expect(b.pick(fleet, input({ prompt: keyed }))!.id).toBe("idle");
     expect(createBalancer("prefix_cache", settings).pick(fleet, input({ prompt: keyed }))!.id).toBe("holder");
     // profileTerms: the profile's own weights, else prefix.scorers over the defaults.
-    expect(profileTerms({ slots: 1 }, settings).map((t) => [t.name, t.weight])).toEqual([["prefill", 0], ["slots", 1], ["affinity", 0]]);
-    expect(profileTerms(undefined, settings).map((t) => [t.name, t.weight])).toEqual([["prefill", 2], ["slots", 1], ["affinity", 0.25]]);
+    expect(profileTerms({ slots: 1 }, settings).map((t) => [t.name, t.weight])).toEqual([["prefill", 0], ["slots", 1], ["leader", 0]]);
+    expect(profileTerms(undefined, settings).map((t) => [t.name, t.weight])).toEqual([["prefill", 2], ["slots", 1], ["leader", 0.25]]);
   });
 
   it("refuses names that are not registered, and scorers for a picker that does not read them", () => {

@@ -96,41 +96,41 @@ describe("scorers", () => {
     expect(() => scorerRegistry([...SCORERS, SCORERS[0]])).toThrow(/registered twice/);
   });
 
-  it("affinity: every isolate prefers the same one of a prefix's holders, the first in rendezvous order among those holding about the most", () => {
+  it("leader: every isolate prefers the same one of a prefix's holders, the first in rendezvous order among those holding about the most", () => {
     const ids = ["a", "b", "c", "d"];
     const order = rendezvousOrder(ids.map((id) => r(id, 0, 16)), anchorKey(keys)!).map((c) => c.id);
     const [first, second, third] = order as [string, string, string];
     // The two later ones in rendezvous order hold the whole prompt (a split group); the earlier of them carries one request more.
     const split = (c: ReplicaChoice) => (c.id === second || c.id === third ? keys.length : 0);
     const loads = (busier: string) => ids.map((id) => r(id, id === busier ? 3 : 2, 16));
-    const withAffinity = scorers.resolve({ prefill: 2, slots: 1, affinity: 0.25 });
+    const withLeader = scorers.resolve({ prefill: 2, slots: 1, leader: 0.25 });
     const without = scorers.resolve({ prefill: 2, slots: 1 });
     // Without the term the emptier holder wins, so the group alternates between its two copies as their loads swap.
     expect(pickByPrefixCache(loads(second), split, without)).toBe(third);
     expect(pickByPrefixCache(loads(third), split, without)).toBe(second);
     // With it, the leader (second: the earlier holder in rendezvous order, holding all of the prompt) keeps the group
     // while it has at most 4 requests more (0.25 × 1 / (1/16)).
-    expect(pickByPrefixCache(loads(second), split, withAffinity)).toBe(second);
-    expect(pickByPrefixCache(loads(third), split, withAffinity)).toBe(second);
+    expect(pickByPrefixCache(loads(second), split, withLeader)).toBe(second);
+    expect(pickByPrefixCache(loads(third), split, withLeader)).toBe(second);
     const crowded = ids.map((id) => r(id, id === second ? 7 : 2, 16));
-    expect(pickByPrefixCache(crowded, split, withAffinity)).toBe(third);
+    expect(pickByPrefixCache(crowded, split, withLeader)).toBe(third);
     // About the most: a replica holding one block is no leader, even first in rendezvous order; nor is one a full
     // stride short of the most (a long prompt: dispatch records are kept every 16th block).
     const long = blockKeys(Array.from({ length: 16 * 40 }, (_, i) => (i * 11) % 89));
     const [lFirst, lSecond, lThird] = rendezvousOrder(ids.map((id) => r(id, 0, 16)), anchorKey(long)!).map((c) => c.id) as [string, string, string];
     const lLoads = ids.map((id) => r(id, id === lThird ? 3 : 2, 16));
     const deep = (c: ReplicaChoice) => (c.id === lFirst ? 1 : c.id === lSecond ? long.length - 17 : c.id === lThird ? long.length : 0);
-    expect(pickByPrefixCache(lLoads, deep, scorers.resolve({ prefill: 0, slots: 1, affinity: 0.25 }), long)).toBe(lThird);
+    expect(pickByPrefixCache(lLoads, deep, scorers.resolve({ prefill: 0, slots: 1, leader: 0.25 }), long)).toBe(lThird);
     // Within a stride the earlier in rendezvous order leads, though it holds less and the other is as empty.
     const near = (c: ReplicaChoice) => (c.id === lSecond ? long.length - 15 : c.id === lThird ? long.length : 0);
-    expect(pickByPrefixCache(lLoads, near, scorers.resolve({ prefill: 0, slots: 1, affinity: 0.25 }), long)).toBe(lSecond);
+    expect(pickByPrefixCache(lLoads, near, scorers.resolve({ prefill: 0, slots: 1, leader: 0.25 }), long)).toBe(lSecond);
     expect(pickByPrefixCache(lLoads, near, scorers.resolve({ prefill: 0, slots: 1 }), long)).toBe(lFirst);
     // The pull is the share of the prompt the leader holds: a one-block opening makes no hot spot of its leader.
-    const slotsAndAffinity = scorers.resolve({ prefill: 0, slots: 1, affinity: 0.25 });
+    const slotsAndLeader = scorers.resolve({ prefill: 0, slots: 1, leader: 0.25 });
     const oneMore = ids.map((id) => r(id, id === second ? 3 : 2, 16));
-    expect(pickByPrefixCache(oneMore, (c) => (c.id === second ? 1 : 0), slotsAndAffinity)).not.toBe(second);
-    expect(pickByPrefixCache(oneMore, (c) => (c.id === second ? keys.length : 0), slotsAndAffinity)).toBe(second);
+    expect(pickByPrefixCache(oneMore, (c) => (c.id === second ? 1 : 0), slotsAndLeader)).not.toBe(second);
+    expect(pickByPrefixCache(oneMore, (c) => (c.id === second ? keys.length : 0), slotsAndLeader)).toBe(second);
     // With nothing held, the term is 0 for all: the cold placement rule decides (the first in rendezvous order).
-    expect(pickByPrefixCache(loads(first), () => 0, withAffinity)).toBe(first);
+    expect(pickByPrefixCache(loads(first), () => 0, withLeader)).toBe(first);
   });
 });

@@ -59,7 +59,7 @@ export function runProfile(name: string, filters: readonly FilterPlugin[], picke
   const memory = picker.scores ? { recent: new RecentPrefixes(), outbox: new DispatchOutbox() } : undefined;
   const noCost = () => 0;
   const weighsPrefill = terms.some((t) => t.name === "prefill" && t.weight > 0);
-  const weighsLeader = terms.some((t) => t.name === "affinity" && t.weight > 0);
+  const weighsLeader = terms.some((t) => t.name === "leader" && t.weight > 0);
 
   const balancer: ActiveBalancer = {
     name,

@@ -4,13 +4,13 @@
  * derives its keys from SCORER_NAMES). A new term is one module in this folder
  * plus one line below.
  */
-import { affinity } from "./affinity.ts";
+import { leader } from "./leader.ts";
 import { prefill } from "./prefill.ts";
 import type { ScorerPlugin, WeightedScore } from "./scorer.ts";
 import { slots } from "./slots.ts";
 
 /** Every registered term. */
-export const SCORERS = [prefill, slots, affinity] as const;
+export const SCORERS = [prefill, slots, leader] as const;
 
 export type ScorerName = (typeof SCORERS)[number]["name"];
 
@@ -21,13 +21,13 @@ export const SCORER_NAMES = SCORERS.map((s) => s.name) as unknown as NamesOf<typ
 
 /**
  * Weights when configuration names none: 2 × prefill + slots (prefix.prefillWeight sets
- * prefill's) + 0.25 × affinity, so a prefix stays with its leader while that one runs at
- * most a quarter of its slots more than another holder. Affinity took the approximate
+ * prefill's) + 0.25 × leader, so a prefix stays with its leader while that one runs at
+ * most a quarter of its slots more than another holder. The term took the approximate
  * tier's hit ratio from 0.55 to 0.66 (mean of 3 seeds; requests not sent to the replica
  * holding the most from 13–21 % to 3–10 %) and left the precise tier's within its noise
  * (bench/prefix-cache.ts --family qwen3, 2026-12-05).
  */
-export const DEFAULT_SCORER_WEIGHTS: Readonly<Record<ScorerName, number>> = { prefill: 2, slots: 1, affinity: 0.25 };
+export const DEFAULT_SCORER_WEIGHTS: Readonly<Record<ScorerName, number>> = { prefill: 2, slots: 1, leader: 0.25 };
 
 /**
  * A registry over `plugins`: their names, and the weighted terms a configuration's

@@ -1,5 +1,5 @@
 /**
- * `affinity`: 0 for the prefix's leader (ScoreContext.leader: the first in rendezvous
+ * `leader`: 0 for the prefix's leader (ScoreContext.leader: the first in rendezvous
  * order among the replicas holding about the most of the prompt); for any other, the
  * share of the prompt the leader holds (0..1).
  *
@@ -17,8 +17,8 @@
  */
 import { defineScorer } from "./scorer.ts";
 
-export const affinity = defineScorer({
-  name: "affinity",
+export const leader = defineScorer({
+  name: "leader",
   description: "for any replica but the prefix's leader (the first holder in rendezvous order among those holding about the most), the share of the prompt the leader holds",
   create: () => (c, { keys, leader }) => (leader === undefined || c.id === leader.id ? 0 : Math.min(keys.length, leader.held) / keys.length),
 });
