@@ -20,7 +20,7 @@
  * `wrangler deploy` does the same through wrangler.toml's [[rules]].
  */
 import { build, type BuildOptions, type Plugin } from "esbuild";
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -95,7 +95,11 @@ export function familyBpeFile(family: string): string | undefined {
   if (fresh(library)) return undefined;
   mkdirSync(dir, { recursive: true });
   const spec = bpeSpecOf(JSON.parse(readFileSync(json, "utf8")) as TokenizerJsonShape);
-  writeFileSync(spec ? bpe : library, spec ? bpeText(spec) : "");
+  // Written aside, then renamed into place: builds running at once (test workers) never read half a file.
+  const target = spec ? bpe : library;
+  const aside = `${target}.${process.pid}.${Date.now()}.tmp`;
+  writeFileSync(aside, spec ? bpeText(spec) : "");
+  renameSync(aside, target);
   return spec ? bpe : undefined;
 }
 
