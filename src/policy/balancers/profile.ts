@@ -75,7 +75,8 @@ export function runProfile(name: string, filters: readonly FilterPlugin[], picke
       const keys = prompt !== undefined && prompt.keys.length > 0 ? prompt.keys : undefined;
       if (prompted && keys === undefined) return pickReplica(pool, random);
       let cost: StageContext["cost"] = noCost;
-      if (memory && keys && prompt) {
+      const anchor = keys && anchorKey(keys);
+      if (memory && keys && anchor && prompt) {
         // A replica's summary supersedes the dispatches recorded well before this isolate got it (recent-prefixes.ts).
         const notBefore = new Map<string, number>();
         for (const c of pool) if (c.cacheSince !== undefined) notBefore.set(c.id, c.cacheSince - SUMMARY_VIEW_LAG_MS);
@@ -89,13 +90,13 @@ export function runProfile(name: string, filters: readonly FilterPlugin[], picke
         if (!weighsPrefill || most > 0) {
           // The leader among the holders of about the most (summaries are exact, dispatch records
           // within a stride): the same one in every isolate that believes the same.
-          const near = weighsLeader && most > 0 ? pool.filter((c) => held.get(c.id)! > 0 && held.get(c.id)! >= most - RECENT_PREFIX_STRIDE) : [];
-          const first = near.length > 0 ? rendezvousOrder(near, anchorKey(keys)!)[0]!.id : undefined;
+          const near = weighsLeader && most > 0 ? pool.filter((c) => held.get(c.id)! >= Math.max(1, most - RECENT_PREFIX_STRIDE)) : [];
+          const first = near.length > 0 ? rendezvousOrder(near, anchor)[0]!.id : undefined;
           const leader = first === undefined ? undefined : { id: first, held: held.get(first)! };
           cost = (c) => costOf(terms, c, { keys, held: held.get(c.id) ?? 0, leader });
         }
       }
-      const ctx: StageContext = { input, keys, anchor: keys && anchorKey(keys), cost };
+      const ctx: StageContext = { input, keys, anchor, cost };
       for (const stage of stages) pool = stage(pool, ctx);
       return choose(pool, ctx);
     },
