@@ -12,9 +12,3 @@ declare module "*.onnx" {
   const bytes: ArrayBuffer;
   export default bytes;
 }
-
-/** A model family's BPE spec for tiktoken, made at build time (scripts/build.ts familyBpeFile): its text (a Text module). */
-declare module "*.bpe.txt" {
-  const text: string;
-  export default text;
-}
