@@ -27,7 +27,7 @@ import { spawn } from "node:child_process";
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { loadavg, tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { parseArgs } from "node:util";
 import { gzipSync } from "node:zlib";
 import { build } from "esbuild";
@@ -35,7 +35,7 @@ import { connectInspector } from "./inspector.ts";
 import { cpuSeconds, freePort, workerdPid } from "./load-tools.ts";
 import { writeResult } from "./result-file.ts";
 import { markdownTable } from "./table.ts";
-import { WORKER_BUILD_OPTIONS, familyModuleLines, familyUsesTiktoken } from "../scripts/build.ts";
+import { WORKER_BUILD_OPTIONS, familyModuleLines, workerModulesPlugin, type WorkerModule } from "../scripts/build.ts";
 import { compatibilityDate } from "../src/config/runtime.ts";
 import { FAMILY_PACKAGES, promptTokenizer, type PromptTokenizerName } from "../src/prompt/tokenizers/index.ts";
 import { provideFamilyFilesFromNodeModules } from "../src/prompt/tokenizers/node-files.ts";
@@ -68,7 +68,9 @@ function chatsOf(family: PromptTokenizerName, tokens: number, n: number, seed: n
   return out;
 }
 
-async function bundle(family: PromptTokenizerName, outFile: string): Promise<void> {
+/** Bundles the family's Worker as scripts/build.ts bundles one (its Worker modules plugin); returns the modules beside it (tiktoken's .wasm), copied next to it. */
+async function bundle(family: PromptTokenizerName, outFile: string): Promise<WorkerModule[]> {
+  const found = new Map<string, WorkerModule>();
   await build({
     entryPoints: [join(import.meta.dirname, "tokenizers.worker.ts")],
     outfile: outFile,
@@ -84,14 +86,15 @@ async function bundle(family: PromptTokenizerName, outFile: string): Promise<voi
           // The family's module, as scripts/build.ts writes it into a deployments module (absolute paths).
           b.onResolve({ filter: /^FAMILY_MODULE$/ }, () => ({ path: "FAMILY_MODULE", namespace: "family" }));
           b.onLoad({ filter: /.*/, namespace: "family" }, () => ({ contents: familyModuleLines([family], (p) => p).join("\n"), loader: "ts", resolveDir: root }));
-          b.onResolve({ filter: /\/models\/tokenizer\.json$|\.bpe\.txt$/ }, (args) => ({ path: args.path.endsWith(".bpe.txt") ? args.path : requireFromRoot.resolve(args.path), namespace: "text" }));
-          b.onResolve({ filter: /\/models\/tokenizer_config\.json$/ }, (args) => ({ path: requireFromRoot.resolve(args.path) }));
-          b.onLoad({ filter: /.*/, namespace: "text" }, (args) => ({ contents: readFileSync(args.path, "utf8"), loader: "text" }));
-          // tiktoken's WebAssembly: a module of its own (CompiledWasm), next to the bundle.
-          b.onResolve({ filter: /\.wasm$/ }, () => ({ path: "./tiktoken_bg.wasm", external: true }));
         },
       },
+      workerModulesPlugin(found),
     ],
+  });
+  return [...found.values()].map((m) => {
+    const path = join(dirname(outFile), m.name);
+    copyFileSync(m.path, path);
+    return { ...m, path };
   });
 }
 
@@ -107,12 +110,11 @@ interface FamilyResult {
 
 async function measure(family: PromptTokenizerName, dir: string): Promise<FamilyResult> {
   const file = join(dir, `${family}.js`);
-  await bundle(family, file);
   // tiktoken's WebAssembly rides along only for a family that tokenizes with it, as scripts/build.ts bundles it.
-  const wasm = familyUsesTiktoken(family);
-  if (wasm) copyFileSync(requireFromRoot.resolve("tiktoken/lite/tiktoken_bg.wasm"), join(dir, "tiktoken_bg.wasm"));
-  // The Worker's bytes: its bundle and tiktoken's WebAssembly module.
-  const bytes = Buffer.concat([readFileSync(file), ...(wasm ? [readFileSync(join(dir, "tiktoken_bg.wasm"))] : [])]);
+  const modules = await bundle(family, file);
+  // The Worker's bytes: its bundle and its other modules.
+  const bytes = Buffer.concat([readFileSync(file), ...modules.map((m) => readFileSync(m.path))]);
+  const moduleLines = modules.map((m) => `, (name = "${m.name}", ${m.type === "wasm" ? "wasm" : "data"} = embed "${m.name}")`).join("");
   const port = await freePort();
   const inspectorPort = await freePort();
   const config = join(dir, `${family}.capnp`);
@@ -120,7 +122,7 @@ async function measure(family: PromptTokenizerName, dir: string): Promise<Family
     config,
     `using Workerd = import "/workerd/workerd.capnp";
 const config :Workerd.Config = (
-  services = [(name = "tok", worker = (modules = [(name = "worker.js", esModule = embed "${family}.js")${wasm ? `, (name = "tiktoken_bg.wasm", wasm = embed "tiktoken_bg.wasm")` : ""}], compatibilityDate = "${compatibilityDate}"))],
+  services = [(name = "tok", worker = (modules = [(name = "worker.js", esModule = embed "${family}.js")${moduleLines}], compatibilityDate = "${compatibilityDate}"))],
   sockets = [(name = "http", address = "127.0.0.1:${port}", http = (), service = "tok")],
 );
 `,

@@ -181,7 +181,7 @@ export interface WorkerBundle {
  * modules named by the file's name, resolved from the repository (npm specifiers
  * resolve from node_modules wherever the generated module is), and collects them.
  */
-function workerModulesPlugin(found: Map<string, WorkerModule>): Plugin {
+export function workerModulesPlugin(found: Map<string, WorkerModule>): Plugin {
   const requireFromRoot = createRequire(join(root, "package.json"));
   return {
     name: "worker-modules",
