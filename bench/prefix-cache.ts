@@ -8,7 +8,7 @@
  *   npx tsx bench/prefix-cache.ts --family qwen3   # under cache pressure, on a real family: precise vs approximate (below)
  *   npx tsx bench/prefix-cache.ts [--isolates 4] [--replicas 4] [--seconds 30] [--warmup 10] [--utilization 0.8]
  *        [--rate R] [--arms round_robin,load_aware,prefix_hash,prefix_cache,oracle] [--seed 1] [--seeds N]
- *        [--prefill-token-us 60] [--prefill-ms 5] [--decode-ms 4] [--max-tokens 16] [--kv-fraction 0.5] [--load-factor 1] [--scorers prefill=2,slots=1] [--no-summaries]
+ *        [--prefill-token-us 60] [--prefill-ms 5] [--decode-ms 4] [--max-tokens 16] [--kv-fraction 0.5] [--load-factor 1] [--scorers prefill=2,slots=1] [--filters load_line,room] [--no-summaries]
  *
  * Workload (bench/prefix-cache-workload.ts): G groups, each with a long shared
  * system prompt; U users per group in multi-turn conversations whose prompt grows
@@ -102,6 +102,7 @@ const { values } = parseArgs({
     "load-factor": { type: "string" },
     scorers: { type: "string" },
     "no-summaries": { type: "boolean", default: false },
+    filters: { type: "string" },
     groups: { type: "string", default: "16" },
     users: { type: "string", default: "3" },
     turns: { type: "string", default: "4" },
@@ -157,6 +158,8 @@ const SCORERS: Record<string, number> | undefined =
           return [name!, num("scorers", weight, (x) => x >= 0)];
         }),
       );
+/** `--filters name,…`: the prefix_cache arms' filters (a profile with the `cheapest` picker); unset: the built-in profile's (load_line, room). */
+const FILTERS: string[] | undefined = values.filters === undefined ? undefined : values.filters.split(",").filter((f) => f !== "");
 /**
  * Per replica: about what its KV cache holds running at once (KV_BLOCKS / a mean
  * prompt's blocks ≈ 8), with headroom; beyond it requests wait in the replica's
@@ -397,7 +400,9 @@ function replicaArgs(arm: ArmName, kvBlocks: number, eventsPort?: number): strin
 /** Runs one arm: a fresh stack and replicas, an unmeasured warm-up then the measured window. */
 async function runPhase(p: Phase, rate: number): Promise<PhaseResult> {
   const name = deploymentName(p.arm);
-  const balancer = p.arm === "oracle" ? "load_aware" : approximateArm(p.arm) ? "prefix_cache" : p.arm;
+  const named = p.arm === "oracle" ? "load_aware" : approximateArm(p.arm) ? "prefix_cache" : p.arm;
+  // --filters: the prefix_cache arms as a profile with these filters and its picker.
+  const balancer = FILTERS !== undefined && named === "prefix_cache" ? { filters: FILTERS, picker: "cheapest" } : named;
   // approximate: keys no engine report can match (and the replicas send none); otherwise the model's own ("auto").
   const tokenizer = approximateArm(p.arm) ? "bytes" : "auto";
   const dir = mkdtempSync(join(functionsRoot, `${name}-`));
@@ -969,6 +974,7 @@ writeResult(
         kvFraction: KV_FRACTION,
         loadFactor: LOAD_FACTOR,
         scorers: SCORERS ?? null,
+        filters: FILTERS ?? null,
         noSummaries: values["no-summaries"],
         totalPrefixBlocks: seedRuns[0]!.fleet.totalPrefixBlocks,
         maxOngoing: MAX_ONGOING,
