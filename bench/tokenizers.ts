@@ -24,10 +24,10 @@
  * family fits the former Free plan's 3 MB gzipped bundle. Printed MET / MISS.
  */
 import { spawn } from "node:child_process";
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { loadavg, tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { gzipSync } from "node:zlib";
 import { build } from "esbuild";
@@ -35,7 +35,7 @@ import { connectInspector } from "./inspector.ts";
 import { cpuSeconds, freePort, workerdPid } from "./load-tools.ts";
 import { writeResult } from "./result-file.ts";
 import { markdownTable } from "./table.ts";
-import { WORKER_BUILD_OPTIONS, familyModuleLines, workerModulesPlugin, type WorkerModule } from "../scripts/build.ts";
+import { WORKER_BUILD_OPTIONS, familyModuleLines, placeWorkerModules, workerModulesPlugin, type WorkerModule } from "../scripts/build.ts";
 import { compatibilityDate } from "../src/config/runtime.ts";
 import { FAMILY_PACKAGES, promptTokenizer, type PromptTokenizerName } from "../src/prompt/tokenizers/index.ts";
 import { provideFamilyFilesFromNodeModules } from "../src/prompt/tokenizers/node-files.ts";
@@ -91,11 +91,7 @@ async function bundle(family: PromptTokenizerName, outFile: string): Promise<Wor
       workerModulesPlugin(found),
     ],
   });
-  return [...found.values()].map((m) => {
-    const path = join(dirname(outFile), m.name);
-    copyFileSync(m.path, path);
-    return { ...m, path };
-  });
+  return placeWorkerModules(found, outFile);
 }
 
 interface FamilyResult {

@@ -242,12 +242,16 @@ export async function bundleWorker(outFile = join(root, "dist/worker.js"), dirs?
     mainFields: [...WORKER_BUILD_OPTIONS.mainFields],
     external: [...WORKER_BUILD_OPTIONS.external],
   });
-  const modules = [...found.values()].map((m) => {
+  return { path: outFile, modules: placeWorkerModules(found, outFile) };
+}
+
+/** Copies the modules workerModulesPlugin collected next to the bundle `outFile` (the names its imports use); returns them there. */
+export function placeWorkerModules(found: ReadonlyMap<string, WorkerModule>, outFile: string): WorkerModule[] {
+  return [...found.values()].map((m) => {
     const path = join(dirname(outFile), m.name);
     if (resolve(m.path) !== resolve(path)) copyFileSync(m.path, path);
     return { ...m, path };
   });
-  return { path: outFile, modules };
 }
 
 /** Bundles the reference replica for Node. */
