@@ -8,11 +8,13 @@
  * - `@mlc-ai/web-tokenizers`: Hugging Face's own Rust `tokenizers` crate compiled to
  *   WebAssembly (MLC's tokenizers-cpp, as WebLLM uses it), loading the same
  *   tokenizer.json.
- * - `tiktoken` (OpenAI's Rust BPE in WebAssembly) as the edge runs it for the families
- *   whose tokenizer.json is byte-level BPE behind one split regex
- *   (src/prompt/tokenizers/tiktoken-bpe.ts: the vocabulary as ranks, the split regex,
- *   NFC first for qwen3). Its ids are compared with the library's over every text;
- *   MET needs every one identical.
+ * - `tiktoken` (OpenAI's Rust BPE in WebAssembly), the edge's engine until issue 50
+ *   (its merge loop is quadratic in a piece's length), for the families whose
+ *   tokenizer.json is byte-level BPE behind one split regex: the vocabulary as ranks,
+ *   the split regex, NFC first for qwen3.
+ * - the edge's BPE engine (src/prompt/tokenizers/ranked-bpe.ts on the family's BPE
+ *   spec, bpe-spec.ts): the split regexes in JavaScript, a heap merge, a piece cache.
+ * Ids are compared with the library's over every text; MET needs every one identical.
  *
  * Texts: the message contents of test/fixtures/hf-tokenizers/conversations.ts (the
  * oracle test's corpus: accents, CJK, Arabic, emoji, long messages), each engine timed
@@ -31,7 +33,9 @@ import { Tokenizer as HfTokenizer } from "@huggingface/tokenizers";
 import { writeResult } from "./result-file.ts";
 import { markdownTable, verdict } from "./table.ts";
 import { FAMILY_PACKAGES, fitsTheEdge } from "../src/prompt/tokenizers/index.ts";
-import { bpeSpecOf, tiktokenEncoder, type TokenizerJsonShape } from "../src/prompt/tokenizers/tiktoken-bpe.ts";
+import * as tiktokenBindings from "tiktoken/lite/init";
+import { bpeSpecOf, type BpeSpec, type TokenizerJsonShape } from "../src/prompt/tokenizers/bpe-spec.ts";
+import { bpeEncoder } from "../src/prompt/tokenizers/ranked-bpe.ts";
 import { chatCases } from "../test/fixtures/hf-tokenizers/conversations.ts";
 
 const { values } = parseArgs({ options: { texts: { type: "string", default: "240" } } });
@@ -54,7 +58,7 @@ function webTokenizers(): { fromJSON(json: ArrayBuffer): Promise<WasmTokenizer> 
   return module.exports.Tokenizer;
 }
 
-/** What the pre-tokenizer is, for a family tiktoken cannot take (bpeSpecOf says which can). */
+/** What the pre-tokenizer is, for a family an engine cannot take (bpeSpecOf says which can). */
 function preTokenizers(json: TokenizerJsonShape): string {
   const pre = json.pre_tokenizer;
   const steps = pre?.type === "Sequence" ? (pre.pretokenizers ?? []) : pre ? [pre] : [];
@@ -85,8 +89,17 @@ interface EngineResult {
 const started = loadavg()[0]!;
 const corpus = rounds();
 const WebTokenizer = webTokenizers();
-/** tiktoken's module as Node compiles it for the codec (src/prompt/tokenizers/node-files.ts). */
+/** tiktoken in Node, instantiated once; an encoder of a one-regex spec (its ranks as tiktoken reads them: base64 and rank per line). */
 const bpeWasm = new (WebAssembly.Module as unknown as new (bytes: Uint8Array) => WebAssembly.Module)(readFileSync(require.resolve("tiktoken/lite/tiktoken_bg.wasm")));
+(tiktokenBindings as unknown as { __wbg_set_wasm(e: WebAssembly.Exports): void }).__wbg_set_wasm(new WebAssembly.Instance(bpeWasm, { "./tiktoken_bg.js": tiktokenBindings as unknown as WebAssembly.ModuleImports }).exports);
+function tiktokenEncoder(spec: BpeSpec): (text: string) => Uint32Array {
+  const ranks = spec.ranks
+    .split("\n")
+    .flatMap((b64, rank) => (b64 === "" ? [] : [`${b64} ${rank}`]))
+    .join("\n");
+  const encoder = new tiktokenBindings.Tiktoken(ranks, {}, spec.patterns[0]!);
+  return spec.nfc ? (text) => encoder.encode_ordinary(text.normalize("NFC")) : (text) => encoder.encode_ordinary(text);
+}
 const results: { family: string; tokens: number; engines: EngineResult[] }[] = [];
 for (const [family, pkg] of Object.entries(FAMILY_PACKAGES)) {
   if (!fitsTheEdge(family as never)) continue;
@@ -117,12 +130,18 @@ for (const [family, pkg] of Object.entries(FAMILY_PACKAGES)) {
   const rust = (t: string) => wasm.encode(t);
   engines.push({ engine: "HF tokenizers (Rust → wasm)", identical: same(rust), msPer1k: timed(rust) });
 
-  // The shipped path (src/prompt/tokenizers/tiktoken-bpe.ts): the family's ranks, and tiktoken on the compiled module.
   const spec = bpeSpecOf(tj);
-  if (spec === undefined) engines.push({ engine: "tiktoken (wasm)", msPer1k: [], identical: "–", note: `not the same algorithm: ${preTokenizers(tj)}` });
+  if (spec === undefined || spec.patterns.length !== 1) engines.push({ engine: "tiktoken (wasm)", msPer1k: [], identical: "–", note: `not the same algorithm: ${preTokenizers(tj)}` });
   else {
-    const tiktoken = tiktokenEncoder(spec, bpeWasm);
+    const tiktoken = tiktokenEncoder(spec);
     engines.push({ engine: "tiktoken (wasm)", identical: same(tiktoken), msPer1k: timed(tiktoken), ...(spec.nfc && { note: "NFC applied in JS first" }) });
+  }
+  // The shipped path: the family's BPE spec through the edge's engine (its piece cache warms over the rounds, as in traffic).
+  if (spec === undefined) engines.push({ engine: "edge BPE engine (JS)", msPer1k: [], identical: "–", note: `not byte-level BPE behind split regexes: ${preTokenizers(tj)}` });
+  else {
+    const encode = bpeEncoder(spec);
+    const edge = (t: string) => encode(t, { maxTokens: Number.MAX_SAFE_INTEGER, budget: { bytes: Number.POSITIVE_INFINITY } });
+    engines.push({ engine: "edge BPE engine (JS)", identical: same(edge), msPer1k: timed(edge) });
   }
   results.push({ family, tokens: tokens.reduce((a, b) => a + b, 0), engines });
   console.log(`${family}: ${engines.map((e) => (e.msPer1k.length ? `${e.engine} ${e.msPer1k.map((x) => x.toFixed(2)).join(" / ")} ms per 1,000 (identical ${e.identical})` : `${e.engine}: ${e.note}`)).join("; ")}`);

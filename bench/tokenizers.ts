@@ -2,26 +2,35 @@
  * What a model family's tokenizer costs at the edge (issue 34): per family, the
  * bundle it adds, an isolate's memory with it loaded, and the CPU a chat's prompt
  * costs in workerd at about 500, 2,000 and 8,000 tokens.
- *   npx tsx bench/tokenizers.ts [--quick] [--requests 40]
+ *   npx tsx bench/tokenizers.ts [--quick] [--requests 40] [--families qwen3,llama3]
  *
  * - **Bundle**: the family's Worker (this bench's bench/tokenizers.worker.ts, built
- *   as scripts/build.ts builds a deployment naming it: the libraries, and either
- *   tiktoken's WebAssembly module with the BPE spec made at build time or the
- *   tokenizer.json as a string), uncompressed and gzipped (level 9), against the
- *   former Free plan's 3 MB gzipped (the default Worker's own size is in
- *   scripts/deploy-check.ts).
+ *   as scripts/build.ts builds a deployment naming it: the libraries, and either the
+ *   BPE spec made at build time or the tokenizer.json as a string), uncompressed and
+ *   gzipped (level 9), against the former Free plan's 3 MB gzipped (the default
+ *   Worker's own size is in scripts/deploy-check.ts).
  * - **Memory**: the isolate's V8 heap (Runtime.getHeapUsage over workerd's
  *   inspector) before and after the family's codec is made (its first prompt), with
  *   no forced collection first (workerd does not answer one): an upper bound; plus
- *   tiktoken's WebAssembly memory for a family it tokenizes (its ranks live there).
+ *   the BPE engine's typed arrays (its vocabulary), which live outside the V8 heap.
  * - **CPU**: workerd's process CPU (utime + stime) over --requests chats of each
  *   size (4× as many at 500 tokens), each a different conversation (no tokens reused between them), less the
  *   same requests' CPU on /parse (the body parsed, nothing else), per 1,000 prompt
  *   tokens. Then a multi-turn chat re-sent with one more turn each time (the history
  *   the same): what the tokenizer's own word cache saves.
  *
- * Target: tokenizing adds ≤ 1 ms of CPU per 1,000 prompt tokens in workerd, and a
- * family fits the former Free plan's 3 MB gzipped bundle. Printed MET / MISS.
+ * - **Attacks** (issue 50): one chat whose content is one long piece (192k of one
+ *   letter; a ZWJ emoji over 330 KB; 40k random CJK characters, 120 KB; 96k of one
+ *   symbol), beside prose of the same length: CPU per token with no budget (the
+ *   engine's cost, against prose's), CPU per request as the edge keys it (its budget,
+ *   PROMPT_TOKENIZE_BUDGET_BYTES), and how long a small request to the same isolate
+ *   waits meanwhile (sent once the attack's request is in).
+ *
+ * Targets: tokenizing adds ≤ 1 ms of CPU per 1,000 prompt tokens in workerd; a family
+ * fits the former Free plan's 3 MB gzipped bundle; an attack costs ≤ 2× prose's CPU
+ * per token (the one-symbol run's tokens are up to 64 bytes long: judged per
+ * character instead); a request to the same isolate waits ≤ 50 ms during an attack.
+ * Printed MET / MISS.
  */
 import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -41,7 +50,7 @@ import { FAMILY_PACKAGES, promptTokenizer, type PromptTokenizerName } from "../s
 import { provideFamilyFilesFromNodeModules } from "../src/prompt/tokenizers/node-files.ts";
 import { chatCases } from "../test/fixtures/hf-tokenizers/conversations.ts";
 
-const { values } = parseArgs({ options: { quick: { type: "boolean", default: false }, requests: { type: "string" } } });
+const { values } = parseArgs({ options: { quick: { type: "boolean", default: false }, requests: { type: "string" }, families: { type: "string" } } });
 const quick = values.quick;
 const REQUESTS = Number(values.requests ?? (quick ? 10 : 40));
 const SIZES = [500, 2000, 8000];
@@ -94,19 +103,54 @@ async function bundle(family: PromptTokenizerName, outFile: string): Promise<Wor
   return placeWorkerModules(found, outFile);
 }
 
+interface AttackResult {
+  attack: string;
+  chars: number;
+  tokens: number;
+  /** With no budget: the engine's CPU per token and per character, and prose's of the same length. */
+  usPerToken: number;
+  usPerChar: number;
+  proseUsPerToken: number;
+  proseUsPerChar: number;
+  /** As the edge keys it (its budget): CPU per request, and the longest a small request to the same isolate waited. */
+  keysMsPerRequest: number;
+  probeWaitMs: number;
+}
+
+/** Issue 50's attacks: one long piece each, as a chat's content. */
+function attacks(): Record<string, string> {
+  let seed = 50;
+  const next = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32);
+  return {
+    letter: "a".repeat(192_000),
+    emoji: "👩‍💻".repeat(30_000),
+    cjk: Array.from({ length: 40_000 }, () => String.fromCodePoint(0x4e00 + Math.floor(next() * 20_000))).join(""),
+    symbol: "=".repeat(96_000),
+  };
+}
+
+/** Prose of `chars` characters: the oracle corpus's message texts end to end, a different run of them for each seed (words repeat, as in traffic). */
+function proseOf(chars: number, seed: number): string {
+  const texts = chatCases(400, 77 + seed, { tools: false }).flatMap((c) => c.messages.flatMap((m) => (typeof m.content === "string" ? [m.content] : [])));
+  let out = "";
+  for (let i = 0; out.length < chars && i < texts.length; i++) out += `${texts[i]}\n\n`;
+  if (out.length < chars) throw new Error(`proseOf: ${out.length} characters of the corpus, ${chars} wanted`);
+  return out.slice(0, chars);
+}
+
 interface FamilyResult {
   family: string;
   bundle: { bytes: number; gzipBytes: number };
-  /** V8's heap, and tiktoken's WebAssembly memory beside it (0 for a family the library tokenizes). */
+  /** V8's heap, and the BPE engine's typed arrays beside it (0 for a family the library tokenizes). */
   heap: { beforeBytes: number; loadedBytes: number; wasmBytes: number };
   loadMs: number;
   cpu: { tokens: number; requests: number; usPerRequest: number; baselineUsPerRequest: number; msPer1000Tokens: number }[];
   multiTurn: { turns: number; tokens: number; msPer1000Tokens: number };
+  attacks: AttackResult[];
 }
 
 async function measure(family: PromptTokenizerName, dir: string): Promise<FamilyResult> {
   const file = join(dir, `${family}.js`);
-  // tiktoken's WebAssembly rides along only for a family that tokenizes with it, as scripts/build.ts bundles it.
   const modules = await bundle(family, file);
   // The Worker's bytes: its bundle and its other modules.
   const bytes = Buffer.concat([readFileSync(file), ...modules.map((m) => readFileSync(m.path))]);
@@ -175,7 +219,39 @@ const config :Workerd.Config = (
     const base = await cpuOf("/parse", turns);
     const run = await cpuOf("/chat", turns);
     const multiTurn = { turns: turns.length, tokens: Math.round(run.tokens), msPer1000Tokens: (run.us - base.us) / 1000 / (run.tokens / 1000) };
-    return { family, bundle: { bytes: bytes.length, gzipBytes: gzipSync(bytes, { level: 9 }).length }, heap: { beforeBytes, loadedBytes, wasmBytes }, loadMs, cpu, multiTurn };
+    const attackResults: AttackResult[] = [];
+    // CPU is read in clock ticks (10 ms): enough requests that each figure is some 100 of them.
+    const repeat = quick ? 8 : 24;
+    for (const [attack, content] of Object.entries(attacks())) {
+      // Each body a different conversation (a system line numbered): a segment's ids are not reused; the prose is new text each time.
+      const body = (text: string, i: number) => JSON.stringify({ messages: [{ role: "system", content: `run ${i}` }, { role: "user", content: text }] });
+      const a = Array.from({ length: repeat }, (_, i) => body(content, i));
+      const p = Array.from({ length: repeat }, (_, i) => body(proseOf(content.length, i), i));
+      const [aBase, aRun, pBase, pRun] = [await cpuOf("/parse", a), await cpuOf("/chat", a), await cpuOf("/parse", p), await cpuOf("/chat", p)];
+      const keys = await cpuOf("/keys", a);
+      // A small request sent while an attack's keys are being made: how long it waits for the isolate.
+      let probeWaitMs = 0;
+      for (const body of a.slice(0, 3)) {
+        const attacking = fetch(`${url}/keys`, { method: "POST", body: body.replace("run ", "probe ") });
+        await new Promise((r) => setTimeout(r, 5));
+        const t0 = performance.now();
+        await (await fetch(`${url}/parse`, { method: "POST", body: '{"messages":[]}' })).text();
+        probeWaitMs = Math.max(probeWaitMs, performance.now() - t0);
+        await (await attacking).text();
+      }
+      attackResults.push({
+        attack,
+        chars: content.length,
+        tokens: Math.round(aRun.tokens),
+        usPerToken: (aRun.us - aBase.us) / aRun.tokens,
+        usPerChar: (aRun.us - aBase.us) / content.length,
+        proseUsPerToken: (pRun.us - pBase.us) / pRun.tokens,
+        proseUsPerChar: (pRun.us - pBase.us) / content.length,
+        keysMsPerRequest: (keys.us - aBase.us) / 1000,
+        probeWaitMs,
+      });
+    }
+    return { family, bundle: { bytes: bytes.length, gzipBytes: gzipSync(bytes, { level: 9 }).length }, heap: { beforeBytes, loadedBytes, wasmBytes }, loadMs, cpu, multiTurn, attacks: attackResults };
   } finally {
     child.kill("SIGTERM");
   }
@@ -186,7 +262,8 @@ const started = loadavg()[0]!;
 console.log(`tokenizers: ${Object.keys(FAMILY_PACKAGES).join(", ")}; ${REQUESTS} chats per size; load average ${started.toFixed(2)}`);
 const results: FamilyResult[] = [];
 try {
-  for (const family of Object.keys(FAMILY_PACKAGES) as PromptTokenizerName[]) {
+  const only = values.families?.split(",");
+  for (const family of Object.keys(FAMILY_PACKAGES).filter((f) => !only || only.includes(f)) as PromptTokenizerName[]) {
     const r = await measure(family, dir);
     results.push(r);
     console.error(`[tokenizers] ${family} done`);
@@ -203,9 +280,27 @@ console.log(
     results.map((r) => [r.family, mib(r.bundle.bytes), mib(r.bundle.gzipBytes), `${mib(r.heap.beforeBytes)} → ${mib(r.heap.loadedBytes)}${r.heap.wasmBytes > 0 ? ` (+ ${mib(r.heap.wasmBytes)})` : ""}`, r.loadMs.toFixed(0), ...r.cpu.map((c) => `${c.msPer1000Tokens.toFixed(2)} (${c.tokens} tok)`), r.multiTurn.msPer1000Tokens.toFixed(2)]),
   ).join("\n"),
 );
+console.log("\n### Attacks (issue 50): one long piece as a chat's content\n");
+console.log(
+  markdownTable(
+    ["family", "attack", "chars", "tokens", "µs / token (prose)", "µs / char (prose)", "keys ms / request (budget)", "a request waits ms"],
+    results.flatMap((r) =>
+      r.attacks.map((a) => [r.family, a.attack, String(a.chars), String(a.tokens), `${a.usPerToken.toFixed(2)} (${a.proseUsPerToken.toFixed(2)})`, `${a.usPerChar.toFixed(3)} (${a.proseUsPerChar.toFixed(3)})`, a.keysMsPerRequest.toFixed(1), a.probeWaitMs.toFixed(1)]),
+    ),
+  ).join("\n"),
+);
 const cpuMet = results.every((r) => r.cpu.every((c) => c.msPer1000Tokens <= 1));
 const bundleMet = results.map((r) => [r.family, r.bundle.gzipBytes <= 3 * MiB] as const);
 console.log(`\ntarget: tokenizing adds ≤ 1 ms of CPU per 1,000 prompt tokens in workerd: worst ${Math.max(...results.flatMap((r) => r.cpu.map((c) => c.msPer1000Tokens))).toFixed(2)} ms (${cpuMet ? "MET" : "MISS"})`);
 console.log(`target: a family fits the former Free plan's 3 MB gzipped: ${bundleMet.map(([f, ok]) => `${f} ${ok ? "MET" : "MISS"}`).join(", ")}`);
 console.log(`target: an isolate with one family loaded stays under 128 MB: ${results.map((r) => `${r.family} ${mib(r.heap.loadedBytes + r.heap.wasmBytes)} MiB ${r.heap.loadedBytes + r.heap.wasmBytes < 128 * MiB ? "MET" : "MISS"}`).join(", ")}`);
+// The engine's families only: a library family is not for the edge, and its cost is the library's.
+const judged = results.filter((r) => r.heap.wasmBytes > 0);
+for (const r of judged) {
+  for (const a of r.attacks) {
+    const [mine, prose, unit] = a.attack === "symbol" ? [a.usPerChar, a.proseUsPerChar, "character"] : [a.usPerToken, a.proseUsPerToken, "token"];
+    console.log(`target: ${r.family} ${a.attack} costs ≤ 2× prose's CPU per ${unit}: ${(mine / prose).toFixed(2)}× (${mine / prose <= 2 ? "MET" : "MISS"})`);
+    console.log(`target: ${r.family} ${a.attack}: a request to the same isolate waits ≤ 50 ms: ${a.probeWaitMs.toFixed(1)} ms (${a.probeWaitMs <= 50 ? "MET" : "MISS"})`);
+  }
+}
 console.log(`wrote ${writeResult("tokenizers", { requests: REQUESTS, sizes: SIZES, loadavgAtStart: started, results }, { quick, arms: results.map((r) => ({ arm: r.family, requests: r.cpu.reduce((n, c) => n + c.requests, 0), ok: r.cpu.reduce((n, c) => n + c.requests, 0) })) })}`);

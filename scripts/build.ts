@@ -27,7 +27,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { prefixTokenizerName, type Deployment } from "../src/config/deployment.ts";
 import { edgeModel, edgeModelIds } from "../src/edge/catalog.ts";
 import { FAMILY_PACKAGES } from "../src/prompt/tokenizers/index.ts";
-import { bpeSpecOf, bpeText, type TokenizerJsonShape } from "../src/prompt/tokenizers/tiktoken-bpe.ts";
+import { bpeSpecOf, bpeText, type TokenizerJsonShape } from "../src/prompt/tokenizers/bpe-spec.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 
@@ -78,18 +78,18 @@ export async function familiesOf(dirs: FunctionsDirs): Promise<string[]> {
 }
 
 /**
- * A family's BPE spec for tiktoken (src/prompt/tokenizers/tiktoken-bpe.ts), as the text
- * a Worker bundles in place of its tokenizer.json: the file's path, or undefined for a
- * family the codec does not tokenize with tiktoken (not byte-level BPE behind one split
- * regex). Made once per tokenizer.json under .switchyard/families/ (a marker file records
- * a library family), again when the package or the spec's code is newer.
+ * A family's BPE spec (src/prompt/tokenizers/bpe-spec.ts), as the text a Worker bundles
+ * in place of its tokenizer.json: the file's path, or undefined for a family the edge's
+ * BPE engine does not run (not byte-level BPE behind split regexes). Made once per
+ * tokenizer.json under .switchyard/families/ (a marker file records a library family),
+ * again when the package or the spec's code is newer.
  */
 export function familyBpeFile(family: string): string | undefined {
   const json = createRequire(import.meta.url).resolve(`${FAMILY_PACKAGES[family]}/models/tokenizer.json`);
   const dir = join(root, ".switchyard/families");
   const bpe = join(dir, `${family}.bpe.txt`);
   const library = join(dir, `${family}.library`);
-  const newest = Math.max(statSync(json).mtimeMs, statSync(join(root, "src/prompt/tokenizers/tiktoken-bpe.ts")).mtimeMs);
+  const newest = Math.max(statSync(json).mtimeMs, statSync(join(root, "src/prompt/tokenizers/bpe-spec.ts")).mtimeMs);
   const fresh = (f: string) => existsSync(f) && statSync(f).mtimeMs >= newest;
   if (fresh(bpe)) return bpe;
   if (fresh(library)) return undefined;
@@ -103,13 +103,12 @@ export function familyBpeFile(family: string): string | undefined {
   return spec ? bpe : undefined;
 }
 
-/** Whether a family tokenizes with tiktoken (its tokenizer.json read by the codec's rule): only then does a Worker carry tiktoken's WebAssembly. */
-export const familyUsesTiktoken = (family: string): boolean => familyBpeFile(family) !== undefined;
+/** Whether the edge's BPE engine runs a family (its tokenizer.json read by bpeSpecOf's rule): it then comes as its BPE spec. */
+export const familyUsesBpe = (family: string): boolean => familyBpeFile(family) !== undefined;
 
 /**
  * The lines that give a Worker `families` (src/prompt/tokenizers/hf-family.ts provideFamily):
- * the tokenizer libraries; for a family that tokenizes with tiktoken (byte-level BPE),
- * tiktoken's WebAssembly (a CompiledWasm module) and the BPE spec made from its
+ * the codec; for a family the BPE engine runs (byte-level BPE), the BPE spec made from its
  * tokenizer.json at build time (familyBpeFile, a Text module); for any other, its
  * tokenizer.json (a Text module, parsed on the family's first prompt). `rel` writes a
  * file's path as the module importing it must.
@@ -121,12 +120,11 @@ export function familyModuleLines(families: readonly string[], rel: (path: strin
     "// Model families the deployments name (policy.prefix.tokenizer): see scripts/build.ts familyModuleLines.",
     `import { provideFamily } from "${rel(join(root, "src/prompt/tokenizers/hf-family.ts"))}";`,
     `import { familyCodec } from "${rel(join(root, "src/prompt/tokenizers/hf-codec.ts"))}";`,
-    ...(bpeFiles.size > 0 ? [`import bpeWasm from "tiktoken/lite/tiktoken_bg.wasm";`] : []),
     ...families.flatMap((f, i) => [
       bpeFiles.has(f) ? `import f${i}Bpe from "${rel(bpeFiles.get(f)!)}";` : `import f${i}Json from "${FAMILY_PACKAGES[f]}/models/tokenizer.json";`,
       `import f${i}Config from "${FAMILY_PACKAGES[f]}/models/tokenizer_config.json";`,
     ]),
-    ...families.map((f, i) => `provideFamily(${JSON.stringify(f)}, () => familyCodec({ ${bpeFiles.has(f) ? `bpe: f${i}Bpe, bpeWasm` : `tokenizerJson: f${i}Json as unknown as string`}, tokenizerConfig: f${i}Config }));`),
+    ...families.map((f, i) => `provideFamily(${JSON.stringify(f)}, () => familyCodec({ ${bpeFiles.has(f) ? `bpe: f${i}Bpe` : `tokenizerJson: f${i}Json as unknown as string`}, tokenizerConfig: f${i}Config }));`),
   ];
 }
 

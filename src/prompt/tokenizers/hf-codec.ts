@@ -6,26 +6,21 @@
  */
 import { Template } from "@huggingface/jinja";
 import { Tokenizer } from "@huggingface/tokenizers";
-import { headOf, UnsupportedPrompt } from "./tokenizer.ts";
+import { headOf, UnsupportedPrompt, type TokenizeBudget } from "./tokenizer.ts";
 import type { FamilyCodec } from "./hf-family.ts";
-import { bpeFromText, bpeSpecOf, tiktokenEncoder, type TokenizerJsonShape } from "./tiktoken-bpe.ts";
+import { bpeFromText, bpeSpecOf, type TokenizerJsonShape } from "./bpe-spec.ts";
+import { bpeEncoder, type EncodeLimits } from "./ranked-bpe.ts";
 
 /**
  * A family's files: `tokenizer.json` as text (parsed when the codec is made), or for a
- * family that tokenizes with tiktoken its BPE spec's text (`bpe`, made at build time
- * from the tokenizer.json: what a Worker carries), and `tokenizer_config.json` parsed.
+ * family the edge's BPE engine runs its BPE spec's text (`bpe`, made at build time from
+ * the tokenizer.json: what a Worker carries), and `tokenizer_config.json` parsed.
  */
 export interface FamilyFiles {
   tokenizerJson?: string;
-  /** tiktoken-bpe.ts bpeText of the family's tokenizer.json: with `bpeWasm`, in place of the JSON. */
+  /** bpe-spec.ts bpeText of the family's tokenizer.json, in place of the JSON. */
   bpe?: string;
   tokenizerConfig: TokenizerConfig;
-  /**
-   * tiktoken's WebAssembly module, compiled (tiktoken-bpe.ts): a family whose tokenizer is
-   * byte-level BPE behind one split regex then tokenizes its text with it, and builds no
-   * @huggingface/tokenizers `Tokenizer` unless the engine stand-in asks to decode.
-   */
-  bpeWasm?: WebAssembly.Module;
 }
 
 /** The fields of `tokenizer_config.json` the edge reads. */
@@ -41,21 +36,21 @@ export interface TokenizerConfig {
 }
 type SpecialToken = string | { content: string } | null;
 
-/** Token ids: tiktoken's typed array or the library's array. */
+/** Token ids. */
 type Ids = Uint32Array | number[];
 
 const tokenOf = (t: SpecialToken | undefined) => (t === null || t === undefined ? undefined : typeof t === "string" ? t : t.content);
 
 /** The codec of a family's files. */
-export function familyCodec({ tokenizerJson, bpe: bpeText, tokenizerConfig: config, bpeWasm }: FamilyFiles): FamilyCodec {
-  const prebuilt = bpeWasm && bpeText !== undefined ? bpeFromText(bpeText) : undefined;
+export function familyCodec({ tokenizerJson, bpe: bpeText, tokenizerConfig: config }: FamilyFiles): FamilyCodec {
+  const prebuilt = bpeText !== undefined ? bpeFromText(bpeText) : undefined;
   let json = prebuilt || tokenizerJson === undefined ? undefined : (JSON.parse(tokenizerJson) as TokenizerJsonShape & { added_tokens?: AddedToken[] });
-  const bpe = prebuilt ?? (bpeWasm && json && bpeSpecOf(json));
-  if (!bpe && !json) throw new Error("familyCodec: no tokenizer.json, and no BPE spec with tiktoken's module");
+  const bpe = prebuilt ?? (json && bpeSpecOf(json));
+  if (!bpe && !json) throw new Error("familyCodec: no tokenizer.json and no BPE spec");
   const added: readonly AddedToken[] = bpe ? bpe.added : (json!.added_tokens ?? []);
-  // The library's tokenizer, made when first needed: at once without tiktoken; with it, only
-  // for the stand-in's decoding (the parsed JSON is dropped, the module's string kept). A
-  // Worker carries no tokenizer.json for a tiktoken family: it never decodes.
+  // The library's tokenizer, made when first needed: at once for a family the BPE engine does
+  // not run; for one it runs, only for the stand-in's decoding (the parsed JSON is dropped, the
+  // module's string kept). A Worker carries no tokenizer.json for such a family: it never decodes.
   let made: Tokenizer | undefined;
   const tokenizer = () => {
     if (made) return made;
@@ -81,31 +76,47 @@ export function familyCodec({ tokenizerJson, bpe: bpeText, tokenizerConfig: conf
   // text's; at 8 characters per token on average (English is ~4), the cut is far beyond.
   const head = (t: string, maxTokens: number) => headOf(t, maxTokens * 8 + 64);
   const cut = (ids: Ids, maxTokens: number) => (ids.length > maxTokens ? ids.slice(0, maxTokens) : ids);
-  let segments: (text: string) => Ids;
-  let text: (prompt: string) => Ids;
+  let segments: (text: string, limits: EncodeLimits) => Ids;
+  let text: (prompt: string, limits: EncodeLimits) => Ids;
   if (bpe) {
     // Every added token is split out first (the library matches them all in its input, special
     // or not, before anything else: bpeSpecOf takes no family with a strip or word rule), and
-    // the text between goes to tiktoken; a text prompt gets the post-processor's ids around it.
-    segments = segmentEncoder(tiktokenEncoder(bpe, bpeWasm!), added);
+    // the text between goes to the BPE engine; a text prompt gets the post-processor's ids around it.
+    segments = segmentEncoder(bpeEncoder(bpe), added);
     const prefix = [...bosBefore(bpe.prefix[0]), ...bpe.prefix];
-    text = (prompt) => {
-      const ids = segments(prompt);
-      return joined([prefix, ids, bpe.suffix], prefix.length + ids.length + bpe.suffix.length);
+    text = (prompt, limits) => {
+      const ids = segments(prompt, { ...limits, maxTokens: Math.max(0, limits.maxTokens - prefix.length) });
+      // A prompt cut short has no end: the suffix would follow text the prompt goes on with.
+      const suffix = limits.budget.exhausted || prefix.length + ids.length >= limits.maxTokens ? [] : bpe.suffix;
+      return joined([prefix, ids, suffix], prefix.length + ids.length + suffix.length);
     };
   } else {
+    // The library's work cannot be metered inside one call: its input is cut at the budget
+    // instead, a UTF-16 unit for a byte (Node only: a family the engine does not run is not
+    // for the edge, fitsTheEdge).
     const library = tokenizer();
-    segments = segmentEncoder((t) => library.encode(t, { add_special_tokens: false }).ids, added.filter((t) => t.special));
+    const within = (t: string, { budget }: EncodeLimits) => {
+      if (t.length <= budget.bytes) {
+        budget.bytes -= t.length;
+        return t;
+      }
+      budget.exhausted = true;
+      const h = headOf(t, budget.bytes);
+      budget.bytes = 0;
+      return h;
+    };
+    segments = segmentEncoder((t, limits) => library.encode(within(t, limits), { add_special_tokens: false }).ids, added.filter((t) => t.special));
     const bos = bosBefore(library.encode("a", { add_special_tokens: true }).ids[0]);
-    text = (prompt) => {
-      const ids = library.encode(prompt, { add_special_tokens: true }).ids;
+    text = (prompt, limits) => {
+      const ids = library.encode(within(prompt, limits), { add_special_tokens: true }).ids;
       return bos.length === 0 ? ids : [...bos, ...ids];
     };
   }
   json = undefined;
+  const limitsOf = (maxTokens: number, budget: TokenizeBudget | undefined): EncodeLimits => ({ maxTokens, budget: budget ?? { bytes: Number.POSITIVE_INFINITY } });
   return {
-    engine: bpe ? "tiktoken" : "tokenizers",
-    chat(messages, tools, kwargs, maxTokens) {
+    engine: bpe ? "bpe" : "tokenizers",
+    chat(messages, tools, kwargs, maxTokens, budget) {
       if (!template) throw new UnsupportedPrompt("no_chat_template");
       let rendered: string;
       try {
@@ -114,9 +125,9 @@ export function familyCodec({ tokenizerJson, bpe: bpeText, tokenizerConfig: conf
         // The template refused the chat (roles out of order, ...): the engine answers 400.
         throw new UnsupportedPrompt("template_error");
       }
-      return cut(segments(head(rendered, maxTokens)), maxTokens);
+      return cut(segments(head(rendered, maxTokens), limitsOf(maxTokens, budget)), maxTokens);
     },
-    text: (prompt, maxTokens) => cut(text(head(prompt, maxTokens)), maxTokens),
+    text: (prompt, maxTokens, budget) => cut(text(head(prompt, maxTokens), limitsOf(maxTokens, budget)), maxTokens),
     // Read by the engine stand-in only: the edge never builds the vocabulary map.
     get vocabSize() {
       let top = 0;
@@ -150,24 +161,26 @@ const SEGMENT_CACHE_CHARS = 1 << 20;
  * (normalizer, pre-tokenizer, BPE), so the text between two added tokens is
  * tokenized on its own whatever surrounds it: a chat template puts special tokens
  * between messages, so a multi-turn chat's history re-sent with one more turn is
- * mostly segments already seen. Only `split`'s tokens with no strip or word rule are
- * split here (the others stay inside a segment, for `whole`); the longest match
- * first, as the tokenizer matches. test/unit/hf-tokenizers.test.ts checks the result
- * against transformers.
+ * mostly segments already seen, and costs none of the budget. Only `split`'s tokens
+ * with no strip or word rule are split here (the others stay inside a segment, for
+ * `whole`); the longest match first, as the tokenizer matches. Stops where `whole`
+ * stopped short (the budget spent, or maxTokens made). test/unit/hf-tokenizers.test.ts
+ * checks the result against transformers.
  */
-function segmentEncoder(whole: (text: string) => Ids, split: readonly AddedToken[]): (text: string) => Ids {
+function segmentEncoder(whole: (text: string, limits: EncodeLimits) => Ids, split: readonly AddedToken[]): (text: string, limits: EncodeLimits) => Ids {
   const plain = split.filter((t) => !t.lstrip && !t.rstrip && !t.single_word && !t.normalized).sort((a, b) => b.content.length - a.content.length);
   if (plain.length === 0) return whole;
   const ids = new Map(plain.map((t) => [t.content, Uint32Array.of(t.id)]));
   const splitter = new RegExp(`(${plain.map((t) => t.content.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("|")})`);
   const cache = new Map<string, Ids>();
   let cachedChars = 0;
-  return (text) => {
+  return (text, limits) => {
     // The pieces' ids, copied once into one array (no per-token pushes: an 8,000-token prompt is a few dozen pieces).
     const parts: Ids[] = [];
     let length = 0;
     for (const [i, piece] of text.split(splitter).entries()) {
       if (piece === "") continue;
+      if (length >= limits.maxTokens || limits.budget.exhausted) break;
       let seg: Ids;
       if (i % 2 === 1) {
         // Odd pieces are the added tokens the split matched.
@@ -179,8 +192,10 @@ function segmentEncoder(whole: (text: string) => Ids, split: readonly AddedToken
           cache.delete(piece);
           cache.set(piece, (seg = cached));
         } else {
-          seg = whole(piece);
-          if (piece.length <= SEGMENT_CACHE_CHARS / 4) {
+          const left = limits.maxTokens - length;
+          seg = whole(piece, { ...limits, maxTokens: left });
+          // A segment cut short is not its whole ids: not kept.
+          if (piece.length <= SEGMENT_CACHE_CHARS / 4 && !limits.budget.exhausted && seg.length < left) {
             cache.set(piece, seg);
             cachedChars += piece.length;
             for (const [k] of cache) {

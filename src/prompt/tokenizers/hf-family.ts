@@ -17,14 +17,14 @@
  */
 import { BLOCK_TOKENS } from "../../protocol/limits.ts";
 import type { TemplateMessage } from "../tiny-lm-chat-template.ts";
-import { definePromptTokenizer, UnsupportedPrompt, type ChatExtras, type PromptTokenizer } from "./tokenizer.ts";
+import { definePromptTokenizer, UnsupportedPrompt, type ChatExtras, type PromptTokenizer, type TokenizeBudget } from "./tokenizer.ts";
 
 /** A family's tokenizer at work: messages and tools already as vLLM passes them to the template. */
 export interface FamilyCodec {
-  /** What tokenizes its text: tiktoken's BPE (./tiktoken-bpe.ts) or @huggingface/tokenizers. */
-  readonly engine: "tiktoken" | "tokenizers";
-  chat(messages: Record<string, unknown>[], tools: unknown[] | undefined, kwargs: Record<string, unknown> | undefined, maxTokens: number): ArrayLike<number>;
-  text(prompt: string, maxTokens: number): ArrayLike<number>;
+  /** What tokenizes its text: the edge's BPE engine (./ranked-bpe.ts) or @huggingface/tokenizers. */
+  readonly engine: "bpe" | "tokenizers";
+  chat(messages: Record<string, unknown>[], tools: unknown[] | undefined, kwargs: Record<string, unknown> | undefined, maxTokens: number, budget?: TokenizeBudget): ArrayLike<number>;
+  text(prompt: string, maxTokens: number, budget?: TokenizeBudget): ArrayLike<number>;
   /** For the engine stand-in (src/replica/llm/family-standin.ts): ids run 0..vocabSize-1. */
   readonly vocabSize: number;
   /** tokenizer_config.json's eos_token, where the vocabulary has it: where the model ends its turn. */
@@ -118,10 +118,10 @@ export function defineHfFamily<const N extends string>(spec: FamilySpec<N>): Pro
     blockSize: BLOCK_TOKENS,
     package: spec.package,
     ...(spec.edge === false ? { edge: false as const } : {}),
-    chat(messages: readonly TemplateMessage[], maxTokens: number, extras?: ChatExtras) {
+    chat(messages: readonly TemplateMessage[], maxTokens: number, extras?: ChatExtras, budget?: TokenizeBudget) {
       const asVllm = messages.map(vllmMessage);
-      return get().chat(asVllm, extras?.tools ? vllmTools(extras.tools) : undefined, extras?.kwargs, maxTokens);
+      return get().chat(asVllm, extras?.tools ? vllmTools(extras.tools) : undefined, extras?.kwargs, maxTokens, budget);
     },
-    text: (prompt, maxTokens) => get().text(prompt, maxTokens),
+    text: (prompt, maxTokens, budget) => get().text(prompt, maxTokens, budget),
   });
 }

@@ -42,4 +42,4 @@ export function fitsTheEdge(name: PromptTokenizerName): boolean {
   return byName.get(name)!.edge !== false;
 }
 
-export { UnsupportedPrompt, type ChatExtras, type PromptTokenizer } from "./tokenizer.ts";
+export { UnsupportedPrompt, type ChatExtras, type PromptTokenizer, type TokenizeBudget } from "./tokenizer.ts";

@@ -10,15 +10,6 @@ import { provideFamily } from "./hf-family.ts";
 import { FAMILY_PACKAGES } from "./index.ts";
 
 const require = createRequire(import.meta.url);
-/**
- * tiktoken's WebAssembly, compiled once on the first family made here (tiktoken-bpe.ts).
- * The Workers types this project compiles against declare Module without a constructor
- * (a Worker never compiles from bytes); Node has one.
- */
-let bpeWasm: WebAssembly.Module | undefined;
-const NodeWasmModule = WebAssembly.Module as unknown as new (bytes: Uint8Array) => WebAssembly.Module;
-/** tiktoken's WebAssembly module in Node, compiled once (a runtime binds tiktoken to one module). */
-export const compiledBpe = (): WebAssembly.Module => (bpeWasm ??= new NodeWasmModule(readFileSync(require.resolve("tiktoken/lite/tiktoken_bg.wasm"))));
 
 /** Provides every registered family whose package resolves here; returns their names. */
 export function provideFamilyFilesFromNodeModules(): string[] {
@@ -32,7 +23,7 @@ export function provideFamilyFilesFromNodeModules(): string[] {
     }
     const config = require.resolve(`${pkg}/models/tokenizer_config.json`);
     provideFamily(name, () =>
-      familyCodec({ tokenizerJson: readFileSync(json, "utf8"), tokenizerConfig: JSON.parse(readFileSync(config, "utf8")) as TokenizerConfig, bpeWasm: compiledBpe() }),
+      familyCodec({ tokenizerJson: readFileSync(json, "utf8"), tokenizerConfig: JSON.parse(readFileSync(config, "utf8")) as TokenizerConfig }),
     );
     provided.push(name);
   }

@@ -28,9 +28,22 @@ export interface PromptTokenizer<N extends string = string> {
    * about `maxTokens` of them. Throws UnsupportedPrompt for a body it cannot render as
    * the engine would (the prompt is then keyed by `bytes`).
    */
-  chat(messages: readonly TemplateMessage[], maxTokens: number, extras?: ChatExtras): ArrayLike<number>;
+  chat(messages: readonly TemplateMessage[], maxTokens: number, extras?: ChatExtras, budget?: TokenizeBudget): ArrayLike<number>;
   /** A text prompt (/v1/completions) as tokens, at most about `maxTokens`. */
-  text(text: string, maxTokens: number): ArrayLike<number>;
+  text(text: string, maxTokens: number, budget?: TokenizeBudget): ArrayLike<number>;
+}
+
+/**
+ * What tokenizing one prompt may cost: UTF-8 bytes of text through a family's BPE
+ * (src/prompt/tokenizers/ranked-bpe.ts), spent as they go (a piece it has merged
+ * before is free). A family stops at the piece that would pass it and sets
+ * `exhausted`: the ids it returns are then those of the prompt's head, exact as far as
+ * they go. Tokenizers whose cost is one cheap pass per character (bytes, tiny-lm)
+ * ignore it: `maxTokens` bounds them.
+ */
+export interface TokenizeBudget {
+  bytes: number;
+  exhausted?: boolean;
 }
 
 /** What else of a chat body a real template reads: the tools, and the request's `chat_template_kwargs` (vLLM's). */

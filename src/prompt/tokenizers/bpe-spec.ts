@@ -1,23 +1,18 @@
 /**
- * tiktoken's BPE (OpenAI's Rust crate, in WebAssembly) for the families whose
- * tokenizer.json describes that same algorithm: byte-level BPE behind one split
- * regex, at most Unicode NFC before it, every added token plain. On those (Llama 3,
- * Qwen3, Mistral Nemo) it gives the ids @huggingface/tokenizers gives for about a
- * third of the CPU (bench/tokenizer-engines.ts), and the codec built on it needs no
- * parsed `Tokenizer` at all, so an isolate holds the vocabulary once, inside the
- * WebAssembly instance. test/unit/hf-tokenizers.test.ts holds the codec using it to
- * transformers' output, as it holds the others.
- *
- * The WebAssembly module is handed in compiled: Workers compile a module only from
- * the Worker's own modules (CompiledWasm), never from bytes; Node compiles the
- * package's file (node-files.ts).
+ * A family's tokenizer.json as the BPE spec the edge runs (./ranked-bpe.ts): the
+ * vocabulary as each token's bytes by rank, the pre-tokenizer's split regexes, NFC or
+ * not, the ids a text prompt starts and ends with, and the added tokens. Only for a
+ * tokenizer.json that describes exactly that algorithm: byte-level BPE with no
+ * dropout, prefixes or byte fallback, behind one or more isolating split regexes
+ * applied in turn, at most NFC before them, every added token plain (Llama 3, Qwen3,
+ * Mistral Nemo, DeepSeek-V3). test/unit/hf-tokenizers.test.ts holds the codec built
+ * on it to transformers' output.
  *
  * A Worker carries the spec, not the tokenizer.json: scripts/build.ts derives it at
  * build time (bpeSpecOf, then bpeText) and bundles that text, a quarter of the JSON's
- * size, so an isolate's first prompt skips parsing the JSON and ranking its
- * vocabulary (bpeFromText reads it back without parsing the ranks).
+ * size, so an isolate's first prompt reads typed arrays from it and never parses the
+ * JSON.
  */
-import * as bindings from "tiktoken/lite/init";
 
 interface PreTokenizer {
   type: string;
@@ -45,12 +40,12 @@ export interface TokenizerJsonShape {
   added_tokens?: { id: number; content: string; special?: boolean; lstrip?: boolean; rstrip?: boolean; single_word?: boolean; normalized?: boolean }[];
 }
 
-/** What tiktoken is given, and what the codec does around it. */
+/** What the engine runs. */
 export interface BpeSpec {
-  /** The vocabulary as tiktoken's ranks: each token's bytes in base64, its id. */
+  /** The vocabulary: line r is token r's bytes in base64 (an empty line for a rank with no token). */
   ranks: string;
-  /** The split regex. */
-  pattern: string;
+  /** The split regexes, applied in turn (each isolates its matches within the pieces of the one before). */
+  patterns: string[];
   /** Unicode NFC before splitting (Qwen's normalizer). */
   nfc: boolean;
   /** Ids a text prompt starts and ends with (the post-processor's single-sequence template). */
@@ -66,11 +61,13 @@ export function bpeText(spec: BpeSpec): string {
   return `${JSON.stringify(rest)}\n${ranks}`;
 }
 
-/** A spec from bpeText's output (the ranks stay one slice of the text: nothing parses them in JavaScript). */
+/** A spec from bpeText's output (the ranks stay one slice of the text, read into typed arrays by ./ranked-bpe.ts). */
 export function bpeFromText(text: string): BpeSpec {
   const eol = text.indexOf("\n");
-  if (eol < 0) throw new Error("tiktoken-bpe: not a BPE spec's text");
-  return { ...(JSON.parse(text.slice(0, eol)) as Omit<BpeSpec, "ranks">), ranks: text.slice(eol + 1) };
+  if (eol < 0) throw new Error("bpe-spec: not a BPE spec's text");
+  const head = JSON.parse(text.slice(0, eol)) as Omit<BpeSpec, "ranks">;
+  if (!Array.isArray(head.patterns)) throw new Error("bpe-spec: a spec from before patterns (rebuild it)");
+  return { ...head, ranks: text.slice(eol + 1) };
 }
 
 /** GPT-2's byte-level alphabet: the character each byte is written as in a vocabulary. */
@@ -121,7 +118,7 @@ function singleTemplate(pp: PostProcessor | null | undefined): { prefix: number[
   return seen ? { prefix, suffix } : undefined;
 }
 
-/** The family as tiktoken's BPE, or undefined where that is not the same algorithm (the codec then uses @huggingface/tokenizers). */
+/** The family as the engine's BPE spec, or undefined where its tokenizer.json describes another algorithm (the codec then uses @huggingface/tokenizers). */
 export function bpeSpecOf(json: TokenizerJsonShape): BpeSpec | undefined {
   const model = json.model;
   if (model?.type !== "BPE" || !model.vocab || model.byte_fallback || model.dropout || model.continuing_subword_prefix || model.end_of_word_suffix) return undefined;
@@ -129,48 +126,31 @@ export function bpeSpecOf(json: TokenizerJsonShape): BpeSpec | undefined {
   if (n && n.type !== "NFC" && !(n.type === "Sequence" && n.normalizers?.length === 0)) return undefined;
   const pre = json.pre_tokenizer;
   const steps = pre?.type === "Sequence" ? (pre.pretokenizers ?? []) : pre ? [pre] : [];
-  const [split, byteLevel] = steps;
-  if (steps.length !== 2 || split?.type !== "Split" || split.behavior !== "Isolated" || split.invert || !split.pattern?.Regex) return undefined;
+  const splits = steps.slice(0, -1);
+  const byteLevel = steps.at(-1);
+  if (splits.length === 0 || splits.some((s) => s.type !== "Split" || s.behavior !== "Isolated" || s.invert || !s.pattern?.Regex)) return undefined;
   if (byteLevel?.type !== "ByteLevel" || byteLevel.use_regex || byteLevel.add_prefix_space) return undefined;
-  if ((json.added_tokens ?? []).some((t) => t.lstrip || t.rstrip || t.single_word || t.normalized)) return undefined;
+  // A `normalized` added token is matched in the normalized text: the same text where there is no normalizer (DeepSeek-V3's is an empty Sequence).
+  const identity = !n || n.type === "Sequence";
+  if ((json.added_tokens ?? []).some((t) => t.lstrip || t.rstrip || t.single_word || (t.normalized && !identity))) return undefined;
   const template = singleTemplate(json.post_processor);
   if (!template) return undefined;
   const decode = byteLevelDecoder();
+  const added = (json.added_tokens ?? []).map((t) => ({ id: t.id, content: t.content, special: t.special === true }));
+  const addedContent = new Set(added.map((t) => t.content));
   const lines: string[] = [];
   for (const [token, id] of Object.entries(model.vocab)) {
+    if (!Number.isInteger(id) || id < 0 || lines[id] !== undefined) return undefined;
     const bytes: number[] = [];
     for (const ch of token) {
       const b = decode.get(ch);
-      if (b === undefined) return undefined;
+      if (b === undefined) break;
       bytes.push(b);
     }
-    lines.push(`${base64(bytes)} ${id}`);
+    if (bytes.length === token.length) lines[id] = base64(bytes);
+    // An added token in the vocabulary that is no byte-level text (DeepSeek-V3's first three) is split out before BPE: no bytes of its own.
+    else if (addedContent.has(token)) lines[id] = "";
+    else return undefined;
   }
-  const added = (json.added_tokens ?? []).map((t) => ({ id: t.id, content: t.content, special: t.special === true }));
-  return { ranks: lines.join("\n"), pattern: split.pattern.Regex, nfc: n?.type === "NFC", ...template, added };
-}
-
-let instantiated: WebAssembly.Module | undefined;
-let memory: WebAssembly.Memory | undefined;
-
-/** Bytes of tiktoken's WebAssembly memory in this runtime (every family's ranks): what an isolate holds beside its V8 heap. */
-export function bpeMemoryBytes(): number {
-  return memory?.buffer.byteLength ?? 0;
-}
-
-/** tiktoken's bindings on `wasm`, instantiated once per runtime (synchronously: a family's codec is made on its first prompt). */
-function bind(wasm: WebAssembly.Module): typeof bindings {
-  if (instantiated === undefined) {
-    const instance = new WebAssembly.Instance(wasm, { "./tiktoken_bg.js": bindings as unknown as WebAssembly.ModuleImports });
-    (bindings as unknown as { __wbg_set_wasm(exports: WebAssembly.Exports): void }).__wbg_set_wasm(instance.exports);
-    memory = instance.exports.memory as WebAssembly.Memory;
-    instantiated = wasm;
-  } else if (instantiated !== wasm) throw new Error("tiktoken: instantiated from another module already");
-  return bindings;
-}
-
-/** Text (no added tokens in it) as ids, by tiktoken's BPE. */
-export function tiktokenEncoder(spec: BpeSpec, wasm: WebAssembly.Module): (text: string) => Uint32Array {
-  const encoder = new (bind(wasm).Tiktoken)(spec.ranks, {}, spec.pattern);
-  return spec.nfc ? (text) => encoder.encode_ordinary(text.normalize("NFC")) : (text) => encoder.encode_ordinary(text);
+  return { ranks: Array.from(lines, (l) => l ?? "").join("\n"), patterns: splits.map((s) => s.pattern!.Regex!), nfc: n?.type === "NFC", ...template, added };
 }
