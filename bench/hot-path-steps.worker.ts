@@ -101,7 +101,7 @@ const steps: Record<string, Step> = {
   "openai-body-scan": () => {
     const scanner = openaiBodyScanner("completions");
     scanner.push(completionBody);
-    return openaiRouting("completions", scanner.end());
+    return openaiRouting("completions", scanner.end(), completionBody);
   },
   /** prefix_cache's prompt keys for that body (functions/llm.ts: the tiny-lm tokenizer, block hashes). */
   "prompt-keys": () => requestPromptKeys(llm, "/v1/completions", completionBody.buffer as ArrayBuffer, "tiny-lm"),

@@ -193,10 +193,12 @@ const DeploymentInput = z
          * Forward requests for a replica's operational routes under this deployment's
          * prefix: its `/-/` routes (the reference replica's `/-/healthz`: capacity,
          * admission counts), `/health`, `/metrics` and the engines' admin routes
-         * (src/protocol/paths.ts). Off: the edge answers 404 and the replica never
+         * (src/protocol/paths.ts: LoRA loading, weight updates, cache flushes). `true`
+         * forwards them all; a list forwards the ones it names (as dispatched, e.g.
+         * `["/v1/load_lora_adapter"]`). Off: the edge answers 404 and the replica never
          * sees them; scrape replicas directly, or through the edge's `/-/metrics`.
          */
-        replicaRoutes: z.boolean().default(false),
+        replicaRoutes: z.union([z.boolean(), z.array(z.string().regex(/^\/[!-~]{0,255}$/, "a path as dispatched")).max(64)]).default(false),
         /** Per-API-key rate limit (token bucket); unset: unlimited. Public deployments have no key to limit by. */
         rateLimit: z
           .object({
@@ -417,6 +419,13 @@ const DeploymentInput = z
          * get 503 queue_full with Retry-After instead of piling up.
          */
         maxPendingRequests: z.number().int().min(1).max(1_000_000).default(1024),
+        /**
+         * Of those, the most one client (its API key, else its address) may have
+         * pending at once; beyond it its new ones get 429 rate_limited with
+         * Retry-After, so one client cannot fill the deployment's cap for the
+         * others. Unset: a quarter of maxPendingRequests (at least 1).
+         */
+        maxPendingRequestsPerClient: z.number().int().min(1).max(1_000_000).optional(),
         /**
          * A request body must keep arriving: no pause longer than this between
          * bytes, and this long a grace period before the rate below counts, ms.

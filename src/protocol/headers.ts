@@ -60,6 +60,29 @@ export const Header = {
   bodySha256: "x-switchyard-body-sha256",
 } as const;
 
+/** The prefix of the protocol's own headers. */
+export const PROTOCOL_HEADER_PREFIX = "x-switchyard-";
+
+/**
+ * The protocol headers a client may send the edge: its request id, the multiplexed
+ * model (either name), its session, and the session's binding token (the edge's, never
+ * passed to a replica).
+ */
+export const CLIENT_HEADERS: readonly string[] = [Header.requestId, Header.model, Header.rayModel, Header.clientSession, Header.sessionToken];
+
+/**
+ * Every other protocol header is the edge's (on a dispatch) or a replica's (on an
+ * answer) alone: a client's copy never reaches a replica, nor does any other
+ * `x-switchyard-` header a client makes up (isEdgeOnlyHeader). One list, the
+ * protocol's: a header added to Header is edge-only unless it is added to CLIENT_HEADERS.
+ */
+export const EDGE_ONLY_HEADERS: readonly string[] = Object.values(Header).filter((h) => !CLIENT_HEADERS.includes(h));
+
+/** Whether a request header (lower case) is one only the edge may set on a dispatch. */
+export function isEdgeOnlyHeader(name: string): boolean {
+  return name.startsWith(PROTOCOL_HEADER_PREFIX) ? !CLIENT_HEADERS.includes(name) : EDGE_ONLY_HEADERS.includes(name);
+}
+
 /** Status a replica answers with when it rejects before accepting (at capacity or draining). */
 export const REJECT_STATUS = 503;
 

@@ -64,7 +64,33 @@ export const REPLICA_OPERATIONAL_PATHS: ReadonlySet<string> = new Set([
   "/pause",
   "/resume",
   "/is_paused",
+  // vLLM's LoRA and weight-update routes (VLLM_ALLOW_RUNTIME_LORA_UPDATING, the RL weight transfer).
+  "/v1/load_lora_adapter",
+  "/v1/unload_lora_adapter",
+  "/update_weights",
+  "/update_weights_from_ipc",
+  "/init_weight_transfer_engine",
+  "/get_world_size",
   // SGLang's admin routes.
+  "/load_lora_adapter",
+  "/unload_lora_adapter",
+  "/get_model_info",
+  "/model_info",
+  "/set_internal_state",
+  "/get_internal_state",
+  "/get_load",
+  "/v1/loads",
+  "/init_weights_update_group",
+  "/destroy_weights_update_group",
+  "/update_weight_version",
+  "/get_weight_version",
+  "/weight_version",
+  "/start_expert_distribution_record",
+  "/stop_expert_distribution_record",
+  "/dump_expert_distribution_record",
+  "/open_session",
+  "/close_session",
+  "/slow_down",
   "/flush_cache",
   "/update_weights_from_disk",
   "/update_weights_from_tensor",
@@ -75,14 +101,22 @@ export const REPLICA_OPERATIONAL_PATHS: ReadonlySet<string> = new Set([
   "/configure_logging",
 ]);
 
+/** Operational routes that are a family of paths (SGLang's `/dumper/{method}`). */
+export const REPLICA_OPERATIONAL_PREFIXES: readonly string[] = [REPLICA_SYSTEM_PREFIX, "/dumper/"];
+
+/** A dispatched path as the operational routes are compared: no `;` parameters, no trailing slashes (some servers ignore both). */
+export function operationalPathOf(path: string): string {
+  const semi = path.indexOf(";");
+  return (semi >= 0 ? path.slice(0, semi) : path).replace(/\/+$/, "");
+}
+
 /**
  * Whether a dispatched path is one of a replica's operational routes. Compared
  * without trailing slashes and without `;` parameters, which some servers ignore
  * (`/metrics/`, `/metrics;x` reach `/metrics` there).
  */
 export function isReplicaOperationalPath(path: string): boolean {
-  if (path.startsWith(REPLICA_SYSTEM_PREFIX)) return true;
-  const semi = path.indexOf(";");
-  const bare = (semi >= 0 ? path.slice(0, semi) : path).replace(/\/+$/, "");
+  const bare = operationalPathOf(path);
+  if (REPLICA_OPERATIONAL_PREFIXES.some((p) => path.startsWith(p) || `${bare}/` === p)) return true;
   return REPLICA_OPERATIONAL_PATHS.has(bare);
 }

@@ -1,7 +1,7 @@
 /** The held requests' order (src/policy/admission-queue.ts): priority, then fair between flows, then first come. */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { AdmissionQueue } from "../../src/policy/admission-queue.ts";
+import { AdmissionQueue, FLOW_SEPARATOR, clientOf } from "../../src/policy/admission-queue.ts";
 
 const drain = <T>(q: AdmissionQueue<T>) => {
   const out: T[] = [];
@@ -135,7 +135,7 @@ describe("AdmissionQueue", () => {
 describe("AdmissionQueue with requests in service", () => {
   it("serves the flow with fewer requests in service first, then by start tags, never a lower band first", () => {
     const inService = new Map([["heavy", 5], ["light", 1]]);
-    const q = new AdmissionQueue<string>((flow) => inService.get(flow) ?? 0);
+    const q = new AdmissionQueue<string>({ client: (c) => inService.get(c) ?? 0, flow: () => 0 });
     q.push(0, "heavy", "h1");
     q.push(0, "heavy", "h2");
     q.push(0, "light", "l1");
@@ -147,5 +147,45 @@ describe("AdmissionQueue with requests in service", () => {
     expect(q.shift()!.value).toBe("h1");
     expect(q.shift()!.value).toBe("h2");
     expect(q.shift()!.value).toBe("sheddable");
+  });
+});
+
+describe("AdmissionQueue: flows a client names (issue 50)", () => {
+  const sub = (client: string, name: string) => `${client}${FLOW_SEPARATOR}${name}`;
+  const victimShare = (attacker: (i: number) => string, taken = 20) => {
+    const q = new AdmissionQueue<string>();
+    for (let i = 0; i < 40; i++) {
+      q.push(0, sub("victim", "victim"), "v");
+      q.push(0, attacker(i), "a");
+    }
+    let v = 0;
+    for (let i = 0; i < taken; i++) if (q.shift()!.value === "v") v++;
+    return v / taken;
+  };
+
+  it("a client that names a new flow for every request divides its share among them: it does not multiply it", () => {
+    expect(victimShare(() => sub("attacker", "one"))).toBe(0.5);
+    expect(victimShare((i) => sub("attacker", `random-${i}`))).toBeGreaterThanOrEqual(0.45);
+  });
+
+  it("a client that names another's flow gets a flow of its own: the victim's is not entered", () => {
+    expect(clientOf(sub("attacker", "victim"))).toBe("attacker");
+    expect(victimShare(() => sub("attacker", "victim"))).toBe(0.5);
+  });
+
+  it("a client's flows take turns within its share", () => {
+    const q = new AdmissionQueue<string>();
+    for (let i = 1; i <= 3; i++) q.push(0, sub("gw", "batch"), `b${i}`);
+    for (let i = 1; i <= 3; i++) q.push(0, sub("gw", "chat"), `c${i}`);
+    expect(drain(q)).toEqual(["b1", "c1", "b2", "c2", "b3", "c3"]);
+  });
+
+  it("counts a client's requests held over all its flows", () => {
+    const q = new AdmissionQueue<string>();
+    q.push(0, sub("gw", "a"), "1");
+    q.push(1, sub("gw", "b"), "2");
+    q.push(0, "other", "3");
+    expect(q.heldOf("gw")).toBe(2);
+    expect(q.heldOf("other")).toBe(1);
   });
 });

@@ -282,7 +282,9 @@ describe("a request's priority and flow", () => {
   it("is the client unless the deployment names a flow header the request carries", () => {
     expect(flowOf(deployment(), headers({ "x-tenant": "t1" }), "key:abc")).toBe("key:abc");
     const d = deployment({ flowHeader: "x-tenant" });
-    expect(flowOf(d, headers({ "x-tenant": "t1" }), "key:abc")).toBe("h:t1");
+    // A flow of its client's (issue 50): a header names a share of the client's, never another client's flow.
+    expect(flowOf(d, headers({ "x-tenant": "t1" }), "key:abc")).toBe("key:abc\u0000t1");
+    expect(flowOf(d, headers({ "x-tenant": "t1" }), "key:def")).not.toBe(flowOf(d, headers({ "x-tenant": "t1" }), "key:abc"));
     expect(flowOf(d, headers({}), "ip:10.0.0.1")).toBe("ip:10.0.0.1");
   });
 });

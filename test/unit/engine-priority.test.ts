@@ -67,7 +67,16 @@ describe("bodyForEngine (openai.enginePriority: vllm)", () => {
   it("leaves the body alone when there is nothing to say, or no vLLM engine, or a path without the field", () => {
     expect(bodyForEngine("vllm", OpenAIPath.chat, chat, 0, false)).toBe(chat);
     expect(bodyForEngine(undefined, OpenAIPath.chat, chat, 1, true)).toBe(chat);
-    for (const path of [OpenAIPath.embeddings, OpenAIPath.responses]) expect(bodyForEngine("vllm", path, chat, 1, false)).toBe(chat);
+    expect(bodyForEngine("vllm", "/v1/models", chat, 1, false)).toBe(chat);
+  });
+
+  it("writes Responses' and embeddings' priority too (issue 50): a client's -1000 never reaches the engine past its key's cap", () => {
+    for (const [path, name] of [[OpenAIPath.responses, "responses.json"], [OpenAIPath.embeddings, "embedding.json"]] as const) {
+      const sent = fixture(name);
+      expect((JSON.parse(text(sent)) as { priority: number }).priority, name).toBe(-1000);
+      // The edge's priority for this request (0: the key's default) overrides the client's field.
+      for (const priority of [0, 1, -1]) expect((JSON.parse(text(bodyForEngine("vllm", path, sent, priority, true))) as { priority: number }).priority, `${name} at ${priority}`).toBe(vllmPriority(priority));
+    }
   });
 
   it("withLastMember: an empty object takes no comma; a body that is not an object is not touched", () => {

@@ -1,6 +1,6 @@
 /** Header hygiene on the proxy path, both directions, and request ids. */
 import { describe, it, expect } from "vitest";
-import { Header } from "../../src/protocol/index.ts";
+import { CLIENT_HEADERS, EDGE_ONLY_HEADERS, Header } from "../../src/protocol/index.ts";
 import { clientHeaders, readRequestHeaders, requestHeaderBytes, requestIdFor } from "../../src/proxy/serve/request.ts";
 
 /** The headers a dispatch to a public deployment passes on. */
@@ -47,6 +47,16 @@ describe("dispatch headers (client → replica)", () => {
     for (const n of [Header.deadline, Header.attempt, Header.protocol, Header.deployment, Header.load, Header.rejected, Header.replica]) {
       expect(h.has(n), n).toBe(false);
     }
+  });
+
+  it("drops every protocol header only the edge may set, from the protocol's one list, and any x-switchyard- header a client makes up (issue 50)", () => {
+    // x-switchyard-migratable reached the replica: a draining replica then ended the client's non-migrating stream with stream_handover.
+    const incoming = new Headers(Object.fromEntries([...EDGE_ONLY_HEADERS.map((n) => [n, "1"]), ["x-switchyard-made-up", "1"], ["X-Switchyard-Migratable", "1"]]));
+    const h = dispatchHeaders(incoming);
+    for (const n of [...EDGE_ONLY_HEADERS, "x-switchyard-made-up"]) expect(h.has(n), n).toBe(false);
+    expect(EDGE_ONLY_HEADERS).toContain(Header.migratable);
+    // Every protocol header is either the client's to send or the edge's alone.
+    for (const n of Object.values(Header)) expect(CLIENT_HEADERS.includes(n) !== EDGE_ONLY_HEADERS.includes(n), n).toBe(true);
   });
 
   it("keeps client headers the protocol lets clients set (request id, model, session)", () => {

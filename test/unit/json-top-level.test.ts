@@ -54,8 +54,8 @@ function reference(bytes: Uint8Array): Reference {
   return { kind: "ok", object: value as Record<string, unknown> };
 }
 
-/** What the scanner should report for a parsed member value. */
-function describeValue(value: unknown): TopLevelValue {
+/** What the scanner should report for a parsed member value (an object: its type; where it lies is checked against the bytes). */
+function describeValue(value: unknown): TopLevelValue | { type: "object" } {
   if (typeof value === "string") return { type: "string", value };
   if (typeof value === "number") return { type: "number", value };
   if (value === true) return { type: "true" };
@@ -73,11 +73,16 @@ function describeValue(value: unknown): TopLevelValue {
  */
 function expectAgreement(bytes: Uint8Array, options?: ScanOptions): ScanResult {
   const got = scanTopLevel(bytes, WANTED, options);
+  scanned.set(got, bytes);
   const want = reference(bytes);
   const mismatch = disagreement(got, want, options?.maxStringBytes ?? 4096);
   if (mismatch !== undefined) expect({ bytes: [...bytes], text: new TextDecoder().decode(bytes), got, want }).toBe(mismatch);
   return got;
 }
+
+/** The bytes a scan was made of (expectAgreement notes them: an object's offsets index them). */
+const scanned = new WeakMap<ScanResult, Uint8Array>();
+const bytesOf = (r: ScanResult) => scanned.get(r);
 
 function disagreement(got: ScanResult, want: Reference, maxStringBytes: number): string | undefined {
   if (!got.ok && got.reason === "too_deep") return want.kind === "invalid_utf8" ? "too_deep hides invalid_utf8" : undefined;
@@ -91,7 +96,11 @@ function disagreement(got: ScanResult, want: Reference, maxStringBytes: number):
       continue;
     }
     const expected = describeValue(want.object[key]);
-    if (field?.type === "string" && field.value === undefined) {
+    if (field?.type === "object") {
+      // An object is reported by where it lies: those bytes are the member's value.
+      const at = bytesOf(got);
+      if (at === undefined || JSON.stringify(JSON.parse(new TextDecoder().decode(at.subarray(field.start, field.end)))) !== JSON.stringify(want.object[key])) return `${key}'s object is not where it is reported`;
+    } else if (field?.type === "string" && field.value === undefined) {
       if (expected.type !== "string" || field.rawBytes <= maxStringBytes) return `${key} wrongly left undecoded`;
     } else if (JSON.stringify(field) !== JSON.stringify(expected)) {
       return `${key} reported wrongly`;
@@ -243,7 +252,7 @@ describe("scanTopLevel: OpenAI-like bodies", () => {
     expect(fieldsOf('{"model":12.5e3,"stream":null,"user":{"a":[1]},"messages":[]}')).toEqual({
       model: { type: "number", value: 12500 },
       stream: { type: "null" },
-      user: { type: "object" },
+      user: { type: "object", start: 37, end: 46 },
       messages: { type: "array", length: 0 },
     });
   });
@@ -256,7 +265,7 @@ describe("scanTopLevel: OpenAI-like bodies", () => {
     expect(fieldsOf('{"model":"a","model":"b"}')).toEqual({ model: { type: "string", value: "b" } });
     expect(fieldsOf('{"model":[1,2],"model":true}')).toEqual({ model: { type: "true" } });
     expect(fieldsOf('{"model":true,"model":[1,2]}')).toEqual({ model: { type: "array", length: 2 } });
-    expect(fieldsOf('{"model":"a","mod\\u0065l":{}}')).toEqual({ model: { type: "object" } });
+    expect(fieldsOf('{"model":"a","mod\\u0065l":{}}')).toEqual({ model: { type: "object", start: 26, end: 28 } });
   });
 
   it("compares keys after resolving their escapes", () => {
@@ -281,7 +290,7 @@ describe("scanTopLevel: OpenAI-like bodies", () => {
   });
 
   it("reports a __proto__ member as an ordinary key", () => {
-    expect(fieldsOf('{"__proto__":{"model":"x"}}')).toEqual({ ["__proto__"]: { type: "object" } });
+    expect(fieldsOf('{"__proto__":{"model":"x"}}')).toEqual({ ["__proto__"]: { type: "object", start: 13, end: 26 } });
   });
 });
 

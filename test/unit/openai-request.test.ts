@@ -19,6 +19,18 @@ describe("parseOpenAIBody", () => {
     expect(usage("completions", { model: "m", prompt: "x", stream: true, stream_options: { include_usage: true } })).toBe(true);
     expect(usage("completions", { model: "m", prompt: "x", stream_options: { include_usage: true } })).toBe(false);
     expect(usage("responses", { model: "m", input: "x", stream: true })).toBe(true);
+    // Issue 50: stream_options that does not ask for usage carries none (the edge asked for nothing, and charged a floor).
+    expect(usage("chat", { ...chat, stream: true, stream_options: { include_usage: false } })).toBe(false);
+    expect(usage("chat", { ...chat, stream: true, stream_options: {} })).toBe(false);
+    expect(usage("chat", { ...chat, stream: true, stream_options: { include_usage: "yes" } })).toBe(false);
+    expect(usage("chat", { ...chat, stream: true, stream_options: null })).toBe(false);
+  });
+
+  it("reads stream_options as sent, bounded, so the edge can ask for usage without dropping the client's other options", () => {
+    const r = parseOpenAIBody("chat", body({ ...chat, stream: true, stream_options: { include_usage: false, continuous_usage_stats: true } }));
+    expect(r).toMatchObject({ ok: true, routing: { streamOptions: { include_usage: false, continuous_usage_stats: true } } });
+    expect(parseOpenAIBody("chat", body({ ...chat, stream: true, stream_options: { pad: "x".repeat(2000) } }))).toMatchObject({ ok: false, message: "`stream_options`: at most 1024 bytes" });
+    expect(parseOpenAIBody("chat", body({ ...chat, stream: true, stream_options: [true] }))).toMatchObject({ ok: false, message: "`stream_options`: expected an object, got array" });
   });
 
   it("keeps unknown fields out of its way (they are forwarded, not checked)", () => {

@@ -1,6 +1,8 @@
 /** A replica's operational paths (src/protocol/paths.ts): what the edge does not forward from a client unless the deployment asks. */
 import { describe, expect, it } from "vitest";
+import { defineDeployment } from "../../src/config/deployment.ts";
 import { REPLICA_OPERATIONAL_PATHS, isReplicaOperationalPath } from "../../src/protocol/index.ts";
+import { replicaRouteForwarded } from "../../src/proxy/serve/request.ts";
 
 describe("isReplicaOperationalPath", () => {
   it("covers the replica's own /-/ routes, probes and scrapers, and the engines' admin routes", () => {
@@ -24,5 +26,27 @@ describe("isReplicaOperationalPath", () => {
       expect(p.startsWith("/"), p).toBe(true);
       expect(isReplicaOperationalPath(p), p).toBe(true);
     }
+  });
+});
+
+describe("engine admin routes (issue 50)", () => {
+  const admin = ["/v1/load_lora_adapter", "/v1/unload_lora_adapter", "/load_lora_adapter", "/update_weights", "/update_weights_from_ipc", "/init_weight_transfer_engine", "/get_model_info", "/set_internal_state", "/dumper/dump", "/dumper"];
+
+  it("are operational: the edge does not forward them", () => {
+    for (const p of admin) expect(isReplicaOperationalPath(p), p).toBe(true);
+    const d = defineDeployment({ name: "llm", routePrefix: "/llm", backend: { kind: "external" }, policy: { stripPrefix: true } });
+    for (const p of admin) expect(replicaRouteForwarded(d, p), p).toBe(false);
+    expect(replicaRouteForwarded(d, "/v1/chat/completions")).toBe(true);
+  });
+
+  it("are forwarded where the deployment names them (and only those), or all with replicaRoutes: true", () => {
+    const named = defineDeployment({ name: "llm", routePrefix: "/llm", backend: { kind: "external" }, access: { replicaRoutes: ["/v1/load_lora_adapter"] } });
+    expect(replicaRouteForwarded(named, "/v1/load_lora_adapter")).toBe(true);
+    expect(replicaRouteForwarded(named, "/v1/load_lora_adapter/")).toBe(true);
+    expect(replicaRouteForwarded(named, "/v1/unload_lora_adapter")).toBe(false);
+    expect(replicaRouteForwarded(named, "/metrics")).toBe(false);
+    const all = defineDeployment({ name: "llm", routePrefix: "/llm", backend: { kind: "external" }, access: { replicaRoutes: true } });
+    for (const p of admin) expect(replicaRouteForwarded(all, p), p).toBe(true);
+    expect(() => defineDeployment({ name: "llm", routePrefix: "/llm", backend: { kind: "external" }, access: { replicaRoutes: ["metrics"] } })).toThrow(/a path as dispatched/);
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { UsageTail, usageIn } from "../../src/proxy/routes/token-usage.ts";
+import { UsageTail, usageIn, SseDataEvents, withoutUsageChunk, EVENT_HOLD_BYTES } from "../../src/proxy/routes/token-usage.ts";
 
 const enc = new TextEncoder();
 
@@ -64,5 +64,73 @@ describe("token usage from a response's tail", () => {
     const tail = new UsageTail(16);
     for (const piece of ["0123456789", "abcdefghij", "KLMNOPQRSTUVWXYZ0123", "!"]) tail.push(enc.encode(piece));
     expect(tail.text()).toBe("MNOPQRSTUVWXYZ0123!".slice(-16));
+  });
+});
+
+describe("SseDataEvents: the chunks a stream passed on", () => {
+  const sse = (events: string[]) => new TextEncoder().encode(events.map((e) => `data: ${e}\n\n`).join(""));
+
+  it("counts data lines whatever the chunking, one byte at a time included", () => {
+    const bytes = sse(['{"choices":[{"delta":{"content":"a"}}]}', '{"choices":[{"delta":{"content":"b"}}]}', '{"choices":[{"delta":{"content":"data: c"}}]}', "[DONE]"]);
+    for (const size of [1, 2, 3, 7, bytes.length]) {
+      const counter = new SseDataEvents();
+      for (let at = 0; at < bytes.length; at += size) counter.push(bytes.subarray(at, at + size));
+      expect(counter.count, `chunks of ${size}`).toBe(4);
+    }
+  });
+
+  it("counts only lines that begin with data:", () => {
+    const counter = new SseDataEvents();
+    counter.push(new TextEncoder().encode(': keep-alive\n\nevent: x\ndata: 1\n\n  data: 2\nxdata: 3\n\ndata:4\n\n'));
+    expect(counter.count).toBe(2);
+  });
+});
+
+describe("withoutUsageChunk: the stream a client that did not ask for usage asked for", () => {
+  const read = async (chunks: Uint8Array[]) => {
+    const source = new ReadableStream<Uint8Array>({
+      start(c) {
+        for (const x of chunks) c.enqueue(x);
+        c.close();
+      },
+    });
+    return new TextDecoder().decode(new Uint8Array(await new Response(withoutUsageChunk(source)).arrayBuffer()));
+  };
+  const text = [
+    'data: {"choices":[{"index":0,"delta":{"content":"hi"}}],"usage":null}\n\n',
+    'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n',
+    'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}\n\n',
+    "data: [DONE]\n\n",
+  ];
+  const expected = [text[0], text[1], text[3]].join("");
+
+  it("drops the usage chunk and nothing else, however the bytes are cut", async () => {
+    const bytes = new TextEncoder().encode(text.join(""));
+    for (const size of [1, 5, 64, bytes.length]) {
+      const chunks: Uint8Array[] = [];
+      for (let at = 0; at < bytes.length; at += size) chunks.push(bytes.slice(at, at + size));
+      expect(await read(chunks), `chunks of ${size}`).toBe(expected);
+    }
+    expect(await read([new TextEncoder().encode(text.join("").replaceAll("\n", "\r\n"))])).toBe(expected.replaceAll("\n", "\r\n"));
+  });
+
+  it(`holds at most ${EVENT_HOLD_BYTES} bytes of an event: a longer one passes as its bytes come, unchanged`, async () => {
+    const long = `data: {"choices":[{"delta":{"content":"${"x".repeat(EVENT_HOLD_BYTES * 3)}"}}]}\n\n`;
+    const bytes = new TextEncoder().encode(long + text[2] + text[3]);
+    const source = new ReadableStream<Uint8Array>({
+      start(c) {
+        for (let at = 0; at < bytes.length; at += 1000) c.enqueue(bytes.slice(at, at + 1000));
+        c.close();
+      },
+    });
+    const reader = withoutUsageChunk(source).getReader();
+    let out = "";
+    let largest = 0;
+    for (let r = await reader.read(); !r.done; r = await reader.read()) {
+      largest = Math.max(largest, r.value.length);
+      out += new TextDecoder().decode(r.value);
+    }
+    expect(out).toBe(long + text[3]);
+    expect(largest).toBeLessThanOrEqual(EVENT_HOLD_BYTES + 1000);
   });
 });

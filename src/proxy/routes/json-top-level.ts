@@ -31,7 +31,8 @@ export type TopLevelValue =
   | { type: "true" }
   | { type: "false" }
   | { type: "null" }
-  | { type: "object" }
+  /** `start` and `end`: the object's bytes in the document, `{` to `}` inclusive (end exclusive); nothing of it is kept. */
+  | { type: "object"; start: number; end: number }
   /** `length` counts the elements; nothing of them is kept. */
   | { type: "array"; length: number };
 
@@ -131,7 +132,6 @@ const FALSE_VALUE: TopLevelValue = Object.freeze({ type: "false" });
 const NULL_VALUE: TopLevelValue = Object.freeze({ type: "null" });
 /** A wanted number's text is kept up to this many characters; a longer one (no real field's) reads as NaN. */
 const MAX_NUMBER_CHARS = 1024;
-const OBJECT_VALUE: TopLevelValue = Object.freeze({ type: "object" });
 
 // `ignoreBOM: true` matters: with the default, a string value that begins
 // with U+FEFF would lose it, as each decode() call strips a leading BOM.
@@ -193,6 +193,9 @@ export class TopLevelScanner {
   /** The wanted top-level key whose array is open. */
   private arrayKey: string | undefined;
   private arrayLength = 0;
+  /** A wanted member whose object is open, and where it began. */
+  private objectKey: string | undefined;
+  private objectStart = 0;
 
   // The string being scanned.
   private role = SKIPPED;
@@ -336,6 +339,7 @@ export class TopLevelScanner {
     let key = this.key;
     let arrayKey = this.arrayKey;
     let arrayLength = this.arrayLength;
+    let objectKey = this.objectKey;
 
     for (;;) {
       let b = 0;
@@ -369,6 +373,10 @@ export class TopLevelScanner {
         if (depth === 2 && arrayKey !== undefined) {
           fields.set(arrayKey, { type: "array", length: arrayLength });
           arrayKey = undefined;
+        }
+        if (depth === 2 && objectKey !== undefined) {
+          fields.set(objectKey, { type: "object", start: this.objectStart, end: base + i + 1 });
+          objectKey = undefined;
         }
         depth--;
         state = AFTER_VALUE;
@@ -442,8 +450,10 @@ export class TopLevelScanner {
         if (depth === 0) this.topIsObject = object;
         depth++;
         if (member !== undefined) {
-          if (object) fields.set(member, OBJECT_VALUE);
-          else {
+          if (object) {
+            objectKey = member;
+            this.objectStart = base + i;
+          } else {
             arrayKey = member;
             arrayLength = 0;
           }
@@ -481,6 +491,7 @@ export class TopLevelScanner {
     this.key = key;
     this.arrayKey = arrayKey;
     this.arrayLength = arrayLength;
+    this.objectKey = objectKey;
     if (this.mode === JSON_FAILED) this.utf8Only(bytes, i, base);
   }
 

@@ -28,11 +28,14 @@ export interface OpenAIRouting {
   model: string;
   stream: boolean;
   /**
-   * A streamed answer may carry token usage: chat and completions streams do only when
-   * the client sent `stream_options` (include_usage), Responses streams always do (the
-   * `response.completed` event). The edge reads a stream's tail only then.
+   * A streamed answer carries token usage: chat and completions streams do only when
+   * the client sent `stream_options.include_usage: true`, Responses streams always do
+   * (the `response.completed` event). The edge reads a stream's tail only then, or asks
+   * for usage itself (a token-limited key: openai.ts).
    */
   streamUsage: boolean;
+  /** The body's `stream_options` object, parsed (at most MAX_STREAM_OPTIONS_BYTES), where it sent one. */
+  streamOptions?: Record<string, unknown>;
   /** Session key from the body's `user` (percent-encoded when it is not a plain session id). */
   user?: string;
   /** The body's `priority` (an integer; admission caps it, docs/admission.md). */
@@ -57,6 +60,8 @@ const REQUIRED: Record<OpenAIEndpoint, { field: string; types: readonly TopLevel
 
 /** Longest `model` and `user` accepted, characters. */
 const MAX_NAME = 256;
+/** Largest `stream_options` object read (OpenAI's has one flag, vLLM's two). */
+export const MAX_STREAM_OPTIONS_BYTES = 1024;
 
 const WANTED: Record<OpenAIEndpoint, ReadonlySet<string>> = {
   chat: new Set(["model", "stream", "user", "messages", "stream_options", "priority", "max_tokens", "max_completion_tokens"]),
@@ -86,8 +91,9 @@ const typeName = (v: TopLevelValue | undefined) => (v === undefined ? "nothing" 
  */
 export function parseOpenAIBody(endpoint: OpenAIEndpoint, bytes: ArrayBuffer): OpenAIRoutingResult {
   const scanner = openaiBodyScanner(endpoint);
-  scanner.push(new Uint8Array(bytes));
-  return openaiRouting(endpoint, scanner.end());
+  const view = new Uint8Array(bytes);
+  scanner.push(view);
+  return openaiRouting(endpoint, scanner.end(), view);
 }
 
 /** A scanner for an `endpoint` body, fed chunk by chunk as the body arrives (what the route does). */
@@ -95,8 +101,8 @@ export function openaiBodyScanner(endpoint: OpenAIEndpoint): TopLevelScanner {
   return new TopLevelScanner(WANTED[endpoint], { maxStringBytes: 6 * MAX_NAME });
 }
 
-/** What routing needs from a scanned body, or the refusal (400) naming the field. */
-export function openaiRouting(endpoint: OpenAIEndpoint, scan: ScanResult): OpenAIRoutingResult {
+/** What routing needs from a scanned body (`bytes`: the body scanned), or the refusal (400) naming the field. */
+export function openaiRouting(endpoint: OpenAIEndpoint, scan: ScanResult, bytes: Uint8Array): OpenAIRoutingResult {
   if (!scan.ok) return refuse(FAILURES[scan.reason]);
   const f = scan.fields;
   const model = f.get("model");
@@ -113,7 +119,15 @@ export function openaiRouting(endpoint: OpenAIEndpoint, scan: ScanResult): OpenA
   }
   if (required.nonEmpty && value.type === "array" && value.length === 0) return refuse(`\`${required.field}\` must not be empty`);
   const streams = stream?.type === "true";
-  const routing: OpenAIRouting = { model: model.value, stream: streams, streamUsage: streams && (endpoint === "responses" || f.get("stream_options")?.type === "object") };
+  const options = f.get("stream_options");
+  let streamOptions: Record<string, unknown> | undefined;
+  if (options?.type === "object") {
+    if (options.end - options.start > MAX_STREAM_OPTIONS_BYTES) return refuse(`\`stream_options\`: at most ${MAX_STREAM_OPTIONS_BYTES} bytes`);
+    // The scan checked the whole body: these bytes are a JSON object.
+    streamOptions = JSON.parse(new TextDecoder().decode(bytes.subarray(options.start, options.end))) as Record<string, unknown>;
+  } else if (options !== undefined && options.type !== "null") return refuse(`\`stream_options\`: expected an object, got ${typeName(options)}`);
+  const routing: OpenAIRouting = { model: model.value, stream: streams, streamUsage: streams && (endpoint === "responses" || streamOptions?.include_usage === true) };
+  if (streamOptions !== undefined) routing.streamOptions = streamOptions;
   const user = f.get("user");
   if (user !== undefined && user.type !== "string") return refuse(`\`user\`: expected a string, got ${typeName(user)}`);
   if (user !== undefined) {

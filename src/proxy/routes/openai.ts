@@ -18,7 +18,7 @@ import type { ScanResult, TopLevelScanner } from "./json-top-level.ts";
 import { OPENAI_ENDPOINTS, openaiBodyLimit, openaiBodyScanner, openaiModelTable, openaiRouting, openaiUploadPace, type OpenAIEndpoint } from "./openai-request.ts";
 import { bodyRefusal, checkDeclaredLength, clientOf, drainUnreadBody, readBoundedBody } from "../serve/body.ts";
 import { observeRequest, type UsageWatch } from "../serve/observe.ts";
-import { UsageTail } from "./token-usage.ts";
+import { SseDataEvents, UsageTail, withoutUsageChunk } from "./token-usage.ts";
 import { withLastMember } from "../serve/engine-priority.ts";
 import { bearerToken } from "../../state/api-key-format.ts";
 import { serveRequest, type Background } from "../serve/serve.ts";
@@ -96,7 +96,7 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
     // With a public /v1 deployment the body is read before any key is checked: it is charged to the client's hold.
     const bytes = await readBoundedBody(req, bodyLimit, pace, keyFirst ? undefined : clientOf(req.headers));
     if (typeof bytes === "string") return bodyRefusal(bytes, bodyLimit, requestId);
-    const parsed = openaiRouting(endpoint, await scanInSlices(openaiBodyScanner(endpoint), new Uint8Array(bytes)));
+    const parsed = openaiRouting(endpoint, await scanInSlices(openaiBodyScanner(endpoint), new Uint8Array(bytes)), new Uint8Array(bytes));
     if (!parsed.ok) return errorResponse(parsed.code, parsed.message, { requestId });
     const { model, stream, streamUsage, user } = parsed.routing;
     const deployment = byModel.get(model);
@@ -133,11 +133,12 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
         session = user;
       }
     }
-    // A token-limited stream must say its usage: a client that did not ask for it gets
-    // OpenAI's usage chunk (empty `choices`) before [DONE], which clients skip.
+    // A token-limited stream must say its usage, whatever the client sent: the edge asks
+    // for it (the client's other stream options kept; the last member wins, in the engine
+    // as here), and takes the usage chunk out again for a client that did not ask.
     let body = bytes;
     const askUsage = tokenKey !== undefined && stream && !streamUsage;
-    if (askUsage) body = withLastMember(bytes, "stream_options", '{"include_usage":true}') ?? bytes;
+    if (askUsage) body = withLastMember(bytes, "stream_options", JSON.stringify({ ...parsed.routing.streamOptions, include_usage: true })) ?? bytes;
     const started = Date.now();
     const trace: DispatchTrace = { attempts: 0, rejections: 0, ejections: 0 };
     // Migration (migrate.ts): a stream whose replica fails mid-answer is continued on another.
@@ -178,7 +179,7 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
         onMigration: (m) => console.log(JSON.stringify({ msg: "stream migrated", deployment: deployment.name, request_id: requestId, from: m.from, tokens: m.tokens, migration: m.attempt, ok: m.ok, reason: m.reason })),
       });
     }
-    const watched = stream && !streamUsage && !askUsage ? null : watchUsage(response, deployment.access.public ? "public" : keyLabel(authorization));
+    const watched = stream && !streamUsage && !askUsage ? null : watchUsage(response, deployment.access.public ? "public" : keyLabel(authorization), askUsage);
     observeRequest(env, state, deployment.name, req.method, response.status, requestId, started, trace, background, watched?.usage);
     // Admission ordered it by an estimate of its tokens: what it used corrects its flow's place (AdmissionGate.correct).
     const used = trace.used;
@@ -190,10 +191,12 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
     }
     if (tokenKey !== undefined && watched) {
       const key = tokenKey;
-      // Charged once the answer has passed; an answer without usage is charged its prompt's bytes / 4 (a floor).
+      // Charged once the answer has passed. One that ended before its usage (the client left,
+      // the replica was cut) is charged its prompt's bytes / 4 and, streamed, a token for every
+      // chunk the edge passed on.
       void watched.usage.ended.then(() => {
         const t = watched.usage.usage();
-        state.tokenLimits.charge(deployment, key, t ? t.prompt + t.completion : Math.ceil(bytes.byteLength / 4), background);
+        state.tokenLimits.charge(deployment, key, t ? t.prompt + t.completion : Math.ceil(bytes.byteLength / 4) + (stream ? watched.chunks() : 0), background);
       });
     }
     return watched?.response ?? response;
@@ -237,20 +240,30 @@ function drainWatch(state: IsolateState, deployment: string, background: (p: Pro
 
 /**
  * A successful answer's body, with its tail kept to read its token usage as it
- * passes (nothing is buffered beyond USAGE_TAIL_BYTES); errors pass as they are.
- * A stream is teed, so its tokens reach the client natively while JS reads the
- * copy (serve/dispatch.ts). The route skips this for streams that cannot
- * carry usage.
+ * passes (nothing is buffered beyond USAGE_TAIL_BYTES), and a stream's `data:`
+ * chunks counted; errors pass as they are. One transform sees each chunk on its way
+ * (serve/dispatch.ts tapped). `stripUsage`: the edge asked for the usage chunk, the
+ * client did not: it is taken out after the tap (token-usage.ts withoutUsageChunk).
+ * The route skips this for streams that cannot carry usage.
  */
-function watchUsage(response: Response, key: string): { response: Response; usage: UsageWatch } | null {
+function watchUsage(response: Response, key: string, stripUsage: boolean): { response: Response; usage: UsageWatch; chunks: () => number } | null {
   if (response.status !== 200 || !response.body) return null;
   const tail = new UsageTail();
+  const events = new SseDataEvents();
   const declared = response.headers.get("content-length");
   const length = declared !== null && /^\d{1,15}$/.test(declared) ? Number(declared) : null;
-  const passed = tapped(response.body, (chunk) => tail.push(chunk), length);
+  const passed = tapped(
+    response.body,
+    (chunk) => {
+      tail.push(chunk);
+      events.push(chunk);
+    },
+    length,
+  );
   return {
-    response: new Response(passed.body, { status: response.status, statusText: response.statusText, headers: response.headers }),
+    response: new Response(stripUsage ? withoutUsageChunk(passed.body) : passed.body, { status: response.status, statusText: response.statusText, headers: response.headers }),
     usage: { key, ended: passed.ended, usage: () => tail.usage() },
+    chunks: () => events.count,
   };
 }
 

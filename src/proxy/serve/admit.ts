@@ -18,7 +18,7 @@ import type { Deployment } from "../../config/deployment.ts";
 import { MAX_DEMAND_FLOWS, errorResponse } from "../../protocol/index.ts";
 import { fnv1a } from "../../protocol/hashing.ts";
 import { hasRoom } from "../../policy/pick-replica.ts";
-import { AdmissionQueue, type Held } from "../../policy/admission-queue.ts";
+import { AdmissionQueue, FLOW_SEPARATOR, clientOf, type Held } from "../../policy/admission-queue.ts";
 import { randomFlowKey } from "../../policy/admission-shares.ts";
 import type { RoutingView } from "./view.ts";
 
@@ -103,11 +103,16 @@ export function tokenCost(bodyBytes: number, maxTokens: number | undefined): num
   return Math.ceil(Math.max(0, bodyBytes) / BYTES_PER_TOKEN) + (maxTokens ?? UNKNOWN_ANSWER_TOKENS);
 }
 
-/** The request's flow for fairness: the deployment's flow header when it names one and the request has it, else its client (API key, else address). */
+/**
+ * The request's flow for fairness: its client (API key, else address), or where the
+ * deployment names a flow header and the request has it, that flow of its client's
+ * (admission-queue.ts clientOf): a client may split its share among flows it names, but
+ * neither enter another client's flow by naming it nor multiply its share by naming many.
+ */
 export function flowOf(deployment: Deployment, headers: Headers, client: string): string {
   const name = deployment.admission.flowHeader;
   const flow = name === undefined ? undefined : headers.get(name);
-  return flow ? `h:${flow.slice(0, 256)}` : client;
+  return flow ? `${client}${FLOW_SEPARATOR}${flow.slice(0, 256)}` : client;
 }
 
 /** Free request slots in `view` now: each replica with room counts its slots left (one at least); -1 with no candidate at all. */
@@ -147,12 +152,13 @@ export const BUDGET_TTL_MS = 1_000;
 
 /** One deployment's admission in one isolate. */
 export class AdmissionGate {
-  /** Requests this gate let go and not yet ended, by flow (the queue serves the flows with fewest first). */
+  /** Requests this gate let go and not yet ended, by client, and by flow (the queue serves the clients, then their flows, with fewest first). */
   readonly #flowInflight = new Map<string, number>();
-  readonly #queue = new AdmissionQueue<Waiter>((flow) => this.#flowInflight.get(flow) ?? 0);
+  readonly #subflowInflight = new Map<string, number>();
+  readonly #queue = new AdmissionQueue<Waiter>({ client: (c) => this.#flowInflight.get(c) ?? 0, flow: (f) => this.#subflowInflight.get(f) ?? 0 });
   /** Requests this gate let go and not yet ended, by priority (the demand it tells the relay). */
   readonly #inflight = new Map<number, number>();
-  /** The same by priority and flow (`${priority} ${flow}`): the demand per flow it tells the relay. */
+  /** The same by priority and client (`${priority} ${client}`): the demand per flow it tells the relay (a client's flows as one). */
   readonly #bandFlowInflight = new Map<string, number>();
   /** Flow keys as the relay knows them (flowKey), cached per flow. */
   readonly #keys = new Map<string, string>();
@@ -218,7 +224,7 @@ export class AdmissionGate {
       const cut = k.indexOf(" ");
       add(Number(k.slice(0, cut)), k.slice(cut + 1), n);
     }
-    for (const [priority, flow, n] of this.#queue.bandFlows()) add(priority, flow, n);
+    for (const [priority, flow, n] of this.#queue.bandFlows()) add(priority, clientOf(flow), n);
     let flows = [...byFlow.values()];
     if (flows.length > MAX_DEMAND_FLOWS) {
       flows.sort((a, b) => b[2] - a[2]);
@@ -263,12 +269,14 @@ export class AdmissionGate {
   }
 
   /** A request this gate let go has started. */
-  started(priority: number, flow: string): void {
+  started(priority: number, ticketFlow: string): void {
+    const flow = clientOf(ticketFlow);
     if (this.#caps) this.#owed(flow);
     this.#inflight.set(priority, (this.#inflight.get(priority) ?? 0) + 1);
     const bf = `${priority} ${flow}`;
     this.#bandFlowInflight.set(bf, (this.#bandFlowInflight.get(bf) ?? 0) + 1);
     this.#flowInflight.set(flow, (this.#flowInflight.get(flow) ?? 0) + 1);
+    this.#subflowInflight.set(ticketFlow, (this.#subflowInflight.get(ticketFlow) ?? 0) + 1);
     this.#inflightTotal++;
   }
 
@@ -276,7 +284,8 @@ export class AdmissionGate {
    * A request that started has ended. `freed`: it held a slot, now free whatever the view
    * says (not for one the replicas refused, which held none).
    */
-  ended(priority: number, flow: string, freed = true): void {
+  ended(priority: number, ticketFlow: string, freed = true): void {
+    const flow = clientOf(ticketFlow);
     if (this.#caps) this.#owed(flow);
     const n = this.#inflight.get(priority) ?? 0;
     if (n <= 1) this.#inflight.delete(priority);
@@ -288,6 +297,9 @@ export class AdmissionGate {
     const f = this.#flowInflight.get(flow) ?? 0;
     if (f <= 1) this.#flowInflight.delete(flow);
     else this.#flowInflight.set(flow, f - 1);
+    const sf = this.#subflowInflight.get(ticketFlow) ?? 0;
+    if (sf <= 1) this.#subflowInflight.delete(ticketFlow);
+    else this.#subflowInflight.set(ticketFlow, sf - 1);
     if (this.#inflightTotal > 0) this.#inflightTotal--;
     if (!freed) return;
     this.#freed = this.#freedNow() + 1;
@@ -341,7 +353,8 @@ export class AdmissionGate {
     let n = 0;
     for (const [p, flow, count] of this.#queue.bandFlows()) {
       if (open && p < priority) continue;
-      if (this.#caps && !open && !this.#withinCap(flow, this.#flowInflight.get(flow) ?? 0)) continue;
+      const client = clientOf(flow);
+      if (this.#caps && !open && !this.#withinCap(client, this.#flowInflight.get(client) ?? 0)) continue;
       n += count;
     }
     return n;
@@ -374,15 +387,16 @@ export class AdmissionGate {
   }
 
   /**
-   * Each flow's share of the budget, or undefined without a fresh budget: the budget
-   * split max-min fairly over the flows with requests here (in flight or held;
-   * `arriving` counts one more of its flow's), so a flow of few clients keeps what it
-   * uses and the rest is split evenly among the others.
+   * Each client's share of the budget, or undefined without a fresh budget: the budget
+   * split max-min fairly over the clients with requests here (in flight or held;
+   * `arriving` counts one more of its client's), so a client that sends few keeps what
+   * it uses and the rest is split evenly among the others.
    */
-  #shares(arriving?: string): ((flow: string) => number) | undefined {
+  #shares(arriving?: string): ((client: string) => number) | undefined {
     const b = this.#freshBudget();
     if (!b) return undefined;
-    const demand = this.#queue.flows();
+    const demand = new Map<string, number>();
+    for (const [f, n] of this.#queue.flows()) demand.set(clientOf(f), (demand.get(clientOf(f)) ?? 0) + n);
     for (const [f, n] of this.#flowInflight) demand.set(f, (demand.get(f) ?? 0) + n);
     if (arriving !== undefined) demand.set(arriving, (demand.get(arriving) ?? 0) + 1);
     const sorted = [...demand.values()].sort((x, y) => x - y);
@@ -400,8 +414,9 @@ export class AdmissionGate {
     return (flow) => Math.min(demand.get(flow) ?? 0, level);
   }
 
-  /** Whether one more request of `flow` may go now within its share (always, without a budget). */
-  #flowUnderShare(flow: string): boolean {
+  /** Whether one more request of `ticketFlow`'s client may go now within its share (always, without a budget). */
+  #flowUnderShare(ticketFlow: string): boolean {
+    const flow = clientOf(ticketFlow);
     const share = this.#shares(flow);
     if (!share) return true;
     const inflight = this.#flowInflight.get(flow) ?? 0;
@@ -554,8 +569,9 @@ export class AdmissionGate {
     const eligible =
       share &&
       ((flow: string) => {
-        const n = (this.#flowInflight.get(flow) ?? 0) + (going.get(flow) ?? 0);
-        return caps ? this.#withinCap(flow, n) : n < share(flow);
+        const client = clientOf(flow);
+        const n = (this.#flowInflight.get(client) ?? 0) + (going.get(client) ?? 0);
+        return caps ? this.#withinCap(client, n) : n < share(client);
       });
     // With caps per flow, eligible() bounds each flow; without, the budget bounds them all.
     // A request in a band the budget leaves open (its headroom) is bound by neither.
@@ -566,7 +582,7 @@ export class AdmissionGate {
       if (!open && !(caps !== undefined && share !== undefined) && !this.#underBudget()) break;
       const next: Held<Waiter> | undefined = this.#queue.shift(open ? undefined : eligible);
       if (!next) break;
-      going.set(next.flow, (going.get(next.flow) ?? 0) + 1);
+      going.set(clientOf(next.flow), (going.get(clientOf(next.flow)) ?? 0) + 1);
       this.#released++;
       if (this.#freedNow() > 0) this.#freed--;
       went++;

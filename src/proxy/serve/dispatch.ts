@@ -74,6 +74,8 @@ export interface DispatchContext {
   hold?: () => Promise<"go" | "expired" | "gone" | "shed">;
   /** Called as a dispatch starts (admission counts the request's slot as the view's from then on). */
   onDispatch?: () => void;
+  /** The client's disconnect (Request.signal): it aborts the dispatch's fetch, before the answer's head or after. */
+  clientSignal?: AbortSignal;
 }
 
 /** What happened to one request on its way to a replica. */
@@ -108,14 +110,22 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 class HeadDeadline {
   #abort: AbortController | undefined;
   #timer: ReturnType<typeof setTimeout> | undefined;
+  #withClient: AbortSignal | undefined;
 
-  /** The signal of the request's deadline (`at`, epoch ms; the same for every attempt), armed on first use. */
-  signal(at: number): AbortSignal {
+  /**
+   * The signal of the request's deadline (`at`, epoch ms; the same for every attempt),
+   * armed on first use; with the client's (`client`: its disconnect, Request.signal) as
+   * well, so a client that leaves before the answer's head frees the replica's slot: the
+   * fetch is aborted and the replica sees its connection close. After the head, the
+   * answer's stream is cancelled with the client's.
+   */
+  signal(at: number, client?: AbortSignal): AbortSignal {
     if (!this.#abort) {
       this.#abort = new AbortController();
       this.#timer = setTimeout(abortNow, Math.max(0, at - Date.now()), this.#abort);
     }
-    return this.#abort.signal;
+    if (!client) return this.#abort.signal;
+    return (this.#withClient ??= AbortSignal.any([this.#abort.signal, client]));
   }
 
   /** The deadline passed (the attempt waiting then was aborted). */
@@ -297,14 +307,14 @@ async function attemptOn(
   ctx.onDispatch?.();
   let upstream: Response;
   try {
-    upstream = await fetch(target, { method, headers, body: prepared.body, signal: head.signal(deadline), redirect: "manual" });
+    upstream = await fetch(target, { method, headers, body: prepared.body, signal: head.signal(deadline, ctx.clientSignal), redirect: "manual" });
   } catch (err) {
     view.endDispatch(replica);
     const verdict = judgeLostConnection({
       deadline: head.passed,
       tooSlow: prepared.tooSlow(),
       overLimit: prepared.overLimit(),
-      clientGone: prepared.aborted(),
+      clientGone: prepared.aborted() || ctx.clientSignal?.aborted === true,
       safeToRepeat: prepared.safeToRepeat,
     });
     switch (verdict) {

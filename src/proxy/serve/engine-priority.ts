@@ -4,10 +4,12 @@
  * agent is not on the request path (the edge dispatches straight to the engine), so
  * the edge says it, in the body it forwards. Pure.
  *
- * vLLM (`--scheduling-policy priority`): `priority` of ChatCompletionRequest and
- * CompletionRequest, an integer, default 0, lower values served first; any other value
- * than 0 is refused by an engine without priority scheduling. Switchyard's priority is
- * higher first (docs/admission.md), so the engine gets it negated.
+ * vLLM (`--scheduling-policy priority`): `priority` of ChatCompletionRequest,
+ * CompletionRequest, ResponsesRequest and the embedding requests, an integer, default
+ * 0, lower values served first; any other value than 0 is refused by an engine without
+ * priority scheduling. Switchyard's priority is higher first (docs/admission.md), so
+ * the engine gets it negated. Every route whose body vLLM reads `priority` from is
+ * written, so a client's own `priority` never reaches the engine past its key's cap.
  */
 import { OpenAIPath } from "../../protocol/index.ts";
 
@@ -19,8 +21,8 @@ export function vllmPriority(priority: number): number {
   return priority === 0 ? 0 : -priority;
 }
 
-/** The /v1 paths whose vLLM requests have `priority`. */
-const PRIORITY_PATHS: ReadonlySet<string> = new Set([OpenAIPath.chat, OpenAIPath.completions]);
+/** The /v1 paths whose vLLM requests have `priority`: every body route the edge serves. */
+const PRIORITY_PATHS: ReadonlySet<string> = new Set([OpenAIPath.chat, OpenAIPath.completions, OpenAIPath.responses, OpenAIPath.embeddings]);
 
 /**
  * The /v1 body the engine gets: `body` (a JSON object, as the route checked) with its

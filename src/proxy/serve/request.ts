@@ -5,7 +5,7 @@
  * dispatch passes on, what the client gets back) and its keys (model, session).
  */
 import type { Deployment } from "../../config/deployment.ts";
-import { Header, MODEL_ID } from "../../protocol/index.ts";
+import { EDGE_ONLY_HEADERS, Header, MODEL_ID, PROTOCOL_HEADER_PREFIX, isEdgeOnlyHeader, isReplicaOperationalPath, operationalPathOf } from "../../protocol/index.ts";
 import { HEX_BYTE } from "../../protocol/hex.ts";
 
 /**
@@ -263,35 +263,21 @@ export const HOP_BY_HOP_HEADERS: readonly string[] = [
 ];
 
 /**
- * Headers only Switchyard may set on a dispatch; a client's copies are dropped.
- * `expect` too: the edge answers the client's 100-continue itself, and a replica's
- * interim 100 reaching the Worker made workerd throw (a 500) after the replica had
- * done the work.
+ * Headers a dispatch never takes from the client besides the protocol's edge-only
+ * ones (src/protocol/headers.ts isEdgeOnlyHeader): `expect`, since the edge answers
+ * the client's 100-continue itself, and a replica's interim 100 reaching the Worker
+ * made workerd throw (a 500) after the replica had done the work.
  */
-const DISPATCH_ONLY = [
-  Header.protocol,
-  Header.deadline,
-  Header.attempt,
-  Header.deployment,
-  Header.session,
-  Header.priority,
-  Header.load,
-  Header.rejected,
-  Header.replica,
-  Header.timestamp,
-  Header.nonce,
-  Header.signature,
-  Header.bodySha256,
-  "expect",
-];
+const DISPATCH_ONLY = ["expect"];
 /** Protocol headers a replica sends for the proxy that clients do not need to see. */
 const REPLICA_ONLY = [Header.protocol, Header.load, Header.rejected];
 /**
  * Request headers a dispatch never passes on: hop-by-hop ones, host, the
- * protocol's own, and the session's binding token (the edge's business, not the
- * replica's).
+ * protocol's edge-only ones (every `x-switchyard-` header a client may not set), and
+ * the session's binding token (the edge's business, not the replica's).
  */
-const NOT_PASSED: ReadonlySet<string> = new Set([...HOP_BY_HOP_HEADERS, "host", ...DISPATCH_ONLY, Header.sessionToken]);
+const NOT_PASSED: ReadonlySet<string> = new Set([...HOP_BY_HOP_HEADERS, "host", ...DISPATCH_ONLY, ...EDGE_ONLY_HEADERS, Header.sessionToken]);
+const notPassed = (name: string) => NOT_PASSED.has(name) || (name.startsWith(PROTOCOL_HEADER_PREFIX) && isEdgeOnlyHeader(name));
 
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
@@ -343,7 +329,7 @@ export function readRequestHeaders(incoming: Headers, dropAuthorization: boolean
   let connection: string | undefined;
   for (const [name, value] of incoming) {
     bytes += fieldBytes(name, value);
-    if (NOT_PASSED.has(name) || (dropAuthorization && name === "authorization")) {
+    if (notPassed(name) || (dropAuthorization && name === "authorization")) {
       (present ??= []).push(name);
       if (name === "connection") connection = value;
     }
@@ -413,4 +399,11 @@ export function randomUuid(): string {
     h[(b[i + 8]! & 0x3f) | 0x80]! + h[b[i + 9]!]! + "-" +
     h[b[i + 10]!]! + h[b[i + 11]!]! + h[b[i + 12]!]! + h[b[i + 13]!]! + h[b[i + 14]!]! + h[b[i + 15]!]!
   );
+}
+
+/** Whether a request for dispatched `path` may reach a replica: any but its operational routes, and those the deployment names (access.replicaRoutes). */
+export function replicaRouteForwarded(deployment: Deployment, path: string): boolean {
+  if (!isReplicaOperationalPath(path)) return true;
+  const named = deployment.access.replicaRoutes;
+  return named === true || (Array.isArray(named) && named.includes(operationalPathOf(path)));
 }

@@ -17,7 +17,7 @@
  */
 import { type Deployment, DEFAULT_PREFIX_POLICY } from "../../config/deployment.ts";
 import type { Env } from "../../env.ts";
-import { Header, errorResponse, isReplicaOperationalPath, type ContinuationForm, type RoutingSnapshot } from "../../protocol/index.ts";
+import { Header, errorResponse, type ContinuationForm, type RoutingSnapshot } from "../../protocol/index.ts";
 import { keyRefusal, ApiKeyCache, KEY_SET_TTL_MS, RELAYED_KEY_SET_TTL_MS, RateLimits, TOKEN_RATE } from "./access.ts";
 import type { BucketLimits } from "../../policy/token-bucket.ts";
 import type { RateUse } from "../../policy/rate-limit-sync.ts";
@@ -27,7 +27,7 @@ import { dispatch, type DispatchContext, type DispatchTrace, type DispatchSigner
 import { serveAtEdge } from "./edge-model.ts";
 import { bodyForEngine } from "./engine-priority.ts";
 import { observeRequest } from "./observe.ts";
-import { RouteTable, readRequestHeaders, requestHeaderBytes, requestIdFor, requestKeys, stripRoutePrefix, type RequestKeys } from "./request.ts";
+import { RouteTable, readRequestHeaders, replicaRouteForwarded, requestHeaderBytes, requestIdFor, requestKeys, stripRoutePrefix, type RequestKeys } from "./request.ts";
 import { servedDeployment } from "../../config/served.ts";
 import { keysFor } from "../../state/access-keys.ts";
 import { rateLimiterFor } from "../../state/rate-limiter.ts";
@@ -70,7 +70,7 @@ export function routeServer(deployments: readonly Deployment[], stateFor: (env: 
       return errorResponse("method_not_allowed", `${req.method} is not served by "${deployment.name}"`, { requestId, headers: { allow: deployment.methods.join(", ") } });
     }
     // A replica's operational routes (/-/healthz, /metrics, an engine's admin routes) are not for clients.
-    if (!deployment.access.replicaRoutes && isReplicaOperationalPath(deployment.policy.stripPrefix ? stripRoutePrefix(target.path, routed.prefix) : target.path)) {
+    if (!replicaRouteForwarded(deployment, deployment.policy.stripPrefix ? stripRoutePrefix(target.path, routed.prefix) : target.path)) {
       await drainUnreadBody(req, NO_ROUTE_DRAIN_BYTES);
       return errorResponse("route_not_found", `no deployment serves ${target.path}`, { requestId });
     }
@@ -133,9 +133,19 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
   if (!keys.ok) return errorResponse(keys.code, keys.message, { requestId });
   const priority = priorityOf(deployment, headers, openai?.priority, keyPriority);
   if (!priority.ok) return priority.response;
-  const done = state.admit(deployment);
-  if (!done) {
+  // Who the request comes from, for per-client bounds (its share of the pending cap, session
+  // bindings, duplex uploads) and its flow: its API key, else its address (Cloudflare sets
+  // cf-connecting-ip; the local stack's workerd too).
+  const client = keyHash !== undefined ? `key:${keyHash}` : clientOf(headers);
+  const done = state.admit(deployment, client);
+  if (done === "isolate") {
     return errorResponse("queue_full", `deployment "${deployment.name}" has ${deployment.limits.maxPendingRequests} requests waiting here already`, {
+      requestId,
+      retryAfterSeconds: 1,
+    });
+  }
+  if (done === "client") {
+    return errorResponse("rate_limited", `this client has ${pendingShareOf(deployment)} requests for deployment "${deployment.name}" pending here already`, {
       requestId,
       retryAfterSeconds: 1,
     });
@@ -149,9 +159,6 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
     const deadline = Date.now() + deployment.policy.requestTimeoutMs;
     const view = state.snapshots.viewNow(deployment.name, background) ?? (await state.snapshots.view(deployment.name, background));
     const { model, session } = keys.keys;
-    // Who the request comes from, for per-client budgets (session bindings, duplex uploads) and its
-    // flow: its API key, else its address (Cloudflare sets cf-connecting-ip; the local stack's workerd too).
-    const client = keyHash !== undefined ? `key:${keyHash}` : clientOf(headers);
     // The optional fields set one by one, not spread from objects made for the purpose.
     const dispatched: DispatchContext = {
       deployment,
@@ -170,6 +177,7 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
     if (model !== undefined) dispatched.model = model;
     if (session !== undefined) dispatched.session = { id: session, affinity: state.affinity };
     if (priority.priority !== 0) dispatched.priority = priority.priority;
+    if (req.signal) dispatched.clientSignal = req.signal;
     if (openai) {
       // As received, but for the engine's own `priority` where the engines schedule by it (engine-priority.ts).
       dispatched.body = bodyForEngine(deployment.openai?.enginePriority, ctx.target.path, openai.body, priority.priority, openai.priority !== undefined);
@@ -191,6 +199,11 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
   } finally {
     done();
   }
+}
+
+/** The requests one client may have pending for `deployment` in an isolate (limits.maxPendingRequestsPerClient). */
+export function pendingShareOf(deployment: Deployment): number {
+  return deployment.limits.maxPendingRequestsPerClient ?? Math.max(1, Math.ceil(deployment.limits.maxPendingRequests / 4));
 }
 
 /**
@@ -259,6 +272,8 @@ export class IsolateState {
   readonly #env: Env;
   /** Requests per deployment dispatched and not yet answered by a replica. */
   readonly pending = new Map<string, number>();
+  /** The same per deployment and client (`${deployment}\n${client}`), while it has any. */
+  readonly #pendingByClient = new Map<string, number>();
   /** Signs each dispatch with its deployment's replica key (derived from the master secret once per isolate). */
   readonly sign: DispatchSigner;
   /**
@@ -419,16 +434,27 @@ export class IsolateState {
     return sendFlush(this.#env, flush).catch((err: unknown) => console.error(JSON.stringify({ msg: "telemetry flush failed", error: String(err) })));
   }
 
-  /** Counts a request as pending until `done` is called; false when the deployment's cap is reached. */
-  admit(deployment: Deployment): false | (() => void) {
+  /**
+   * Counts a request of `client` as pending until `done` is called; or which cap it
+   * meets: the deployment's (`isolate`) or the client's share of it (`client`,
+   * pendingShareOf).
+   */
+  admit(deployment: Deployment, client: string): "isolate" | "client" | (() => void) {
     const n = this.pending.get(deployment.name) ?? 0;
-    if (n >= deployment.limits.maxPendingRequests) return false;
+    if (n >= deployment.limits.maxPendingRequests) return "isolate";
+    const key = `${deployment.name}\n${client}`;
+    const mine = this.#pendingByClient.get(key) ?? 0;
+    if (mine >= pendingShareOf(deployment)) return "client";
     this.pending.set(deployment.name, n + 1);
+    this.#pendingByClient.set(key, mine + 1);
     let done = false;
     return () => {
       if (done) return;
       done = true;
       this.pending.set(deployment.name, (this.pending.get(deployment.name) ?? 1) - 1);
+      const left = (this.#pendingByClient.get(key) ?? 1) - 1;
+      if (left <= 0) this.#pendingByClient.delete(key);
+      else this.#pendingByClient.set(key, left);
     };
   }
 }
