@@ -13,6 +13,10 @@
  *    HTTP/1.0 expects (close-delimited, connection closed after the response).
  * Used only by the local stack; on Cloudflare the edge terminates HTTP itself.
  *
+ * A client that leaves has its connection to workerd reset, not closed: workerd
+ * does not read a closed connection while the Worker waits on a replica, but a reset
+ * aborts the request's signal, and with it the dispatch (as Cloudflare does).
+ *
  * Slow clients are bounded here (the front would otherwise hold a socket per
  * idle connection forever): the first request line must arrive within
  * `firstLineTimeoutMs`, its headers within `headersTimeoutMs` after that, and
@@ -141,7 +145,12 @@ function relay(client: Socket, first: Buffer, o: FrontOptions): void {
   upstream.on("error", end);
   client.on("error", end);
   upstream.on("close", () => client.end());
-  client.on("close", () => upstream.destroy());
+  // Reset, not closed: workerd notices a client gone only by a reset (a FIN it does not read
+  // while the Worker waits on a replica), and then aborts the request's signal, which aborts
+  // its dispatch (serve/dispatch.ts) and frees its slot. On Cloudflare the edge does this.
+  client.on("close", () => {
+    if (!upstream.destroyed) upstream.resetAndDestroy();
+  });
 }
 
 function http10Proxy(o: FrontOptions) {
@@ -162,7 +171,10 @@ function http10Proxy(o: FrontOptions) {
     // A client that goes away mid-request (or is timed out by headersTimeout/requestTimeout) would
     // otherwise leave the upstream request waiting for the rest of the body, holding a pooled socket.
     res.on("close", () => {
-      if (!res.writableFinished) upstream.destroy();
+      if (res.writableFinished) return;
+      // Reset, as relay() does: workerd then aborts the request (its signal) rather than running it on.
+      if (upstream.socket && !upstream.socket.destroyed) upstream.socket.resetAndDestroy();
+      upstream.destroy();
     });
     req.pipe(upstream);
   };

@@ -38,8 +38,9 @@ export function textHandler(text: string, options: TextHandlerOptions = {}): Req
 /**
  * Echo: POST streams the request body back as it arrives; GET with
  * ?chunks=N&interval_ms=M streams N numbered lines M ms apart (a stand-in
- * for token streaming in tests of the byte path). ?delay_ms=D waits before
- * the response head (a slow or hung replica).
+ * for token streaming in tests of the byte path); GET with ?headers answers the
+ * request's headers as the replica received them (what the edge passes on).
+ * ?delay_ms=D waits before the response head (a slow or hung replica).
  */
 export function echoHandler(): RequestHandler {
   return async (req, res, loadHeaders) => {
@@ -47,6 +48,14 @@ export function echoHandler(): RequestHandler {
     const delay = Math.min(Number(url.searchParams.get("delay_ms") ?? 0) || 0, 600_000);
     if (delay > 0) await new Promise((r) => setTimeout(r, delay));
     if (res.destroyed) return;
+    if (req.method === "GET" && url.searchParams.has("headers")) {
+      // The request's headers as this replica received them: what the edge passes on.
+      req.resume();
+      const body = JSON.stringify(req.headers);
+      res.writeHead(200, { ...loadHeaders(), "content-type": "application/json", "content-length": Buffer.byteLength(body) });
+      res.end(body);
+      return;
+    }
     if (req.method === "GET" || req.method === "HEAD") {
       req.resume();
       const chunks = Math.min(Number(url.searchParams.get("chunks") ?? 1) || 1, 10_000);

@@ -150,6 +150,9 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
       retryAfterSeconds: 1,
     });
   }
+  // A client that leaves cancels its request: the runtime drops what it was waiting on, and a
+  // `finally` below may never run. Its signal does fire (enable_request_signal): it ends the count.
+  req.signal?.addEventListener("abort", done, { once: true });
   try {
     // A model run inside this Worker (src/edge/; `read` is undefined for it): no replica, no dispatch; the pending cap still applies.
     if (!read) {
@@ -240,15 +243,21 @@ async function admitted(req: Request, ctx: DispatchContext, gate: AdmissionGate,
     }
     return again.outcome;
   };
+  const over = () => {
+    if (running) gate.ended(ticket.priority, ticket.flow);
+    running = false;
+    gate.pump();
+  };
+  // A client that leaves cancels the request, and the `finally` below may never run: its signal frees the slot.
+  const gone = () => {
+    dispatching();
+    over();
+  };
+  req.signal?.addEventListener("abort", gone, { once: true });
   try {
     return await dispatch(req, ctx);
   } finally {
     dispatching();
-    const over = () => {
-      if (running) gate.ended(ticket.priority, ticket.flow);
-      running = false;
-      gate.pump();
-    };
     const end = ctx.trace?.streamEnd;
     if (end) void end.finally(over);
     else over();
