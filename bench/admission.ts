@@ -149,7 +149,8 @@ export default defineDeployment({
   localReplicas: 0, maxOngoingRequests: ${SLOTS},
   policy: { requestTimeoutMs: 90_000 },
   admission: { hold: ${arm === "on"}, maxWaitMs: 60_000, maxPriority: 1, priorityHeader: "x-priority", flowHeader: "x-tenant" },
-  limits: { maxPendingRequests: 4096 },
+  // Locally every client is one client (the address workerd listens on): its share of the cap is the whole cap.
+  limits: { maxPendingRequests: 4096, maxPendingRequestsPerClient: 4096 },
   ${extra}
 });
 `,
@@ -397,7 +398,7 @@ export default defineDeployment({
   backend: { kind: "text", text: "hi" }, localReplicas: 0, maxOngoingRequests: 64,
   autoscaling: { minReplicas: 0, maxReplicas: 1 },
   admission: { maxWaitMs: 120_000 }, policy: { requestTimeoutMs: 180_000 },
-  limits: { maxPendingRequests: ${HELD} },
+  limits: { maxPendingRequests: ${HELD}, maxPendingRequestsPerClient: ${HELD} },
 });
 `,
   );

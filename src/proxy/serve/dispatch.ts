@@ -106,41 +106,59 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
  * whichever attempt is waiting when the request's deadline passes. Armed at the
  * first attempt, disarmed as soon as a replica's answer is accepted (a stream
  * that has started is not cut by it) and when the dispatch ends.
+ *
+ * The client's disconnect (`client`, Request.signal) aborts the wait too, so a client
+ * that leaves before the answer's head frees the replica's slot: the fetch is aborted
+ * and the replica sees its connection close. After the head it does nothing here: the
+ * answer's stream is cancelled with the client's, and an aborted fetch would read as
+ * the replica failing mid-stream.
  */
 class HeadDeadline {
   #abort: AbortController | undefined;
   #timer: ReturnType<typeof setTimeout> | undefined;
-  #withClient: AbortSignal | undefined;
+  #deadlinePassed = false;
+  #client: AbortSignal | undefined;
 
-  /**
-   * The signal of the request's deadline (`at`, epoch ms; the same for every attempt),
-   * armed on first use; with the client's (`client`: its disconnect, Request.signal) as
-   * well, so a client that leaves before the answer's head frees the replica's slot: the
-   * fetch is aborted and the replica sees its connection close. After the head, the
-   * answer's stream is cancelled with the client's.
-   */
+  /** The signal of the request's deadline (`at`, epoch ms; the same for every attempt) and of the client's leaving, armed on first use. */
   signal(at: number, client?: AbortSignal): AbortSignal {
     if (!this.#abort) {
       this.#abort = new AbortController();
-      this.#timer = setTimeout(abortNow, Math.max(0, at - Date.now()), this.#abort);
+      this.#timer = setTimeout(deadlinePassed, Math.max(0, at - Date.now()), this);
+      if (client) {
+        this.#client = client;
+        if (client.aborted) this.#abort.abort();
+        else client.addEventListener("abort", this, { once: true });
+      }
     }
-    if (!client) return this.#abort.signal;
-    return (this.#withClient ??= AbortSignal.any([this.#abort.signal, client]));
+    return this.#abort.signal;
   }
 
   /** The deadline passed (the attempt waiting then was aborted). */
   get passed(): boolean {
-    return this.#abort?.signal.aborted === true;
+    return this.#deadlinePassed;
+  }
+
+  /** The timer's end (module-level callback: no closure per request). */
+  expire(): void {
+    this.#deadlinePassed = true;
+    this.#abort?.abort();
+  }
+
+  /** The client left (an EventListener object: no closure per request). */
+  handleEvent(): void {
+    this.#abort?.abort();
   }
 
   disarm(): void {
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     this.#timer = undefined;
+    this.#client?.removeEventListener("abort", this);
+    this.#client = undefined;
   }
 }
 
-// Module-level: the timer gets its controller as an argument, so no closure per request.
-const abortNow = (abort: AbortController) => abort.abort();
+// Module-level: the timer gets its deadline as an argument, so no closure per request.
+const deadlinePassed = (head: HeadDeadline) => head.expire();
 
 export async function dispatch(req: Request, ctx: DispatchContext): Promise<Response> {
   const head = new HeadDeadline();
