@@ -179,12 +179,15 @@ export class AdmissionShares {
       // ended in one isolate, the next not yet posted by another) makes its flow look
       // smaller, and the level, with the capped flows' caps, jump for that moment.
       const peak = notePeaks(this.#flowPeaks, new Map([...flows].map(([f, n]) => [`${priority} ${f}`, n])), now, `${priority} `);
-      const level = waterLevel([...peak.values()], given);
+      // Max-min between clients first (a flow key's first digits are its client's), then between a client's flows.
+      const scope = `${priority} `.length;
+      const levels = flowLevels(peak, given, (k) => k.slice(scope, scope + FLOW_KEY_CLIENT_DIGITS));
       const ownFlows = new Map<string, number>();
       for (const [p, flow, n] of mine?.flows ?? []) if (p === priority) ownFlows.set(flow, n);
       flowAware = true;
       for (const [flow, t] of flows) {
         const n = ownFlows.get(flow) ?? 0;
+        const level = levels.get(`${priority} ${flow}`)!;
         // Within a request of the level, a flow is not capped: the same lag counts a
         // client's next request in two posts at times, one request more than it has.
         if (t === 0 || peak.get(`${priority} ${flow}`)! <= level + 1) {
@@ -259,6 +262,35 @@ function notePeaks<K extends number | string>(peaks: Map<K, { window: number; no
     // Every key ages, in scope or not: a band no longer split by flow leaves its flows' entries behind.
     if (peak === 0) peaks.delete(k);
     else if (scope === undefined || String(k).startsWith(scope)) out.set(k, peak);
+  }
+  return out;
+}
+
+/** The digits of a flow key that name its client (admit.ts flowKey): the relay groups flows by them. */
+export const FLOW_KEY_CLIENT_DIGITS = 8;
+
+/**
+ * Each key's water level in a two-level max-min split of `capacity`: first between the
+ * groups (`groupOf`: a flow's client), by their summed demands, then each group's part
+ * between its keys. A key gets min(its demand, its level). With one key per group this
+ * is waterLevel's one level; a group of many keys shares one group's part, so a client
+ * that names many flows does not take many shares.
+ */
+export function flowLevels<K>(demands: ReadonlyMap<K, number>, capacity: number, groupOf: (key: K) => string): Map<K, number> {
+  const groups = new Map<string, { total: number; keys: K[] }>();
+  for (const [k, n] of demands) {
+    const g = groupOf(k);
+    const e = groups.get(g);
+    if (e) {
+      e.total += n;
+      e.keys.push(k);
+    } else groups.set(g, { total: n, keys: [k] });
+  }
+  const top = waterLevel([...groups.values()].map((g) => g.total), capacity);
+  const out = new Map<K, number>();
+  for (const { total, keys } of groups.values()) {
+    const level = keys.length === 1 ? top : waterLevel(keys.map((k) => demands.get(k)!), Math.min(total, top));
+    for (const k of keys) out.set(k, level);
   }
   return out;
 }

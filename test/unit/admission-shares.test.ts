@@ -5,7 +5,7 @@
  * location's demand fits.
  */
 import { describe, expect, it } from "vitest";
-import { AdmissionShares, HEADROOM_WINDOW_MS, SHARE_POST_TTL_MS } from "../../src/policy/admission-shares.ts";
+import { AdmissionShares, HEADROOM_WINDOW_MS, SHARE_POST_TTL_MS, flowLevels } from "../../src/policy/admission-shares.ts";
 import { AdmissionGate, flowKey, freeSlots } from "../../src/proxy/serve/admit.ts";
 import { defineDeployment } from "../../src/config/deployment.ts";
 import { RoutingView } from "../../src/proxy/serve/view.ts";
@@ -80,6 +80,35 @@ describe("AdmissionShares by flow", () => {
     s.post(2, [[0, 6]], T0, [[0, "aaaaaaaaaaaaaaaa", 1], [0, "cccccccccccccccc", 1], [0, "dddddddddddddddd", 4]]);
     expect(s.allot(1, 8, T0)!.flowCaps).toEqual({ dddddddddddddddd: 0.6 });
     expect(s.allot(2, 8, T0)!.flowCaps).toEqual({ dddddddddddddddd: 0.4 });
+  });
+
+  it("splits between clients first, then between a client's flows (a key's first 8 digits are its client's): naming many flows takes one client's share (issue 50)", () => {
+    const s = new AdmissionShares();
+    // A victim's one flow asks 10; an attacker's ten flows (one client) ask 10 each; 4 slots.
+    const victim: [number, string, number] = [0, `${"v".repeat(8)}00000000`, 10];
+    const attacker = Array.from({ length: 10 }, (_, i): [number, string, number] => [0, `${"a".repeat(8)}${String(i).padStart(8, "0")}`, 10]);
+    s.post(1, [[0, 10]], T0, [victim]);
+    s.post(2, [[0, 100]], T0, attacker);
+    // Two clients, 2 slots each: the victim's flow is capped at 2; the attacker's ten flows share 2 (0.2 each).
+    const mine = s.allot(1, 4, T0)!;
+    expect(mine.max).toBe(2);
+    expect(mine.flowCaps![victim[1]]).toBe(2);
+    const caps = s.allot(2, 4, T0)!.flowCaps!;
+    for (const [, key] of attacker) expect(caps[key]).toBeCloseTo(0.2, 5);
+    // Flat, the ten flows would have taken 10 of 11 shares.
+    expect(flowLevels(new Map([[victim[1], 10], ...attacker.map(([, k, n]) => [k, n] as const)]), 4, (k) => k.slice(0, 8)).get(victim[1])).toBe(2);
+  });
+
+  it("flowLevels: one flow per client is waterLevel's one level; a client's flows share its part max-min", () => {
+    const one = flowLevels(new Map([["a", 1], ["b", 5], ["c", 9]]), 9, (k) => k);
+    expect([...one.values()]).toEqual([4, 4, 4]);
+    // Client x (flows x1: 1, x2: 9) and client y (9), 8 slots: 4 each; x's 4 split 1 and 3.
+    const two = flowLevels(new Map([["x1", 1], ["x2", 9], ["y1", 9]]), 8, (k) => k[0]!);
+    expect(two.get("y1")).toBe(4);
+    expect(two.get("x2")).toBe(3);
+    expect(Math.min(1, two.get("x1")!)).toBe(1);
+    // All fit: no level binds.
+    expect([...flowLevels(new Map([["a", 1], ["b", 2]]), 10, (k) => k).values()]).toEqual([Infinity, Infinity]);
   });
 
   it("sets the level from each flow's recent peak, so a client between two requests does not raise the capped flows' caps", () => {
@@ -284,6 +313,35 @@ describe("AdmissionGate under a budget", () => {
     expect(outcomes).toEqual({ light: "go", heavy: "go" });
   });
 
+  it("splits its budget between clients before their flows: a client's many flows share one client's part (issue 50)", async () => {
+    const gate = new AdmissionGate();
+    const v = view(); // one replica, 4 slots
+    const t = (flow: string) => ({ ...ticket(), flow });
+    const outcomes: Record<string, string> = {};
+    // The attacker's two requests run, each in a flow of its own naming; the victim's one runs.
+    for (const flow of ["attacker\u0000x1", "attacker\u0000x2", "victim"]) {
+      expect((await gate.enter(d, v, t(flow))).outcome).toBe("go");
+      gate.started(0, flow);
+    }
+    gate.setBudget(3);
+    const victim = gate.enter(d, v, t("victim")).then((a) => (outcomes.victim = a.outcome));
+    const attacker = gate.enter(d, v, t("attacker\u0000x3")).then((a) => (outcomes.attacker = a.outcome));
+    await Promise.resolve();
+    expect(gate.held).toBe(2);
+    // One more slot. By client: attacker 3, victim 2; an even split of 4 is 2 each: the attacker is at its share
+    // (flat, its three flows of one request each would each have been under a share of 4 / 4).
+    gate.setBudget(4);
+    gate.pump();
+    await victim;
+    expect(outcomes).toEqual({ victim: "go" });
+    gate.dispatching();
+    gate.started(0, "victim");
+    gate.setBudget(5);
+    gate.pump();
+    await attacker;
+    expect(outcomes).toEqual({ victim: "go", attacker: "go" });
+  });
+
   it("keeps a flow to the relay's cap for it, and lets a flow without one go", async () => {
     const gate = new AdmissionGate();
     const v = view(); // 4 slots
@@ -384,6 +442,13 @@ describe("AdmissionGate under a budget", () => {
     gate.ended(0, "f");
     gate.pump();
     expect((await standard).outcome).toBe("go");
+  });
+
+  it("keys a client's flows under its client's digits, and its own flow (no header) as it always was", () => {
+    expect(flowKey("key:abc")).toMatch(/^[0-9a-f]{16}$/);
+    expect(flowKey("key:abc\u0000t1").slice(0, 8)).toBe(flowKey("key:abc").slice(0, 8));
+    expect(flowKey("key:abc\u0000t1")).not.toBe(flowKey("key:abc\u0000t2"));
+    expect(flowKey("key:def\u0000t1").slice(0, 8)).not.toBe(flowKey("key:abc\u0000t1").slice(0, 8));
   });
 
   it("tells the relay its demand per flow, under keys, the rest summed under one of its own past MAX_DEMAND_FLOWS", () => {

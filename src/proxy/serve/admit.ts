@@ -19,7 +19,7 @@ import { MAX_DEMAND_FLOWS, errorResponse } from "../../protocol/index.ts";
 import { fnv1a } from "../../protocol/hashing.ts";
 import { hasRoom } from "../../policy/pick-replica.ts";
 import { AdmissionQueue, FLOW_SEPARATOR, clientOf, type Held } from "../../policy/admission-queue.ts";
-import { randomFlowKey } from "../../policy/admission-shares.ts";
+import { flowLevels, randomFlowKey } from "../../policy/admission-shares.ts";
 import type { RoutingView } from "./view.ts";
 
 /** Named priorities (the Inference Extension's bands): a header may carry the name. Below 0 is sheddable. */
@@ -107,7 +107,9 @@ export function tokenCost(bodyBytes: number, maxTokens: number | undefined): num
  * The request's flow for fairness: its client (API key, else address), or where the
  * deployment names a flow header and the request has it, that flow of its client's
  * (admission-queue.ts clientOf): a client may split its share among flows it names, but
- * neither enter another client's flow by naming it nor multiply its share by naming many.
+ * neither enter another client's flow by naming it nor multiply its share by naming many
+ * (the queue, the gate's shares and the relay's are fair between clients first, then
+ * between a client's flows).
  */
 export function flowOf(deployment: Deployment, headers: Headers, client: string): string {
   const name = deployment.admission.flowHeader;
@@ -152,13 +154,13 @@ export const BUDGET_TTL_MS = 1_000;
 
 /** One deployment's admission in one isolate. */
 export class AdmissionGate {
-  /** Requests this gate let go and not yet ended, by client, and by flow (the queue serves the clients, then their flows, with fewest first). */
+  /** Requests this gate let go and not yet ended, by flow, and by client (the queue serves the clients, then their flows, with fewest first). */
   readonly #flowInflight = new Map<string, number>();
-  readonly #subflowInflight = new Map<string, number>();
-  readonly #queue = new AdmissionQueue<Waiter>({ client: (c) => this.#flowInflight.get(c) ?? 0, flow: (f) => this.#subflowInflight.get(f) ?? 0 });
+  readonly #clientInflight = new Map<string, number>();
+  readonly #queue = new AdmissionQueue<Waiter>({ client: (c) => this.#clientInflight.get(c) ?? 0, flow: (f) => this.#flowInflight.get(f) ?? 0 });
   /** Requests this gate let go and not yet ended, by priority (the demand it tells the relay). */
   readonly #inflight = new Map<number, number>();
-  /** The same by priority and client (`${priority} ${client}`): the demand per flow it tells the relay (a client's flows as one). */
+  /** The same by priority and flow (`${priority} ${flow}`): the demand per flow it tells the relay. */
   readonly #bandFlowInflight = new Map<string, number>();
   /** Flow keys as the relay knows them (flowKey), cached per flow. */
   readonly #keys = new Map<string, string>();
@@ -224,7 +226,7 @@ export class AdmissionGate {
       const cut = k.indexOf(" ");
       add(Number(k.slice(0, cut)), k.slice(cut + 1), n);
     }
-    for (const [priority, flow, n] of this.#queue.bandFlows()) add(priority, clientOf(flow), n);
+    for (const [priority, flow, n] of this.#queue.bandFlows()) add(priority, flow, n);
     let flows = [...byFlow.values()];
     if (flows.length > MAX_DEMAND_FLOWS) {
       flows.sort((a, b) => b[2] - a[2]);
@@ -269,14 +271,14 @@ export class AdmissionGate {
   }
 
   /** A request this gate let go has started. */
-  started(priority: number, ticketFlow: string): void {
-    const flow = clientOf(ticketFlow);
+  started(priority: number, flow: string): void {
     if (this.#caps) this.#owed(flow);
     this.#inflight.set(priority, (this.#inflight.get(priority) ?? 0) + 1);
     const bf = `${priority} ${flow}`;
     this.#bandFlowInflight.set(bf, (this.#bandFlowInflight.get(bf) ?? 0) + 1);
     this.#flowInflight.set(flow, (this.#flowInflight.get(flow) ?? 0) + 1);
-    this.#subflowInflight.set(ticketFlow, (this.#subflowInflight.get(ticketFlow) ?? 0) + 1);
+    const client = clientOf(flow);
+    this.#clientInflight.set(client, (this.#clientInflight.get(client) ?? 0) + 1);
     this.#inflightTotal++;
   }
 
@@ -284,8 +286,7 @@ export class AdmissionGate {
    * A request that started has ended. `freed`: it held a slot, now free whatever the view
    * says (not for one the replicas refused, which held none).
    */
-  ended(priority: number, ticketFlow: string, freed = true): void {
-    const flow = clientOf(ticketFlow);
+  ended(priority: number, flow: string, freed = true): void {
     if (this.#caps) this.#owed(flow);
     const n = this.#inflight.get(priority) ?? 0;
     if (n <= 1) this.#inflight.delete(priority);
@@ -297,9 +298,10 @@ export class AdmissionGate {
     const f = this.#flowInflight.get(flow) ?? 0;
     if (f <= 1) this.#flowInflight.delete(flow);
     else this.#flowInflight.set(flow, f - 1);
-    const sf = this.#subflowInflight.get(ticketFlow) ?? 0;
-    if (sf <= 1) this.#subflowInflight.delete(ticketFlow);
-    else this.#subflowInflight.set(ticketFlow, sf - 1);
+    const client = clientOf(flow);
+    const c = this.#clientInflight.get(client) ?? 0;
+    if (c <= 1) this.#clientInflight.delete(client);
+    else this.#clientInflight.set(client, c - 1);
     if (this.#inflightTotal > 0) this.#inflightTotal--;
     if (!freed) return;
     this.#freed = this.#freedNow() + 1;
@@ -353,8 +355,7 @@ export class AdmissionGate {
     let n = 0;
     for (const [p, flow, count] of this.#queue.bandFlows()) {
       if (open && p < priority) continue;
-      const client = clientOf(flow);
-      if (this.#caps && !open && !this.#withinCap(client, this.#flowInflight.get(client) ?? 0)) continue;
+      if (this.#caps && !open && !this.#withinCap(flow, this.#flowInflight.get(flow) ?? 0)) continue;
       n += count;
     }
     return n;
@@ -387,36 +388,25 @@ export class AdmissionGate {
   }
 
   /**
-   * Each client's share of the budget, or undefined without a fresh budget: the budget
+   * Each flow's share of the budget, or undefined without a fresh budget: the budget
    * split max-min fairly over the clients with requests here (in flight or held;
-   * `arriving` counts one more of its client's), so a client that sends few keeps what
-   * it uses and the rest is split evenly among the others.
+   * `arriving` counts one more of its flow's), then each client's part over its flows
+   * the same way (admission-shares.ts flowLevels), so a flow of few clients keeps what
+   * it uses, the rest is split evenly among the others, and a client's many flows
+   * share one client's part.
    */
-  #shares(arriving?: string): ((client: string) => number) | undefined {
+  #shares(arriving?: string): ((flow: string) => number) | undefined {
     const b = this.#freshBudget();
     if (!b) return undefined;
-    const demand = new Map<string, number>();
-    for (const [f, n] of this.#queue.flows()) demand.set(clientOf(f), (demand.get(clientOf(f)) ?? 0) + n);
+    const demand = this.#queue.flows();
     for (const [f, n] of this.#flowInflight) demand.set(f, (demand.get(f) ?? 0) + n);
     if (arriving !== undefined) demand.set(arriving, (demand.get(arriving) ?? 0) + 1);
-    const sorted = [...demand.values()].sort((x, y) => x - y);
-    // Water-filling: flows asking less than an even split of what is left get what they ask.
-    let left = b.max;
-    let level = Infinity;
-    for (let i = 0; i < sorted.length; i++) {
-      const even = left / (sorted.length - i);
-      if (sorted[i]! > even) {
-        level = even;
-        break;
-      }
-      left -= sorted[i]!;
-    }
-    return (flow) => Math.min(demand.get(flow) ?? 0, level);
+    const levels = flowLevels(demand, b.max, clientOf);
+    return (flow) => Math.min(demand.get(flow) ?? 0, levels.get(flow) ?? 0);
   }
 
-  /** Whether one more request of `ticketFlow`'s client may go now within its share (always, without a budget). */
-  #flowUnderShare(ticketFlow: string): boolean {
-    const flow = clientOf(ticketFlow);
+  /** Whether one more request of `flow` may go now within its share (always, without a budget). */
+  #flowUnderShare(flow: string): boolean {
     const share = this.#shares(flow);
     if (!share) return true;
     const inflight = this.#flowInflight.get(flow) ?? 0;
@@ -569,9 +559,8 @@ export class AdmissionGate {
     const eligible =
       share &&
       ((flow: string) => {
-        const client = clientOf(flow);
-        const n = (this.#flowInflight.get(client) ?? 0) + (going.get(client) ?? 0);
-        return caps ? this.#withinCap(client, n) : n < share(client);
+        const n = (this.#flowInflight.get(flow) ?? 0) + (going.get(flow) ?? 0);
+        return caps ? this.#withinCap(flow, n) : n < share(flow);
       });
     // With caps per flow, eligible() bounds each flow; without, the budget bounds them all.
     // A request in a band the budget leaves open (its headroom) is bound by neither.
@@ -582,7 +571,7 @@ export class AdmissionGate {
       if (!open && !(caps !== undefined && share !== undefined) && !this.#underBudget()) break;
       const next: Held<Waiter> | undefined = this.#queue.shift(open ? undefined : eligible);
       if (!next) break;
-      going.set(clientOf(next.flow), (going.get(clientOf(next.flow)) ?? 0) + 1);
+      going.set(next.flow, (going.get(next.flow) ?? 0) + 1);
       this.#released++;
       if (this.#freedNow() > 0) this.#freed--;
       went++;
@@ -618,9 +607,14 @@ export function admissionRefusal(outcome: Exclude<AdmitOutcome, "go">, deploymen
   }
 }
 
-/** A flow's key for the relay: 16 hex digits of two 32-bit hashes (its name does not leave the isolate). */
+/**
+ * A flow's key for the relay: 16 hex digits of two 32-bit hashes (its name does not leave
+ * the isolate), the first 8 its client's (FLOW_KEY_CLIENT_DIGITS): the relay shares
+ * between clients first, then between a client's flows. A client's own flow (no header)
+ * keeps the key it always had.
+ */
 export function flowKey(flow: string): string {
-  return hex8(fnv1a(flow)) + hex8(fnv1a(flow, 0x9e3779b9));
+  return hex8(fnv1a(clientOf(flow))) + hex8(fnv1a(flow, 0x9e3779b9));
 }
 
 const hex8 = (n: number) => (n >>> 0).toString(16).padStart(8, "0");
