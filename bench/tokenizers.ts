@@ -223,8 +223,8 @@ const config :Workerd.Config = (
     // CPU is read in clock ticks (10 ms): enough requests that each figure is some 100 of them.
     const repeat = quick ? 8 : 24;
     for (const [attack, content] of Object.entries(attacks())) {
-      // Each body a different conversation (a system line numbered): a segment's ids are not reused; the prose is new text each time.
-      const body = (text: string, i: number) => JSON.stringify({ messages: [{ role: "system", content: `run ${i}` }, { role: "user", content: text }] });
+      // Each body a different message (numbered first), so no segment's ids are reused from the one before; the prose is new text each time.
+      const body = (text: string, i: number) => JSON.stringify({ messages: [{ role: "user", content: `${i}. ${text}` }] });
       const a = Array.from({ length: repeat }, (_, i) => body(content, i));
       const p = Array.from({ length: repeat }, (_, i) => body(proseOf(content.length, i), i));
       const [aBase, aRun, pBase, pRun] = [await cpuOf("/parse", a), await cpuOf("/chat", a), await cpuOf("/parse", p), await cpuOf("/chat", p)];
@@ -232,7 +232,7 @@ const config :Workerd.Config = (
       // A small request sent while an attack's keys are being made: how long it waits for the isolate.
       let probeWaitMs = 0;
       for (const body of a.slice(0, 3)) {
-        const attacking = fetch(`${url}/keys`, { method: "POST", body: body.replace("run ", "probe ") });
+        const attacking = fetch(`${url}/keys`, { method: "POST", body: body.replace('"content":"', '"content":"probe ') });
         await new Promise((r) => setTimeout(r, 5));
         const t0 = performance.now();
         await (await fetch(`${url}/parse`, { method: "POST", body: '{"messages":[]}' })).text();
