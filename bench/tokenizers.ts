@@ -276,7 +276,7 @@ const mib = (b: number) => (b / MiB).toFixed(2);
 console.log("\n### Per family (workerd, one isolate)\n");
 console.log(
   markdownTable(
-    ["family", "bundle MiB", "gzip MiB", "heap before → loaded MiB (+ wasm)", "first prompt (load) ms", ...SIZES.map((s) => `CPU ms / 1k tokens @ ~${s}`), "multi-turn ms / 1k"],
+    ["family", "bundle MiB", "gzip MiB", "heap before → loaded MiB (+ typed arrays)", "first prompt (load) ms", ...SIZES.map((s) => `CPU ms / 1k tokens @ ~${s}`), "multi-turn ms / 1k"],
     results.map((r) => [r.family, mib(r.bundle.bytes), mib(r.bundle.gzipBytes), `${mib(r.heap.beforeBytes)} → ${mib(r.heap.loadedBytes)}${r.heap.wasmBytes > 0 ? ` (+ ${mib(r.heap.wasmBytes)})` : ""}`, r.loadMs.toFixed(0), ...r.cpu.map((c) => `${c.msPer1000Tokens.toFixed(2)} (${c.tokens} tok)`), r.multiTurn.msPer1000Tokens.toFixed(2)]),
   ).join("\n"),
 );
