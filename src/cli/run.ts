@@ -18,6 +18,20 @@ import { COMMAND_USAGE, COMMANDS, MAIN_USAGE, shortUsage } from "./usage.ts";
 
 export const DEFAULT_EDGE = "http://127.0.0.1:8787";
 
+/**
+ * The replica (or agent) CLI's arguments for `switchyard replica|agent REST`: REST, with
+ * the global edge (`--edge` before the command, or $SWITCHYARD_EDGE; else the local
+ * stack's, DEFAULT_EDGE) added where REST names none of its own. An agent's engine
+ * command (after its own "--") is not searched for flags.
+ */
+export function replicaArgs(command: "replica" | "agent", rest: readonly string[], globalEdge: string | undefined): string[] {
+  const edge = globalEdge || DEFAULT_EDGE;
+  const sep = command === "agent" ? rest.indexOf("--") : -1;
+  const own = (sep >= 0 ? rest.slice(0, sep) : rest).some((t) => t === "--edge" || t.startsWith("--edge=") || ["--standalone", "--print-key", "--help", "-h"].includes(t));
+  const args = own ? [...rest] : sep >= 0 ? [...rest.slice(0, sep), "--edge", edge, ...rest.slice(sep)] : [...rest, "--edge", edge];
+  return command === "agent" ? ["agent", ...args] : args;
+}
+
 type Options = NonNullable<ParseArgsConfig["options"]>;
 
 const GLOBAL: Options = {
@@ -133,13 +147,7 @@ async function dispatch(argv: string[], io: Io): Promise<number> {
       io.stdout.write(`${COMMAND_USAGE[command]}\n`);
       return 0;
     }
-    // A global --edge (or $SWITCHYARD_EDGE) reaches a replica that was not given one.
-    const edge = (before.edge as string | undefined) ?? io.env.SWITCHYARD_EDGE;
-    // An agent's engine command (after its own "--") is not searched for flags.
-    const sep = command === "agent" ? rest.indexOf("--") : -1;
-    const own = (sep >= 0 ? rest.slice(0, sep) : rest).some((t) => t === "--edge" || t.startsWith("--edge=") || ["--standalone", "--print-key", "--help", "-h"].includes(t));
-    const args = edge && !own ? (sep >= 0 ? [...rest.slice(0, sep), "--edge", edge, ...rest.slice(sep)] : [...rest, "--edge", edge]) : rest;
-    return replicaCommand(command === "agent" ? ["agent", ...args] : args);
+    return replicaCommand(replicaArgs(command, rest, (before.edge as string | undefined) ?? io.env.SWITCHYARD_EDGE));
   }
 
   if (command !== undefined && !COMMANDS.includes(command)) {

@@ -86,7 +86,8 @@ ${EXIT_STATUS}`,
 
 Runs a reference replica with these options (switchyard replica --help lists them).
 Without its own --edge it gets switchyard's (--edge before "replica", or
-$SWITCHYARD_EDGE). SIGTERM and SIGINT drain it; the exit status is the replica's.`,
+$SWITCHYARD_EDGE, else http://127.0.0.1:8787). SIGTERM and SIGINT drain it; the exit
+status is the replica's.`,
 
   agent: `usage: switchyard agent --deployment NAME --engine-url URL [AGENT OPTIONS] [-- ENGINE COMMAND...]
        switchyard agent --proxy --deployment NAME --app-url URL [OPTIONS] [-- APP COMMAND...]
@@ -100,7 +101,7 @@ edge's signatures, refuses beyond its capacity, reports its load, passes streams
 through, and stops the app after draining. "switchyard agent --help" and
 "switchyard agent --proxy --help" list the options.
 Without its own --edge it gets switchyard's (--edge before "agent", or
-$SWITCHYARD_EDGE). The exit status is the agent's.`,
+$SWITCHYARD_EDGE, else http://127.0.0.1:8787). The exit status is the agent's.`,
 
   help: `usage: switchyard help [COMMAND]
 

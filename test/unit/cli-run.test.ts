@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { Io } from "../../src/cli/context.ts";
-import { commandIndex, run } from "../../src/cli/run.ts";
+import { commandIndex, replicaArgs, run } from "../../src/cli/run.ts";
 import { SECRET, startFakeEdge, type FakeEdge } from "./cli-fake-edge.ts";
 
 let edge: FakeEdge;
@@ -294,5 +294,19 @@ describe("autoscale", () => {
     const r = await cli(["autoscale", "hello"]);
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/has no such endpoint/);
+  });
+});
+
+describe("replica and agent: the edge they are given (issue 52)", () => {
+  it("is the local stack's when nothing names one, as the README says", () => {
+    expect(replicaArgs("replica", ["--deployment", "hello", "--backend", "text"], undefined)).toEqual(["--deployment", "hello", "--backend", "text", "--edge", "http://127.0.0.1:8787"]);
+    expect(replicaArgs("replica", ["--deployment", "hello"], "")).toContain("http://127.0.0.1:8787");
+  });
+
+  it("is the global --edge or $SWITCHYARD_EDGE, never over the command's own, and goes before an agent's engine command", () => {
+    expect(replicaArgs("replica", ["--deployment", "hello"], "https://edge.example")).toEqual(["--deployment", "hello", "--edge", "https://edge.example"]);
+    expect(replicaArgs("replica", ["--deployment", "hello", "--edge", "http://own"], "https://edge.example")).toEqual(["--deployment", "hello", "--edge", "http://own"]);
+    expect(replicaArgs("replica", ["--standalone"], undefined)).toEqual(["--standalone"]);
+    expect(replicaArgs("agent", ["--deployment", "llm", "--", "vllm", "serve", "--edge", "x"], undefined)).toEqual(["agent", "--deployment", "llm", "--edge", "http://127.0.0.1:8787", "--", "vllm", "serve", "--edge", "x"]);
   });
 });
