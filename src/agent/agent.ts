@@ -24,7 +24,7 @@
  * docs/agent.md describes it for operators.
  */
 import { MAX_LOAD_COUNT as MAX_COUNT, MAX_REPLICA_MODELS as MAX_MODELS, MODEL_ID, OpenAIPath, type ContinuationForm, type Load, type ReplicaState } from "../protocol/index.ts";
-import { EdgeClient } from "../replica/edge-client.ts";
+import { EdgeClient, keyRefusedMessage } from "../replica/edge-client.ts";
 import type { LoadSource } from "../replica/edge-control.ts";
 import type { NodeReporter } from "../replica/node-reporter.ts";
 import { engineLoad, isEngineMetricsError, maxLoraAdapters, type EngineLoad, type EngineMetricsError } from "./engine-metrics.ts";
@@ -426,6 +426,7 @@ export class ReplicaAgent {
       ...(o.nodeReporter !== undefined && { nodeReporter: o.nodeReporter }),
       ...(this.#prefix && { cacheSummary: () => this.#prefix?.summary() }),
       onDrainRequested: () => void this.shutdown("drain requested by the edge (admin API)"),
+      onKeyRefused: (why) => void this.shutdown(keyRefusedMessage(o.deployment, why), 1),
     });
     this.#edge = edge;
     this.#startScraping();

@@ -90,6 +90,14 @@ const DeploymentInput = z
          */
         idempotent: z.boolean().default(false),
         /**
+         * Whether the edge's readiness (`/-/healthz`) waits for this deployment to have
+         * a ready replica. Unset: it does for replicas the stack or platform starts, not
+         * for a deployment that scales to zero (it holds requests until one starts) nor
+         * for one whose replicas are external (agents that join when they will: listed
+         * as waiting, not blocking). `true` makes either block too.
+         */
+        requireReadyReplica: z.boolean().optional(),
+        /**
          * Outlier ejection (circuit breaker, per proxy isolate): a replica that fails
          * this many dispatches in a row (connection lost, no response head before the
          * deadline, or refusing while claiming room) is skipped for `ejectBaseMs`,

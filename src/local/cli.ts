@@ -1,6 +1,6 @@
 /**
  * `npm start`: the local stack (edge proxy on workerd + reference replicas).
- *   npm start -- [--port 8787] [--replicas hello=48,vad=1] [--no-autoscale] [--fresh]
+ *   npm start -- [--port 8787] [--replicas hello=48,vad=1] [--no-autoscale] [--fresh] [--rotate-secrets]
  * Deployments with `autoscaling` follow their desired replica count (src/local/actuator.ts),
  * unless --replicas fixes theirs or --no-autoscale turns that off.
  * Serves the deployments of functions/, or of the folders SWITCHYARD_FUNCTIONS names
@@ -9,7 +9,7 @@
 import { parseArgs } from "node:util";
 import { LocalStack } from "./stack.ts";
 
-const USAGE = "usage: npm start -- [--port 8787] [--replicas name=N,...] [--no-autoscale] [--fresh] [--verbose]";
+const USAGE = "usage: npm start -- [--port 8787] [--replicas name=N,...] [--no-autoscale] [--fresh] [--rotate-secrets] [--verbose]";
 
 function parseReplicas(spec: string | undefined): Record<string, number> {
   const out: Record<string, number> = {};
@@ -28,6 +28,7 @@ async function main(): Promise<void> {
       port: { type: "string", default: process.env.PORT ?? "8787" },
       replicas: { type: "string" },
       fresh: { type: "boolean", default: false },
+      "rotate-secrets": { type: "boolean", default: false },
       autoscale: { type: "boolean", default: true },
       verbose: { type: "boolean", default: false },
       help: { type: "boolean", short: "h" },
@@ -39,6 +40,7 @@ async function main(): Promise<void> {
     port: Number(values.port),
     replicas: parseReplicas(values.replicas),
     freshState: values.fresh,
+    rotateSecrets: values["rotate-secrets"],
     autoscale: values.autoscale,
     // Ctrl-C reaches every process of the terminal's group at once, so replicas may
     // outlive workerd by a moment while draining: their shutdown chatter is not news.
@@ -83,6 +85,7 @@ async function main(): Promise<void> {
   console.log(`  curl ${stack.url}/-/routes ; curl ${stack.url}/-/healthz`);
   console.log(`\nadmin secret (for /-/deployments/<name>, /-/metrics): ${stack.adminSecret}`);
   console.log(`replica secret (SWITCHYARD_REPLICA_SECRET: replicas and agents you start yourself sign with it): ${stack.replicaSecret}`);
+  console.log(`(both kept in .switchyard/local/secrets.json across restarts; ${values["rotate-secrets"] ? "new this start, as --rotate-secrets asked" : "npm start -- --rotate-secrets makes new ones"})`);
   console.log(`dashboard: ${stack.url}/-/dashboard#token=${stack.adminSecret}`);
   console.log("Ctrl-C stops everything.");
 }

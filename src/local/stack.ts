@@ -6,7 +6,7 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
@@ -65,6 +65,8 @@ export interface StackOptions {
    * turns it on; tests and benchmarks that count replicas themselves leave it off.
    */
   autoscale?: boolean;
+  /** New secrets instead of the ones kept with the state (localSecrets): `npm start -- --rotate-secrets`. */
+  rotateSecrets?: boolean;
   /** Benchmarks only: more esbuild plugins for the Worker's bundle (bench/request-path.ts instruments it). */
   bundlePlugins?: readonly Plugin[];
 }
@@ -104,10 +106,31 @@ function backendArgs(d: Deployment): string[] {
   return replicaFlags(d.backend, d) ?? [];
 }
 
+/**
+ * The local stack's secrets, kept with its state (`secrets.json`, owner-only) so they
+ * stay the same across restarts: an agent started by hand, an exported replica key or
+ * admin secret keep working. Made on the first start, and again only when asked
+ * (`rotate`: `npm start -- --rotate-secrets`).
+ */
+export function localSecrets(stateDir: string, rotate = false): { replicaSecret: string; adminSecret: string } {
+  const file = join(stateDir, "secrets.json");
+  if (!rotate && existsSync(file)) {
+    try {
+      const kept = JSON.parse(readFileSync(file, "utf8")) as { replicaSecret?: unknown; adminSecret?: unknown };
+      const hex = (v: unknown): v is string => typeof v === "string" && /^[0-9a-f]{32,}$/.test(v);
+      if (hex(kept.replicaSecret) && hex(kept.adminSecret)) return { replicaSecret: kept.replicaSecret, adminSecret: kept.adminSecret };
+    } catch {}
+  }
+  const made = { replicaSecret: randomBytes(16).toString("hex"), adminSecret: randomBytes(16).toString("hex") };
+  mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+  writeFileSync(file, `${JSON.stringify(made)}\n`, { mode: 0o600 });
+  return made;
+}
+
 export class LocalStack {
-  /** The edge's master secret (SWITCHYARD_REPLICA_SECRET); replicas get only their deployment's key. */
-  readonly replicaSecret = randomBytes(16).toString("hex");
-  readonly adminSecret = randomBytes(16).toString("hex");
+  /** The edge's master secret (SWITCHYARD_REPLICA_SECRET); replicas get only their deployment's key. Kept across restarts (localSecrets). */
+  readonly replicaSecret: string;
+  readonly adminSecret: string;
   readonly replicas = new Map<string, ReplicaProcess>();
   deployments: Deployment[] = [];
   /** Public URL (through the HTTP/1.0 front). */
@@ -139,6 +162,7 @@ export class LocalStack {
   constructor(options: StackOptions = {}) {
     this.#o = options;
     this.#stateDir = resolve(options.stateDir ?? join(root, ".switchyard/local"));
+    ({ replicaSecret: this.replicaSecret, adminSecret: this.adminSecret } = localSecrets(this.#stateDir, options.rotateSecrets));
   }
 
   async start(): Promise<void> {

@@ -23,6 +23,7 @@ import { drainUnreadBody } from "./serve/body.ts";
 import { IsolateState } from "./serve/serve.ts";
 import { requestIdFor, requestTarget, unmountedPath, type PathVariables } from "./serve/request.ts";
 import { NO_ROUTE_DRAIN_BYTES, routeServer } from "./serve/serve.ts";
+import { deploymentReadiness } from "./readiness.ts";
 
 type EdgeEnv = { Bindings: Env; Variables: PathVariables };
 
@@ -96,10 +97,12 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
   const replicated = deployments.filter((d) => !runsAtEdge(d.backend));
 
   const privateNames = deployments.filter((d) => !d.access.public).map((d) => d.name);
-  // Readiness: 200 only when every deployment served by replicas has one that can
-  // take a request now (per this isolate's routing view); 503 with the same JSON
-  // otherwise. Models run in the Worker are always ready. A caller sees counts for
-  // public deployments and those its key (or the admin secret) may use; the status
+  // Readiness: 200 when every deployment can serve or hold a request now (per this
+  // isolate's routing view: readiness.ts): one served by replicas has a ready one, or
+  // scales to zero (it holds requests until one starts), or waits for external
+  // replicas (listed, not blocking, unless policy.requireReadyReplica); 503 with the
+  // same JSON otherwise. Models run in the Worker are always ready. A caller sees counts
+  // for public deployments and those its key (or the admin secret) may use; the status
   // covers them all.
   app.get(SystemPath.healthz, async (c) => {
     const state = stateFor(c.env);
@@ -110,17 +113,31 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
     const usable = admin ? new Set(privateNames) : await state.apiKeys.usableBy(privateNames, authorization, background);
     const ready: Record<string, number> = {};
     const waiting: string[] = [];
+    const atZero: string[] = [];
+    const external: string[] = [];
     for (const d of replicated) {
       const n = (await state.snapshots.view(d.name, background)).readyCount(now);
       const shown = d.access.public || usable.has(d.name);
+      const name = shown ? d.name : "(private)";
       if (shown) ready[d.name] = n;
-      if (n === 0 && shown) waiting.push(d.name);
-      if (n === 0 && !shown) waiting.push("(private)");
+      const readiness = deploymentReadiness(d, n);
+      if (readiness === "no_ready_replica") waiting.push(name);
+      else if (readiness === "scaled_to_zero") atZero.push(name);
+      else if (readiness === "waiting_for_external") external.push(name);
     }
     const shownEdge = edge.filter((name) => byName.get(name)!.access.public || usable.has(name));
     const ok = waiting.length === 0;
     return c.json(
-      { status: ok ? "ok" : "no_ready_replica", ready_replicas: ready, edge_deployments: shownEdge, ...(ok ? {} : { waiting_for: [...new Set(waiting)] }) },
+      {
+        status: ok ? "ok" : "no_ready_replica",
+        ready_replicas: ready,
+        edge_deployments: shownEdge,
+        // Ready, with no replica: each holds requests until one starts.
+        ...(atZero.length > 0 ? { scaled_to_zero: [...new Set(atZero)] } : {}),
+        // Not blocking: external replicas (agents) join when they will (policy.requireReadyReplica makes them block).
+        ...(external.length > 0 ? { waiting_for_external: [...new Set(external)] } : {}),
+        ...(ok ? {} : { waiting_for: [...new Set(waiting)] }),
+      },
       ok ? 200 : 503,
     );
   });

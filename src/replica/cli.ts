@@ -26,7 +26,7 @@ import { parseArgs } from "node:util";
 import { DEPLOYMENT_NAME, REPLICA_KEY_PATTERN, deriveReplicaKey } from "../protocol/index.ts";
 import { AdmissionControl } from "./admission.ts";
 import { DispatchGuard } from "./dispatch-guard.ts";
-import { EdgeClient } from "./edge-client.ts";
+import { EdgeClient, keyRefusedMessage } from "./edge-client.ts";
 import { replicaBackend } from "./backends/index.ts";
 import { ReplicaServer } from "./server.ts";
 
@@ -292,11 +292,12 @@ export async function replicaMain(argv: string[] = process.argv.slice(2), hooks:
     ...(cacheSummary && !args["no-cache-summary"] && { cacheSummary }),
     ...(continues !== undefined && { continues }),
     onDrainRequested: () => void drain("drain requested by the edge (admin API)"),
+    onKeyRefused: (why) => void drain(keyRefusedMessage(args.deployment!, why), 1),
   });
   reportNow = () => edge.report();
 
   let draining = false;
-  const drain = async (signal: string) => {
+  const drain = async (signal: string, exitCode = 0) => {
     if (draining) return;
     draining = true;
     if (hooks.draining) hooks.draining.value = true;
@@ -315,7 +316,7 @@ export async function replicaMain(argv: string[] = process.argv.slice(2), hooks:
     await server.close();
     await hooks.beforeExit?.();
     log("drained, exiting");
-    process.exit(0);
+    process.exit(exitCode);
   };
   process.on("SIGTERM", () => void drain("SIGTERM"));
   process.on("SIGINT", () => void drain("SIGINT"));

@@ -42,6 +42,12 @@ interface EdgeClientBaseOptions {
   log?: (msg: string) => void;
   /** Called once when the edge answers a report with `drain: true` (an operator asked, via the admin API). */
   onDrainRequested?: () => void;
+  /**
+   * Called once when the edge refuses this replica's key (401: its signature does not
+   * match, as when the edge's master secret changed): reports stop, since every one
+   * would be refused too. Without it, the refusal is logged like any failed report.
+   */
+  onKeyRefused?: (why: string) => void;
   /** The engine's bearer key (vLLM --api-key) for the edge to send with every dispatch (replica agent). */
   engineKey?: string;
   /** The stream continuations the engine takes, declared at register; absent: both (not sent, so older edges take the register). */
@@ -75,6 +81,7 @@ export class EdgeClient {
   #registered = false;
   #stopped = false;
   #drainAnnounced = false;
+  #keyRefused = false;
   #key: Promise<CryptoKey> | undefined;
   readonly #nonces: NonceCounter;
   #engineKey: string | undefined;
@@ -117,6 +124,8 @@ export class EdgeClient {
         await this.#exclusive(() => this.#register());
         break;
       } catch (err) {
+        // A key the edge refuses is refused again on every retry: said once, and the client stops.
+        if (this.#refusedKey(err)) break;
         this.#o.log?.(`register failed (${String(err)}); retrying in ${wait} ms`);
         await new Promise((r) => setTimeout(r, wait));
       }
@@ -206,6 +215,21 @@ export class EdgeClient {
     return run;
   }
 
+  /** Whether `err` is the edge refusing this replica's key; the first time, reports stop and onKeyRefused hears why. */
+  #refusedKey(err: unknown): boolean {
+    if (!(err instanceof EdgeError) || err.status !== 401 || !this.#o.onKeyRefused) return false;
+    if (this.#keyRefused) return true;
+    this.#keyRefused = true;
+    this.stop();
+    let why = err.body.slice(0, 200);
+    try {
+      const body = JSON.parse(err.body) as { error?: { message?: string; details?: { reason?: string } } };
+      why = body.error?.details?.reason ?? body.error?.message ?? why;
+    } catch {}
+    this.#o.onKeyRefused(why);
+    return true;
+  }
+
   #drainRequested(): void {
     if (this.#drainAnnounced) return;
     this.#drainAnnounced = true;
@@ -214,7 +238,9 @@ export class EdgeClient {
 
   async #sendOrRegister(): Promise<void> {
     if (!this.#registerAgain) {
-      await this.#sendReport().catch((err: unknown) => this.#o.log?.(`report failed: ${String(err)}`));
+      await this.#sendReport().catch((err: unknown) => {
+        if (!this.#refusedKey(err)) this.#o.log?.(`report failed: ${String(err)}`);
+      });
       return;
     }
     this.#registerAgain = false;
@@ -282,4 +308,16 @@ export class EdgeClient {
     this.#key ??= importReplicaKey(this.#o.key);
     return postControl(this.#o.edgeUrl, await this.#key, this.#nonces, path, message);
   }
+}
+
+/**
+ * What a replica or agent says, once, when the edge refuses its key: the likely cause
+ * (the edge's master secret changed: the local stack keeps it across restarts, and
+ * `npm start -- --rotate-secrets` changes it) and what to do.
+ */
+export function keyRefusedMessage(deployment: string, why: string): string {
+  return (
+    `the edge refused this replica's key (${why}): its SWITCHYARD_REPLICA_SECRET is not the one this key was made from, ` +
+    `or the key is another deployment's. Print the key again (SWITCHYARD_REPLICA_SECRET=<the edge's> npm run -s replica -- --print-key --deployment ${deployment}) and restart with it; leaving`
+  );
 }

@@ -50,6 +50,10 @@ describe("scale from zero with the local actuator", () => {
   it("starts at zero, serves a burst held for its first replica, and returns to zero, three times", async () => {
     expect(running()).toHaveLength(0);
     expect(await autoscale()).toMatchObject({ current: 0, desired: 0 });
+    // At zero the edge is ready: the deployment holds requests until a replica starts (issue 52: it was 503).
+    const health = await fetch(`${stack.url}/-/healthz`);
+    expect(health.status).toBe(200);
+    expect(await health.json()).toMatchObject({ status: "ok", scaled_to_zero: ["zero"] });
     const keda = kedaTrigger();
     expect(keda).toEqual({ path: "/-/deployments/zero/autoscale", valueLocation: "desired", targetValue: 1 });
     /** The pods KEDA's metrics-api scaler asks for: 0 while inactive (value ≤ 0), else ceil(value / targetValue). */

@@ -8,7 +8,11 @@ import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { DeregisterMessage, RegisterMessage, ReportMessage } from "../../src/protocol/index.ts";
 import { AdmissionControl } from "../../src/replica/admission.ts";
-import { EdgeClient } from "../../src/replica/edge-client.ts";
+import { EdgeClient, keyRefusedMessage } from "../../src/replica/edge-client.ts";
+import { localSecrets } from "../../src/local/stack.ts";
+import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 
 const cleanup: (() => void | Promise<void>)[] = [];
 afterEach(async () => {
@@ -172,5 +176,64 @@ describe("an edge mounted under a prefix", () => {
     admission.setModels([], []);
     await client(`${edge.url}/ml/`, admission).start();
     expect(edge.received.map((m) => m.path)).toContain("/ml/-/replicas/register");
+  });
+});
+
+describe("EdgeClient when the edge refuses its key (issue 52)", () => {
+  it("says so once and stops reporting, instead of a failed report every interval", async () => {
+    // An edge that took the register, then (its secret changed) refuses every report with 401.
+    let reports = 0;
+    const server: Server = createServer(async (req, res) => {
+      for await (const _ of req);
+      if (req.url === "/-/replicas/register") {
+        res.writeHead(200, { "content-type": "application/json" });
+        return void res.end(JSON.stringify({ ok: true, report_interval_ms: 20 }));
+      }
+      reports++;
+      res.writeHead(401, { "content-type": "application/json" });
+      res.end(JSON.stringify({ error: { code: "unauthorized", message: "unauthorized", type: "authentication_error", details: { reason: "signature does not match" } } }));
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    cleanup.push(() => new Promise<void>((r) => server.close(() => r())));
+    const refused: string[] = [];
+    const logged: string[] = [];
+    const c = new EdgeClient({
+      edgeUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+      key: "0".repeat(64),
+      deployment: "vad",
+      replicaId: "vad-1",
+      advertiseUrl: "http://127.0.0.1:9",
+      admission: new AdmissionControl(4),
+      log: (l) => logged.push(l),
+      onKeyRefused: (why) => refused.push(why),
+    });
+    cleanup.push(() => c.stop());
+    await c.start();
+    await waitFor(() => refused.length === 1);
+    expect(refused[0]).toBe("signature does not match");
+    // No report after the refusal, however long it runs on (the interval is 20 ms).
+    const after = reports;
+    await new Promise((r) => setTimeout(r, 200));
+    expect(reports).toBe(after);
+    expect(refused).toHaveLength(1);
+    expect(logged.filter((l) => l.startsWith("report failed"))).toEqual([]);
+    expect(keyRefusedMessage("vad", "signature does not match")).toMatch(/--print-key --deployment vad/);
+  });
+});
+
+describe("the local stack's secrets (issue 52)", () => {
+  it("are kept with its state across restarts, owner-only, and new only when rotated", () => {
+    const dir = mkdtempSync(join(tmpdir(), "switchyard-secrets-"));
+    cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
+    const first = localSecrets(join(dir, "local"));
+    expect(first.replicaSecret).toMatch(/^[0-9a-f]{32}$/);
+    expect(localSecrets(join(dir, "local"))).toEqual(first);
+    expect(statSync(join(dir, "local/secrets.json")).mode & 0o777).toBe(0o600);
+    const rotated = localSecrets(join(dir, "local"), true);
+    expect(rotated.replicaSecret).not.toBe(first.replicaSecret);
+    expect(localSecrets(join(dir, "local"))).toEqual(rotated);
+    // A damaged file is replaced, not trusted.
+    writeFileSync(join(dir, "local/secrets.json"), '{"replicaSecret":"x"}');
+    expect(localSecrets(join(dir, "local")).replicaSecret).toMatch(/^[0-9a-f]{32}$/);
   });
 });
