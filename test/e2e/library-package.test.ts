@@ -107,6 +107,8 @@ describe("README \"Use as a library\", from npm pack to an OpenAI stream", () =>
         const out = await sh(`npm pack --pack-destination ${scratch}`, repo);
         tarball = join(scratch, out.trim().split("\n").at(-1)!);
       } else if (line.startsWith("npm install")) {
+        // The README pins wrangler (on Node 20 npm would pick an old one): the version this repository tests with.
+        for (const [, name, version] of line.matchAll(/ (wrangler)@(\S+)/g)) expect(version, `the README's ${name}`).toBe(pkg.devDependencies[name!]);
         line = line
           .replace(/\S*switchyard-edge-switchyard-[\d.]+\.tgz/, tarball)
           .replace(/ (hono|wrangler|typescript)(?= |$)/g, (_m, name: string) => ` ${name}@${pkg.devDependencies[name]}`);

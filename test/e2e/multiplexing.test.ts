@@ -158,18 +158,20 @@ function multiplexingTests(): void {
       for (let i = 0; i < 5; i++) expect((await infer("silero-vad-v5", vowel)).replica).not.toBe(target);
     });
 
-    it("serves a mixed load of more models than fit on one replica mostly from replicas that had the model", async () => {
-      const answers: Answer[] = [];
-      const until = Date.now() + 3_000;
-      let n = 0;
-      const loop = async () => {
-        while (Date.now() < until) answers.push(await infer(MODELS[n++ % MODELS.length]!, vowel));
-      };
-      await Promise.all(Array.from({ length: 4 }, loop));
+    it("routes a mixed load of more models than fit on one replica to a replica that has the model whenever one has room", async () => {
+      // One request at a time, the models in turn: every holder has room whenever a request
+      // comes, so the router must choose one, and every answer after a model's first is a hit.
+      // (A ratio of hits under concurrent load moved with the machine's load: 0.86 at load ~6,
+      // 0.99 idle; the spill when holders are full is the hot-model test's.)
+      for (const model of MODELS) expect((await infer(model, vowel)).status).toBe(200);
+      const answers: (Answer & { model: string })[] = [];
+      for (let i = 0; i < 60; i++) {
+        const model = MODELS[i % MODELS.length]!;
+        answers.push({ ...(await infer(model, vowel)), model });
+      }
       expect(answers.filter((a) => a.status !== 200)).toEqual([]);
-      const hits = answers.filter((a) => a.cache === "hit").length;
-      console.log(`mixed load: ${answers.length} requests over ${MODELS.length} models, ${((100 * hits) / answers.length).toFixed(1)}% served by a replica that already had the model`);
-      expect(hits / answers.length).toBeGreaterThan(0.9);
+      const misses = answers.filter((a) => a.cache !== "hit").map((a) => `${a.model} on ${a.replica}: ${a.cache}`);
+      expect(misses).toEqual([]);
     });
   });
 
