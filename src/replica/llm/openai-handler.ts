@@ -24,7 +24,8 @@
  * and the completion of that text is the answer. The engine stand-in's: a real family's
  * (family-standin.ts), with `tools` and `chat_template_kwargs` passed to its template.
  *
- * Parameters: max_tokens / max_completion_tokens (default 64, at most 1024), temperature
+ * Parameters: max_tokens / max_completion_tokens (at most 1024; default, as vLLM's: a
+ * chat's and a Responses request's the rest of the context, a completion's 64), temperature
  * (0..2, default 1; 0 is greedy), top_p (0 < p ≤ 1), seed (same seed, same text), stop
  * (a string or up to 4), presence_penalty / frequency_penalty (-2..2), n (1 only), user,
  * priority (an integer, below) and unknown fields (ignored). Errors are OpenAI's error
@@ -43,7 +44,17 @@ import { RequestTooLong, type FinishReason, type LlmEngine, type PromptCodec } f
 import { UnsupportedPrompt } from "../../prompt/tokenizers/tokenizer.ts";
 import { ResponseEvents, responseObject, responseUsage, responsesMessages, responsesSchema, type ResponseIds } from "./responses-api.ts";
 
+/** A completion's max_tokens when it sets none (vLLM's is 16; tiny-lm's prompts are characters). */
 export const DEFAULT_MAX_TOKENS = 64;
+
+/**
+ * A chat's or a Responses request's budget when it sets none: as vLLM's, the rest of the
+ * model's context after the prompt (at most MAX_TOKENS_CAP), so an answer ends at its
+ * end of turn (finish_reason `stop`), not at a budget the client never asked for.
+ */
+function restOfContext(engine: LlmEngine, promptTokens: number): number {
+  return Math.max(1, Math.min(MAX_TOKENS_CAP, engine.maxModelLen - promptTokens));
+}
 /** A handed-over stream's continuation needs its dispatch and a prefill elsewhere before the replica exits. */
 export const HANDOVER_MARGIN_MS = 500;
 
@@ -440,7 +451,7 @@ export function llmService(options: LlmServiceOptions): LlmService {
         ...(chat.chat_template_kwargs && { kwargs: chat.chat_template_kwargs }),
         ...(continueFinalMessage && { continueFinalMessage }),
       });
-      maxTokens = chat.max_completion_tokens ?? chat.max_tokens ?? DEFAULT_MAX_TOKENS;
+      maxTokens = chat.max_completion_tokens ?? chat.max_tokens ?? restOfContext(engine, prompt.length);
     } else {
       const completion = parse(completionSchema, body);
       r = completion;
@@ -548,7 +559,7 @@ export function llmService(options: LlmServiceOptions): LlmService {
   async function responses(body: unknown, req: IncomingMessage, res: ServerResponse, loadHeaders: LoadHeaders): Promise<void> {
     const r = parse(responsesRequest, body);
     const prompt = renderChat(responsesMessages(r));
-    const maxTokens = r.max_output_tokens ?? DEFAULT_MAX_TOKENS;
+    const maxTokens = r.max_output_tokens ?? restOfContext(engine, prompt.length);
     const tooLong = engine.check(prompt.length, maxTokens);
     if (tooLong) throw new HttpError("bad_request", tooLong);
     const client = watchClient(req, res);
