@@ -73,6 +73,14 @@ async function replicas(): Promise<{ id: string; load: { ongoing: number; state:
   return ((await res.json()) as { snapshot: { replicas: { id: string; load: { ongoing: number; state: string } }[] } }).snapshot.replicas;
 }
 
+describe("the example's deployment file", () => {
+  it("is served as the README copies it into a functions folder (cp, byte for byte), with no relative import to break there", () => {
+    const copy = readFileSync(join(import.meta.dirname, "fixtures/functions-proxy-agent/sentiment.ts"), "utf8");
+    expect(copy).toBe(readFileSync(join(EXAMPLE, "sentiment.ts"), "utf8"));
+    expect(copy).not.toMatch(/from "\.\.?\//);
+  });
+});
+
 beforeAll(async () => {
   [python, stack] = await Promise.all([pythonEnv("model-server", PACKAGES), startStack({ functionsDir: join(import.meta.dirname, "fixtures/functions-proxy-agent") })]);
   await Promise.all([startAgent("sentiment-a", 1), startAgent("sentiment-b", 4)]);
