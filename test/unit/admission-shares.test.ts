@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { AdmissionShares, HEADROOM_WINDOW_MS, SHARE_POST_TTL_MS, flowLevels } from "../../src/policy/admission-shares.ts";
-import { AdmissionGate, flowKey, freeSlots } from "../../src/proxy/serve/admit.ts";
+import { AdmissionGate, BUDGET_TTL_MS, flowKey, freeSlots } from "../../src/proxy/serve/admit.ts";
 import { defineDeployment } from "../../src/config/deployment.ts";
 import { RoutingView } from "../../src/proxy/serve/view.ts";
 import { T0 } from "../fixtures/clock.ts";
@@ -80,6 +80,14 @@ describe("AdmissionShares by flow", () => {
     s.post(2, [[0, 6]], T0, [[0, "aaaaaaaaaaaaaaaa", 1], [0, "cccccccccccccccc", 1], [0, "dddddddddddddddd", 4]]);
     expect(s.allot(1, 8, T0)!.flowCaps).toEqual({ dddddddddddddddd: 0.6 });
     expect(s.allot(2, 8, T0)!.flowCaps).toEqual({ dddddddddddddddd: 0.4 });
+  });
+
+  it("caps a flow more than one request over the level, even by half a request (issue 51: the tolerance is one request)", () => {
+    const s = new AdmissionShares();
+    // Demands 1, 4 and 4 over 6 slots: the level is 2.5; the flows of 4 are 1.5 over it.
+    s.post(1, [[0, 9]], T0, [[0, "aaaaaaaaaaaaaaaa", 1], [0, "bbbbbbbbbbbbbbbb", 4], [0, "cccccccccccccccc", 4]]);
+    const caps = s.allot(1, 6, T0)!.flowCaps!;
+    expect(caps).toEqual({ bbbbbbbbbbbbbbbb: 2.5, cccccccccccccccc: 2.5 });
   });
 
   it("splits between clients first, then between a client's flows (a key's first 8 digits are its client's): naming many flows takes one client's share (issue 50)", () => {
@@ -236,6 +244,28 @@ describe("AdmissionGate under a budget", () => {
     gate.pump();
     await held;
     expect(outcome).toBe("go");
+  });
+
+  it("keeps to a budget only while it is fresh: past BUDGET_TTL_MS without a new one, held requests go (issue 51)", async () => {
+    let now = Date.now();
+    const gate = new AdmissionGate(() => now);
+    const v = view();
+    expect((await gate.enter(d, v, ticket())).outcome).toBe("go");
+    gate.started(0, "f");
+    gate.setBudget(1);
+    const held = gate.enter(d, v, ticket());
+    await Promise.resolve();
+    expect(gate.held).toBe(1);
+    // Just within the TTL: still kept to it.
+    now += BUDGET_TTL_MS;
+    gate.pump();
+    await Promise.resolve();
+    expect(gate.held).toBe(1);
+    // Past it: the relay is gone or idle, and a budget it no longer renews applies no more.
+    now += 1;
+    gate.pump();
+    expect(gate.held).toBe(0);
+    expect((await held).outcome).toBe("go");
   });
 
   it("lets its own completion refill its slot only while under budget", async () => {

@@ -120,6 +120,25 @@ describe("PacedReader", () => {
     expect(s.cancelled()).toBe("too slow");
   });
 
+  it("does not take an empty chunk for bytes: a client that sends only empty chunks is still too slow (issue 51)", async () => {
+    // A slow-loris whose chunks are empty would hold a body forever if they reset the idle timer.
+    let now = T0;
+    const s = source();
+    const reader = new PacedReader(s.stream, { idleMs: 10_000, minBytesPerSecond: 0 }, () => now);
+    s.push(10);
+    expect(await reader.read()).toBeInstanceOf(Uint8Array);
+    for (let i = 0; i < 2; i++) {
+      now += 4_000;
+      s.push(0);
+      // 4, 8 s after the last bytes: within the idle timeout, the empty chunk passes.
+      expect(await reader.read()).toEqual(new Uint8Array(0));
+    }
+    // 12 s after the last real bytes: too slow at once, whatever empty chunks came since (an
+    // empty chunk taken for bytes would have the read wait until 18 s).
+    now += 4_000;
+    expect(await Promise.race([reader.read(), new Promise((r) => setTimeout(r, 1_000, "still waiting"))])).toBe("too_slow");
+  });
+
   it("reports a connection lost mid-body as aborted, not as an error of its own", async () => {
     let controller!: ReadableStreamDefaultController<Uint8Array>;
     const stream = new ReadableStream<Uint8Array>({ start: (c) => void (controller = c) });
