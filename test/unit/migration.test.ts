@@ -8,7 +8,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { continuationBody, migratingStream, migrationPlan } from "../../src/proxy/serve/migrate.ts";
+import { HANDOVER_LEAD_MS, continuationBody, leaveByOf, migratingStream, migrationPlan } from "../../src/proxy/serve/migrate.ts";
 import { Header } from "../../src/protocol/index.ts";
 import { chatPrompt, continuationPrompt } from "../../src/prompt/tiny-lm-chat-template.ts";
 
@@ -124,6 +124,47 @@ describe("migratingStream and a drain deadline", () => {
     const body = JSON.parse(continued[0]!) as { max_tokens: number; continue_final_message: boolean; messages: { role: string; content: string }[] };
     expect(body.continue_final_message).toBe(true);
     expect(body.messages.at(-1)).toEqual({ role: "assistant", content: sent.startsWith("one more") ? "one more " : "one " });
+  });
+});
+
+describe("the drain's handover lead (issue 51)", () => {
+  it("leaves a draining replica HANDOVER_LEAD_MS before its deadline, time for a prefill elsewhere", () => {
+    expect(HANDOVER_LEAD_MS).toBeGreaterThanOrEqual(500);
+    expect(leaveByOf(100_000)).toBe(100_000 - HANDOVER_LEAD_MS);
+    expect(leaveByOf(undefined)).toBeUndefined();
+  });
+});
+
+describe("migratingStream and its limit (issue 51)", () => {
+  const enc = new TextEncoder();
+  const piece = (id: string, text: string) => `data: ${JSON.stringify({ id, object: "chat.completion.chunk", created: 1, model: "m", choices: [{ index: 0, delta: { content: text }, finish_reason: null }] })}\n\n`;
+  /** A replica's stream that sends one token and breaks. */
+  const breaking = (id: string) =>
+    new ReadableStream<Uint8Array>({
+      start(c) {
+        c.enqueue(enc.encode(piece(id, `${id} `)));
+        c.error(new Error("the replica went away"));
+      },
+    });
+
+  it.each([0, 1, 3])("continues a stream that keeps breaking at most `limit` (%i) times, then ends it with an error event", async (limit) => {
+    const attempts: number[] = [];
+    const out = migratingStream(new Response(breaking("a"), { headers: { [Header.replica]: "r0", "content-type": "text/event-stream" } }), {
+      plan: migrationPlan("chat", bytes({ ...chat, max_tokens: 100 }))!,
+      limit,
+      stallMs: 0,
+      requestId: "req",
+      background: (p) => void p,
+      markDown: () => undefined,
+      leaveBy: () => undefined,
+      continueOn: async (_body, attempt) => {
+        attempts.push(attempt);
+        return new Response(breaking(`p${attempt}`), { headers: { [Header.replica]: `r${attempt}` } });
+      },
+    });
+    const text = await out.text();
+    expect(attempts).toEqual(Array.from({ length: limit }, (_, i) => i + 1));
+    expect(text.trimEnd()).toMatch(/"code":"upstream_failed"[^\n]*$/);
   });
 });
 

@@ -126,6 +126,16 @@ describe("the proxy handler", () => {
     await expect(res.text()).rejects.toThrow();
   });
 
+  it("cuts the client's answer when the app's connection ends before its declared length (a clean close, not a reset)", async () => {
+    const app = await listen((req, res) => {
+      res.writeHead(200, { "content-length": "100" });
+      res.write("0123456789", () => res.socket!.end());
+    });
+    const res = await fetch(`${await front(app)}/predict`);
+    expect(res.status).toBe(200);
+    await expect(res.text()).rejects.toThrow();
+  });
+
   it("answers 502 JSON when the app does not answer", async () => {
     const dead = await listen(() => undefined);
     const url = new URL(dead);

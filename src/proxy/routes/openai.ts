@@ -22,7 +22,7 @@ import { SseDataEvents, UsageTail, withoutUsageChunk } from "./token-usage.ts";
 import { withLastMember } from "../serve/engine-priority.ts";
 import { bearerToken } from "../../state/api-key-format.ts";
 import { serveRequest, type Background } from "../serve/serve.ts";
-import { HANDOVER_LEAD_MS, migratingStream, migrationPlan } from "../serve/migrate.ts";
+import { leaveByOf, migratingStream, migrationPlan } from "../serve/migrate.ts";
 
 /** A body refused before it was read is read up to this size first, so the client's connection survives (drainUnreadBody). */
 const REFUSAL_DRAIN_BYTES = 64 * 1024;
@@ -218,7 +218,7 @@ const DRAIN_LOOK_MS = 500;
 
 /**
  * A migrating stream's watch on its replica's drain deadline (migrate.ts, leaveBy): the
- * replica's deadline less HANDOVER_LEAD_MS, as this isolate's view has it. A stream
+ * replica's deadline less HANDOVER_LEAD_MS (leaveByOf), as this isolate's view has it. A stream
  * looks at most every DRAIN_LOOK_MS, and the look counts as a use of the view, so an
  * isolate that only streams still refreshes it (at its pace, routing.refreshEveryRequests):
  * a drain announced by a replica reaches the streams on it within a second or two.
@@ -234,7 +234,7 @@ function drainWatch(state: IsolateState, deployment: string, background: (p: Pro
       lookedAt = now;
       drainsAt = state.snapshots.viewNow(deployment, background)?.get(replica)?.drainsAt;
     }
-    return drainsAt === undefined ? undefined : drainsAt - HANDOVER_LEAD_MS;
+    return leaveByOf(drainsAt);
   };
 }
 

@@ -41,6 +41,11 @@ import { withLastMember } from "./engine-priority.ts";
  */
 export const HANDOVER_LEAD_MS = 1_000;
 
+/** When a stream on a replica that drains at `drainsAt` (its announced deadline, epoch ms) must leave it: HANDOVER_LEAD_MS before, so its continuation is prefilled elsewhere in time. */
+export function leaveByOf(drainsAt: number | undefined): number | undefined {
+  return drainsAt === undefined ? undefined : drainsAt - HANDOVER_LEAD_MS;
+}
+
 /** What a continuation needs of the original request, parsed once from its body. */
 export interface MigrationPlan {
   endpoint: "chat" | "completion";

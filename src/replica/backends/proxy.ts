@@ -13,6 +13,7 @@
  * replica's own count is the load.
  */
 import { request as httpRequest, Agent, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
+import { pipeline } from "node:stream";
 import { Header, errorBody } from "../../protocol/index.ts";
 import type { ReplicaBackend, ReplicaBackendContext } from "./context.ts";
 
@@ -74,12 +75,9 @@ export function proxyHandler(upstream: URL, agent = new Agent({ keepAlive: true 
         // The head goes out with the first chunk (one write, not two); each chunk as it comes:
         // a stream (SSE, chunked) passes through unbuffered.
         res.writeHead(answer.statusCode ?? 502, { ...answerHeaders(answer.headers), ...loadHeaders() });
-        answer.pipe(res);
-        // The app's answer cut short (it died mid-stream): the client's answer is cut too, never ended as if whole.
-        answer.once("error", () => res.destroy());
-        answer.once("close", () => {
-          if (!answer.complete) res.destroy();
-        });
+        // The app's answer cut short (it died mid-stream: an error, or a close before its end):
+        // pipeline destroys the client's answer too, never ends it as if whole (one path for both).
+        pipeline(answer, res, () => undefined);
       });
       up.once("error", (err) => {
         if (res.headersSent) {
