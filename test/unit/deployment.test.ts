@@ -214,7 +214,7 @@ describe("defineDeployment: multiplexing", () => {
 
   it("other backends may multiplex without a model list", () => {
     for (const backend of [{ kind: "echo" }, { kind: "external" }, { kind: "text", text: "x" }] as const) {
-      expect(defineDeployment({ ...minimal, backend, multiplexing: {} }).multiplexing).toBeDefined();
+      expect(defineDeployment({ ...minimal, backend, multiplexing: {} }).multiplexing).toEqual({ models: [], maxModelsPerReplica: 3 });
     }
   });
 

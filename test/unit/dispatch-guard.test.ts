@@ -17,6 +17,8 @@ import {
   type DispatchParts,
 } from "../../src/protocol/index.ts";
 import { DispatchGuard } from "../../src/replica/dispatch-guard.ts";
+import { AdmissionControl } from "../../src/replica/admission.ts";
+import { ReplicaServer } from "../../src/replica/server.ts";
 import { clock as clockFrom } from "../fixtures/clock.ts";
 
 const T0 = 1_764_511_200_000;
@@ -176,5 +178,42 @@ describe("DispatchGuard", () => {
     expect(guard.checkBody(new TextEncoder().encode("TAMPERED-BODY"), VECTOR.bodySha256)).toBe(false);
     expect(guard.checkBody(null, VECTOR.bodySha256)).toBe(false);
     expect(guard.refused.bad_signature).toBe(2);
+  });
+});
+
+describe("the replica's server checks a held body against its signed digest (issue 51)", () => {
+  it("serves the body that was signed, and refuses another with 401 before its handler reads it", async () => {
+    const key = await deriveReplicaKey(MASTER, "hello");
+    const seen: string[] = [];
+    const server = new ReplicaServer({
+      replicaId: "hello-1",
+      admission: new AdmissionControl(4),
+      guard: new DispatchGuard(key, "hello", "hello-1"),
+      handler: async (req, res) => {
+        let text = "";
+        for await (const chunk of req) text += String(chunk);
+        seen.push(text);
+        res.writeHead(200);
+        res.end(text);
+      },
+    });
+    const { port } = await server.listen(0, "127.0.0.1");
+    try {
+      const send = async (body: Uint8Array, nonce: number) => {
+        const parts: DispatchParts = { ...VECTOR, timestamp: Date.now(), nonce, target: "/hello/v1/completions?x=1" };
+        const h = await signed(key, parts);
+        return fetch(`http://127.0.0.1:${port}${parts.target}`, { method: "POST", headers: { ...h.headers, [Header.protocol]: "1", [Header.replica]: "hello-1" }, body });
+      };
+      const good = await send(BODY, 11);
+      expect(good.status).toBe(200);
+      expect(await good.text()).toBe(new TextDecoder().decode(BODY));
+      // The same signature and digest, another body (a party on the path changed it): refused, unread by the handler.
+      const tampered = await send(new TextEncoder().encode('{"prompt":"evil"}'), 12);
+      expect(tampered.status).toBe(401);
+      expect(await tampered.json()).toMatchObject({ error: { code: "unauthorized", details: { reason: "bad_signature" } } });
+      expect(seen).toEqual([new TextDecoder().decode(BODY)]);
+    } finally {
+      await server.close();
+    }
   });
 });

@@ -119,6 +119,11 @@ describe("migratingStream and a drain deadline", () => {
     expect(text).not.toContain('"id":"b"');
     expect(text.trimEnd().endsWith("data: [DONE]")).toBe(true);
     expect(migrations).toEqual([{ reason: "drain_deadline", tokens: sent.startsWith("one more") ? 2 : 1 }]);
+    // One answer's usage (issue 51: dropping the first part's tokens got past every unit test): the
+    // continuation's prompt held the first part's tokens; they count as completion, once.
+    const firstPart = sent.startsWith("one more") ? 2 : 1;
+    const usage = JSON.parse(/^data: (\{[^\n]*"usage"[^\n]*\})$/m.exec(text)![1]!) as { usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number } };
+    expect(usage.usage).toEqual({ prompt_tokens: 9 - firstPart, completion_tokens: 2 + firstPart, total_tokens: 11 });
     expect(cancelled).toBe(true);
     // The continuation asked for the rest of the budget, the partial answer continued.
     const body = JSON.parse(continued[0]!) as { max_tokens: number; continue_final_message: boolean; messages: { role: string; content: string }[] };

@@ -1,6 +1,6 @@
 /** Bodies read before authentication (src/proxy/serve/body.ts): the per-client and per-isolate ledger, and reads charged to it. */
 import { describe, expect, it } from "vitest";
-import { BodyHolds, bodyRefusal, readBoundedBody, unauthenticatedHolds } from "../../src/proxy/serve/body.ts";
+import { BodyHolds, bodyRefusal, openDuplexUpload, readBoundedBody, unauthenticatedHolds } from "../../src/proxy/serve/body.ts";
 
 const limits = { clientBodies: 2, clientBytes: 100, isolateBodies: 3, isolateBytes: 250 };
 const pace = { idleMs: 10_000, minBytesPerSecond: 1024 };
@@ -100,5 +100,24 @@ describe("readBoundedBody", () => {
     holds.close();
     expect(unauthenticatedHolds.heldBy("client-3")).toEqual({ bodies: 0, bytes: 0 });
     expect(unauthenticatedHolds.bytes).toBe(0);
+  });
+});
+
+describe("duplex uploads per client (issue 51: an off-by-one was caught only end to end)", () => {
+  it("gives a client exactly `max` uploads in flight per deployment, and one more once one ends", () => {
+    const opened = [openDuplexUpload("dup", "ip:1", 2), openDuplexUpload("dup", "ip:1", 2)];
+    expect(opened.every((r) => r !== null)).toBe(true);
+    expect(openDuplexUpload("dup", "ip:1", 2)).toBeNull();
+    // Another client, another deployment: their own.
+    const other = openDuplexUpload("dup", "ip:2", 2);
+    const elsewhere = openDuplexUpload("dup2", "ip:1", 2);
+    expect(other).not.toBeNull();
+    expect(elsewhere).not.toBeNull();
+    opened[0]!();
+    opened[0]!(); // released once, however often called
+    const again = openDuplexUpload("dup", "ip:1", 2);
+    expect(again).not.toBeNull();
+    expect(openDuplexUpload("dup", "ip:1", 2)).toBeNull();
+    for (const release of [opened[1], again, other, elsewhere]) release!();
   });
 });

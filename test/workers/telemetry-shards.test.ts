@@ -5,7 +5,7 @@
 // not depend on what else flushed in this runtime.
 import { env, exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { telemetryShardFor } from "../../src/state/telemetry.ts";
+import { restartTelemetry, telemetryShardFor } from "../../src/state/telemetry.ts";
 import { IsolateState } from "../../src/proxy/serve/serve.ts";
 import { parsePrometheusText } from "../../src/telemetry/prometheus-parse.ts";
 import { sendFlush } from "../../src/state/telemetry.ts";
@@ -117,6 +117,19 @@ describe("sharded telemetry", () => {
     expect(diff(after, before, KEYS.ttfbCount)).toBe(sum(() => 1));
     // Live isolates are summed over the shards: these isolates are new, each counted once.
     expect(diff(after, before, KEYS.isolates)).toBe(ids.length);
+  });
+
+  it("keeps a shard's totals across its restart: they are saved with each flush (issue 51)", async () => {
+    const id = "workers-test-restart-isolate";
+    const k = telemetryShardOf(id);
+    const was = await shardState(k);
+    await sendFlush(env, { isolate: id, sentAt: 1, deltas: [deltaOf(5)] });
+    expect((await shardState(k)).totals.requests["2xx"] - was.totals.requests["2xx"]).toBe(15);
+    // The shard's in-memory life ends; what it had saved comes back when it loads again.
+    await restartTelemetry(env);
+    const after = await shardState(k);
+    expect(after.totals.requests["2xx"] - was.totals.requests["2xx"]).toBe(15);
+    expect(after.totals.retries - was.totals.retries).toBe(5);
   });
 
   it("an IsolateState flushes to the shard of its isolate id", async () => {

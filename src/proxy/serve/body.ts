@@ -319,7 +319,7 @@ export const MIN_UPLOAD_PROOF_BYTES = 4 * 1024;
 const duplexInFlight = new Map<string, number>();
 
 /** A place for one more duplex upload of `client`, with its release; null when the client has `max` already. */
-function openDuplexUpload(deployment: string, client: string, max: number): (() => void) | null {
+export function openDuplexUpload(deployment: string, client: string, max: number): (() => void) | null {
   const key = `${deployment}\n${client}`;
   const n = duplexInFlight.get(key) ?? 0;
   if (n >= max) return null;
