@@ -1,6 +1,6 @@
 // The stack `npm start` runs (functions/ as shipped), with the seed's 48 "hi"
 // replicas: real workerd, real replica processes, real ONNX inference.
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -202,4 +202,25 @@ describe("the README's commands", () => {
       rmSync(work, { recursive: true, force: true });
     }
   }, 300_000);
+
+  it("the CLI block's reference replica joins the edge, with the key npm start's secret gives and no --edge of its own (issue 52)", async () => {
+    const line = blocks.flatMap(commands).find((l) => l.includes("npx switchyard replica --deployment hello"));
+    expect(line).toBeDefined();
+    const [code] = line!.split(/\s+#\s+/, 1) as [string];
+    // The key in place of the README's "…"; the edge is the block's exported SWITCHYARD_EDGE (here the stack's).
+    const command = code.replace("SWITCHYARD_REPLICA_KEY=…", `SWITCHYARD_REPLICA_KEY=${await stack.replicaKey("hello")}`).replace(/ --id \S+/, "");
+    // Its own process group: npx runs the CLI in a child, and the whole group is ended below.
+    const child = spawn("bash", ["-c", `exec ${command} --id readme-cli-replica`], { cwd: join(import.meta.dirname, "../.."), env: { ...process.env, SWITCHYARD_EDGE: stack.url, SWITCHYARD_REPLICA_SECRET: "" }, stdio: ["ignore", "pipe", "pipe"], detached: true });
+    let out = "";
+    child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (out += d.toString()));
+    const exited = new Promise((r) => child.once("exit", r));
+    try {
+      await waitFor("the README's replica to register", () => out.includes('"event":"registered"'), 60_000);
+      await waitFor("it in hello's replicas", async () => (await stack.deploymentState("hello")).snapshot.replicas.some((r) => r.id === "readme-cli-replica"), 20_000);
+    } finally {
+      process.kill(-child.pid!, "SIGTERM");
+      await exited;
+    }
+  }, 120_000);
 });
