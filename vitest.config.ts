@@ -1,3 +1,4 @@
+import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
 
 // Three kinds of tests (see README "Tests"):
@@ -6,6 +7,8 @@ import { defineConfig } from "vitest/config";
 //   e2e     the real local stack: workerd + replica processes on loopback ports
 /** Unit files that replace a module with vi.mock: in a shared module graph the mock would leak. */
 const MOCKING_UNIT_FILES = ["test/unit/edge-fetch.test.ts", "test/unit/package-exports.test.ts"];
+/** tsconfig.json's path `#switchyard/*` (this repository's src/, for deployment files anywhere in it: examples/), as tsx and esbuild read it. */
+const resolve = { alias: [{ find: /^#switchyard\/(.*)$/, replacement: `${fileURLToPath(new URL("./src/", import.meta.url))}$1` }] };
 
 export default defineConfig({
   test: {
@@ -15,6 +18,7 @@ export default defineConfig({
       // The unit files share one module graph (isolate: false: 66 s instead of 105 s here, the
       // time went to re-importing per file); the files that vi.mock a module keep their own.
       {
+        resolve,
         test: {
           name: "unit",
           include: ["test/unit/**/*.test.ts"],
@@ -25,9 +29,10 @@ export default defineConfig({
           hookTimeout: 60_000,
         },
       },
-      { test: { name: "unit-mocks", include: [...MOCKING_UNIT_FILES], environment: "node", testTimeout: 60_000, hookTimeout: 60_000 } },
+      { resolve, test: { name: "unit-mocks", include: [...MOCKING_UNIT_FILES], environment: "node", testTimeout: 60_000, hookTimeout: 60_000 } },
       "test/workers/vitest.config.ts",
       {
+        resolve,
         test: {
           name: "e2e",
           include: ["test/e2e/**/*.test.ts"],

@@ -1,7 +1,7 @@
 // The deployment of examples/python-model: a FastAPI app behind the replica agent in
 // proxy mode. Copy it into functions/ (`cp examples/python-model/sentiment.ts functions/`)
 // and the edge serves it at /sentiment/… once an agent registers (README.md here).
-// `#switchyard/…` is this package's own src/ (package.json "imports"): the import works from here and from functions/.
+// `#switchyard/…` is this repository's src/ (tsconfig.json "paths", as tsx, esbuild and tsc read it): the import works from here and from functions/.
 import { defineDeployment } from "#switchyard/config/deployment.ts";
 
 export default defineDeployment({
