@@ -12,8 +12,8 @@
 
 /** What the actuator needs of the stack. */
 export interface ReplicaFleet {
-  /** The deployment's desired replica count now, per its autoscaler. */
-  desired(deployment: string): Promise<number>;
+  /** The deployment's desired replica count now, per its autoscaler; null while it is not settled (nothing to do yet). */
+  desired(deployment: string): Promise<number | null>;
   /** The ids of the deployment's running replicas, oldest first. */
   running(deployment: string): string[];
   /** Starts one replica and resolves once it has registered. */
@@ -72,7 +72,7 @@ export class LocalActuator {
   }
 
   async #act(deployment: string): Promise<void> {
-    let desired: number;
+    let desired: number | null;
     try {
       desired = await this.#fleet.desired(deployment);
     } catch (err) {
@@ -80,6 +80,9 @@ export class LocalActuator {
       this.#log(`[actuator] ${deployment}: desired count unavailable (${String(err)})`);
       return;
     }
+    // Unsettled: the routing object restarted and counts replicas it has not heard from
+    // yet (they may be dead); acting on that count started 6 replicas nobody wanted.
+    if (desired === null) return;
     const starting = this.#starting.get(deployment) ?? 0;
     const running = this.#fleet.running(deployment).filter((id) => !this.#stopping.has(id));
     const have = running.length + starting;

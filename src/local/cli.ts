@@ -64,7 +64,10 @@ async function main(): Promise<void> {
   console.log("deployments:");
   for (const d of stack.deployments) {
     const ids = [...stack.replicas.values()].filter((r) => r.deployment === d.name).map((r) => `${r.id} ${r.url}`);
-    console.log(`  ${d.routePrefix.padEnd(8)} → ${d.name} (${d.backend.kind}), ${ids.length} replica(s)${ids.length ? ": " + ids.join(", ") : ""}`);
+    // An autoscaled count is the count at start: the autoscaler moves it within its bounds.
+    const a = stack.autoscaled.has(d.name) ? d.autoscaling : undefined;
+    const bounds = a ? ` (autoscaled ${a.minReplicas}..${a.maxReplicas})` : "";
+    console.log(`  ${d.routePrefix.padEnd(8)} → ${d.name} (${d.backend.kind}), ${ids.length} replica(s)${bounds}${ids.length ? ": " + ids.join(", ") : ""}`);
   }
   console.log(`\ntry:\n  curl -i ${stack.url}/hello`);
   console.log(`  curl -i ${stack.url}/hello -H 'x-session-id: chat-42'   # sticks to one replica`);

@@ -132,6 +132,8 @@ export class LocalStack {
   readonly replicaSecret: string;
   readonly adminSecret: string;
   readonly replicas = new Map<string, ReplicaProcess>();
+  /** The deployments whose replica count follows their autoscaler (set by start). */
+  readonly autoscaled = new Set<string>();
   deployments: Deployment[] = [];
   /** Public URL (through the HTTP/1.0 front). */
   url = "";
@@ -234,7 +236,10 @@ export class LocalStack {
       if (d.backend.kind === "external" || d.backend.kind === "edge") continue;
       const fixed = this.#o.replicas?.[d.name];
       const a = this.#o.autoscale && fixed === undefined ? d.autoscaling : undefined;
-      if (a) scaled.push(d.name);
+      if (a) {
+        scaled.push(d.name);
+        this.autoscaled.add(d.name);
+      }
       const n = fixed ?? (a ? Math.min(a.maxReplicas, Math.max(a.minReplicas, d.localReplicas)) : d.localReplicas);
       for (let i = 0; i < n; i++) starts.push(this.startReplica(d.name));
     }
@@ -244,7 +249,8 @@ export class LocalStack {
         desired: async (name) => {
           const res = await fetch(`${this.workerdUrl}/-/deployments/${name}/autoscale`, { headers: { authorization: `Bearer ${this.adminSecret}` } });
           if (!res.ok) throw new Error(`autoscale: ${res.status}`);
-          return ((await res.json()) as { desired: number }).desired;
+          const d = (await res.json()) as { desired: number; settled: boolean };
+          return d.settled ? d.desired : null;
         },
         running: (name) => [...this.replicas.values()].filter((r) => r.deployment === name).map((r) => r.id),
         start: (name) => this.startReplica(name),

@@ -34,6 +34,12 @@ export interface AutoscaleDecision {
   averageOngoing: number;
   /** Since when a different figure has been wanted (null: none pending). */
   pendingSince: number | null;
+  /**
+   * False while `current` is a guess (replicas restored at a restart of the routing
+   * object, not heard from yet; at most STALE_AFTER_MS): `desired` is then the target
+   * held, or before any the guess clamped, and a controller should not act on it.
+   */
+  settled: boolean;
 }
 
 export class Autoscaler {
@@ -48,7 +54,16 @@ export class Autoscaler {
     while (this.#samples.length > 0 && this.#samples[0]!.at < horizon) this.#samples.shift();
   }
 
-  decide(now: number, current: number, cfg: AutoscalingConfig): AutoscaleDecision {
+  /**
+   * `settled`: false while `current` is a guess (members restored at a restart that
+   * have not reported yet). The first decision latches the starting point, so an
+   * unsettled one changes nothing: it answers the target held (before any, clamp(current)).
+   */
+  decide(now: number, current: number, cfg: AutoscalingConfig, settled = true): AutoscaleDecision {
+    if (!settled) {
+      const held = this.#desired ?? clamp(current, cfg);
+      return { current, desired: held, raw: held, averageOngoing: 0, pendingSince: this.#pending?.since ?? null, settled: false };
+    }
     const horizon = now - cfg.lookBackPeriodS * 1000;
     const recent = this.#samples.filter((s) => s.at >= horizon);
     const averageOngoing = recent.length ? recent.reduce((a, s) => a + s.ongoing, 0) / recent.length : 0;
@@ -71,7 +86,7 @@ export class Autoscaler {
         this.#pending = null;
       }
     }
-    return { current, desired: this.#desired, raw, averageOngoing, pendingSince: this.#pending?.since ?? null };
+    return { current, desired: this.#desired, raw, averageOngoing, pendingSince: this.#pending?.since ?? null, settled: true };
   }
 }
 

@@ -218,7 +218,7 @@ export class DeploymentRouter extends DurableObject<RouterBinding> {
       this.#autoscaler.sample(now, heldDemand(this.#held, now), cfg.lookBackPeriodS);
       decision = this.#decideAutoscale(now);
     }
-    if (decision.enabled && shouldAnnounce(this.#announcedDesired, decision)) {
+    if (decision.enabled && decision.settled && shouldAnnounce(this.#announcedDesired, decision)) {
       this.#announcedDesired = decision.desired;
       const hook = servedDeployment(this.#deployment)?.autoscaling?.webhook;
       if (hook) this.ctx.waitUntil(this.#notify(hook, decision));
@@ -313,7 +313,8 @@ export class DeploymentRouter extends DurableObject<RouterBinding> {
       this.ctx.storage.sql.exec("DELETE FROM replicas WHERE id = ?", id);
     }
     const decision = this.#decideAutoscale(now);
-    if (decision.enabled) {
+    // Nothing is announced on a guess (members restored at a restart, not heard from yet).
+    if (decision.enabled && decision.settled) {
       const announce = shouldAnnounce(this.#announcedDesired, decision);
       this.#announcedDesired = decision.desired;
       const hook = servedDeployment(this.#deployment)?.autoscaling?.webhook;
@@ -367,8 +368,8 @@ export class DeploymentRouter extends DurableObject<RouterBinding> {
   #decideAutoscale(now: number): AutoscaleStatus {
     const current = fleetLoad(this.#ownLoad(now), this.#shardLoads.values(), now).ready;
     const cfg = servedDeployment(this.#deployment)?.autoscaling;
-    if (!cfg) return { deployment: this.#deployment, enabled: false, current, desired: current, raw: current, averageOngoing: 0, pendingSince: null };
-    return { deployment: this.#deployment, enabled: true, ...this.#autoscaler.decide(now, current, cfg) };
+    if (!cfg) return { deployment: this.#deployment, enabled: false, current, desired: current, raw: current, averageOngoing: 0, pendingSince: null, settled: true };
+    return { deployment: this.#deployment, enabled: true, ...this.#autoscaler.decide(now, current, cfg, !this.#membership.unconfirmed(now)) };
   }
 
   /** Tells the configured autoscaler webhook about a new desired count (best effort, bounded). */

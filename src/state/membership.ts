@@ -39,6 +39,12 @@ export interface Member {
   continues?: ContinuationForm[];
   /** Draining with a deadline: when it stops serving, on this object's clock (memory only). */
   drainsAt?: number;
+  /**
+   * Restored from storage at a restart and not heard from since: it may be dead (a
+   * local stack killed with its replicas). Routing keeps it (see restore); the
+   * autoscaler does not take its count as settled until it reports or goes stale.
+   */
+  restored?: true;
 }
 
 export type ReportOutcome = "ok" | "unknown_replica" | "stale_seq";
@@ -61,7 +67,19 @@ export class Membership {
       load: { seq: -1, ongoing: 0, queued: 0, max: m.maxOngoing, state: "ready" },
       models: [],
       loading: [],
+      restored: true,
     });
+  }
+
+  /**
+   * Whether a restored member is still counted as fresh without having reported since
+   * the restart: until none is, the ready count is a guess (the autoscaler must not
+   * latch it as its starting point: a restart after an abrupt kill of 8 replicas
+   * kept wanting 8 for the whole downscale delay).
+   */
+  unconfirmed(now: number): boolean {
+    for (const m of this.members.values()) if (m.restored && this.isFresh(m, now)) return true;
+    return false;
   }
 
   /** Returns true when the persisted identity (url, capacity) changed and must be written. */
@@ -95,6 +113,7 @@ export class Membership {
     // replaces its load (a heartbeat repeats the seq when nothing changed; a restarted
     // process registers again, which resets the seq).
     m.lastReportAt = now;
+    delete m.restored;
     if (msg.seq < m.load.seq) return "stale_seq";
     m.load = { seq: msg.seq, ongoing: msg.ongoing, queued: msg.queued, max: m.maxOngoing, state: msg.state };
     if (msg.kv_cache_usage !== undefined) m.load.kv = msg.kv_cache_usage;

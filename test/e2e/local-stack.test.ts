@@ -210,16 +210,21 @@ describe("the README's commands", () => {
     // The key in place of the README's "…"; the edge is the block's exported SWITCHYARD_EDGE (here the stack's).
     const command = code.replace("SWITCHYARD_REPLICA_KEY=…", `SWITCHYARD_REPLICA_KEY=${await stack.replicaKey("hello")}`).replace(/ --id \S+/, "");
     // Its own process group: npx runs the CLI in a child, and the whole group is ended below.
-    const child = spawn("bash", ["-c", `exec ${command} --id readme-cli-replica`], { cwd: join(import.meta.dirname, "../.."), env: { ...process.env, SWITCHYARD_EDGE: stack.url, SWITCHYARD_REPLICA_SECRET: "" }, stdio: ["ignore", "pipe", "pipe"], detached: true });
+    const child = spawn("bash", ["-c", `${command} --id readme-cli-replica`], { cwd: join(import.meta.dirname, "../.."), env: { ...process.env, SWITCHYARD_EDGE: stack.url, SWITCHYARD_REPLICA_SECRET: "" }, stdio: ["ignore", "pipe", "pipe"], detached: true });
     let out = "";
     child.stdout.on("data", (d: Buffer) => (out += d.toString()));
     child.stderr.on("data", (d: Buffer) => (out += d.toString()));
     const exited = new Promise((r) => child.once("exit", r));
     try {
-      await waitFor("the README's replica to register", () => out.includes('"event":"registered"'), 60_000);
+      await waitFor("the README's replica to register", () => {
+        if (child.exitCode !== null) throw new Error(`the replica exited with ${child.exitCode}`);
+        return out.includes('"event":"registered"');
+      }, 60_000);
       await waitFor("it in hello's replicas", async () => (await stack.deploymentState("hello")).snapshot.replicas.some((r) => r.id === "readme-cli-replica"), 20_000);
+    } catch (err) {
+      throw new Error(`${String(err)}; the replica's output:\n${out}`);
     } finally {
-      process.kill(-child.pid!, "SIGTERM");
+      if (child.exitCode === null && child.signalCode === null) process.kill(-child.pid!, "SIGTERM");
       await exited;
     }
   }, 120_000);

@@ -72,6 +72,39 @@ describe("readiness across restarts", () => {
     for (const r of runs) expect(r.violations).toEqual([]);
   }, 180_000);
 
+  it("a stack killed with 6 replicas starts again with its own count: the dead ones it restores are not the autoscaler's starting point (issue 52)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "switchyard-e2e-restart-"));
+    const functionsDir = join(import.meta.dirname, "fixtures/restart-autoscale");
+    try {
+      stack = new LocalStack({ port: 0, stateDir: dir, functionsDir, replicas: { hello: 6 } });
+      await stack.start();
+      expect((await stack.deploymentState("hello")).snapshot.replicas).toHaveLength(6);
+      await stack.kill();
+      // The list of the previous run's replicas is lost too (as for replicas started in
+      // another terminal): nothing deregisters them, so the routing object restores 6
+      // members it has not heard from, and they stay fresh for STALE_AFTER_MS.
+      rmSync(join(dir, "replicas.json"));
+      stack = new LocalStack({ port: 0, stateDir: dir, functionsDir, autoscale: true });
+      await stack.start();
+      // Wait for the event that settles the count: no member the stack did not start is left
+      // (the dead ones go stale, or one the stack starts takes over a dead one's id).
+      const running = stack.replicas;
+      let state = await stack.deploymentState("hello");
+      while (state.snapshot.replicas.some((r) => !running.has(r.id))) {
+        await new Promise((r) => setTimeout(r, 100));
+        state = await stack.deploymentState("hello");
+      }
+      const res = await fetch(`${stack.workerdUrl}/-/deployments/hello/autoscale`, { headers: { authorization: `Bearer ${stack.adminSecret}` } });
+      // The actuator asked every 250 ms meanwhile; the bug latched 8 (6 dead + 2 new) and started 6 more.
+      expect(await res.json()).toMatchObject({ current: 2, desired: 2 });
+      expect([...stack.replicas.values()].filter((r) => r.deployment === "hello")).toHaveLength(2);
+      await stack.kill();
+      stack = undefined;
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
+
   it("/-/livez answers while the stack has no replica ready", async () => {
     stack = new LocalStack({ port: 0, stateDir, functionsDir: join(import.meta.dirname, "fixtures/readiness"), replicas: { hello: 0 } });
     await stack.start();

@@ -144,11 +144,21 @@ describe("Autoscaler.decide", () => {
     expect(new Autoscaler().decide(T0, 0, instant({ minReplicas: 0 })).desired).toBe(0);
   });
 
+  it("an unsettled count (members restored at a restart, not heard from) is answered, not latched as the starting point", () => {
+    // A local stack killed with 8 replicas restarts with 2: the restored 8 must not become
+    // the target that the downscale delay then holds for 600 s.
+    const a = new Autoscaler();
+    expect(a.decide(T0, 8, instant(), false)).toEqual<AutoscaleDecision>({ current: 8, desired: 8, raw: 8, averageOngoing: 0, pendingSince: null, settled: false });
+    expect(a.decide(T0 + 3 * S, 2, instant({ minReplicas: 2 }))).toMatchObject({ desired: 2, settled: true });
+    // Once latched, an unsettled look neither moves it nor starts a pending change.
+    expect(a.decide(T0 + 4 * S, 8, instant({ minReplicas: 2 }), false)).toMatchObject({ desired: 2, pendingSince: null });
+  });
+
   it("reports current, raw and the average load", () => {
     const a = new Autoscaler();
     a.sample(T0, 12, 1);
     const d = a.decide(T0, 2, instant());
-    expect(d).toEqual<AutoscaleDecision>({ current: 2, desired: 2, raw: 6, averageOngoing: 12, pendingSince: T0 });
+    expect(d).toEqual<AutoscaleDecision>({ current: 2, desired: 2, raw: 6, averageOngoing: 12, pendingSince: T0, settled: true });
   });
 
   it("with no samples, the average is 0 (and wants min)", () => {

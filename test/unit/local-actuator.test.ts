@@ -6,12 +6,12 @@
 import { describe, expect, it } from "vitest";
 import { LocalActuator, type ReplicaFleet } from "../../src/local/actuator.ts";
 
-function fleet(desired: number) {
+function fleet(desired: number | null) {
   const running: string[] = [];
   const pending: (() => void)[] = [];
   const stopped: string[] = [];
   let n = 0;
-  const f: ReplicaFleet & { want: number } = {
+  const f: ReplicaFleet & { want: number | null } = {
     want: desired,
     desired: () => Promise.resolve(f.want),
     running: () => [...running],
@@ -35,6 +35,21 @@ function fleet(desired: number) {
 const settle = () => new Promise<void>((r) => setTimeout(r, 0));
 
 describe("LocalActuator", () => {
+  it("does nothing while the count is not settled (a restarted routing object counting replicas it has not heard from)", async () => {
+    const { f, pending, running, stopped } = fleet(null);
+    const a = new LocalActuator(f, ["d"]);
+    await a.tick();
+    expect(pending).toHaveLength(0);
+    f.want = 1;
+    await a.tick();
+    pending.shift()!();
+    await settle();
+    expect(running).toEqual(["r-1"]);
+    f.want = null;
+    await a.tick();
+    expect({ pending: pending.length, stopped }).toEqual({ pending: 0, stopped: [] });
+  });
+
   it("from zero starts one replica, and the rest once it has registered", async () => {
     const { f, pending, running } = fleet(4);
     const a = new LocalActuator(f, ["d"]);

@@ -181,6 +181,26 @@ describe("Membership.restore", () => {
     expect(m.register(reg("a"), T0)).toBe(false);
     expect(m.members.get("a")!.registeredAt).toBe(T0);
   });
+
+  it("the count is unconfirmed while a restored member is fresh without having reported or registered since", () => {
+    const m = new Membership();
+    m.register(reg("live"), T0 - 10);
+    expect(m.unconfirmed(T0)).toBe(false);
+    m.restore({ id: "a", url: "http://a.test:8000", maxOngoing: 4, registeredAt: T0 - 100_000 }, T0);
+    m.restore({ id: "b", url: "http://b.test:8000", maxOngoing: 4, registeredAt: T0 - 100_000 }, T0);
+    m.restore({ id: "dead", url: "http://dead.test:8000", maxOngoing: 4, registeredAt: T0 - 100_000 }, T0);
+    expect(m.unconfirmed(T0)).toBe(true);
+    m.report(rep("a", 1), T0 + 500);
+    m.register(reg("b"), T0 + 600);
+    // "dead" still counts as fresh, and has not been heard from.
+    expect(m.unconfirmed(T0 + 700)).toBe(true);
+    m.deregister("dead");
+    expect(m.unconfirmed(T0 + 700)).toBe(false);
+    // One that stays silent settles the count when it goes stale.
+    m.restore({ id: "silent", url: "http://s.test:8000", maxOngoing: 4, registeredAt: T0 - 100_000 }, T0 + 1_000);
+    expect(m.unconfirmed(T0 + 1_000 + STALE_AFTER_MS - 1)).toBe(true);
+    expect(m.unconfirmed(T0 + 1_000 + STALE_AFTER_MS)).toBe(false);
+  });
 });
 
 describe("Membership.deregister", () => {
