@@ -163,6 +163,9 @@ try {
   const after = await adminState();
   const doCalls = after.router.snapshotCalls - before.router.snapshotCalls + (after.sessions.resolves - before.sessions.resolves) + (after.sessions.rebinds - before.sessions.rebinds);
 
+  // The model-blind arm sends some requests to replicas that must first load the model, and a few time out: that is
+  // what it measures, so it may leave 5 % unanswered (2 % in the published runs); the others 1 %.
+  const BLIND_TOLERANCE = 0.05;
   const rows = [summary("Switchyard (model-aware)", viaProxy), summary("model-blind (random replica, direct)", blind), summary("Switchyard, 60 sessions", sessions)];
   const result = {
     when: new Date().toISOString(),
@@ -188,7 +191,7 @@ try {
   );
   console.log(`\nsessions: stickiness ${(100 * result.sessions.stickiness).toFixed(1)} %, ${result.sessions.durableObjectCallsPer1000.toFixed(1)} Durable Object calls per 1,000 requests (${result.sessions.sessionResolves} resolves, ${result.sessions.sessionRebinds} rebinds, ${result.sessions.sessionWrites} writes)`);
   if (process.env.BENCH_DEBUG) console.log(logLines.filter((l) => /error|lost|fail|exit/i.test(l)).slice(-40).join("\n"));
-  console.log(`wrote ${writeResult("affinity", result, { quick, arms: rows.map((r) => ({ arm: r.arm, requests: r.requests, ok: r.requests - r.failed })) })}`);
+  console.log(`wrote ${writeResult("affinity", result, { quick, arms: rows.map((r) => ({ arm: r.arm, requests: r.requests, ok: r.requests - r.failed, ...(r.arm.startsWith("model-blind") && { tolerance: BLIND_TOLERANCE }) })) })}`);
 } catch (err) {
   console.error(logLines.filter((l) => !/registered|listening/.test(l)).slice(-30).join("\n"));
   throw err;

@@ -67,6 +67,7 @@ import { cpus, loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { writeResult } from "./result-file.ts";
+import { judgeTargets, type Target } from "./prefix-cache-targets.ts";
 import { LocalStack } from "../src/local/stack.ts";
 import { BALANCER_NAMES } from "../src/policy/balancers/index.ts";
 import { DEFAULT_LOAD_FACTOR } from "../src/policy/prefix-score.ts";
@@ -135,8 +136,8 @@ const UTILIZATION = num("utilization", values.utilization, (x) => x > 0 && x <= 
 const FIRST_SEED = num("seed", values.seed, Number.isInteger);
 /**
  * `--seeds N`: the whole comparison (calibration, every arm) once per workload seed
- * --seed … --seed + N − 1, targets judged on the mean of each seed's ratio with its
- * spread. One seed's run is noise-bound at 4 isolates (two runs of the same code
+ * --seed … --seed + N − 1, each target judged in every seed (a miss in any is a MISS),
+ * the mean printed beside it. One seed's run is noise-bound at 4 isolates (two runs of the same code
  * differed by ~0.07 in hit ratio, more than the tiers' gap), so a family's run, issue
  * 34's comparison, defaults to 3.
  */
@@ -838,86 +839,26 @@ lines.push(
   ),
 );
 
-// Targets, as ratios of arms in this run: per seed, then (several seeds) on the mean of each seed's ratio.
-interface Target {
-  target: string;
-  measured: string;
-  met: boolean | null;
-  /** The ratio (or count) judged, and how: at least or at most `threshold`. */
-  value?: number;
-}
-interface Judged {
-  target: string;
-  value: number;
-  threshold: number;
-  atLeast: boolean;
-  measured: string;
-}
-const judge = (j: Judged): boolean => (j.atLeast ? j.value >= j.threshold : j.value <= j.threshold);
-function targetsOf(rs: readonly PhaseResult[]): Judged[] {
-  const find = (arm: ArmName, isolates: number) => rs.find((r) => r.arm === arm && (arm === "oracle" || r.isolates === isolates));
-  const oracleFor = (isolates: number) => rs.filter((r) => r.arm === "oracle").at(isolates === 1 ? 0 : -1);
-  const pcN = find("prefix_cache", ISOLATES);
-  const pc1 = find("prefix_cache", 1);
-  const laN = find("load_aware", ISOLATES);
-  const la1 = find("load_aware", 1);
-  const apN = find("approximate", ISOLATES);
-  const aloneN = find("alone", ISOLATES);
-  const oracleN = oracleFor(ISOLATES);
-  const out: Judged[] = [];
-  const t = (target: string, value: number, atLeast: boolean, threshold: number, measured: string) => out.push({ target, value, threshold, atLeast, measured });
-  if (pcN && apN) t(`precise TTFT p90 ≥ 3× better than approximate's (${ISOLATES} isolates)`, apN.ttft.p90 / pcN.ttft.p90, true, 3, `${f(apN.ttft.p90)} / ${f(pcN.ttft.p90)} ms = ${f(apN.ttft.p90 / pcN.ttft.p90, 2)}×`);
-  // The same target against llm-d's kind of approximate tier: each router's memory of its own dispatches.
-  if (pcN && aloneN) t(`precise TTFT p90 ≥ 3× better than approximate's with each isolate alone (${ISOLATES} isolates)`, aloneN.ttft.p90 / pcN.ttft.p90, true, 3, `${f(aloneN.ttft.p90)} / ${f(pcN.ttft.p90)} ms = ${f(aloneN.ttft.p90 / pcN.ttft.p90, 2)}×`);
-  if (pcN && oracleN) t(`prefix_cache hit ratio at ${ISOLATES} isolates ≥ 0.95 × the oracle's`, pcN.hitRatio / oracleN.hitRatio, true, 0.95, `${f(pcN.hitRatio, 3)} / ${f(oracleN.hitRatio, 3)} = ${f(pcN.hitRatio / oracleN.hitRatio, 3)}`);
-  if (pcN && pc1) t(`prefix_cache hit ratio at ${ISOLATES} isolates ≥ 0.9 × at 1 isolate`, pcN.hitRatio / pc1.hitRatio, true, 0.9, `${f(pcN.hitRatio, 3)} / ${f(pc1.hitRatio, 3)} = ${f(pcN.hitRatio / pc1.hitRatio, 3)}`);
-  for (const [pc, la, n] of [
-    [pc1, la1, 1],
-    [pcN, laN, ISOLATES],
-  ] as const) {
-    if (!pc || !la) continue;
-    const s = n > 1 ? "s" : "";
-    t(`prefix_cache TTFT p50 ≤ 1/3 of load_aware's (${n} isolate${s})`, la.ttft.p50 / pc.ttft.p50, true, 3, `${f(la.ttft.p50)} / ${f(pc.ttft.p50)} ms = ${f(la.ttft.p50 / pc.ttft.p50, 2)}× lower`);
-    t(`prefix_cache TTFT p99 ≤ load_aware's (${n} isolate${s})`, pc.ttft.p99 / la.ttft.p99, false, 1, `${f(pc.ttft.p99)} vs ${f(la.ttft.p99)} ms (ratio ${f(pc.ttft.p99 / la.ttft.p99, 2)})`);
-    // The arms get the same arrival sequence; completions differ by a handful (1 % tolerance).
-    t(`prefix_cache throughput ≥ load_aware's, within 1 % (${n} isolate${s})`, pc.throughputRps / la.throughputRps, true, 0.99, `${f(pc.throughputRps, 1)} / ${f(la.throughputRps, 1)} req/s = ${f(pc.throughputRps / la.throughputRps, 3)}`);
-  }
-  for (const r of rs.filter((x) => x.arm === "prefix_cache")) {
-    t(
-      `prefix_cache ≤ 5 Durable Object calls per 1,000 requests (${r.isolates} isolate${r.isolates > 1 ? "s" : ""})`,
-      r.doCalls.per1000,
-      false,
-      5,
-      `${f(r.doCalls.per1000, 1)} per 1,000 (${r.doCalls.routing} routing calls + ~${r.doCalls.telemetryEstimated} telemetry flushes over ${r.requests} requests; ${f(r.doCalls.perIsolatePerS, 2)} routing calls/s per isolate: ≤ 5 per 1,000 from ~${f((1000 * (r.doCalls.total / SECONDS / r.isolates)) / 5)} req/s per isolate)`,
-    );
-  }
-  return out;
-}
-const targetsBySeed = Object.fromEntries(SEEDS.map((seed) => [seed, targetsOf(results.filter((r) => r.seed === seed)).map((j): Target => ({ target: j.target, measured: j.measured, met: judge(j), value: j.value }))]));
-let targets: Target[];
-if (SEEDS.length === 1) targets = targetsBySeed[SEEDS[0]!]!;
-else {
-  // Each target on the mean of its per-seed ratios, with the spread and every seed's figure.
-  const bySeed = SEEDS.map((seed) => targetsOf(results.filter((r) => r.seed === seed)));
-  targets = bySeed[0]!.map((first) => {
-    const each = bySeed.map((js) => js.find((j) => j.target === first.target)?.value ?? NaN);
-    const value = mean(each);
-    const digits = Math.abs(first.threshold) >= 3 ? 2 : 3;
-    return {
-      target: first.target,
-      value,
-      met: judge({ ...first, value }),
-      measured: `mean ${f(value, digits)} over ${SEEDS.length} seeds (${f(Math.min(...each), digits)}–${f(Math.max(...each), digits)}; ${each.map((v, i) => `seed ${SEEDS[i]}: ${f(v, digits)}`).join(", ")})`,
-    };
-  });
-}
-for (const a of skipped) targets.push({ target: `${LABEL[a]}`, met: null, measured: "not run: balancer not in this tree" });
-
+// Targets, as ratios of arms of one seed, judged in every seed (prefix-cache-targets.ts).
+const digitsOf = (t: Target) => (Math.abs(t.threshold) >= 3 ? 2 : 3);
+const targets: (Target | { target: string; met: null; why: string })[] = judgeTargets(
+  SEEDS.map((seed) => results.filter((r) => r.seed === seed)),
+  { isolates: ISOLATES, seconds: SECONDS },
+);
+for (const a of skipped) targets.push({ target: `${LABEL[a]}`, met: null, why: "not run: balancer not in this tree" });
+const measuredOf = (t: (typeof targets)[number]) => {
+  if (!("each" in t)) return t.why;
+  const d = digitsOf(t);
+  const each = t.each.map((v, i) => `${SEEDS.length > 1 ? `seed ${SEEDS[i]}: ` : ""}${v === null ? "not judged" : f(v, d)}${t.missed.includes(i) ? " (miss)" : ""}`);
+  return SEEDS.length > 1 ? `${each.join(", ")}; mean ${f(t.mean, d)}${t.why ? `; ${t.why}` : ""}` : `${t.measuredBySeed[0]} = ${each[0]}${t.why ? ` (${t.why})` : ""}`;
+};
 if (SEEDS.length > 1) {
-  for (const seed of SEEDS) lines.push("", `Seed ${seed}:`, ...markdownTable(["target", "measured", ""], targetsBySeed[seed]!.map((x) => [x.target, x.measured, verdict(x.met!)]), "lll"));
-  lines.push("", `Judged on the mean over seeds ${SEEDS.join(", ")}:`);
+  for (const [i, seed] of SEEDS.entries()) {
+    lines.push("", `Seed ${seed}:`, ...markdownTable(["target", "measured", ""], targets.filter((t): t is Target => "each" in t).map((t) => [t.target, `${t.measuredBySeed[i]} = ${t.each[i] === null ? "–" : f(t.each[i]!, digitsOf(t))}`, t.each[i] === null ? "not judged" : verdict(!t.missed.includes(i))]), "lll"));
+  }
+  lines.push("", `Judged in every seed (${SEEDS.join(", ")}): a miss in any seed is a MISS; the mean is beside it, not judged.`);
 }
-lines.push("", ...markdownTable(["target", "measured", ""], targets.map((x) => [x.target, x.measured, x.met === null ? "–" : `**${verdict(x.met)}**`]), "lll"));
+lines.push("", ...markdownTable(["target", "measured", ""], targets.map((t) => [t.target, measuredOf(t), `**${verdict(t.met)}**`]), "lll"));
 const oracleRows = results.filter((r) => r.oracle);
 for (const r of oracleRows) {
   const o = r.oracle!;
@@ -994,7 +935,6 @@ writeResult(
       calibration: seedRuns[0]!.calibration,
       arms: results,
       targets,
-      targetsBySeed,
       skipped,
       elapsedSeconds: elapsedS,
     },

@@ -33,6 +33,7 @@ import { dirname, join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { judgeValue, MIN_SAMPLES, ratioOver, sampled } from "./judge.ts";
 import { writeResult } from "./result-file.ts";
 import { LocalStack } from "../src/local/stack.ts";
 import { cachedPythonEnv, pythonEnv } from "../scripts/python-env.ts";
@@ -65,6 +66,13 @@ const AB_BOUND_S = 10;
  * for a busy machine; the ceiling (direct / Ray) is printed beside it.
  */
 const RAY_TARGET = 3;
+/**
+ * Ray Serve's own arms may leave 10 % unanswered (12 of 280 in one published run: its
+ * proxy's answers past wrk's 2 s count as failed): it is the third party measured, and its
+ * failures are printed in the table beside its rate. Switchyard's arms get the default 1 %
+ * and, beside that, a target of 0 failed.
+ */
+const RAY_TOLERANCE = 0.1;
 /** The Ray install's bound (a cached virtualenv is reused at once): about a minute from a local index, more from a slow one. */
 const RAY_INSTALL_BUDGET_S = 8 * 60;
 const RAY_START_BUDGET_S = 150;
@@ -537,7 +545,7 @@ interface Ratio {
   name: string;
   value: number;
   target?: string;
-  pass?: boolean;
+  pass?: boolean | null;
   note?: string;
 }
 const ratios: Ratio[] = [];
@@ -545,9 +553,16 @@ const ratios: Ratio[] = [];
 const notJudged: string[] = [];
 const ratio = (name: string, a: Row | undefined, b: Row | undefined, min?: number, note?: string) => {
   if (!a || !b) return;
-  const value = a.rps / b.rps;
   const target = min === undefined ? undefined : name.includes("/ Ray Serve") ? `≥ ${min}×` : `≥ ${min.toFixed(2)}`;
-  ratios.push({ name, value, ...(target && { target, pass: value >= min! }), ...(note && { note }) });
+  // The reference must have answered enough requests for a rate: a reference that served
+  // (next to) nothing would make any ratio "≥ 3×" (judge.ts's floor).
+  const value = ratioOver(a.rps, sampled(b.rps, b.requests - b.failed - b.non2xx) ?? NaN, 0);
+  if (value === null) {
+    if (target) notJudged.push(`${name} (target ${target}): not judged, the reference answered ${b.requests - b.failed - b.non2xx} requests (fewer than ${MIN_SAMPLES})`);
+    return;
+  }
+  const judged = target ? judgeValue(value, { atLeast: true, threshold: min! }) : undefined;
+  ratios.push({ name, value, ...(target && { target, pass: judged!.met }), ...(note && { note }) });
 };
 ratio("Switchyard (workerd port) / bare workerd Worker, same replicas, wrk", row(names.syWorkerd, "wrk"), row(names.bareAll, "wrk"), 0.8);
 ratio("Switchyard (public port) / bare workerd Worker, same replicas, wrk", row(names.syPublic, "wrk"), row(names.bareAll, "wrk"));
@@ -610,6 +625,6 @@ writeResult(
       seconds: (Date.now() - started) / 1000,
   },
   // Every arm that ran (a skipped one says why in its row) must have served.
-  { quick, arms: rows.filter((r) => !r.note?.startsWith("skipped")).map((r) => ({ arm: `${r.target} (${r.tool})`, requests: r.requests, ok: r.requests - r.non2xx - r.failed })) },
+  { quick, arms: rows.filter((r) => !r.note?.startsWith("skipped")).map((r) => ({ arm: `${r.target} (${r.tool})`, requests: r.requests, ok: r.requests - r.non2xx - r.failed, ...(r.target.includes("Ray Serve") && { tolerance: RAY_TOLERANCE }) })) },
 );
 process.exit(0);

@@ -21,7 +21,7 @@ export interface LoadConfig {
 export type LoadCommand =
   | { ref: number; cmd: "start"; config: LoadConfig }
   | { ref: number; cmd: "counts" }
-  | { ref: number; cmd: "servedBy"; id: string; since: number }
+  | { ref: number; cmd: "servedBy"; id: string; deployment: string; since: number; until: number }
   | { ref: number; cmd: "stop" };
 
 export interface LoadCounts {
@@ -36,6 +36,8 @@ let stopped = false;
 const counts: LoadCounts["byDeployment"] = {};
 /** Real replica id → send times (epoch ms) of the requests it served. */
 const servedAt = new Map<string, number[]>();
+/** Deployment → send times (epoch ms) of its requests answered 200, by any replica. */
+const answeredAt = new Map<string, number[]>();
 
 function get(agent: Agent, url: string): Promise<{ status: number; replica: string | undefined }> {
   return new Promise((resolve) => {
@@ -65,7 +67,12 @@ function start(c: LoadConfig): void {
           while (!stopped) {
             const sentAt = Date.now();
             const r = await get(agent, `${edge}${path}`);
-            if (r.status === 200) n.ok++;
+            if (r.status === 200) {
+              n.ok++;
+              let sent = answeredAt.get(deployment);
+              if (!sent) answeredAt.set(deployment, (sent = []));
+              sent.push(sentAt);
+            }
             else if (r.status === 0) n.failed++;
             else n.non2xx++;
             if (r.status === 200 && r.replica && !r.replica.startsWith(SIM_PREFIX)) {
@@ -99,7 +106,15 @@ process.on("message", (raw) => {
     }
     case "servedBy": {
       const times = servedAt.get(m.id) ?? [];
-      reply({ total: times.length, after: times.filter((t) => t >= m.since).length, afterPlus1s: times.filter((t) => t >= m.since + 1_000).length });
+      // sentInWindow: requests to its deployment answered by anyone, sent from 1 s after the drain until the
+      // replica exited; the only ones it could have served wrongly (after its exit it serves none anyway).
+      const sent = answeredAt.get(m.deployment) ?? [];
+      reply({
+        total: times.length,
+        after: times.filter((t) => t >= m.since).length,
+        afterPlus1s: times.filter((t) => t >= m.since + 1_000).length,
+        sentInWindow: sent.filter((t) => t >= m.since + 1_000 && t < m.until).length,
+      });
       return;
     }
     case "stop":

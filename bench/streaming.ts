@@ -46,8 +46,9 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
+import { judgeFault, judgeValue } from "./judge.ts";
 import { requireServed, writeResult } from "./result-file.ts";
-import { markdownTable, verdict } from "./table.ts";
+import { judgedText, markdownTable, verdict } from "./table.ts";
 import { sseData } from "../test/fixtures/sse.ts";
 import { LocalStack } from "../src/local/stack.ts";
 import { cpuSeconds, startBareWorkers, workerdPid, type BareWorkers } from "./load-tools.ts";
@@ -210,7 +211,12 @@ async function faultStream(url: string, i: number, onToken: (n: number) => void,
 async function faultArm(streams: number): Promise<{
   streams: number;
   killed: string;
-  migrated: number;
+  /** Replicas SIGKILLed. */
+  kills: number;
+  /** Streams that started on the victim. */
+  onVictim: number;
+  /** Migrations that took, as the edge logged them. */
+  migrationsSeen: number;
   failed: number;
   undisturbed: { ttft: ReturnType<typeof stats>; tpot: ReturnType<typeof stats> };
   migratedStats: { ttft: ReturnType<typeof stats>; tpot: ReturnType<typeof stats> };
@@ -228,7 +234,24 @@ export default defineDeployment({
 `,
   );
   const faultState = mkdtempSync(join(tmpdir(), "switchyard-bench-fault-state-"));
-  const s = new LocalStack({ port: 0, functionsDir: dir, stateDir: faultState, freshState: true });
+  // The edge logs each migration ("stream migrated", ok true when the continuation took): the
+  // fault arm counts what it saw there, not the streams that happened to start on the victim.
+  let migrationsSeen = 0;
+  const s = new LocalStack({
+    port: 0,
+    functionsDir: dir,
+    stateDir: faultState,
+    freshState: true,
+    log: (line) => {
+      const json = line.slice(line.indexOf("{"));
+      if (!line.startsWith("[workerd]") || !json.includes('"stream migrated"')) return;
+      try {
+        if ((JSON.parse(json) as { ok?: boolean }).ok === true) migrationsSeen++;
+      } catch {
+        // another line that mentions it
+      }
+    },
+  });
   try {
     await s.start();
     const args = ["--backend", "llm", "--model", "tiny-lm", "--prefill-ms", String(ttftMs), "--decode-ms", String(tpotMs), "--kv-blocks", String(perReplica * 16)];
@@ -240,6 +263,7 @@ export default defineDeployment({
     let heads = 0;
     let half = 0;
     let killed = "";
+    let kills = 0;
     const replicaOf: (string | null)[] = [];
     const results = await Promise.all(
       Array.from({ length: streams }, (_, i) =>
@@ -254,7 +278,10 @@ export default defineDeployment({
               for (const r of replicaOf) if (r) by.set(r, (by.get(r) ?? 0) + 1);
               killed = [...by.entries()].sort((a, b) => b[1] - a[1])[0]?.[0] ?? "";
               const victim = s.replicas.get(killed);
-              if (victim?.child.pid) process.kill(victim.child.pid, "SIGKILL");
+              if (victim?.child.pid) {
+                process.kill(victim.child.pid, "SIGKILL");
+                kills++;
+              }
             }
           },
           (replica) => {
@@ -272,7 +299,9 @@ export default defineDeployment({
     return {
       streams,
       killed,
-      migrated: moved.length,
+      kills,
+      onVictim: moved.length,
+      migrationsSeen,
       failed: results.filter((x) => !x.ok).length,
       undisturbed: { ttft: ttftOf(stay), tpot: tpotOf(stay) },
       migratedStats: { ttft: ttftOf(moved), tpot: tpotOf(moved) },
@@ -447,9 +476,12 @@ try {
       `gap p99 ${f(perChunk[2]!.gapP99Ms)} ms against direct's ${f(directGaps.p99)} ms (target ≤ + 1 ms: ${verdict(perChunk[2]!.gapP99Ms <= directGaps.p99 + 1)})`,
   ];
   const spliceTarget = fault.freshTtftP50Ms + fault.undisturbed.tpot.p50;
+  // Judged only when a replica died under streams and the edge logged their migrations (judge.ts).
+  const faultVerdict = judgeFault({ faults: fault.kills, touched: fault.onVictim, observed: fault.migrationsSeen, failed: fault.failed });
+  const spliceVerdict = faultVerdict.met === null ? faultVerdict : judgeValue(fault.spliceGapMs.p50 - spliceTarget, { atLeast: false, threshold: 0 });
   lines.push(
     "",
-    `Fault arm (migration on, its own stack): ${fault.streams} greedy chat streams of ${tokens} tokens; ${fault.killed} SIGKILLed mid-stream; ${fault.migrated} streams migrated, ${fault.failed} failed (target 0: ${verdict(fault.failed === 0)})`,
+    `Fault arm (migration on, its own stack): ${fault.streams} greedy chat streams of ${tokens} tokens; ${fault.kills ? `${fault.killed} SIGKILLed mid-stream` : "no replica killed"}; ${fault.onVictim} streams on it, ${fault.migrationsSeen} migrations in the edge's log; ${fault.failed} failed (target 0: ${judgedText(faultVerdict)})`,
     "",
     ...markdownTable(
       ["streams", "TTFT p50", "TTFT p90", "TPOT p50", "TPOT p90"],
@@ -460,7 +492,7 @@ try {
     ),
     "",
     `splice gap (a migrated stream's longest wait between two tokens): p50 ${f(fault.spliceGapMs.p50)} ms, p90 ${f(fault.spliceGapMs.p90)} ms, max ${f(fault.spliceGapMs.max)} ms; ` +
-      `target ≤ a fresh /v1 request's TTFT p50 (${f(fault.freshTtftP50Ms)} ms: connect + prefill + first token) + one TPOT p50 (${f(fault.undisturbed.tpot.p50)} ms) = ${f(spliceTarget)} ms: ${verdict(fault.spliceGapMs.p50 <= spliceTarget)}`,
+      `target ≤ a fresh /v1 request's TTFT p50 (${f(fault.freshTtftP50Ms)} ms: connect + prefill + first token) + one TPOT p50 (${f(fault.undisturbed.tpot.p50)} ms) = ${f(spliceTarget)} ms: ${judgedText(spliceVerdict)}`,
   );
   requireServed(rows.map((r) => ({ arm: r.arm, requests: r.requests, ok: r.requests - r.failed })));
   console.log(lines.join("\n"));

@@ -37,3 +37,8 @@ export function verdict(met: boolean | null | undefined): string {
   if (met === null || met === undefined) return "not judged";
   return met ? "MET" : "MISS";
 }
+
+/** A judgement's verdict, with why it was not judged. */
+export function judgedText(j: { met: boolean | null; why?: string }): string {
+  return j.met === null && j.why ? `not judged: ${j.why}` : verdict(j.met);
+}
