@@ -74,7 +74,8 @@ function spawnSyncLines(cmd: string, args: string[]): string[] {
 /** One terminal: a bash running `script` in its own process group. */
 function terminal(script: string, env: NodeJS.ProcessEnv): Terminal {
   const proc = spawn("bash", ["-ec", script], { cwd: checkout, env, stdio: ["ignore", "pipe", "pipe"], detached: true });
-  const t: Terminal = { proc, out: "", exited: new Promise((r) => proc.once("exit", (code) => r(code))) };
+  const t: Terminal = { proc, out: "", // "close", not "exit": a child still printing (npm start's "stopped.") holds the pipe after bash has gone.
+    exited: new Promise((r) => proc.once("close", (code) => r(code))) };
   proc.stdout!.on("data", (d: Buffer) => (t.out += d.toString()));
   proc.stderr!.on("data", (d: Buffer) => (t.out += d.toString()));
   terminals.push(t);
