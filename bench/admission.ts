@@ -50,8 +50,9 @@ import { freePort, workerdPid } from "./load-tools.ts";
 import { mulberry32 } from "../src/seeded-random.ts";
 import { streamChat, type StreamResult } from "./prefix-cache-client.ts";
 import { percentile } from "./prefix-cache-workload.ts";
+import { aloneP99, boundsTarget, fairTarget, floodTargets, zeroTarget, type BoundsResult, type FairResult, type FloodResult, type ZeroResult } from "./admission-targets.ts";
 import { writeResult, type ArmCount } from "./result-file.ts";
-import { markdownTable, verdict } from "./table.ts";
+import { judgedText, markdownTable } from "./table.ts";
 
 const { values } = parseArgs({
   options: {
@@ -220,16 +221,6 @@ async function capacity(stack: LocalStack): Promise<number> {
   return results.filter(ok).length / seconds;
 }
 
-interface FloodResult {
-  capacity: number;
-  uncontended: { p50: number; p99: number; n: number; failed: number };
-  flooded: { p50: number; p99: number; n: number; failed: number };
-  /** The same for the interactive requests sent ONSET_MS or more after the flood began (the steady state). */
-  steady: { p50: number; p99: number; n: number; failed: number };
-  /** The flooded interactive requests' slowest TTFTs, with when each was sent after the flood began (ms). */
-  slowest: { atMs: number; ttftMs: number }[];
-  batch: { sent: number; completed: number; statuses: Record<string, number> };
-}
 
 const ttft = (rs: StreamResult[]) => {
   const good = rs.filter(ok).map((r) => r.ttftMs);
@@ -270,14 +261,6 @@ async function flood(arm: Arm): Promise<FloodResult> {
   }
 }
 
-interface FairResult {
-  flows: { flow: string; clients: number; served: number; share: number }[];
-  jain: number;
-  maxDeviation: number;
-  /** The same over the requests that ended ONSET_MS or more into the window (before then, no budget had come yet). */
-  steady: { served: number[]; jain: number; maxDeviation: number };
-  failed: number;
-}
 
 async function fairness(arm: Arm, locations?: readonly string[]): Promise<FairResult> {
   const stack = await startArm(arm, "", locations);
@@ -318,10 +301,6 @@ function jainOf(served: readonly number[]): { jain: number; maxDeviation: number
   return { jain: x.reduce((a, b) => a + b, 0) ** 2 / (x.length * x.reduce((a, b) => a + b * b, 0)), maxDeviation: Math.max(...x.map((v) => Math.abs(v - 1))) };
 }
 
-interface ZeroResult {
-  replicaStartMs: number;
-  cycles: { failed: number; firstAnswerMs: number; lastAnswerMs: number; backToZeroMs: number }[];
-}
 
 async function scaleFromZero(): Promise<ZeroResult> {
   const stack = await startArm("on", "autoscaling: { minReplicas: 0, maxReplicas: 4, lookBackPeriodS: 2, downscaleDelayS: 2 },");
@@ -369,17 +348,6 @@ async function scaleFromZero(): Promise<ZeroResult> {
   }
 }
 
-interface BoundsResult {
-  held: number;
-  heldSeenByIsolate: number;
-  rssBeforeMiB: number;
-  rssHeldMiB: number;
-  /** The isolate's V8 heap in use, garbage included (workerd's inspector): what Workers' 128 MB per isolate bounds. */
-  heapBeforeMiB: number;
-  heapHeldMiB: number;
-  overCap: { sent: number; refusedJson: number; statuses: Record<string, number>; p99Ms: number };
-  released: { ok: number; failed: number; statuses: Record<string, number>; lastMs: number };
-}
 
 const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))![1]) / 1024;
 
@@ -495,19 +463,23 @@ try {
   const started = loadavg()[0]!;
   console.log(`admission: ${ISOLATES} isolates, ${REPLICAS} LLM replicas × ${SLOTS} slots, prefill ${PREFILL_MS} ms, ${TOKENS} tokens at ${DECODE_MS} ms, ${SECONDS} s windows (fairness ${FAIR_SECONDS} s); scenarios ${[...ONLY].join(", ")}; load average ${started.toFixed(2)}`);
   const results: Record<string, unknown> = {};
-  const targets: Record<string, boolean> = {};
+  const targets: Record<string, boolean | null> = {};
   const arms: ArmCount[] = [];
 
   if (ONLY.has("flood")) {
     const floods: Record<Arm, FloodResult> = { off: await flood("off"), on: await flood("on") };
     results.flood = floods;
-    arms.push(...(["off", "on"] as Arm[]).map((a) => ({ arm: `flood-${a}`, requests: floods[a].batch.sent, ok: floods[a].batch.completed })));
+    // With admission off, a batch at 3× capacity is refused (503) for what does not fit: that loss is what
+    // the off arm shows, so any share of it may go unanswered (tolerance 1; it must still serve some).
+    // With admission on, the flood is held, not lost: 1 %, as the no-loss target says.
+    arms.push(...(["off", "on"] as Arm[]).map((a) => ({ arm: `flood-${a}`, requests: floods[a].batch.sent, ok: floods[a].batch.completed, ...(a === "off" && { tolerance: 1 }) })));
     console.log("\n### Priority under a flood (interactive critical at 2 req/s; batch standard at 3× capacity)\n");
     // The uncontended p99 is the slowest of ~25–35 requests, so one hiccup of the machine
     // sets it (a run measured 588 ms alone with admission on against 99 off). Alone, the
     // arms do the same thing: the reference is the lower of the two, which only makes
     // the ratio harder to meet.
-    const alone = Math.min(floods.off.uncontended.p99, floods.on.uncontended.p99);
+    // (Only an arm with MIN_SAMPLES uncontended answers gives a reference: admission-targets.ts.)
+    const alone = aloneP99([floods.off, floods.on]) ?? NaN;
     const rows = (["off", "on"] as Arm[]).map((a) => {
       const r = floods[a];
       return [a, f2(r.capacity), f0(r.uncontended.p99), f0(r.flooded.p50), f0(r.flooded.p99), f2(r.flooded.p99 / alone), f0(r.steady.p99), f2(r.steady.p99 / alone), `${r.flooded.failed}/${r.flooded.n}`, pct(r.batch.completed / r.batch.sent), JSON.stringify(r.batch.statuses)];
@@ -516,12 +488,13 @@ try {
     console.log(markdownTable(["admission", "capacity req/s", "alone TTFT p99 ms", "flooded p50 ms", "flooded p99 ms", "p99 ratio", `p99 ${after} ms`, `ratio ${after}`, "interactive failed", "batch completed", "batch statuses"], rows).join("\n"));
     const on = floods.on;
     console.log(`\nslowest interactive under the flood, admission on (TTFT ms @ sent ms after the flood began): ${on.slowest.map((x) => `${x.ttftMs} @ ${x.atMs}`).join(", ")}`);
-    targets.priorityMet = on.flooded.p99 / alone <= 1.5;
-    targets.prioritySteadyMet = on.steady.p99 / alone <= 1.5;
-    targets.noLossMet = on.flooded.failed === 0 && on.batch.completed / on.batch.sent >= 0.99;
-    console.log(`\ntarget: interactive TTFT p99 under the flood ≤ 1.5× alone (${f0(alone)} ms, the lower of the arms' alone p99s): ${f2(on.flooded.p99 / alone)}× (${verdict(targets.priorityMet)})`);
-    console.log(`target: the same from ${ONSET_MS / 1000} s after the flood began (${on.steady.n} requests): ${f2(on.steady.p99 / alone)}× (${verdict(targets.prioritySteadyMet)})`);
-    console.log(`target: 0 interactive failed and ≥ 99 % of the batch completed: ${on.flooded.failed} failed, ${pct(on.batch.completed / on.batch.sent)} (${verdict(targets.noLossMet)})`);
+    const t = floodTargets(on, floods.off);
+    targets.priorityMet = t.priority.met;
+    targets.prioritySteadyMet = t.steady.met;
+    targets.noLossMet = t.noLoss.met;
+    console.log(`\ntarget: interactive TTFT p99 under the flood ≤ 1.5× alone (${f0(alone)} ms, the lower of the arms' alone p99s): ${f2(on.flooded.p99 / alone)}× (${judgedText(t.priority)})`);
+    console.log(`target: the same from ${ONSET_MS / 1000} s after the flood began (${on.steady.n} requests): ${f2(on.steady.p99 / alone)}× (${judgedText(t.steady)})`);
+    console.log(`target: 0 interactive failed and ≥ 99 % of the batch completed: ${on.flooded.failed} failed, ${pct(on.batch.completed / on.batch.sent)} (${judgedText(t.noLoss)})`);
   }
 
   if (ONLY.has("fairness")) {
@@ -533,10 +506,12 @@ try {
     for (const a of ["off", "on"] as Arm[]) console.log(`${a}: Jain's index ${fair[a].jain.toFixed(3)}, largest deviation from the fair share ${pct(fair[a].maxDeviation)}, failed ${fair[a].failed}`);
     const st = fair.on.steady;
     console.log(`on, from ${ONSET_MS / 1000} s into the window (the first budgets came): served ${st.served.join(", ")}; Jain's index ${st.jain.toFixed(3)}, largest deviation ${pct(st.maxDeviation)}`);
-    targets.fairMet = fair.on.jain >= 0.95 && fair.on.maxDeviation <= 0.1;
-    targets.fairSteadyMet = st.jain >= 0.95 && st.maxDeviation <= 0.1;
-    console.log(`\ntarget: each flow within ±10 % of its fair share, Jain's index ≥ 0.95: ${fair.on.jain.toFixed(3)}, ±${pct(fair.on.maxDeviation)} (${verdict(targets.fairMet)})`);
-    console.log(`target: the same from ${ONSET_MS / 1000} s into the window: ${st.jain.toFixed(3)}, ±${pct(st.maxDeviation)} (${verdict(targets.fairSteadyMet)})`);
+    const all = fairTarget(fair.on.flows.map((x) => x.served), fair.on.jain, fair.on.maxDeviation, { maxDeviation: 0.1 });
+    const steady = fairTarget(st.served, st.jain, st.maxDeviation, { maxDeviation: 0.1 });
+    targets.fairMet = all.met;
+    targets.fairSteadyMet = steady.met;
+    console.log(`\ntarget: each flow within ±10 % of its fair share, Jain's index ≥ 0.95: ${fair.on.jain.toFixed(3)}, ±${pct(fair.on.maxDeviation)} (${judgedText(all)})`);
+    console.log(`target: the same from ${ONSET_MS / 1000} s into the window: ${st.jain.toFixed(3)}, ±${pct(st.maxDeviation)} (${judgedText(steady)})`);
   }
 
   if (ONLY.has("locations")) {
@@ -548,10 +523,12 @@ try {
     console.log(markdownTable(["flow", "clients", "served, one location", `served, ${LOCATIONS.length} locations`, "fair share"], lrows).join("\n"));
     console.log(`${LOCATIONS.length} locations: Jain's index ${two.jain.toFixed(3)} (one location ${one ? one.jain.toFixed(3) : "not run"}), largest deviation ${pct(two.maxDeviation)}, failed ${two.failed}`);
     console.log(`from ${ONSET_MS / 1000} s into the window: served ${two.steady.served.join(", ")}; Jain's index ${two.steady.jain.toFixed(3)}, largest deviation ${pct(two.steady.maxDeviation)}`);
-    targets.locationsMet = two.jain >= 0.95 && two.failed === 0;
-    targets.locationsSteadyMet = two.steady.jain >= 0.95 && two.steady.maxDeviation <= 0.1;
-    console.log(`\ntarget: Jain's index ≥ 0.95 across ${LOCATIONS.length} locations, none failed: ${two.jain.toFixed(3)} (${verdict(targets.locationsMet)})`);
-    console.log(`target: from ${ONSET_MS / 1000} s in, each flow within ±10 % and Jain ≥ 0.95: ${two.steady.jain.toFixed(3)}, ±${pct(two.steady.maxDeviation)} (${verdict(targets.locationsSteadyMet)})`);
+    const all = fairTarget(two.flows.map((x) => x.served), two.jain, two.maxDeviation, { failed: two.failed });
+    const steady = fairTarget(two.steady.served, two.steady.jain, two.steady.maxDeviation, { maxDeviation: 0.1 });
+    targets.locationsMet = all.met;
+    targets.locationsSteadyMet = steady.met;
+    console.log(`\ntarget: Jain's index ≥ 0.95 across ${LOCATIONS.length} locations, none failed: ${two.jain.toFixed(3)} (${judgedText(all)})`);
+    console.log(`target: from ${ONSET_MS / 1000} s in, each flow within ±10 % and Jain ≥ 0.95: ${two.steady.jain.toFixed(3)}, ±${pct(two.steady.maxDeviation)} (${judgedText(steady)})`);
   }
 
   if (ONLY.has("zero")) {
@@ -559,8 +536,9 @@ try {
     results.zero = zero;
     console.log(`\n### Scale from zero (burst of ${ZERO_BURST}, local actuator; one replica starts in ${f0(zero.replicaStartMs)} ms)\n`);
     console.log(markdownTable(["cycle", "failed", "first answer ms", "last answer ms", "back to 0 ms"], zero.cycles.map((c, i) => [i + 1, c.failed, f0(c.firstAnswerMs), f0(c.lastAnswerMs), f0(c.backToZeroMs)])).join("\n"));
-    targets.zeroMet = zero.cycles.length === ZERO_CYCLES && zero.cycles.every((c) => c.failed === 0 && c.firstAnswerMs <= zero.replicaStartMs + 1000);
-    console.log(`\ntarget: 0 failed, first answer within the replica's start time + 1 s, ${ZERO_CYCLES} cycles back to 0: ${verdict(targets.zeroMet)}`);
+    const z = zeroTarget(zero, ZERO_CYCLES);
+    targets.zeroMet = z.met;
+    console.log(`\ntarget: 0 failed, first answer within the replica's start time + 1 s, ${ZERO_CYCLES} cycles back to 0: ${judgedText(z)}`);
   }
 
   if (ONLY.has("bounds")) {
@@ -575,8 +553,9 @@ try {
         [[`${held.held} (${held.heldSeenByIsolate})`, `${f1(held.heapBeforeMiB)} → ${f1(held.heapHeldMiB)} MiB (${f2((1024 * (held.heapHeldMiB - held.heapBeforeMiB)) / held.held)} KiB each)`, `${f0(held.rssBeforeMiB)} → ${f0(held.rssHeldMiB)} MiB (${f2((1024 * (held.rssHeldMiB - held.rssBeforeMiB)) / held.held)} KiB each, connections included)`, `${held.overCap.refusedJson}/${held.overCap.sent} refused with JSON 503 queue_full, p99 ${f0(held.overCap.p99Ms)} ms ${JSON.stringify(held.overCap.statuses)}`, `${held.released.ok} answered 200, ${held.released.failed} failed ${JSON.stringify(held.released.statuses)}, last at ${f0(held.released.lastMs)} ms`]],
       ).join("\n"),
     );
-    targets.boundsMet = held.heldSeenByIsolate === held.held && held.overCap.refusedJson === held.overCap.sent && held.released.failed === 0 && held.heapHeldMiB < 128;
-    console.log(`\ntarget: ${HELD} held, every one beyond the cap refused with JSON, none lost, the isolate's heap under Workers' 128 MB: ${verdict(targets.boundsMet)}`);
+    const b = boundsTarget(held, HELD);
+    targets.boundsMet = b.met;
+    console.log(`\ntarget: ${HELD} held, every one beyond the cap refused with JSON, none lost, the isolate's heap under Workers' 128 MB: ${judgedText(b)}`);
   }
   console.log("\nthe refresh at 1–1,000 req/s per isolate: bench/view-refresh.ts; the cost of a plain request with admission on: bench/state-cost.ts (functions/hello holds by default).");
 

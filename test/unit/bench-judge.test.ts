@@ -5,6 +5,29 @@ import { describe, expect, it } from "vitest";
 import { judgeFault, judgeNoneServed, judgeSeeds, judgeValue, ratioOver, sampled, servedShortfall, MIN_SAMPLES } from "../../bench/judge.ts";
 import { judgeTargets, seedTargets, type TargetArm } from "../../bench/prefix-cache-targets.ts";
 import { requireServed } from "../../bench/result-file.ts";
+import { boundsTarget, fairTarget, floodTargets, zeroTarget, type BoundsResult, type FloodResult } from "../../bench/admission-targets.ts";
+
+const pct = (n: number, p99: number, failed = 0) => ({ p50: p99 / 2, p99, n, failed });
+const floodOf = (o: Partial<FloodResult> = {}): FloodResult => ({
+  capacity: 10,
+  uncontended: pct(30, 100),
+  flooded: pct(30, 120),
+  steady: pct(25, 110),
+  slowest: [],
+  batch: { sent: 800, completed: 800, statuses: { "200": 800 } },
+  ...o,
+});
+const boundsOf = (o: Partial<BoundsResult> = {}): BoundsResult => ({
+  held: 8000,
+  heldSeenByIsolate: 8000,
+  rssBeforeMiB: 100,
+  rssHeldMiB: 400,
+  heapBeforeMiB: 10,
+  heapHeldMiB: 60,
+  overCap: { sent: 200, refusedJson: 200, statuses: { "503": 200 }, p99Ms: 200 },
+  released: { ok: 8000, failed: 0, statuses: { "200": 8000 }, lastMs: 12_000 },
+  ...o,
+});
 
 const arm = (name: string, isolates: number, o: Partial<TargetArm> = {}): TargetArm => ({
   arm: name,
@@ -51,6 +74,22 @@ describe("bench verdicts never MET on empty or unobserved input", () => {
     ["prefix-cache: oracle and 1 isolate at 0 hits", () => judgeTargets([goodSeed().map((a) => (a.arm === "oracle" || a.isolates === 1 ? { ...a, hitRatio: 0 } : a))], O).filter((t) => t.target.includes("hit ratio")).map((t) => t.met)],
     // A p99 over 3 answers is no tail.
     ["prefix-cache: arms with 3 answers", () => judgeTargets([goodSeed().map((a) => ({ ...a, ok: 3, requests: 3 }))], O).map((t) => t.met)],
+    // admission
+    [
+      "admission flood: nothing answered alone (no reference)",
+      () => {
+        const t = floodTargets(floodOf({ uncontended: pct(0, NaN) }), floodOf({ uncontended: pct(0, NaN) }));
+        return [t.priority.met, t.steady.met];
+      },
+    ],
+    ["admission flood: 5 answers alone and flooded", () => Object.values(floodTargets(floodOf({ uncontended: pct(5, 100), flooded: pct(5, 100), steady: pct(5, 100) }), floodOf({ uncontended: pct(5, 100) }))).map((t) => t.met)],
+    ["admission flood: no batch sent", () => [floodTargets(floodOf({ batch: { sent: 0, completed: 0, statuses: {} } }), floodOf()).noLoss.met]],
+    // Four flows that served one request each have a Jain's index of 1.
+    ["admission fairness: one request per flow", () => [fairTarget([1, 1, 1, 1], 1, 0, { maxDeviation: 0.1 }).met]],
+    ["admission fairness: no flows", () => [fairTarget([], NaN, NaN).met]],
+    ["admission zero: no cycle ran", () => [zeroTarget({ replicaStartMs: 1000, cycles: [] }, 3).met, zeroTarget({ replicaStartMs: 1000, cycles: [] }, 0).met]],
+    ["admission bounds: nothing held, nothing beyond the cap", () => [boundsTarget(boundsOf({ held: 0, heldSeenByIsolate: 0, overCap: { sent: 0, refusedJson: 0, statuses: {}, p99Ms: NaN }, released: { ok: 0, failed: 0, statuses: {}, lastMs: NaN } }), 8000).met]],
+    ["admission bounds: held ones never answered", () => [boundsTarget(boundsOf({ released: { ok: 10, failed: 0, statuses: { "200": 10 }, lastMs: 1 } }), 8000).met]],
   ];
   it.each(rows)("%s", (_, verdicts) => {
     const v = verdicts();
@@ -107,5 +146,18 @@ describe("judge.ts", () => {
     const p99 = judgeTargets([goodSeed(), goodSeed(), bad], O).find((t) => t.target === "prefix_cache TTFT p99 ≤ load_aware's (4 isolates)")!;
     expect(p99.met).toBe(false);
     expect(p99.missed).toEqual([2]);
+  });
+});
+
+describe("admission-targets.ts", () => {
+  it("meets its targets on a run like the published ones, and misses them when they were missed", () => {
+    const t = floodTargets(floodOf(), floodOf());
+    expect([t.priority.met, t.steady.met, t.noLoss.met]).toEqual([true, true, true]);
+    expect(floodTargets(floodOf({ flooded: pct(30, 151) }), floodOf()).priority.met).toBe(false);
+    expect(fairTarget([52, 53, 51, 56], 0.998, 0.06, { maxDeviation: 0.1 }).met).toBe(true);
+    expect(fairTarget([30, 50, 50, 70], 0.92, 0.4, { maxDeviation: 0.1 }).met).toBe(false);
+    expect(boundsTarget(boundsOf(), 8000).met).toBe(true);
+    expect(boundsTarget(boundsOf({ heapHeldMiB: 130 }), 8000).met).toBe(false);
+    expect(zeroTarget({ replicaStartMs: 1000, cycles: [{ failed: 0, firstAnswerMs: 1500, lastAnswerMs: 2000, backToZeroMs: 5000 }] }, 1).met).toBe(true);
   });
 });
