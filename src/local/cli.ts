@@ -51,10 +51,23 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     console.log("\nstopping: draining replicas, then workerd…");
+    // Every child got the terminal's Ctrl-C too, so a step of stop() can wait on an event
+    // that already happened; Node then ended the process with nothing pending, exit 0,
+    // mid-stop and without a word (3 of 5 Ctrl-Cs on a busy machine). Whatever is left is
+    // killed then, or after 15 s if a step hangs on a live handle.
+    const finish = () => {
+      stack.killAll();
+      console.log("stopped.");
+      process.exit(0);
+    };
+    process.once("beforeExit", finish);
+    setTimeout(finish, 15_000).unref();
     await stack.stop();
-    console.log("stopped.");
-    process.exit(0);
+    finish();
   };
+  // npm start runs this file with `node --import tsx`, not the tsx CLI: the CLI relays Ctrl-C to
+  // its child and SIGKILLs it when the child does not confirm within 30 ms, which a busy stack
+  // missed: it died mid-drain, without "stopped.", its replicas left to the terminal's signal.
   process.on("SIGINT", () => void stop());
   process.on("SIGTERM", () => void stop());
 
