@@ -57,7 +57,8 @@ import { cpus, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { writeResult } from "./result-file.ts";
-import { markdownTable, verdict } from "./table.ts";
+import { ratioTarget } from "./bench-targets.ts";
+import { judgedText, markdownTable } from "./table.ts";
 import { LocalStack } from "../src/local/stack.ts";
 import { BALANCERS, type BalancerName } from "../src/policy/balancers/index.ts";
 import { mulberry32 } from "../src/seeded-random.ts";
@@ -587,7 +588,9 @@ try {
   for (const r of rows) for (const f of r.failureExamples) console.log(`${r.label}: ${f}`);
   for (const r of rows) if (r.cpuBound.length) console.log(`WARNING ${r.label}: ${r.cpuBound.join("; ")}: CPU-bound, not a measure of the balancer`);
   const trustworthy = la.cpuBound.length === 0 && rr.cpuBound.length === 0;
-  const judged = `${verdict(ratioRr <= 1 / 3)}${trustworthy ? "" : " (not valid: a compared arm was CPU-bound, see WARNING)"}`;
+  // Over MIN_SAMPLES answers in both arms (bench-targets.ts): a p99 of nothing is no result.
+  const ratioJudged = ratioTarget({ value: la.p99ms, answers: la.ok }, { value: rr.p99ms, answers: rr.ok }, { atLeast: false, threshold: 1 / 3 });
+  const judged = `${judgedText(ratioJudged)}${trustworthy ? "" : " (not valid: a compared arm was CPU-bound, see WARNING)"}`;
   console.log(`\nSwitchyard p99 / round_robin p99 = ${la.p99ms.toFixed(1)} / ${rr.p99ms.toFixed(1)} = ${ratioRr.toFixed(2)} (target ≤ 0.33): ${judged}`);
   console.log(`Switchyard p99 / random p99      = ${la.p99ms.toFixed(1)} / ${rnd.p99ms.toFixed(1)} = ${ratioRandom.toFixed(2)}`);
   console.log(`per-replica p99 ms / max queue (fast-a / fast-b / slow / small):`);
@@ -616,7 +619,8 @@ try {
     ratios: {
       loadAwareP99OverRoundRobinP99: ratioRr,
       target: 1 / 3,
-      verdict,
+      met: ratioJudged.met,
+      verdict: judged,
       loadAwareP99OverRandomP99: ratioRandom,
     },
   };

@@ -43,7 +43,8 @@ import { build } from "esbuild";
 import { connectInspector } from "./inspector.ts";
 import { cpuSeconds, freePort, workerdPid } from "./load-tools.ts";
 import { writeResult } from "./result-file.ts";
-import { markdownTable } from "./table.ts";
+import { costRatioTarget, everyAtMost, sizeTarget, timeTarget, type Measured } from "./bench-targets.ts";
+import { judgedText, markdownTable } from "./table.ts";
 import { WORKER_BUILD_OPTIONS, familyModuleLines, placeWorkerModules, workerModulesPlugin, type WorkerModule } from "../scripts/build.ts";
 import { compatibilityDate } from "../src/config/runtime.ts";
 import { FAMILY_PACKAGES, promptTokenizer, type PromptTokenizerName } from "../src/prompt/tokenizers/index.ts";
@@ -289,18 +290,19 @@ console.log(
     ),
   ).join("\n"),
 );
-const cpuMet = results.every((r) => r.cpu.every((c) => c.msPer1000Tokens <= 1));
-const bundleMet = results.map((r) => [r.family, r.bundle.gzipBytes <= 3 * MiB] as const);
-console.log(`\ntarget: tokenizing adds ≤ 1 ms of CPU per 1,000 prompt tokens in workerd: worst ${Math.max(...results.flatMap((r) => r.cpu.map((c) => c.msPer1000Tokens))).toFixed(2)} ms (${cpuMet ? "MET" : "MISS"})`);
-console.log(`target: a family fits the former Free plan's 3 MB gzipped: ${bundleMet.map(([f, ok]) => `${f} ${ok ? "MET" : "MISS"}`).join(", ")}`);
-console.log(`target: an isolate with one family loaded stays under 128 MB: ${results.map((r) => `${r.family} ${mib(r.heap.loadedBytes + r.heap.wasmBytes)} MiB ${r.heap.loadedBytes + r.heap.wasmBytes < 128 * MiB ? "MET" : "MISS"}`).join(", ")}`);
+// Each over what was measured (bench-targets.ts): no families, no bundle, no prose cost is not MET.
+const cpu = everyAtMost(results.flatMap((r) => r.cpu.map((c) => c.msPer1000Tokens)), 1);
+const v = (j: Measured) => judgedText(j);
+console.log(`\ntarget: tokenizing adds ≤ 1 ms of CPU per 1,000 prompt tokens in workerd: worst ${cpu.value.toFixed(2)} ms (${v(cpu)})`);
+console.log(`target: a family fits the former Free plan's 3 MB gzipped: ${results.map((r) => `${r.family} ${v(sizeTarget(r.bundle.gzipBytes, 3 * MiB))}`).join(", ")}`);
+console.log(`target: an isolate with one family loaded stays under 128 MB: ${results.map((r) => `${r.family} ${mib(r.heap.loadedBytes + r.heap.wasmBytes)} MiB ${v(sizeTarget(r.heap.loadedBytes + r.heap.wasmBytes, 128 * MiB - 1))}`).join(", ")}`);
 // The engine's families only: a library family is not for the edge, and its cost is the library's.
 const judged = results.filter((r) => r.heap.wasmBytes > 0);
 for (const r of judged) {
   for (const a of r.attacks) {
     const [mine, prose, unit] = a.attack === "symbol" ? [a.usPerChar, a.proseUsPerChar, "character"] : [a.usPerToken, a.proseUsPerToken, "token"];
-    console.log(`target: ${r.family} ${a.attack} costs ≤ 2× prose's CPU per ${unit}: ${(mine / prose).toFixed(2)}× (${mine / prose <= 2 ? "MET" : "MISS"})`);
-    console.log(`target: ${r.family} ${a.attack}: a request to the same isolate waits ≤ 50 ms: ${a.probeWaitMs.toFixed(1)} ms (${a.probeWaitMs <= 50 ? "MET" : "MISS"})`);
+    console.log(`target: ${r.family} ${a.attack} costs ≤ 2× prose's CPU per ${unit}: ${(mine / prose).toFixed(2)}× (${v(costRatioTarget(mine, prose, 2))})`);
+    console.log(`target: ${r.family} ${a.attack}: a request to the same isolate waits ≤ 50 ms: ${a.probeWaitMs.toFixed(1)} ms (${v(timeTarget(a.probeWaitMs, 50))})`);
   }
 }
 console.log(`wrote ${writeResult("tokenizers", { requests: REQUESTS, sizes: SIZES, loadavgAtStart: started, results }, { quick, arms: results.map((r) => ({ arm: r.family, requests: r.cpu.reduce((n, c) => n + c.requests, 0), ok: r.cpu.reduce((n, c) => n + c.requests, 0) })) })}`);

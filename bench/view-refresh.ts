@@ -29,7 +29,8 @@ import { LocalStack } from "../src/local/stack.ts";
 import { mulberry32 } from "../src/seeded-random.ts";
 import { percentile } from "./prefix-cache-workload.ts";
 import { writeResult } from "./result-file.ts";
-import { markdownTable, verdict } from "./table.ts";
+import { per1000Target } from "./bench-targets.ts";
+import { judgedText, markdownTable, verdict } from "./table.ts";
 
 const { values } = parseArgs({
   options: {
@@ -168,11 +169,14 @@ export default defineDeployment({
   const at = (rate: number) => windows.find((w) => w.rate === rate && w.arm === "paced");
   const ten = at(10);
   const thousand = at(1000);
-  const tenMet = ten ? ten.per1000 <= 100 : null;
-  const thousandMet = thousand ? thousand.per1000 <= 5 && thousand.achievedRate >= 800 : null;
-  console.log(`\ntarget: ≤ 100 calls per 1,000 requests at 10 req/s per isolate: ${ten ? f1(ten.per1000) : "not run"} (${verdict(tenMet)})`);
+  // Judged over enough requests to show a miss (bench-targets.ts); 1,000 req/s must also be reached.
+  const tenJudged = ten ? per1000Target(ten.calls, ten.requests, 100) : undefined;
+  const thousandJudged = thousand ? per1000Target(thousand.calls, thousand.requests, 5) : undefined;
+  const tenMet = tenJudged?.met ?? null;
+  const thousandMet = thousandJudged?.met === true ? thousand!.achievedRate >= 800 : (thousandJudged?.met ?? null);
+  console.log(`\ntarget: ≤ 100 calls per 1,000 requests at 10 req/s per isolate: ${ten ? f1(ten.per1000) : "not run"} (${tenJudged ? judgedText(tenJudged) : verdict(null)})`);
   console.log(
-    `target: ≤ 5 calls per 1,000 requests at 1,000 req/s per isolate: ${thousand ? `${f1(thousand.per1000)} at ${f1(thousand.achievedRate)} req/s achieved` : "not run"} (${verdict(thousandMet)})`,
+    `target: ≤ 5 calls per 1,000 requests at 1,000 req/s per isolate: ${thousand ? `${f1(thousand.per1000)} at ${f1(thousand.achievedRate)} req/s achieved` : "not run"} (${thousandJudged?.met === null ? judgedText(thousandJudged) : verdict(thousandMet)})`,
   );
   const path = writeResult(
     "view-refresh",

@@ -6,6 +6,7 @@ import { judgeFault, judgeNoneServed, judgeSeeds, judgeValue, ratioOver, sampled
 import { judgeTargets, seedTargets, type TargetArm } from "../../bench/prefix-cache-targets.ts";
 import { requireServed } from "../../bench/result-file.ts";
 import { boundsTarget, fairTarget, floodTargets, zeroTarget, type BoundsResult, type FloodResult } from "../../bench/admission-targets.ts";
+import { addedTarget, costRatioTarget, countTarget, everyAtMost, noFailuresTarget, per1000Target, ratioTarget, sampledTarget, sizeTarget, timeTarget } from "../../bench/bench-targets.ts";
 
 const pct = (n: number, p99: number, failed = 0) => ({ p50: p99 / 2, p99, n, failed });
 const floodOf = (o: Partial<FloodResult> = {}): FloodResult => ({
@@ -90,6 +91,21 @@ describe("bench verdicts never MET on empty or unobserved input", () => {
     ["admission zero: no cycle ran", () => [zeroTarget({ replicaStartMs: 1000, cycles: [] }, 3).met, zeroTarget({ replicaStartMs: 1000, cycles: [] }, 0).met]],
     ["admission bounds: nothing held, nothing beyond the cap", () => [boundsTarget(boundsOf({ held: 0, heldSeenByIsolate: 0, overCap: { sent: 0, refusedJson: 0, statuses: {}, p99Ms: NaN }, released: { ok: 0, failed: 0, statuses: {}, lastMs: NaN } }), 8000).met]],
     ["admission bounds: held ones never answered", () => [boundsTarget(boundsOf({ released: { ok: 10, failed: 0, statuses: { "200": 10 }, lastMs: 1 } }), 8000).met]],
+    // the other benches (bench-targets.ts), each with the input that once printed MET
+    // state-cost and state-plane: Math.max(1, requests) made no requests "0 per 1,000"; view-refresh: 3 requests, no call.
+    ["per1000 (state-cost, state-plane, view-refresh): no requests", () => [per1000Target(0, 0, 5).met, per1000Target(0, NaN, 100).met]],
+    ["per1000: too few requests for one call to show", () => [per1000Target(0, 150, 5).met, per1000Target(0, 3, 100).met]],
+    ["added (proxy-agent, streaming): an arm that answered nothing", () => [addedTarget({ value: NaN, answers: 0 }, { value: 30, answers: 200 }, 1).met, addedTarget({ value: 30, answers: 200 }, { value: NaN, answers: 0 }, 1).met]],
+    ["added: 5 answers each", () => [addedTarget({ value: 1, answers: 5 }, { value: 1, answers: 5 }, 1).met]],
+    ["ratio (dispatch-quality p99s, proxy-agent rates): no answers", () => [ratioTarget({ value: NaN, answers: 0 }, { value: NaN, answers: 0 }, { atLeast: false, threshold: 1 / 3 }).met, ratioTarget({ value: 0, answers: 0 }, { value: 0, answers: 0 }, { atLeast: true, threshold: 0.8 }).met]],
+    ["ratio: a reference at 0", () => [ratioTarget({ value: 0, answers: 100 }, { value: 0, answers: 100 }, { atLeast: false, threshold: 1 / 3 }).met]],
+    ["sampled (streaming drift): no answers", () => [sampledTarget({ value: 0, answers: 0 }, { atLeast: false, threshold: 0.2 }).met]],
+    ["no failures (seed): no Switchyard arm ran", () => [noFailuresTarget([]).met, noFailuresTarget([{ requests: 0, failed: 0 }]).met]],
+    ["count (request-path): the walk saw no file", () => [countTarget(0, 10).met]],
+    ["every at most (tokenizers, tokenizer-engines): no rounds, no texts", () => [everyAtMost([], 1).met, everyAtMost([0.5], 1, { same: 0, compared: 0 }).met, everyAtMost([NaN], 1).met]],
+    ["size (tokenizers): nothing measured", () => [sizeTarget(0, 3 << 20).met, sizeTarget(NaN, 128 << 20).met]],
+    ["time (tokenizers' probe): not measured", () => [timeTarget(NaN, 50).met, timeTarget(undefined, 50).met, timeTarget(-1, 50).met]],
+    ["cost ratio (tokenizers' attacks): prose cost nothing", () => [costRatioTarget(0, 0, 2).met, costRatioTarget(1, NaN, 2).met]],
   ];
   it.each(rows)("%s", (_, verdicts) => {
     const v = verdicts();
@@ -159,5 +175,27 @@ describe("admission-targets.ts", () => {
     expect(boundsTarget(boundsOf(), 8000).met).toBe(true);
     expect(boundsTarget(boundsOf({ heapHeldMiB: 130 }), 8000).met).toBe(false);
     expect(zeroTarget({ replicaStartMs: 1000, cycles: [{ failed: 0, firstAnswerMs: 1500, lastAnswerMs: 2000, backToZeroMs: 5000 }] }, 1).met).toBe(true);
+  });
+});
+
+describe("bench-targets.ts", () => {
+  it("meets each target on a measured run and misses it when it was missed", () => {
+    // Each pair: the published kind of run (MET), the same run one step past its target (MISS).
+    const pairs: [string, boolean | null, boolean | null][] = [
+      ["per1000", per1000Target(1, 1000, 5).met, per1000Target(6, 1000, 5).met],
+      ["per1000 at its floor", per1000Target(0, 200, 5).met, per1000Target(2, 200, 5).met],
+      ["added", addedTarget({ value: 30.5, answers: 20 }, { value: 30, answers: 20 }, 1).met, addedTarget({ value: 31.5, answers: 20 }, { value: 30, answers: 20 }, 1).met],
+      ["ratio at most", ratioTarget({ value: 10, answers: 100 }, { value: 40, answers: 100 }, { atLeast: false, threshold: 1 / 3 }).met, ratioTarget({ value: 20, answers: 100 }, { value: 40, answers: 100 }, { atLeast: false, threshold: 1 / 3 }).met],
+      ["ratio at least", ratioTarget({ value: 90, answers: 900 }, { value: 100, answers: 1000 }, { atLeast: true, threshold: 0.8 }).met, ratioTarget({ value: 70, answers: 700 }, { value: 100, answers: 1000 }, { atLeast: true, threshold: 0.8 }).met],
+      ["sampled", sampledTarget({ value: 0.1, answers: 20 }, { atLeast: false, threshold: 0.2 }).met, sampledTarget({ value: 0.3, answers: 20 }, { atLeast: false, threshold: 0.2 }).met],
+      ["no failures", noFailuresTarget([{ requests: 100, failed: 0 }]).met, noFailuresTarget([{ requests: 100, failed: 0 }, { requests: 5, failed: 1 }]).met],
+      ["count", countTarget(10, 10).met, countTarget(11, 10).met],
+      ["every at most", everyAtMost([0.4, 0.9], 1, { same: 300, compared: 300 }).met, everyAtMost([0.4, 1.1], 1, { same: 300, compared: 300 }).met],
+      ["every at most, a text differs", everyAtMost([0.4], 1).met, everyAtMost([0.4], 1, { same: 299, compared: 300 }).met],
+      ["size", sizeTarget(3 << 20, 3 << 20).met, sizeTarget((3 << 20) + 1, 3 << 20).met],
+      ["time", timeTarget(0, 50).met, timeTarget(51, 50).met],
+      ["cost ratio", costRatioTarget(2, 1, 2).met, costRatioTarget(2.1, 1, 2).met],
+    ];
+    for (const [name, met, missed] of pairs) expect([name, met, missed]).toEqual([name, true, false]);
   });
 });
