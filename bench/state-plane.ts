@@ -44,8 +44,9 @@
  *     sharded design (bounded views, a sample rotating every 10 s) a round starts
  *     early in a rotation slot;
  *  4. a drain of one real replica per deployment (SIGTERM: it reports draining,
- *     finishes, deregisters and exits): the same polling, and whether it served
- *     any request sent after the drain (responses name their replica).
+ *     finishes, deregisters and exits), with one stream held on it so that it drains
+ *     for ~2.5 s: the same polling, and whether it served any request sent after the
+ *     drain (responses name their replica).
  * Prints markdown tables with the targets as MET/MISS and writes
  * bench/results/state-plane.json. Every child process is stopped at the end.
  */
@@ -60,6 +61,7 @@ import { requireServed, writeResult } from "./result-file.ts";
 import { per1000Target } from "./bench-targets.ts";
 import { markdownTable, verdict } from "./table.ts";
 import { LocalStack } from "../src/local/stack.ts";
+import { Header, importReplicaKey, signDispatch } from "../src/protocol/index.ts";
 import { RELAYED_SNAPSHOT_TTL_MS, SNAPSHOT_TTL_MS } from "../src/proxy/serve/view.ts";
 import { BUSY_CHANGE_REPORT_DELAY_MS, CHANGE_REPORT_DELAY_MS } from "../src/replica/report-cadence.ts";
 import { VIEW_MAX_REPLICAS, VIEW_ROTATE_MS } from "../src/state/bounded-view.ts";
@@ -489,12 +491,17 @@ async function realDrain(design: (typeof DESIGNS)[number]): Promise<EventResult>
   if (!pick) throw new Error(`no real replica of ${design.name} in any view`);
   const [id, holders] = pick;
   const rp = stack.replicas.get(id)!;
+  // A drain with work in progress: one stream held on it keeps it draining for ~2.5 s, so
+  // "none served after 1 s" has a window to be judged in (an idle replica exits within
+  // ~0.6 s of its drain, and nothing is sent after 1 s while it still runs).
+  const held = await holdStream(stack, rp);
   const at = Date.now();
   rp.child.kill("SIGTERM");
   const w: Watch = { kind: "drain", design: design.name, replica: id, at, seq: 0, holders, seen: new Map(), left: new Set(), deadSince: new Map() };
   await watchUntilSeen(design.name, [w], 8_000);
   await rp.exited;
   const exitedAt = Date.now();
+  const heldChunks = await held.chunks;
   // Requests sent just before the drain may still be finishing: give them a moment.
   await sleep(1_000);
   const served = await load!.call<{ total: number; after: number; afterPlus1s: number; sentInWindow: number }>({ cmd: "servedBy", id, deployment: design.name, since: at, until: exitedAt });
@@ -505,8 +512,29 @@ async function realDrain(design: (typeof DESIGNS)[number]): Promise<EventResult>
     servedAfter1s: served.afterPlus1s,
     sentInWindow: served.sentInWindow,
     aliveAfterDrainMs: exitedAt - at,
-    note: `served ${served.total} requests in all`,
+    note: `served ${served.total} requests in all; the stream held through the drain got ${heldChunks} of ${HELD_CHUNKS} chunks`,
   };
+}
+
+const HELD_CHUNKS = 25;
+/**
+ * Starts one stream on a real replica, signed as the edge signs a dispatch (HELD_CHUNKS
+ * chunks 100 ms apart), and resolves once its head arrived (the replica admitted it), with
+ * the count of chunks it will have got.
+ */
+async function holdStream(stack: LocalStack, rp: { id: string; deployment: string; url: string }): Promise<{ chunks: Promise<number> }> {
+  const key = await importReplicaKey(await stack.replicaKey(rp.deployment));
+  const target = `/?chunks=${HELD_CHUNKS}&interval_ms=100`;
+  const timestamp = Date.now();
+  const nonce = timestamp;
+  const requestId = `drain-hold-${rp.id}`;
+  const signature = await signDispatch(key, { timestamp, nonce, method: "GET", deployment: rp.deployment, target, requestId, replica: rp.id, bodySha256: "" });
+  const res = await fetch(`${rp.url}${target}`, {
+    headers: { [Header.requestId]: requestId, [Header.deployment]: rp.deployment, [Header.timestamp]: String(timestamp), [Header.nonce]: String(nonce), [Header.signature]: signature },
+  });
+  if (res.status !== 200) throw new Error(`the held stream on ${rp.id} answered ${res.status}: ${await res.text()}`);
+  // Wrapped: an async function returning the promise itself would wait for the whole stream.
+  return { chunks: res.text().then((t) => t.split("\n").filter(Boolean).length) };
 }
 
 // --- run ------------------------------------------------------------------------
