@@ -5,7 +5,8 @@
  * the deadline step mirrors HeadDeadline (src/proxy/serve/dispatch.ts keeps it private).
  */
 import { Header, PROTOCOL_VERSION, parseLoadHeader } from "../src/protocol/index.ts";
-import { HOP_BY_HOP_HEADERS, readRequestHeaders, requestHeaderBytes, requestIdFor, scrubForClient } from "../src/proxy/serve/request.ts";
+import { HOP_BY_HOP_HEADERS } from "../src/protocol/index.ts";
+import { readRequestHeaders, requestHeaderBytes, requestIdFor, scrubForClient } from "../src/proxy/serve/request.ts";
 import { dispatchSignature } from "../src/proxy/serve/dispatch.ts";
 import { openaiBodyScanner, openaiRouting } from "../src/proxy/routes/openai-request.ts";
 import { requestLogLine } from "../src/proxy/serve/observe.ts";

@@ -33,7 +33,7 @@
  */
 import { Agent, createServer as createHttpServer, request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from "node:http";
 import { connect, createServer, type Server, type Socket } from "node:net";
-import { HOP_BY_HOP_HEADERS } from "../proxy/serve/request.ts";
+import { HOP_BY_HOP_HEADERS } from "../protocol/index.ts";
 
 /** A request line longer than this is not HTTP we relay. */
 const MAX_LINE_BYTES = 16 * 1024;

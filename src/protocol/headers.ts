@@ -121,3 +121,19 @@ export function dispatchPriority(headers: Readonly<Record<string, string | strin
   const raw = headers[Header.priority];
   return parseDispatchPriority(Array.isArray(raw) ? raw[0] : raw);
 }
+
+/**
+ * Hop-by-hop headers (RFC 9110 §7.6.1, with the older keep-alive and proxy-connection):
+ * never passed across a hop, by the edge to a replica nor by the agent to its app.
+ */
+export const HOP_BY_HOP_HEADERS: readonly string[] = [
+  "connection",
+  "keep-alive",
+  "proxy-authenticate",
+  "proxy-authorization",
+  "proxy-connection",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+];

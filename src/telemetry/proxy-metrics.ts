@@ -6,7 +6,7 @@
  * flush are sent when it is due even if no request comes (IsolateState.flushMetrics).
  * Pure: time is passed in.
  */
-import { emptyHistogram, observe } from "./histogram.ts";
+import { emptyHistogram, mergeHistogram, observe } from "./histogram.ts";
 import type { DeploymentDelta, StatusClass, TelemetryFlush, TokenCounts } from "./types.ts";
 
 export const FLUSH_INTERVAL_MS = 2_000;
@@ -38,15 +38,28 @@ export function emptyDelta(deployment: string): DeploymentDelta {
   };
 }
 
-/** Adds `from`'s prompt fallback counts into `into` (per reason). */
-export function addFallbacks(into: DeploymentDelta, from: Readonly<Record<string, number>> | undefined): void {
+/**
+ * Adds `from`'s counters into `into`: the one fold of a delta into totals (the Telemetry
+ * object's totals and a sum over its shards both use it, so a new counter is added here once).
+ */
+export function addDelta(into: DeploymentDelta, from: DeploymentDelta): void {
+  for (const k of ["2xx", "3xx", "4xx", "5xx"] as const) into.requests[k] += from.requests[k];
+  into.retries += from.retries;
+  into.rejections += from.rejections;
+  into.ejections += from.ejections;
+  mergeHistogram(into.duration, from.duration);
+  mergeHistogram(into.ttfb, from.ttfb);
+  addTokens(into.tokens, from.tokens);
+  addFallbacks(into, from.promptFallbacks);
+}
+
+function addFallbacks(into: DeploymentDelta, from: Readonly<Record<string, number>> | undefined): void {
   if (!from) return;
   const to = (into.promptFallbacks ??= {});
   for (const [reason, n] of Object.entries(from)) to[reason] = (to[reason] ?? 0) + n;
 }
 
-/** Adds `from`'s token counts into `into` (per key label). */
-export function addTokens(into: Record<string, TokenCounts>, from: Readonly<Record<string, TokenCounts>> | undefined): void {
+function addTokens(into: Record<string, TokenCounts>, from: Readonly<Record<string, TokenCounts>> | undefined): void {
   // `from` may come from an isolate that predates token counts (a rolling deploy).
   if (!from) return;
   for (const [key, t] of Object.entries(from)) {

@@ -7,7 +7,7 @@
  */
 import { mergeHistogram } from "./histogram.ts";
 import { fnv1a, mix } from "../protocol/hashing.ts";
-import { addFallbacks, addTokens, emptyDelta } from "./proxy-metrics.ts";
+import { addDelta, emptyDelta } from "./proxy-metrics.ts";
 import type { DeploymentTotals } from "./types.ts";
 import { emptyWindow, type WindowCounts } from "./windows.ts";
 
@@ -49,16 +49,7 @@ export interface ShardReport {
 /** One deployment's totals summed over parts (shards): counters added, histograms bucket by bucket. */
 export function sumTotals(deployment: string, parts: readonly DeploymentTotals[]): DeploymentTotals {
   const sum = emptyDelta(deployment);
-  for (const p of parts) {
-    for (const k of ["2xx", "3xx", "4xx", "5xx"] as const) sum.requests[k] += p.requests[k];
-    sum.retries += p.retries;
-    sum.rejections += p.rejections;
-    sum.ejections += p.ejections;
-    mergeHistogram(sum.duration, p.duration);
-    mergeHistogram(sum.ttfb, p.ttfb);
-    addTokens(sum.tokens, p.tokens);
-    addFallbacks(sum, p.promptFallbacks);
-  }
+  for (const p of parts) addDelta(sum, p);
   return sum;
 }
 

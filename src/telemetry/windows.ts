@@ -3,7 +3,7 @@
  * Telemetry shard's state, apart from its runtime. Pure; time passed in.
  */
 import { emptyHistogram, mergeHistogram, quantile } from "./histogram.ts";
-import { addFallbacks, addTokens, emptyDelta } from "./proxy-metrics.ts";
+import { addDelta, emptyDelta } from "./proxy-metrics.ts";
 import type { DeploymentDelta, DeploymentTotals, Histogram, TelemetryFlush, WindowPoint } from "./types.ts";
 
 export const WINDOW_MS = 5_000;
@@ -61,14 +61,7 @@ export class TelemetryWindows {
       t = emptyDelta(d.deployment);
       this.#totals.set(d.deployment, t);
     }
-    for (const k of ["2xx", "3xx", "4xx", "5xx"] as const) t.requests[k] += d.requests[k];
-    t.retries += d.retries;
-    t.rejections += d.rejections;
-    t.ejections += d.ejections;
-    mergeHistogram(t.duration, d.duration);
-    mergeHistogram(t.ttfb, d.ttfb);
-    addTokens(t.tokens, d.tokens);
-    addFallbacks(t, d.promptFallbacks);
+    addDelta(t, d);
 
     const w = this.#window(d.deployment, now);
     w.requests += d.requests["2xx"] + d.requests["3xx"] + d.requests["4xx"] + d.requests["5xx"];

@@ -5,7 +5,7 @@
  * dispatch passes on, what the client gets back) and its keys (model, session).
  */
 import type { Deployment } from "../../config/deployment.ts";
-import { EDGE_ONLY_HEADERS, Header, MODEL_ID, PROTOCOL_HEADER_PREFIX, isEdgeOnlyHeader, isReplicaOperationalPath, operationalPathOf } from "../../protocol/index.ts";
+import { EDGE_ONLY_HEADERS, HOP_BY_HOP_HEADERS, Header, MODEL_ID, PROTOCOL_HEADER_PREFIX, isEdgeOnlyHeader, isReplicaOperationalPath, operationalPathOf } from "../../protocol/index.ts";
 import { HEX_BYTE } from "../../protocol/hex.ts";
 
 /**
@@ -249,18 +249,6 @@ export function requestKeys(headers: Headers, deployment: Deployment): RequestKe
   return { ok: true, keys };
 }
 
-/** Header hygiene for the proxy path. Pure. */
-export const HOP_BY_HOP_HEADERS: readonly string[] = [
-  "connection",
-  "keep-alive",
-  "proxy-authenticate",
-  "proxy-authorization",
-  "proxy-connection",
-  "te",
-  "trailer",
-  "transfer-encoding",
-  "upgrade",
-];
 
 /**
  * Headers a dispatch never takes from the client besides the protocol's edge-only

@@ -14,11 +14,15 @@
  */
 import { request as httpRequest, Agent, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import { pipeline } from "node:stream";
-import { Header, errorBody } from "../../protocol/index.ts";
+import { HOP_BY_HOP_HEADERS, Header, errorBody } from "../../protocol/index.ts";
 import type { ReplicaBackend, ReplicaBackendContext } from "./context.ts";
 
-/** Hop-by-hop headers (RFC 9110 §7.6.1) and the edge's signature, which stay on this side of the hop. */
-const NOT_FORWARDED = new Set(["connection", "keep-alive", "proxy-connection", "te", "trailer", "upgrade", "host", Header.signature, Header.timestamp, Header.nonce, Header.bodySha256]);
+/**
+ * Hop-by-hop headers and the edge's signature, which stay on this side of the hop. A
+ * request's transfer-encoding is the exception: Node frames the body piped to the app by
+ * it (an answer's is dropped, answerHeaders).
+ */
+const NOT_FORWARDED = new Set([...HOP_BY_HOP_HEADERS.filter((h) => h !== "transfer-encoding"), "host", Header.signature, Header.timestamp, Header.nonce, Header.bodySha256]);
 
 /** How often the app's /metrics is read, ms. */
 export const UPSTREAM_SCRAPE_MS = 500;

@@ -1,0 +1,33 @@
+/**
+ * The registered filters: rules that narrow a profile's pool before its picker
+ * chooses. A filter prefers, never empties (a pool it would empty passes whole),
+ * because the view lags and a replica's own admission check is authoritative.
+ * A new filter is one definition here (or its own module) and one entry in FILTERS;
+ * `policy.balancer.filters` accepts exactly these names.
+ */
+// @ts-nocheck
+
+import { hasRoom } from "../pick-replica.ts";
+import { underLoadBound } from "../prefix-score.ts";
+import { defineFilter } from "./balancer.ts";
+
+/** `room`: the replicas this view believes have a free slot (and KV room), when any has. */
+export const room = defineFilter({
+  name: "room",
+  description: "replicas with a free slot and KV room, when any has one",
+  readsPrompt: false,
+  create: () => (pool) => {
+    const withRoom = pool.filter(hasRoom);
+    return withRoom.length > 0 ? withRoom : [...pool];
+  },
+});
+
+/** `load_line`: the replicas under the bounded-load line, (1 + prefix.loadFactor) × the mean fullness (src/policy/prefix-score.ts). */
+export const loadLine = defineFilter({
+  name: "load_line",
+  description: "replicas under the bounded-load line, (1 + prefix.loadFactor) × the mean fullness",
+  readsPrompt: false,
+  create: ({ loadFactor }) => (pool) => underLoadBound(pool, loadFactor),
+});
+
+export const FILTERS = [room, loadLine] as const;

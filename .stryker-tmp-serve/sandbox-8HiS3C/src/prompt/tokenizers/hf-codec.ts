@@ -1,0 +1,227 @@
+/**
+ * A model family's tokenizer and chat template at work (./hf-family.ts registers
+ * them): the tokenizer from its `tokenizer.json` (@huggingface/tokenizers), the chat
+ * template from its `tokenizer_config.json` (@huggingface/jinja). Imported only where
+ * a family is used, so a Worker whose deployments name none carries neither library.
+ */
+// @ts-nocheck
+
+import { Template } from "@huggingface/jinja";
+import { Tokenizer } from "@huggingface/tokenizers";
+import { headOf, UnsupportedPrompt, type TokenizeBudget } from "./tokenizer.ts";
+import type { FamilyCodec } from "./hf-family.ts";
+import { bpeFromText, bpeSpecOf, type TokenizerJsonShape } from "./bpe-spec.ts";
+import { bpeEncoder, type EncodeLimits } from "./ranked-bpe.ts";
+
+/**
+ * A family's files: `tokenizer.json` as text (parsed when the codec is made), or for a
+ * family the edge's BPE engine runs its BPE spec's text (`bpe`, made at build time from
+ * the tokenizer.json: what a Worker carries), and `tokenizer_config.json` parsed.
+ */
+export interface FamilyFiles {
+  tokenizerJson?: string;
+  /** bpe-spec.ts bpeText of the family's tokenizer.json, in place of the JSON. */
+  bpe?: string;
+  tokenizerConfig: TokenizerConfig;
+}
+
+/** The fields of `tokenizer_config.json` the edge reads. */
+export interface TokenizerConfig {
+  chat_template?: string | { name: string; template: string }[];
+  bos_token?: SpecialToken;
+  eos_token?: SpecialToken;
+  pad_token?: SpecialToken;
+  unk_token?: SpecialToken;
+  add_bos_token?: boolean;
+  add_eos_token?: boolean;
+  [key: string]: unknown;
+}
+type SpecialToken = string | { content: string } | null;
+
+/** Token ids. */
+type Ids = Uint32Array | number[];
+
+const tokenOf = (t: SpecialToken | undefined) => (t === null || t === undefined ? undefined : typeof t === "string" ? t : t.content);
+
+/** The codec of a family's files. */
+export function familyCodec({ tokenizerJson, bpe: bpeText, tokenizerConfig: config }: FamilyFiles): FamilyCodec {
+  const prebuilt = bpeText !== undefined ? bpeFromText(bpeText) : undefined;
+  let json = prebuilt || tokenizerJson === undefined ? undefined : (JSON.parse(tokenizerJson) as TokenizerJsonShape & { added_tokens?: AddedToken[] });
+  const bpe = prebuilt ?? (json && bpeSpecOf(json));
+  if (!bpe && !json) throw new Error("familyCodec: no tokenizer.json and no BPE spec");
+  const added: readonly AddedToken[] = bpe ? bpe.added : (json!.added_tokens ?? []);
+  // The library's tokenizer, made when first needed: at once for a family the BPE engine does
+  // not run; for one it runs, only for the stand-in's decoding (the parsed JSON is dropped, the
+  // module's string kept). A Worker carries no tokenizer.json for such a family: it never decodes.
+  let made: Tokenizer | undefined;
+  const tokenizer = () => {
+    if (made) return made;
+    if (tokenizerJson === undefined) throw new Error("familyCodec: decoding needs the family's tokenizer.json (the engine stand-in's, in Node)");
+    return (made = new Tokenizer(json ?? JSON.parse(tokenizerJson), config));
+  };
+  const source = Array.isArray(config.chat_template) ? config.chat_template.find((t) => t.name === "default")?.template : config.chat_template;
+  const template = source === undefined ? undefined : new Template(source);
+  const vars: Record<string, unknown> = {};
+  for (const k of ["bos_token", "eos_token", "pad_token", "unk_token"] as const) {
+    const t = tokenOf(config[k]);
+    if (t !== undefined) vars[k] = t;
+  }
+  const bosToken = tokenOf(config.bos_token);
+  const eosToken = tokenOf(config.eos_token);
+  const bosId = bosToken === undefined ? undefined : added.find((t) => t.content === bosToken)?.id;
+  // transformers' fast tokenizer adds BOS to a text prompt when add_bos_token is set, whatever
+  // tokenizer.json's post-processor says (DeepSeek-V3's says ByteLevel only): BOS when the
+  // engine's own text prompt would start with `first` instead.
+  const bosBefore = (first: number | undefined) => (config.add_bos_token === true && bosId !== undefined && first !== bosId ? [bosId] : []);
+  // A text cut well past maxTokens' worth of characters: BPE never merges across the
+  // pre-tokenizer's splits, so the tokens before the cut's last word are the whole
+  // text's; at 8 characters per token on average (English is ~4), the cut is far beyond.
+  const head = (t: string, maxTokens: number) => headOf(t, maxTokens * 8 + 64);
+  const cut = (ids: Ids, maxTokens: number) => (ids.length > maxTokens ? ids.slice(0, maxTokens) : ids);
+  let segments: (text: string, limits: EncodeLimits) => Ids;
+  let text: (prompt: string, limits: EncodeLimits) => Ids;
+  if (bpe) {
+    // Every added token is split out first (the library matches them all in its input, special
+    // or not, before anything else: bpeSpecOf takes no family with a strip or word rule), and
+    // the text between goes to the BPE engine; a text prompt gets the post-processor's ids around it.
+    segments = segmentEncoder(bpeEncoder(bpe), added);
+    const prefix = [...bosBefore(bpe.prefix[0]), ...bpe.prefix];
+    text = (prompt, limits) => {
+      const ids = segments(prompt, { ...limits, maxTokens: Math.max(0, limits.maxTokens - prefix.length) });
+      // A prompt cut short has no end: the suffix would follow text the prompt goes on with.
+      const suffix = limits.budget.exhausted || prefix.length + ids.length >= limits.maxTokens ? [] : bpe.suffix;
+      return joined([prefix, ids, suffix], prefix.length + ids.length + suffix.length);
+    };
+  } else {
+    // The library's work cannot be metered inside one call: its input is cut at the budget
+    // instead, a UTF-16 unit for a byte (Node only: a family the engine does not run is not
+    // for the edge, fitsTheEdge).
+    const library = tokenizer();
+    const within = (t: string, { budget }: EncodeLimits) => {
+      if (t.length <= budget.bytes) {
+        budget.bytes -= t.length;
+        return t;
+      }
+      budget.exhausted = true;
+      const h = headOf(t, budget.bytes);
+      budget.bytes = 0;
+      return h;
+    };
+    segments = segmentEncoder((t, limits) => library.encode(within(t, limits), { add_special_tokens: false }).ids, added.filter((t) => t.special));
+    const bos = bosBefore(library.encode("a", { add_special_tokens: true }).ids[0]);
+    text = (prompt, limits) => {
+      const ids = library.encode(within(prompt, limits), { add_special_tokens: true }).ids;
+      return bos.length === 0 ? ids : [...bos, ...ids];
+    };
+  }
+  json = undefined;
+  const limitsOf = (maxTokens: number, budget: TokenizeBudget | undefined): EncodeLimits => ({ maxTokens, budget: budget ?? { bytes: Number.POSITIVE_INFINITY } });
+  return {
+    engine: bpe ? "bpe" : "tokenizers",
+    chat(messages, tools, kwargs, maxTokens, budget) {
+      if (!template) throw new UnsupportedPrompt("no_chat_template");
+      let rendered: string;
+      try {
+        rendered = template.render({ ...vars, ...kwargs, messages, ...(tools ? { tools } : {}), add_generation_prompt: true });
+      } catch {
+        // The template refused the chat (roles out of order, ...): the engine answers 400.
+        throw new UnsupportedPrompt("template_error");
+      }
+      return cut(segments(head(rendered, maxTokens), limitsOf(maxTokens, budget)), maxTokens);
+    },
+    text: (prompt, maxTokens, budget) => cut(text(head(prompt, maxTokens), limitsOf(maxTokens, budget)), maxTokens),
+    // Read by the engine stand-in only: the edge never builds the vocabulary map.
+    get vocabSize() {
+      let top = 0;
+      for (const id of tokenizer().get_vocab(true).values()) top = Math.max(top, id + 1);
+      return top;
+    },
+    get eosId() {
+      return eosToken === undefined ? undefined : tokenizer().token_to_id(eosToken);
+    },
+    plain: (t) => tokenizer().encode(t, { add_special_tokens: false }).ids,
+    decode: (ids) => tokenizer().decode([...ids], { skip_special_tokens: true }),
+  };
+}
+
+interface AddedToken {
+  id: number;
+  content: string;
+  special?: boolean;
+  lstrip?: boolean;
+  rstrip?: boolean;
+  single_word?: boolean;
+  normalized?: boolean;
+}
+
+/** Characters of segment text a codec keeps token ids for (about 8 MB of UTF-16 at most, with the ids). */
+const SEGMENT_CACHE_CHARS = 1 << 20;
+
+/**
+ * Encodes a rendered chat a segment at a time, reusing the ids of segments seen
+ * before. The tokenizer splits its input at added tokens before anything else
+ * (normalizer, pre-tokenizer, BPE), so the text between two added tokens is
+ * tokenized on its own whatever surrounds it: a chat template puts special tokens
+ * between messages, so a multi-turn chat's history re-sent with one more turn is
+ * mostly segments already seen, and costs none of the budget. Only `split`'s tokens
+ * with no strip or word rule are split here (the others stay inside a segment, for
+ * `whole`); the longest match first, as the tokenizer matches. Stops where `whole`
+ * stopped short (the budget spent, or maxTokens made). test/unit/hf-tokenizers.test.ts
+ * checks the result against transformers.
+ */
+function segmentEncoder(whole: (text: string, limits: EncodeLimits) => Ids, split: readonly AddedToken[]): (text: string, limits: EncodeLimits) => Ids {
+  const plain = split.filter((t) => !t.lstrip && !t.rstrip && !t.single_word && !t.normalized).sort((a, b) => b.content.length - a.content.length);
+  if (plain.length === 0) return whole;
+  const ids = new Map(plain.map((t) => [t.content, Uint32Array.of(t.id)]));
+  const splitter = new RegExp(`(${plain.map((t) => t.content.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("|")})`);
+  const cache = new Map<string, Ids>();
+  let cachedChars = 0;
+  return (text, limits) => {
+    // The pieces' ids, copied once into one array (no per-token pushes: an 8,000-token prompt is a few dozen pieces).
+    const parts: Ids[] = [];
+    let length = 0;
+    for (const [i, piece] of text.split(splitter).entries()) {
+      if (piece === "") continue;
+      if (length >= limits.maxTokens || limits.budget.exhausted) break;
+      let seg: Ids;
+      if (i % 2 === 1) {
+        // Odd pieces are the added tokens the split matched.
+        seg = ids.get(piece)!;
+      } else {
+        const cached = cache.get(piece);
+        if (cached) {
+          // Most recently used last: the oldest go first when the cache is full.
+          cache.delete(piece);
+          cache.set(piece, (seg = cached));
+        } else {
+          const left = limits.maxTokens - length;
+          seg = whole(piece, { ...limits, maxTokens: left });
+          // A segment cut short is not its whole ids: not kept.
+          if (piece.length <= SEGMENT_CACHE_CHARS / 4 && !limits.budget.exhausted && seg.length < left) {
+            cache.set(piece, seg);
+            cachedChars += piece.length;
+            for (const [k] of cache) {
+              if (cachedChars <= SEGMENT_CACHE_CHARS) break;
+              cache.delete(k);
+              cachedChars -= k.length;
+            }
+          }
+        }
+      }
+      parts.push(seg);
+      length += seg.length;
+    }
+    return joined(parts, length);
+  };
+}
+
+/** `parts` end to end in one array of `length` ids. */
+function joined(parts: readonly Ids[], length: number): Uint32Array {
+  const out = new Uint32Array(length);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}

@@ -1,0 +1,299 @@
+/**
+ * OpenAI-compatible routes: POST /v1/chat/completions, /v1/completions,
+ * /v1/embeddings and /v1/responses are routed by the body's `model` to the deployment that lists
+ * it in `openai.models`, and forwarded byte for byte to the same path on one of
+ * its replicas; GET /v1/models lists the models whose deployment has a ready
+ * replica now, and GET /v1/models/{model} one of them. Responses stream through unbuffered (dispatch.ts); a 200
+ * answer's last 8 KiB are kept as it passes, for its token usage (token-usage.ts).
+ */
+// @ts-nocheck
+
+import { Hono, type Context } from "hono";
+import type { Deployment } from "../../config/deployment.ts";
+import type { Env } from "../../env.ts";
+import { errorResponse, Header, OpenAIPath, type ContinuationForm } from "../../protocol/index.ts";
+import { type DispatchTrace, tapped } from "../serve/dispatch.ts";
+import { requestIdFor, type PathVariables, SESSION_ID } from "../serve/request.ts";
+import type { IsolateState } from "../serve/serve.ts";
+import { keyRefusal } from "../serve/access.ts";
+import type { ScanResult, TopLevelScanner } from "./json-top-level.ts";
+import { OPENAI_ENDPOINTS, openaiBodyLimit, openaiBodyScanner, openaiModelTable, openaiRouting, openaiUploadPace, type OpenAIEndpoint } from "./openai-request.ts";
+import { bodyRefusal, checkDeclaredLength, clientOf, drainUnreadBody, readBoundedBody } from "../serve/body.ts";
+import { observeRequest, type UsageWatch } from "../serve/observe.ts";
+import { SseDataEvents, UsageTail, withoutUsageChunk } from "./token-usage.ts";
+import { withLastMember } from "../serve/engine-priority.ts";
+import { bearerToken } from "../../state/api-key-format.ts";
+import { serveRequest, type Background } from "../serve/serve.ts";
+import { leaveByOf, migratingStream, migrationPlan } from "../serve/migrate.ts";
+
+/** A body refused before it was read is read up to this size first, so the client's connection survives (drainUnreadBody). */
+const REFUSAL_DRAIN_BYTES = 64 * 1024;
+
+type OpenAIEnv = { Bindings: Env; Variables: PathVariables };
+
+export interface OpenAIRoutes {
+  /** GET /v1/models and the method errors (Hono routes them; mounted at /v1). */
+  app: Hono<OpenAIEnv>;
+  /** Serves a POST to one of the four endpoints, with no Hono on its path. */
+  serve(req: Request, env: Env, executionCtx: Background, target: { path: string; search: string }): Promise<Response>;
+}
+
+export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env: Env) => IsolateState): OpenAIRoutes {
+  const byModel = openaiModelTable(deployments);
+  const served = deployments.filter((d) => d.openai);
+  const bodyLimit = openaiBodyLimit(deployments);
+  const pace = openaiUploadPace(deployments);
+  // When every /v1 deployment is private, a caller with no key valid for any of them is refused before its body is read.
+  const keyFirst = served.every((d) => !d.access.public) ? served.map((d) => d.name) : null;
+  const privateNames = served.filter((d) => !d.access.public).map((d) => d.name);
+  const app = new Hono<OpenAIEnv>();
+
+  /** The models this caller may use now: a private deployment's only with a key it takes, and only deployments with a ready replica. */
+  const listModels = async (c: Context<OpenAIEnv>) => {
+    const state = stateFor(c.env);
+    const now = Date.now();
+    const background = (p: Promise<unknown>) => c.executionCtx.waitUntil(p);
+    const usable = await state.apiKeys.usableBy(privateNames, c.req.header("authorization"), background);
+    const data: { id: string; object: "model"; created: number; owned_by: string }[] = [];
+    for (const d of served) {
+      if (!d.access.public && !usable.has(d.name)) continue;
+      // (Edge deployments cannot list OpenAI models: the config refuses it.)
+      if ((await state.snapshots.view(d.name, background)).readyCount(now) === 0) continue;
+      for (const id of d.openai!.models) data.push({ id, object: "model", created: 0, owned_by: d.name });
+    }
+    return data;
+  };
+
+  app.get("/models", async (c) => c.json({ object: "list", data: await listModels(c) }));
+
+  // The SDKs' models.retrieve: one model, by id (ids may hold slashes: "org/model"), as /v1/models lists it.
+  app.get("/models/*", async (c) => {
+    const id = decodeURIComponent(c.get("target").path.slice(`${OpenAIPath.models}/`.length));
+    const model = (await listModels(c)).find((m) => m.id === id);
+    return model ? c.json(model) : modelNotFound(id, requestIdFor(c.req.header(Header.requestId) ?? null));
+  });
+
+  /**
+   * A POST to one of the four endpoints, served without Hono (app.ts calls it
+   * first, for every such request): the same path as a deployment's route, with
+   * the body read here to route by its `model`.
+   */
+  async function serveOpenAI(req: Request, env: Env, executionCtx: Background, target: { path: string; search: string }): Promise<Response> {
+    const endpoint = OPENAI_ENDPOINTS[target.path as keyof typeof OPENAI_ENDPOINTS];
+    const path = target.path;
+    const authorization = req.headers.get("authorization") ?? undefined;
+    const requestId = requestIdFor(req.headers.get(Header.requestId));
+    const state = stateFor(env);
+    const background = (p: Promise<unknown>) => executionCtx.waitUntil(p);
+    // The cheap checks first: the declared size, and the key when no /v1 deployment is public.
+    const declared = checkDeclaredLength(req.headers, bodyLimit, requestId);
+    if (declared instanceof Response) return declared;
+    if (keyFirst) {
+      const key = await state.apiKeys.checkAny(keyFirst, authorization, background);
+      if (!key.ok) {
+        await drainUnreadBody(req, REFUSAL_DRAIN_BYTES);
+        return keyRefusal(key, requestId);
+      }
+    }
+    // With a public /v1 deployment the body is read before any key is checked: it is charged to the client's hold.
+    const bytes = await readBoundedBody(req, bodyLimit, pace, keyFirst ? undefined : clientOf(req.headers));
+    if (typeof bytes === "string") return bodyRefusal(bytes, bodyLimit, requestId);
+    const parsed = openaiRouting(endpoint, await scanInSlices(openaiBodyScanner(endpoint), new Uint8Array(bytes)), new Uint8Array(bytes));
+    if (!parsed.ok) return errorResponse(parsed.code, parsed.message, { requestId });
+    const { model, stream, streamUsage, user } = parsed.routing;
+    const deployment = byModel.get(model);
+    if (!deployment) return modelNotFound(model, requestId);
+    /** The key a token limit charges (a private deployment's with `access.tokenLimit`). */
+    let tokenKey: string | undefined;
+    if (!deployment.access.public) {
+      // A private model is answered as an unknown one to a caller whose key may not use it, so
+      // its name cannot be found by trying names (as /v1/models lists it only to such callers).
+      const key = await state.apiKeys.check(deployment.name, authorization, background);
+      if (!key.ok) return key.code === "unauthorized" ? modelNotFound(model, requestId) : keyRefusal(key, requestId);
+      if (deployment.access.tokenLimit) {
+        const left = state.tokenLimits.check(deployment, key.keyHash, background);
+        if (!left.ok) {
+          return errorResponse("token_limited", `token limit of ${deployment.access.tokenLimit.tokensPerMinute} tokens/min for this key used up`, {
+            requestId,
+            retryAfterSeconds: left.retryAfterSeconds,
+          });
+        }
+        tokenKey = key.keyHash;
+      }
+    }
+    if (bytes.byteLength > deployment.limits.maxRequestBodyBytes) {
+      return errorResponse("payload_too_large", `request body of ${bytes.byteLength} bytes exceeds ${deployment.limits.maxRequestBodyBytes}`, { requestId });
+    }
+    // The session: the x-session-id header when given, else the body's `user`.
+    let session: string | undefined;
+    if (deployment.sessionAffinity.enabled) {
+      const header = req.headers.get(Header.clientSession) ?? undefined;
+      if (header !== undefined) {
+        if (!SESSION_ID.test(header)) return errorResponse("bad_request", `invalid ${Header.clientSession}: 1-256 visible ASCII characters`, { requestId });
+        session = header;
+      } else {
+        session = user;
+      }
+    }
+    // A token-limited stream must say its usage, whatever the client sent: the edge asks
+    // for it (the client's other stream options kept; the last member wins, in the engine
+    // as here), and takes the usage chunk out again for a client that did not ask.
+    let body = bytes;
+    const askUsage = tokenKey !== undefined && stream && !streamUsage;
+    if (askUsage) body = withLastMember(bytes, "stream_options", JSON.stringify({ ...parsed.routing.streamOptions, include_usage: true })) ?? bytes;
+    const started = Date.now();
+    const trace: DispatchTrace = { attempts: 0, rejections: 0, ejections: 0 };
+    // Migration (migrate.ts): a stream whose replica fails mid-answer is continued on another.
+    const migrationLimit = deployment.openai?.migrationLimit ?? 0;
+    const plan = migrationLimit > 0 && stream ? migrationPlan(endpoint, body) : undefined;
+    const serveWith = (requestBody: ArrayBuffer, t: DispatchTrace, continuation?: ContinuationForm) =>
+      serveRequest(req, {
+        deployment,
+        // /v1 paths go to the replica unchanged, whatever the deployment's own prefix.
+        routePrefix: "/",
+        // The query as app.ts normalised the request (its path check runs first, for every route).
+        target: { path, search: target.search },
+        state,
+        requestId,
+        background,
+        trace: t,
+        openai: {
+          body: requestBody,
+          stream,
+          keys: { ...(deployment.multiplexing ? { model } : {}), ...(session !== undefined ? { session } : {}) },
+          ...(parsed.routing.priority !== undefined ? { priority: parsed.routing.priority } : {}),
+          ...(parsed.routing.maxTokens !== undefined ? { maxTokens: parsed.routing.maxTokens } : {}),
+          ...(plan ? { migratable: true } : {}),
+          ...(continuation !== undefined ? { continuation } : {}),
+        },
+      });
+    let response = await serveWith(body, trace);
+    if (plan && response.status === 200 && response.body) {
+      response = migratingStream(response, {
+        plan,
+        limit: migrationLimit,
+        stallMs: deployment.openai?.migrationStallMs ?? 0,
+        requestId,
+        background,
+        markDown: (replica) => void state.snapshots.view(deployment.name, background).then((v) => v.markDown(replica, Date.now())),
+        leaveBy: drainWatch(state, deployment.name, background),
+        continueOn: (continuation) => serveWith(continuation, { attempts: 0, rejections: 0, ejections: 0 }, plan.endpoint),
+        onMigration: (m) => console.log(JSON.stringify({ msg: "stream migrated", deployment: deployment.name, request_id: requestId, from: m.from, tokens: m.tokens, migration: m.attempt, ok: m.ok, reason: m.reason })),
+      });
+    }
+    const watched = stream && !streamUsage && !askUsage ? null : watchUsage(response, deployment.access.public ? "public" : keyLabel(authorization), askUsage);
+    observeRequest(env, state, deployment.name, req.method, response.status, requestId, started, trace, background, watched?.usage);
+    // Admission ordered it by an estimate of its tokens: what it used corrects its flow's place (AdmissionGate.correct).
+    const used = trace.used;
+    if (used && watched) {
+      void watched.usage.ended.then(() => {
+        const t = watched.usage.usage();
+        if (t) used(t.prompt + t.completion);
+      });
+    }
+    if (tokenKey !== undefined && watched) {
+      const key = tokenKey;
+      // Charged once the answer has passed. One that ended before its usage (the client left,
+      // the replica was cut) is charged its prompt's bytes / 4 and, streamed, a token for every
+      // chunk the edge passed on.
+      void watched.usage.ended.then(() => {
+        const t = watched.usage.usage();
+        state.tokenLimits.charge(deployment, key, t ? t.prompt + t.completion : Math.ceil(bytes.byteLength / 4) + (stream ? watched.chunks() : 0), background);
+      });
+    }
+    return watched?.response ?? response;
+  }
+
+  for (const path of Object.keys(OPENAI_ENDPOINTS)) {
+    const sub = path.slice("/v1".length);
+    app.post(sub, (c) => serveOpenAI(c.req.raw, c.env, c.executionCtx, c.get("target")));
+    app.all(sub, (c) => errorResponse("method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}; use POST`, { headers: { allow: "POST" } }));
+  }
+  app.all("/models", (c) => errorResponse("method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}; use GET`, { headers: { allow: "GET" } }));
+  app.all("/models/*", (c) => errorResponse("method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}; use GET`, { headers: { allow: "GET" } }));
+  app.all("*", (c) => errorResponse("route_not_found", `no OpenAI route ${c.req.method} ${c.req.path}; served: POST ${Object.keys(OPENAI_ENDPOINTS).join(", POST ")}, GET /v1/models, GET /v1/models/{model}`));
+  return { app, serve: serveOpenAI };
+}
+
+/** How often one stream looks at its replica's drain deadline in the view (each look may refresh a view past its TTL). */
+const DRAIN_LOOK_MS = 500;
+
+/**
+ * A migrating stream's watch on its replica's drain deadline (migrate.ts, leaveBy): the
+ * replica's deadline less HANDOVER_LEAD_MS (leaveByOf), as this isolate's view has it. A stream
+ * looks at most every DRAIN_LOOK_MS, and the look counts as a use of the view, so an
+ * isolate that only streams still refreshes it (at its pace, routing.refreshEveryRequests):
+ * a drain announced by a replica reaches the streams on it within a second or two.
+ */
+function drainWatch(state: IsolateState, deployment: string, background: (p: Promise<unknown>) => void): (replica: string) => number | undefined {
+  let lookedAt = -Infinity;
+  let drainsAt: number | undefined;
+  let looked: string | undefined;
+  return (replica) => {
+    const now = Date.now();
+    if (replica !== looked || now - lookedAt >= DRAIN_LOOK_MS) {
+      looked = replica;
+      lookedAt = now;
+      drainsAt = state.snapshots.viewNow(deployment, background)?.get(replica)?.drainsAt;
+    }
+    return leaveByOf(drainsAt);
+  };
+}
+
+/**
+ * A successful answer's body, with its tail kept to read its token usage as it
+ * passes (nothing is buffered beyond USAGE_TAIL_BYTES), and a stream's `data:`
+ * chunks counted; errors pass as they are. One transform sees each chunk on its way
+ * (serve/dispatch.ts tapped). `stripUsage`: the edge asked for the usage chunk, the
+ * client did not: it is taken out after the tap (token-usage.ts withoutUsageChunk).
+ * The route skips this for streams that cannot carry usage.
+ */
+function watchUsage(response: Response, key: string, stripUsage: boolean): { response: Response; usage: UsageWatch; chunks: () => number } | null {
+  if (response.status !== 200 || !response.body) return null;
+  const tail = new UsageTail();
+  const events = new SseDataEvents();
+  const declared = response.headers.get("content-length");
+  const length = declared !== null && /^\d{1,15}$/.test(declared) ? Number(declared) : null;
+  const passed = tapped(
+    response.body,
+    (chunk) => {
+      tail.push(chunk);
+      events.push(chunk);
+    },
+    length,
+  );
+  return {
+    response: new Response(stripUsage ? withoutUsageChunk(passed.body) : passed.body, { status: response.status, statusText: response.statusText, headers: response.headers }),
+    usage: { key, ended: passed.ended, usage: () => tail.usage() },
+    chunks: () => events.count,
+  };
+}
+
+/** The answer for a model this caller cannot use: it does not exist, or its key may not use it (the same words for both). */
+function modelNotFound(model: string, requestId: string): Response {
+  return errorResponse("model_not_found", `the model "${model}" does not exist here, or your key may not use it; GET /v1/models lists the models you can use now`, { requestId });
+}
+
+/** The characters of a key the admin API lists as its `prefix` (AccessKeys.create keeps key.slice(0, 10)). */
+const API_KEY_PREFIX_CHARS = 10;
+
+/** A private deployment's key label: the key's first characters, as the admin API lists it (the prefix), never the key. */
+function keyLabel(authorization: string | undefined): string {
+  return bearerToken(authorization)?.slice(0, API_KEY_PREFIX_CHARS) ?? "none";
+}
+
+/** Bytes scanned between yields to the event loop: about a millisecond of scanning. */
+const SCAN_SLICE_BYTES = 256 * 1024;
+
+/**
+ * Scans a body a slice at a time, yielding to the event loop between slices, so
+ * a 10 MiB body's ~30-50 ms of scanning does not hold up the isolate's other
+ * requests (one synchronous scan of three such bodies delayed a /hello ~200 ms).
+ */
+async function scanInSlices(scanner: TopLevelScanner, bytes: Uint8Array): Promise<ScanResult> {
+  for (let at = 0; at < bytes.byteLength; at += SCAN_SLICE_BYTES) {
+    if (scanner.push(bytes.subarray(at, at + SCAN_SLICE_BYTES))) break;
+    if (at + SCAN_SLICE_BYTES < bytes.byteLength) await new Promise((r) => setTimeout(r, 0));
+  }
+  return scanner.end();
+}

@@ -1,0 +1,23 @@
+/** JSON over Node's HTTP server, for the replica's handlers. */
+// @ts-nocheck
+
+import type { IncomingMessage, ServerResponse } from "node:http";
+
+/** Sends `body` as a sized JSON response. */
+export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string>): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { ...headers, "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(text) });
+  res.end(text);
+}
+
+/** Reads a request body up to `limit` bytes; null as soon as it goes past (the rest is left unread). */
+export async function readBodyUpTo(req: IncomingMessage, limit: number): Promise<Buffer | null> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.byteLength;
+    if (size > limit) return null;
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}

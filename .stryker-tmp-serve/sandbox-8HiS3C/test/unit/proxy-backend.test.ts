@@ -1,0 +1,149 @@
+/**
+ * The proxy kind (src/replica/backends/proxy.ts) and the agent's proxy mode's
+ * command line (src/agent/proxy-mode.ts): the app's queue read from Triton's
+ * documented metrics, counted in the load only beyond what the replica sent; the
+ * handler's hop on real loopback sockets (headers, streaming, a cancel, an app that
+ * is down). The whole path, with a real Python app and the edge, is
+ * test/e2e/proxy-agent.test.ts.
+ */
+// @ts-nocheck
+
+import { readFileSync } from "node:fs";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { splitProxyArgs } from "../../src/agent/proxy-mode.ts";
+import { proxyHandler, upstreamPending } from "../../src/replica/backends/proxy.ts";
+import { AdmissionControl } from "../../src/replica/admission.ts";
+import { Header } from "../../src/protocol/index.ts";
+
+const triton = readFileSync(join(import.meta.dirname, "../fixtures/engine-metrics/triton.txt"), "utf8");
+const vllm = readFileSync(join(import.meta.dirname, "../fixtures/engine-metrics/vllm.txt"), "utf8");
+
+describe("the app's own queue", () => {
+  it("sums Triton's pending requests over its models, and finds none where the app reports none", () => {
+    expect(upstreamPending(triton)).toBe(5);
+    expect(upstreamPending(vllm)).toBeUndefined();
+    expect(upstreamPending("")).toBeUndefined();
+  });
+
+  it("counts as queued only what the app holds beyond the requests in flight here", () => {
+    const a = new AdmissionControl(4, 0);
+    a.tryAdmit();
+    a.tryAdmit();
+    let changes = 0;
+    a.onChange(() => changes++);
+    a.setExternalQueue(5); // 2 of them ours, 3 from other clients of the same server
+    expect(a.load(0)).toMatchObject({ ongoing: 2, queued: 3 });
+    expect(changes).toBe(1);
+    a.setExternalQueue(1); // fewer than ours: nothing beyond our own count
+    expect(a.load(0)).toMatchObject({ ongoing: 2, queued: 0 });
+    a.setExternalQueue(undefined);
+    expect(a.load(0).queued).toBe(0);
+  });
+});
+
+describe("agent --proxy's command line", () => {
+  it("keeps its own flags, passes the replica's on, and splits off the app's command", () => {
+    expect(splitProxyArgs(["--proxy", "--deployment", "s", "--app-url", "http://127.0.0.1:8001", "--max-ongoing=4", "--app-metrics=http://127.0.0.1:8002/metrics", "--", "uvicorn", "app:app", "--port", "8001"])).toEqual({
+      own: { "--app-url": "http://127.0.0.1:8001", "--app-metrics": "http://127.0.0.1:8002/metrics" },
+      replica: ["--deployment", "s", "--max-ongoing=4"],
+      command: ["uvicorn", "app:app", "--port", "8001"],
+    });
+    expect(() => splitProxyArgs(["--proxy", "--backend", "llm"])).toThrow(/set by --proxy/);
+    expect(() => splitProxyArgs(["--app-url"])).toThrow(/needs a value/);
+  });
+});
+
+describe("the proxy handler", () => {
+  const servers: Server[] = [];
+  afterEach(async () => {
+    for (const s of servers.splice(0)) {
+      s.closeAllConnections();
+      await new Promise((r) => s.close(r));
+    }
+  });
+  const listen = async (handler: (req: IncomingMessage, res: ServerResponse) => void): Promise<string> => {
+    const s = createServer(handler);
+    servers.push(s);
+    await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
+    return `http://127.0.0.1:${(s.address() as AddressInfo).port}`;
+  };
+  const front = (upstream: string) => {
+    const handle = proxyHandler(new URL(upstream));
+    return listen((req, res) => void handle(req, res, () => ({ [Header.load]: "load" })));
+  };
+
+  it("passes the request on without the edge's signature or hop-by-hop headers, and the answer back with the load header", async () => {
+    let seen: IncomingMessage | undefined;
+    let body = "";
+    const app = await listen((req, res) => {
+      seen = req;
+      req.on("data", (d: Buffer) => (body += d.toString()));
+      req.on("end", () => {
+        res.writeHead(201, { "content-type": "application/json", "x-app": "1" });
+        res.end('{"ok":true}');
+      });
+    });
+    const res = await fetch(`${await front(app)}/predict?x=1`, { method: "POST", headers: { "content-type": "application/json", [Header.signature]: "sig", [Header.nonce]: "7", "x-request-id": "r1" }, body: '{"text":"hi"}' });
+    expect(res.status).toBe(201);
+    expect(await res.json()).toEqual({ ok: true });
+    expect(res.headers.get("x-app")).toBe("1");
+    expect(res.headers.get(Header.load)).toBe("load");
+    expect(seen!.url).toBe("/predict?x=1");
+    expect(seen!.method).toBe("POST");
+    expect(body).toBe('{"text":"hi"}');
+    expect(seen!.headers[Header.signature]).toBeUndefined();
+    expect(seen!.headers[Header.nonce]).toBeUndefined();
+    expect(seen!.headers["x-request-id"]).toBe("r1");
+  });
+
+  it("streams each chunk as the app writes it, and ends the app's request when the client leaves", async () => {
+    let next!: () => void;
+    let appClosed!: Promise<void>;
+    const app = await listen((req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write("data: 1\n\n");
+      next = () => res.write("data: 2\n\n");
+      appClosed = new Promise((resolve) => res.on("close", () => resolve()));
+    });
+    const cancel = new AbortController();
+    const res = await fetch(`${await front(app)}/explain`, { signal: cancel.signal });
+    const reader = res.body!.getReader();
+    expect(new TextDecoder().decode((await reader.read()).value)).toBe("data: 1\n\n"); // before the app wrote more
+    next();
+    expect(new TextDecoder().decode((await reader.read()).value)).toBe("data: 2\n\n");
+    cancel.abort();
+    await appClosed; // the app's side of the stream closes after the client's cancel
+  });
+
+  it("cuts the client's answer when the app's is cut mid-stream, never ends it as if whole", async () => {
+    const app = await listen((req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write("data: 1\n\n", () => res.destroy());
+    });
+    const res = await fetch(`${await front(app)}/explain`);
+    expect(res.status).toBe(200);
+    await expect(res.text()).rejects.toThrow();
+  });
+
+  it("cuts the client's answer when the app's connection ends before its declared length (a clean close, not a reset)", async () => {
+    const app = await listen((req, res) => {
+      res.writeHead(200, { "content-length": "100" });
+      res.write("0123456789", () => res.socket!.end());
+    });
+    const res = await fetch(`${await front(app)}/predict`);
+    expect(res.status).toBe(200);
+    await expect(res.text()).rejects.toThrow();
+  });
+
+  it("answers 502 JSON when the app does not answer", async () => {
+    const dead = await listen(() => undefined);
+    const url = new URL(dead);
+    await new Promise((r) => servers.pop()!.close(r));
+    const res = await fetch(`${await front(url.origin)}/predict`);
+    expect(res.status).toBe(502);
+    expect(await res.json()).toMatchObject({ error: { code: "upstream_failed" } });
+  });
+});

@@ -1,0 +1,241 @@
+/**
+ * The replica's control-plane messages for multiplexing: `max_models` on register,
+ * `models` and `loading` on every report, all valid under the protocol's schemas;
+ * the `node` field; and the report cadence of a busy replica on a fake clock.
+ */
+// @ts-nocheck
+
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { DeregisterMessage, RegisterMessage, ReportMessage } from "../../src/protocol/index.ts";
+import { AdmissionControl } from "../../src/replica/admission.ts";
+import { EdgeClient, keyRefusedMessage } from "../../src/replica/edge-client.ts";
+import { localSecrets } from "../../src/local/stack.ts";
+import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const cleanup: (() => void | Promise<void>)[] = [];
+afterEach(async () => {
+  vi.useRealTimers();
+  for (const f of cleanup.splice(0)) await f();
+});
+
+/** A fake edge that records what replicas send it. */
+async function fakeEdge(reportIntervalMs = 60_000) {
+  const received: { path: string; body: Record<string, unknown> }[] = [];
+  const server: Server = createServer(async (req, res) => {
+    let text = "";
+    for await (const chunk of req) text += String(chunk);
+    received.push({ path: req.url ?? "", body: JSON.parse(text) as Record<string, unknown> });
+    res.writeHead(200, { "content-type": "application/json" });
+    res.end(JSON.stringify({ ok: true, report_interval_ms: reportIntervalMs }));
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  cleanup.push(() => new Promise<void>((r) => server.close(() => r())));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, received };
+}
+
+function client(edgeUrl: string, admission: AdmissionControl, maxModels?: number, o: { changeReportDelayMs?: number; node?: string } = { changeReportDelayMs: 1 }) {
+  const c = new EdgeClient({
+    edgeUrl,
+    key: "0".repeat(64),
+    deployment: "vad",
+    replicaId: "vad-1",
+    advertiseUrl: "http://127.0.0.1:9",
+    admission,
+    ...o,
+    ...(maxModels === undefined ? {} : { maxModels }),
+  });
+  cleanup.push(() => c.stop());
+  return c;
+}
+
+const waitFor = async (cond: () => boolean) => {
+  for (let i = 0; i < 200 && !cond(); i++) await new Promise((r) => setTimeout(r, 5));
+  expect(cond()).toBe(true);
+};
+
+describe("EdgeClient and multiplexing", () => {
+  it("registers with max_models and reports loaded and loading models", async () => {
+    const edge = await fakeEdge();
+    const admission = new AdmissionControl(4);
+    admission.setModels([], []);
+    await client(edge.url, admission, 2).start();
+    const register = edge.received.find((m) => m.path === "/-/replicas/register")!.body;
+    expect(register.max_models).toBe(2);
+    expect(RegisterMessage.safeParse(register).success).toBe(true);
+
+    admission.setModels(["silero-vad-v5"], ["silero-vad-v4"]);
+    await waitFor(() => edge.received.some((m) => (m.body.loading as string[] | undefined)?.includes("silero-vad-v4")));
+    const report = edge.received.filter((m) => m.path === "/-/replicas/report").at(-1)!.body;
+    expect(report).toMatchObject({ models: ["silero-vad-v5"], loading: ["silero-vad-v4"] });
+    expect(ReportMessage.safeParse(report).success).toBe(true);
+  });
+
+  it("leaves max_models out for replicas that do not multiplex, and reports empty lists", async () => {
+    const edge = await fakeEdge();
+    const admission = new AdmissionControl(4);
+    await client(edge.url, admission).start();
+    const register = edge.received.find((m) => m.path === "/-/replicas/register")!.body;
+    expect(register).not.toHaveProperty("max_models");
+    expect(RegisterMessage.safeParse(register).success).toBe(true);
+    const report = edge.received.find((m) => m.path === "/-/replicas/report")!.body;
+    expect(report).toMatchObject({ models: [], loading: [] });
+    expect(ReportMessage.safeParse(report).success).toBe(true);
+  });
+});
+
+describe("EdgeClient and nodes", () => {
+  it("names its node in register, report and deregister when it has one", async () => {
+    const edge = await fakeEdge();
+    const c = client(edge.url, new AdmissionControl(4), undefined, { node: "gpu-7" });
+    await c.start();
+    await c.deregister();
+    const [register, report, deregister] = edge.received;
+    expect(register).toMatchObject({ path: "/-/replicas/register", body: { node: "gpu-7" } });
+    expect(report).toMatchObject({ path: "/-/replicas/report", body: { node: "gpu-7" } });
+    expect(deregister).toMatchObject({ path: "/-/replicas/deregister", body: { node: "gpu-7" } });
+    expect(RegisterMessage.safeParse(register!.body).success).toBe(true);
+    expect(ReportMessage.safeParse(report!.body).success).toBe(true);
+    expect(DeregisterMessage.safeParse(deregister!.body).success).toBe(true);
+  });
+
+  it("sends no node field without one", async () => {
+    const edge = await fakeEdge();
+    const c = client(edge.url, new AdmissionControl(4));
+    await c.start();
+    await c.deregister();
+    for (const m of edge.received) expect(m.body).not.toHaveProperty("node");
+  });
+});
+
+describe("EdgeClient report cadence (fake clock)", () => {
+  /**
+   * `ms` of fake time in 20 ms steps, the load changing at every step (a request
+   * admitted or released, ongoing staying ≥ 1 when `busy`), each step waiting
+   * for the report it may have started to be answered.
+   */
+  async function simulate(c: EdgeClient, admission: AdmissionControl, ms: number, busy: boolean) {
+    for (let t = 0; t < ms; t += 20) {
+      if (busy) {
+        if (admission.ongoing > 1) admission.release();
+        else admission.tryAdmit();
+      } else {
+        // Idle, but changing: a request that comes and goes within the step.
+        admission.tryAdmit();
+        admission.release();
+      }
+      await vi.advanceTimersByTimeAsync(20);
+      await c.settled();
+    }
+  }
+
+  it("a busy replica sends about one report a second (changes and heartbeats merged), ~4 while its changes leave it idle", async () => {
+    const edge = await fakeEdge(1_000);
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "setInterval", "clearInterval", "Date"] });
+    const admission = new AdmissionControl(4);
+    const c = client(edge.url, admission, undefined, {});
+    await c.start();
+    const reports = () => edge.received.filter((m) => m.path === "/-/replicas/report").length;
+
+    // Busy for 10 s: ongoing 1 or 2, changing every 20 ms.
+    admission.tryAdmit();
+    await c.settled();
+    let before = reports();
+    await simulate(c, admission, 10_000, true);
+    const busy = reports() - before;
+    expect(busy).toBeGreaterThanOrEqual(9);
+    expect(busy).toBeLessThanOrEqual(11);
+    const ts = edge.received.filter((m) => m.path === "/-/replicas/report").slice(-busy).map((m) => m.body.ts as number);
+    for (let i = 1; i < ts.length; i++) expect(ts[i]! - ts[i - 1]!).toBeGreaterThanOrEqual(1_000);
+
+    // Idle for 10 s with the same rate of changes: the 250 ms window.
+    while (admission.ongoing > 0) admission.release();
+    await vi.advanceTimersByTimeAsync(1_000);
+    await c.settled();
+    before = reports();
+    await simulate(c, admission, 10_000, false);
+    const idle = reports() - before;
+    expect(idle).toBeGreaterThanOrEqual(35);
+    expect(idle).toBeLessThanOrEqual(41);
+
+    // Urgent (the drain) goes at once, busy or not.
+    admission.tryAdmit();
+    before = reports();
+    admission.drain();
+    await c.settled();
+    expect(reports()).toBe(before + 1);
+    expect(edge.received.at(-1)!.body).toMatchObject({ state: "draining" });
+  });
+});
+
+describe("an edge mounted under a prefix", () => {
+  it("gets control messages at <prefix>/-/replicas/... (the edge URL's path is kept)", async () => {
+    const edge = await fakeEdge();
+    const admission = new AdmissionControl(4);
+    admission.setModels([], []);
+    await client(`${edge.url}/ml/`, admission).start();
+    expect(edge.received.map((m) => m.path)).toContain("/ml/-/replicas/register");
+  });
+});
+
+describe("EdgeClient when the edge refuses its key (issue 52)", () => {
+  it("says so once and stops reporting, instead of a failed report every interval", async () => {
+    // An edge that took the register, then (its secret changed) refuses every report with 401.
+    let reports = 0;
+    const server: Server = createServer(async (req, res) => {
+      for await (const _ of req);
+      if (req.url === "/-/replicas/register") {
+        res.writeHead(200, { "content-type": "application/json" });
+        return void res.end(JSON.stringify({ ok: true, report_interval_ms: 20 }));
+      }
+      reports++;
+      res.writeHead(401, { "content-type": "application/json" });
+      res.end(JSON.stringify({ error: { code: "unauthorized", message: "unauthorized", type: "authentication_error", details: { reason: "signature does not match" } } }));
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    cleanup.push(() => new Promise<void>((r) => server.close(() => r())));
+    const refused: string[] = [];
+    const logged: string[] = [];
+    const c = new EdgeClient({
+      edgeUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+      key: "0".repeat(64),
+      deployment: "vad",
+      replicaId: "vad-1",
+      advertiseUrl: "http://127.0.0.1:9",
+      admission: new AdmissionControl(4),
+      log: (l) => logged.push(l),
+      onKeyRefused: (why) => refused.push(why),
+    });
+    cleanup.push(() => c.stop());
+    await c.start();
+    await waitFor(() => refused.length === 1);
+    expect(refused[0]).toBe("signature does not match");
+    // No report after the refusal, however long it runs on (the interval is 20 ms).
+    const after = reports;
+    await new Promise((r) => setTimeout(r, 200));
+    expect(reports).toBe(after);
+    expect(refused).toHaveLength(1);
+    expect(logged.filter((l) => l.startsWith("report failed"))).toEqual([]);
+    expect(keyRefusedMessage("vad", "signature does not match")).toMatch(/--print-key --deployment vad/);
+  });
+});
+
+describe("the local stack's secrets (issue 52)", () => {
+  it("are kept with its state across restarts, owner-only, and new only when rotated", () => {
+    const dir = mkdtempSync(join(tmpdir(), "switchyard-secrets-"));
+    cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
+    const first = localSecrets(join(dir, "local"));
+    expect(first.replicaSecret).toMatch(/^[0-9a-f]{32}$/);
+    expect(localSecrets(join(dir, "local"))).toEqual(first);
+    expect(statSync(join(dir, "local/secrets.json")).mode & 0o777).toBe(0o600);
+    const rotated = localSecrets(join(dir, "local"), true);
+    expect(rotated.replicaSecret).not.toBe(first.replicaSecret);
+    expect(localSecrets(join(dir, "local"))).toEqual(rotated);
+    // A damaged file is replaced, not trusted.
+    writeFileSync(join(dir, "local/secrets.json"), '{"replicaSecret":"x"}');
+    expect(localSecrets(join(dir, "local")).replicaSecret).toMatch(/^[0-9a-f]{32}$/);
+  });
+});

@@ -1,0 +1,30 @@
+// @ts-nocheck
+// A model family's tokenizer inside workerd, as a Worker whose deployment names it
+// carries it (examples/model-family/qwen3.ts, added to this project by
+// test/workers/vitest.config.ts): the generated deployments module imports the
+// libraries and Qwen3's tokenizer.json through wrangler.toml's Text rule, as
+// `wrangler deploy` would. The chat's token ids must be transformers' own
+// (test/fixtures/kv-events/families-qwen3.json, written by families-gen.py).
+import { describe, expect, it } from "vitest";
+import { deployments } from "../../.switchyard/deployments.ts";
+import { requestPromptKeys } from "../../src/proxy/serve/choose.ts";
+import { promptTokenizer } from "../../src/prompt/tokenizers/index.ts";
+import { familyCodecOf } from "../../src/prompt/tokenizers/hf-family.ts";
+import fixture from "../fixtures/kv-events/families-qwen3.json";
+
+describe("a model family in workerd (examples/model-family/qwen3.ts)", () => {
+  it("renders and tokenizes a chat as transformers does", () => {
+    const ids = promptTokenizer("qwen3").chat(fixture.messages, 1 << 20, { kwargs: fixture.chat_template_kwargs });
+    expect(Array.from(ids)).toEqual(fixture.ids);
+    // With the edge's BPE engine, from the spec scripts/build.ts made (a Text module).
+    expect(familyCodecOf("qwen3").engine).toBe("bpe");
+  });
+
+  it("keys the deployment's prompts with the family, not bytes", () => {
+    const d = deployments.find((x) => x.name === "qwen3")!;
+    const body = new TextEncoder().encode(JSON.stringify({ model: "Qwen/Qwen3-8B", messages: fixture.messages, chat_template_kwargs: fixture.chat_template_kwargs })).buffer;
+    const keys = requestPromptKeys(d, "/qwen3/v1/chat/completions", body as ArrayBuffer, undefined)!;
+    expect(keys.fallback).toBeUndefined();
+    expect(keys.keys).toHaveLength(fixture.blocks);
+  });
+});
