@@ -1,14 +1,17 @@
 /**
- * The import rules of src/, checked in `npm test` (scripts/test.sh runs
- * `depcruise src`): no import circles, and layers that only point down.
+ * The import rules of the repository, checked in `npm test` (test/unit/import-rules.test.ts
+ * runs depcruise over src/, scripts/, bench/, functions/ and test/fixtures/): no import
+ * circles anywhere; src/ in layers that only point down, every file of it in one (a file
+ * that imports nothing included); src/ never imports from scripts/, bench/, test/ or
+ * functions/ (what the engine needs lives in the engine).
  *
  * A layer may import from the layers listed before it (and from itself, without
  * a circle), never from one after it. A new back-edge fails CI: move what both
  * layers need down into the lower one instead (docs/architecture.md, "Layers").
  */
 const LAYERS = [
-  // The wire: headers, paths, limits, messages, signing, the shared hashes. Imports nothing of ours.
-  ["protocol", "seeded-random.ts"],
+  // The wire: headers, paths, limits, messages, signing, the shared hashes; ambient types. Imports nothing of ours.
+  ["protocol", "seeded-random.ts", "types"],
   // Prompts and models: tokenizers and chat templates; ONNX models.
   ["prompt", "models"],
   // Prefix block keys and summaries; backend kinds.
@@ -48,6 +51,28 @@ module.exports = {
       from: { path: "^src/", pathNot: any(LAYERS.flat()) },
       to: {},
     },
+    {
+      // The rule above sees only files that import something: these are the others.
+      name: "no-unlayered-imported",
+      comment: "every file of src/ belongs to a layer of .dependency-cruiser.cjs (one that imports nothing, imported here)",
+      severity: "error",
+      from: {},
+      to: { path: "^src/", pathNot: any(LAYERS.flat()) },
+    },
+    {
+      name: "no-unlayered-orphan",
+      comment: "every file of src/ belongs to a layer of .dependency-cruiser.cjs (one that imports nothing and nothing imports)",
+      severity: "error",
+      from: { path: "^src/", pathNot: any(LAYERS.flat()), orphan: true },
+      to: {},
+    },
+    {
+      name: "src-self-contained",
+      comment: "src/ (the engine) imports nothing from scripts/, bench/, test/ or functions/: move what it needs into src/",
+      severity: "error",
+      from: { path: "^src/" },
+      to: { path: "^(scripts|bench|test|functions)/" },
+    },
     ...layerRules,
     {
       name: "serve-below-routes",
@@ -63,7 +88,8 @@ module.exports = {
     tsConfig: { fileName: "tsconfig.json" },
     tsPreCompilationDeps: true,
     doNotFollow: { path: "node_modules" },
-    exclude: { path: "^(node_modules|\\.switchyard|dist)/" },
-    includeOnly: "^src/",
+    // test/fixtures/layers/ breaks every rule on purpose (the test of the rules runs there).
+    exclude: { path: "^(node_modules|\\.switchyard|dist|test/fixtures/layers)/" },
+    includeOnly: "^(src|scripts|bench|functions|test/fixtures)/",
   },
 };

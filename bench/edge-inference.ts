@@ -31,7 +31,7 @@ import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { gzipSync } from "node:zlib";
-import { bundleWorker, generateDeploymentsModule, type WorkerBundle } from "../scripts/build.ts";
+import { bundleWorker, generateDeploymentsModule, type WorkerBundle } from "../src/local/build.ts";
 import { writeResult } from "./result-file.ts";
 import { markdownTable } from "./table.ts";
 import { LocalStack } from "../src/local/stack.ts";

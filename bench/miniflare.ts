@@ -48,7 +48,7 @@ import { parseArgs } from "node:util";
 // allow-list). package.json's overrides give it the project's workerd, so both arms
 // run the same runtime binary with wrangler.toml's date and flags.
 import { Miniflare } from "miniflare-4";
-import { bundleWorker } from "../scripts/build.ts";
+import { bundleWorker } from "../src/local/build.ts";
 import { writeResult } from "./result-file.ts";
 import { markdownTable } from "./table.ts";
 import { compatibilityDate, compatibilityFlags, durableObjects } from "../src/config/runtime.ts";

@@ -45,7 +45,7 @@ import { cpuSeconds, freePort, workerdPid } from "./load-tools.ts";
 import { writeResult } from "./result-file.ts";
 import { costRatioTarget, everyAtMost, sizeTarget, timeTarget, type Measured } from "./bench-targets.ts";
 import { judgedText, markdownTable } from "./table.ts";
-import { WORKER_BUILD_OPTIONS, familyModuleLines, placeWorkerModules, workerModulesPlugin, type WorkerModule } from "../scripts/build.ts";
+import { WORKER_BUILD_OPTIONS, familyModuleLines, placeWorkerModules, workerModulesPlugin, type WorkerModule } from "../src/local/build.ts";
 import { compatibilityDate } from "../src/config/runtime.ts";
 import { FAMILY_PACKAGES, promptTokenizer, type PromptTokenizerName } from "../src/prompt/tokenizers/index.ts";
 import { provideFamilyFilesFromNodeModules } from "../src/prompt/tokenizers/node-files.ts";

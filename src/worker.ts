@@ -1,6 +1,6 @@
 /**
  * Edge Worker entry. The deployments come from `functions/` (collected into
- * .switchyard/deployments.ts by scripts/build.ts).
+ * .switchyard/deployments.ts by src/local/build.ts).
  */
 import { deployments } from "../.switchyard/deployments.ts";
 import type { Env } from "./env.ts";

@@ -3,7 +3,7 @@
  * each, where its ONNX weights come from (an npm file the build makes a Data module
  * of the Worker) and how to build the model on an ONNX runtime. The model code is
  * the replica's own (src/models/), so a model answers the same at the edge
- * as on a replica. Pure: no onnxruntime import (scripts/build.ts reads it too).
+ * as on a replica. Pure: no onnxruntime import (src/local/build.ts reads it too).
  */
 import type { InferenceModel } from "../models/model.ts";
 import type { OnnxRuntime } from "../models/onnx-runtime.ts";

@@ -1,4 +1,4 @@
-// Non-JavaScript modules of the edge Worker (scripts/build.ts and wrangler.toml's
+// Non-JavaScript modules of the edge Worker (src/local/build.ts and wrangler.toml's
 // [[rules]] make them modules; workerd hands them over already loaded).
 
 /** A `.wasm` file: a WebAssembly.Module compiled by the runtime when the Worker loads (CompiledWasm). */

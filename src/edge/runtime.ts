@@ -2,7 +2,7 @@
  * The edge model runtime: onnxruntime-web in this Worker (ort-workerd.ts) and the
  * models of the catalog, one lazily created instance per model per isolate.
  *
- * Imported only by the module scripts/build.ts generates (.switchyard/deployments.ts)
+ * Imported only by the module src/local/build.ts generates (.switchyard/deployments.ts)
  * when some deployment has backend kind "edge"; that module registers each such
  * model with a loader of its weights (a Data module of the Worker):
  *

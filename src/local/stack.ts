@@ -13,7 +13,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { createInterface } from "node:readline";
 import type { Plugin } from "esbuild";
-import { bundleReplica, bundleWorker, deploymentPaths, functionsDirsFromEnv, type FunctionsDirs } from "../../scripts/build.ts";
+import { bundleReplica, bundleWorker, deploymentPaths, functionsDirsFromEnv, type FunctionsDirs } from "./build.ts";
 import { replicaFlags } from "../backends/index.ts";
 import type { Deployment } from "../config/deployment.ts";
 import { ControlPath, NonceCounter, PROTOCOL_VERSION, deriveReplicaKey, importReplicaKey, signedHeaders } from "../protocol/index.ts";

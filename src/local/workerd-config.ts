@@ -19,7 +19,7 @@ export interface WorkerdConfigOptions {
   /** Plain-text bindings (secrets and vars). */
   vars: Record<string, string>;
   /**
-   * The Worker's other modules, imported by the bundle by `name` (scripts/build.ts,
+   * The Worker's other modules, imported by the bundle by `name` (src/local/build.ts,
    * WorkerBundle.modules): compiled WebAssembly and data (ONNX weights) of edge models.
    */
   modules?: readonly { name: string; type: "wasm" | "data"; path: string }[];

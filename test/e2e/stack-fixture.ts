@@ -4,7 +4,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe } from "vitest";
-import { deploymentFiles } from "../../scripts/build.ts";
+import { deploymentFiles } from "../../src/local/build.ts";
 import type { DeploymentInput } from "../../src/config/deployment.ts";
 import { LocalStack, type StackOptions } from "../../src/local/stack.ts";
 import { Header, bodySha256, importReplicaKey, signDispatch } from "../../src/protocol/index.ts";

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { bundleCli, bundleReplica } from "../../scripts/build.ts";
+import { bundleCli, bundleReplica } from "../../src/local/build.ts";
 import { SECRET, startFakeEdge, type FakeEdge } from "./cli-fake-edge.ts";
 
 const BIN = fileURLToPath(new URL("../../bin/switchyard.mjs", import.meta.url));

@@ -12,7 +12,7 @@ import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { familyBpeFile, familyUsesBpe, generateDeploymentsModule } from "../../scripts/build.ts";
+import { familyBpeFile, familyUsesBpe, generateDeploymentsModule } from "../../src/local/build.ts";
 import { familyCodec, type TokenizerConfig } from "../../src/prompt/tokenizers/hf-codec.ts";
 import { FAMILY_PACKAGES } from "../../src/prompt/tokenizers/index.ts";
 import { chatCases } from "../fixtures/hf-tokenizers/conversations.ts";

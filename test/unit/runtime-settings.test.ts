@@ -5,7 +5,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { functionsDirsFromEnv } from "../../scripts/build.ts";
+import { functionsDirsFromEnv } from "../../src/local/build.ts";
 import { compatibilityDate, compatibilityFlags, durableObjects, runtimeSettingsFrom, wranglerTomlPath } from "../../src/config/runtime.ts";
 import { uniqueKeyOf, workerdConfig } from "../../src/local/workerd-config.ts";
 

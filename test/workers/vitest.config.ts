@@ -1,7 +1,7 @@
 import { cloudflareTest } from "@cloudflare/vitest-plugin";
 import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
-import { generateDeploymentsModule } from "../../scripts/build.ts";
+import { generateDeploymentsModule } from "../../src/local/build.ts";
 
 // The repository root is this project's root, not this folder: the vitest plugin
 // loads non-JavaScript modules (the edge runtime's .wasm, a model's .onnx; see

@@ -8,7 +8,7 @@
  * Mistral Nemo, DeepSeek-V3). test/unit/hf-tokenizers.test.ts holds the codec built
  * on it to transformers' output.
  *
- * A Worker carries the spec, not the tokenizer.json: scripts/build.ts derives it at
+ * A Worker carries the spec, not the tokenizer.json: src/local/build.ts derives it at
  * build time (bpeSpecOf, then bpeText) and bundles that text, a quarter of the JSON's
  * size, so an isolate's first prompt reads typed arrays from it and never parses the
  * JSON.

@@ -7,7 +7,7 @@
  *
  * Lazy: this module imports neither the libraries nor the files. A runtime provides a
  * family's codec (provideFamily) only where it is used: the Worker's generated
- * deployments module for the families its deployments name (scripts/build.ts), Node
+ * deployments module for the families its deployments name (src/local/build.ts), Node
  * from node_modules (./node-files.ts). The codec is made on the first prompt that
  * needs it. Where no codec is provided, or a body is one the template or the edge
  * cannot render, `chat`/`text` throw UnsupportedPrompt and the prompt is keyed by

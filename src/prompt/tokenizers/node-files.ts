@@ -1,7 +1,7 @@
 /**
  * The families' files in Node (the engine stand-in, the agent, tests and benches), read
  * from the npm packages each registration names, where installed. The Worker gets them
- * from its generated deployments module instead (scripts/build.ts).
+ * from its generated deployments module instead (src/local/build.ts).
  */
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
