@@ -5,7 +5,7 @@
  * deployment has no replica, so each request ends after routing):
  *
  *   - Switchyard's /v1 route: key checked first, then one scan of the bytes for
- *     the top-level `model`, `stream` and `user` (src/proxy/routes/json-top-level.ts);
+ *     the top-level `model`, `stream` and `user` (src/protocol/json-top-level.ts);
  *   - a workerd Worker that does what the route did before: decode the body and
  *     JSON.parse it to read `model`.
  *

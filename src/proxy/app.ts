@@ -20,7 +20,7 @@ import { openaiRoutes } from "./routes/openai.ts";
 import { OPENAI_ENDPOINTS, OPENAI_PREFIX } from "./routes/openai-request.ts";
 import { bearerMatches } from "./serve/access.ts";
 import { drainUnreadBody } from "./serve/body.ts";
-import { IsolateState } from "./serve/serve.ts";
+import { IsolateState } from "./serve/isolate-state.ts";
 import { requestIdFor, requestTarget, unmountedPath, type PathVariables } from "./serve/request.ts";
 import { NO_ROUTE_DRAIN_BYTES, routeServer } from "./serve/serve.ts";
 import { deploymentReadiness } from "./readiness.ts";

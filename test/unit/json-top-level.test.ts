@@ -1,7 +1,7 @@
 /** The top-level JSON scanner, against `JSON.parse(TextDecoder fatal)` as the reference. */
 import { describe, it, expect } from "vitest";
 import fc from "fast-check";
-import { scanTopLevel, TopLevelScanner, type ScanOptions, type ScanResult, type TopLevelValue } from "../../src/proxy/routes/json-top-level.ts";
+import { scanTopLevel, TopLevelScanner, type ScanOptions, type ScanResult, type TopLevelValue } from "../../src/protocol/json-top-level.ts";
 
 const WANTED: ReadonlySet<string> = new Set(["model", "stream", "user", "messages", "__proto__"]);
 const encoder = new TextEncoder();

@@ -6,7 +6,7 @@
 import { env, exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { restartTelemetry, telemetryShardFor } from "../../src/state/telemetry.ts";
-import { IsolateState } from "../../src/proxy/serve/serve.ts";
+import { IsolateState } from "../../src/proxy/serve/isolate-state.ts";
 import { parsePrometheusText } from "../../src/telemetry/prometheus-parse.ts";
 import { sendFlush } from "../../src/state/telemetry.ts";
 import { TELEMETRY_SHARDS, telemetryShardOf } from "../../src/telemetry/telemetry-shards.ts";

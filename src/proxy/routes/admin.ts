@@ -15,7 +15,7 @@ import { autoscaleStatus, mergedSnapshot, planeStats, requestDrain, restartShard
 import { errorResponse, type RoutingSnapshot } from "../../protocol/index.ts";
 import { adminRefusal } from "../serve/access.ts";
 import { controlRejections } from "./control.ts";
-import type { IsolateState } from "../serve/serve.ts";
+import type { IsolateState } from "../serve/isolate-state.ts";
 
 /** A key's priority class (docs/admission.md): the default and highest priority of its requests. */
 const KeyPriorityInput = z

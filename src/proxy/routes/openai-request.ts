@@ -6,7 +6,7 @@
  */
 import type { Deployment } from "../../config/deployment.ts";
 import type { ErrorCode } from "../../protocol/index.ts";
-import { TopLevelScanner, type ScanFailure, type ScanResult, type TopLevelValue } from "./json-top-level.ts";
+import { TopLevelScanner, type ScanFailure, type ScanResult, type TopLevelValue } from "../../protocol/json-top-level.ts";
 import { SESSION_ID } from "../serve/request.ts";
 import type { UploadPace } from "../serve/body.ts";
 import { OpenAIPath } from "../../protocol/index.ts";

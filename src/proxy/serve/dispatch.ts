@@ -8,7 +8,7 @@
  * signatures, and the answer's body passed back as it streams.
  */
 import type { Deployment } from "../../config/deployment.ts";
-import { Header, PROTOCOL_VERSION, bodySha256 as bodySha256Of, errorResponse, parseLoadHeader, UNAUTHORIZED_REJECTION, type Load, deriveReplicaKey, importReplicaKey, signDispatch, errorBody, type ContinuationForm } from "../../protocol/index.ts";
+import { Header, PROTOCOL_VERSION, bodySha256 as bodySha256Of, errorResponse, parseLoadHeader, UNAUTHORIZED_REJECTION, type Load, errorBody, type ContinuationForm } from "../../protocol/index.ts";
 import type { ActiveBalancer } from "../../policy/balancers/index.ts";
 import { backoffMs } from "../../policy/pick-replica.ts";
 import { scrubForClient, dispatchTarget, stripRoutePrefix } from "./request.ts";
@@ -18,7 +18,7 @@ import { admissionRefusal, holdsAtZero } from "./admit.ts";
 import type { ReplicaEntry, RoutingView } from "./view.ts";
 import type { SessionAffinity } from "./session-affinity.ts";
 
-/** Signs one dispatch (dispatchSignature, below): the headers that prove the edge sent it, to that replica, with that body. */
+/** Signs one dispatch (dispatchSignature, ../replica-keys.ts): the headers that prove the edge sent it, to that replica, with that body. */
 export type DispatchSigner = (p: { method: string; deployment: string; target: string; requestId: string; replica: string; bodySha256: string }) => Promise<[string, string][]>;
 
 export interface DispatchContext {
@@ -508,70 +508,6 @@ export function safeToRepeat(method: string, headers: Headers, deploymentIdempot
   return deploymentIdempotent || IDEMPOTENT_METHODS.has(method) || headers.has("idempotency-key");
 }
 
-/**
- * The edge's replica keys, one per deployment, derived from the master secret
- * (SWITCHYARD_REPLICA_SECRET) once per isolate: the control plane verifies
- * replicas' messages with them, and dispatch signs every request to a replica
- * with them (docs/protocol.md §1 and §2).
- */
-/**
- * Derived keys of this isolate, per deployment (reset if the master secret changes):
- * `keys` as they are derived, `ready` once imported, so a dispatch signs without
- * awaiting the key again.
- */
-let keyCache: { master: string; keys: Map<string, Promise<CryptoKey>>; ready: Map<string, CryptoKey> } | undefined;
-
-/** The deployment's replica key as an HMAC key; rejects when the master secret is empty. */
-export function replicaKeyFor(master: string, deployment: string): Promise<CryptoKey> {
-  if (keyCache?.master !== master) keyCache = { master, keys: new Map(), ready: new Map() };
-  const { keys, ready } = keyCache;
-  let key = keys.get(deployment);
-  if (!key) {
-    const derived = deriveReplicaKey(master, deployment).then(importReplicaKey);
-    derived.then(
-      (k) => {
-        if (keys.get(deployment) === derived) ready.set(deployment, k);
-      },
-      () => keys.delete(deployment),
-    );
-    keys.set(deployment, (key = derived));
-  }
-  return key;
-}
-
-/**
- * Dispatch nonces: a random start per isolate, then one more per dispatch. Two
- * isolates collide only if their starts lie within the number of dispatches
- * either makes (odds about n / 2^52), and a collision costs one retry elsewhere
- * (the replica refuses it as a replay), never a wrong answer.
- */
-let nextNonce = Math.floor(Math.random() * 2 ** 52);
-
-/** The three signature headers of one dispatch (docs/protocol.md §2, "Signed dispatches"). */
-export async function dispatchSignature(
-  master: string,
-  p: { method: string; deployment: string; target: string; requestId: string; replica: string; bodySha256: string },
-): Promise<[string, string][]> {
-  const key = (keyCache?.master === master ? keyCache.ready.get(p.deployment) : undefined) ?? (await replicaKeyFor(master, p.deployment));
-  const timestamp = Date.now();
-  const nonce = nextNonce;
-  nextNonce = nonce >= Number.MAX_SAFE_INTEGER ? 0 : nonce + 1;
-  const signature = await signDispatch(key, {
-    timestamp,
-    nonce,
-    method: p.method,
-    deployment: p.deployment,
-    target: p.target,
-    requestId: p.requestId,
-    replica: p.replica,
-    bodySha256: p.bodySha256,
-  });
-  return [
-    [Header.timestamp, String(timestamp)],
-    [Header.nonce, String(nonce)],
-    [Header.signature, signature],
-  ];
-}
 
 /**
  * How a replica's response body is passed on to the client, and when it has
