@@ -16,7 +16,7 @@
 import { z } from "zod";
 import { BLOCK_TOKENS, blockKeys, type BlockKey } from "./block-keys.ts";
 import { responsesMessages } from "../prompt/responses-messages.ts";
-import { OpenAIPath } from "../protocol/paths.ts";
+import { openaiEndpointOf, type OpenAIEndpoint } from "../protocol/paths.ts";
 import { promptTokenizer, UnsupportedPrompt, type ChatExtras, type PromptTokenizer, type TokenizeBudget } from "../prompt/tokenizers/index.ts";
 
 /** Blocks hashed at most: 65,536 tokens of 16 (a few ms at most, once per request). */
@@ -42,7 +42,17 @@ export const PROMPT_MAX_MESSAGES = 1024;
 export const PROMPT_MAX_TOOLS_BYTES = 64 * 1024;
 
 /** The endpoints whose body carries a prompt. */
-export type PromptEndpoint = "chat" | "completions" | "responses";
+export type PromptEndpoint = Exclude<OpenAIEndpoint, "embeddings">;
+
+/**
+ * A body as the edge holds it (serve/request.ts HeldBody): its size, and its one
+ * JSON.parse, made on first need and shared by every stage that reads it.
+ */
+export interface PromptBody {
+  readonly byteLength: number;
+  /** The body as JSON; undefined when it is not JSON. */
+  json(): unknown;
+}
 
 export interface PromptKeysResult {
   keys: BlockKey[];
@@ -66,10 +76,8 @@ export interface PromptKeyOptions {
 
 /** The prompt endpoint a request path ends in (`/v1/chat/completions`, `/llm/v1/completions`, ...), if any. */
 export function promptEndpointOf(path: string): PromptEndpoint | undefined {
-  if (path.endsWith(OpenAIPath.chat)) return "chat";
-  if (path.endsWith(OpenAIPath.completions)) return "completions";
-  if (path.endsWith(OpenAIPath.responses)) return "responses";
-  return undefined;
+  const endpoint = openaiEndpointOf(path);
+  return endpoint === "embeddings" ? undefined : endpoint;
 }
 
 // Lenient where the replica is strict: a field the replica refuses makes no difference
@@ -92,17 +100,23 @@ const responsesBody = z.looseObject({
 });
 
 const decoder = new TextDecoder();
-const BYTES_BLOCK = promptTokenizer("bytes").blockSize;
-
-/** The prompt keys of `body` (bytes as received) for `endpoint`, or undefined when it has no usable prompt. */
-export function promptKeys(body: Uint8Array, endpoint: PromptEndpoint, options: PromptKeyOptions): PromptKeysResult | undefined {
-  if (body.byteLength === 0 || body.byteLength > PROMPT_MAX_BODY_BYTES) return undefined;
-  let json: unknown;
+const parsed = (bytes: Uint8Array): unknown => {
   try {
-    json = JSON.parse(decoder.decode(body));
+    return JSON.parse(decoder.decode(bytes));
   } catch {
     return undefined;
   }
+};
+const BYTES_BLOCK = promptTokenizer("bytes").blockSize;
+
+/**
+ * The prompt keys of `body` (bytes as received, or the edge's held body, whose parse is
+ * shared) for `endpoint`, or undefined when it has no usable prompt.
+ */
+export function promptKeys(body: Uint8Array | PromptBody, endpoint: PromptEndpoint, options: PromptKeyOptions): PromptKeysResult | undefined {
+  if (body.byteLength === 0 || body.byteLength > PROMPT_MAX_BODY_BYTES) return undefined;
+  let json = body instanceof Uint8Array ? parsed(body) : body.json();
+  if (json === undefined) return undefined;
   const { extra } = options;
   const maxBlocks = options.maxBlocks ?? PROMPT_MAX_BLOCKS;
   const keysOf = (tokens: ArrayLike<number>, blockSize: number): PromptKeysResult => ({ keys: blockKeys(tokens, { extra, blockSize, maxBlocks }), blockSize });

@@ -26,6 +26,24 @@ export const OpenAIPath = {
   models: "/v1/models",
 } as const;
 
+/** The POST endpoints whose body the edge reads (to route it, to key its prompt), by path: each endpoint's one name. */
+export const OPENAI_ENDPOINTS = {
+  [OpenAIPath.chat]: "chat",
+  [OpenAIPath.completions]: "completions",
+  [OpenAIPath.embeddings]: "embeddings",
+  [OpenAIPath.responses]: "responses",
+} as const;
+
+export type OpenAIEndpoint = (typeof OPENAI_ENDPOINTS)[keyof typeof OPENAI_ENDPOINTS];
+
+const ENDPOINT_PATHS = Object.entries(OPENAI_ENDPOINTS) as [string, OpenAIEndpoint][];
+
+/** The endpoint a request path ends in (`/v1/chat/completions`, a deployment's `/llm/v1/completions`, ...), if any. */
+export function openaiEndpointOf(path: string): OpenAIEndpoint | undefined {
+  for (const [suffix, endpoint] of ENDPOINT_PATHS) if (path.endsWith(suffix)) return endpoint;
+  return undefined;
+}
+
 /**
  * Paths a replica serves for its operators, not for clients: its own system
  * routes under `/-/` (the reference replica's `/-/healthz`, with its capacity,

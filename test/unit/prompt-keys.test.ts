@@ -3,7 +3,7 @@
  * src/proxy/serve/choose.ts) are the keys of the prompt the replica will see: its
  * chat template and tokenizer, then blockKeys.
  */
-import { describe, it, expect } from "vitest";
+import { describe, it, expect, vi } from "vitest";
 import { defineDeployment, prefixTokenizerName } from "../../src/config/deployment.ts";
 import { blockKeys } from "../../src/prefix/block-keys.ts";
 import { PROMPT_MAX_BLOCKS, PROMPT_MAX_BODY_BYTES, PROMPT_MAX_MESSAGES, PROMPT_MAX_TOOLS_BYTES, PROMPT_TOKENIZE_BUDGET_BYTES, promptEndpointOf, promptKeys } from "../../src/prefix/prompt-keys.ts";
@@ -13,6 +13,8 @@ import { headOf } from "../../src/prompt/tokenizers/tokenizer.ts";
 import { PROMPT_TOKENIZER_NAMES, fitsTheEdge, promptTokenizer } from "../../src/prompt/tokenizers/index.ts";
 import { provideFamilyFilesFromNodeModules } from "../../src/prompt/tokenizers/node-files.ts";
 import { requestPromptKeys, tokenizerFor } from "../../src/proxy/serve/choose.ts";
+import { migrationPlan } from "../../src/proxy/serve/migrate.ts";
+import { HeldBody } from "../../src/proxy/serve/request.ts";
 import { responsesMessages, responsesSchema } from "../../src/replica/llm/responses-api.ts";
 
 const tinyLm = promptTokenizer("tiny-lm");
@@ -154,6 +156,22 @@ describe("requestPromptKeys: the deployment's tokenizer and extra", () => {
     expect(requestPromptKeys(llm, "/llm/v1/chat/completions", b, undefined)!.keys).toEqual(blockKeys(encode(chatPrompt(messages))));
     expect(requestPromptKeys(llm, "/v1/chat/completions", b, "m1")!.keys).toEqual(blockKeys(encode(chatPrompt(messages)), { extra: "m1" }));
     expect(requestPromptKeys(llm, "/llm/generate", b, undefined)).toBeUndefined();
+  });
+
+  it("reads a held body's one parse: prompt keys and a migration's plan parse it once between them (issue 53)", () => {
+    const raw = body({ model: "tiny-lm", messages, stream: true, max_tokens: 20 }).slice().buffer;
+    const held = new HeldBody(raw, "chat");
+    const parse = vi.spyOn(JSON, "parse");
+    try {
+      const plan = migrationPlan("chat", raw, held);
+      const keys = requestPromptKeys(llm, "/v1/chat/completions", held, undefined);
+      expect(parse).toHaveBeenCalledTimes(1);
+      expect(plan).toMatchObject({ endpoint: "chat", maxTokens: 20 });
+      // The same keys as from the bytes themselves.
+      expect(keys!.keys).toEqual(requestPromptKeys(llm, "/v1/chat/completions", raw, undefined)!.keys);
+    } finally {
+      parse.mockRestore();
+    }
   });
 });
 

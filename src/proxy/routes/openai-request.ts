@@ -9,20 +9,10 @@ import type { ErrorCode } from "../../protocol/index.ts";
 import { TopLevelScanner, type ScanFailure, type ScanResult, type TopLevelValue } from "../../protocol/json-top-level.ts";
 import { SESSION_ID } from "../serve/request.ts";
 import type { UploadPace } from "../serve/body.ts";
-import { OpenAIPath } from "../../protocol/index.ts";
-
-/** The POST endpoints under /v1 the edge routes by body. */
-export const OPENAI_ENDPOINTS = {
-  [OpenAIPath.chat]: "chat",
-  [OpenAIPath.completions]: "completions",
-  [OpenAIPath.embeddings]: "embeddings",
-  [OpenAIPath.responses]: "responses",
-} as const;
+import type { OpenAIEndpoint } from "../../protocol/index.ts";
 
 /** Where the OpenAI routes are mounted: the paths' common prefix. */
 export const OPENAI_PREFIX = "/v1";
-
-export type OpenAIEndpoint = (typeof OPENAI_ENDPOINTS)[keyof typeof OPENAI_ENDPOINTS];
 
 export interface OpenAIRouting {
   model: string;

@@ -9,13 +9,13 @@
 import { Hono, type Context } from "hono";
 import type { Deployment } from "../../config/deployment.ts";
 import type { Env } from "../../env.ts";
-import { errorResponse, Header, OpenAIPath, type ContinuationForm } from "../../protocol/index.ts";
+import { errorResponse, Header, OPENAI_ENDPOINTS, OpenAIPath, type ContinuationForm } from "../../protocol/index.ts";
 import { type DispatchTrace, tapped } from "../serve/dispatch.ts";
-import { requestIdFor, type PathVariables, SESSION_ID } from "../serve/request.ts";
+import { HeldBody, requestIdFor, type PathVariables, SESSION_ID } from "../serve/request.ts";
 import type { IsolateState } from "../serve/isolate-state.ts";
 import { keyRefusal } from "../serve/access.ts";
 import type { ScanResult, TopLevelScanner } from "../../protocol/json-top-level.ts";
-import { OPENAI_ENDPOINTS, openaiBodyLimit, openaiBodyScanner, openaiModelTable, openaiRouting, openaiUploadPace, type OpenAIEndpoint } from "./openai-request.ts";
+import { openaiBodyLimit, openaiBodyScanner, openaiModelTable, openaiRouting, openaiUploadPace } from "./openai-request.ts";
 import { bodyRefusal, checkDeclaredLength, clientOf, drainUnreadBody, readBoundedBody } from "../serve/body.ts";
 import { observeRequest, type UsageWatch } from "../serve/observe.ts";
 import { SseDataEvents, UsageTail, withoutUsageChunk } from "./token-usage.ts";
@@ -97,6 +97,8 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
     const bytes = await readBoundedBody(req, bodyLimit, pace, keyFirst ? undefined : clientOf(req.headers));
     if (typeof bytes === "string") return bodyRefusal(bytes, bodyLimit, requestId);
     const parsed = openaiRouting(endpoint, await scanInSlices(openaiBodyScanner(endpoint), new Uint8Array(bytes)), new Uint8Array(bytes));
+    // The body as every later stage reads it: prompt keys and a migration's plan share its one parse.
+    const held = new HeldBody(bytes, endpoint);
     if (!parsed.ok) return errorResponse(parsed.code, parsed.message, { requestId });
     const { model, stream, streamUsage, user } = parsed.routing;
     const deployment = byModel.get(model);
@@ -143,7 +145,7 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
     const trace: DispatchTrace = { attempts: 0, rejections: 0, ejections: 0 };
     // Migration (migrate.ts): a stream whose replica fails mid-answer is continued on another.
     const migrationLimit = deployment.openai?.migrationLimit ?? 0;
-    const plan = migrationLimit > 0 && stream ? migrationPlan(endpoint, body) : undefined;
+    const plan = migrationLimit > 0 && stream ? migrationPlan(endpoint, body, held) : undefined;
     const serveWith = (requestBody: ArrayBuffer, t: DispatchTrace, continuation?: ContinuationForm) =>
       serveRequest(req, {
         deployment,
@@ -157,6 +159,8 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
         trace: t,
         openai: {
           body: requestBody,
+          // A continuation's body is another prompt: held (and parsed) on its own.
+          held: continuation === undefined ? held : new HeldBody(requestBody, endpoint),
           stream,
           keys: { ...(deployment.multiplexing ? { model } : {}), ...(session !== undefined ? { session } : {}) },
           ...(parsed.routing.priority !== undefined ? { priority: parsed.routing.priority } : {}),

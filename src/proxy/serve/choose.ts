@@ -12,6 +12,7 @@ import { promptEndpointOf, promptKeys, type PromptKeysResult } from "../../prefi
 import { promptTokenizer, type PromptTokenizer } from "../../prompt/tokenizers/index.ts";
 import type { ActiveBalancer } from "../../policy/balancers/index.ts";
 import type { ContinuationForm } from "../../protocol/index.ts";
+import { HeldBody } from "./request.ts";
 import type { SessionAffinity } from "./session-affinity.ts";
 import type { ReplicaEntry, RoutingView } from "./view.ts";
 
@@ -20,11 +21,14 @@ export function tokenizerFor(deployment: Deployment): PromptTokenizer {
   return promptTokenizer(prefixTokenizerName(deployment));
 }
 
-/** The request's prompt keys, or undefined when its path or body has no prompt. */
-export function requestPromptKeys(deployment: Deployment, path: string, body: ArrayBuffer, model: string | undefined): PromptKeysResult | undefined {
+/**
+ * The request's prompt keys, or undefined when its path or body has no prompt. `body`:
+ * the bytes, or the body the route holds (its one parse is shared).
+ */
+export function requestPromptKeys(deployment: Deployment, path: string, body: ArrayBuffer | HeldBody, model: string | undefined): PromptKeysResult | undefined {
   const endpoint = promptEndpointOf(path);
   if (!endpoint) return undefined;
-  return promptKeys(new Uint8Array(body), endpoint, { tokenizer: tokenizerFor(deployment), extra: model ?? "" });
+  return promptKeys(body instanceof ArrayBuffer ? new HeldBody(body, endpoint) : body, endpoint, { tokenizer: tokenizerFor(deployment), extra: model ?? "" });
 }
 
 /** What the choice needs of a request (dispatch.ts's DispatchContext has it). */
@@ -41,6 +45,8 @@ export interface ChoiceRequest {
   trace?: { promptFallback?: string };
   /** A stream's continuation (migrate.ts), in this form: only replicas that take it are candidates. */
   continuation?: ContinuationForm;
+  /** The body as the route read it (request.ts HeldBody): its prompt is keyed from its one parse. */
+  held?: HeldBody;
 }
 
 /** The choice for one request's attempts. */
@@ -61,8 +67,9 @@ export function chooseFor(ctx: ChoiceRequest, body: ArrayBuffer | ReadableStream
   const input: BalanceInput = { random: Math.random, now: Date.now() };
   if (model !== undefined) input.model = model;
   // Only a balancer that reads the prompt pays for parsing and tokenizing it, and only from a body held here.
-  if (balancer.readsPrompt && body instanceof ArrayBuffer) {
-    const prompt = requestPromptKeys(deployment, ctx.target.path, body, promptModel);
+  const held = ctx.held ?? (body instanceof ArrayBuffer ? body : undefined);
+  if (balancer.readsPrompt && held) {
+    const prompt = requestPromptKeys(deployment, ctx.target.path, held, promptModel);
     if (prompt) input.prompt = prompt;
     if (prompt?.fallback !== undefined && ctx.trace) ctx.trace.promptFallback = prompt.fallback;
   }

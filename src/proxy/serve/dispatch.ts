@@ -11,7 +11,7 @@ import type { Deployment } from "../../config/deployment.ts";
 import { Header, PROTOCOL_VERSION, bodySha256 as bodySha256Of, errorResponse, parseLoadHeader, UNAUTHORIZED_REJECTION, type Load, errorBody, type ContinuationForm } from "../../protocol/index.ts";
 import type { ActiveBalancer } from "../../policy/balancers/index.ts";
 import { backoffMs } from "../../policy/pick-replica.ts";
-import { scrubForClient, dispatchTarget, stripRoutePrefix } from "./request.ts";
+import { scrubForClient, dispatchTarget, stripRoutePrefix, type HeldBody } from "./request.ts";
 import { bodyRefusal, dispatchBody, heldBody, uploadTooSlow, type DispatchBody } from "./body.ts";
 import { chooseFor } from "./choose.ts";
 import { admissionRefusal, holdsAtZero } from "./admit.ts";
@@ -55,6 +55,8 @@ export interface DispatchContext {
    * connection: inference has no side effects worth more than a wasted prefill.
    */
   body?: ArrayBuffer;
+  /** The body as the route read it (request.ts HeldBody, its one parse): what the choice keys the prompt from. */
+  held?: HeldBody;
   /**
    * The response is a Server-Sent Events stream (OpenAI `stream: true`): a
    * replica failing after the first byte ends it with an error event instead of

@@ -11,7 +11,7 @@
  * the engine gets it negated. Every route whose body vLLM reads `priority` from is
  * written, so a client's own `priority` never reaches the engine past its key's cap.
  */
-import { OpenAIPath } from "../../protocol/index.ts";
+import { OPENAI_ENDPOINTS } from "../../protocol/index.ts";
 
 /** The engines' request fields the edge knows (`openai.enginePriority`). */
 export type EnginePriority = "vllm";
@@ -21,9 +21,6 @@ export function vllmPriority(priority: number): number {
   return priority === 0 ? 0 : -priority;
 }
 
-/** The /v1 paths whose vLLM requests have `priority`: every body route the edge serves. */
-const PRIORITY_PATHS: ReadonlySet<string> = new Set([OpenAIPath.chat, OpenAIPath.completions, OpenAIPath.responses, OpenAIPath.embeddings]);
-
 /**
  * The /v1 body the engine gets: `body` (a JSON object, as the route checked) with its
  * top-level `priority` set to the engine's value for `priority`, or `body` itself when
@@ -32,7 +29,8 @@ const PRIORITY_PATHS: ReadonlySet<string> = new Set([OpenAIPath.chat, OpenAIPath
  * `bodyHasPriority`: the client's body has its own top-level `priority`.
  */
 export function bodyForEngine(engine: EnginePriority | undefined, path: string, body: ArrayBuffer, priority: number, bodyHasPriority: boolean): ArrayBuffer {
-  if (engine !== "vllm" || !PRIORITY_PATHS.has(path)) return body;
+  // Every /v1 body route the edge serves has vLLM's `priority`.
+  if (engine !== "vllm" || !Object.hasOwn(OPENAI_ENDPOINTS, path)) return body;
   if (priority === 0 && !bodyHasPriority) return body;
   return withLastMember(body, "priority", String(vllmPriority(priority))) ?? body;
 }

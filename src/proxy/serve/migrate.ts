@@ -56,14 +56,21 @@ export interface MigrationPlan {
   maxTokens: number | undefined;
 }
 
-/** The original body's plan, or undefined when the request must not be migrated (see above). */
-export function migrationPlan(endpoint: string, bytes: ArrayBuffer): MigrationPlan | undefined {
+/**
+ * The original body's plan, or undefined when the request must not be migrated (see
+ * above). `held`: the body as the route holds it, whose one parse the plan reads (the
+ * bytes are parsed here only without one).
+ */
+export function migrationPlan(endpoint: string, bytes: ArrayBuffer, held?: { json(): unknown }): MigrationPlan | undefined {
   if (endpoint !== "chat" && endpoint !== "completions") return undefined;
   let body: unknown;
-  try {
-    body = JSON.parse(new TextDecoder().decode(bytes));
-  } catch {
-    return undefined;
+  if (held) body = held.json();
+  else {
+    try {
+      body = JSON.parse(new TextDecoder().decode(bytes));
+    } catch {
+      return undefined;
+    }
   }
   if (typeof body !== "object" || body === null || Array.isArray(body)) return undefined;
   const b = body as Record<string, unknown>;

@@ -26,7 +26,7 @@ import { serveAtEdge } from "./edge-model.ts";
 import { bodyForEngine } from "./engine-priority.ts";
 import { type IsolateState, pendingShareOf } from "./isolate-state.ts";
 import { observeRequest } from "./observe.ts";
-import { RouteTable, readRequestHeaders, replicaRouteForwarded, requestHeaderBytes, requestIdFor, requestKeys, stripRoutePrefix, type RequestKeys } from "./request.ts";
+import { RouteTable, readRequestHeaders, replicaRouteForwarded, requestHeaderBytes, requestIdFor, requestKeys, stripRoutePrefix, type HeldBody, type RequestKeys } from "./request.ts";
 
 /** Bodies of requests to no route are read up to this size before the 404 (see drainUnreadBody). */
 export const NO_ROUTE_DRAIN_BYTES = 1024 * 1024;
@@ -84,7 +84,7 @@ export interface ServeContext {
    * An OpenAI-style request (routes/openai.ts): its body is already read and its
    * model and session come from it, not from headers.
    */
-  openai?: { body: ArrayBuffer; stream: boolean; keys: RequestKeys; priority?: number; migratable?: boolean; maxTokens?: number; continuation?: ContinuationForm };
+  openai?: { body: ArrayBuffer; held: HeldBody; stream: boolean; keys: RequestKeys; priority?: number; migratable?: boolean; maxTokens?: number; continuation?: ContinuationForm };
 }
 
 /** One request for `deployment` (a route's, or an OpenAI route's): the checks, then the edge model or a dispatch. */
@@ -169,6 +169,7 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
     if (openai) {
       // As received, but for the engine's own `priority` where the engines schedule by it (engine-priority.ts).
       dispatched.body = bodyForEngine(deployment.openai?.enginePriority, ctx.target.path, openai.body, priority.priority, openai.priority !== undefined);
+      dispatched.held = openai.held;
       dispatched.sseErrors = openai.stream;
       if (openai.migratable) dispatched.migratable = true;
       if (openai.continuation !== undefined) dispatched.continuation = openai.continuation;
