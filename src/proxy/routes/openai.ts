@@ -13,7 +13,7 @@ import { errorResponse, Header, OPENAI_ENDPOINTS, OpenAIPath, type ContinuationF
 import { type DispatchTrace, tapped } from "../serve/dispatch.ts";
 import { HeldBody, requestIdFor, type PathVariables, SESSION_ID } from "../serve/request.ts";
 import type { IsolateState } from "../serve/isolate-state.ts";
-import { keyRefusal } from "../serve/access.ts";
+import { keyRefusal, type KeyCheck } from "../serve/access.ts";
 import type { ScanResult, TopLevelScanner } from "../../protocol/json-top-level.ts";
 import { openaiBodyLimit, openaiBodyScanner, openaiModelTable, openaiRouting, openaiUploadPace } from "./openai-request.ts";
 import { bodyRefusal, checkDeclaredLength, clientOf, drainUnreadBody, readBoundedBody } from "../serve/body.ts";
@@ -105,11 +105,14 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
     if (!deployment) return modelNotFound(model, requestId);
     /** The key a token limit charges (a private deployment's with `access.tokenLimit`). */
     let tokenKey: string | undefined;
+    /** The key checked here, once: the access stage takes its rate without checking it again. */
+    let checkedKey: Extract<KeyCheck, { ok: true }> | undefined;
     if (!deployment.access.public) {
       // A private model is answered as an unknown one to a caller whose key may not use it, so
       // its name cannot be found by trying names (as /v1/models lists it only to such callers).
       const key = await state.apiKeys.check(deployment.name, authorization, background);
       if (!key.ok) return key.code === "unauthorized" ? modelNotFound(model, requestId) : keyRefusal(key, requestId);
+      checkedKey = key;
       if (deployment.access.tokenLimit) {
         const left = state.tokenLimits.check(deployment, key.keyHash, background);
         if (!left.ok) {
@@ -157,6 +160,7 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
         requestId,
         background,
         trace: t,
+        ...(checkedKey && { checkedKey }),
         openai: {
           body: requestBody,
           // A continuation's body is another prompt: held (and parsed) on its own.

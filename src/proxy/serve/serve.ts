@@ -18,7 +18,7 @@
 import type { Deployment } from "../../config/deployment.ts";
 import type { Env } from "../../env.ts";
 import { Header, errorResponse, type ContinuationForm } from "../../protocol/index.ts";
-import { keyRefusal } from "./access.ts";
+import { keyRefusal, type KeyCheck } from "./access.ts";
 import { clientOf, declaredLength, drainUnreadBody } from "./body.ts";
 import { admissionRefusal, flowOf, priorityOf, tokenCost, type AdmissionGate, type Ticket } from "./admit.ts";
 import { dispatch, type DispatchContext, type DispatchTrace } from "./dispatch.ts";
@@ -80,6 +80,8 @@ export interface ServeContext {
   requestId: string;
   background: (p: Promise<unknown>) => void;
   trace: DispatchTrace;
+  /** The API key the route already checked (the OpenAI routes check it to answer for a model): access takes its rate, not the check again. */
+  checkedKey?: Extract<KeyCheck, { ok: true }>;
   /**
    * An OpenAI-style request (routes/openai.ts): its body is already read and its
    * model and session come from it, not from headers.
@@ -101,7 +103,7 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
   let keyHash: string | undefined;
   let keyPriority: { default: number; max: number } | undefined;
   if (!deployment.access.public) {
-    const key = await state.apiKeys.check(deployment.name, headers.get("authorization"), background);
+    const key = ctx.checkedKey ?? (await state.apiKeys.check(deployment.name, headers.get("authorization"), background));
     if (!key.ok) return keyRefusal(key, requestId);
     keyHash = key.keyHash;
     keyPriority = key.priority;
