@@ -7,9 +7,9 @@
 import { Header, PROTOCOL_VERSION, parseLoadHeader } from "../src/protocol/index.ts";
 import { HOP_BY_HOP_HEADERS } from "../src/protocol/index.ts";
 import { readRequestHeaders, requestHeaderBytes, requestIdFor, scrubForClient } from "../src/proxy/serve/request.ts";
-import { dispatchSignature } from "../src/proxy/replica-keys.ts";
-import { openaiBodyScanner, openaiRouting } from "../src/proxy/routes/openai-request.ts";
-import { requestLogLine } from "../src/proxy/serve/observe.ts";
+import { dispatchSignature } from "../src/proxy/serve/isolate-state.ts";
+import { openaiBodyScanner, openaiRouting } from "../src/proxy/serve/request.ts";
+import { requestLogLine } from "../src/proxy/serve/serve.ts";
 import { requestPromptKeys } from "../src/proxy/serve/choose.ts";
 import llm from "../functions/llm.ts";
 import { requestTarget } from "../src/proxy/serve/request.ts";
@@ -129,11 +129,11 @@ const steps: Record<string, Step> = {
   "load-header": () => parseLoadHeader(replicaHead.get(Header.load)),
   /** A Response with the replica's head and nothing else done to it. */
   "response-copy": () => new Response(null, { status: 200, statusText: "OK", headers: replicaHead }),
-  /** The per-request log line, built and written (serve/observe.ts). */
+  /** The per-request log line, built and written (serve/serve.ts, observe). */
   "log-line": (_req, i) => console.log(logLine(i)),
   /** The same line built but not written. */
   "log-line-built": (_req, i) => logLine(i),
-  /** The isolate's counters for one request (serve/observe.ts). */
+  /** The isolate's counters for one request (serve/serve.ts, observe). */
   metrics: (_req, i) => {
     metrics ??= new ProxyMetrics();
     metrics.recordResponse("hello", { status: 200, attempts: 1, rejections: 0, ejections: 0, ttfbMs: i & 3 });

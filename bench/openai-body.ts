@@ -56,7 +56,7 @@ export default defineDeployment({ name: "hello", routePrefix: "/hello", access: 
 
 /**
  * The route as it was (before 2026-12-01): decode the whole body, JSON.parse it,
- * and check the chat schema with zod (src/proxy/routes/openai-request.ts at 24ccd60),
+ * and check the chat schema with zod (src/proxy/routes/openai.ts at 24ccd60),
  * bundled with esbuild into a workerd Worker of its own.
  */
 const parseWorker = `import { z } from "zod";

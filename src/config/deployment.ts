@@ -272,7 +272,7 @@ const DeploymentInput = z
         models: z.array(ModelId).min(1).max(1024),
         /**
          * The engines take vLLM's `priority` request field: vLLM started with
-         * `--scheduling-policy priority` (src/proxy/serve/engine-priority.ts). The edge then
+         * `--scheduling-policy priority` (src/proxy/serve/admit.ts, bodyForEngine). The edge then
          * sets the field of /v1/chat/completions and /v1/completions bodies to the request's
          * priority, negated (vLLM serves lower values first); the only change it makes to a
          * body. Unset: bodies go unchanged (an engine without priority scheduling refuses a

@@ -897,3 +897,29 @@ const ESCAPED: Record<number, string> = {
   0x72: "\r",
   0x74: "\t",
 };
+
+const isJsonSpace = (b: number) => b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09;
+
+/**
+ * `body` with `"name":json` added as the object's last member, every other byte as it
+ * was (no parse, no re-serialisation: numbers, escapes and key order untouched; the
+ * body digest is taken after). A member of the same name earlier in the body is
+ * overridden rather than removed: the last of duplicate names wins in Python's `json`
+ * (which vLLM's FastAPI server parses bodies with; its documentation says so) and in
+ * JSON.parse. Null when `body` does not end with an object's `}`.
+ */
+export function withLastMember(body: ArrayBuffer, name: string, json: string): ArrayBuffer | null {
+  const bytes = new Uint8Array(body);
+  let close = bytes.length - 1;
+  while (close >= 0 && isJsonSpace(bytes[close]!)) close--;
+  if (close < 0 || bytes[close] !== 0x7d) return null;
+  let before = close - 1;
+  while (before >= 0 && isJsonSpace(bytes[before]!)) before--;
+  // `{}`: the member is the first, with no comma before it.
+  const member = new TextEncoder().encode(`${bytes[before] === 0x7b ? "" : ","}${JSON.stringify(name)}:${json}`);
+  const out = new Uint8Array(bytes.length + member.length);
+  out.set(bytes.subarray(0, close), 0);
+  out.set(member, close);
+  out.set(bytes.subarray(close), close + member.length);
+  return out.buffer;
+}

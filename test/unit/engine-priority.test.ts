@@ -1,7 +1,7 @@
 /**
  * Priority into the engine (issue 32 §4): the header a dispatch carries
  * (x-switchyard-priority, src/protocol/headers.ts), the /v1 body an engine that
- * schedules by vLLM's `priority` gets (src/proxy/serve/engine-priority.ts: negated,
+ * schedules by vLLM's `priority` gets (src/proxy/serve/admit.ts bodyForEngine: negated,
  * every other byte as sent), and the setting that asks for it (`openai.enginePriority`).
  * The bodies are vLLM's documented request format (test/fixtures/vllm-requests/).
  */
@@ -9,9 +9,10 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { defineDeployment } from "../../src/config/deployment.ts";
 import { Header, MAX_DISPATCH_PRIORITY, OpenAIPath, parseDispatchPriority } from "../../src/protocol/index.ts";
-import { bodyForEngine, vllmPriority, withLastMember } from "../../src/proxy/serve/engine-priority.ts";
+import { bodyForEngine, vllmPriority } from "../../src/proxy/serve/admit.ts";
+import { withLastMember } from "../../src/protocol/json-top-level.ts";
 import { readRequestHeaders } from "../../src/proxy/serve/request.ts";
-import { parseOpenAIBody } from "../../src/proxy/routes/openai-request.ts";
+import { parseOpenAIBody } from "../../src/proxy/serve/request.ts";
 
 const fixture = (name: string): ArrayBuffer => {
   const bytes = readFileSync(new URL(`../fixtures/vllm-requests/${name}`, import.meta.url));

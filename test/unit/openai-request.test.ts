@@ -1,7 +1,7 @@
 /** What the edge reads from an OpenAI-style body to route it. */
 import { describe, expect, it } from "vitest";
 import { checkDeployments, defineDeployment } from "../../src/config/deployment.ts";
-import { openaiBodyLimit, openaiModelTable, parseOpenAIBody } from "../../src/proxy/routes/openai-request.ts";
+import { openaiBodyLimit, openaiModelTable, parseOpenAIBody } from "../../src/proxy/serve/request.ts";
 
 const body = (x: unknown) => new TextEncoder().encode(typeof x === "string" ? x : JSON.stringify(x)).buffer as ArrayBuffer;
 const chat = { model: "tiny-lm", messages: [{ role: "user", content: "hi" }] };

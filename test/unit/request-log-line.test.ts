@@ -1,8 +1,8 @@
-/** requestLogLine (serve/observe.ts): the same JSON as JSON.stringify of the log line's object, written as one string. */
+/** requestLogLine (serve/serve.ts, observe): the same JSON as JSON.stringify of the log line's object, written as one string. */
 import { describe, expect, it } from "vitest";
-import { requestLogLine, type RequestLogFields } from "../../src/proxy/serve/observe.ts";
+import { requestLogLine, type RequestLogFields } from "../../src/proxy/serve/serve.ts";
 
-/** The object the line used to be built from (serve/observe.ts), stringified. */
+/** The object the line used to be built from (serve/serve.ts, observe), stringified. */
 function asObject(f: RequestLogFields): string {
   return JSON.stringify({
     msg: "request",

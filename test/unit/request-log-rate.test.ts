@@ -1,6 +1,6 @@
-/** requestLogRate (serve/observe.ts): how SWITCHYARD_REQUEST_LOGS reads. */
+/** requestLogRate (serve/serve.ts, observe): how SWITCHYARD_REQUEST_LOGS reads. */
 import { describe, expect, it } from "vitest";
-import { requestLogRate } from "../../src/proxy/serve/observe.ts";
+import { requestLogRate } from "../../src/proxy/serve/serve.ts";
 
 describe("requestLogRate", () => {
   it("logs every line by default and for anything that is not off or a fraction", () => {

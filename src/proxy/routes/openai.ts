@@ -5,24 +5,26 @@
  * its replicas; GET /v1/models lists the models whose deployment has a ready
  * replica now, and GET /v1/models/{model} one of them. Responses stream through unbuffered (dispatch.ts); a 200
  * answer's last 8 KiB are kept as it passes, for its token usage (token-usage.ts).
+ * What the edge reads from the body to route it is the request stage's
+ * (serve/request.ts, openaiRouting).
  */
 import { Hono, type Context } from "hono";
 import type { Deployment } from "../../config/deployment.ts";
 import type { Env } from "../../env.ts";
 import { errorResponse, Header, OPENAI_ENDPOINTS, OpenAIPath, type ContinuationForm } from "../../protocol/index.ts";
 import { type DispatchTrace, tapped } from "../serve/dispatch.ts";
-import { HeldBody, requestIdFor, type PathVariables, SESSION_ID } from "../serve/request.ts";
+import { HeldBody, openaiBodyLimit, openaiBodyScanner, openaiModelTable, openaiRouting, openaiUploadPace, requestIdFor, type PathVariables, SESSION_ID } from "../serve/request.ts";
 import type { IsolateState } from "../serve/isolate-state.ts";
 import { keyRefusal, type KeyCheck } from "../serve/access.ts";
-import type { ScanResult, TopLevelScanner } from "../../protocol/json-top-level.ts";
-import { openaiBodyLimit, openaiBodyScanner, openaiModelTable, openaiRouting, openaiUploadPace } from "./openai-request.ts";
+import { withLastMember, type ScanResult, type TopLevelScanner } from "../../protocol/json-top-level.ts";
 import { bodyRefusal, checkDeclaredLength, clientOf, drainUnreadBody, readBoundedBody } from "../serve/body.ts";
-import { observeRequest, type UsageWatch } from "../serve/observe.ts";
+import { observeRequest, serveRequest, type Background, type UsageWatch } from "../serve/serve.ts";
 import { SseDataEvents, UsageTail, withoutUsageChunk } from "./token-usage.ts";
-import { withLastMember } from "../serve/engine-priority.ts";
 import { bearerToken } from "../../state/api-key-format.ts";
-import { serveRequest, type Background } from "../serve/serve.ts";
 import { leaveByOf, migratingStream, migrationPlan } from "../serve/migrate.ts";
+
+/** Where the OpenAI routes are mounted: the paths' common prefix. */
+export const OPENAI_PREFIX = "/v1";
 
 /** A body refused before it was read is read up to this size first, so the client's connection survives (drainUnreadBody). */
 const REFUSAL_DRAIN_BYTES = 64 * 1024;

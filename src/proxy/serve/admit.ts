@@ -15,7 +15,8 @@
  * own clients' requests (docs/admission.md says why, and what that costs).
  */
 import type { Deployment } from "../../config/deployment.ts";
-import { MAX_DEMAND_FLOWS, errorResponse } from "../../protocol/index.ts";
+import { MAX_DEMAND_FLOWS, OPENAI_ENDPOINTS, errorResponse } from "../../protocol/index.ts";
+import { withLastMember } from "../../protocol/json-top-level.ts";
 import { fnv1a } from "../../protocol/hashing.ts";
 import { hasRoom } from "../../policy/pick-replica.ts";
 import { AdmissionQueue, FLOW_SEPARATOR, clientOf, type Held } from "../../policy/admission-queue.ts";
@@ -619,3 +620,46 @@ export function flowKey(flow: string): string {
 
 const hex8 = (n: number) => (n >>> 0).toString(16).padStart(8, "0");
 
+
+/** The requests one client may have pending for `deployment` in an isolate (limits.maxPendingRequestsPerClient). */
+export function pendingShareOf(deployment: Deployment): number {
+  return deployment.limits.maxPendingRequestsPerClient ?? Math.max(1, Math.ceil(deployment.limits.maxPendingRequests / 4));
+}
+
+// --- The priority as the engine takes it ------------------------------------------
+
+/*
+ * A request's priority in its engine's own terms, for deployments whose engines
+ * schedule by a request field (`openai.enginePriority`, docs/agent.md). The replica
+ * agent is not on the request path (the edge dispatches straight to the engine), so
+ * the edge says it, in the body it forwards. Pure.
+ *
+ * vLLM (`--scheduling-policy priority`): `priority` of ChatCompletionRequest,
+ * CompletionRequest, ResponsesRequest and the embedding requests, an integer, default
+ * 0, lower values served first; any other value than 0 is refused by an engine without
+ * priority scheduling. Switchyard's priority is higher first (docs/admission.md), so
+ * the engine gets it negated. Every route whose body vLLM reads `priority` from is
+ * written, so a client's own `priority` never reaches the engine past its key's cap.
+ */
+
+/** The engines' request fields the edge knows (`openai.enginePriority`). */
+export type EnginePriority = "vllm";
+
+/** vLLM's `priority` for a Switchyard priority: negated (vLLM serves lower first). */
+export function vllmPriority(priority: number): number {
+  return priority === 0 ? 0 : -priority;
+}
+
+/**
+ * The /v1 body the engine gets: `body` (a JSON object, as the route checked) with its
+ * top-level `priority` set to the engine's value for `priority`, or `body` itself when
+ * nothing is to be said (no engine field, another path, or priority 0 and no
+ * `priority` of the client's to override, since 0 is vLLM's default).
+ * `bodyHasPriority`: the client's body has its own top-level `priority`.
+ */
+export function bodyForEngine(engine: EnginePriority | undefined, path: string, body: ArrayBuffer, priority: number, bodyHasPriority: boolean): ArrayBuffer {
+  // Every /v1 body route the edge serves has vLLM's `priority`.
+  if (engine !== "vllm" || !Object.hasOwn(OPENAI_ENDPOINTS, path)) return body;
+  if (priority === 0 && !bodyHasPriority) return body;
+  return withLastMember(body, "priority", String(vllmPriority(priority))) ?? body;
+}

@@ -32,7 +32,7 @@
  * seed and the token's position); other sampling continues from another random state.
  */
 import { errorBody, Header } from "../../protocol/index.ts";
-import { withLastMember } from "./engine-priority.ts";
+import { withLastMember } from "../../protocol/json-top-level.ts";
 
 /**
  * How long before a replica's announced drain deadline its streams leave it: enough
