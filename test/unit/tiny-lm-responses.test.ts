@@ -1,7 +1,7 @@
 // The reference LLM replica's Responses API shapes (OpenAI's wire format).
 import { describe, expect, it } from "vitest";
 import { ResponseEvents, responseObject, responseUsage, responsesMessages, responsesSchema, type ResponseIds } from "../../src/replica/llm/responses-api.ts";
-import { usageIn } from "../../src/proxy/routes/token-usage.ts";
+import { usageIn } from "../../src/proxy/serve/token-usage.ts";
 
 const schema = responsesSchema(1024);
 const ids: ResponseIds = { id: "resp_1", messageId: "msg_1", createdAt: 1_700_000_000, model: "tiny-lm" };

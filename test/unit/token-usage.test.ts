@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { UsageTail, usageIn, SseDataEvents, withoutUsageChunk, EVENT_HOLD_BYTES } from "../../src/proxy/routes/token-usage.ts";
+import { UsageTail, usageIn, SseDataEvents, withoutUsageChunk, EVENT_HOLD_BYTES } from "../../src/proxy/serve/token-usage.ts";
 
 const enc = new TextEncoder();
 

@@ -3,25 +3,28 @@
  * /v1/embeddings and /v1/responses are routed by the body's `model` to the deployment that lists
  * it in `openai.models`, and forwarded byte for byte to the same path on one of
  * its replicas; GET /v1/models lists the models whose deployment has a ready
- * replica now, and GET /v1/models/{model} one of them. Responses stream through unbuffered (dispatch.ts); a 200
- * answer's last 8 KiB are kept as it passes, for its token usage (token-usage.ts).
- * What the edge reads from the body to route it is the request stage's
- * (serve/request.ts, openaiRouting).
+ * replica now, and GET /v1/models/{model} one of them.
+ *
+ * A route is a way to read the deployment, the model and the prompt from a body (the
+ * request stage's openaiRouting, over one scan of the bytes, and HeldBody, its one
+ * parse), and the answers only a /v1 caller gets (a private model answered as unknown, a
+ * token limit). Everything after is the path's, as for any route (serve/serve.ts
+ * servePath): access's rate, admission, choice, dispatch, then the answer's tail
+ * (migration, the usage tap) and observe.
  */
 import { Hono, type Context } from "hono";
 import type { Deployment } from "../../config/deployment.ts";
 import type { Env } from "../../env.ts";
 import { errorResponse, Header, OPENAI_ENDPOINTS, OpenAIPath, type ContinuationForm } from "../../protocol/index.ts";
-import { type DispatchTrace, tapped } from "../serve/dispatch.ts";
+import type { DispatchTrace } from "../serve/dispatch.ts";
 import { HeldBody, openaiBodyLimit, openaiBodyScanner, openaiModelTable, openaiRouting, openaiUploadPace, requestIdFor, type PathVariables, SESSION_ID } from "../serve/request.ts";
 import type { IsolateState } from "../serve/isolate-state.ts";
 import { keyRefusal, type KeyCheck } from "../serve/access.ts";
 import { withLastMember, type ScanResult, type TopLevelScanner } from "../../protocol/json-top-level.ts";
 import { bodyRefusal, checkDeclaredLength, clientOf, drainUnreadBody, readBoundedBody } from "../serve/body.ts";
-import { observeRequest, serveRequest, type Background, type UsageWatch } from "../serve/serve.ts";
-import { SseDataEvents, UsageTail, withoutUsageChunk } from "./token-usage.ts";
+import { servePath, serveRequest, type AnswerTail, type Background, type ServeContext } from "../serve/serve.ts";
 import { bearerToken } from "../../state/api-key-format.ts";
-import { leaveByOf, migratingStream, migrationPlan } from "../serve/migrate.ts";
+import { migrationPlan } from "../serve/migrate.ts";
 
 /** Where the OpenAI routes are mounted: the paths' common prefix. */
 export const OPENAI_PREFIX = "/v1";
@@ -146,70 +149,50 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
     let body = bytes;
     const askUsage = tokenKey !== undefined && stream && !streamUsage;
     if (askUsage) body = withLastMember(bytes, "stream_options", JSON.stringify({ ...parsed.routing.streamOptions, include_usage: true })) ?? bytes;
-    const started = Date.now();
-    const trace: DispatchTrace = { attempts: 0, rejections: 0, ejections: 0 };
     // Migration (migrate.ts): a stream whose replica fails mid-answer is continued on another.
     const migrationLimit = deployment.openai?.migrationLimit ?? 0;
     const plan = migrationLimit > 0 && stream ? migrationPlan(endpoint, body, held) : undefined;
-    const serveWith = (requestBody: ArrayBuffer, t: DispatchTrace, continuation?: ContinuationForm) =>
-      serveRequest(req, {
-        deployment,
-        // /v1 paths go to the replica unchanged, whatever the deployment's own prefix.
-        routePrefix: "/",
-        // The query as app.ts normalised the request (its path check runs first, for every route).
-        target: { path, search: target.search },
-        state,
-        requestId,
-        background,
-        trace: t,
-        ...(checkedKey && { checkedKey }),
-        openai: {
-          body: requestBody,
-          // A continuation's body is another prompt: held (and parsed) on its own.
-          held: continuation === undefined ? held : new HeldBody(requestBody, endpoint),
-          stream,
-          keys: { ...(deployment.multiplexing ? { model } : {}), ...(session !== undefined ? { session } : {}) },
-          ...(parsed.routing.priority !== undefined ? { priority: parsed.routing.priority } : {}),
-          ...(parsed.routing.maxTokens !== undefined ? { maxTokens: parsed.routing.maxTokens } : {}),
-          ...(plan ? { migratable: true } : {}),
-          ...(continuation !== undefined ? { continuation } : {}),
-        },
-      });
-    let response = await serveWith(body, trace);
-    if (plan && response.status === 200 && response.body) {
-      response = migratingStream(response, {
+    const contextFor = (requestBody: ArrayBuffer, trace: DispatchTrace, continuation?: ContinuationForm): ServeContext => ({
+      deployment,
+      // /v1 paths go to the replica unchanged, whatever the deployment's own prefix.
+      routePrefix: "/",
+      // The query as app.ts normalised the request (its path check runs first, for every route).
+      target: { path, search: target.search },
+      state,
+      requestId,
+      background,
+      trace,
+      ...(checkedKey && { checkedKey }),
+      openai: {
+        body: requestBody,
+        // A continuation's body is another prompt: held (and parsed) on its own.
+        held: continuation === undefined ? held : new HeldBody(requestBody, endpoint),
+        stream,
+        keys: { ...(deployment.multiplexing ? { model } : {}), ...(session !== undefined ? { session } : {}) },
+        ...(parsed.routing.priority !== undefined ? { priority: parsed.routing.priority } : {}),
+        ...(parsed.routing.maxTokens !== undefined ? { maxTokens: parsed.routing.maxTokens } : {}),
+        ...(plan ? { migratable: true } : {}),
+        ...(continuation !== undefined ? { continuation } : {}),
+      },
+    });
+    const tail: AnswerTail = {};
+    if (plan) {
+      tail.migration = {
         plan,
         limit: migrationLimit,
         stallMs: deployment.openai?.migrationStallMs ?? 0,
-        requestId,
-        background,
-        markDown: (replica) => void state.snapshots.view(deployment.name, background).then((v) => v.markDown(replica, Date.now())),
-        leaveBy: drainWatch(state, deployment.name, background),
-        continueOn: (continuation) => serveWith(continuation, { attempts: 0, rejections: 0, ejections: 0 }, plan.endpoint),
-        onMigration: (m) => console.log(JSON.stringify({ msg: "stream migrated", deployment: deployment.name, request_id: requestId, from: m.from, tokens: m.tokens, migration: m.attempt, ok: m.ok, reason: m.reason })),
-      });
+        continueOn: (continuation) => serveRequest(req, contextFor(continuation, { attempts: 0, rejections: 0, ejections: 0 }, plan.endpoint)),
+      };
     }
-    const watched = stream && !streamUsage && !askUsage ? null : watchUsage(response, deployment.access.public ? "public" : keyLabel(authorization), askUsage);
-    observeRequest(env, state, deployment.name, req.method, response.status, requestId, started, trace, background, watched?.usage);
-    // Admission ordered it by an estimate of its tokens: what it used corrects its flow's place (AdmissionGate.correct).
-    const used = trace.used;
-    if (used && watched) {
-      void watched.usage.ended.then(() => {
-        const t = watched.usage.usage();
-        if (t) used(t.prompt + t.completion);
-      });
+    // A stream that cannot carry usage is not read for it.
+    if (!stream || streamUsage || askUsage) {
+      tail.usage = {
+        key: deployment.access.public ? "public" : keyLabel(authorization),
+        strip: askUsage,
+        ...(tokenKey !== undefined && { charge: { keyHash: tokenKey, promptBytes: bytes.byteLength, stream } }),
+      };
     }
-    if (tokenKey !== undefined && watched) {
-      const key = tokenKey;
-      // Charged once the answer has passed. One that ended before its usage (the client left,
-      // the replica was cut) is charged its prompt's bytes / 4 and, streamed, a token for every
-      // chunk the edge passed on.
-      void watched.usage.ended.then(() => {
-        const t = watched.usage.usage();
-        state.tokenLimits.charge(deployment, key, t ? t.prompt + t.completion : Math.ceil(bytes.byteLength / 4) + (stream ? watched.chunks() : 0), background);
-      });
-    }
-    return watched?.response ?? response;
+    return servePath(req, env, contextFor(body, { attempts: 0, rejections: 0, ejections: 0 }), tail);
   }
 
   for (const path of Object.keys(OPENAI_ENDPOINTS)) {
@@ -221,60 +204,6 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
   app.all("/models/*", (c) => errorResponse("method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}; use GET`, { headers: { allow: "GET" } }));
   app.all("*", (c) => errorResponse("route_not_found", `no OpenAI route ${c.req.method} ${c.req.path}; served: POST ${Object.keys(OPENAI_ENDPOINTS).join(", POST ")}, GET /v1/models, GET /v1/models/{model}`));
   return { app, serve: serveOpenAI };
-}
-
-/** How often one stream looks at its replica's drain deadline in the view (each look may refresh a view past its TTL). */
-const DRAIN_LOOK_MS = 500;
-
-/**
- * A migrating stream's watch on its replica's drain deadline (migrate.ts, leaveBy): the
- * replica's deadline less HANDOVER_LEAD_MS (leaveByOf), as this isolate's view has it. A stream
- * looks at most every DRAIN_LOOK_MS, and the look counts as a use of the view, so an
- * isolate that only streams still refreshes it (at its pace, routing.refreshEveryRequests):
- * a drain announced by a replica reaches the streams on it within a second or two.
- */
-function drainWatch(state: IsolateState, deployment: string, background: (p: Promise<unknown>) => void): (replica: string) => number | undefined {
-  let lookedAt = -Infinity;
-  let drainsAt: number | undefined;
-  let looked: string | undefined;
-  return (replica) => {
-    const now = Date.now();
-    if (replica !== looked || now - lookedAt >= DRAIN_LOOK_MS) {
-      looked = replica;
-      lookedAt = now;
-      drainsAt = state.snapshots.viewNow(deployment, background)?.get(replica)?.drainsAt;
-    }
-    return leaveByOf(drainsAt);
-  };
-}
-
-/**
- * A successful answer's body, with its tail kept to read its token usage as it
- * passes (nothing is buffered beyond USAGE_TAIL_BYTES), and a stream's `data:`
- * chunks counted; errors pass as they are. One transform sees each chunk on its way
- * (serve/dispatch.ts tapped). `stripUsage`: the edge asked for the usage chunk, the
- * client did not: it is taken out after the tap (token-usage.ts withoutUsageChunk).
- * The route skips this for streams that cannot carry usage.
- */
-function watchUsage(response: Response, key: string, stripUsage: boolean): { response: Response; usage: UsageWatch; chunks: () => number } | null {
-  if (response.status !== 200 || !response.body) return null;
-  const tail = new UsageTail();
-  const events = new SseDataEvents();
-  const declared = response.headers.get("content-length");
-  const length = declared !== null && /^\d{1,15}$/.test(declared) ? Number(declared) : null;
-  const passed = tapped(
-    response.body,
-    (chunk) => {
-      tail.push(chunk);
-      events.push(chunk);
-    },
-    length,
-  );
-  return {
-    response: new Response(stripUsage ? withoutUsageChunk(passed.body) : passed.body, { status: response.status, statusText: response.statusText, headers: response.headers }),
-    usage: { key, ended: passed.ended, usage: () => tail.usage() },
-    chunks: () => events.count,
-  };
 }
 
 /** The answer for a model this caller cannot use: it does not exist, or its key may not use it (the same words for both). */

@@ -23,7 +23,9 @@ import { Header, errorResponse, type ContinuationForm } from "../../protocol/ind
 import { keyRefusal, type KeyCheck } from "./access.ts";
 import { clientOf, declaredLength, drainUnreadBody } from "./body.ts";
 import { admissionRefusal, bodyForEngine, flowOf, pendingShareOf, priorityOf, tokenCost, type AdmissionGate, type Ticket } from "./admit.ts";
-import { dispatch, type DispatchContext, type DispatchTrace } from "./dispatch.ts";
+import { dispatch, tapped, type DispatchContext, type DispatchTrace } from "./dispatch.ts";
+import { leaveByOf, migratingStream, type MigrationPlan } from "./migrate.ts";
+import { SseDataEvents, UsageTail, withoutUsageChunk } from "./token-usage.ts";
 import { serveAtEdge } from "./edge-model.ts";
 import type { IsolateState } from "./isolate-state.ts";
 import { RouteTable, readRequestHeaders, replicaRouteForwarded, requestHeaderBytes, requestIdFor, requestKeys, stripRoutePrefix, type HeldBody, type RequestKeys } from "./request.ts";
@@ -61,13 +63,135 @@ export function routeServer(deployments: readonly Deployment[], stateFor: (env: 
     }
     const state = stateFor(env);
     const background = (p: Promise<unknown>) => executionCtx.waitUntil(p);
-    const started = Date.now();
     const trace: DispatchTrace = { attempts: 0, rejections: 0, ejections: 0 };
-    const response = await serveRequest(req, { deployment, routePrefix: routed.prefix, target, state, requestId, background, trace });
-    // Refused at the edge (no replica saw it): read the body so the client's connection survives.
-    if (trace.attempts === 0 && response.status >= 400) await drainUnreadBody(req, deployment.limits.maxRequestBodyBytes);
-    observeRequest(env, state, deployment.name, req.method, response.status, requestId, started, trace, background);
-    return response;
+    return servePath(req, env, { deployment, routePrefix: routed.prefix, target, state, requestId, background, trace });
+  };
+}
+
+/**
+ * What the path does with a /v1 answer after its dispatch (routes/openai.ts sets it):
+ * a stream continued elsewhere if its replica fails (migrate.ts), and its token usage
+ * read as it passes (token-usage.ts), for the metrics, admission's correction and a
+ * token limit's charge.
+ */
+export interface AnswerTail {
+  migration?: {
+    plan: MigrationPlan;
+    limit: number;
+    stallMs: number;
+    /** The request that continues the stream: down the path again (serveRequest), with no tail of its own. */
+    continueOn: (continuation: ArrayBuffer) => Promise<Response>;
+  };
+  usage?: {
+    /** The API key's label (its public prefix), or "public". */
+    key: string;
+    /** The edge asked for the usage chunk, the client did not: taken out after the tap. */
+    strip: boolean;
+    /** A token-limited key: charged what the answer used once it has passed. */
+    charge?: { keyHash: string; promptBytes: number; stream: boolean };
+  };
+}
+
+/**
+ * One request down the path: its stages (serveRequest), then its answer's tail, then
+ * observe. The one place a request is observed, whichever route it came by.
+ */
+export async function servePath(req: Request, env: Env, ctx: ServeContext, tail?: AnswerTail): Promise<Response> {
+  const { deployment, state, requestId, background, trace } = ctx;
+  const started = Date.now();
+  let response = await serveRequest(req, ctx);
+  // Refused at the edge (no replica saw it): read the body so the client's connection survives.
+  if (!ctx.openai && trace.attempts === 0 && response.status >= 400) await drainUnreadBody(req, deployment.limits.maxRequestBodyBytes);
+  const migration = tail?.migration;
+  if (migration && response.status === 200 && response.body) {
+    response = migratingStream(response, {
+      plan: migration.plan,
+      limit: migration.limit,
+      stallMs: migration.stallMs,
+      requestId,
+      background,
+      markDown: (replica) => void state.snapshots.view(deployment.name, background).then((v) => v.markDown(replica, Date.now())),
+      leaveBy: drainWatch(state, deployment.name, background),
+      continueOn: migration.continueOn,
+      onMigration: (m) => console.log(JSON.stringify({ msg: "stream migrated", deployment: deployment.name, request_id: requestId, from: m.from, tokens: m.tokens, migration: m.attempt, ok: m.ok, reason: m.reason })),
+    });
+  }
+  const usage = tail?.usage;
+  const watched = usage ? watchUsage(response, usage.key, usage.strip) : null;
+  observeRequest(env, state, deployment.name, req.method, response.status, requestId, started, trace, background, watched?.usage);
+  if (watched) {
+    // Admission ordered it by an estimate of its tokens: what it used corrects its flow's place (AdmissionGate.correct).
+    const used = trace.used;
+    if (used) {
+      void watched.usage.ended.then(() => {
+        const t = watched.usage.usage();
+        if (t) used(t.prompt + t.completion);
+      });
+    }
+    const charge = usage!.charge;
+    if (charge) {
+      // Charged once the answer has passed. One that ended before its usage (the client left,
+      // the replica was cut) is charged its prompt's bytes / 4 and, streamed, a token for every
+      // chunk the edge passed on.
+      void watched.usage.ended.then(() => {
+        const t = watched.usage.usage();
+        state.tokenLimits.charge(deployment, charge.keyHash, t ? t.prompt + t.completion : Math.ceil(charge.promptBytes / 4) + (charge.stream ? watched.chunks() : 0), background);
+      });
+    }
+  }
+  return watched?.response ?? response;
+}
+
+/** How often one stream looks at its replica's drain deadline in the view (each look may refresh a view past its TTL). */
+const DRAIN_LOOK_MS = 500;
+
+/**
+ * A migrating stream's watch on its replica's drain deadline (migrate.ts, leaveBy): the
+ * replica's deadline less HANDOVER_LEAD_MS (leaveByOf), as this isolate's view has it. A stream
+ * looks at most every DRAIN_LOOK_MS, and the look counts as a use of the view, so an
+ * isolate that only streams still refreshes it (at its pace, routing.refreshEveryRequests):
+ * a drain announced by a replica reaches the streams on it within a second or two.
+ */
+function drainWatch(state: IsolateState, deployment: string, background: (p: Promise<unknown>) => void): (replica: string) => number | undefined {
+  let lookedAt = -Infinity;
+  let drainsAt: number | undefined;
+  let looked: string | undefined;
+  return (replica) => {
+    const now = Date.now();
+    if (replica !== looked || now - lookedAt >= DRAIN_LOOK_MS) {
+      looked = replica;
+      lookedAt = now;
+      drainsAt = state.snapshots.viewNow(deployment, background)?.get(replica)?.drainsAt;
+    }
+    return leaveByOf(drainsAt);
+  };
+}
+
+/**
+ * A successful answer's body, with its tail kept to read its token usage as it
+ * passes (nothing is buffered beyond USAGE_TAIL_BYTES), and a stream's `data:`
+ * chunks counted; errors pass as they are. One transform sees each chunk on its way
+ * (dispatch.ts tapped). `stripUsage`: the edge asked for the usage chunk, the
+ * client did not: it is taken out after the tap (token-usage.ts withoutUsageChunk).
+ */
+function watchUsage(response: Response, key: string, stripUsage: boolean): { response: Response; usage: UsageWatch; chunks: () => number } | null {
+  if (response.status !== 200 || !response.body) return null;
+  const tail = new UsageTail();
+  const events = new SseDataEvents();
+  const declared = response.headers.get("content-length");
+  const length = declared !== null && /^\d{1,15}$/.test(declared) ? Number(declared) : null;
+  const passed = tapped(
+    response.body,
+    (chunk) => {
+      tail.push(chunk);
+      events.push(chunk);
+    },
+    length,
+  );
+  return {
+    response: new Response(stripUsage ? withoutUsageChunk(passed.body) : passed.body, { status: response.status, statusText: response.statusText, headers: response.headers }),
+    usage: { key, ended: passed.ended, usage: () => tail.usage() },
+    chunks: () => events.count,
   };
 }
 
