@@ -881,7 +881,7 @@ const lines = [
 if (!failure) requireServed(perRequest.map((p) => ({ arm: p.design, requests: p.requests, ok: p.requests - p.non2xx - p.failed })));
 console.log(lines.join("\n"));
 writeResult(
-  SHAPE === "node" ? "state-plane" : "state-plane-replica-reports",
+  SHAPE === "node" ? "state-plane" : "state-plane-replica",
   {
       machine,
       options: { shape: SHAPE, stacks: STACKS, rps: RPS, sims: SIMS, perNode: PER_NODE, isolates: ISOLATES, windowS: WINDOW_S, rounds: ROUNDS, pollMs: POLL_MS, changeRate: CHANGE_RATE, drainHoldMs: DRAIN_HOLD_MS, concurrency: CONCURRENCY, realReplicas: REAL_REPLICAS, quick },
