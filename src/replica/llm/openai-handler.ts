@@ -40,7 +40,7 @@ import { z } from "zod";
 import { ERROR_STATUS, Header, OpenAIPath, dispatchPriority, errorBody, type ErrorCode } from "../../protocol/index.ts";
 import type { RequestHandler } from "../handlers.ts";
 import { readBodyUpTo, sendJson } from "../http-json.ts";
-import { RequestTooLong, type FinishReason, type LlmEngine, type PromptCodec } from "./engine.ts";
+import { RequestTooLong, type FinishReason, type GenerateResult, type LlmEngine, type PromptCodec } from "./engine.ts";
 import { UnsupportedPrompt } from "../../prompt/tokenizers/tokenizer.ts";
 import { ResponseEvents, responseObject, responseUsage, responsesMessages, responsesSchema, type ResponseIds } from "./responses-api.ts";
 
@@ -489,13 +489,7 @@ export function llmService(options: LlmServiceOptions): LlmService {
 
     try {
       if (!r.stream) {
-        let text = "";
-        let step = await generation.next();
-        while (!step.done) {
-          text += step.value;
-          step = await generation.next();
-        }
-        const result = step.value;
+        const { text, result } = await collected(generation);
         if (result.finishReason === "abort" || res.destroyed) return;
         const choice =
           route === "chat"
@@ -578,14 +572,8 @@ export function llmService(options: LlmServiceOptions): LlmService {
     const hex = randomUUID().replaceAll("-", "");
     const ids: ResponseIds = { id: `resp_${hex}`, messageId: `msg_${hex}`, createdAt: nowS(), model: modelId };
     try {
-      let text = "";
       if (!r.stream) {
-        let step = await generation.next();
-        while (!step.done) {
-          text += step.value;
-          step = await generation.next();
-        }
-        const result = step.value;
+        const { text, result } = await collected(generation);
         if (result.finishReason === "abort" || res.destroyed) return;
         const hit = result.finishReason === "length";
         sendJson(res, 200, responseObject(ids, r, { status: hit ? "incomplete" : "completed", text, maxOutputTokensHit: hit, usage: responseUsage(result.promptTokens, result.completionTokens) }), loadHeaders());
@@ -594,6 +582,7 @@ export function llmService(options: LlmServiceOptions): LlmService {
       const write = openEventStream(res, loadHeaders());
       const events = new ResponseEvents(ids);
       await write(events.opening(r));
+      let text = "";
       let step = await generation.next();
       while (!step.done) {
         if (res.destroyed) return;
@@ -616,4 +605,15 @@ export function llmService(options: LlmServiceOptions): LlmService {
   }
 
   return { handler, unadmitted, handOver };
+}
+
+/** A whole (not streamed) answer: every piece of text the generation yields, and how it ended. */
+async function collected(generation: AsyncGenerator<string, GenerateResult, void>): Promise<{ text: string; result: GenerateResult }> {
+  let text = "";
+  let step = await generation.next();
+  while (!step.done) {
+    text += step.value;
+    step = await generation.next();
+  }
+  return { text, result: step.value };
 }
