@@ -1,0 +1,153 @@
+/**
+ * The choose stage (src/proxy/serve/choose.ts): what the balancer reads and which
+ * replicas it may pick among, on a real routing view and real balancers. The
+ * balancers' own choices are tested with them (test/unit/balancers*.test.ts); here, what
+ * the stage hands them: prompt keys only where they are read and a body is held, the
+ * multiplexed model's holders, a session's first attempt, and the feedback.
+ */
+import { describe, expect, it, vi } from "vitest";
+import { DEFAULT_PREFIX_POLICY, defineDeployment, type Deployment } from "../../src/config/deployment.ts";
+import { createBalancer, type ActiveBalancer, type BalanceInput } from "../../src/policy/balancers/index.ts";
+import { chooseFor, requestPromptKeys, type ChoiceRequest } from "../../src/proxy/serve/choose.ts";
+import { HeldBody } from "../../src/proxy/serve/request.ts";
+import type { SessionAffinity } from "../../src/proxy/serve/session-affinity.ts";
+import { RoutingView } from "../../src/proxy/serve/view.ts";
+import { Membership } from "../../src/state/membership.ts";
+import { registerMessage, reportMessage, T0 } from "../fixtures/control-messages.ts";
+
+const llm = defineDeployment({ name: "llm", routePrefix: "/llm", backend: { kind: "llm" }, openai: { models: ["tiny-lm"] }, policy: { balancer: "prefix_cache" } });
+const chat = new TextEncoder().encode(JSON.stringify({ model: "tiny-lm", messages: [{ role: "user", content: "Tell me about the edge, at some length. ".repeat(20) }] })).slice().buffer;
+
+/** A view of replicas `ids` (ready, idle), with `models` held where given. */
+function viewOf(replicas: { id: string; models?: string[] }[]): RoutingView {
+  const m = new Membership();
+  for (const r of replicas) {
+    m.register(registerMessage(r.id), T0);
+    m.report(reportMessage(r.id, 1, { models: r.models ?? [] }), T0);
+  }
+  const view = new RoutingView();
+  view.applySnapshot(m.snapshot("llm", T0), Date.now());
+  return view;
+}
+
+/** The deployment's balancer, with every input it was handed kept. */
+function watched(d: Deployment): { balancer: ActiveBalancer; inputs: BalanceInput[]; served: string[] } {
+  const balancer = createBalancer(d.policy.balancer, d.policy.prefix ?? DEFAULT_PREFIX_POLICY);
+  const inputs: BalanceInput[] = [];
+  const served: string[] = [];
+  const pick = balancer.pick.bind(balancer);
+  vi.spyOn(balancer, "pick").mockImplementation((candidates, input) => {
+    inputs.push(input);
+    return pick(candidates, input);
+  });
+  const own = balancer.served?.bind(balancer);
+  balancer.served = (replica, input) => {
+    served.push(replica);
+    own?.(replica, input);
+  };
+  return { balancer, inputs, served };
+}
+
+const request = (d: Deployment, view: RoutingView, balancer: ActiveBalancer, o: Partial<ChoiceRequest> = {}): ChoiceRequest => ({
+  deployment: d,
+  target: { path: "/v1/chat/completions" },
+  view,
+  balancer,
+  client: "ip:1",
+  ...o,
+});
+
+describe("choose: what the balancer reads", () => {
+  it("keys the prompt for a balancer that reads it, from the body the edge holds, with the model as the extra key", async () => {
+    const view = viewOf([{ id: "a" }, { id: "b" }]);
+    const w = watched(llm);
+    await chooseFor(request(llm, view, w.balancer), chat, "tiny-lm", undefined).next(1, new Set());
+    expect(w.inputs[0]!.prompt!.keys).toEqual(requestPromptKeys(llm, "/v1/chat/completions", chat, "tiny-lm")!.keys);
+    // Another extra key is another prompt.
+    expect(w.inputs[0]!.prompt!.keys).not.toEqual(requestPromptKeys(llm, "/v1/chat/completions", chat, undefined)!.keys);
+
+    // The route's held body is read as well (its one parse), when no bytes are passed.
+    const held = watched(llm);
+    await chooseFor(request(llm, view, held.balancer, { held: new HeldBody(chat, "chat") }), undefined, "tiny-lm", undefined).next(1, new Set());
+    expect(held.inputs[0]!.prompt!.keys).toEqual(w.inputs[0]!.prompt!.keys);
+  });
+
+  it("keys nothing for a balancer that does not read the prompt, for a body still streaming, or for a path with no prompt", async () => {
+    const view = viewOf([{ id: "a" }, { id: "b" }]);
+    const rr = defineDeployment({ name: "llm", routePrefix: "/llm", backend: { kind: "llm" }, openai: { models: ["tiny-lm"] }, policy: { balancer: "round_robin" } });
+    for (const [d, body, path] of [
+      [rr, chat, "/v1/chat/completions"],
+      [llm, new ReadableStream<Uint8Array>(), "/v1/chat/completions"],
+      [llm, chat, "/llm/generate"],
+    ] as const) {
+      const w = watched(d);
+      await chooseFor(request(d, view, w.balancer, { target: { path } }), body, undefined, undefined).next(1, new Set());
+      expect(w.inputs[0]!.prompt, `${d.policy.balancer} ${path}`).toBeUndefined();
+    }
+  });
+
+  it("says why a prompt fell back to bytes keys, in the trace", async () => {
+    const view = viewOf([{ id: "a" }]);
+    const qwen = { ...llm, backend: { kind: "external" as const }, policy: { ...llm.policy, prefix: { tokenizer: "qwen3" as const, loadFactor: 0.25, prefillWeight: 1 } } } as Deployment;
+    const image = new TextEncoder().encode(JSON.stringify({ model: "m", messages: [{ role: "user", content: [{ type: "text", text: "what is this?" }, { type: "image_url", image_url: { url: "data:," } }] }] })).slice().buffer;
+    const trace: { promptFallback?: string } = {};
+    const w = watched(qwen);
+    await chooseFor(request(qwen, view, w.balancer, { trace }), image, undefined, undefined).next(1, new Set());
+    expect(trace.promptFallback).toBe("non_text_content");
+    expect(w.inputs[0]!.prompt).toBeDefined();
+  });
+});
+
+describe("choose: the candidates", () => {
+  it("a multiplexed model's request goes to a replica holding it, which then counts it as loading where it was sent", async () => {
+    const view = viewOf([{ id: "a" }, { id: "b", models: ["m1"] }, { id: "c" }]);
+    const w = watched(llm);
+    const choice = chooseFor(request(llm, view, w.balancer, { model: "m1" }), undefined, undefined, undefined);
+    expect(w.inputs).toEqual([]);
+    const first = await choice.next(1, new Set());
+    expect(first!.id).toBe("b");
+    expect(w.inputs[0]!.model).toBe("m1");
+    // Past the holder, another replica: it is now counted as loading the model.
+    const second = await choice.next(2, new Set(["b"]));
+    expect(second!.id).not.toBe("b");
+    expect(second!.loading).toContain("m1");
+  });
+
+  it("nothing left to try: undefined", async () => {
+    const view = viewOf([{ id: "a" }]);
+    const w = watched(llm);
+    expect(await chooseFor(request(llm, view, w.balancer), undefined, undefined, undefined).next(2, new Set(["a"]))).toBeUndefined();
+  });
+
+  it("a session's first attempt asks its binding (with the prompt's pick for a new session); later attempts pick", async () => {
+    const view = viewOf([{ id: "a" }, { id: "b" }]);
+    const w = watched(llm);
+    const calls: { placeNew: boolean; token: string | undefined }[] = [];
+    const affinity = {
+      choose: async (_d: Deployment, _id: string, candidates: readonly { id: string }[], pick: (c: readonly { id: string }[]) => unknown, _client: string, _lapsed: unknown, token: string | undefined, placeNew: unknown) => {
+        calls.push({ placeNew: placeNew !== undefined, token });
+        return candidates.find((c) => c.id === "b") ?? pick(candidates);
+      },
+    } as unknown as SessionAffinity;
+    const choice = chooseFor(request(llm, view, w.balancer, { session: { id: "s1", affinity } }), chat, undefined, "tok");
+    expect((await choice.next(1, new Set()))!.id).toBe("b");
+    expect(calls).toEqual([{ placeNew: true, token: "tok" }]);
+    // The second attempt does not ask the binding again.
+    expect((await choice.next(2, new Set(["b"])))!.id).toBe("a");
+    expect(calls).toHaveLength(1);
+    // Without a prompt (no body held), a new session is placed by the binding alone.
+    const bare = chooseFor(request(llm, view, watched(llm).balancer, { session: { id: "s2", affinity } }), undefined, undefined, undefined);
+    await bare.next(1, new Set());
+    expect(calls[1]).toEqual({ placeNew: false, token: undefined });
+  });
+
+  it("tells the balancer which replica accepted the request", async () => {
+    const view = viewOf([{ id: "a" }]);
+    const w = watched(llm);
+    const choice = chooseFor(request(llm, view, w.balancer), chat, undefined, undefined);
+    const r = await choice.next(1, new Set());
+    expect(w.served).toEqual([]);
+    choice.served(r!);
+    expect(w.served).toEqual(["a"]);
+  });
+});
