@@ -113,6 +113,31 @@ describe("choose: the candidates", () => {
     expect(second!.loading).toContain("m1");
   });
 
+  it("a replica whose liveness lapsed here is still tried when it holds the request's model, and only then", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    try {
+      const view = viewOf([{ id: "a", models: ["m1"] }, { id: "b" }]);
+      // Long past every entry's liveness in this view (no refresh: the view is as fetched).
+      vi.setSystemTime(Date.now() + 60_000);
+      const w = watched(llm);
+      expect((await chooseFor(request(llm, view, w.balancer, { model: "m1" }), undefined, undefined, undefined).next(1, new Set()))!.id).toBe("a");
+      expect(await chooseFor(request(llm, view, w.balancer, { model: "m2" }), undefined, undefined, undefined).next(1, new Set())).toBeUndefined();
+      expect(await chooseFor(request(llm, view, w.balancer), undefined, undefined, undefined).next(1, new Set())).toBeUndefined();
+      // A session's binding is offered the lapsed replicas too (its bound one may be among them).
+      let lapsed: string[] = [];
+      const affinity = {
+        choose: async (_d: unknown, _id: unknown, _c: unknown, _p: unknown, _client: unknown, late: () => { id: string }[]) => {
+          lapsed = late().map((e) => e.id).sort();
+          return undefined;
+        },
+      } as unknown as SessionAffinity;
+      await chooseFor(request(llm, view, w.balancer, { session: { id: "s", affinity } }), undefined, undefined, undefined).next(1, new Set(["b"]));
+      expect(lapsed).toEqual(["a"]);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it("nothing left to try: undefined", async () => {
     const view = viewOf([{ id: "a" }]);
     const w = watched(llm);
