@@ -7,7 +7,7 @@
 import { Header, PROTOCOL_VERSION, parseLoadHeader } from "../src/protocol/index.ts";
 import { HOP_BY_HOP_HEADERS } from "../src/protocol/index.ts";
 import { readRequestHeaders, requestHeaderBytes, requestIdFor, scrubForClient } from "../src/proxy/serve/request.ts";
-import { dispatchSignature } from "../src/proxy/serve/isolate-state.ts";
+import { dispatchSignature } from "../src/protocol/index.ts";
 import { openaiBodyScanner, openaiRouting } from "../src/proxy/serve/request.ts";
 import { requestLogLine } from "../src/proxy/serve/serve.ts";
 import { requestPromptKeys } from "../src/proxy/serve/choose.ts";

@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_PREFIX_POLICY, defineDeployment } from "../../src/config/deployment.ts";
 import { createBalancer } from "../../src/policy/balancers/index.ts";
-import { deriveReplicaKey, Header, importReplicaKey, signDispatch } from "../../src/protocol/index.ts";
+import { deriveReplicaKey, dispatchSignature } from "../../src/protocol/index.ts";
 import { dispatch, type DispatchContext, type DispatchSigner, type DispatchTrace } from "../../src/proxy/serve/dispatch.ts";
 import { RoutingView } from "../../src/proxy/serve/view.ts";
 import { AdmissionControl } from "../../src/replica/admission.ts";
@@ -32,8 +32,8 @@ interface Running {
   server: ReplicaServer;
 }
 const replicas = new Map<string, Running>();
-let sign: DispatchSigner;
-let nonce = 1;
+/** The edge's signer, as IsolateState makes it. */
+const sign: DispatchSigner = (p) => dispatchSignature(MASTER, p);
 
 async function start(id: string, o: { slots?: number; fault?: ReplicaFault } = {}): Promise<Running> {
   const key = await deriveReplicaKey(MASTER, "hello");
@@ -51,18 +51,6 @@ async function start(id: string, o: { slots?: number; fault?: ReplicaFault } = {
 }
 
 beforeAll(async () => {
-  const key = await importReplicaKey(await deriveReplicaKey(MASTER, "hello"));
-  // The edge's signature, as isolate-state.ts's dispatchSignature makes it.
-  sign = async (p) => {
-    const timestamp = Date.now();
-    const n = nonce++;
-    const signature = await signDispatch(key, { ...p, timestamp, nonce: n });
-    return [
-      [Header.timestamp, String(timestamp)],
-      [Header.nonce, String(n)],
-      [Header.signature, signature],
-    ];
-  };
   await Promise.all([start("ok-1"), start("ok-2"), start("full", { slots: 0 }), start("hang", { fault: "hang" })]);
   // One that is gone: its port closed.
   const gone = await start("gone");

@@ -30,9 +30,8 @@ import { shardOfReplica } from "../../state/routing-plane.ts";
 import { checkReplicaUrl } from "../../policy/replica-url.ts";
 import { requestIdFor } from "../serve/request.ts";
 import { scanTopLevel } from "../../protocol/json-top-level.ts";
-import { replicaKeyFor } from "../serve/isolate-state.ts";
 import { DEFAULT_UPLOAD_PACE, bodyRefusal, clientOf, readBoundedBody } from "../serve/body.ts";
-import { CONTROL_MESSAGES, CONTROL_REJECT_REASONS, MAX_CONTROL_BODY_BYTES, SIGNATURE_WINDOW_MS, SystemPath, errorResponse, readSignatureHeaders, timestampFresh, verifyControl, type ControlRejectReason, type DeregisterAck, type NodeReportAck, type ReportAck } from "../../protocol/index.ts";
+import { CONTROL_MESSAGES, CONTROL_REJECT_REASONS, MAX_CONTROL_BODY_BYTES, SIGNATURE_WINDOW_MS, SystemPath, errorResponse, readSignatureHeaders, replicaKeyFor, timestampFresh, verifyControl, type ControlRejectReason, type DeregisterAck, type NodeReportAck, type ReportAck } from "../../protocol/index.ts";
 
 
 /** Rejections of messages naming no deployment this Worker serves are counted under this name (never a valid deployment name). */

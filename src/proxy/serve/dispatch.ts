@@ -18,7 +18,7 @@ import { admissionRefusal, holdsAtZero } from "./admit.ts";
 import type { ReplicaEntry, RoutingView } from "./view.ts";
 import type { SessionAffinity } from "./session-affinity.ts";
 
-/** Signs one dispatch (dispatchSignature, isolate-state.ts): the headers that prove the edge sent it, to that replica, with that body. */
+/** Signs one dispatch (dispatchSignature, protocol/signing.ts): the headers that prove the edge sent it, to that replica, with that body. */
 export type DispatchSigner = (p: { method: string; deployment: string; target: string; requestId: string; replica: string; bodySha256: string }) => Promise<[string, string][]>;
 
 export interface DispatchContext {
