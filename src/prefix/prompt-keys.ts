@@ -16,6 +16,7 @@
 import { z } from "zod";
 import { BLOCK_TOKENS, blockKeys, type BlockKey } from "./block-keys.ts";
 import { responsesMessages } from "../prompt/responses-messages.ts";
+import { jsonOf } from "../protocol/json-top-level.ts";
 import { openaiEndpointOf, type OpenAIEndpoint } from "../protocol/paths.ts";
 import { promptTokenizer, UnsupportedPrompt, type ChatExtras, type PromptTokenizer, type TokenizeBudget } from "../prompt/tokenizers/index.ts";
 
@@ -99,14 +100,6 @@ const responsesBody = z.looseObject({
   ]),
 });
 
-const decoder = new TextDecoder();
-const parsed = (bytes: Uint8Array): unknown => {
-  try {
-    return JSON.parse(decoder.decode(bytes));
-  } catch {
-    return undefined;
-  }
-};
 const BYTES_BLOCK = promptTokenizer("bytes").blockSize;
 
 /**
@@ -115,7 +108,7 @@ const BYTES_BLOCK = promptTokenizer("bytes").blockSize;
  */
 export function promptKeys(body: Uint8Array | PromptBody, endpoint: PromptEndpoint, options: PromptKeyOptions): PromptKeysResult | undefined {
   if (body.byteLength === 0 || body.byteLength > PROMPT_MAX_BODY_BYTES) return undefined;
-  let json = body instanceof Uint8Array ? parsed(body) : body.json();
+  let json = body instanceof Uint8Array ? jsonOf(body) : body.json();
   if (json === undefined) return undefined;
   const { extra } = options;
   const maxBlocks = options.maxBlocks ?? PROMPT_MAX_BLOCKS;

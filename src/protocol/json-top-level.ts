@@ -923,3 +923,14 @@ export function withLastMember(body: ArrayBuffer, name: string, json: string): A
   out.set(bytes.subarray(close), close + member.length);
   return out.buffer;
 }
+
+const utf8 = new TextDecoder();
+
+/** A whole body as JSON (one JSON.parse of its UTF-8), or undefined when it is not JSON. */
+export function jsonOf(bytes: ArrayBuffer | Uint8Array): unknown {
+  try {
+    return JSON.parse(utf8.decode(bytes));
+  } catch {
+    return undefined;
+  }
+}

@@ -68,7 +68,7 @@ describe("choose: what the balancer reads", () => {
 
     // The route's held body is read as well (its one parse), when no bytes are passed.
     const held = watched(llm);
-    await chooseFor(request(llm, view, held.balancer, { held: new HeldBody(chat, "chat") }), undefined, "tiny-lm", undefined).next(1, new Set());
+    await chooseFor(request(llm, view, held.balancer, { held: new HeldBody(chat) }), undefined, "tiny-lm", undefined).next(1, new Set());
     expect(held.inputs[0]!.prompt!.keys).toEqual(w.inputs[0]!.prompt!.keys);
   });
 

@@ -160,7 +160,7 @@ describe("requestPromptKeys: the deployment's tokenizer and extra", () => {
 
   it("reads a held body's one parse: prompt keys and a migration's plan parse it once between them (issue 53)", () => {
     const raw = body({ model: "tiny-lm", messages, stream: true, max_tokens: 20 }).slice().buffer;
-    const held = new HeldBody(raw, "chat");
+    const held = new HeldBody(raw);
     const parse = vi.spyOn(JSON, "parse");
     try {
       const plan = migrationPlan("chat", raw, held);

@@ -103,7 +103,7 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
     if (typeof bytes === "string") return bodyRefusal(bytes, bodyLimit, requestId);
     const parsed = openaiRouting(endpoint, await scanInSlices(openaiBodyScanner(endpoint), new Uint8Array(bytes)), new Uint8Array(bytes));
     // The body as every later stage reads it: prompt keys and a migration's plan share its one parse.
-    const held = new HeldBody(bytes, endpoint);
+    const held = new HeldBody(bytes);
     if (!parsed.ok) return errorResponse(parsed.code, parsed.message, { requestId });
     const { model, stream, streamUsage, user } = parsed.routing;
     const deployment = byModel.get(model);
@@ -166,7 +166,7 @@ export function openaiRoutes(deployments: readonly Deployment[], stateFor: (env:
       openai: {
         body: requestBody,
         // A continuation's body is another prompt: held (and parsed) on its own.
-        held: continuation === undefined ? held : new HeldBody(requestBody, endpoint),
+        held: continuation === undefined ? held : new HeldBody(requestBody),
         stream,
         keys: { ...(deployment.multiplexing ? { model } : {}), ...(session !== undefined ? { session } : {}) },
         ...(parsed.routing.priority !== undefined ? { priority: parsed.routing.priority } : {}),

@@ -12,7 +12,7 @@ import { promptEndpointOf, promptKeys, type PromptKeysResult } from "../../prefi
 import { promptTokenizer, type PromptTokenizer } from "../../prompt/tokenizers/index.ts";
 import type { ActiveBalancer } from "../../policy/balancers/index.ts";
 import type { ContinuationForm } from "../../protocol/index.ts";
-import { HeldBody } from "./request.ts";
+import type { HeldBody } from "./request.ts";
 import type { SessionAffinity } from "./session-affinity.ts";
 import type { ReplicaEntry, RoutingView } from "./view.ts";
 
@@ -28,7 +28,7 @@ export function tokenizerFor(deployment: Deployment): PromptTokenizer {
 export function requestPromptKeys(deployment: Deployment, path: string, body: ArrayBuffer | HeldBody, model: string | undefined): PromptKeysResult | undefined {
   const endpoint = promptEndpointOf(path);
   if (!endpoint) return undefined;
-  return promptKeys(body instanceof ArrayBuffer ? new HeldBody(body, endpoint) : body, endpoint, { tokenizer: tokenizerFor(deployment), extra: model ?? "" });
+  return promptKeys(body instanceof ArrayBuffer ? new Uint8Array(body) : body, endpoint, { tokenizer: tokenizerFor(deployment), extra: model ?? "" });
 }
 
 /** What the choice needs of a request (dispatch.ts's DispatchContext has it). */

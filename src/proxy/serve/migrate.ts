@@ -32,7 +32,7 @@
  * seed and the token's position); other sampling continues from another random state.
  */
 import { errorBody, Header } from "../../protocol/index.ts";
-import { withLastMember } from "../../protocol/json-top-level.ts";
+import { jsonOf, withLastMember } from "../../protocol/json-top-level.ts";
 
 /**
  * How long before a replica's announced drain deadline its streams leave it: enough
@@ -63,15 +63,7 @@ export interface MigrationPlan {
  */
 export function migrationPlan(endpoint: string, bytes: ArrayBuffer, held?: { json(): unknown }): MigrationPlan | undefined {
   if (endpoint !== "chat" && endpoint !== "completions") return undefined;
-  let body: unknown;
-  if (held) body = held.json();
-  else {
-    try {
-      body = JSON.parse(new TextDecoder().decode(bytes));
-    } catch {
-      return undefined;
-    }
-  }
+  const body = held ? held.json() : jsonOf(bytes);
   if (typeof body !== "object" || body === null || Array.isArray(body)) return undefined;
   const b = body as Record<string, unknown>;
   if (b.stream !== true) return undefined;

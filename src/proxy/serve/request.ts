@@ -7,7 +7,7 @@
 import type { Deployment } from "../../config/deployment.ts";
 import { EDGE_ONLY_HEADERS, HOP_BY_HOP_HEADERS, Header, type ErrorCode, type OpenAIEndpoint, MODEL_ID, PROTOCOL_HEADER_PREFIX, isEdgeOnlyHeader, isReplicaOperationalPath, operationalPathOf } from "../../protocol/index.ts";
 import { HEX_BYTE } from "../../protocol/hex.ts";
-import { TopLevelScanner, type ScanFailure, type ScanResult, type TopLevelValue } from "../../protocol/json-top-level.ts";
+import { TopLevelScanner, jsonOf, type ScanFailure, type ScanResult, type TopLevelValue } from "../../protocol/json-top-level.ts";
 import type { UploadPace } from "./body.ts";
 
 /**
@@ -398,20 +398,15 @@ export function replicaRouteForwarded(deployment: Deployment, path: string): boo
   return named === true || (Array.isArray(named) && named.includes(operationalPathOf(path)));
 }
 
-const decoder = new TextDecoder();
-
 /**
  * A body the edge holds (read to route it, or to key its prompt), read once: the bytes
- * as the client sent them, the endpoint its path names, and the one JSON.parse of it
- * that every later stage reads (prompt keys, a stream's migration plan), made on first
- * need. What is forwarded is still the client's bytes (or a copy with members added).
+ * as the client sent them, and the one JSON.parse of them that every later stage reads
+ * (prompt keys, a stream's migration plan), made on first need. What is forwarded is
+ * still the client's bytes (or a copy with members added).
  */
 export class HeldBody {
   #json: { value: unknown } | undefined;
-  constructor(
-    readonly bytes: ArrayBuffer,
-    readonly endpoint: OpenAIEndpoint | undefined,
-  ) {}
+  constructor(readonly bytes: ArrayBuffer) {}
 
   get byteLength(): number {
     return this.bytes.byteLength;
@@ -419,15 +414,7 @@ export class HeldBody {
 
   /** The body as JSON; undefined when it is not JSON. Parsed at most once. */
   json(): unknown {
-    if (this.#json === undefined) {
-      let value: unknown;
-      try {
-        value = JSON.parse(decoder.decode(this.bytes));
-      } catch {
-        value = undefined;
-      }
-      this.#json = { value };
-    }
+    this.#json ??= { value: jsonOf(this.bytes) };
     return this.#json.value;
   }
 }
