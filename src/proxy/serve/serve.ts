@@ -119,25 +119,18 @@ export async function servePath(req: Request, env: Env, ctx: ServeContext, tail?
   const usage = tail?.usage;
   const watched = usage ? watchUsage(response, usage.key, usage.strip) : null;
   observeRequest(env, state, deployment.name, req.method, response.status, requestId, started, trace, background, watched?.usage);
-  if (watched) {
-    // Admission ordered it by an estimate of its tokens: what it used corrects its flow's place (AdmissionGate.correct).
-    const used = trace.used;
-    if (used) {
-      void watched.usage.ended.then(() => {
-        const t = watched.usage.usage();
-        if (t) used(t.prompt + t.completion);
-      });
-    }
-    const charge = usage!.charge;
-    if (charge) {
+  const used = trace.used;
+  const charge = usage?.charge;
+  if (watched && (used || charge)) {
+    void watched.usage.ended.then(() => {
+      const t = watched.usage.usage();
+      // Admission ordered it by an estimate of its tokens: what it used corrects its flow's place (AdmissionGate.correct).
+      if (used && t) used(t.prompt + t.completion);
       // Charged once the answer has passed. One that ended before its usage (the client left,
       // the replica was cut) is charged its prompt's bytes / 4 and, streamed, a token for every
       // chunk the edge passed on.
-      void watched.usage.ended.then(() => {
-        const t = watched.usage.usage();
-        state.tokenLimits.charge(deployment, charge.keyHash, t ? t.prompt + t.completion : Math.ceil(charge.promptBytes / 4) + (charge.stream ? watched.chunks() : 0), background);
-      });
-    }
+      if (charge) state.tokenLimits.charge(deployment, charge.keyHash, t ? t.prompt + t.completion : Math.ceil(charge.promptBytes / 4) + (charge.stream ? watched.chunks() : 0), background);
+    });
   }
   return watched?.response ?? response;
 }
@@ -188,9 +181,14 @@ function watchUsage(response: Response, key: string, stripUsage: boolean): { res
     },
     length,
   );
+  // Read once, when the answer has passed: observe, admission's correction and a token charge all read it then.
+  let counts: TokenCounts | null = null;
+  const ended = passed.ended.then(() => {
+    counts = tail.usage();
+  });
   return {
     response: new Response(stripUsage ? withoutUsageChunk(passed.body) : passed.body, { status: response.status, statusText: response.statusText, headers: response.headers }),
-    usage: { key, ended: passed.ended, usage: () => tail.usage() },
+    usage: { key, ended, usage: () => counts },
     chunks: () => events.count,
   };
 }
