@@ -61,7 +61,7 @@ import { requireServed, writeResult } from "./result-file.ts";
 import { per1000Target } from "./bench-targets.ts";
 import { markdownTable, verdict } from "./table.ts";
 import { LocalStack } from "../src/local/stack.ts";
-import { Header, importReplicaKey, signDispatch } from "../src/protocol/index.ts";
+import { Header, dispatchSignature } from "../src/protocol/index.ts";
 import { RELAYED_SNAPSHOT_TTL_MS, SNAPSHOT_TTL_MS } from "../src/proxy/serve/view.ts";
 import { BUSY_CHANGE_REPORT_DELAY_MS, CHANGE_REPORT_DELAY_MS } from "../src/replica/report-cadence.ts";
 import { VIEW_MAX_REPLICAS, VIEW_ROTATE_MS } from "../src/state/bounded-view.ts";
@@ -523,15 +523,10 @@ const HELD_CHUNKS = 25;
  * the count of chunks it will have got.
  */
 async function holdStream(stack: LocalStack, rp: { id: string; deployment: string; url: string }): Promise<{ chunks: Promise<number> }> {
-  const key = await importReplicaKey(await stack.replicaKey(rp.deployment));
   const target = `/?chunks=${HELD_CHUNKS}&interval_ms=100`;
-  const timestamp = Date.now();
-  const nonce = timestamp;
   const requestId = `drain-hold-${rp.id}`;
-  const signature = await signDispatch(key, { timestamp, nonce, method: "GET", deployment: rp.deployment, target, requestId, replica: rp.id, bodySha256: "" });
-  const res = await fetch(`${rp.url}${target}`, {
-    headers: { [Header.requestId]: requestId, [Header.deployment]: rp.deployment, [Header.timestamp]: String(timestamp), [Header.nonce]: String(nonce), [Header.signature]: signature },
-  });
+  const signature = await dispatchSignature(stack.replicaSecret, { method: "GET", deployment: rp.deployment, target, requestId, replica: rp.id, bodySha256: "" });
+  const res = await fetch(`${rp.url}${target}`, { headers: [[Header.requestId, requestId], [Header.deployment, rp.deployment], ...signature] });
   if (res.status !== 200) throw new Error(`the held stream on ${rp.id} answered ${res.status}: ${await res.text()}`);
   // Wrapped: an async function returning the promise itself would wait for the whole stream.
   return { chunks: res.text().then((t) => t.split("\n").filter(Boolean).length) };
