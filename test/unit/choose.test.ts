@@ -54,6 +54,7 @@ const request = (d: Deployment, view: RoutingView, balancer: ActiveBalancer, o: 
   view,
   balancer,
   client: "ip:1",
+  background: () => undefined,
   ...o,
 });
 
@@ -172,7 +173,7 @@ describe("choose: the candidates", () => {
     const choice = chooseFor(request(llm, view, w.balancer), chat, undefined, undefined);
     const r = await choice.next(1, new Set());
     expect(w.served).toEqual([]);
-    choice.served(r!);
+    await choice.served(r!, new Response("ok"), false);
     expect(w.served).toEqual(["a"]);
   });
 });

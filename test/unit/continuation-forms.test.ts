@@ -45,7 +45,7 @@ describe("continuation forms", () => {
     view.applySnapshot(m.snapshot("llm", T0), now);
     const choose = async (continuation?: "chat" | "completion") => {
       const seen = new Set<string>();
-      const choice = chooseFor({ deployment: d, target: { path: "/v1/chat/completions" }, view, balancer: createBalancer(d.policy.balancer, d.policy.prefix ?? DEFAULT_PREFIX_POLICY), client: "c", ...(continuation ? { continuation } : {}) }, undefined, undefined, undefined);
+      const choice = chooseFor({ deployment: d, target: { path: "/v1/chat/completions" }, view, balancer: createBalancer(d.policy.balancer, d.policy.prefix ?? DEFAULT_PREFIX_POLICY), client: "c", background: () => undefined, ...(continuation ? { continuation } : {}) }, undefined, undefined, undefined);
       // Every replica the choice offers, one attempt after another.
       for (let attempt = 1; ; attempt++) {
         const r = await choice.next(attempt, seen);

@@ -10,7 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_PREFIX_POLICY, defineDeployment } from "../../src/config/deployment.ts";
 import { createBalancer } from "../../src/policy/balancers/index.ts";
 import { deriveReplicaKey, dispatchSignature } from "../../src/protocol/index.ts";
-import { dispatch, type DispatchContext, type DispatchSigner, type DispatchTrace } from "../../src/proxy/serve/dispatch.ts";
+import type { DispatchContext, DispatchSigner, DispatchTrace } from "../../src/proxy/serve/dispatch.ts";
+import { attempts } from "../../src/proxy/serve/serve.ts";
 import { RoutingView } from "../../src/proxy/serve/view.ts";
 import { AdmissionControl } from "../../src/replica/admission.ts";
 import { DispatchGuard } from "../../src/replica/dispatch-guard.ts";
@@ -89,7 +90,7 @@ async function send(ids: string[], path = "/hello/x"): Promise<{ status: number;
     client: "ip:127.0.0.1",
     trace,
   };
-  const res = await dispatch(new Request(`http://edge${path}`), ctx);
+  const res = await attempts(new Request(`http://edge${path}`), ctx, undefined);
   const text = await res.text();
   await Promise.allSettled(background);
   return { status: res.status, text, trace, replica: trace.replica ?? null };

@@ -1,6 +1,6 @@
-/** dispatchTarget (serve/request.ts): dispatchUrl's answer, kept per replica URL, path and query. */
+/** dispatchTarget (serve/dispatch.ts): dispatchUrl's answer, kept per replica URL, path and query. */
 import { describe, expect, it } from "vitest";
-import { dispatchTarget, dispatchUrl } from "../../src/proxy/serve/request.ts";
+import { dispatchTarget, dispatchUrl } from "../../src/proxy/serve/dispatch.ts";
 
 const replicas = ["http://127.0.0.1:39881", "https://gpu-1.example.com/engine/", "https://gpu-7.example.com/engine"];
 const paths = ["/v1/completions", "/", "//evil.test/x", "/@127.0.0.1:18555/secret", "/a%20b", "/é", "/../admin", "@127.0.0.1:18555/secret", "rics", ":18555/secret"];

@@ -1,6 +1,6 @@
-/** safeToRepeat (serve/dispatch.ts): may a request whose connection was lost run again elsewhere? */
+/** safeToRepeat (serve/body.ts): may a request whose connection was lost run again elsewhere? */
 import { describe, it, expect } from "vitest";
-import { safeToRepeat } from "../../src/proxy/serve/dispatch.ts";
+import { safeToRepeat } from "../../src/proxy/serve/body.ts";
 
 const none = new Headers();
 

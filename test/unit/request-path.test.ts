@@ -6,7 +6,8 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { dispatchUrl, requestTarget, unmountedPath } from "../../src/proxy/serve/request.ts";
+import { requestTarget, unmountedPath } from "../../src/proxy/serve/request.ts";
+import { dispatchUrl } from "../../src/proxy/serve/dispatch.ts";
 import { RouteTable, stripRoutePrefix } from "../../src/proxy/serve/request.ts";
 
 const at = (path: string) => requestTarget(`http://edge.test${path}`);

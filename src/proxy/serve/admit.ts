@@ -471,7 +471,7 @@ export class AdmissionGate {
     // ahead here: the replicas' own answer decides (reject-before-accept; a refused request waits
     // here again). Held at once only where this isolate's own requests fill every replica,
     // which it knows exactly. Holding on stale reports cost a third of the fleet's throughput
-    // with 4 isolates (bench/admission.ts). Not even then where some of them are of a lower
+    // with 4 isolates (bench/admission/admission.ts). Not even then where some of them are of a lower
     // priority than this one: a replica whose engine preempts takes it past them at once
     // (docs/protocol.md, "By priority"); one that does not refuses it, and it waits here again.
     if (slots === 0 && ahead === 0 && !ticket.again && allowed && (!ownFill(view, this.#now()) || this.#runsBelow(ticket.priority))) return GO;
@@ -589,6 +589,86 @@ export class AdmissionGate {
       this.#leader = next.value;
       next.value.lead();
     }
+  }
+}
+
+/**
+ * One request's place in its deployment's gate, from its admission to its end: the
+ * path (serve.ts) enters it, says when each attempt dispatches, holds it again when
+ * every replica it tried was full, and ends it once the answer has passed. A
+ * request holds a slot in the gate's count while it runs, none while it is held again.
+ */
+export class AdmissionSlot {
+  readonly #gate: AdmissionGate;
+  readonly #deployment: Deployment;
+  readonly #view: RoutingView;
+  readonly #ticket: Ticket;
+  /** Counted in the gate's requests in flight (not while held again: a refused request holds no slot). */
+  #running = false;
+  /** Let go through the queue, so its slot is reserved until it dispatches (AdmissionGate.dispatching, once). */
+  #reserved = false;
+
+  private constructor(gate: AdmissionGate, deployment: Deployment, view: RoutingView, ticket: Ticket) {
+    this.#gate = gate;
+    this.#deployment = deployment;
+    this.#view = view;
+    this.#ticket = ticket;
+  }
+
+  /**
+   * Admits the request (waiting for a free slot when none is free), or says why not.
+   * `estimated`: told the tokens the request used once known, to correct its flow's place.
+   */
+  static async enter(gate: AdmissionGate, deployment: Deployment, view: RoutingView, ticket: Ticket): Promise<AdmissionSlot | Exclude<AdmitOutcome, "go">> {
+    const first = await gate.enter(deployment, view, ticket);
+    if (first.outcome !== "go") return first.outcome;
+    const slot = new AdmissionSlot(gate, deployment, view, ticket);
+    slot.#reserved = first.queued;
+    gate.started(ticket.priority, ticket.flow);
+    slot.#running = true;
+    // A client that leaves cancels the request, and the path's `finally` may never run: its signal frees the slot.
+    ticket.signal?.addEventListener("abort", slot, { once: true });
+    return slot;
+  }
+
+  /** The request used `tokens` (its estimate was the ticket's cost): its flow's place is corrected (AdmissionGate.correct). */
+  used(tokens: number): void {
+    const { priority, flow, cost } = this.#ticket;
+    if (cost !== undefined) this.#gate.correct(priority, flow, cost, tokens);
+  }
+
+  /** An attempt is dispatching: the slot is the view's to count from now on. */
+  dispatching(): void {
+    if (!this.#reserved) return;
+    this.#reserved = false;
+    this.#gate.dispatching();
+  }
+
+  /** Every replica tried was full (or none was there): the request gives its slot up and waits for one again. */
+  async again(): Promise<AdmitOutcome> {
+    const { priority, flow } = this.#ticket;
+    if (this.#running) this.#gate.ended(priority, flow, false);
+    this.#running = false;
+    const again = await this.#gate.enter(this.#deployment, this.#view, { ...this.#ticket, again: true });
+    this.#reserved = again.queued;
+    if (again.outcome === "go") {
+      this.#gate.started(priority, flow);
+      this.#running = true;
+    }
+    return again.outcome;
+  }
+
+  /** The request is over (its answer has passed, or it was refused): its slot frees and the next held request may go. */
+  end(): void {
+    this.dispatching();
+    if (this.#running) this.#gate.ended(this.#ticket.priority, this.#ticket.flow);
+    this.#running = false;
+    this.#gate.pump();
+  }
+
+  /** The client left (an EventListener object: no closure per request). */
+  handleEvent(): void {
+    this.end();
   }
 }
 

@@ -9,7 +9,7 @@
  * without reading it.
  */
 import type { Deployment } from "../../config/deployment.ts";
-import { errorResponse } from "../../protocol/index.ts";
+import { bodySha256, errorResponse } from "../../protocol/index.ts";
 
 /** The declared Content-Length: undefined when absent, null when malformed. */
 export function declaredLength(headers: Headers): number | undefined | null {
@@ -308,6 +308,51 @@ export function dispatchBody(req: Request, deployment: Deployment, requestId: st
   if (!req.body || req.method === "GET" || req.method === "HEAD") return NO_BODY;
   return bodyToDispatch(req, req.body, deployment, requestId, uploader);
 }
+
+/** A dispatch's body as the body stage hands it on (prepareBody). */
+export interface PreparedBody extends DispatchBody {
+  /** The request may run again after a lost connection (safeToRepeat). */
+  safeToRepeat: boolean;
+  /** The digest a dispatch signature covers: of a body held here, once per request; "" for a streamed one or none. */
+  sha256: string;
+}
+
+/**
+ * The body stage: `req`'s body as its dispatch will send it, or the refusal of it.
+ * `held`: the body a route already read (OpenAI routes): inference has no side effects
+ * worth more than a wasted prefill, so it may always run again.
+ */
+export async function prepareBody(req: Request, deployment: Deployment, requestId: string, uploader: Uploader, held?: ArrayBuffer): Promise<PreparedBody | Response> {
+  let body: DispatchBody;
+  let repeat: boolean;
+  if (held !== undefined) {
+    body = heldBody(held);
+    repeat = true;
+  } else {
+    // A public deployment's body is read before anything authenticated its sender: charged to the client's hold.
+    const pending = dispatchBody(req, deployment, requestId, uploader);
+    const read = pending instanceof Promise ? await pending : pending;
+    if (read instanceof Response) return read;
+    body = read;
+    repeat = read.replayable && safeToRepeat(req.method, req.headers, deployment.policy.idempotent);
+  }
+  // A body held here is covered by the signature (its digest); a streamed one cannot be.
+  const sha256 = body.body instanceof ArrayBuffer && body.body.byteLength > 0 ? await bodySha256(body.body) : "";
+  return { ...body, safeToRepeat: repeat, sha256 };
+}
+
+const IDEMPOTENT_METHODS = new Set(["GET", "HEAD", "OPTIONS", "PUT", "DELETE"]);
+
+/**
+ * Whether a request may run again after its connection to a replica was lost.
+ * workerd gives the same error ("Network connection lost.") for a refused
+ * connection and for one lost after the request was sent, so the proxy cannot
+ * tell whether the replica accepted it.
+ */
+export function safeToRepeat(method: string, headers: Headers, deploymentIdempotent: boolean): boolean {
+  return deploymentIdempotent || IDEMPOTENT_METHODS.has(method) || headers.has("idempotency-key");
+}
+
 
 /** A dispatch without a body (made once: nothing in it changes). */
 const NO_BODY: DispatchBody = Object.freeze({ body: null, replayable: true, overLimit: never, tooSlow: never, aborted: never, release: nothing });

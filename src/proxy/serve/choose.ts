@@ -11,7 +11,7 @@ import type { BalanceInput, PromptKeys } from "../../policy/balancers/index.ts";
 import { promptEndpointOf, promptKeys, type PromptKeysResult } from "../../prefix/prompt-keys.ts";
 import { promptTokenizer, type PromptTokenizer } from "../../prompt/tokenizers/index.ts";
 import type { ActiveBalancer } from "../../policy/balancers/index.ts";
-import type { ContinuationForm } from "../../protocol/index.ts";
+import { Header, type ContinuationForm } from "../../protocol/index.ts";
 import type { HeldBody } from "./request.ts";
 import type { SessionAffinity } from "./session-affinity.ts";
 import type { ReplicaEntry, RoutingView } from "./view.ts";
@@ -45,6 +45,8 @@ export interface ChoiceRequest {
   trace?: { promptFallback?: string };
   /** A stream's continuation (migrate.ts), in this form: only replicas that take it are candidates. */
   continuation?: ContinuationForm;
+  /** Registers follow-up work that must outlive the response (a session's binding). */
+  background: (p: Promise<unknown>) => void;
   /** The body as the route read it (request.ts HeldBody): its prompt is keyed from its one parse. */
   held?: HeldBody;
 }
@@ -53,8 +55,12 @@ export interface ChoiceRequest {
 export interface Choice {
   /** The replica for attempt `attempt` (from 1) among those not `tried`; undefined when none is left. */
   next(attempt: number, tried: ReadonlySet<string>): Promise<ReplicaEntry | undefined>;
-  /** `replica` accepted the request (the balancer learns from it). */
-  served(replica: ReplicaEntry): void;
+  /**
+   * `replica` accepted the request and `response` is its answer: the balancer learns
+   * from it, and a session is bound to it (`followsRetry`: a retry moves the binding,
+   * sessionFollowsRetry), its signed binding token set on the answer.
+   */
+  served(replica: ReplicaEntry, response: Response, followsRetry: boolean): Promise<void>;
 }
 
 /**
@@ -92,6 +98,14 @@ export function chooseFor(ctx: ChoiceRequest, body: ArrayBuffer | ReadableStream
       if (replica && model !== undefined) view.noteModelDispatch(replica, model);
       return replica;
     },
-    served: (replica) => balancer.served?.(replica.id, input),
+    async served(replica, response, followsRetry) {
+      balancer.served?.(replica.id, input);
+      if (!session) return;
+      const { affinity, id } = session;
+      if (followsRetry) affinity.served(deployment, id, replica.id, ctx.background);
+      // The binding after this request, signed: a client that sends it back is routed with no object call.
+      const token = affinity.reusableToken(deployment, id, replica.id) ?? (await affinity.tokenFor(deployment, id, replica.id));
+      if (token !== undefined) response.headers.set(Header.sessionToken, token);
+    },
   };
 }

@@ -1,20 +1,17 @@
 /**
- * The dispatch stage: one client request to one replica, with retries only while
- * no replica has accepted it. Bodies stream in both directions; the only state
- * touched is this isolate's routing view and the deployment's balancer (no
- * Durable Object call). In this file, in order: the attempt loop and the fetch
- * (who is tried is the choose stage's, choose.ts; bodies are prepared by
- * body.ts), the verdicts on how an attempt ended (pure), the dispatch
- * signatures, and the answer's body passed back as it streams.
+ * The dispatch stage: one attempt of a client request on one replica, signed and
+ * judged. The attempts' loop (who is tried, retries, holds) is the path's (serve.ts);
+ * bodies are prepared by body.ts. Bodies stream in both directions; the only state
+ * touched is this isolate's routing view (no Durable Object call). In this file, in
+ * order: the opened dispatch and its attempt's fetch, the verdicts on how an attempt
+ * ended (pure), and the answer's body passed back as it streams.
  */
 import type { Deployment } from "../../config/deployment.ts";
-import { Header, PROTOCOL_VERSION, bodySha256 as bodySha256Of, errorResponse, parseLoadHeader, UNAUTHORIZED_REJECTION, type Load, errorBody, type ContinuationForm } from "../../protocol/index.ts";
+import { Header, PROTOCOL_VERSION, errorResponse, parseLoadHeader, UNAUTHORIZED_REJECTION, type Load, errorBody, type ContinuationForm } from "../../protocol/index.ts";
 import type { ActiveBalancer } from "../../policy/balancers/index.ts";
 import { backoffMs } from "../../policy/pick-replica.ts";
-import { scrubForClient, dispatchTarget, stripRoutePrefix, type HeldBody } from "./request.ts";
-import { bodyRefusal, dispatchBody, heldBody, uploadTooSlow, type DispatchBody } from "./body.ts";
-import { chooseFor } from "./choose.ts";
-import { admissionRefusal, holdsAtZero } from "./admit.ts";
+import { scrubForClient, stripRoutePrefix, type HeldBody } from "./request.ts";
+import { bodyRefusal, uploadTooSlow, type PreparedBody } from "./body.ts";
 import type { ReplicaEntry, RoutingView } from "./view.ts";
 import type { SessionAffinity } from "./session-affinity.ts";
 
@@ -69,13 +66,6 @@ export interface DispatchContext {
   continuation?: ContinuationForm;
   /** When the request's time is up, epoch ms (holding included); default: requestTimeoutMs from the first attempt. */
   deadline?: number;
-  /**
-   * Admission (admit.ts): waits for a free slot when no replica was ready or every
-   * one tried was full, so the request tries again instead of getting 503.
-   */
-  hold?: () => Promise<"go" | "expired" | "gone" | "shed">;
-  /** Called as a dispatch starts (admission counts the request's slot as the view's from then on). */
-  onDispatch?: () => void;
   /** The client's disconnect (Request.signal): it aborts the dispatch's fetch, before the answer's head or after. */
   clientSignal?: AbortSignal;
 }
@@ -93,11 +83,6 @@ export interface DispatchTrace {
   streamEnd?: Promise<unknown>;
   /** Set by the admit stage: tells it the tokens the request actually used, once known (AdmissionGate.correct). */
   used?: (tokens: number) => void;
-}
-
-/** A dispatch body, and whether the request may run again after a lost connection (safeToRepeat). */
-interface PreparedBody extends DispatchBody {
-  safeToRepeat: boolean;
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -162,155 +147,194 @@ class HeadDeadline {
 // Module-level: the timer gets its deadline as an argument, so no closure per request.
 const deadlinePassed = (head: HeadDeadline) => head.expire();
 
-export async function dispatch(req: Request, ctx: DispatchContext): Promise<Response> {
-  const head = new HeadDeadline();
-  try {
-    return await dispatchAttempts(req, ctx, head);
-  } finally {
-    head.disarm();
-  }
-}
-
-async function dispatchAttempts(req: Request, ctx: DispatchContext, head: HeadDeadline): Promise<Response> {
-  const { deployment, requestId } = ctx;
-  let prepared: PreparedBody;
-  if (ctx.body !== undefined) {
-    // A body read to route (OpenAI routes): inference has no side effects worth more than a wasted prefill.
-    prepared = { ...heldBody(ctx.body), safeToRepeat: true };
-  } else {
-    // A public deployment's body is read before anything authenticated its sender: charged to the client's hold.
-    const pending = dispatchBody(req, deployment, requestId, { client: ctx.client, authenticated: !deployment.access.public });
-    const body = pending instanceof Promise ? await pending : pending;
-    if (body instanceof Response) return body;
-    prepared = { ...body, safeToRepeat: body.replayable && safeToRepeat(req.method, req.headers, deployment.policy.idempotent) };
-  }
-  const answer = await attemptsWith(req, ctx, head, prepared);
-  // No replica took the body (an error of the edge's own): what it holds is given back now.
-  if (!answer.fromReplica) prepared.release();
-  return answer.response;
-}
-
-/** An answer of the edge's own (no replica's): its error. */
-function edgeError(...args: Parameters<typeof errorResponse>): { response: Response; fromReplica: false } {
-  return { response: errorResponse(...args), fromReplica: false };
-}
-
-async function attemptsWith(req: Request, ctx: DispatchContext, head: HeadDeadline, prepared: PreparedBody): Promise<{ response: Response; fromReplica: boolean }> {
-  const { deployment, view, requestId } = ctx;
-
-  const { search } = ctx.target;
-  const path = deployment.policy.stripPrefix ? stripRoutePrefix(ctx.target.path, ctx.routePrefix) : ctx.target.path;
-  const deadline = ctx.deadline ?? Date.now() + deployment.policy.requestTimeoutMs;
-  // One Headers object for every attempt: fetch() copies it into its request, so
-  // what differs per attempt (attempt number, signature, engine key) is set on it
-  // in place instead of copying it per attempt.
-  const headers = ctx.headers;
-  headers.set(Header.protocol, String(PROTOCOL_VERSION));
-  headers.set(Header.requestId, requestId);
-  headers.set(Header.deployment, deployment.name);
-  headers.set(Header.deadline, String(deadline));
-  if (ctx.model !== undefined) headers.set(Header.model, ctx.model);
-  if (ctx.session) headers.set(Header.session, ctx.session.id);
-  if (ctx.priority !== undefined) headers.set(Header.priority, String(ctx.priority));
-  if (ctx.migratable) headers.set(Header.migratable, "1");
-  // The session's binding token is the edge's business, not the replica's (ctx.headers lacks it).
-  const sessionToken = ctx.session ? (req.headers.get(Header.sessionToken) ?? undefined) : undefined;
+/**
+ * One request's dispatch, opened once its body is prepared (body.ts prepareBody): its
+ * protocol headers set once. The path (serve.ts) chooses each replica and calls
+ * attempt() on it; this only sends, signs and judges. close() gives back what the
+ * dispatch held.
+ */
+export class Dispatch {
+  readonly #req: Request;
+  readonly #ctx: DispatchContext;
+  readonly #prepared: PreparedBody;
+  readonly #head = new HeadDeadline();
+  readonly #path: string;
   /** The authorization the request carries to a replica without an engine key; read once an engine key first replaces it. */
-  let ownAuthorization: string | null | undefined;
+  #ownAuthorization: string | null | undefined;
+  /** When the request's time is up, epoch ms. */
+  readonly deadline: number;
 
-  // A body held here is covered by the signature (its digest, once per request); a streamed one cannot be.
-  const bodySha256 = prepared.body instanceof ArrayBuffer && prepared.body.byteLength > 0 ? await bodySha256Of(prepared.body) : "";
-  if (bodySha256 !== "") headers.set(Header.bodySha256, bodySha256);
-  // The extra prompt key as the replica will see it: the model header as dispatched (the edge's own
-  // on a multiplexed deployment, else the client's copy, which is passed on).
-  const choice = chooseFor(ctx, prepared.body, headers.get(Header.model)?.trim(), sessionToken);
+  constructor(req: Request, ctx: DispatchContext, prepared: PreparedBody) {
+    const { deployment, requestId } = ctx;
+    this.#req = req;
+    this.#ctx = ctx;
+    this.#prepared = prepared;
+    this.#path = deployment.policy.stripPrefix ? stripRoutePrefix(ctx.target.path, ctx.routePrefix) : ctx.target.path;
+    this.deadline = ctx.deadline ?? Date.now() + deployment.policy.requestTimeoutMs;
+    // One Headers object for every attempt: fetch() copies it into its request, so
+    // what differs per attempt (attempt number, signature, engine key) is set on it
+    // in place instead of copying it per attempt.
+    const headers = ctx.headers;
+    headers.set(Header.protocol, String(PROTOCOL_VERSION));
+    headers.set(Header.requestId, requestId);
+    headers.set(Header.deployment, deployment.name);
+    headers.set(Header.deadline, String(this.deadline));
+    if (ctx.model !== undefined) headers.set(Header.model, ctx.model);
+    if (ctx.session) headers.set(Header.session, ctx.session.id);
+    if (ctx.priority !== undefined) headers.set(Header.priority, String(ctx.priority));
+    if (ctx.migratable) headers.set(Header.migratable, "1");
+    if (prepared.sha256 !== "") headers.set(Header.bodySha256, prepared.sha256);
+  }
 
-  const tried = new Set<string>();
-  let sawReplica = false;
-  /** How the first attempt (the session's bound replica, for session requests) ended, when it was not accepted. */
-  let firstRefusal: "full" | "gone" | undefined;
-  const { maxAttempts, backoffBaseMs, backoffCapMs } = deployment.policy;
-  // Rounds of attempts: a round that finds no replica, or only full ones, waits for a free slot (admission) and starts over.
-  for (let round = 1; ; round++) {
-    /** This round found a replica to try (the view may have lost them all since the last one: killed, drained). */
-    let roundSawReplica = false;
-    for (let attempt = 1; attempt <= maxAttempts; attempt++) {
-      const replica = await choice.next(attempt, tried);
-      if (!replica) break;
-      sawReplica = roundSawReplica = true;
-      tried.add(replica.id);
-      const checked = dispatchTarget(replica.url, path, search);
-      if (!checked) {
-        // requestTarget's path cannot leave the replica's URL; this is a bug, and nothing is sent.
-        console.error(JSON.stringify({ msg: "dispatch target refused", deployment: deployment.name, replica: replica.id, request_id: requestId, path }));
-        return edgeError("internal_error", "internal error", { requestId });
-      }
-      headers.set(Header.attempt, String(attempt));
-      // The engine's own key (vLLM --api-key), registered by its agent, replaces any client credential.
-      if (replica.engineKey !== undefined) {
-        if (ownAuthorization === undefined) ownAuthorization = headers.get("authorization");
-        headers.set("authorization", `Bearer ${replica.engineKey}`);
-      } else if (ownAuthorization !== undefined) {
-        // An earlier attempt went to an engine with its own key: this replica gets what the request had.
-        if (ownAuthorization === null) headers.delete("authorization");
-        else headers.set("authorization", ownAuthorization);
-      }
-      let signature: [string, string][];
-      try {
-        signature = await ctx.sign({ method: req.method, deployment: deployment.name, target: checked.target, requestId, replica: replica.id, bodySha256 });
-      } catch (err) {
-        console.error(JSON.stringify({ msg: "cannot sign dispatches (is SWITCHYARD_REPLICA_SECRET set?)", deployment: deployment.name, error: String(err) }));
-        return edgeError("internal_error", "the edge cannot sign dispatches", { requestId });
-      }
-      for (const [name, value] of signature) headers.set(name, value);
-      // The checked URL as fetch() takes it.
-      const target = checked.href;
-      if (ctx.trace) ctx.trace.attempts = attempt;
+  /** The body can be sent again (held here, or none sent yet): a refused attempt may go elsewhere, a held request may go again. */
+  get replayable(): boolean {
+    return this.#prepared.replayable;
+  }
 
-      const outcome = await attemptOn(replica, target, req.method, headers, prepared, deadline, head, ctx);
-      if (outcome.kind === "response") {
-        if (outcome.fromReplica) {
-          if (ctx.trace) ctx.trace.replica = replica.id;
-          choice.served(replica);
-          if (ctx.session) {
-            if (sessionFollowsRetry(firstRefusal)) ctx.session.affinity.served(deployment, ctx.session.id, replica.id, ctx.background);
-            // The binding after this request, signed: a client that sends it back is routed with no object call.
-            const { affinity, id } = ctx.session;
-            const token = affinity.reusableToken(deployment, id, replica.id) ?? (await affinity.tokenFor(deployment, id, replica.id));
-            if (token !== undefined) outcome.response.headers.set(Header.sessionToken, token);
-          }
-        }
-        return outcome;
-      }
-      if (attempt === 1 && round === 1) firstRefusal = outcome.why;
-      // Not accepted: another replica may take it, if the body can be sent again.
-      if (!prepared.replayable || attempt === maxAttempts) break;
-      if (Date.now() >= deadline) return edgeError("deadline_exceeded", "deadline passed while retrying", { requestId });
-      const wait = backoffMs(attempt, backoffBaseMs, backoffCapMs);
-      if (wait > 0) await sleep(Math.min(wait, deadline - Date.now()));
+  /** Attempt number `attempt` (from 1), on `replica`: sent signed; accepted (its answer), or refused and why. */
+  async attempt(replica: ReplicaEntry, attempt: number): Promise<AttemptOutcome> {
+    const { deployment, requestId } = this.#ctx;
+    const checked = dispatchTarget(replica.url, this.#path, this.#ctx.target.search);
+    if (!checked) {
+      // requestTarget's path cannot leave the replica's URL; this is a bug, and nothing is sent.
+      console.error(JSON.stringify({ msg: "dispatch target refused", deployment: deployment.name, replica: replica.id, request_id: requestId, path: this.#path }));
+      return respond(errorResponse("internal_error", "internal error", { requestId }));
     }
-    // Held again only with a body that can still be sent (one held here, or none sent yet), and, when this
-    // round found no replica at all, only for a deployment that scales from zero: any other is down.
-    if (!ctx.hold || (sawReplica && !prepared.replayable) || (!roundSawReplica && !holdsAtZero(deployment))) break;
-    const again = await ctx.hold();
-    if (again !== "go") return { response: admissionRefusal(again, deployment, requestId), fromReplica: false };
-    tried.clear();
+    const headers = this.#ctx.headers;
+    headers.set(Header.attempt, String(attempt));
+    // The engine's own key (vLLM --api-key), registered by its agent, replaces any client credential.
+    if (replica.engineKey !== undefined) {
+      if (this.#ownAuthorization === undefined) this.#ownAuthorization = headers.get("authorization");
+      headers.set("authorization", `Bearer ${replica.engineKey}`);
+    } else if (this.#ownAuthorization !== undefined) {
+      // An earlier attempt went to an engine with its own key: this replica gets what the request had.
+      if (this.#ownAuthorization === null) headers.delete("authorization");
+      else headers.set("authorization", this.#ownAuthorization);
+    }
+    let signature: [string, string][];
+    try {
+      signature = await this.#ctx.sign({ method: this.#req.method, deployment: deployment.name, target: checked.target, requestId, replica: replica.id, bodySha256: this.#prepared.sha256 });
+    } catch (err) {
+      console.error(JSON.stringify({ msg: "cannot sign dispatches (is SWITCHYARD_REPLICA_SECRET set?)", deployment: deployment.name, error: String(err) }));
+      return respond(errorResponse("internal_error", "the edge cannot sign dispatches", { requestId }));
+    }
+    for (const [name, value] of signature) headers.set(name, value);
+    if (this.#ctx.trace) this.#ctx.trace.attempts = attempt;
+    const outcome = await attemptOn(replica, checked.href, this.#req.method, headers, this.#prepared, this.deadline, this.#head, this.#ctx);
+    if (outcome.kind === "response" && outcome.fromReplica && this.#ctx.trace) this.#ctx.trace.replica = replica.id;
+    return outcome;
   }
-  if (!sawReplica) {
-    // Why each replica was no candidate is for operators (the log), not for clients.
-    console.error(JSON.stringify({ msg: "no ready replica", deployment: deployment.name, request_id: requestId, replicas: view.describe(Date.now()) }));
-    return edgeError("no_ready_replica", `deployment "${deployment.name}" has no ready replica`, { requestId, retryAfterSeconds: 1 });
+
+  /** The pause before the attempt after `attempt` (policy.backoff*), or the deadline's error when the time is up. */
+  async backoff(attempt: number): Promise<Response | undefined> {
+    const { backoffBaseMs, backoffCapMs } = this.#ctx.deployment.policy;
+    if (Date.now() >= this.deadline) return errorResponse("deadline_exceeded", "deadline passed while retrying", { requestId: this.#ctx.requestId });
+    const wait = backoffMs(attempt, backoffBaseMs, backoffCapMs);
+    if (wait > 0) await sleep(Math.min(wait, this.deadline - Date.now()));
+    return undefined;
   }
-  return edgeError("all_replicas_busy", `every replica of "${deployment.name}" tried was at capacity or unreachable`, {
-    requestId,
-    retryAfterSeconds: 1,
-    details: { attempts: tried.size },
-  });
+
+  /** No attempt was accepted: the edge's own error, no_ready_replica when no replica was there to try. */
+  refused(sawReplica: boolean, tried: number): Response {
+    const { deployment, requestId } = this.#ctx;
+    if (!sawReplica) {
+      // Why each replica was no candidate is for operators (the log), not for clients.
+      console.error(JSON.stringify({ msg: "no ready replica", deployment: deployment.name, request_id: requestId, replicas: this.#ctx.view.describe(Date.now()) }));
+      return errorResponse("no_ready_replica", `deployment "${deployment.name}" has no ready replica`, { requestId, retryAfterSeconds: 1 });
+    }
+    return errorResponse("all_replicas_busy", `every replica of "${deployment.name}" tried was at capacity or unreachable`, {
+      requestId,
+      retryAfterSeconds: 1,
+      details: { attempts: tried },
+    });
+  }
+
+  /** The dispatch is over: the deadline's timer stops, and a body no replica took is given back now. */
+  close(fromReplica: boolean): void {
+    this.#head.disarm();
+    if (!fromReplica) this.#prepared.release();
+  }
+}
+
+/** Parsed replica URLs (one per registered replica): origin and base path, so dispatch does not parse them per request. */
+const replicaBases = new Map<string, { origin: string; base: string }>();
+const REPLICA_BASES_MAX = 4096;
+
+function replicaBase(replicaUrl: string): { origin: string; base: string } | null {
+  let known = replicaBases.get(replicaUrl);
+  if (known) return known;
+  let u: URL;
+  try {
+    u = new URL(replicaUrl);
+  } catch {
+    return null;
+  }
+  known = { origin: u.origin, base: u.pathname.replace(/\/+$/, "") };
+  if (replicaBases.size >= REPLICA_BASES_MAX) replicaBases.clear();
+  replicaBases.set(replicaUrl, known);
+  return known;
+}
+
+/**
+ * The URL a dispatch goes to: the replica's URL with `path` (normalised, starting
+ * with "/") and `search` appended. Null when the result would leave the replica's
+ * origin or its base path; with a path from requestTarget that cannot happen, so
+ * null means a bug, and the request is refused rather than sent anywhere else.
+ */
+export function dispatchUrl(replicaUrl: string, path: string, search: string): URL | null {
+  const replica = replicaBase(replicaUrl);
+  if (!replica || !path.startsWith("/")) return null;
+  let u: URL;
+  try {
+    u = new URL(`${replica.origin}${replica.base}${path}${search}`);
+  } catch {
+    return null;
+  }
+  if (u.origin !== replica.origin) return null;
+  if (replica.base !== "" && u.pathname !== replica.base && !u.pathname.startsWith(`${replica.base}/`)) return null;
+  return u;
+}
+
+/** A checked dispatch URL as fetch() is given it, and the request target a dispatch signature covers (path and query as the replica receives them). */
+export interface DispatchTarget {
+  href: string;
+  target: string;
+}
+
+/**
+ * dispatchUrl's answers per replica URL, then per path and query: a path sent
+ * again (the usual case) costs no URL parse and no getter calls. The key is the
+ * path and query as one string, which is all the URL is built from. At most
+ * DISPATCH_TARGETS_MAX answers in all (then forgotten at once, like replicaBases);
+ * refusals are not kept (they are bugs, logged each time).
+ */
+const dispatchTargets = new Map<string, Map<string, DispatchTarget>>();
+const DISPATCH_TARGETS_MAX = 4096;
+let dispatchTargetCount = 0;
+
+/** dispatchUrl's URL as a DispatchTarget, from memory when the same replica URL, path and query were checked before. */
+export function dispatchTarget(replicaUrl: string, path: string, search: string): DispatchTarget | null {
+  const key = path + search;
+  let known = dispatchTargets.get(replicaUrl);
+  const hit = known?.get(key);
+  if (hit) return hit;
+  const u = dispatchUrl(replicaUrl, path, search);
+  if (!u) return null;
+  const entry = { href: u.href, target: u.pathname + u.search };
+  if (dispatchTargetCount >= DISPATCH_TARGETS_MAX) {
+    dispatchTargets.clear();
+    dispatchTargetCount = 0;
+    known = undefined;
+  }
+  if (!known) dispatchTargets.set(replicaUrl, (known = new Map()));
+  known.set(key, entry);
+  dispatchTargetCount++;
+  return entry;
 }
 
 /** `fromReplica`: the replica accepted the request and this is its answer (not a proxy error). */
 /** `full`: the replica refused because it is at capacity (alive); `gone`: draining, unreachable or refusing the edge. */
-type AttemptOutcome = { kind: "response"; response: Response; fromReplica: boolean } | { kind: "not_accepted"; why: "full" | "gone" };
+export type AttemptOutcome = { kind: "response"; response: Response; fromReplica: boolean } | { kind: "not_accepted"; why: "full" | "gone" };
 
 async function attemptOn(
   replica: ReplicaEntry,
@@ -324,7 +348,6 @@ async function attemptOn(
 ): Promise<AttemptOutcome> {
   const { view, requestId, deployment } = ctx;
   view.startDispatch(replica);
-  ctx.onDispatch?.();
   let upstream: Response;
   try {
     upstream = await fetch(target, { method, headers, body: prepared.body, signal: head.signal(deadline, ctx.clientSignal), redirect: "manual" });
@@ -497,19 +520,6 @@ export function judgeLostConnection(c: LostConnection): LostVerdict {
 export function sessionFollowsRetry(firstRefusal: "full" | "gone" | undefined): boolean {
   return firstRefusal === "gone";
 }
-
-const IDEMPOTENT_METHODS = new Set(["GET", "HEAD", "OPTIONS", "PUT", "DELETE"]);
-
-/**
- * Whether a request may run again after its connection to a replica was lost.
- * workerd gives the same error ("Network connection lost.") for a refused
- * connection and for one lost after the request was sent, so the proxy cannot
- * tell whether the replica accepted it.
- */
-export function safeToRepeat(method: string, headers: Headers, deploymentIdempotent: boolean): boolean {
-  return deploymentIdempotent || IDEMPOTENT_METHODS.has(method) || headers.has("idempotency-key");
-}
-
 
 /**
  * How a replica's response body is passed on to the client, and when it has

@@ -48,8 +48,10 @@ export async function serveAtEdge(req: Request, ctx: EdgeServeContext): Promise<
   const served = deployment.backend.model;
   const base: Record<string, string> = { [Header.replica]: EDGE_REPLICA_ID, [Header.requestId]: requestId };
   const method = req.method;
+  // The model the request names (a header read; it is checked below, after the body's size and the method).
+  const id = requestedModel(req.headers, served);
 
-  // The proxy's checks on a body it would dispatch (src/proxy/serve/dispatch.ts, prepareBody).
+  // The proxy's checks on a body it would dispatch (body.ts, prepareBody).
   const { maxRequestBodyBytes } = deployment.limits;
   const hasBody = req.body !== null && method !== "GET" && method !== "HEAD";
   if (hasBody) {
@@ -61,7 +63,6 @@ export async function serveAtEdge(req: Request, ctx: EdgeServeContext): Promise<
   if (method !== "GET" && method !== "POST") {
     return json(405, errorBody("method_not_allowed", "use POST with a JSON body (GET describes the model)"), { ...base, allow: "GET, POST" });
   }
-  const id = requestedModel(req.headers, served);
   if (!MODEL_ID.test(id)) {
     return json(400, errorBody("bad_request", `malformed model id (1-128 of [A-Za-z0-9._:@/+-], starting with a letter or digit)`), base);
   }

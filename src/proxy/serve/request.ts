@@ -102,82 +102,6 @@ export function unmountedPath(path: string, mount: string): string {
   return path.startsWith(`${base}/`) ? path.slice(base.length) : path;
 }
 
-/** Parsed replica URLs (one per registered replica): origin and base path, so dispatch does not parse them per request. */
-const replicaBases = new Map<string, { origin: string; base: string }>();
-const REPLICA_BASES_MAX = 4096;
-
-function replicaBase(replicaUrl: string): { origin: string; base: string } | null {
-  let known = replicaBases.get(replicaUrl);
-  if (known) return known;
-  let u: URL;
-  try {
-    u = new URL(replicaUrl);
-  } catch {
-    return null;
-  }
-  known = { origin: u.origin, base: u.pathname.replace(/\/+$/, "") };
-  if (replicaBases.size >= REPLICA_BASES_MAX) replicaBases.clear();
-  replicaBases.set(replicaUrl, known);
-  return known;
-}
-
-/**
- * The URL a dispatch goes to: the replica's URL with `path` (normalised, starting
- * with "/") and `search` appended. Null when the result would leave the replica's
- * origin or its base path; with a path from requestTarget that cannot happen, so
- * null means a bug, and the request is refused rather than sent anywhere else.
- */
-export function dispatchUrl(replicaUrl: string, path: string, search: string): URL | null {
-  const replica = replicaBase(replicaUrl);
-  if (!replica || !path.startsWith("/")) return null;
-  let u: URL;
-  try {
-    u = new URL(`${replica.origin}${replica.base}${path}${search}`);
-  } catch {
-    return null;
-  }
-  if (u.origin !== replica.origin) return null;
-  if (replica.base !== "" && u.pathname !== replica.base && !u.pathname.startsWith(`${replica.base}/`)) return null;
-  return u;
-}
-
-/** A checked dispatch URL as fetch() is given it, and the request target a dispatch signature covers (path and query as the replica receives them). */
-export interface DispatchTarget {
-  href: string;
-  target: string;
-}
-
-/**
- * dispatchUrl's answers per replica URL, then per path and query: a path sent
- * again (the usual case) costs no URL parse and no getter calls. The key is the
- * path and query as one string, which is all the URL is built from. At most
- * DISPATCH_TARGETS_MAX answers in all (then forgotten at once, like replicaBases);
- * refusals are not kept (they are bugs, logged each time).
- */
-const dispatchTargets = new Map<string, Map<string, DispatchTarget>>();
-const DISPATCH_TARGETS_MAX = 4096;
-let dispatchTargetCount = 0;
-
-/** dispatchUrl's URL as a DispatchTarget, from memory when the same replica URL, path and query were checked before. */
-export function dispatchTarget(replicaUrl: string, path: string, search: string): DispatchTarget | null {
-  const key = path + search;
-  let known = dispatchTargets.get(replicaUrl);
-  const hit = known?.get(key);
-  if (hit) return hit;
-  const u = dispatchUrl(replicaUrl, path, search);
-  if (!u) return null;
-  const entry = { href: u.href, target: u.pathname + u.search };
-  if (dispatchTargetCount >= DISPATCH_TARGETS_MAX) {
-    dispatchTargets.clear();
-    dispatchTargetCount = 0;
-    known = undefined;
-  }
-  if (!known) dispatchTargets.set(replicaUrl, (known = new Map()));
-  known.set(key, entry);
-  dispatchTargetCount++;
-  return entry;
-}
-
 /** Longest-prefix routing from a request path to a deployment. Pure. */
 export interface Routed<T> {
   target: T;
@@ -309,7 +233,7 @@ export interface ReadRequestHeaders {
  * One walk of the request's headers, counting their size and noting which of the
  * names a dispatch must not pass on are present; then one copy, with only those
  * deleted. The walk is needed anyway for the size, so the ~22 deletes of names
- * that are almost never there are saved (bench/hot-path-steps.ts, "request
+ * that are almost never there are saved (bench/hot-path-steps/hot-path-steps.ts, "request
  * headers"). `dropAuthorization`: a private deployment's API key is the edge's
  * credential, not the replica's.
  */

@@ -5,14 +5,17 @@
  *
  *   request   (request.ts)   route, method, header size, keys (model, session)
  *   access    (access.ts)    API key and rate limit, for a private deployment
+ *   admit     (admit.ts)     priority, the pending cap, the request's ticket
  *   view      (view.ts)      this isolate's view of the deployment's replicas
- *   admit     (admit.ts)     no free slot: held by priority and flow until one frees
- *   choose    (choose.ts)    the deployment's balancer, given the request's prompt
- *   dispatch  (dispatch.ts)  signed attempts until a replica accepts; its answer streams back
+ *   gate      (admit.ts)     no free slot: held by priority and flow until one frees
+ *   attempts  (below)        the body once (body.ts), then per attempt the choice (choose.ts)
+ *                            and the signed dispatch (dispatch.ts); refusals retry elsewhere,
+ *                            a round of them holds the request at the gate again
+ *   tail      (below)        a /v1 answer's migration and usage
  *   observe   (below)        counted (this isolate's metrics, flushed to the Telemetry shards) and logged (one JSON line, sampled)
  *
  * A deployment whose model runs in this Worker is served by edge-model.ts in
- * place of view, admit, choose and dispatch. Each refusal is a JSON error. Below the
+ * place of view, gate and attempts. Each refusal is a JSON error. Below the
  * path: IsolateState (isolate-state.ts), what the path reads between requests in one isolate.
  */
 import type { Deployment } from "../../config/deployment.ts";
@@ -21,9 +24,10 @@ import type { ProxyMetrics } from "../../telemetry/proxy-metrics.ts";
 import type { TokenCounts } from "../../telemetry/types.ts";
 import { Header, errorResponse, type ContinuationForm } from "../../protocol/index.ts";
 import { keyRefusal, type KeyCheck } from "./access.ts";
-import { clientOf, declaredLength, drainUnreadBody } from "./body.ts";
-import { admissionRefusal, bodyForEngine, flowOf, pendingShareOf, priorityOf, tokenCost, type AdmissionGate, type Ticket } from "./admit.ts";
-import { dispatch, tapped, type DispatchContext, type DispatchTrace } from "./dispatch.ts";
+import { clientOf, declaredLength, drainUnreadBody, prepareBody } from "./body.ts";
+import { AdmissionSlot, admissionRefusal, bodyForEngine, flowOf, holdsAtZero, pendingShareOf, priorityOf, tokenCost, type Ticket } from "./admit.ts";
+import { Dispatch, sessionFollowsRetry, tapped, type DispatchContext, type DispatchTrace } from "./dispatch.ts";
+import { chooseFor } from "./choose.ts";
 import { leaveByOf, migratingStream, type MigrationPlan } from "./migrate.ts";
 import { SseDataEvents, UsageTail, withoutUsageChunk } from "./token-usage.ts";
 import { serveAtEdge } from "./edge-model.ts";
@@ -211,16 +215,23 @@ export interface ServeContext {
   openai?: { body: ArrayBuffer; held: HeldBody; stream: boolean; keys: RequestKeys; priority?: number; migratable?: boolean; maxTokens?: number; continuation?: ContinuationForm };
 }
 
-/** One request for `deployment` (a route's, or an OpenAI route's): the checks, then the edge model or a dispatch. */
+/**
+ * One request for `deployment` (a route's, or an OpenAI route's), its stages in order:
+ * request, access, admit (priority, the pending cap, its ticket), then the edge model,
+ * or view, admit's gate, and the attempts (body, choose, dispatch).
+ */
 export async function serveRequest(req: Request, ctx: ServeContext): Promise<Response> {
   const { deployment, state, requestId, background } = ctx;
   const headers = req.headers;
-  // One walk of the headers for their size and, for a deployment served by replicas, what its dispatch passes on.
+  // request: one walk of the headers for their size and, for a deployment served by replicas, what its dispatch passes on.
   const read = deployment.backend.kind === "edge" ? undefined : readRequestHeaders(headers, !deployment.access.public);
   const headerBytes = read ? read.bytes : requestHeaderBytes(headers);
   if (headerBytes > deployment.limits.maxHeaderBytes) {
     return errorResponse("header_too_large", `request headers take ${headerBytes} bytes; the limit is ${deployment.limits.maxHeaderBytes}`, { requestId });
   }
+  const openai = ctx.openai;
+  const keys = openai ? { ok: true as const, keys: openai.keys } : requestKeys(headers, deployment);
+  // access: the API key (the route may have checked it already) and its rate.
   /** The request's API key, when the deployment takes one (it names the client, below). */
   let keyHash: string | undefined;
   let keyPriority: { default: number; max: number } | undefined;
@@ -237,15 +248,28 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
       });
     }
   }
-  const openai = ctx.openai;
-  const keys = openai ? { ok: true as const, keys: openai.keys } : requestKeys(headers, deployment);
   if (!keys.ok) return errorResponse(keys.code, keys.message, { requestId });
+  // admit: the request's priority, its place under the pending cap and, held, its ticket.
   const priority = priorityOf(deployment, headers, openai?.priority, keyPriority);
   if (!priority.ok) return priority.response;
   // Who the request comes from, for per-client bounds (its share of the pending cap, session
   // bindings, duplex uploads) and its flow: its API key, else its address (Cloudflare sets
   // cf-connecting-ip; the local stack's workerd too).
   const client = keyHash !== undefined ? `key:${keyHash}` : clientOf(headers);
+  const deadline = Date.now() + deployment.policy.requestTimeoutMs;
+  const ticket: Ticket | undefined =
+    read && deployment.admission.hold
+      ? {
+          priority: priority.priority,
+          flow: flowOf(deployment, headers, client),
+          cost: openai ? tokenCost(openai.body.byteLength, openai.maxTokens) : tokenCost(declaredLength(headers) ?? 0, undefined),
+          deadline,
+          refresh: () => state.snapshots.view(deployment.name, background),
+          // With relays, the relay passes the location's held requests on (they ride on the view asks).
+          ...(deployment.autoscaling && !deployment.routing.relay ? { demand: (held: number) => state.tellDemand(deployment.name, held, background) } : {}),
+          ...(req.signal ? { signal: req.signal } : {}),
+        }
+      : undefined;
   const done = state.admit(deployment, client);
   if (done === "isolate") {
     return errorResponse("queue_full", `deployment "${deployment.name}" has ${deployment.limits.maxPendingRequests} requests waiting here already`, {
@@ -268,7 +292,7 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
       ctx.trace.replica = "edge";
       return await serveAtEdge(req, { deployment, requestId });
     }
-    const deadline = Date.now() + deployment.policy.requestTimeoutMs;
+    // view: this isolate's view of the deployment's replicas.
     const view = state.snapshots.viewNow(deployment.name, background) ?? (await state.snapshots.view(deployment.name, background));
     const { model, session } = keys.keys;
     // The optional fields set one by one, not spread from objects made for the purpose.
@@ -298,74 +322,80 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
       if (openai.migratable) dispatched.migratable = true;
       if (openai.continuation !== undefined) dispatched.continuation = openai.continuation;
     }
-    if (!deployment.admission.hold) return await dispatch(req, dispatched);
-    return await admitted(req, dispatched, state.gateFor(deployment.name), {
-      priority: priority.priority,
-      flow: flowOf(deployment, headers, client),
-      cost: openai ? tokenCost(openai.body.byteLength, openai.maxTokens) : tokenCost(declaredLength(headers) ?? 0, undefined),
-      deadline,
-      refresh: () => state.snapshots.view(deployment.name, background),
-      // With relays, the relay passes the location's held requests on (they ride on the view asks).
-      ...(deployment.autoscaling && !deployment.routing.relay ? { demand: (held: number) => state.tellDemand(deployment.name, held, background) } : {}),
-      ...(req.signal ? { signal: req.signal } : {}),
-    });
+    // admit's gate: no free slot, the request is held by priority and flow until one frees (admit.ts).
+    const slot = ticket && (await AdmissionSlot.enter(state.gateFor(deployment.name), deployment, view, ticket));
+    if (typeof slot === "string") return admissionRefusal(slot, deployment, requestId);
+    // Admission ordered it by an estimate of its tokens: what it used corrects its flow's place.
+    if (slot) ctx.trace.used = (tokens) => slot.used(tokens);
+    try {
+      return await attempts(req, dispatched, slot);
+    } finally {
+      // Its slot frees when its answer has passed: a stream's at its end.
+      const end = ctx.trace.streamEnd;
+      if (slot && end) void end.finally(() => slot.end());
+      else slot?.end();
+    }
   } finally {
     done();
   }
 }
 
 /**
- * The admit stage around the dispatch (admit.ts): the request waits for a free slot
- * when none is free, and again when every replica it tried was full; a slot freed by
- * its end (a stream's, when it streams) lets the next held request go.
+ * body → choose → dispatch, attempt after attempt, until a replica accepts the
+ * request: its body prepared once (body.ts), each attempt sent to the replica the
+ * choice names among those not tried yet (choose.ts), signed and judged by the
+ * dispatch (dispatch.ts). A round that found no replica, or only full ones, holds the
+ * request again in admission (`slot`, admit.ts) and starts over, while its body can
+ * still be sent.
  */
-async function admitted(req: Request, ctx: DispatchContext, gate: AdmissionGate, ticket: Ticket): Promise<Response> {
-  const { deployment, view, requestId } = ctx;
-  const first = await gate.enter(deployment, view, ticket);
-  if (first.outcome !== "go") return admissionRefusal(first.outcome, deployment, requestId);
-  gate.started(ticket.priority, ticket.flow);
-  if (ctx.trace && ticket.cost !== undefined) {
-    const estimated = ticket.cost;
-    ctx.trace.used = (tokens) => gate.correct(ticket.priority, ticket.flow, estimated, tokens);
-  }
-  /** Counted in the gate's requests in flight: not while held again (a refused request holds no slot). */
-  let running = true;
-  let reserved = first.queued;
-  const dispatching = () => {
-    if (!reserved) return;
-    reserved = false;
-    gate.dispatching();
-  };
-  ctx.onDispatch = dispatching;
-  ctx.hold = async () => {
-    if (running) gate.ended(ticket.priority, ticket.flow, false);
-    running = false;
-    const again = await gate.enter(deployment, view, { ...ticket, again: true });
-    reserved = again.queued;
-    if (again.outcome === "go") {
-      gate.started(ticket.priority, ticket.flow);
-      running = true;
-    }
-    return again.outcome;
-  };
-  const over = () => {
-    if (running) gate.ended(ticket.priority, ticket.flow);
-    running = false;
-    gate.pump();
-  };
-  // A client that leaves cancels the request, and the `finally` below may never run: its signal frees the slot.
-  const gone = () => {
-    dispatching();
-    over();
-  };
-  req.signal?.addEventListener("abort", gone, { once: true });
+export async function attempts(req: Request, ctx: DispatchContext, slot: AdmissionSlot | undefined): Promise<Response> {
+  const { deployment, requestId } = ctx;
+  const prepared = await prepareBody(req, deployment, requestId, { client: ctx.client, authenticated: !deployment.access.public }, ctx.body);
+  if (prepared instanceof Response) return prepared;
+  // The extra prompt key as the replica will see it: the edge's own model on a multiplexed deployment, else the client's copy, which is passed on.
+  const promptModel = ctx.model ?? ctx.headers.get(Header.model)?.trim();
+  // The session's binding token is the edge's business, not the replica's (ctx.headers lacks it).
+  const sessionToken = ctx.session ? (req.headers.get(Header.sessionToken) ?? undefined) : undefined;
+  const choice = chooseFor(ctx, prepared.body, promptModel, sessionToken);
+  const opened = new Dispatch(req, ctx, prepared);
+  let fromReplica = false;
   try {
-    return await dispatch(req, ctx);
+    const tried = new Set<string>();
+    let sawReplica = false;
+    /** How the first attempt (the session's bound replica, for session requests) ended, when it was not accepted. */
+    let firstRefusal: "full" | "gone" | undefined;
+    const { maxAttempts } = deployment.policy;
+    for (let round = 1; ; round++) {
+      /** This round found a replica to try (the view may have lost them all since the last one: killed, drained). */
+      let roundSawReplica = false;
+      for (let attempt = 1; attempt <= maxAttempts; attempt++) {
+        const replica = await choice.next(attempt, tried);
+        if (!replica) break;
+        sawReplica = roundSawReplica = true;
+        tried.add(replica.id);
+        slot?.dispatching();
+        const outcome = await opened.attempt(replica, attempt);
+        if (outcome.kind === "response") {
+          fromReplica = outcome.fromReplica;
+          if (fromReplica) await choice.served(replica, outcome.response, sessionFollowsRetry(firstRefusal));
+          return outcome.response;
+        }
+        if (attempt === 1 && round === 1) firstRefusal = outcome.why;
+        // Not accepted: another replica may take it, if the body can be sent again.
+        if (!prepared.replayable || attempt === maxAttempts) break;
+        const late = await opened.backoff(attempt);
+        if (late) return late;
+      }
+      // Held again only with a body that can still be sent (one held here, or none sent yet), and, when this
+      // round found no replica at all, only for a deployment that scales from zero: any other is down.
+      if (!slot || (sawReplica && !prepared.replayable) || (!roundSawReplica && !holdsAtZero(deployment))) break;
+      const again = await slot.again();
+      if (again !== "go") return admissionRefusal(again, deployment, requestId);
+      tried.clear();
+    }
+    return opened.refused(sawReplica, tried.size);
   } finally {
-    dispatching();
-    const end = ctx.trace?.streamEnd;
-    if (end) void end.finally(over);
-    else over();
+    opened.close(fromReplica);
   }
 }
 
