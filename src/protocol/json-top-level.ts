@@ -519,11 +519,7 @@ export class TopLevelScanner {
       // A byte at a time: what the end of a chunk may cut, and problems.
       if (this.utf8Need !== 0) {
         if (i >= n) break;
-        const b = bytes[i]!;
-        if (b < this.utf8Low || b > this.utf8High) return this.utf8Fail(this.utf8Lead);
-        this.utf8Need--;
-        this.utf8Low = 0x80;
-        this.utf8High = 0xbf;
+        if (!this.utf8Continue(bytes[i]!)) return this.utf8Fail(this.utf8Lead);
         i++;
         continue;
       }
@@ -703,11 +699,7 @@ export class TopLevelScanner {
     const n = bytes.length;
     while (i < n) {
       if (this.utf8Need !== 0) {
-        const b = bytes[i]!;
-        if (b < this.utf8Low || b > this.utf8High) return this.utf8Fail(this.utf8Lead);
-        this.utf8Need--;
-        this.utf8Low = 0x80;
-        this.utf8High = 0xbf;
+        if (!this.utf8Continue(bytes[i]!)) return this.utf8Fail(this.utf8Lead);
         i++;
         continue;
       }
@@ -723,6 +715,18 @@ export class TopLevelScanner {
       }
     }
     return n;
+  }
+
+  /**
+   * One continuation byte of a sequence begun by utf8Begin (one cut by a chunk's end:
+   * the cold path): false if `b` is outside the range its place allows.
+   */
+  private utf8Continue(b: number): boolean {
+    if (b < this.utf8Low || b > this.utf8High) return false;
+    this.utf8Need--;
+    this.utf8Low = 0x80;
+    this.utf8High = 0xbf;
+    return true;
   }
 
   /**

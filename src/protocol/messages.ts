@@ -65,10 +65,15 @@ export const ENGINE_KEY = /^[\x21-\x7e]{1,512}$/;
 export const ContinuationForm = z.enum(["chat", "completion"]);
 export type ContinuationForm = z.infer<typeof ContinuationForm>;
 
+/** The fields every control message starts with: the protocol's version and the deployment it is about. */
+const MessageHead = {
+  protocol: z.literal(PROTOCOL_VERSION),
+  deployment: deploymentName,
+};
+
 export const RegisterMessage = z
   .object({
-    protocol: z.literal(PROTOCOL_VERSION),
-    deployment: deploymentName,
+    ...MessageHead,
     replica_id: replicaId,
     url: replicaUrl,
     max_ongoing_requests: z.number().int().min(1).max(100_000),
@@ -171,8 +176,7 @@ const ReportFields = {
 
 export const ReportMessage = z
   .object({
-    protocol: z.literal(PROTOCOL_VERSION),
-    deployment: deploymentName,
+    ...MessageHead,
     ...ReportFields,
     /** The node named at register, if any: it picks the routing shard. */
     node: nodeId.optional(),
@@ -182,8 +186,7 @@ export type ReportMessage = z.infer<typeof ReportMessage>;
 
 export const DeregisterMessage = z
   .object({
-    protocol: z.literal(PROTOCOL_VERSION),
-    deployment: deploymentName,
+    ...MessageHead,
     replica_id: replicaId,
     node: nodeId.optional(),
   })
@@ -197,8 +200,7 @@ export type DeregisterMessage = z.infer<typeof DeregisterMessage>;
  */
 export const NodeReportMessage = z
   .object({
-    protocol: z.literal(PROTOCOL_VERSION),
-    deployment: deploymentName,
+    ...MessageHead,
     node: nodeId,
     reports: z.array(z.object(ReportFields).strict()).min(1).max(MAX_NODE_REPLICAS),
   })
