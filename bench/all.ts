@@ -5,14 +5,14 @@
  *
  *   npx tsx bench/all.ts [--only seed,streaming,dispatch,state-cost,affinity,state-plane,prefix-cache]
  *
- * Scenarios: the Ray Serve seed (bench/seed.ts --quick), the Llumnix seed
- * (bench/streaming.ts, 4 s per arm), dispatch quality (--quick), hot-path state
+ * Scenarios: the Ray Serve seed (bench/seed/seed.ts --quick), the Llumnix seed
+ * (bench/streaming/streaming.ts, 4 s per arm), dispatch quality (--quick), hot-path state
  * cost (3 s per phase), multiplexing and affinity (4 s), the state plane at
  * 2,048 simulated replicas per deployment (--quick: 3 rounds, 5 s window), prefix-cache-aware
  * routing (--quick: 8 s windows, ~2.5 min), the slow-client attacks (--quick), the
  * edge files one warm request of each kind runs through (request-path), admission,
  * the paced view refresh, and the agent's proxy-mode hop (proxy-agent). Each
- * writes bench/results/quick/<name>.json; then bench/chart.ts draws those into
+ * writes bench/results/quick/<name>.json; then bench/shared/chart.ts draws those into
  * bench/results/charts/ (the charts in docs/ are drawn from bench/published/ only).
  * A scenario that fails is reported and the others still run; the exit status says
  * whether all passed.
@@ -21,19 +21,19 @@ import { spawnSync } from "node:child_process";
 import { parseArgs } from "node:util";
 
 const SCENARIOS: Record<string, string[]> = {
-  seed: ["bench/seed.ts", "--quick"],
-  streaming: ["bench/streaming.ts", "--quick"],
-  dispatch: ["bench/dispatch-quality.ts", "--quick"],
-  "state-cost": ["bench/state-cost.ts", "--quick"],
-  affinity: ["bench/affinity.ts", "--quick"],
-  "state-plane": ["bench/state-plane.ts", "--quick"],
-  "prefix-cache": ["bench/prefix-cache.ts", "--quick"],
-  "slow-clients": ["bench/slow-clients.ts", "--quick"],
-  "request-path": ["bench/request-path.ts", "--quick"],
-  admission: ["bench/admission.ts", "--quick"],
-  "view-refresh": ["bench/view-refresh.ts", "--quick"],
-  "proxy-agent": ["bench/proxy-agent.ts", "--quick"],
-  tokenizers: ["bench/tokenizers.ts", "--quick"],
+  seed: ["bench/seed/seed.ts", "--quick"],
+  streaming: ["bench/streaming/streaming.ts", "--quick"],
+  dispatch: ["bench/dispatch-quality/dispatch-quality.ts", "--quick"],
+  "state-cost": ["bench/state-cost/state-cost.ts", "--quick"],
+  affinity: ["bench/affinity/affinity.ts", "--quick"],
+  "state-plane": ["bench/state-plane/state-plane.ts", "--quick"],
+  "prefix-cache": ["bench/prefix-cache/prefix-cache.ts", "--quick"],
+  "slow-clients": ["bench/slow-clients/slow-clients.ts", "--quick"],
+  "request-path": ["bench/request-path/request-path.ts", "--quick"],
+  admission: ["bench/admission/admission.ts", "--quick"],
+  "view-refresh": ["bench/view-refresh/view-refresh.ts", "--quick"],
+  "proxy-agent": ["bench/proxy-agent/proxy-agent.ts", "--quick"],
+  tokenizers: ["bench/tokenizers/tokenizers.ts", "--quick"],
 };
 
 const { values } = parseArgs({ options: { only: { type: "string" } } });
@@ -50,7 +50,7 @@ for (const name of chosen) {
 }
 // Quick runs go to bench/results/quick/ and their charts to bench/results/charts/: the committed charts
 // in docs/ and the README's figures come from full runs published in bench/published/ only.
-spawnSync(process.execPath, ["--import", "tsx", "bench/chart.ts", "--from", "bench/results/quick", "--into", "bench/results/charts"], { stdio: "inherit" });
+spawnSync(process.execPath, ["--import", "tsx", "bench/shared/chart.ts", "--from", "bench/results/quick", "--into", "bench/results/charts"], { stdio: "inherit" });
 if (failed.length > 0) {
   console.error(`\nfailed: ${failed.join(", ")}`);
   process.exit(1);

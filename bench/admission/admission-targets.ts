@@ -1,12 +1,12 @@
 /**
- * bench/admission.ts's targets, apart from the bench so that they can be judged on any
+ * bench/admission/admission.ts's targets, apart from the bench so that they can be judged on any
  * input (test/unit/bench-judge.test.ts). Each is judged only over enough of what it
  * names (judge.ts): a p99 over MIN_SAMPLES answers, a reference "alone" from an arm that
  * had as many, fairness over flows that each served MIN_SAMPLES requests (four flows that
  * served one request each have a Jain's index of 1), bounds over the number of requests
  * asked to be held, every one of them seen, released and answered.
  */
-import { judgeValue, MIN_SAMPLES, ratioOver, sampled, type Judgement } from "./judge.ts";
+import { judgeValue, MIN_SAMPLES, ratioOver, sampled, type Judgement } from "../shared/judge.ts";
 
 export interface FloodResult {
   capacity: number;

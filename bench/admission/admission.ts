@@ -4,10 +4,10 @@
  * on 4 edge isolates in front of 4 reference LLM replicas (tiny-lm, real inference,
  * decode paced at --decode-ms per token).
  *
- *   npx tsx bench/admission.ts            # full (~9 min)
- *   npx tsx bench/admission.ts --quick    # npm run bench (~3 min)
- *   npx tsx bench/admission.ts --only bounds --held 10000   # one or more of flood,fairness,locations,zero,bounds
- *   npx tsx bench/admission.ts [--seconds 12] [--isolates 4] [--replicas 4] [--slots 2] [--prefill-ms 80] [--decode-ms 25] [--tokens 12]
+ *   npx tsx bench/admission/admission.ts            # full (~9 min)
+ *   npx tsx bench/admission/admission.ts --quick    # npm run bench (~3 min)
+ *   npx tsx bench/admission/admission.ts --only bounds --held 10000   # one or more of flood,fairness,locations,zero,bounds
+ *   npx tsx bench/admission/admission.ts [--seconds 12] [--isolates 4] [--replicas 4] [--slots 2] [--prefill-ms 80] [--decode-ms 25] [--tokens 12]
  *
  * Scenarios, each against both arms (a fresh stack and replicas per arm):
  * - **Priority under a flood.** An interactive client (short streamed chats, critical,
@@ -44,15 +44,15 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { LocalStack } from "../src/local/stack.ts";
-import { connectInspector } from "./inspector.ts";
-import { freePort, workerdPid } from "./load-tools.ts";
-import { mulberry32 } from "../src/seeded-random.ts";
-import { streamChat, type StreamResult } from "./prefix-cache-client.ts";
-import { percentile } from "./prefix-cache-workload.ts";
+import { LocalStack } from "../../src/local/stack.ts";
+import { connectInspector } from "../shared/inspector.ts";
+import { freePort, workerdPid } from "../shared/load-tools.ts";
+import { mulberry32 } from "../../src/seeded-random.ts";
+import { streamChat, type StreamResult } from "../prefix-cache/prefix-cache-client.ts";
+import { percentile } from "../prefix-cache/prefix-cache-workload.ts";
 import { aloneP99, boundsTarget, fairTarget, floodTargets, zeroTarget, type BoundsResult, type FairResult, type FloodResult, type ZeroResult } from "./admission-targets.ts";
-import { writeResult, type ArmCount } from "./result-file.ts";
-import { judgedText, markdownTable } from "./table.ts";
+import { writeResult, type ArmCount } from "../shared/result-file.ts";
+import { judgedText, markdownTable } from "../shared/table.ts";
 
 const { values } = parseArgs({
   options: {
@@ -122,7 +122,7 @@ for (const [k, v] of Object.entries({ SECONDS, FAIR_SECONDS, ISOLATES, REPLICAS,
 }
 
 process.env.SWITCHYARD_REQUEST_LOGS ??= "off";
-const config = JSON.stringify(resolve(import.meta.dirname, "../src/config/deployment.ts"));
+const config = JSON.stringify(resolve(import.meta.dirname, "../../src/config/deployment.ts"));
 const root = mkdtempSync(join(tmpdir(), "switchyard-admission-"));
 let current: LocalStack | undefined;
 process.on("SIGINT", () => {
@@ -557,7 +557,7 @@ try {
     targets.boundsMet = b.met;
     console.log(`\ntarget: ${HELD} held, every one beyond the cap refused with JSON, none lost, the isolate's heap under Workers' 128 MB: ${judgedText(b)}`);
   }
-  console.log("\nthe refresh at 1–1,000 req/s per isolate: bench/view-refresh.ts; the cost of a plain request with admission on: bench/state-cost.ts (functions/hello holds by default).");
+  console.log("\nthe refresh at 1–1,000 req/s per isolate: bench/view-refresh/view-refresh.ts; the cost of a plain request with admission on: bench/state-cost/state-cost.ts (functions/hello holds by default).");
 
   const path = writeResult(
     "admission",

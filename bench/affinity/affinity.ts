@@ -4,7 +4,7 @@
  * replica: functions/vad.ts serves 3 Silero VAD versions on 3 replicas that keep
  * at most 2 loaded each.
  *
- *   npx tsx bench/affinity.ts [--seconds 8] [--concurrency 6]
+ *   npx tsx bench/affinity/affinity.ts [--seconds 8] [--concurrency 6]
  *
  * Measures, in one run:
  * After a 2 s warm-up (random traffic, unmeasured) that starts each replica's wasm
@@ -22,11 +22,11 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { writeResult } from "./result-file.ts";
-import { markdownTable } from "./table.ts";
-import { LocalStack } from "../src/local/stack.ts";
-import { synthesizeVowel } from "../src/models/silero-vad.ts";
-import { mulberry32 } from "../src/seeded-random.ts";
+import { writeResult } from "../shared/result-file.ts";
+import { markdownTable } from "../shared/table.ts";
+import { LocalStack } from "../../src/local/stack.ts";
+import { synthesizeVowel } from "../../src/models/silero-vad.ts";
+import { mulberry32 } from "../../src/seeded-random.ts";
 
 const { values } = parseArgs({ options: { seconds: { type: "string" }, concurrency: { type: "string", default: "6" }, quick: { type: "boolean", default: false } } });
 const quick = values.quick;

@@ -5,7 +5,7 @@
  * registered balancer that does not read the prompt) —
  * driven one after another with the same load near fleet capacity.
  *
- *   npx tsx bench/dispatch-quality.ts [--seconds 8] [--quick] [--fleet queue|reject]
+ *   npx tsx bench/dispatch-quality/dispatch-quality.ts [--seconds 8] [--quick] [--fleet queue|reject]
  *        [--load open|closed] [--utilization 0.85] [--base-ms 50] [--max-queued 64] [--seed 1]
  *
  * Fleet, per deployment (reference replicas, text backend, --service-ms on a timer):
@@ -56,12 +56,12 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "n
 import { cpus, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { writeResult } from "./result-file.ts";
-import { ratioTarget } from "./bench-targets.ts";
-import { judgedText, markdownTable } from "./table.ts";
-import { LocalStack } from "../src/local/stack.ts";
-import { BALANCERS, type BalancerName } from "../src/policy/balancers/index.ts";
-import { mulberry32 } from "../src/seeded-random.ts";
+import { writeResult } from "../shared/result-file.ts";
+import { ratioTarget } from "../shared/bench-targets.ts";
+import { judgedText, markdownTable } from "../shared/table.ts";
+import { LocalStack } from "../../src/local/stack.ts";
+import { BALANCERS, type BalancerName } from "../../src/policy/balancers/index.ts";
+import { mulberry32 } from "../../src/seeded-random.ts";
 
 const { values } = parseArgs({
   options: {
@@ -267,7 +267,7 @@ function cpuTimes(): { busy: number; total: number } | undefined {
 process.env.SWITCHYARD_REQUEST_LOGS ??= "off";
 const functionsDir = mkdtempSync(join(tmpdir(), "switchyard-dq-functions-"));
 const stateDir = mkdtempSync(join(tmpdir(), "switchyard-dq-state-"));
-const config = JSON.stringify(resolve(import.meta.dirname, "../src/config/deployment.ts"));
+const config = JSON.stringify(resolve(import.meta.dirname, "../../src/config/deployment.ts"));
 for (const arm of ARMS) {
   writeFileSync(
     join(functionsDir, `${arm.name}.ts`),

@@ -2,7 +2,7 @@
  * Edge inference (backend kind "edge", docs/edge-inference.md): what running a
  * small ONNX model inside the Worker costs and saves, in one run.
  *
- *   npx tsx bench/edge-inference.ts [--cold-runs 5] [--requests 300] [--seconds 3] [--skip-wrangler]
+ *   npx tsx bench/edge-inference/edge-inference.ts [--cold-runs 5] [--requests 300] [--seconds 3] [--skip-wrangler]
  *
  * 1. Bundle size, raw and gzip, of the Worker built by scripts/build.ts from two
  *    temporary functions folders: without the edge kind (`vad`: Silero VAD v5 on a
@@ -31,15 +31,15 @@ import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { gzipSync } from "node:zlib";
-import { bundleWorker, generateDeploymentsModule, type WorkerBundle } from "../src/local/build.ts";
-import { writeResult } from "./result-file.ts";
-import { markdownTable } from "./table.ts";
-import { LocalStack } from "../src/local/stack.ts";
-import { workerdConfig } from "../src/local/workerd-config.ts";
-import { synthesizeVowel } from "../src/models/silero-vad.ts";
-import { freePort, run } from "./load-tools.ts";
+import { bundleWorker, generateDeploymentsModule, type WorkerBundle } from "../../src/local/build.ts";
+import { writeResult } from "../shared/result-file.ts";
+import { markdownTable } from "../shared/table.ts";
+import { LocalStack } from "../../src/local/stack.ts";
+import { workerdConfig } from "../../src/local/workerd-config.ts";
+import { synthesizeVowel } from "../../src/models/silero-vad.ts";
+import { freePort, run } from "../shared/load-tools.ts";
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const { values } = parseArgs({
   options: {
     "cold-runs": { type: "string", default: "5" },

@@ -2,16 +2,16 @@
  * First throughput figure for the seed's "hi" deployment, measured side by side
  * in one run: one replica directly, and the edge proxy (workerd) in front of N
  * replicas, with wrk (HTTP/1.1 keep-alive) and ab (the seed's HTTP/1.0 command).
- *   npx tsx bench/hello.ts [--replicas 48] [--seconds 5] [--ab-n 10000]
+ *   npx tsx bench/hello/hello.ts [--replicas 48] [--seconds 5] [--ab-n 10000]
  * Prints a markdown table and writes bench/results/hello.json.
  */
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
-import { writeResult } from "./result-file.ts";
-import { LocalStack } from "../src/local/stack.ts";
-import { ab as abRun, loadToolTable, wrk as wrkRun, type Row } from "./load-tools.ts";
-import { requireLoadTools } from "./load-tool-deps.ts";
+import { writeResult } from "../shared/result-file.ts";
+import { LocalStack } from "../../src/local/stack.ts";
+import { ab as abRun, loadToolTable, wrk as wrkRun, type Row } from "../shared/load-tools.ts";
+import { requireLoadTools } from "../shared/load-tool-deps.ts";
 
 await requireLoadTools("hello", ["wrk", "ab"]);
 

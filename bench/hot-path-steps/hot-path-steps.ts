@@ -1,13 +1,13 @@
 /**
  * What each step of the proxy's hot path costs inside workerd, per call (issue 18).
  *
- *   npx tsx bench/hot-path-steps.ts [--rounds 5] [--cpu-s 0.4] [--n 2000] [--steps a,b] [--headers wrk|sdk] [--out FILE]
+ *   npx tsx bench/hot-path-steps/hot-path-steps.ts [--rounds 5] [--cpu-s 0.4] [--n 2000] [--steps a,b] [--headers wrk|sdk] [--out FILE]
  *
- * bench/state-cost.ts measures a whole request, and one change to one step is
+ * bench/state-cost/state-cost.ts measures a whole request, and one change to one step is
  * smaller than its round-to-round noise on this machine (bench/README.md, the
  * per-request CPU trials). This bench takes the steps apart: a workerd process
  * (the stack's own binary and compatibility date) runs a Worker
- * (bench/hot-path-steps.worker.ts) that calls one step of the proxy's own code
+ * (bench/hot-path-steps/hot-path-steps.worker.ts) that calls one step of the proxy's own code
  * N times per request, with a plain `GET /hello`'s inputs. For each step it
  * sends requests one at a time until the process has spent --cpu-s of CPU
  * (utime + stime, /proc), and the step's cost is that CPU less the `none`
@@ -16,7 +16,7 @@
  *
  * A tight loop is the step's best case (warm inline caches, nothing else in the
  * caches), so these are lower bounds of what the step costs in a request;
- * bench/state-cost.ts, with a feature switched off, gives the whole effect.
+ * bench/state-cost/state-cost.ts, with a feature switched off, gives the whole effect.
  */
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -27,12 +27,12 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { build } from "esbuild";
-import { writeResult } from "./result-file.ts";
-import { markdownTable } from "./table.ts";
-import { compatibilityDate, compatibilityFlags } from "../src/config/runtime.ts";
-import { cpuSeconds, freePort, waitForOk } from "./load-tools.ts";
+import { writeResult } from "../shared/result-file.ts";
+import { markdownTable } from "../shared/table.ts";
+import { compatibilityDate, compatibilityFlags } from "../../src/config/runtime.ts";
+import { cpuSeconds, freePort, waitForOk } from "../shared/load-tools.ts";
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const { values } = parseArgs({
   options: {
     rounds: { type: "string", default: "5" },
@@ -48,7 +48,7 @@ const cpuBudget = Math.max(0.05, Number(values["cpu-s"]) || 0.4);
 const callsPerRequest = Math.max(1, Math.floor(Number(values.n)) || 2000);
 
 /**
- * The request's headers: wrk's (Host only, as bench/state-cost.ts sends) or an
+ * The request's headers: wrk's (Host only, as bench/state-cost/state-cost.ts sends) or an
  * OpenAI SDK's (what openai-python 1.x sends to /v1/chat/completions, key included).
  */
 const CLIENT_HEADERS: Record<string, Record<string, string>> = {
@@ -88,7 +88,7 @@ function get(url: string): Promise<{ status: number; body: string }> {
 const work = mkdtempSync(join(tmpdir(), "hot-path-steps-"));
 const script = join(work, "worker.js");
 await build({
-  entryPoints: [join(root, "bench/hot-path-steps.worker.ts")],
+  entryPoints: [join(root, "bench/hot-path-steps/hot-path-steps.worker.ts")],
   outfile: script,
   bundle: true,
   format: "esm",

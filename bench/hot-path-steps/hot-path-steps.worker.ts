@@ -1,19 +1,19 @@
 /**
- * The Worker of bench/hot-path-steps.ts: `GET /?step=NAME&n=N` runs one step of
+ * The Worker of bench/hot-path-steps/hot-path-steps.ts: `GET /?step=NAME&n=N` runs one step of
  * the proxy's hot path N times and answers. The steps call the proxy's own code
  * (src/proxy/, src/protocol/) with the inputs a plain `GET /hello` gives it;
  * the deadline step mirrors HeadDeadline (src/proxy/serve/dispatch.ts keeps it private).
  */
-import { Header, PROTOCOL_VERSION, parseLoadHeader } from "../src/protocol/index.ts";
-import { HOP_BY_HOP_HEADERS } from "../src/protocol/index.ts";
-import { readRequestHeaders, requestHeaderBytes, requestIdFor, scrubForClient } from "../src/proxy/serve/request.ts";
-import { dispatchSignature } from "../src/protocol/index.ts";
-import { openaiBodyScanner, openaiRouting } from "../src/proxy/serve/request.ts";
-import { requestLogLine } from "../src/proxy/serve/serve.ts";
-import { requestPromptKeys } from "../src/proxy/serve/choose.ts";
-import llm from "../functions/llm.ts";
-import { requestTarget } from "../src/proxy/serve/request.ts";
-import { ProxyMetrics } from "../src/telemetry/proxy-metrics.ts";
+import { Header, PROTOCOL_VERSION, parseLoadHeader } from "../../src/protocol/index.ts";
+import { HOP_BY_HOP_HEADERS } from "../../src/protocol/index.ts";
+import { readRequestHeaders, requestHeaderBytes, requestIdFor, scrubForClient } from "../../src/proxy/serve/request.ts";
+import { dispatchSignature } from "../../src/protocol/index.ts";
+import { openaiBodyScanner, openaiRouting } from "../../src/proxy/serve/request.ts";
+import { requestLogLine } from "../../src/proxy/serve/serve.ts";
+import { requestPromptKeys } from "../../src/proxy/serve/choose.ts";
+import llm from "../../functions/llm.ts";
+import { requestTarget } from "../../src/proxy/serve/request.ts";
+import { ProxyMetrics } from "../../src/telemetry/proxy-metrics.ts";
 
 /** What the copy-and-delete dispatch headers (before 2026-12-03) deleted: hop-by-hop, host, the protocol's own. */
 const COPY_DELETED = [
@@ -44,7 +44,7 @@ const abortNow = (abort: AbortController) => abort.abort();
 
 type Step = (req: Request, i: number) => unknown;
 
-/** bench/streaming.ts's request body: a streamed 64-token completion. */
+/** bench/streaming/streaming.ts's request body: a streamed 64-token completion. */
 const completionBody = new TextEncoder().encode(
   JSON.stringify({ model: "tiny-lm", prompt: "The edge proxy sends each request to", max_tokens: 64, temperature: 0.8, stream: true }),
 );

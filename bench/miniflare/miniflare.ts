@@ -4,7 +4,7 @@
  * ONE run, in front of the SAME replica processes, interleaved A, B, C, A, B, C with
  * the same wrk load.
  *
- *   npx tsx bench/miniflare.ts [--replicas 4] [--seconds 8] [--rounds 2] [--connections 16]
+ *   npx tsx bench/miniflare/miniflare.ts [--replicas 4] [--seconds 8] [--rounds 2] [--connections 16]
  *
  * Arm A: LocalStack (its own bundle, capnp config and workerd process), started
  * with no replicas of its own. Arm B: the same bundle (scripts/build.ts
@@ -48,17 +48,17 @@ import { parseArgs } from "node:util";
 // allow-list). package.json's overrides give it the project's workerd, so both arms
 // run the same runtime binary with wrangler.toml's date and flags.
 import { Miniflare } from "miniflare-4";
-import { bundleWorker } from "../src/local/build.ts";
-import { writeResult } from "./result-file.ts";
-import { markdownTable } from "./table.ts";
-import { compatibilityDate, compatibilityFlags, durableObjects } from "../src/config/runtime.ts";
-import { LocalStack, loadDeployments } from "../src/local/stack.ts";
-import { CLK_TCK, cpuSeconds, freePort, waitForOk, workerdPid, wrk } from "./load-tools.ts";
-import { requireLoadTools } from "./load-tool-deps.ts";
+import { bundleWorker } from "../../src/local/build.ts";
+import { writeResult } from "../shared/result-file.ts";
+import { markdownTable } from "../shared/table.ts";
+import { compatibilityDate, compatibilityFlags, durableObjects } from "../../src/config/runtime.ts";
+import { LocalStack, loadDeployments } from "../../src/local/stack.ts";
+import { CLK_TCK, cpuSeconds, freePort, waitForOk, workerdPid, wrk } from "../shared/load-tools.ts";
+import { requireLoadTools } from "../shared/load-tool-deps.ts";
 
 await requireLoadTools("miniflare", ["wrk"]);
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const { values } = parseArgs({
   options: {
     replicas: { type: "string", default: "4" },

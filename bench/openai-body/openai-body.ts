@@ -15,7 +15,7 @@
  * while a probe loop GETs /hello (how long other requests wait); the arms are
  * interleaved round by round, and the table shows the median round.
  *
- *   npx tsx bench/openai-body.ts [--mib 10] [--parallel 3] [--rounds 3] [--out FILE]
+ *   npx tsx bench/openai-body/openai-body.ts [--mib 10] [--parallel 3] [--rounds 3] [--out FILE]
  */
 import { spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -24,10 +24,10 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { build } from "esbuild";
-import { compatibilityDate } from "../src/config/runtime.ts";
-import { LocalStack } from "../src/local/stack.ts";
-import { cpuSeconds, freePort, rssBytes, waitForOk, workerdPid } from "./load-tools.ts";
-import { markdownTable } from "./table.ts";
+import { compatibilityDate } from "../../src/config/runtime.ts";
+import { LocalStack } from "../../src/local/stack.ts";
+import { cpuSeconds, freePort, rssBytes, waitForOk, workerdPid } from "../shared/load-tools.ts";
+import { markdownTable } from "../shared/table.ts";
 
 const { values } = parseArgs({ options: { mib: { type: "string", default: "10" }, parallel: { type: "string", default: "3" }, rounds: { type: "string", default: "3" }, out: { type: "string" } } });
 const MIB = Number(values.mib);
@@ -35,7 +35,7 @@ const PARALLEL = Number(values.parallel);
 const ROUNDS = Number(values.rounds);
 const log = (line: string) => console.error(`[openai-body] ${line}`);
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-const root = resolve(import.meta.dirname, "..");
+const root = resolve(import.meta.dirname, "../..");
 
 const work = mkdtempSync(join(tmpdir(), "switchyard-bench-body-"));
 const functionsDir = join(work, "functions");

@@ -1,12 +1,12 @@
 /**
- * bench/prefix-cache.ts's client: one streamed OpenAI chat completion, timed.
+ * bench/prefix-cache/prefix-cache.ts's client: one streamed OpenAI chat completion, timed.
  * TTFT runs from the request's scheduled arrival (open loop: the generator's own
  * lag counts against the arm) to the first chunk that carries content; TPOT is
  * the mean gap between content chunks after it (the reference replica sends one
  * token per chunk). The answer's text comes back too: the next turn of the
  * conversation carries it.
  */
-import { sseData } from "../test/fixtures/sse.ts";
+import { sseData } from "../../test/fixtures/sse.ts";
 
 export interface StreamResult {
   status: number;

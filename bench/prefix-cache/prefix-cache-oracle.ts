@@ -1,5 +1,5 @@
 /**
- * bench/prefix-cache.ts's oracle arm: a longest-prefix router with perfect, instant
+ * bench/prefix-cache/prefix-cache.ts's oracle arm: a longest-prefix router with perfect, instant
  * knowledge of every cache, under the same load line as the edge's prefix tiers. It
  * is a reference, not an upper bound: it takes the longest cached prefix under the
  * line and nothing else into account (not the prefix each choice leaves for later
@@ -14,11 +14,11 @@
  * dispatches straight to the replica, signed as the edge signs
  * (src/protocol/signing.ts), so it skips the edge hop (~1–2 ms on this machine).
  */
-import { Header, PROTOCOL_VERSION, bodySha256, importReplicaKey, signDispatch } from "../src/protocol/index.ts";
-import { EnginePrefixIndex } from "../src/agent/engine-prefix-index.ts";
-import type { BlockKey } from "../src/prefix/block-keys.ts";
-import { blockHashText, parseKvEventMessage, type KvCacheEvent } from "../src/prefix/kv-events.ts";
-import { DEFAULT_LOAD_FACTOR, anchorKey, rendezvousOrder, underLoadBound } from "../src/policy/prefix-score.ts";
+import { Header, PROTOCOL_VERSION, bodySha256, importReplicaKey, signDispatch } from "../../src/protocol/index.ts";
+import { EnginePrefixIndex } from "../../src/agent/engine-prefix-index.ts";
+import type { BlockKey } from "../../src/prefix/block-keys.ts";
+import { blockHashText, parseKvEventMessage, type KvCacheEvent } from "../../src/prefix/kv-events.ts";
+import { DEFAULT_LOAD_FACTOR, anchorKey, rendezvousOrder, underLoadBound } from "../../src/policy/prefix-score.ts";
 
 /** Which blocks each replica holds now (stored and not yet removed). */
 export class ExactPrefixIndex {

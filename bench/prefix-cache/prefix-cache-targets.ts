@@ -1,5 +1,5 @@
 /**
- * bench/prefix-cache.ts's targets, apart from the bench so that they can be judged on
+ * bench/prefix-cache/prefix-cache.ts's targets, apart from the bench so that they can be judged on
  * any input (test/unit/bench-judge.test.ts feeds them empty and degenerate runs).
  *
  * Each target is a ratio between arms of one seed, judged in every seed (judge.ts): a miss
@@ -10,7 +10,7 @@
  * sequence, so that ratio was 1.000 in every run and could fail only through drops, which
  * requireServed already refuses; queueing shows in the TTFT targets.
  */
-import { judgeSeeds, MIN_SAMPLES, ratioOver, sampled, type Rule, type SeedJudgement } from "./judge.ts";
+import { judgeSeeds, MIN_SAMPLES, ratioOver, sampled, type Rule, type SeedJudgement } from "../shared/judge.ts";
 
 /** What a target reads of one arm of one seed (a subset of the bench's PhaseResult). */
 export interface TargetArm {

@@ -1,5 +1,5 @@
 /**
- * The workload of bench/prefix-cache.ts, pure (no I/O, no clock): the shape the
+ * The workload of bench/prefix-cache/prefix-cache.ts, pure (no I/O, no clock): the shape the
  * field benchmarks prefix-aware routing with (inference-perf's `shared_prefix`,
  * llm-d-benchmark's shared-prefix profiles), sized for a 2-core machine.
  *
@@ -19,7 +19,7 @@
  * seed. Arms see the same prompts; which user gets an arrival, and so the exact
  * sequence, depends on which users are idle, i.e. on the arm's latencies.
  */
-import { mulberry32 } from "../src/seeded-random.ts";
+import { mulberry32 } from "../../src/seeded-random.ts";
 
 export interface ChatMessage {
   role: "system" | "user" | "assistant";

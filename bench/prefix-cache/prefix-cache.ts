@@ -3,14 +3,14 @@
  * chat workload, open loop, against the same kind of fleet behind each balancer,
  * with 1 edge isolate and with several independent ones, and against an oracle.
  *
- *   npx tsx bench/prefix-cache.ts            # full (~9 min): every arm at 1 and 4 isolates, oracle in both rounds
- *   npx tsx bench/prefix-cache.ts --quick    # npm run bench (~2.5 min): shorter windows, fewer 1-isolate arms
- *   npx tsx bench/prefix-cache.ts --family qwen3   # under cache pressure, on a real family: precise vs approximate (below)
- *   npx tsx bench/prefix-cache.ts [--isolates 4] [--replicas 4] [--seconds 30] [--warmup 10] [--utilization 0.8]
+ *   npx tsx bench/prefix-cache/prefix-cache.ts            # full (~9 min): every arm at 1 and 4 isolates, oracle in both rounds
+ *   npx tsx bench/prefix-cache/prefix-cache.ts --quick    # npm run bench (~2.5 min): shorter windows, fewer 1-isolate arms
+ *   npx tsx bench/prefix-cache/prefix-cache.ts --family qwen3   # under cache pressure, on a real family: precise vs approximate (below)
+ *   npx tsx bench/prefix-cache/prefix-cache.ts [--isolates 4] [--replicas 4] [--seconds 30] [--warmup 10] [--utilization 0.8]
  *        [--rate R] [--arms round_robin,load_aware,prefix_hash,prefix_cache,oracle] [--seed 1] [--seeds N]
  *        [--prefill-token-us 60] [--prefill-ms 5] [--decode-ms 4] [--max-tokens 16] [--kv-fraction 0.5] [--load-factor 1] [--scorers prefill=2,slots=1] [--filters load_line,room] [--no-summaries]
  *
- * Workload (bench/prefix-cache-workload.ts): G groups, each with a long shared
+ * Workload (bench/prefix-cache/prefix-cache-workload.ts): G groups, each with a long shared
  * system prompt; U users per group in multi-turn conversations whose prompt grows
  * each turn with the user's questions and the assistant's actual answers; streamed
  * /v1/chat/completions (TTFT at the first content chunk). Open loop: Poisson
@@ -36,7 +36,7 @@
  * Arms, each on its own stack and fresh replicas (empty caches), one deployment
  * serving "tiny-lm" on /v1 (model names are unique across deployments, so one
  * stack per arm): round_robin, load_aware, prefix_hash, prefix_cache, and the
- * oracle (bench/prefix-cache-oracle.ts: an exact global index from every replica's
+ * oracle (bench/prefix-cache/prefix-cache-oracle.ts: an exact global index from every replica's
  * KV events, longest cached prefix under the bounded-load rule, dispatched straight
  * to the replica, signed as the edge signs: it skips the edge hop, ~1–2 ms). Edge
  * arms run with 1 isolate and with `--isolates` (LocalStack edgeIsolates: each
@@ -66,19 +66,19 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { writeResult } from "./result-file.ts";
+import { writeResult } from "../shared/result-file.ts";
 import { judgeTargets, type Target } from "./prefix-cache-targets.ts";
-import { LocalStack } from "../src/local/stack.ts";
-import { BALANCER_NAMES } from "../src/policy/balancers/index.ts";
-import { DEFAULT_LOAD_FACTOR } from "../src/policy/prefix-score.ts";
-import { blockKeys } from "../src/prefix/block-keys.ts";
-import { chatPrompt } from "../src/prompt/tiny-lm-chat-template.ts";
-import { encode } from "../src/prompt/tiny-lm-tokenizer.ts";
-import { FAMILY_PACKAGES, promptTokenizer, type PromptTokenizerName } from "../src/prompt/tokenizers/index.ts";
-import { provideFamilyFilesFromNodeModules } from "../src/prompt/tokenizers/node-files.ts";
-import { mulberry32 } from "../src/seeded-random.ts";
-import { cpuSeconds, freePort, workerdPid } from "./load-tools.ts";
-import { markdownTable, verdict } from "./table.ts";
+import { LocalStack } from "../../src/local/stack.ts";
+import { BALANCER_NAMES } from "../../src/policy/balancers/index.ts";
+import { DEFAULT_LOAD_FACTOR } from "../../src/policy/prefix-score.ts";
+import { blockKeys } from "../../src/prefix/block-keys.ts";
+import { chatPrompt } from "../../src/prompt/tiny-lm-chat-template.ts";
+import { encode } from "../../src/prompt/tiny-lm-tokenizer.ts";
+import { FAMILY_PACKAGES, promptTokenizer, type PromptTokenizerName } from "../../src/prompt/tokenizers/index.ts";
+import { provideFamilyFilesFromNodeModules } from "../../src/prompt/tokenizers/node-files.ts";
+import { mulberry32 } from "../../src/seeded-random.ts";
+import { cpuSeconds, freePort, workerdPid } from "../shared/load-tools.ts";
+import { markdownTable, verdict } from "../shared/table.ts";
 import { streamChat, type StreamResult } from "./prefix-cache-client.ts";
 import { DispatchSigner, ExactPrefixIndex, KvEventFollower, oracleChoice } from "./prefix-cache-oracle.ts";
 import { PrefixWorkload, percentile, poissonArrivals, type Turn, type WorkloadShape } from "./prefix-cache-workload.ts";
@@ -204,7 +204,7 @@ for (const a of chosenArms) if (!ARM_ORDER.includes(a)) throw new Error(`--arms:
 
 /** Whether `policy.balancer` accepts `name` in this tree (the registry, src/policy/balancers/). */
 const balancerAvailable = (name: string): boolean => (BALANCER_NAMES as readonly string[]).includes(name);
-const replicaCli = readFileSync(resolve(import.meta.dirname, "../src/replica/cli.ts"), "utf8");
+const replicaCli = readFileSync(resolve(import.meta.dirname, "../../src/replica/cli.ts"), "utf8");
 const replicaHas = (flag: string) => replicaCli.includes(`"${flag}"`);
 const FEATURES = {
   prefillTokenUs: replicaHas("prefill-token-us"),
@@ -276,7 +276,7 @@ async function replicaCounters(url: string): Promise<ReplicaCounters> {
   };
 }
 
-// --- Durable Object counters (the objects' own, as bench/state-cost.ts reads them) ----
+// --- Durable Object counters (the objects' own, as bench/state-cost/state-cost.ts reads them) ----
 
 interface DoCounters {
   routerSnapshotCalls: number;
@@ -374,7 +374,7 @@ interface PhaseResult {
 
 const functionsRoot = mkdtempSync(join(tmpdir(), "switchyard-prefix-cache-"));
 process.env.SWITCHYARD_REQUEST_LOGS ??= "off";
-const config = JSON.stringify(resolve(import.meta.dirname, "../src/config/deployment.ts"));
+const config = JSON.stringify(resolve(import.meta.dirname, "../../src/config/deployment.ts"));
 let current: LocalStack | undefined;
 process.on("SIGINT", () => {
   current?.killAll();

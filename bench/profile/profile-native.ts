@@ -3,11 +3,11 @@
  * `perf record` on the stack's workerd process and on a bare fetch() Worker's,
  * each under the same wrk load, and the samples per request grouped by what
  * they are (the kernel, memory allocation, V8, the Headers API, the HTTP
- * server, JavaScript itself...). bench/profile-proxy.ts sees only the isolate's
+ * server, JavaScript itself...). bench/profile/profile-proxy.ts sees only the isolate's
  * JavaScript and calls the rest "(program)"; this sees the whole process, so
  * the proxy's excess over a bare Worker can be split by kind of runtime work.
  *
- *   npx tsx bench/profile-native.ts [--seconds 6] [--connections 16] [--frequency 2000] [--rounds 2] [--top 15]
+ *   npx tsx bench/profile/profile-native.ts [--seconds 6] [--connections 16] [--frequency 2000] [--rounds 2] [--top 15]
  *
  * Needs Linux `perf` (Debian: `apt-get install linux-perf`) and leave to
  * profile one's own processes (root, or kernel.perf_event_paranoid ≤ 2).
@@ -23,10 +23,10 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { LocalStack } from "../src/local/stack.ts";
-import { run, startBareWorkers, workerdPid, wrk, type BareWorkers } from "./load-tools.ts";
-import { requireLoadTools } from "./load-tool-deps.ts";
-import { markdownTable } from "./table.ts";
+import { LocalStack } from "../../src/local/stack.ts";
+import { run, startBareWorkers, workerdPid, wrk, type BareWorkers } from "../shared/load-tools.ts";
+import { requireLoadTools } from "../shared/load-tool-deps.ts";
+import { markdownTable } from "../shared/table.ts";
 
 await requireLoadTools("profile-native", ["wrk"]);
 
@@ -105,7 +105,7 @@ function merge(into: Profile, p: Profile): void {
 const work = mkdtempSync(join(tmpdir(), "sy-profile-native-"));
 const functionsDir = join(work, "functions");
 mkdirSync(functionsDir);
-writeFileSync(join(functionsDir, "hello.ts"), `export { default } from ${JSON.stringify(resolve(import.meta.dirname, "../functions/hello.ts"))};\n`);
+writeFileSync(join(functionsDir, "hello.ts"), `export { default } from ${JSON.stringify(resolve(import.meta.dirname, "../../functions/hello.ts"))};\n`);
 const stateDir = join(work, "state");
 const stack = new LocalStack({ port: 0, acceptUnsignedDispatches: true, functionsDir, stateDir, freshState: true, replicas: { hello: 4 } });
 let bare: BareWorkers | undefined;

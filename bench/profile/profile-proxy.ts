@@ -3,7 +3,7 @@
  * workerd's inspector on loopback, samples the Worker's isolate over the
  * DevTools protocol while wrk loads one route, writes the profile (open it in
  * Chrome DevTools or speedscope) and prints the functions with the most self time.
- *   npx tsx bench/profile-proxy.ts [--path /hello] [--seconds 8] [--connections 16]
+ *   npx tsx bench/profile/profile-proxy.ts [--path /hello] [--seconds 8] [--connections 16]
  *     [--replicas 4] [--top 25] [--out bench/results/proxy.cpuprofile]
  * The load generator must not block this process's event loop: the stack drains
  * workerd's stdout (one log line per request) here, and a blocked drain stalls
@@ -12,11 +12,11 @@
  */
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { LocalStack } from "../src/local/stack.ts";
-import { connectInspector } from "./inspector.ts";
-import { freePort, wrk } from "./load-tools.ts";
-import { requireLoadTools } from "./load-tool-deps.ts";
-import { markdownTable } from "./table.ts";
+import { LocalStack } from "../../src/local/stack.ts";
+import { connectInspector } from "../shared/inspector.ts";
+import { freePort, wrk } from "../shared/load-tools.ts";
+import { requireLoadTools } from "../shared/load-tool-deps.ts";
+import { markdownTable } from "../shared/table.ts";
 
 await requireLoadTools("profile-proxy", ["wrk"]);
 

@@ -2,9 +2,9 @@
  * The agent's proxy mode (issue 33, docs/agent.md "Proxy mode"): what its loopback hop
  * costs against calling the app directly, measured side by side in one run.
  *
- *   npx tsx bench/proxy-agent.ts            # full (~2 min)
- *   npx tsx bench/proxy-agent.ts --quick    # npm run bench
- *   npx tsx bench/proxy-agent.ts [--seconds 8] [--connections 8] [--latency-requests 3000]
+ *   npx tsx bench/proxy-agent/proxy-agent.ts            # full (~2 min)
+ *   npx tsx bench/proxy-agent/proxy-agent.ts --quick    # npm run bench
+ *   npx tsx bench/proxy-agent/proxy-agent.ts [--seconds 8] [--connections 8] [--latency-requests 3000]
  *
  * Two "hi" apps, each started by the agent as its child (`agent --proxy … -- APP`) and
  * registered with a local stack's edge as in production: a Node http server (the
@@ -13,7 +13,7 @@
  * - direct: the client → the app;
  * - agent: the client → the agent → the app, each request signed as the edge signs a
  *   dispatch and checked by the agent (the edge is not on this path: its own cost is
- *   bench/hello.ts's);
+ *   bench/hello/hello.ts's);
  * - nginx (reference, where nginx is installed): the client → nginx (keep-alive
  *   upstream) → the app: what a C proxy's hop costs on the same machine.
  * The client is one Node loop that signs every request in every arm (the signature is
@@ -36,14 +36,14 @@ import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
-import { LocalStack } from "../src/local/stack.ts";
-import { Header, importReplicaKey, signDispatch } from "../src/protocol/index.ts";
-import { cpuSeconds, freePort, waitForOk } from "./load-tools.ts";
-import { pythonEnv } from "../scripts/python-env.ts";
-import { percentile } from "./prefix-cache-workload.ts";
-import { writeResult } from "./result-file.ts";
-import { addedTarget, ratioTarget } from "./bench-targets.ts";
-import { judgedText, markdownTable } from "./table.ts";
+import { LocalStack } from "../../src/local/stack.ts";
+import { Header, importReplicaKey, signDispatch } from "../../src/protocol/index.ts";
+import { cpuSeconds, freePort, waitForOk } from "../shared/load-tools.ts";
+import { pythonEnv } from "../../scripts/python-env.ts";
+import { percentile } from "../prefix-cache/prefix-cache-workload.ts";
+import { writeResult } from "../shared/result-file.ts";
+import { addedTarget, ratioTarget } from "../shared/bench-targets.ts";
+import { judgedText, markdownTable } from "../shared/table.ts";
 
 const { values } = parseArgs({
   options: {
@@ -64,7 +64,7 @@ process.env.SWITCHYARD_REQUEST_LOGS ??= "off";
 const root = mkdtempSync(join(tmpdir(), "switchyard-proxy-agent-"));
 const functionsDir = join(root, "functions");
 mkdirSync(functionsDir);
-const config = JSON.stringify(resolve(import.meta.dirname, "../src/config/deployment.ts"));
+const config = JSON.stringify(resolve(import.meta.dirname, "../../src/config/deployment.ts"));
 writeFileSync(
   join(functionsDir, "hi.ts"),
   `import { defineDeployment } from ${config};
@@ -75,7 +75,7 @@ const appFile = join(root, "hi.mjs");
 writeFileSync(appFile, `import { createServer } from "node:http";\ncreateServer((req, res) => { req.resume(); res.writeHead(200, { "content-type": "text/plain" }); res.end("hi"); }).listen(Number(process.argv[2]), "127.0.0.1");\n`);
 writeFileSync(join(root, "hi_app.py"), `from fastapi import FastAPI\nfrom fastapi.responses import PlainTextResponse\n\napp = FastAPI()\n\n\n@app.get("/")\ndef hi() -> PlainTextResponse:\n    return PlainTextResponse("hi")\n`);
 
-const CLI = resolve(import.meta.dirname, "../src/replica-entry.ts");
+const CLI = resolve(import.meta.dirname, "../../src/replica-entry.ts");
 const AGENT_ID = "hi-agent";
 const stack = new LocalStack({ port: 0, functionsDir, stateDir: join(root, "state"), freshState: true });
 let agentProc: ChildProcess | undefined;
@@ -137,7 +137,7 @@ interface AppResult {
 /** The apps: a Node "hi" server (the cheapest app: the hop's cost shows whole) and a FastAPI "hi" app under uvicorn (what the issue's users run). */
 async function apps(): Promise<{ name: string; command: (port: number) => string[] }[]> {
   const out: { name: string; command: (port: number) => string[] }[] = [{ name: "Node http", command: (port) => [process.execPath, appFile, String(port)] }];
-  const python = await pythonEnv("model-server", readFileSync(resolve(import.meta.dirname, "../examples/python-model/requirements.txt"), "utf8").split("\n").map((l) => l.trim()).filter((l) => l && !l.startsWith("#")), { log: console.log }).catch((err: unknown) => {
+  const python = await pythonEnv("model-server", readFileSync(resolve(import.meta.dirname, "../../examples/python-model/requirements.txt"), "utf8").split("\n").map((l) => l.trim()).filter((l) => l && !l.startsWith("#")), { log: console.log }).catch((err: unknown) => {
     console.log(`FastAPI app: skipped (${String(err)})`);
     return undefined;
   });

@@ -12,7 +12,7 @@
  * migration). The pure layers below (protocol, policy, telemetry: one job per module,
  * each a seam or a rule) are the path's libraries, counted in the "all" figure only.
  *
- *   npx tsx bench/request-path.ts [--quick] [--out FILE]
+ *   npx tsx bench/request-path/request-path.ts [--quick] [--out FILE]
  *
  * Kinds: plain (GET /hello), streamed /v1 (POST /v1/chat/completions with
  * stream: true, through the OpenAI routes) and prefix-routed (POST
@@ -27,10 +27,10 @@ import { relative, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { parse } from "acorn";
 import { transform, type Plugin } from "esbuild";
-import { LocalStack } from "../src/local/stack.ts";
-import { writeResult } from "./result-file.ts";
-import { countTarget } from "./bench-targets.ts";
-import { judgedText } from "./table.ts";
+import { LocalStack } from "../../src/local/stack.ts";
+import { writeResult } from "../shared/result-file.ts";
+import { countTarget } from "../shared/bench-targets.ts";
+import { judgedText } from "../shared/table.ts";
 
 const { values } = parseArgs({
   options: {
@@ -60,7 +60,7 @@ const KINDS: Kind[] = [
 
 /** Requests sampled per kind (see below). */
 const SAMPLES = 5;
-const ROOT = resolve(import.meta.dirname, "..");
+const ROOT = resolve(import.meta.dirname, "../..");
 /** The bench's own route on the instrumented Worker: the files touched since the last ask (and a reset). */
 const TOUCHED_PATH = "/__request-path/touched";
 

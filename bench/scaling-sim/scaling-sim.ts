@@ -1,10 +1,10 @@
 /**
  * What the Durable Objects must handle at 10k, 100k and 1M requests/s spread
  * over many locations: a deterministic model (no network, no randomness) built
- * on the per-request costs bench/state-cost.ts measures and on the design's
+ * on the per-request costs bench/state-cost/state-cost.ts measures and on the design's
  * cache lifetimes. docs/scaling.md quotes its tables.
  *
- *   npx tsx bench/scaling-sim.ts [--locations 300] [--rps-per-isolate 200] [--rps-per-replica 100]
+ *   npx tsx bench/scaling-sim/scaling-sim.ts [--locations 300] [--rps-per-isolate 200] [--rps-per-replica 100]
  *                                [--session-share 0.2] [--session-rps 0.2] [--budget 1000] [--json]
  *
  * The model. Requests are spread evenly over `locations`; a location runs
@@ -23,22 +23,22 @@ import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { latestRun, publishedFileName } from "./published.ts";
-import { markdownTable } from "./table.ts";
-import { MAX_NODE_REPLICAS } from "../src/protocol/limits.ts";
-import { RATE_LIMIT_SHARDS } from "../src/policy/rate-limit-sync.ts";
-import { RELAYED_KEY_SET_TTL_MS } from "../src/proxy/serve/access.ts";
-import { RATE_SYNC_INTERVAL_MS } from "../src/proxy/serve/access.ts";
-import { RELAYED_SNAPSHOT_TTL_MS } from "../src/proxy/serve/view.ts";
-import { BUSY_CHANGE_REPORT_DELAY_MS, DEFAULT_REPORT_INTERVAL_MS } from "../src/replica/report-cadence.ts";
-import { VIEW_MAX_REPLICAS } from "../src/state/bounded-view.ts";
-import { RELAY_KEY_SET_TTL_MS, RELAY_MAX_REPLICAS, RELAY_RATE_SYNC_INTERVAL_MS, RELAY_TTL_MS } from "../src/state/relay-cadence.ts";
-import { MAX_ROUTING_SHARDS } from "../src/protocol/limits.ts";
-import { SHARD_LOAD_INTERVAL_MS } from "../src/state/routing-shards.ts";
-import { FLUSH_INTERVAL_MS } from "../src/telemetry/proxy-metrics.ts";
-import { TELEMETRY_SHARDS } from "../src/telemetry/telemetry-shards.ts";
+import { latestRun, publishedFileName } from "../shared/published.ts";
+import { markdownTable } from "../shared/table.ts";
+import { MAX_NODE_REPLICAS } from "../../src/protocol/limits.ts";
+import { RATE_LIMIT_SHARDS } from "../../src/policy/rate-limit-sync.ts";
+import { RELAYED_KEY_SET_TTL_MS } from "../../src/proxy/serve/access.ts";
+import { RATE_SYNC_INTERVAL_MS } from "../../src/proxy/serve/access.ts";
+import { RELAYED_SNAPSHOT_TTL_MS } from "../../src/proxy/serve/view.ts";
+import { BUSY_CHANGE_REPORT_DELAY_MS, DEFAULT_REPORT_INTERVAL_MS } from "../../src/replica/report-cadence.ts";
+import { VIEW_MAX_REPLICAS } from "../../src/state/bounded-view.ts";
+import { RELAY_KEY_SET_TTL_MS, RELAY_MAX_REPLICAS, RELAY_RATE_SYNC_INTERVAL_MS, RELAY_TTL_MS } from "../../src/state/relay-cadence.ts";
+import { MAX_ROUTING_SHARDS } from "../../src/protocol/limits.ts";
+import { SHARD_LOAD_INTERVAL_MS } from "../../src/state/routing-shards.ts";
+import { FLUSH_INTERVAL_MS } from "../../src/telemetry/proxy-metrics.ts";
+import { TELEMETRY_SHARDS } from "../../src/telemetry/telemetry-shards.ts";
 
-const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
 const { values } = parseArgs({
   options: {
     locations: { type: "string", default: "300" },
@@ -55,7 +55,7 @@ const { values } = parseArgs({
 // --- inputs, each with where it comes from ------------------------------------
 
 /**
- * Measured here by bench/state-cost.ts: read from its newest published run (bench/published/,
+ * Measured here by bench/state-cost/state-cost.ts: read from its newest published run (bench/published/,
  * or with --local this machine's last full run in bench/results/), never from
  * constants, which went stale (215 µs per plain request and 0.37 calls per 1,000 on
  * 2026-11-30; 306–429 µs and 1.74 by 2026-12-03). No file: the model cannot run.
@@ -82,13 +82,13 @@ function measuredInputs() {
       })();
   const dateOf = (d: StateCost) => d.meta?.date ?? d.when ?? "";
   if (!newest) {
-    console.error("bench/scaling-sim.ts: no bench/state-cost.ts result to build on (bench/published/state-cost/, or bench/results/state-cost.json with --local); run npx tsx bench/state-cost.ts first");
+    console.error("bench/scaling-sim/scaling-sim.ts: no bench/state-cost/state-cost.ts result to build on (bench/published/state-cost/, or bench/results/state-cost.json with --local); run npx tsx bench/state-cost/state-cost.ts first");
     process.exit(1);
   }
   const m = newest.data;
   const plain = m.kinds.find((k) => k.kind === "plain");
   if (!plain || !m.bare) {
-    console.error(`bench/scaling-sim.ts: ${newest.file} has no plain kind or no bare Worker run (run bench/state-cost.ts without --kinds or --skip-bare)`);
+    console.error(`bench/scaling-sim/scaling-sim.ts: ${newest.file} has no plain kind or no bare Worker run (run bench/state-cost/state-cost.ts without --kinds or --skip-bare)`);
     process.exit(1);
   }
   const { hello, vad } = m.options.replicas;
@@ -405,7 +405,7 @@ if (existsSync(measuredFile)) {
     const x = row(kind);
     if (!x) continue;
     // The measured stack runs the built design: the isolate asks its relay every RELAYED_SNAPSHOT_TTL_MS,
-    // the relay asks the routing object every RELAY_TTL_MS (bench/state-cost.ts counts both).
+    // the relay asks the routing object every RELAY_TTL_MS (bench/state-cost/state-cost.ts counts both).
     const relayed = refreshRate(x.rps, RELAYED_SNAPSHOT_TTL_MS / 1000) + 1 / (RELAY_TTL_MS / 1000);
     checks.push([
       kind,

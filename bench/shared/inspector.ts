@@ -1,8 +1,8 @@
 /**
  * A minimal DevTools-protocol client for workerd's V8 inspector (the local stack
  * opens it with SWITCHYARD_WORKERD_INSPECTOR): connects to the edge isolate and
- * sends commands. Used by bench/profile-proxy.ts (CPU profile) and
- * bench/request-path.ts (precise coverage).
+ * sends commands. Used by bench/profile/profile-proxy.ts (CPU profile) and
+ * bench/request-path/request-path.ts (precise coverage).
  */
 export interface Inspector {
   call(method: string, params?: object): Promise<unknown>;

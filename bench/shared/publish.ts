@@ -1,10 +1,10 @@
 /**
  * Publishes full benchmark runs: copies bench/results/<name>.json (a full run:
  * never a --quick one, never one from a tree with uncommitted changes) into
- * bench/published/<name>/, where the README's figures (bench/readme-figures.ts)
- * and the charts (bench/chart.ts) are drawn from. Commit what it adds.
+ * bench/published/<name>/, where the README's figures (bench/shared/readme-figures.ts)
+ * and the charts (bench/shared/chart.ts) are drawn from. Commit what it adds.
  *
- *   npx tsx bench/publish.ts seed state-cost …   [--replace] [--from DIR]
+ *   npx tsx bench/shared/publish.ts seed state-cost …   [--replace] [--from DIR]
  *     --replace: drop the scenario's older runs first
  *     --from DIR: take DIR/<name>.json instead of bench/results/<name>.json (a run made in another checkout)
  */
@@ -16,7 +16,7 @@ import { PUBLISHED_DIR, RESULTS_DIR, type RunMeta } from "./result-file.ts";
 
 const { values, positionals } = parseArgs({ allowPositionals: true, options: { replace: { type: "boolean", default: false }, from: { type: "string" } } });
 if (positionals.length === 0) {
-  console.error("usage: npx tsx bench/publish.ts NAME… [--replace] [--from DIR]");
+  console.error("usage: npx tsx bench/shared/publish.ts NAME… [--replace] [--from DIR]");
   process.exit(2);
 }
 let failed = false;

@@ -1,8 +1,8 @@
 /**
  * The committed benchmark runs the README's figures and the charts in docs/ come
  * from: bench/published/<name>/<date>.json, each a full run's result file as its
- * bench wrote it (bench/result-file.ts: meta with date, commit, machine, load
- * average). `npx tsx bench/publish.ts NAME…` adds the latest full runs. Figures
+ * bench wrote it (bench/shared/result-file.ts: meta with date, commit, machine, load
+ * average). `npx tsx bench/shared/publish.ts NAME…` adds the latest full runs. Figures
  * state the range over a scenario's published runs; charts draw the newest.
  */
 import { existsSync, readdirSync, readFileSync } from "node:fs";

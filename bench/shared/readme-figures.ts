@@ -1,6 +1,6 @@
 /**
  * The figures the README and docs/ state, rendered from the published runs
- * (bench/published/, bench/published.ts) so that a figure, its chart and its
+ * (bench/published/, bench/shared/published.ts) so that a figure, its chart and its
  * result file cannot disagree. A figure block in a Markdown file is
  *
  *   <!-- figures:NAME -->
@@ -10,8 +10,8 @@
  * and NAME is one of FIGURES below. Each states the range over the scenario's
  * published runs (never the best run), with their dates, commits and load.
  *
- *   npx tsx bench/readme-figures.ts           rewrites the blocks in FILES
- *   npx tsx bench/readme-figures.ts --check   exits 1 naming each block that differs (test/unit/readme-figures.test.ts)
+ *   npx tsx bench/shared/readme-figures.ts           rewrites the blocks in FILES
+ *   npx tsx bench/shared/readme-figures.ts --check   exits 1 naming each block that differs (test/unit/readme-figures.test.ts)
  */
 import { execFileSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
@@ -21,7 +21,7 @@ import { publishedRuns, type PublishedRun } from "./published.ts";
 import type { RunMeta } from "./result-file.ts";
 import { markdownTable } from "./table.ts";
 
-const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
 
 /** The Markdown files that hold figure blocks. */
 export const FILES = ["README.md", "docs/scaling.md"];
@@ -57,7 +57,7 @@ export function provenance(metas: readonly RunMeta[], source: string): string {
   return `${metas.length} run${metas.length === 1 ? "" : "s"}, ${when}, commit ${commits}, ${cpus} shared cores, load average ${range(metas.map((m) => m.loadavgAtStart[0]!), 1)} at start; \`${source}\``;
 }
 
-const none = (name: string) => `No published run of \`bench/${name}.ts\` yet (\`npx tsx bench/publish.ts ${name}\` after a full run).`;
+const none = (name: string) => `No published run of \`bench/${name}.ts\` yet (\`npx tsx bench/shared/publish.ts ${name}\` after a full run).`;
 
 // --- the scenarios' result files, as far as the figures read them ----------------------
 
@@ -144,8 +144,8 @@ export const FIGURES: Record<string, (runs: Runs) => string> = {
     const seed = runs<SeedRun>("seed");
     const ray = seed.map((r) => rowOf(r, "Ray Serve", "ab")?.rps).filter((v): v is number => typeof v === "number");
     return ray.length === 0
-      ? "A 48-replica \"hi\" service behind Ray Serve answers ~50 req/s in the seed's notes (no published `bench/seed.ts` run measured it here yet)."
-      : `On this 2-core machine, Ray Serve ${[...new Set(seed.filter((r) => r.ray.version).map((r) => r.ray.version))].join(", ")} served a 48-replica "hi" service at ${range(ray)} req/s with the seed's \`ab\` (\`bench/seed.ts\`, ${seed.length} published run${seed.length === 1 ? "" : "s"}).`;
+      ? "A 48-replica \"hi\" service behind Ray Serve answers ~50 req/s in the seed's notes (no published `bench/seed/seed.ts` run measured it here yet)."
+      : `On this 2-core machine, Ray Serve ${[...new Set(seed.filter((r) => r.ray.version).map((r) => r.ray.version))].join(", ")} served a 48-replica "hi" service at ${range(ray)} req/s with the seed's \`ab\` (\`bench/seed/seed.ts\`, ${seed.length} published run${seed.length === 1 ? "" : "s"}).`;
   },
 
   seed: (runs) => {
@@ -166,7 +166,7 @@ export const FIGURES: Record<string, (runs: Runs) => string> = {
     const failures = all.map((r) => ratioOf(r, "Switchyard failed")?.value ?? NaN);
     const rayVersions = [...new Set(withRay.map((r) => r.ray.version))].join(", ");
     return [
-      `In the published runs (${provenance(all.map((r) => r.meta), "bench/seed.ts")}), ${all[0]!.options.replicas} replicas:`,
+      `In the published runs (${provenance(all.map((r) => r.meta), "bench/seed/seed.ts")}), ${all[0]!.options.replicas} replicas:`,
       // What ran, not what was asked: ab stops at the bench's bound, so say how many of the seed's requests completed.
       `the seed's \`ab -n ${all[0]!.options.abN} -c 100\`, stopped at the bench's ${all[0]!.options.abBoundS} s bound, completed ${range(syAb.map((r) => r?.requests ?? NaN))} of its ${all[0]!.options.abN.toLocaleString("en-US")} requests through Switchyard, at ${range(sy)} req/s`,
       withRay.length > 0
@@ -186,7 +186,7 @@ export const FIGURES: Record<string, (runs: Runs) => string> = {
       `Plain requests made ${range(plain.map((k) => k.doCallsPer1000.total), 2)} Durable Object calls per 1,000`,
       `(target ≤ ${all[0]!.target?.max ?? 5}: ${metIn(all.map((r) => (r.target ? r.target.value <= r.target.max : undefined)))})`,
       `and cost ${range(plain.map((k) => k.cpu.usPerRequest))} µs of workerd CPU each${twin.some(Number.isFinite) ? `, ${range(twin, 2, "×")} the same requests through a bare Worker` : ""}`,
-      `(${provenance(all.map((r) => r.meta), "bench/state-cost.ts")}).`,
+      `(${provenance(all.map((r) => r.meta), "bench/state-cost/state-cost.ts")}).`,
     ].join(" ");
   },
 
@@ -226,9 +226,9 @@ export const FIGURES: Record<string, (runs: Runs) => string> = {
       `\`prefix_cache\` cut TTFT p50 from ${range(one.laP50)} to ${range(one.pcP50)} ms with one edge isolate and from ${range(four.laP50)} to ${range(four.pcP50)} ms with four (${range([...one.speedup, ...four.speedup], 1, "×")});`,
       `p99 was ${range([...one.pcP99, ...four.pcP99])} ms against ${range([...one.laP99, ...four.laP99])} ms.`,
       `The replicas' own prefix-cache hit ratio was ${range([...one.pcHit, ...four.pcHit], 2)} against ${range([...one.laHit, ...four.laHit], 2)} for \`load_aware\`, and ${range([...one.refHit, ...four.refHit], 2)} for the reference (a longest-prefix router with an exact index of every replica's cache, under the same load line: a reference, not an upper bound); \`prefix_cache\` reached ${range([...one.toRef, ...four.toRef], 2)} of its hit ratio.`,
-      `The bench's targets were met ${judged.filter((t) => t.met).length} times of ${judged.length} judged${missed.length ? ` (missed: ${missed.join("; ")})` : ""} (${provenance(all.map((r) => r.meta), "bench/prefix-cache.ts")}).`,
+      `The bench's targets were met ${judged.filter((t) => t.met).length} times of ${judged.length} judged${missed.length ? ` (missed: ${missed.join("; ")})` : ""} (${provenance(all.map((r) => r.meta), "bench/prefix-cache/prefix-cache.ts")}).`,
       ...(missed.some((t) => t.includes("Durable Object calls"))
-        ? ["In these runs the calls were per isolate per second (a view ask every 250 ms), so at this bench's ~15 req/s per isolate they were many per 1,000 requests; the view now refreshes every 20 requests past its TTL (`routing.refreshEveryRequests`), 56 calls per 1,000 at 10 req/s per isolate and 4 at 1,000 (bench/view-refresh.ts, docs/scaling.md §6b)."]
+        ? ["In these runs the calls were per isolate per second (a view ask every 250 ms), so at this bench's ~15 req/s per isolate they were many per 1,000 requests; the view now refreshes every 20 requests past its TTL (`routing.refreshEveryRequests`), 56 calls per 1,000 at 10 req/s per isolate and 4 at 1,000 (bench/view-refresh/view-refresh.ts, docs/scaling.md §6b)."]
         : []),
     ].join(" ");
   },
@@ -249,9 +249,9 @@ export const FIGURES: Record<string, (runs: Runs) => string> = {
     return [
       `On the 2-core bench (${quiet[0]!.setup.concurrency} concurrent streams of ${quiet[0]!.setup.tokens} tokens, replicas paced like the seed's vLLM), the \`/v1\` route added ${range(quiet.map((r) => r.overhead.ttftP50Ms), 1)} ms to TTFT p50`,
       `against ${range(quiet.map((r) => r.byPrefix.ttftP50Ms), 1)} ms for a path-routed deployment (\`baseURL: http://127.0.0.1:8787/llm/v1\`, native pipe, no error event) and ${range(quiet.map(bare), 1)} ms for a Worker that only \`fetch()\`es;`,
-      `token by token, its arrivals drifted ${range(quiet.map((r) => v1(r).driftMs), 2)} ms from the first token to the last (${range(quiet.map((r) => bareChunk(r)?.driftMs ?? NaN), 2)} ms through the bare Worker), and its gap p99 was ${range(quiet.map((r) => v1(r).gapP99Ms), 1)} ms against ${range(quiet.map((r) => direct(r).gapP99Ms), 1)} ms directly and ${range(quiet.map((r) => bareChunk(r)?.gapP99Ms ?? NaN), 1)} ms through the bare Worker (${provenance(quiet.map((r) => r.meta), "bench/streaming.ts")}).`,
+      `token by token, its arrivals drifted ${range(quiet.map((r) => v1(r).driftMs), 2)} ms from the first token to the last (${range(quiet.map((r) => bareChunk(r)?.driftMs ?? NaN), 2)} ms through the bare Worker), and its gap p99 was ${range(quiet.map((r) => v1(r).gapP99Ms), 1)} ms against ${range(quiet.map((r) => direct(r).gapP99Ms), 1)} ms directly and ${range(quiet.map((r) => bareChunk(r)?.gapP99Ms ?? NaN), 1)} ms through the bare Worker (${provenance(quiet.map((r) => r.meta), "bench/streaming/streaming.ts")}).`,
       busy.length > 0
-        ? `With ${busy[0]!.setup.busyLoops} busy loop${busy[0]!.setup.busyLoops === 1 ? "" : "s"} beside it, \`/v1\` added ${range(busy.map((r) => r.overhead.ttftP50Ms), 1)} ms, ${range(ratio(busy), 2, "×")} what the path-routed deployment added (${provenance(busy.map((r) => r.meta), "bench/streaming.ts --busy")}).`
+        ? `With ${busy[0]!.setup.busyLoops} busy loop${busy[0]!.setup.busyLoops === 1 ? "" : "s"} beside it, \`/v1\` added ${range(busy.map((r) => r.overhead.ttftP50Ms), 1)} ms, ${range(ratio(busy), 2, "×")} what the path-routed deployment added (${provenance(busy.map((r) => r.meta), "bench/streaming/streaming.ts --busy")}).`
         : "",
     ]
       .filter(Boolean)
@@ -263,9 +263,9 @@ export const FIGURES: Record<string, (runs: Runs) => string> = {
     if (all.length === 0) return none("affinity");
     const share = (prefix: string) => all.map((r) => 100 * (r.arms.find((a) => a.arm.startsWith(prefix))?.hitShare ?? NaN));
     return [
-      `Measured with \`npx tsx bench/affinity.ts\` (3 replicas that hold at most 2 of 3 real models, 6 concurrent clients):`,
+      `Measured with \`npx tsx bench/affinity/affinity.ts\` (3 replicas that hold at most 2 of 3 real models, 6 concurrent clients):`,
       `${range(share("Switchyard (model-aware)"), 1, " %")} of multiplexed requests were served by a replica that already had the model, against ${range(share("model-blind"), 1, " %")} for a model-blind router on the same replicas;`,
-      `sessions stayed on their replica for ${range(all.map((r) => 100 * r.sessions.stickiness), 1, " %")} of requests (${provenance(all.map((r) => r.meta), "bench/affinity.ts")}).`,
+      `sessions stayed on their replica for ${range(all.map((r) => 100 * r.sessions.stickiness), 1, " %")} of requests (${provenance(all.map((r) => r.meta), "bench/affinity/affinity.ts")}).`,
     ].join(" ");
   },
 
@@ -276,12 +276,12 @@ export const FIGURES: Record<string, (runs: Runs) => string> = {
       `The same bundle, bindings and Durable Objects served by \`new Miniflare({...})\`, in front of the same 4 replicas, interleaved with the local stack's workerd under the same \`wrk -t1 -c16 -d8s\`,`,
       `cost **${range(all.map((r) => r.ratios.workerdCpuPerRequest), 2, "×")} the CPU per request** in the workerd process (${range(all.map((r) => r.ratios.totalCpuPerRequest), 2, "×")} with the Node host; ${range(all.map((r) => r.summary.miniflare.workerdUsPerReq))} against ${range(all.map((r) => r.summary.workerd.workerdUsPerReq))} µs)`,
       `and served **${range(all.map((r) => 100 * r.ratios.throughput), 0, " %")} of the throughput** (${range(all.map((r) => r.summary.miniflare.rps))} against ${range(all.map((r) => r.summary.workerd.rps))} req/s);`,
-      `its \`unsafeDirectSockets\`, which skips Miniflare's entry Worker, cost ${range(all.map((r) => r.ratios.directWorkerdCpuPerRequest), 2, "×")} the CPU per request (${provenance(all.map((r) => r.meta), "bench/miniflare.ts")}).`,
+      `its \`unsafeDirectSockets\`, which skips Miniflare's entry Worker, cost ${range(all.map((r) => r.ratios.directWorkerdCpuPerRequest), 2, "×")} the CPU per request (${provenance(all.map((r) => r.meta), "bench/miniflare/miniflare.ts")}).`,
     ].join(" ");
   },
 };
 
-/** docs/scaling.md: figures built on bench/state-cost.ts, bench/state-plane.ts and bench/scaling-sim.ts. */
+/** docs/scaling.md: figures built on bench/state-cost/state-cost.ts, bench/state-plane/state-plane.ts and bench/scaling-sim/scaling-sim.ts. */
 export const SCALING_FIGURES: Record<string, (runs: Runs) => string> = {
   /** §1: Durable Object calls per 1,000 requests by kind, the newest run's table and the range over runs. */
   "state-cost-calls": (runs) => {
@@ -291,7 +291,7 @@ export const SCALING_FIGURES: Record<string, (runs: Runs) => string> = {
     const f2 = (v: number) => num(v, 2);
     const cell = (k: StateCostKind, key: keyof StateCostKind["doCalls"]) => `${f2(k.doCallsPer1000[key])} (${num(k.doCalls[key], 0)})`;
     return [
-      `Durable Object calls per 1,000 requests in the newest published run (${provenance([last.meta], "bench/state-cost.ts")}; raw counts in parentheses, telemetry estimated at one flush per isolate per 2 s):`,
+      `Durable Object calls per 1,000 requests in the newest published run (${provenance([last.meta], "bench/state-cost/state-cost.ts")}; raw counts in parentheses, telemetry estimated at one flush per isolate per 2 s):`,
       "",
       ...markdownTable(
         ["kind", "req/s", "DeploymentRouter", "SessionRouter", "AccessKeys", "RateLimiter", "Telemetry (est.)", "total / 1,000", "total calls/s", "over all published runs"],
@@ -343,7 +343,7 @@ export const SCALING_FIGURES: Record<string, (runs: Runs) => string> = {
     const bare = all.map((r) => r.bare?.usPerRequest ?? NaN);
     const rebuilt = all.map((r) => r.rebuilt?.usPerRequest ?? NaN);
     return [
-      `CPU per request on this machine (workerd process, the Durable Objects in it, request logs on), over the published runs (${provenance(all.map((r) => r.meta), "bench/state-cost.ts")}). "× bare" is the median of a run's rounds' ratios to the bare Worker's GET /hello; "× twin" compares the same requests (each kind's own wrk script and connections) through a bare Worker to the same replicas.`,
+      `CPU per request on this machine (workerd process, the Durable Objects in it, request logs on), over the published runs (${provenance(all.map((r) => r.meta), "bench/state-cost/state-cost.ts")}). "× bare" is the median of a run's rounds' ratios to the bare Worker's GET /hello; "× twin" compares the same requests (each kind's own wrk script and connections) through a bare Worker to the same replicas.`,
       "",
       ...markdownTable(
         ["request", "CPU µs", "× bare", "× twin", "CPU $ per million requests", "request fee $ per million", "Durable Object calls per million, and their $"],
@@ -358,7 +358,7 @@ export const SCALING_FIGURES: Record<string, (runs: Runs) => string> = {
           ...(streams.length > 0
             ? [
                 [
-                  "a streamed 64-token completion, `/v1` (`bench/streaming.ts`, c = 120)",
+                  "a streamed 64-token completion, `/v1` (`bench/streaming/streaming.ts`, c = 120)",
                   range(streams.map((r) => r.proxyCpu.openaiUs)),
                   range(streams.map((r) => r.proxyCpu.openaiUs / r.proxyCpu.bareUs), 2),
                   "",
@@ -376,9 +376,9 @@ export const SCALING_FIGURES: Record<string, (runs: Runs) => string> = {
     ].join("\n");
   },
 
-  /** §2–§4: bench/scaling-sim.ts's own output (its inputs read from the newest published state-cost run), headings demoted. */
+  /** §2–§4: bench/scaling-sim/scaling-sim.ts's own output (its inputs read from the newest published state-cost run), headings demoted. */
   "scaling-sim": () => {
-    const out = execFileSync(process.execPath, ["--import", "tsx", join(root, "bench/scaling-sim.ts")], { cwd: root, encoding: "utf8", timeout: 60_000 });
+    const out = execFileSync(process.execPath, ["--import", "tsx", join(root, "bench/scaling-sim/scaling-sim.ts")], { cwd: root, encoding: "utf8", timeout: 60_000 });
     return out.trim().replace(/^## /gm, "#### ");
   },
 
@@ -399,7 +399,7 @@ export const SCALING_FIGURES: Record<string, (runs: Runs) => string> = {
     const failed = (wrkPrefix: string, abPrefix: string) =>
       range(all.map((r) => [rowOf(r, wrkPrefix, "wrk"), rowOf(r, abPrefix, "ab")].reduce((a, x) => (x ? a + x.failed + x.non2xx : NaN), 0)));
     return [
-      `\`bench/seed.ts\`, the same ${n} replica processes behind each arm, in one run each (${provenance(all.map((r) => r.meta), "bench/seed.ts")}; ranges over the runs):`,
+      `\`bench/seed/seed.ts\`, the same ${n} replica processes behind each arm, in one run each (${provenance(all.map((r) => r.meta), "bench/seed/seed.ts")}; ranges over the runs):`,
       "",
       ...markdownTable(
         ["arm", "wrk -t2 -c64 req/s", "wrk p50 ms", `ab -n ${all[0]!.options.abN} -c 100 req/s`, `ab requests completed (${all[0]!.options.abBoundS} s bound)`, "failed or non-2xx (wrk + ab)"],
@@ -426,7 +426,7 @@ export const SCALING_FIGURES: Record<string, (runs: Runs) => string> = {
     const micro = (r: StatePlaneRun, d: string) => r.micro.filter((m) => m.design === d).map((m) => `${num(m.jsonBytes / 1e6, 2)} MB, ${num(m.isolateCpuUs / 1000, 1)} ms`).join(" / ");
     const row = (label: string, cell: (r: StatePlaneRun, d: string) => string) => [label, ...cols.map(({ r, design }) => cell(r, design))];
     return [
-      `\`bench/state-plane.ts\`, ${[...byShape.values()][0]!.options.sims.toLocaleString("en-US")} simulated replicas per deployment and ${[...byShape.values()][0]!.options.isolates} edge isolates per design, both designs on the same report shape in each run (${provenance([...byShape.values()].map((r) => r.meta), "bench/state-plane.ts --shape node|replica")}):`,
+      `\`bench/state-plane/state-plane.ts\`, ${[...byShape.values()][0]!.options.sims.toLocaleString("en-US")} simulated replicas per deployment and ${[...byShape.values()][0]!.options.isolates} edge isolates per design, both designs on the same report shape in each run (${provenance([...byShape.values()].map((r) => r.meta), "bench/state-plane/state-plane.ts --shape node|replica")}):`,
       "",
       ...markdownTable(
         ["", ...head],
@@ -487,7 +487,7 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     if (rendered === text) continue;
     if (check) {
       stale++;
-      console.error(`${file}: figure blocks differ from bench/published/ (npx tsx bench/readme-figures.ts)`);
+      console.error(`${file}: figure blocks differ from bench/published/ (npx tsx bench/shared/readme-figures.ts)`);
     } else {
       writeFileSync(path, rendered);
       console.log(`rewrote the figure blocks of ${file}: ${blockNames(text).join(", ")}`);

@@ -7,7 +7,7 @@
  * write bench/results/quick/<name>.json, so a quick run never stands in for a full
  * one. Both folders are working output (ignored by git). The figures the README and
  * docs/ state, and the charts in docs/, come from bench/published/ (committed):
- * `npx tsx bench/publish.ts NAME…` copies a full run's file there.
+ * `npx tsx bench/shared/publish.ts NAME…` copies a full run's file there.
  */
 import { execSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -15,7 +15,8 @@ import { cpus, loadavg, totalmem } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { servedShortfall, type ArmCount as JudgedArm } from "./judge.ts";
 
-export const BENCH_DIR = import.meta.dirname;
+/** bench/ (this file is in bench/shared/). */
+export const BENCH_DIR = resolve(import.meta.dirname, "..");
 export const RESULTS_DIR = join(BENCH_DIR, "results");
 export const QUICK_RESULTS_DIR = join(RESULTS_DIR, "quick");
 export const PUBLISHED_DIR = join(BENCH_DIR, "published");

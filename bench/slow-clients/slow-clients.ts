@@ -13,7 +13,7 @@
  *  - drip: 16 connections of POST /echo, Content-Length 100000, a byte every 2 s,
  *    reopened when cut, while probes GET /echo every second: how many probes failed.
  *
- *   npx tsx bench/slow-clients.ts [--held 10] [--drip-seconds 32] [--out FILE]
+ *   npx tsx bench/slow-clients/slow-clients.ts [--held 10] [--drip-seconds 32] [--out FILE]
  *
  * Prints one line per figure and writes them as JSON (bench/results/slow-clients.json by
  * default). Every figure is bounded in time: a connection the edge does not answer is
@@ -24,9 +24,9 @@ import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { writeResult } from "./result-file.ts";
-import { LocalStack } from "../src/local/stack.ts";
-import { rssBytes, workerdPid } from "./load-tools.ts";
+import { writeResult } from "../shared/result-file.ts";
+import { LocalStack } from "../../src/local/stack.ts";
+import { rssBytes, workerdPid } from "../shared/load-tools.ts";
 
 const { values } = parseArgs({
   options: { held: { type: "string", default: "10" }, "drip-seconds": { type: "string" }, quick: { type: "boolean", default: false }, out: { type: "string" } },

@@ -1,5 +1,5 @@
 /**
- * A minimal HTTP/1.1 keep-alive client for bench/state-plane-sim.ts: a fixed
+ * A minimal HTTP/1.1 keep-alive client for bench/state-plane/state-plane-sim.ts: a fixed
  * pool of connections to one origin, one request at a time per connection,
  * requests written as one buffer (Nagle off) and answers parsed just enough
  * (status, Content-Length or chunked body). node:http's client costs several

@@ -1,5 +1,5 @@
 /**
- * The request load of bench/state-plane.ts, as its own Node process (forked,
+ * The request load of bench/state-plane/state-plane.ts, as its own Node process (forked,
  * IPC) so it neither slows nor is slowed by the parent's polling: closed loops
  * of plain GETs, `concurrency` per deployment and each of its edge isolates, HTTP/1.1
  * keep-alive, paced to at most `rps` requests a second per deployment (the

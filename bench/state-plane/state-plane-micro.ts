@@ -1,5 +1,5 @@
 /**
- * The in-process part of bench/state-plane.ts: what one routing-view refresh
+ * The in-process part of bench/state-plane/state-plane.ts: what one routing-view refresh
  * costs an isolate at 100, 2,000 and 10,000 replicas, for both designs, with no
  * network. The snapshots are built by the code the objects run (Membership per
  * shard, mergeSnapshots and the relay's agedSnapshot + boundedView), and applied
@@ -20,12 +20,12 @@
  * for workerd's).
  */
 import { deserialize, serialize } from "node:v8";
-import { PROTOCOL_VERSION, type RoutingSnapshot } from "../src/protocol/index.ts";
-import { RoutingView } from "../src/proxy/serve/view.ts";
-import { agedSnapshot, boundedView } from "../src/state/bounded-view.ts";
-import { Membership } from "../src/state/membership.ts";
-import { RELAY_MAX_REPLICAS, RELAY_TTL_MS } from "../src/state/relay-cadence.ts";
-import { mergeSnapshots, shardOfNode } from "../src/state/routing-shards.ts";
+import { PROTOCOL_VERSION, type RoutingSnapshot } from "../../src/protocol/index.ts";
+import { RoutingView } from "../../src/proxy/serve/view.ts";
+import { agedSnapshot, boundedView } from "../../src/state/bounded-view.ts";
+import { Membership } from "../../src/state/membership.ts";
+import { RELAY_MAX_REPLICAS, RELAY_TTL_MS } from "../../src/state/relay-cadence.ts";
+import { mergeSnapshots, shardOfNode } from "../../src/state/routing-shards.ts";
 
 export interface MicroRow {
   design: "single" | "sharded";

@@ -1,5 +1,5 @@
 /**
- * The simulated replicas of bench/state-plane.ts: a load generator, run as its
+ * The simulated replicas of bench/state-plane/state-plane.ts: a load generator, run as its
  * own Node process (forked, IPC), that speaks the real signed control protocol
  * for thousands of replicas, and one HTTP sink that answers the requests the
  * edge dispatches to any of them.
@@ -48,9 +48,9 @@ import {
   stringToSign,
   type Load,
   type SignedParts,
-} from "../src/protocol/index.ts";
-import { isBusy, reportEntry, type LoadSource } from "../src/replica/edge-control.ts";
-import { ReportCadence } from "../src/replica/report-cadence.ts";
+} from "../../src/protocol/index.ts";
+import { isBusy, reportEntry, type LoadSource } from "../../src/replica/edge-control.ts";
+import { ReportCadence } from "../../src/replica/report-cadence.ts";
 import { KeepAlivePool } from "./state-plane-http.ts";
 
 export interface SimDeployment {

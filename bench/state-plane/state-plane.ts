@@ -3,10 +3,10 @@
  * deployment, single routing object against routing shards + relay, side by
  * side in one run of the real local stack.
  *
- *   npx tsx bench/state-plane.ts [--shape node|replica] [--sims 2048] [--isolates 8] [--stacks 2|1] [--window-s 10]
+ *   npx tsx bench/state-plane/state-plane.ts [--shape node|replica] [--sims 2048] [--isolates 8] [--stacks 2|1] [--window-s 10]
  *                                [--rounds 5] [--rps 200] [--poll-ms 50] [--change-rate 0.1] [--quick] [--out FILE]
  *
- * Two public "text" deployments from bench/fixtures/state-plane/, each with 3
+ * Two public "text" deployments from bench/state-plane/fixtures/, each with 3
  * real reference replicas and --isolates edge isolates (LocalStack edgeIsolates):
  *  - single:  routing {shards: 1, relay: false}: every isolate asks the one object;
  *  - sharded: routing {shards: 3, relay: true} (docs/scaling.md: ~1 shard per 100
@@ -20,17 +20,17 @@
  * would not share a thread on Cloudflare; --stacks 1 serves both from one
  * workerd (its isolates sending to both deployments), to show that coupling.
  * Around them, two child processes (so neither shares this one's event loop):
- *  - bench/state-plane-sim.ts: --sims simulated replicas per deployment speaking
+ *  - bench/state-plane/state-plane-sim.ts: --sims simulated replicas per deployment speaking
  *    the signed protocol through the deployment's isolates, at the shipped
  *    cadence (src/replica/report-cadence.ts). --shape node: 8 per node, one
  *    NodeReportMessage per node per heartbeat or coalesced change; --shape
  *    replica: each replica reports for itself. A quarter of the senders idle; --change-rate of the
  *    others change load each second. Its HTTP sink answers for all of them.
- *  - bench/state-plane-load.ts: plain GETs of /single and /sharded, --concurrency
+ *  - bench/state-plane/state-plane-load.ts: plain GETs of /single and /sharded, --concurrency
  *    loops per isolate, at most --rps per deployment.
  * Measured:
  *  1. in process, before the stacks start: snapshot bytes and isolate CPU per
- *     refresh at 100, 2,000 and 10,000 replicas (bench/state-plane-micro.ts);
+ *     refresh at 100, 2,000 and 10,000 replicas (bench/state-plane/state-plane-micro.ts);
  *  2. a steady window (--window-s): calls/s on every routing shard and the relay
  *     from the objects' own counters (GET /-/deployments/:name before and after),
  *     and Durable Object calls (snapshot + relay calls) per 1,000 plain requests;
@@ -56,23 +56,23 @@ import { cpus, loadavg, tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { judgeNoneServed } from "./judge.ts";
-import { requireServed, writeResult } from "./result-file.ts";
-import { per1000Target } from "./bench-targets.ts";
-import { markdownTable, verdict } from "./table.ts";
-import { LocalStack } from "../src/local/stack.ts";
-import { Header, dispatchSignature } from "../src/protocol/index.ts";
-import { RELAYED_SNAPSHOT_TTL_MS, SNAPSHOT_TTL_MS } from "../src/proxy/serve/view.ts";
-import { BUSY_CHANGE_REPORT_DELAY_MS, CHANGE_REPORT_DELAY_MS } from "../src/replica/report-cadence.ts";
-import { VIEW_MAX_REPLICAS, VIEW_ROTATE_MS } from "../src/state/bounded-view.ts";
-import { STALE_AFTER_MS } from "../src/state/membership.ts";
-import { RELAY_TTL_MS } from "../src/state/relay-cadence.ts";
-import { CLK_TCK, cpuSeconds, workerdPid } from "./load-tools.ts";
+import { judgeNoneServed } from "../shared/judge.ts";
+import { requireServed, writeResult } from "../shared/result-file.ts";
+import { per1000Target } from "../shared/bench-targets.ts";
+import { markdownTable, verdict } from "../shared/table.ts";
+import { LocalStack } from "../../src/local/stack.ts";
+import { Header, dispatchSignature } from "../../src/protocol/index.ts";
+import { RELAYED_SNAPSHOT_TTL_MS, SNAPSHOT_TTL_MS } from "../../src/proxy/serve/view.ts";
+import { BUSY_CHANGE_REPORT_DELAY_MS, CHANGE_REPORT_DELAY_MS } from "../../src/replica/report-cadence.ts";
+import { VIEW_MAX_REPLICAS, VIEW_ROTATE_MS } from "../../src/state/bounded-view.ts";
+import { STALE_AFTER_MS } from "../../src/state/membership.ts";
+import { RELAY_TTL_MS } from "../../src/state/relay-cadence.ts";
+import { CLK_TCK, cpuSeconds, workerdPid } from "../shared/load-tools.ts";
 import { measureRefresh, type MicroRow } from "./state-plane-micro.ts";
 import type { LoadCounts } from "./state-plane-load.ts";
 import type { EventReply, SimStats } from "./state-plane-sim.ts";
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const { values } = parseArgs({
   options: {
     sims: { type: "string", default: "2048" },
@@ -205,7 +205,7 @@ const stacks = Array.from(
   (_, k) =>
     new LocalStack({
       port: 0,
-      functionsDir: join(root, "bench/fixtures/state-plane"),
+      functionsDir: join(root, "bench/state-plane/fixtures"),
       stateDir: join(work, `state-${k}`),
       freshState: true,
       edgeIsolates: ISOLATES,
@@ -568,7 +568,7 @@ try {
   log(`starting ${STACKS} stack(s)`);
   for (const s of stacks) await s.start();
   const pids = stacks.map((_, k) => workerdPid(join(work, `state-${k}`, "workerd.capnp")));
-  sim = forkChild("bench/state-plane-sim.ts");
+  sim = forkChild("bench/state-plane/state-plane-sim.ts");
   const simStart = await sim.call<{ sink: string; registered: number; ms: number }>(
     {
       cmd: "start",
@@ -593,7 +593,7 @@ try {
     300_000,
   );
   log(`${simStart.registered} simulated replicas registered in ${simStart.ms} ms (sink ${simStart.sink})`);
-  load = forkChild("bench/state-plane-load.ts");
+  load = forkChild("bench/state-plane/state-plane-load.ts");
   await load.call({ cmd: "start", config: { targets: DESIGNS.map((d) => ({ deployment: d.name, path: d.path, edges: stackOf(d.name).edgeUrls })), concurrency: CONCURRENCY, rps: RPS } });
   log(`request load: ≤ ${RPS} req/s per deployment over ${ISOLATES} isolates × ${CONCURRENCY}; warm-up ${WARMUP_S} s`);
   await sleep(WARMUP_S * 1000);

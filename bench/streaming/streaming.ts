@@ -4,7 +4,7 @@
  * at concurrency 120 over 5 replicas, directly against the replicas versus
  * through Switchyard, in one run (arms interleaved: direct, proxy, direct, proxy).
  *
- *   npx tsx bench/streaming.ts [--seconds 10] [--concurrency 120] [--tokens 64]
+ *   npx tsx bench/streaming/streaming.ts [--seconds 10] [--concurrency 120] [--tokens 64]
  *        [--pace seed|model] [--ttft-ms 570] [--tpot-ms 22] [--busy 0] [--out FILE]
  *
  * The replicas are reference replicas running the tiny language model
@@ -46,13 +46,13 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { judgeFault, judgeValue } from "./judge.ts";
-import { requireServed, writeResult } from "./result-file.ts";
-import { addedTarget, sampledTarget } from "./bench-targets.ts";
-import { judgedText, markdownTable } from "./table.ts";
-import { sseData } from "../test/fixtures/sse.ts";
-import { LocalStack } from "../src/local/stack.ts";
-import { cpuSeconds, startBareWorkers, workerdPid, type BareWorkers } from "./load-tools.ts";
+import { judgeFault, judgeValue } from "../shared/judge.ts";
+import { requireServed, writeResult } from "../shared/result-file.ts";
+import { addedTarget, sampledTarget } from "../shared/bench-targets.ts";
+import { judgedText, markdownTable } from "../shared/table.ts";
+import { sseData } from "../../test/fixtures/sse.ts";
+import { LocalStack } from "../../src/local/stack.ts";
+import { cpuSeconds, startBareWorkers, workerdPid, type BareWorkers } from "../shared/load-tools.ts";
 
 const { values } = parseArgs({
   options: {
@@ -317,7 +317,7 @@ export default defineDeployment({
 }
 
 const functionsDir = mkdtempSync(join(tmpdir(), "switchyard-bench-stream-"));
-const config = JSON.stringify(resolve(import.meta.dirname, "../src/config/deployment.ts"));
+const config = JSON.stringify(resolve(import.meta.dirname, "../../src/config/deployment.ts"));
 const perReplica = Math.ceil((concurrency / REPLICAS) * 1.5);
 writeFileSync(
   join(functionsDir, "llm.ts"),

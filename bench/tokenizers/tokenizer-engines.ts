@@ -1,7 +1,7 @@
 /**
  * Which tokenizer engine could meet issue 34's CPU target (≤ 1 ms per 1,000 prompt
  * tokens): the same family's vocabulary, the same texts, three engines, in Node.
- *   npx tsx bench/tokenizer-engines.ts [--texts 240]
+ *   npx tsx bench/tokenizers/tokenizer-engines.ts [--texts 240]
  *
  * - `@huggingface/tokenizers` (pure JS): the library engine (src/prompt/tokenizers/hf-codec.ts,
  *   held to transformers' output by test/unit/hf-tokenizers.test.ts), the reference here.
@@ -21,7 +21,7 @@
  * over the same texts, three rounds of different texts (a round's words are new to
  * the engines' caches only in part, as in traffic). Each text is what the edge
  * tokenizes between a template's special tokens. CPU here is Node's, not workerd's:
- * bench/tokenizers.ts measures the engines as shipped in workerd, and the Node figures here
+ * bench/tokenizers/tokenizers.ts measures the engines as shipped in workerd, and the Node figures here
  * are the bridge between the two.
  */
 import { readFileSync } from "node:fs";
@@ -30,14 +30,14 @@ import { loadavg } from "node:os";
 import { dirname } from "node:path";
 import { parseArgs } from "node:util";
 import { Tokenizer as HfTokenizer } from "@huggingface/tokenizers";
-import { writeResult } from "./result-file.ts";
-import { everyAtMost } from "./bench-targets.ts";
-import { judgedText, markdownTable } from "./table.ts";
-import { FAMILY_PACKAGES, fitsTheEdge } from "../src/prompt/tokenizers/index.ts";
+import { writeResult } from "../shared/result-file.ts";
+import { everyAtMost } from "../shared/bench-targets.ts";
+import { judgedText, markdownTable } from "../shared/table.ts";
+import { FAMILY_PACKAGES, fitsTheEdge } from "../../src/prompt/tokenizers/index.ts";
 import * as tiktokenBindings from "tiktoken/lite/init";
-import { bpeSpecOf, type BpeSpec, type TokenizerJsonShape } from "../src/prompt/tokenizers/bpe-spec.ts";
-import { bpeEncoder } from "../src/prompt/tokenizers/ranked-bpe.ts";
-import { chatCases } from "../test/fixtures/hf-tokenizers/conversations.ts";
+import { bpeSpecOf, type BpeSpec, type TokenizerJsonShape } from "../../src/prompt/tokenizers/bpe-spec.ts";
+import { bpeEncoder } from "../../src/prompt/tokenizers/ranked-bpe.ts";
+import { chatCases } from "../../test/fixtures/hf-tokenizers/conversations.ts";
 
 const { values } = parseArgs({ options: { texts: { type: "string", default: "240" } } });
 const TEXTS = Number(values.texts);

@@ -2,9 +2,9 @@
  * What a model family's tokenizer costs at the edge (issue 34): per family, the
  * bundle it adds, an isolate's memory with it loaded, and the CPU a chat's prompt
  * costs in workerd at about 500, 2,000 and 8,000 tokens.
- *   npx tsx bench/tokenizers.ts [--quick] [--requests 40] [--families qwen3,llama3]
+ *   npx tsx bench/tokenizers/tokenizers.ts [--quick] [--requests 40] [--families qwen3,llama3]
  *
- * - **Bundle**: the family's Worker (this bench's bench/tokenizers.worker.ts, built
+ * - **Bundle**: the family's Worker (this bench's bench/tokenizers/tokenizers.worker.ts, built
  *   as scripts/build.ts builds a deployment naming it: the libraries, and either the
  *   BPE spec made at build time or the tokenizer.json as a string), uncompressed and
  *   gzipped (level 9), against the former Free plan's 3 MB gzipped (the default
@@ -40,22 +40,22 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { gzipSync } from "node:zlib";
 import { build } from "esbuild";
-import { connectInspector } from "./inspector.ts";
-import { cpuSeconds, freePort, workerdPid } from "./load-tools.ts";
-import { writeResult } from "./result-file.ts";
-import { costRatioTarget, everyAtMost, sizeTarget, timeTarget, type Measured } from "./bench-targets.ts";
-import { judgedText, markdownTable } from "./table.ts";
-import { WORKER_BUILD_OPTIONS, familyModuleLines, placeWorkerModules, workerModulesPlugin, type WorkerModule } from "../src/local/build.ts";
-import { compatibilityDate } from "../src/config/runtime.ts";
-import { FAMILY_PACKAGES, promptTokenizer, type PromptTokenizerName } from "../src/prompt/tokenizers/index.ts";
-import { provideFamilyFilesFromNodeModules } from "../src/prompt/tokenizers/node-files.ts";
-import { chatCases } from "../test/fixtures/hf-tokenizers/conversations.ts";
+import { connectInspector } from "../shared/inspector.ts";
+import { cpuSeconds, freePort, workerdPid } from "../shared/load-tools.ts";
+import { writeResult } from "../shared/result-file.ts";
+import { costRatioTarget, everyAtMost, sizeTarget, timeTarget, type Measured } from "../shared/bench-targets.ts";
+import { judgedText, markdownTable } from "../shared/table.ts";
+import { WORKER_BUILD_OPTIONS, familyModuleLines, placeWorkerModules, workerModulesPlugin, type WorkerModule } from "../../src/local/build.ts";
+import { compatibilityDate } from "../../src/config/runtime.ts";
+import { FAMILY_PACKAGES, promptTokenizer, type PromptTokenizerName } from "../../src/prompt/tokenizers/index.ts";
+import { provideFamilyFilesFromNodeModules } from "../../src/prompt/tokenizers/node-files.ts";
+import { chatCases } from "../../test/fixtures/hf-tokenizers/conversations.ts";
 
 const { values } = parseArgs({ options: { quick: { type: "boolean", default: false }, requests: { type: "string" }, families: { type: "string" } } });
 const quick = values.quick;
 const REQUESTS = Number(values.requests ?? (quick ? 10 : 40));
 const SIZES = [500, 2000, 8000];
-const root = join(import.meta.dirname, "..");
+const root = join(import.meta.dirname, "../..");
 const requireFromRoot = createRequire(join(root, "package.json"));
 provideFamilyFilesFromNodeModules();
 
@@ -183,7 +183,7 @@ const config :Workerd.Config = (
     const pid = workerdPid(config);
     const inspector = await connectInspector(inspectorPort);
     // No forced GC: workerd's inspector leaves HeapProfiler.collectGarbage unanswered
-    // (bench/admission.ts met the same), so the loaded figure includes the parse's
+    // (bench/admission/admission.ts met the same), so the loaded figure includes the parse's
     // garbage not yet collected: an upper bound.
     const heap = async () => ((await inspector.call("Runtime.getHeapUsage")) as { usedSize: number }).usedSize;
     const beforeBytes = await heap();

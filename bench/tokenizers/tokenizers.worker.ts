@@ -1,6 +1,6 @@
-/// <reference path="../src/edge/modules.d.ts" />
+/// <reference path="../../src/edge/modules.d.ts" />
 /**
- * The Worker of bench/tokenizers.ts: one model family's tokenizer in a workerd
+ * The Worker of bench/tokenizers/tokenizers.ts: one model family's tokenizer in a workerd
  * isolate, as a deployment naming the family gets it (src/prompt/tokenizers/). The
  * bench bundles this file once per family, with the family's module made as
  * scripts/build.ts makes it.
@@ -11,10 +11,10 @@
  *   GET  /load   makes the family's codec (reads its BPE spec or parses its tokenizer.json)
  *   GET  /wasm   bytes of the BPE engine's typed arrays (external to the V8 heap)
  */
-import { promptKeys } from "../src/prefix/prompt-keys.ts";
-import { promptTokenizer, type PromptTokenizerName } from "../src/prompt/tokenizers/index.ts";
-import { bpeMemoryBytes } from "../src/prompt/tokenizers/ranked-bpe.ts";
-import type { TemplateMessage } from "../src/prompt/tiny-lm-chat-template.ts";
+import { promptKeys } from "../../src/prefix/prompt-keys.ts";
+import { promptTokenizer, type PromptTokenizerName } from "../../src/prompt/tokenizers/index.ts";
+import { bpeMemoryBytes } from "../../src/prompt/tokenizers/ranked-bpe.ts";
+import type { TemplateMessage } from "../../src/prompt/tiny-lm-chat-template.ts";
 // Replaced per family by the bench's bundler: the lines scripts/build.ts gives a Worker naming the family (familyModuleLines).
 // @ts-expect-error -- a module the bench's bundler makes
 import "FAMILY_MODULE";

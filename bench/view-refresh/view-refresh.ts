@@ -5,9 +5,9 @@
  * at the first request past the 250 ms TTL) against the paced refresh (the default, 20:
  * src/proxy/serve/view.ts), in the same run on the real local stack.
  *
- *   npx tsx bench/view-refresh.ts            # full (~4 min)
- *   npx tsx bench/view-refresh.ts --quick    # npm run bench (~1.5 min)
- *   npx tsx bench/view-refresh.ts [--rates 1,10,100,1000] [--out FILE]
+ *   npx tsx bench/view-refresh/view-refresh.ts            # full (~4 min)
+ *   npx tsx bench/view-refresh/view-refresh.ts --quick    # npm run bench (~1.5 min)
+ *   npx tsx bench/view-refresh/view-refresh.ts [--rates 1,10,100,1000] [--out FILE]
  *
  * One workerd isolate serves two public deployments of 2 reference replicas each
  * ("hi", the seed's), identical but for the pace. At each rate, each arm in turn gets
@@ -18,19 +18,19 @@
  *
  * Targets (the issue's), printed MET / MISS for the paced arm: ≤ 100 calls per 1,000
  * requests at 10 req/s per isolate, and ≤ 5 at 1,000 req/s. The freshness targets of
- * the state plane are bench/state-plane.ts's (run at 25 req/s per isolate).
+ * the state plane are bench/state-plane/state-plane.ts's (run at 25 req/s per isolate).
  * Writes bench/results/view-refresh.json.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { LocalStack } from "../src/local/stack.ts";
-import { mulberry32 } from "../src/seeded-random.ts";
-import { percentile } from "./prefix-cache-workload.ts";
-import { writeResult } from "./result-file.ts";
-import { per1000Target } from "./bench-targets.ts";
-import { judgedText, markdownTable, verdict } from "./table.ts";
+import { LocalStack } from "../../src/local/stack.ts";
+import { mulberry32 } from "../../src/seeded-random.ts";
+import { percentile } from "../prefix-cache/prefix-cache-workload.ts";
+import { writeResult } from "../shared/result-file.ts";
+import { per1000Target } from "../shared/bench-targets.ts";
+import { judgedText, markdownTable, verdict } from "../shared/table.ts";
 
 const { values } = parseArgs({
   options: {
@@ -51,7 +51,7 @@ const ARMS = [
 type ArmName = (typeof ARMS)[number]["name"];
 
 process.env.SWITCHYARD_REQUEST_LOGS ??= "off";
-const config = JSON.stringify(resolve(import.meta.dirname, "../src/config/deployment.ts"));
+const config = JSON.stringify(resolve(import.meta.dirname, "../../src/config/deployment.ts"));
 const root = mkdtempSync(join(tmpdir(), "switchyard-view-refresh-"));
 let stack: LocalStack | undefined;
 process.on("SIGINT", () => {

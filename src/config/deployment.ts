@@ -136,7 +136,7 @@ const DeploymentInput = z
          * places it by its prompt, the others by rendezvous on the session id), then
          * sticks (`sessionAffinity`). A multiplexed model goes to replicas holding it
          * (the prefix balancers choose by prefix among its holders with room). The
-         * two load-blind balancers exist as baselines (bench/dispatch-quality.ts) and
+         * two load-blind balancers exist as baselines (bench/dispatch-quality/dispatch-quality.ts) and
          * for fleets of identical replicas.
          */
         balancer: Balancer.default("load_aware"),

@@ -90,7 +90,7 @@ export class LocalActuator {
       if (Date.now() - (this.#failedAt.get(deployment) ?? -Infinity) < START_BACKOFF_MS) return;
       // From zero, one replica first and the rest once it has registered: replicas
       // started together on one machine share its cores, and four at once on two
-      // cores took the first answer after a burst from ~1 s to 2–3.5 s (bench/admission.ts).
+      // cores took the first answer after a burst from ~1 s to 2–3.5 s (bench/admission/admission.ts).
       if (running.length === 0) {
         if (starting === 0) void this.#startOne(deployment);
         return;

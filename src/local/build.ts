@@ -202,7 +202,7 @@ export function workerModulesPlugin(found: Map<string, WorkerModule>): Plugin {
   };
 }
 
-/** How a Worker is bundled for workerd (and for a bench's own Worker, bench/tokenizers.ts): ESM, Workers' export conditions. */
+/** How a Worker is bundled for workerd (and for a bench's own Worker, bench/tokenizers/tokenizers.ts): ESM, Workers' export conditions. */
 export const WORKER_BUILD_OPTIONS = {
   bundle: true,
   format: "esm",

@@ -55,7 +55,7 @@ export interface StackOptions {
   /**
    * The location (`cf.colo`) of each edge isolate, in order; default: none, all in one
    * location. Each location has its own relays, as on Cloudflare (admission across
-   * locations, bench/admission.ts).
+   * locations, bench/admission/admission.ts).
    */
   edgeLocations?: readonly string[];
   /**
@@ -67,7 +67,7 @@ export interface StackOptions {
   autoscale?: boolean;
   /** New secrets instead of the ones kept with the state (localSecrets): `npm start -- --rotate-secrets`. */
   rotateSecrets?: boolean;
-  /** Benchmarks only: more esbuild plugins for the Worker's bundle (bench/request-path.ts instruments it). */
+  /** Benchmarks only: more esbuild plugins for the Worker's bundle (bench/request-path/request-path.ts instruments it). */
   bundlePlugins?: readonly Plugin[];
 }
 
@@ -430,7 +430,7 @@ export class LocalStack {
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-/** SWITCHYARD_WORKERD_INSPECTOR=host:port opens workerd's V8 inspector there (bench/profile-proxy.ts). */
+/** SWITCHYARD_WORKERD_INSPECTOR=host:port opens workerd's V8 inspector there (bench/profile/profile-proxy.ts). */
 function inspectorArgs(): string[] {
   const addr = process.env.SWITCHYARD_WORKERD_INSPECTOR;
   return addr ? ["--inspector-addr", addr] : [];

@@ -201,7 +201,7 @@ export class AdmissionShares {
         // Fractional: four isolates with half a request each run one request half the
         // time each. Whole caps rounded across the isolates moved the extra request
         // between them as their demand changed, and each move ran both for a while
-        // (the flow ran at 1–2× its share: Jain 0.81 in bench/admission.ts).
+        // (the flow ran at 1–2× its share: Jain 0.81 in bench/admission/admission.ts).
         // A flow over its share is capped here even where it has no request now (0):
         // uncapped, its next request here would go at once, be served before the next
         // post showed it, and so never be capped here (measured: one isolate of four

@@ -24,7 +24,7 @@ export const ANCHOR_BLOCKS = 16;
  * finished ones. At 0.25 that stale load pushed conversations off the replica holding
  * their history (4 isolates: 0.89 of the oracle's hit ratio, p99 TTFT 400 ms); at 1
  * (line at twice the mean) 0.996–1.007 of the oracle's and p99 82 ms, with the oracle
- * under the same line (bench/prefix-cache.ts --load-factor, 2026-12-02).
+ * under the same line (bench/prefix-cache/prefix-cache.ts --load-factor, 2026-12-02).
  */
 export const DEFAULT_LOAD_FACTOR = 1;
 /** Default weight of the uncached-prefill fraction against fullness. */
@@ -43,7 +43,7 @@ export const KV_PRESSURE = 0.9;
  * load line reads it: request slots, and KV use only once it is near full. Below that,
  * KV use swings by ~1/8 with each long prompt a replica runs, and counting it moved
  * prefixes (and conversations) off the replicas that cache them for replicas one request
- * emptier (bench/prefix-cache.ts, 2026-12-02); the oracle's line counts requests only.
+ * emptier (bench/prefix-cache/prefix-cache.ts, 2026-12-02); the oracle's line counts requests only.
  */
 function lineFullness(c: ReplicaChoice): number {
   const slots = (c.load + 1) / c.capacity;

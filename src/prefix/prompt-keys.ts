@@ -28,7 +28,7 @@ export const PROMPT_MAX_BODY_BYTES = 2 * 1024 * 1024;
  * Bytes of one prompt's text a family's BPE merges at most: its CPU bound, whatever
  * the text. src/prompt/tokenizers/ranked-bpe.ts is linear in them (in workerd ≤ ~0.3 µs
  * a byte for prose, one letter or one symbol repeated, emoji or CJK alike:
- * bench/tokenizers.ts), and pieces it has merged before (a conversation's words) are
+ * bench/tokenizers/tokenizers.ts), and pieces it has merged before (a conversation's words) are
  * free. A prompt with more is keyed by its head, exactly as far as it goes, and counted
  * (`tokenize_budget`): the head is what the choice turns on.
  */

@@ -1,7 +1,7 @@
 /**
  * How often a location's relay asks the objects behind it, and how much it
  * merges: constants of the relay (snapshot-relay.ts), apart from the Durable
- * Object so that pure code and bench/scaling-sim.ts can use them.
+ * Object so that pure code and bench/scaling-sim/scaling-sim.ts can use them.
  */
 
 /**

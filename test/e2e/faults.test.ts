@@ -59,7 +59,7 @@ function faultTests(): void {
       const [goneAfter, outOfViewAfter] = await Promise.all([waitUntilGone("hello", victim.id, 30_000), waitUntilOutOfView("hello", victim.id, 30_000)]);
       const result = await load;
       console.log(`SIGKILL: ${result.sent} sent, ${result.failed.length} failed; left the routing snapshot after ${goneAfter} ms, the isolate's view after ${outOfViewAfter} ms`);
-      // It leaves (its reports stop, so its entries expire); how fast is bench/state-plane.ts's figure
+      // It leaves (its reports stop, so its entries expire); how fast is bench/state-plane/state-plane.ts's figure
       // (target ≤ 3 s), not a wall-clock assertion that a busy machine would break.
       expect(goneAfter).toBeLessThan(Infinity);
       expect(outOfViewAfter).toBeLessThan(Infinity);

@@ -1,12 +1,12 @@
-// bench/judge.ts and the targets built on it: nothing empty, degenerate or unobserved is
+// bench/shared/judge.ts and the targets built on it: nothing empty, degenerate or unobserved is
 // ever MET. Each row is a verdict function with the worst input for it; the test fails
 // when any prints MET (issue 51: targets that passed with nothing behind them).
 import { describe, expect, it } from "vitest";
-import { judgeFault, judgeNoneServed, judgeSeeds, judgeValue, ratioOver, sampled, servedShortfall, MIN_SAMPLES } from "../../bench/judge.ts";
-import { judgeTargets, seedTargets, type TargetArm } from "../../bench/prefix-cache-targets.ts";
-import { requireServed } from "../../bench/result-file.ts";
-import { boundsTarget, fairTarget, floodTargets, zeroTarget, type BoundsResult, type FloodResult } from "../../bench/admission-targets.ts";
-import { addedTarget, costRatioTarget, countTarget, everyAtMost, noFailuresTarget, per1000Target, ratioTarget, sampledTarget, sizeTarget, timeTarget } from "../../bench/bench-targets.ts";
+import { judgeFault, judgeNoneServed, judgeSeeds, judgeValue, ratioOver, sampled, servedShortfall, MIN_SAMPLES } from "../../bench/shared/judge.ts";
+import { judgeTargets, seedTargets, type TargetArm } from "../../bench/prefix-cache/prefix-cache-targets.ts";
+import { requireServed } from "../../bench/shared/result-file.ts";
+import { boundsTarget, fairTarget, floodTargets, zeroTarget, type BoundsResult, type FloodResult } from "../../bench/admission/admission-targets.ts";
+import { addedTarget, costRatioTarget, countTarget, everyAtMost, noFailuresTarget, per1000Target, ratioTarget, sampledTarget, sizeTarget, timeTarget } from "../../bench/shared/bench-targets.ts";
 
 const pct = (n: number, p99: number, failed = 0) => ({ p50: p99 / 2, p99, n, failed });
 const floodOf = (o: Partial<FloodResult> = {}): FloodResult => ({

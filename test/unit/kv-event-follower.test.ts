@@ -1,12 +1,12 @@
 /**
- * bench/prefix-cache.ts's oracle index, fed by KvEventFollower (bench/prefix-cache-oracle.ts),
+ * bench/prefix-cache/prefix-cache.ts's oracle index, fed by KvEventFollower (bench/prefix-cache/prefix-cache-oracle.ts),
  * against the same vLLM-format KV event batches as the agent's own index
  * (test/fixtures/kv-events/agent-*.msgpack): the oracle must name and drop blocks
  * exactly as the replica agent does.
  */
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { ExactPrefixIndex, KvEventFollower } from "../../bench/prefix-cache-oracle.ts";
+import { ExactPrefixIndex, KvEventFollower } from "../../bench/prefix-cache/prefix-cache-oracle.ts";
 import { EnginePrefixIndex } from "../../src/agent/engine-prefix-index.ts";
 import { blockKeys } from "../../src/prefix/block-keys.ts";
 import { decodeKvEventBatch } from "../../src/prefix/kv-events.ts";

@@ -1,5 +1,5 @@
 /**
- * bench/load-tool-deps.ts decides what a benchmark installs before it starts: a
+ * bench/shared/load-tool-deps.ts decides what a benchmark installs before it starts: a
  * fresh machine without wrk got every wrk row empty ("wrk exited ENOENT").
  * Checked against fake PATHs (temp directories with or without executables).
  */
@@ -7,7 +7,7 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:f
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { DEBIAN_PACKAGE, findOnPath, planLoadTools, SBIN_DIRS, withSbinDirs } from "../../bench/load-tool-deps.ts";
+import { DEBIAN_PACKAGE, findOnPath, planLoadTools, SBIN_DIRS, withSbinDirs } from "../../bench/shared/load-tool-deps.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "sy-load-tools-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

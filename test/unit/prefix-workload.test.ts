@@ -1,6 +1,6 @@
-/** bench/prefix-cache.ts's workload: shared system prompts, growing multi-turn histories, seeded. */
+/** bench/prefix-cache/prefix-cache.ts's workload: shared system prompts, growing multi-turn histories, seeded. */
 import { describe, it, expect } from "vitest";
-import { PrefixWorkload, percentile, poissonArrivals, randomText, type WorkloadShape } from "../../bench/prefix-cache-workload.ts";
+import { PrefixWorkload, percentile, poissonArrivals, randomText, type WorkloadShape } from "../../bench/prefix-cache/prefix-cache-workload.ts";
 import { chatPrompt } from "../../src/prompt/tiny-lm-chat-template.ts";
 import { encode } from "../../src/prompt/tiny-lm-tokenizer.ts";
 import { blockKeys } from "../../src/prefix/block-keys.ts";

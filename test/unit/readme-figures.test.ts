@@ -1,19 +1,19 @@
 // The README's and docs' benchmark figures are rendered from the committed runs in
-// bench/published/ (bench/readme-figures.ts): a figure edited by hand, or a run
+// bench/published/ (bench/shared/readme-figures.ts): a figure edited by hand, or a run
 // published without re-rendering, fails here.
 import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { FILES, FIGURES, blockNames, range, renderBlocks } from "../../bench/readme-figures.ts";
-import { publishedRuns } from "../../bench/published.ts";
-import { PUBLISHED_DIR } from "../../bench/result-file.ts";
+import { FILES, FIGURES, blockNames, range, renderBlocks } from "../../bench/shared/readme-figures.ts";
+import { publishedRuns } from "../../bench/shared/published.ts";
+import { PUBLISHED_DIR } from "../../bench/shared/result-file.ts";
 
 const root = join(import.meta.dirname, "../..");
 
 describe("figures rendered from bench/published/", () => {
   it.each(FILES)("%s states exactly what its published runs say", (file) => {
     const text = readFileSync(join(root, file), "utf8");
-    expect(renderBlocks(text), `${file}: run npx tsx bench/readme-figures.ts`).toBe(text);
+    expect(renderBlocks(text), `${file}: run npx tsx bench/shared/readme-figures.ts`).toBe(text);
   });
 
   it("the README's benchmark figures are blocks, not prose", () => {

@@ -85,7 +85,7 @@ export function runProfile(name: string, filters: readonly FilterPlugin[], picke
         // Where the cost weighs prefill, a prompt no replica holds any of is placed in rendezvous
         // order (under the load line), as prefix_hash places it: every isolate then sends a new or
         // evicted prefix to the same replica, where least slots would scatter copies of it over the
-        // fleet and, under cache pressure, evict other prefixes for them (bench/prefix-cache.ts).
+        // fleet and, under cache pressure, evict other prefixes for them (bench/prefix-cache/prefix-cache.ts).
         const most = Math.max(0, ...held.values());
         if (!weighsPrefill || most > 0) {
           // The leader among the holders of about the most (summaries are exact, dispatch records

@@ -25,7 +25,7 @@ export const SCORER_NAMES = SCORERS.map((s) => s.name) as unknown as NamesOf<typ
  * most a quarter of its slots more than another holder. The term took the approximate
  * tier's hit ratio from 0.55 to 0.63–0.66 (means of 3 seeds, three runs; requests not
  * sent to the replica holding the most from 13–21 % to 3–12 %) and left the precise
- * tier's within its noise (bench/prefix-cache.ts --family qwen3, 2026-12-05).
+ * tier's within its noise (bench/prefix-cache/prefix-cache.ts --family qwen3, 2026-12-05).
  */
 export const DEFAULT_SCORER_WEIGHTS: Readonly<Record<ScorerName, number>> = { prefill: 2, slots: 1, leader: 0.25 };
 

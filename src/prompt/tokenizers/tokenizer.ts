@@ -18,7 +18,7 @@ export interface PromptTokenizer<N extends string = string> {
   readonly package?: string;
   /**
    * False for a family too large for a Worker isolate (its vocabulary loaded passes the
-   * 128 MB an isolate has, bench/tokenizers.ts): registered for Node (the agent, the
+   * 128 MB an isolate has, bench/tokenizers/tokenizers.ts): registered for Node (the agent, the
    * engine stand-in, benches), but no deployment may name it and `auto` keys its
    * prompts by bytes. Absent: it fits.
    */
