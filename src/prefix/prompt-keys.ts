@@ -89,6 +89,8 @@ const chatBody = z.looseObject({
   messages: z.array(z.looseObject({ role: z.string(), content: z.union([z.string(), z.array(part), z.null()]).optional() })).min(1),
   tools: z.array(z.unknown()).optional(),
   chat_template_kwargs: z.record(z.string(), z.unknown()).optional(),
+  add_generation_prompt: z.boolean().nullish(),
+  continue_final_message: z.boolean().nullish(),
 });
 const ids = z.array(z.number().int());
 const completionBody = z.looseObject({ prompt: z.union([z.string(), z.array(z.string()).length(1), ids, z.array(ids).length(1)]) });
@@ -132,9 +134,12 @@ export function promptKeys(body: Uint8Array | PromptBody, endpoint: PromptEndpoi
       const over = (typeof raw === "object" && raw !== null && Array.isArray(raw.messages) && raw.messages.length > PROMPT_MAX_MESSAGES) || (Array.isArray(raw?.tools) && JSON.stringify(raw.tools).length > PROMPT_MAX_TOOLS_BYTES);
       const chat = chatBody.safeParse(over ? { messages: (raw!.messages as unknown[]).slice(0, PROMPT_MAX_MESSAGES) } : json);
       if (!chat.success) return undefined;
-      const { messages, tools, chat_template_kwargs: kwargs } = chat.data;
+      const { messages, tools, chat_template_kwargs: kwargs, add_generation_prompt: agp, continue_final_message: cont } = chat.data;
       if (over) return { ...keysOf(promptTokenizer("bytes").chat(messages, maxBlocks * BYTES_BLOCK), BYTES_BLOCK), fallback: "render_budget" };
       const extras: ChatExtras = { ...(tools ? { tools } : {}), ...(kwargs ? { kwargs } : {}) };
+      // vLLM's flags that change the rendering (a migrated stream's continuation sets both: docs/migration.md).
+      if (agp === false) extras.addGenerationPrompt = false;
+      if (cont === true) extras.continueFinalMessage = true;
       return tokenize((t, max, budget) => t.chat(messages, max, extras, budget));
     }
     case "completions": {

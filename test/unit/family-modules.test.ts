@@ -72,7 +72,7 @@ describe("the generated module's model-family imports", () => {
     const fromSpec = familyCodec({ bpe, tokenizerConfig });
     expect([fromJson.engine, fromSpec.engine]).toEqual(["bpe", "bpe"]);
     for (const c of cases) {
-      expect(Array.from(fromSpec.chat(c.messages, undefined, undefined, 1 << 20))).toEqual(Array.from(fromJson.chat(c.messages, undefined, undefined, 1 << 20)));
+      expect(Array.from(fromSpec.chat(c.messages, undefined, {}, 1 << 20))).toEqual(Array.from(fromJson.chat(c.messages, undefined, {}, 1 << 20)));
       const text = String(c.messages.at(-1)!.content);
       expect(Array.from(fromSpec.text(text, 1 << 20))).toEqual(Array.from(fromJson.text(text, 1 << 20)));
     }

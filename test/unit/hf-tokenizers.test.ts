@@ -58,7 +58,13 @@ describe.each(Object.entries(FAMILY_PACKAGES))("%s (%s)", (name, pkg) => {
   const files = [require.resolve(`${pkg}/models/tokenizer.json`), require.resolve(`${pkg}/models/tokenizer_config.json`)];
   const mine = (c: ChatCase) => {
     try {
-      return { ids: Array.from(tokenizer.chat(c.messages as never, 1 << 20, { ...(c.tools ? { tools: c.tools } : {}), ...(c.kwargs ? { kwargs: c.kwargs } : {}) })) };
+      const extras = {
+        ...(c.tools ? { tools: c.tools } : {}),
+        ...(c.kwargs ? { kwargs: c.kwargs } : {}),
+        ...(c.add_generation_prompt !== undefined ? { addGenerationPrompt: c.add_generation_prompt } : {}),
+        ...(c.continue_final_message !== undefined ? { continueFinalMessage: c.continue_final_message } : {}),
+      };
+      return { ids: Array.from(tokenizer.chat(c.messages as never, 1 << 20, extras)) };
     } catch (err) {
       if (err instanceof UnsupportedPrompt) return { error: err.reason };
       throw err;
@@ -94,6 +100,40 @@ describe.each(Object.entries(FAMILY_PACKAGES))("%s (%s)", (name, pkg) => {
     expect(same + refused).toBe(CHATS);
     // Refusals prove nothing: most of the cases must render.
     expect(same).toBeGreaterThanOrEqual(CHATS * 0.8);
+  });
+
+  it("renders vLLM's continue_final_message and add_generation_prompt: false exactly as transformers does (issue 55)", async () => {
+    // A partial answer left open (a migrated stream's continuation, docs/migration.md), its text
+    // ending in the ways a template may trim: spaces, newlines, Python-only whitespace (U+0085,
+    // U+001F), none; and the chat alone with no generation prompt.
+    const ends = ["The answer is", "The answer is ", "a list:\n", "  spaced  ", "", "emoji 👩‍💻", "x\u0085", "y\u001f", "tabs\t\t", "<tag>"];
+    const chats = chatCases(40, 55, { tools: false }).filter((c) => c.messages.at(-1)!.role === "user");
+    expect(chats.length).toBeGreaterThan(10);
+    let compared = 0;
+    let rendered = 0;
+    for (const [i, c] of chats.entries()) {
+      const partial = ends[i % ends.length]!;
+      const cases: ChatCase[] = [
+        { messages: [...c.messages, { role: "assistant", content: partial }], add_generation_prompt: false, continue_final_message: true },
+        { messages: c.messages, add_generation_prompt: false },
+        // Both flags: vLLM answers 400, the edge keys nothing from the template.
+        { messages: [...c.messages, { role: "assistant", content: partial }], continue_final_message: true },
+        // chat_template_kwargs override the request's flags, as vLLM merges them.
+        { messages: [...c.messages, { role: "assistant", content: partial }], add_generation_prompt: false, kwargs: { continue_final_message: true } },
+      ];
+      for (const [k, one] of cases.entries()) {
+        const [a, b] = [mine(one), await oracle.ask({ files, chat: one })];
+        compared++;
+        if (b.error !== undefined) {
+          expect(a.error, `chat ${i}, case ${k}: transformers refuses (${b.error})`).toBeDefined();
+          continue;
+        }
+        rendered++;
+        expect(a, `chat ${i}, case ${k}`).toEqual(b);
+      }
+    }
+    // Most of them render (refusals prove nothing).
+    expect(rendered).toBeGreaterThanOrEqual(compared / 2);
   });
 
   it("tokenizes a chat re-sent with one more turn each time (the history's segments reused) exactly as transformers does", async () => {

@@ -7,7 +7,7 @@ import { describe, it, expect, vi } from "vitest";
 import { defineDeployment, prefixTokenizerName } from "../../src/config/deployment.ts";
 import { blockKeys } from "../../src/prefix/block-keys.ts";
 import { PROMPT_MAX_BLOCKS, PROMPT_MAX_BODY_BYTES, PROMPT_MAX_MESSAGES, PROMPT_MAX_TOOLS_BYTES, PROMPT_TOKENIZE_BUDGET_BYTES, promptEndpointOf, promptKeys } from "../../src/prefix/prompt-keys.ts";
-import { chatPrompt } from "../../src/prompt/tiny-lm-chat-template.ts";
+import { chatPrompt, continuationPrompt } from "../../src/prompt/tiny-lm-chat-template.ts";
 import { encode } from "../../src/prompt/tiny-lm-tokenizer.ts";
 import { headOf } from "../../src/prompt/tokenizers/tokenizer.ts";
 import { PROMPT_TOKENIZER_NAMES, fitsTheEdge, promptTokenizer } from "../../src/prompt/tokenizers/index.ts";
@@ -44,6 +44,14 @@ describe("promptKeys with tiny-lm", () => {
     const replica = blockKeys(encode(chatPrompt(messages)));
     expect(replica.length).toBeGreaterThan(16);
     expect(keys).toEqual({ keys: replica, blockSize: 16 });
+  });
+
+  it("a continuation's keys (continue_final_message, as the edge sends a migrated stream on) are the replica's: the last message left open", () => {
+    const partial = [...messages, { role: "assistant", content: "The edge keys the prompt by blocks and" }];
+    const keys = promptKeys(body({ model: "tiny-lm", messages: partial, continue_final_message: true, add_generation_prompt: false }), "chat", { tokenizer: tinyLm, extra: "" });
+    expect(keys).toEqual({ keys: blockKeys(encode(continuationPrompt(partial))), blockSize: 16 });
+    // Not the chat with a new assistant turn after it (what the keys were before issue 55).
+    expect(keys!.keys).not.toEqual(blockKeys(encode(chatPrompt(partial))));
   });
 
   it("a completion's prompt, a one-string list, and token ids (used as they are)", () => {

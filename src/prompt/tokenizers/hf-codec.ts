@@ -10,6 +10,10 @@ import { headOf, UnsupportedPrompt, type TokenizeBudget } from "./tokenizer.ts";
 import type { FamilyCodec } from "./hf-family.ts";
 import { bpeFromText, bpeSpecOf, type TokenizerJsonShape } from "./bpe-spec.ts";
 import { bpeEncoder, type EncodeLimits } from "./ranked-bpe.ts";
+import { pyStrip, pythonSemantics } from "./jinja-python.ts";
+
+// Python's string semantics in the template engine, as vLLM's jinja2 renders (./jinja-python.ts).
+pythonSemantics();
 
 /**
  * A family's files: `tokenizer.json` as text (parsed when the codec is made), or for a
@@ -116,14 +120,40 @@ export function familyCodec({ tokenizerJson, bpe: bpeText, tokenizerConfig: conf
   const limitsOf = (maxTokens: number, budget: TokenizeBudget | undefined): EncodeLimits => ({ maxTokens, budget: budget ?? { bytes: Number.POSITIVE_INFINITY } });
   return {
     engine: bpe ? "bpe" : "tokenizers",
-    chat(messages, tools, kwargs, maxTokens, budget) {
-      if (!template) throw new UnsupportedPrompt("no_chat_template");
+    chat(messages, tools, flags, maxTokens, budget) {
+      if (!template || source === undefined) throw new UnsupportedPrompt("no_chat_template");
+      // vLLM refuses a request with both flags (400); its chat_template_kwargs then override
+      // them (it updates the template's arguments with them), and transformers refuses both again.
+      const requestedAgp = flags.addGenerationPrompt ?? true;
+      const requestedCont = flags.continueFinalMessage === true;
+      if (requestedAgp && requestedCont) throw new UnsupportedPrompt("continue_with_generation_prompt");
+      const { add_generation_prompt: agpKw, continue_final_message: contKw, ...kwargs } = flags.kwargs ?? {};
+      if ((agpKw !== undefined && typeof agpKw !== "boolean") || (contKw !== undefined && typeof contKw !== "boolean")) throw new UnsupportedPrompt("render_flags");
+      const agp = agpKw ?? requestedAgp;
+      const cont = contKw ?? requestedCont;
+      if (agp && cont) throw new UnsupportedPrompt("continue_with_generation_prompt");
+      let chat = messages;
+      let final: string | undefined;
+      if (cont) {
+        // transformers' way (5.x): the final message's text gets a tag, the chat is rendered, and
+        // the text is cut where the tag is (the template may have trimmed the tag's space).
+        const last = messages.at(-1);
+        if (!last || typeof last.content !== "string" || !source.includes("content")) throw new UnsupportedPrompt("template_error");
+        final = last.content;
+        chat = [...messages.slice(0, -1), { ...last, content: final + CONTINUE_TAG }];
+      }
       let rendered: string;
       try {
-        rendered = template.render({ ...vars, ...kwargs, messages, ...(tools ? { tools } : {}), add_generation_prompt: true });
+        rendered = template.render({ ...vars, ...kwargs, messages: chat, ...(tools ? { tools } : {}), add_generation_prompt: agp });
       } catch {
         // The template refused the chat (roles out of order, ...): the engine answers 400.
         throw new UnsupportedPrompt("template_error");
+      }
+      if (final !== undefined) {
+        const tag = CONTINUE_TAG.slice(0, -1);
+        const at = rendered.lastIndexOf(tag);
+        if (at < 0 || !rendered.includes(pyStrip(final, undefined))) throw new UnsupportedPrompt("template_error");
+        rendered = rendered.startsWith(CONTINUE_TAG, at) ? rendered.slice(0, at) : pyStrip(rendered.slice(0, at), undefined, "right");
       }
       return cut(segments(head(rendered, maxTokens), limitsOf(maxTokens, budget)), maxTokens);
     },
@@ -141,6 +171,9 @@ export function familyCodec({ tokenizerJson, bpe: bpeText, tokenizerConfig: conf
     decode: (ids) => tokenizer().decode([...ids], { skip_special_tokens: true }),
   };
 }
+
+/** What transformers appends to the message it continues, to find where the message ends in the rendered chat. */
+const CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG ";
 
 interface AddedToken {
   id: number;

@@ -23,7 +23,7 @@ import { definePromptTokenizer, UnsupportedPrompt, type ChatExtras, type PromptT
 export interface FamilyCodec {
   /** What tokenizes its text: the edge's BPE engine (./ranked-bpe.ts) or @huggingface/tokenizers. */
   readonly engine: "bpe" | "tokenizers";
-  chat(messages: Record<string, unknown>[], tools: unknown[] | undefined, kwargs: Record<string, unknown> | undefined, maxTokens: number, budget?: TokenizeBudget): ArrayLike<number>;
+  chat(messages: Record<string, unknown>[], tools: unknown[] | undefined, flags: RenderFlags, maxTokens: number, budget?: TokenizeBudget): ArrayLike<number>;
   text(prompt: string, maxTokens: number, budget?: TokenizeBudget): ArrayLike<number>;
   /** For the engine stand-in (src/replica/llm/family-standin.ts): ids run 0..vocabSize-1. */
   readonly vocabSize: number;
@@ -33,6 +33,13 @@ export interface FamilyCodec {
   plain(text: string): number[];
   /** Tokens as text, special tokens skipped (as vLLM's detokenizer by default). */
   decode(ids: readonly number[]): string;
+}
+
+/** What of a request besides its messages and tools changes a template's rendering (ChatExtras). */
+export interface RenderFlags {
+  kwargs?: Record<string, unknown>;
+  addGenerationPrompt?: boolean;
+  continueFinalMessage?: boolean;
 }
 
 const codecs = new Map<string, () => FamilyCodec>();
@@ -120,7 +127,7 @@ export function defineHfFamily<const N extends string>(spec: FamilySpec<N>): Pro
     ...(spec.edge === false ? { edge: false as const } : {}),
     chat(messages: readonly TemplateMessage[], maxTokens: number, extras?: ChatExtras, budget?: TokenizeBudget) {
       const asVllm = messages.map(vllmMessage);
-      return get().chat(asVllm, extras?.tools ? vllmTools(extras.tools) : undefined, extras?.kwargs, maxTokens, budget);
+      return get().chat(asVllm, extras?.tools ? vllmTools(extras.tools) : undefined, extras ?? {}, maxTokens, budget);
     },
     text: (prompt, maxTokens, budget) => get().text(prompt, maxTokens, budget),
   });

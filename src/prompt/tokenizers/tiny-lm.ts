@@ -4,7 +4,7 @@
  * chat template of src/prompt/tiny-lm-chat-template.ts), so the keys match its
  * reported cache.
  */
-import { chatPrompt } from "../tiny-lm-chat-template.ts";
+import { chatPrompt, continuationPrompt } from "../tiny-lm-chat-template.ts";
 import { encode } from "../tiny-lm-tokenizer.ts";
 import { BLOCK_TOKENS } from "../../protocol/limits.ts";
 import { definePromptTokenizer, headOf } from "./tokenizer.ts";
@@ -16,6 +16,7 @@ const text = (t: string, maxTokens: number) => encode(headOf(t, maxTokens));
 export const tinyLm = definePromptTokenizer({
   name: "tiny-lm",
   blockSize: BLOCK_TOKENS,
-  chat: (messages, maxTokens) => text(chatPrompt(messages), maxTokens),
+  // A continuation (continue_final_message) as the replica renders it: the last message left open.
+  chat: (messages, maxTokens, extras) => text(extras?.continueFinalMessage ? continuationPrompt(messages) : chatPrompt(messages), maxTokens),
   text,
 });

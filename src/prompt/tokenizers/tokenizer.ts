@@ -46,10 +46,18 @@ export interface TokenizeBudget {
   exhausted?: boolean;
 }
 
-/** What else of a chat body a real template reads: the tools, and the request's `chat_template_kwargs` (vLLM's). */
+/**
+ * What else of a chat body a real template reads: the tools, the request's
+ * `chat_template_kwargs`, and vLLM's two flags that change the rendering:
+ * `add_generation_prompt` (default true: the assistant's header follows the chat) and
+ * `continue_final_message` (the last message left open for the model to continue, as a
+ * migrated stream's continuation is sent: docs/migration.md).
+ */
 export interface ChatExtras {
   tools?: readonly unknown[];
   kwargs?: Record<string, unknown>;
+  addGenerationPrompt?: boolean;
+  continueFinalMessage?: boolean;
 }
 
 /** A body a tokenizer cannot render as its engine would; `reason` is counted (a short snake_case word). */

@@ -17,7 +17,7 @@
  *   detokenizer does: a token's text is held back until it completes a character.
  */
 import { familyCodecOf } from "../../prompt/tokenizers/hf-family.ts";
-import { promptTokenizer, UnsupportedPrompt, type PromptTokenizerName } from "../../prompt/tokenizers/index.ts";
+import { promptTokenizer, type PromptTokenizerName } from "../../prompt/tokenizers/index.ts";
 import type { GenerativeModel } from "./engine.ts";
 
 /** What the stand-in says, cycled; plain English so that every family splits it into ordinary word tokens. */
@@ -53,11 +53,8 @@ export function familyStandIn(family: PromptTokenizerName, id: string = family):
     prompts: {
       vocabSize: codec.vocabSize,
       firstId: 0,
-      chat: (messages, extras) => {
-        // vLLM renders a continuation by cutting the template's text after the last message: not done here yet.
-        if (extras?.continueFinalMessage) throw new UnsupportedPrompt("continue_final_message");
-        return Array.from(tokenizer.chat(messages, UNBOUNDED, extras));
-      },
+      // A continuation (continue_final_message) as vLLM renders it: add_generation_prompt off, the text cut after the last message.
+      chat: (messages, extras) => Array.from(tokenizer.chat(messages, UNBOUNDED, extras?.continueFinalMessage ? { ...extras, addGenerationPrompt: false } : extras)),
       text: (prompt) => Array.from(tokenizer.text(prompt, UNBOUNDED)),
       chatStop: [],
     },
