@@ -78,6 +78,42 @@ describe("the template engine with Python's semantics, against jinja2", () => {
   });
 });
 
+describe("equality as Python's, against jinja2", () => {
+  it("== and != compare dicts and lists by their contents, and do not coerce (Mistral's template compares messages)", async () => {
+    const pairs: [unknown, unknown][] = [
+      [{ role: "user", content: "hi" }, { role: "user", content: "hi" }],
+      [{ role: "user", content: "hi" }, { content: "hi", role: "user" }],
+      [{ role: "user", content: "hi" }, { role: "user", content: "ho" }],
+      [[1, 2], [1, 2]],
+      [[1, [2, { a: 3 }]], [1, [2, { a: 3 }]]],
+      [[1, 2], [2, 1]],
+      [1, "1"],
+      [0, false],
+      [1, true],
+      ["", 0],
+      [1, 1.5],
+      [2, 2.0],
+      [null, null],
+      ["a", "a"],
+      [{}, []],
+    ];
+    for (const [a, b] of pairs) await same("{{ a == b }} {{ a != b }} {% if a == b %}same{% endif %}", { a, b });
+    // A boolean prints as Python's.
+    await same("{{ t }} {{ f }} {{ 1 == 1 }}", { t: true, f: false });
+    // Undefined equals only Undefined (JavaScript's loose == made it equal to None).
+    await same("{{ zzz == none }} {{ zzz == yyy }} {{ none == none }}", {});
+  });
+
+  it("`in` a list finds a dict or a list by value, as Python's list.__contains__ does", async () => {
+    const messages = [{ role: "user", content: "hi" }, { role: "assistant", content: "yo" }];
+    await same("{{ m in messages }} {{ m not in messages }}", { m: { role: "assistant", content: "yo" }, messages });
+    await same("{{ m in messages }}", { m: { role: "assistant", content: "no" }, messages });
+    await same("{{ 1 in xs }} {{ '1' in xs }} {{ [1] in ys }}", { xs: [1, 2], ys: [[1], [2]] });
+    // Other `in`s are the engine's own, on values evaluated once.
+    await same("{{ 'el' in s }} {{ 'k' in d }} {{ 'z' in d }}", { s: "hello", d: { k: 1 } });
+  });
+});
+
 describe("the pure parts", () => {
   it("pyStrip and pyLength on lone surrogates and long runs stay linear", () => {
     expect(pyLength("a\ud83d")).toBe(2);

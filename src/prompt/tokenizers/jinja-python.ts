@@ -5,7 +5,11 @@
  * Template). vLLM renders templates with Python's jinja2, so a template that calls
  * `content.lstrip('\n')` strips newlines only, not every space (Qwen3's reasoning
  * blocks), `|trim` strips Python's whitespace (U+0085 and U+001C–U+001F, not U+FEFF),
- * and `|length` counts code points (Mistral's 9-character tool-call ids).
+ * `|length` counts code points (Mistral's 9-character tool-call ids), and `==`, `!=`
+ * and `in` a list compare by value as Python does: dicts and lists by their contents
+ * (Mistral's template compares messages), `1 == "1"` false, `none == undefined` false
+ * (JavaScript's loose `==` compared Maps by reference and coerced the rest); a boolean
+ * prints as True or False.
  *
  * The engine exports neither its value classes nor a hook, so the patch reaches them
  * through instances the exported Environment makes. The package is pinned
@@ -64,6 +68,30 @@ export function pyLength(s: string): number {
   return n;
 }
 
+/** Python's `==` over the engine's values: numbers (bools are ints) by value, strings exactly, lists and dicts by their contents, None and Undefined only with their own kind. */
+export function pyEquals(a: Value, b: Value): boolean {
+  const numeric = (v: Value) => v.type === "IntegerValue" || v.type === "FloatValue" || v.type === "BooleanValue";
+  if (numeric(a) && numeric(b)) return Number(a.value) === Number(b.value);
+  if (a.type === "StringValue" || b.type === "StringValue") return a.type === b.type && a.value === b.value;
+  if (a.type === "NullValue" || b.type === "NullValue" || a.type === "UndefinedValue" || b.type === "UndefinedValue") return a.type === b.type;
+  if (a.type === "ArrayValue" && b.type === "ArrayValue") {
+    const x = a.value as Value[];
+    const y = b.value as Value[];
+    return x.length === y.length && x.every((v, i) => pyEquals(v, y[i]!));
+  }
+  if (a.type === "ObjectValue" && b.type === "ObjectValue") {
+    const x = a.value as Map<string, Value>;
+    const y = b.value as Map<string, Value>;
+    if (x.size !== y.size) return false;
+    for (const [k, v] of x) {
+      const w = y.get(k);
+      if (w === undefined || !pyEquals(v, w)) return false;
+    }
+    return true;
+  }
+  return a.value === b.value;
+}
+
 /** A runtime value of the engine, as far as the patch reads it. */
 interface Value {
   type: string;
@@ -116,10 +144,51 @@ export function pythonSemantics(): void {
     },
   });
   // `|trim`: jinja2's do_trim is str.strip(chars), Python's whitespace by default.
-  const interpreter = Interpreter.prototype as unknown as { applyFilter(operand: Value, filter: { type: string; value?: unknown }, env: unknown): Value };
+  const interpreter = Interpreter.prototype as unknown as {
+    applyFilter(operand: Value, filter: { type: string; value?: unknown }, env: unknown): Value;
+    evaluate(node: unknown, env: unknown): Value;
+    evaluateBinaryExpression(node: BinaryNode, env: unknown): Value;
+  };
   const applyFilter = interpreter.applyFilter;
   interpreter.applyFilter = function (this: unknown, operand, filter, environment) {
     if (filter.type === "Identifier" && filter.value === "trim" && operand.type === "StringValue") return new StringValue(pyStrip(operand.value as string, undefined));
     return applyFilter.call(this, operand, filter, environment);
   };
+  // `==`, `!=`, and `in` / `not in` a list: Python's equality (pyEquals). The operands are
+  // evaluated once; any other `in` goes to the engine with those values.
+  const BooleanValue = (sample.builtins.get("startswith") as unknown as { value: (args: Value[]) => Value }).value([sample]).constructor as ValueClass;
+  // A boolean printed is Python's: True, False.
+  Object.defineProperty(Object.getPrototypeOf(new BooleanValue(true)) as object, "toString", {
+    configurable: true,
+    value(this: Value) {
+      return this.value ? "True" : "False";
+    },
+  });
+  const binary = interpreter.evaluateBinaryExpression;
+  interpreter.evaluateBinaryExpression = function (this: typeof interpreter, node, environment) {
+    const op = node.operator.value;
+    if (op !== "==" && op !== "!=" && op !== "in" && op !== "not in") return binary.call(this, node, environment);
+    const left = this.evaluate(node.left, environment);
+    const right = this.evaluate(node.right, environment);
+    if (op === "==" || op === "!=") return new BooleanValue(pyEquals(left, right) === (op === "=="));
+    if (right.type === "ArrayValue") {
+      const member = (right.value as Value[]).some((v) => pyEquals(left, v));
+      return new BooleanValue(member === (op === "in"));
+    }
+    // The engine's own `in` on the values already evaluated (a string, a dict's keys, undefined).
+    const evaluate = this.evaluate;
+    this.evaluate = (n, env) => (n === node.left ? left : n === node.right ? right : evaluate.call(this, n, env));
+    try {
+      return binary.call(this, node, environment);
+    } finally {
+      delete (this as { evaluate?: unknown }).evaluate;
+    }
+  };
+}
+
+/** The engine's binary expression node, as far as the patch reads it. */
+interface BinaryNode {
+  operator: { value: string };
+  left: unknown;
+  right: unknown;
 }
