@@ -9,7 +9,7 @@
  * shard sees about one call per location per second (docs/scaling.md §4).
  */
 export const RELAY_TTL_MS = 1_000;
-/** The same while the snapshot has no ready replica and the location's isolates hold requests (scale from zero). */
+/** The same while the snapshot has no ready replica (scale from zero, or a first replica starting). */
 export const RELAY_AT_ZERO_TTL_MS = 250;
 /**
  * Most replicas a relay asks the shards for in all (each shard sends a sample

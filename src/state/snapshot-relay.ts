@@ -123,7 +123,7 @@ export class SnapshotRelay extends DurableObject<RelayEnv> {
     const posted = demand === undefined ? undefined : AdmissionDemandPost.safeParse(demand);
     // Counted before the refresh, which tells the leader the location's demand.
     if (posted?.success) this.#shares.post(seed, posted.data.bands, Date.now(), posted.data.flows);
-    if (!this.#merged || Date.now() - this.#fetchedAt >= this.#ttl(posted?.success ? posted.data.held : 0)) {
+    if (!this.#merged || Date.now() - this.#fetchedAt >= this.#ttl()) {
       this.#refreshing ??= this.#refresh(deployment, shards).finally(() => (this.#refreshing = null));
       await this.#refreshing;
     }
@@ -153,16 +153,17 @@ export class SnapshotRelay extends DurableObject<RelayEnv> {
   }
 
   /**
-   * How old a merged snapshot may be. While no replica in it is ready and isolates here
-   * hold requests (a deployment scaling from zero), the relay asks the shards every
-   * RELAY_AT_ZERO_TTL_MS, so the first replica to register reaches the held requests
-   * within ~0.25 s instead of up to 1 s: at most 4 calls a second per location, only
-   * while it waits for a first replica.
+   * How old a merged snapshot may be. While no replica in it is ready (a deployment
+   * scaling from zero with requests held, or one whose first replica is starting: the
+   * README's own-model walkthrough sends its curl right after the agent's "registered"),
+   * the relay asks the shards every RELAY_AT_ZERO_TTL_MS, so the first replica to
+   * register is routable within ~0.5 s (this TTL and the isolate's) instead of up to
+   * ~1.25 s: at most 4 calls a second per location, only while isolates ask for a
+   * deployment that has no ready replica.
    */
-  #ttl(heldByAsker: number): number {
+  #ttl(): number {
     const merged = this.#merged;
-    if (!merged || merged.replicas.some((r) => r.load.state === "ready")) return RELAY_TTL_MS;
-    return heldByAsker > 0 || heldDemand(this.#held, Date.now()) > 0 ? RELAY_AT_ZERO_TTL_MS : RELAY_TTL_MS;
+    return !merged || merged.replicas.some((r) => r.load.state === "ready") ? RELAY_TTL_MS : RELAY_AT_ZERO_TTL_MS;
   }
 
   /**
