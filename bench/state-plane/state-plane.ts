@@ -67,6 +67,7 @@ import { BUSY_CHANGE_REPORT_DELAY_MS, CHANGE_REPORT_DELAY_MS } from "../../src/r
 import { VIEW_MAX_REPLICAS, VIEW_ROTATE_MS } from "../../src/state/bounded-view.ts";
 import { STALE_AFTER_MS } from "../../src/state/membership.ts";
 import { RELAY_TTL_MS } from "../../src/state/relay-cadence.ts";
+import type { RouterStats } from "../../src/state/deployment-router.ts";
 import { CLK_TCK, cpuSeconds, workerdPid } from "../shared/load-tools.ts";
 import { measureRefresh, type MicroRow } from "./state-plane-micro.ts";
 import type { LoadCounts } from "./state-plane-load.ts";
@@ -228,15 +229,8 @@ for (const sig of ["SIGINT", "SIGTERM"] as const) process.on(sig, () => process.
 
 const auth = (design: string) => ({ authorization: `Bearer ${stackOf(design).adminSecret}` });
 
-interface ShardStats {
-  snapshotCalls: number;
-  reports: number;
-  nodeReports: number;
-  registrations: number;
-  members: number;
-  fresh: number;
-  calls: number;
-}
+/** What this bench reads of a routing object's stats (the admin route's `router` and its `shards`). */
+type ShardStats = Pick<RouterStats, "snapshotCalls" | "reports" | "nodeReports" | "registrations" | "members" | "fresh" | "calls">;
 interface AdminState {
   router: ShardStats & { shards: ShardStats[] };
   relay: { calls: number; refreshes: number; replicas: number } | null;

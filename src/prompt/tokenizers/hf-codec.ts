@@ -63,6 +63,8 @@ export function familyCodec({ tokenizerJson, bpe: bpeText, tokenizerConfig: conf
   };
   const source = Array.isArray(config.chat_template) ? config.chat_template.find((t) => t.name === "default")?.template : config.chat_template;
   const template = source === undefined ? undefined : new Template(source);
+  // transformers continues a final message only through a template that reads `content`.
+  const continues = source?.includes("content") === true;
   const vars: Record<string, unknown> = {};
   for (const k of ["bos_token", "eos_token", "pad_token", "unk_token"] as const) {
     const t = tokenOf(config[k]);
@@ -121,7 +123,7 @@ export function familyCodec({ tokenizerJson, bpe: bpeText, tokenizerConfig: conf
   return {
     engine: bpe ? "bpe" : "tokenizers",
     chat(messages, tools, flags, maxTokens, budget) {
-      if (!template || source === undefined) throw new UnsupportedPrompt("no_chat_template");
+      if (!template) throw new UnsupportedPrompt("no_chat_template");
       // vLLM refuses a request with both flags (400); its chat_template_kwargs then override
       // them (it updates the template's arguments with them), and transformers refuses both again.
       const requestedAgp = flags.addGenerationPrompt ?? true;
@@ -138,7 +140,7 @@ export function familyCodec({ tokenizerJson, bpe: bpeText, tokenizerConfig: conf
         // transformers' way (5.x): the final message's text gets a tag, the chat is rendered, and
         // the text is cut where the tag is (the template may have trimmed the tag's space).
         const last = messages.at(-1);
-        if (!last || typeof last.content !== "string" || !source.includes("content")) throw new UnsupportedPrompt("template_error");
+        if (!last || typeof last.content !== "string" || !continues) throw new UnsupportedPrompt("template_error");
         final = last.content;
         chat = [...messages.slice(0, -1), { ...last, content: final + CONTINUE_TAG }];
       }
@@ -150,8 +152,7 @@ export function familyCodec({ tokenizerJson, bpe: bpeText, tokenizerConfig: conf
         throw new UnsupportedPrompt("template_error");
       }
       if (final !== undefined) {
-        const tag = CONTINUE_TAG.slice(0, -1);
-        const at = rendered.lastIndexOf(tag);
+        const at = rendered.lastIndexOf(CONTINUE_TAG_WORD);
         if (at < 0 || !rendered.includes(pyStrip(final, undefined))) throw new UnsupportedPrompt("template_error");
         rendered = rendered.startsWith(CONTINUE_TAG, at) ? rendered.slice(0, at) : pyStrip(rendered.slice(0, at), undefined, "right");
       }
@@ -174,6 +175,8 @@ export function familyCodec({ tokenizerJson, bpe: bpeText, tokenizerConfig: conf
 
 /** What transformers appends to the message it continues, to find where the message ends in the rendered chat. */
 const CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG ";
+/** The tag without its space (a template may trim it), as transformers looks for it. */
+const CONTINUE_TAG_WORD = CONTINUE_TAG.trimEnd();
 
 interface AddedToken {
   id: number;

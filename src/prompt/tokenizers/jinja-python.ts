@@ -19,7 +19,7 @@
 import { Environment, Interpreter } from "@huggingface/jinja";
 
 /** Python's str.isspace(), one UTF-16 unit at a time (every such character is in the BMP). */
-export function pySpace(c: number): boolean {
+function pySpace(c: number): boolean {
   return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c === 0x85 || c === 0xa0 || c === 0x1680 || (c >= 0x2000 && c <= 0x200a) || c === 0x2028 || c === 0x2029 || c === 0x202f || c === 0x205f || c === 0x3000;
 }
 
@@ -69,7 +69,7 @@ export function pyLength(s: string): number {
 }
 
 /** Python's `==` over the engine's values: numbers (bools are ints) by value, strings exactly, lists and dicts by their contents, None and Undefined only with their own kind. */
-export function pyEquals(a: Value, b: Value): boolean {
+function pyEquals(a: Value, b: Value): boolean {
   const numeric = (v: Value) => v.type === "IntegerValue" || v.type === "FloatValue" || v.type === "BooleanValue";
   if (numeric(a) && numeric(b)) return Number(a.value) === Number(b.value);
   if (a.type === "StringValue" || b.type === "StringValue") return a.type === b.type && a.value === b.value;

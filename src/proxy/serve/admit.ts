@@ -615,10 +615,7 @@ export class AdmissionSlot {
     this.#ticket = ticket;
   }
 
-  /**
-   * Admits the request (waiting for a free slot when none is free), or says why not.
-   * `estimated`: told the tokens the request used once known, to correct its flow's place.
-   */
+  /** Admits the request (waiting for a free slot when none is free), or says why not. */
   static async enter(gate: AdmissionGate, deployment: Deployment, view: RoutingView, ticket: Ticket): Promise<AdmissionSlot | Exclude<AdmitOutcome, "go">> {
     const first = await gate.enter(deployment, view, ticket);
     if (first.outcome !== "go") return first.outcome;

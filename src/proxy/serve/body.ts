@@ -353,7 +353,6 @@ export function safeToRepeat(method: string, headers: Headers, deploymentIdempot
   return deploymentIdempotent || IDEMPOTENT_METHODS.has(method) || headers.has("idempotency-key");
 }
 
-
 /** A dispatch without a body (made once: nothing in it changes). */
 const NO_BODY: DispatchBody = Object.freeze({ body: null, replayable: true, overLimit: never, tooSlow: never, aborted: never, release: nothing });
 

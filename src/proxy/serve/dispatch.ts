@@ -162,7 +162,7 @@ export class Dispatch {
   /** The authorization the request carries to a replica without an engine key; read once an engine key first replaces it. */
   #ownAuthorization: string | null | undefined;
   /** When the request's time is up, epoch ms. */
-  readonly deadline: number;
+  readonly #deadline: number;
 
   constructor(req: Request, ctx: DispatchContext, prepared: PreparedBody) {
     const { deployment, requestId } = ctx;
@@ -170,7 +170,7 @@ export class Dispatch {
     this.#ctx = ctx;
     this.#prepared = prepared;
     this.#path = deployment.policy.stripPrefix ? stripRoutePrefix(ctx.target.path, ctx.routePrefix) : ctx.target.path;
-    this.deadline = ctx.deadline ?? Date.now() + deployment.policy.requestTimeoutMs;
+    this.#deadline = ctx.deadline ?? Date.now() + deployment.policy.requestTimeoutMs;
     // One Headers object for every attempt: fetch() copies it into its request, so
     // what differs per attempt (attempt number, signature, engine key) is set on it
     // in place instead of copying it per attempt.
@@ -178,17 +178,12 @@ export class Dispatch {
     headers.set(Header.protocol, String(PROTOCOL_VERSION));
     headers.set(Header.requestId, requestId);
     headers.set(Header.deployment, deployment.name);
-    headers.set(Header.deadline, String(this.deadline));
+    headers.set(Header.deadline, String(this.#deadline));
     if (ctx.model !== undefined) headers.set(Header.model, ctx.model);
     if (ctx.session) headers.set(Header.session, ctx.session.id);
     if (ctx.priority !== undefined) headers.set(Header.priority, String(ctx.priority));
     if (ctx.migratable) headers.set(Header.migratable, "1");
     if (prepared.sha256 !== "") headers.set(Header.bodySha256, prepared.sha256);
-  }
-
-  /** The body can be sent again (held here, or none sent yet): a refused attempt may go elsewhere, a held request may go again. */
-  get replayable(): boolean {
-    return this.#prepared.replayable;
   }
 
   /** Attempt number `attempt` (from 1), on `replica`: sent signed; accepted (its answer), or refused and why. */
@@ -220,7 +215,7 @@ export class Dispatch {
     }
     for (const [name, value] of signature) headers.set(name, value);
     if (this.#ctx.trace) this.#ctx.trace.attempts = attempt;
-    const outcome = await attemptOn(replica, checked.href, this.#req.method, headers, this.#prepared, this.deadline, this.#head, this.#ctx);
+    const outcome = await attemptOn(replica, checked.href, this.#req.method, headers, this.#prepared, this.#deadline, this.#head, this.#ctx);
     if (outcome.kind === "response" && outcome.fromReplica && this.#ctx.trace) this.#ctx.trace.replica = replica.id;
     return outcome;
   }
@@ -228,9 +223,9 @@ export class Dispatch {
   /** The pause before the attempt after `attempt` (policy.backoff*), or the deadline's error when the time is up. */
   async backoff(attempt: number): Promise<Response | undefined> {
     const { backoffBaseMs, backoffCapMs } = this.#ctx.deployment.policy;
-    if (Date.now() >= this.deadline) return errorResponse("deadline_exceeded", "deadline passed while retrying", { requestId: this.#ctx.requestId });
+    if (Date.now() >= this.#deadline) return errorResponse("deadline_exceeded", "deadline passed while retrying", { requestId: this.#ctx.requestId });
     const wait = backoffMs(attempt, backoffBaseMs, backoffCapMs);
-    if (wait > 0) await sleep(Math.min(wait, this.deadline - Date.now()));
+    if (wait > 0) await sleep(Math.min(wait, this.#deadline - Date.now()));
     return undefined;
   }
 
