@@ -19,6 +19,12 @@ export const MAX_REPLICA_MODELS = 1024;
  * they still travel in its reports.
  */
 export const MAX_LOAD_HEADER_BYTES = 8192;
+/**
+ * A replica's report goes stale this long after the routing object received it: the
+ * snapshot's `expiresInMs` counts down from it, so an isolate reads a report's age as
+ * REPORT_STALE_AFTER_MS − expiresInMs (its routing view dates the load by it).
+ */
+export const REPORT_STALE_AFTER_MS = 2_500;
 /** Largest control message body, bytes (register, report, deregister). */
 export const MAX_CONTROL_BODY_BYTES = 64 * 1024;
 /** Most routing shards (Durable Objects) one deployment's replicas spread over (`routing.shards`). */

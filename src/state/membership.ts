@@ -4,13 +4,13 @@
  * Pure, with time passed in, so it is unit-tested without workerd.
  */
 import type { CacheSummaryWire } from "../prefix/cache-summary.ts";
-import { SIGNATURE_WINDOW_MS, SUMMARY_MAX_AGE_MS, type ContinuationForm, type Load, type RegisterMessage, type ReportMessage, type ReplicaView, type RoutingSnapshot } from "../protocol/index.ts";
+import { REPORT_STALE_AFTER_MS, SIGNATURE_WINDOW_MS, SUMMARY_MAX_AGE_MS, type ContinuationForm, type Load, type RegisterMessage, type ReportMessage, type ReplicaView, type RoutingSnapshot } from "../protocol/index.ts";
 import { summaryDigest } from "./summary-delta.ts";
 
 /** Replicas report at least this often. */
 export const REPORT_INTERVAL_MS = 1_000;
 /** A replica whose last report is older than this leaves the snapshot (the bound is 3 s). */
-export const STALE_AFTER_MS = 2_500;
+export const STALE_AFTER_MS = REPORT_STALE_AFTER_MS;
 /** A member that has not reported for this long is forgotten (deleted from storage). */
 export const FORGET_AFTER_MS = 60_000;
 

@@ -1,6 +1,6 @@
 /** One isolate's routing view: snapshots, load headers, in-flight counts. Time is explicit. */
 import { describe, it, expect } from "vitest";
-import type { Load, ReplicaView, RoutingSnapshot } from "../../src/protocol/index.ts";
+import { REPORT_STALE_AFTER_MS, type Load, type ReplicaView, type RoutingSnapshot } from "../../src/protocol/index.ts";
 import { CONNECT_FAILURE_COOLDOWN_MS, LIVENESS_FROM_RESPONSE_MS, RoutingView } from "../../src/proxy/serve/view.ts";
 import { T0 } from "../fixtures/clock.ts";
 
@@ -50,13 +50,14 @@ describe("RoutingView.applySnapshot", () => {
     const v = new RoutingView();
     v.applySnapshot(snap(replica("a", { load: { seq: 1, ongoing: 1 } })), T0);
     const a = v.get("a")!;
-    v.startDispatch(a);
-    v.startDispatch(a);
-    v.applySnapshot(snap(replica("a", { load: { seq: 2, ongoing: 3, queued: 1 } })), T0 + 100);
+    v.startDispatch(a, T0);
+    v.startDispatch(a, T0);
+    // A report made at T0 + 100 (its expiry has not run down at all).
+    v.applySnapshot(snap(replica("a", { load: { seq: 2, ongoing: 3, queued: 1 }, expiresInMs: REPORT_STALE_AFTER_MS })), T0 + 100);
     expect(v.get("a")).toBe(a);
     expect(a.inflight).toBe(2);
-    // The report (ongoing 3 + queued 1) is assumed to include our 2 in-flight
-    // dispatches: others' 2 plus ours 2, not 4 + 2.
+    // The report (ongoing 3 + queued 1) includes our 2 in-flight dispatches, which
+    // were at the replica when it was made: others' 2 plus ours 2, not 4 + 2.
     expect(a.load).toBe(3 + 1 - 2 + 2);
     expect(a.reported.seq).toBe(2);
   });
@@ -65,9 +66,41 @@ describe("RoutingView.applySnapshot", () => {
     const v = new RoutingView();
     v.applySnapshot(snap(replica("a", { load: { seq: 1, ongoing: 0 } })), T0);
     const a = v.get("a")!;
-    for (let i = 0; i < 3; i++) v.startDispatch(a);
-    v.applySnapshot(snap(replica("a", { load: { seq: 2, ongoing: 1 } })), T0 + 100);
+    for (let i = 0; i < 3; i++) v.startDispatch(a, T0);
+    v.applySnapshot(snap(replica("a", { load: { seq: 2, ongoing: 1 }, expiresInMs: REPORT_STALE_AFTER_MS })), T0 + 100);
     expect(a.load).toBe(3);
+  });
+
+  it("a report is reconciled against our dispatches at the replica when it was made, not those in flight now", () => {
+    const v = new RoutingView();
+    v.applySnapshot(snap(replica("a", { load: { seq: 1, ongoing: 0, max: 16 } })), T0);
+    const a = v.get("a")!;
+    // Ten of ours start at T0; eight of them end at T0 + 500; two more start at T0 + 900.
+    const marks = Array.from({ length: 10 }, () => v.startDispatch(a, T0));
+    for (const m of marks.slice(0, 8)) v.endDispatch(a, m, T0 + 500);
+    v.startDispatch(a, T0 + 900);
+    v.startDispatch(a, T0 + 900);
+    // At T0 + 1,000 a snapshot brings a report made at T0 + 200 (expiry run down by 800 ms):
+    // 13 at the replica then, 10 of them ours, so 3 others. Ours now: 2 + 2.
+    v.applySnapshot(snap(replica("a", { load: { seq: 2, ongoing: 13, max: 16 }, expiresInMs: REPORT_STALE_AFTER_MS - 800 })), T0 + 1_000);
+    expect(a.reportedAt).toBe(T0 + 200);
+    expect(a).toMatchObject({ others: 3, inflight: 4, load: 7 });
+    // The old rule (report less our in-flight now) said 13 - 4 + 4 = 13: a replica with
+    // 7 requests looked nearly full until its next report.
+  });
+
+  it("the same report (seq) keeps the later of the times it was seen at", () => {
+    const v = new RoutingView();
+    v.applySnapshot(snap(replica("a", { load: { seq: 1, ongoing: 0 } })), T0);
+    const a = v.get("a")!;
+    const m = v.startDispatch(a, T0);
+    v.applyLoad("a", load({ seq: 5, ongoing: 1 }), T0 + 100);
+    expect(a).toMatchObject({ reportedAt: T0 + 100, others: 1, load: 2 });
+    v.endDispatch(a, m, T0 + 150);
+    expect(a.load).toBe(1);
+    // The snapshot's copy of seq 5 was reported at T0 - 300: older, ignored.
+    v.applySnapshot(snap(replica("a", { load: { seq: 5, ongoing: 1 }, expiresInMs: REPORT_STALE_AFTER_MS - 700 })), T0 + 400);
+    expect(a).toMatchObject({ reportedAt: T0 + 100, others: 1, load: 1 });
   });
 
   it("keeps a newer load than the snapshot's (from a response header)", () => {

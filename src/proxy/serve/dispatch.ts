@@ -342,12 +342,12 @@ async function attemptOn(
   ctx: DispatchContext,
 ): Promise<AttemptOutcome> {
   const { view, requestId, deployment } = ctx;
-  view.startDispatch(replica);
+  const mark = view.startDispatch(replica);
   let upstream: Response;
   try {
     upstream = await fetch(target, { method, headers, body: prepared.body, signal: head.signal(deadline, ctx.clientSignal), redirect: "manual" });
   } catch (err) {
-    view.endDispatch(replica);
+    view.endDispatch(replica, mark);
     const verdict = judgeLostConnection({
       deadline: head.passed,
       tooSlow: prepared.tooSlow(),
@@ -385,7 +385,7 @@ async function attemptOn(
   // The deadline bounds the wait for an accepted response head only: a stream that has started is not cut by it.
   if (verdict.kind === "accepted") head.disarm();
   if (verdict.kind !== "accepted") {
-    view.endDispatch(replica);
+    view.endDispatch(replica, mark);
     if (verdict.kind === "credential_refusal") {
       if (view.recordFailure(replica, Date.now(), deployment.policy)) logEjection(ctx, replica, "refused the edge's credentials");
       console.error(JSON.stringify({ msg: "replica refused the edge's credentials", deployment: deployment.name, replica: replica.id, request_id: requestId }));
@@ -410,11 +410,11 @@ async function attemptOn(
   out.set(Header.requestId, requestId);
   if (!passed.ended) {
     // A sized body is already produced by the replica; its work is done.
-    view.endDispatch(replica);
+    view.endDispatch(replica, mark);
     return respond(response, true);
   }
   // A stream: the replica is busy until it ends, so count it in flight until then.
-  const ended = passed.ended.finally(() => view.endDispatch(replica));
+  const ended = passed.ended.finally(() => view.endDispatch(replica, mark));
   if (ctx.trace) ctx.trace.streamEnd = ended;
   ctx.background(ended);
   return respond(response, true);

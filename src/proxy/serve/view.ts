@@ -5,7 +5,7 @@
  */
 import { CacheSummary } from "../../prefix/cache-summary.ts";
 import { SummaryPool } from "../../state/summary-delta.ts";
-import type { ContinuationForm, Load, ReplicaView, RoutingSnapshot } from "../../protocol/index.ts";
+import { REPORT_STALE_AFTER_MS, type ContinuationForm, type Load, type ReplicaView, type RoutingSnapshot } from "../../protocol/index.ts";
 import type { ModelHolderChoice } from "../../policy/pick-replica.ts";
 import { breakerAllows, breakerDispatched, breakerFailed, breakerInconclusive, breakerOpen, breakerSucceeded, newBreaker, type Breaker, type BreakerConfig } from "../../policy/circuit-breaker.ts";
 
@@ -30,11 +30,17 @@ export interface ReplicaEntry extends ModelHolderChoice {
   /** This isolate's dispatches to the replica that have not finished. */
   inflight: number;
   /**
-   * How many of those `reported` already counts (it came from a response while
-   * they were at the replica). Without this a single isolate would count its own
-   * requests twice, once in the replica's report and once as in flight.
+   * Requests at the replica that are not this isolate's, as of its last report or
+   * load header: what it reported, less this isolate's dispatches that were there
+   * at that moment (the ledger's count then, not now). Without this a single
+   * isolate would count its own requests twice, once in the report and once in
+   * flight, or keep counting those of its own that finished after the report.
    */
-  counted: number;
+  others: number;
+  /** Epoch ms at which `reported` was the replica's load (a snapshot's report is up to STALE_AFTER_MS old). */
+  reportedAt: number;
+  /** This isolate's dispatches to the replica, in flight and lately ended (DispatchLedger). */
+  readonly ledger: DispatchLedger;
   /** Epoch ms after which the replica is stale (no report, no response). */
   expiresAt: number;
   /** Draining with a deadline: epoch ms when it stops serving (its streams move before, migrate.ts). */
@@ -88,14 +94,17 @@ export class RoutingView {
       seen.add(r.id);
       const known = this.#replicas.get(r.id);
       if (known && known.url === r.url && known.epoch === r.epoch) {
-        // An older snapshot must not undo what newer load headers told us.
-        if (r.load.seq >= known.reported.seq) {
+        // An older snapshot must not undo what newer load headers told us; the same load
+        // (same seq) is dated by whichever saw it later.
+        const at = reportTime(r, now);
+        if (r.load.seq > known.reported.seq || (r.load.seq === known.reported.seq && at > known.reportedAt)) {
           known.reported = r.load;
-          // A report relayed by the Durable Object is up to a few seconds old.
-          // Assume it counts as many of our in-flight dispatches as it can: for
-          // short requests the ones it counted have finished and ours are new,
-          // so counting both would report a replica full at half its load.
-          known.counted = Math.min(known.inflight, r.load.ongoing + r.load.queued);
+          known.reportedAt = at;
+          // A report relayed by the Durable Object is up to a few seconds old: it counts
+          // this isolate's dispatches that were at the replica then, which the ledger knows.
+          known.others = Math.max(0, r.load.ongoing + r.load.queued - known.ledger.aliveAt(at));
+        }
+        if (r.load.seq >= known.reported.seq) {
           known.models = r.models;
           known.loading = r.loading;
           if (r.drainsInMs !== undefined) known.drainsAt = now + r.drainsInMs;
@@ -148,9 +157,10 @@ export class RoutingView {
     e.expiresAt = Math.max(e.expiresAt, now + LIVENESS_FROM_RESPONSE_MS);
     if (load.seq < e.reported.seq) return;
     e.reported = load;
-    // The header excludes the request it answers, and includes our others that
-    // reached the replica before it: about all our in-flight ones but that one.
-    e.counted = Math.max(0, e.inflight - 1);
+    e.reportedAt = now;
+    // The header excludes the request it answers (or refuses), which is still in flight
+    // here, and includes our others that reached the replica before it.
+    e.others = Math.max(0, load.ongoing + load.queued - Math.max(0, e.ledger.aliveAt(now) - 1));
     if (load.models) e.models = load.models;
     if (load.loading) e.loading = load.loading;
     refresh(e);
@@ -170,10 +180,13 @@ export class RoutingView {
     if (e) e.downUntil = now + forMs;
   }
 
-  startDispatch(e: ReplicaEntry, now = Date.now()): void {
-    e.inflight++;
+  /** A dispatch to `e` starts; returns its ledger mark, which endDispatch takes. */
+  startDispatch(e: ReplicaEntry, now = Date.now()): number {
+    e.ledger.start(now);
+    e.inflight = e.ledger.inflight;
     breakerDispatched(e.breaker, now);
     refresh(e);
+    return now;
   }
 
   /** The replica answered (any response head): it is healthy as far as ejection goes. */
@@ -186,14 +199,13 @@ export class RoutingView {
     return breakerFailed(e.breaker, now, cfg);
   }
 
-  endDispatch(e: ReplicaEntry): void {
+  /** The dispatch that startDispatch marked `started` ended (no mark: the oldest in flight). */
+  endDispatch(e: ReplicaEntry, started?: number, now = Date.now()): void {
     // A probe that ended without a verdict (recordSuccess/recordFailure) must not
     // leave the replica ejected for good.
     breakerInconclusive(e.breaker);
-    if (e.inflight > 0) {
-      e.inflight--;
-      // Assume the oldest finished first: those are the ones the report counted.
-      e.counted = Math.min(e.counted, e.inflight);
+    if (e.ledger.end(started, now)) {
+      e.inflight = e.ledger.inflight;
       refresh(e);
     }
   }
@@ -299,7 +311,92 @@ function refresh(e: ReplicaEntry): void {
   if (e.reported.kv !== undefined) e.kv = e.reported.kv;
   else delete e.kv;
   // Others' load as last reported, plus all of ours.
-  e.load = Math.max(0, e.reported.ongoing + e.reported.queued - e.counted) + e.inflight;
+  e.load = e.others + e.inflight;
+}
+
+/** When a snapshot's report of `r` was the replica's load: its age is what its expiry has run down. */
+function reportTime(r: ReplicaView, now: number): number {
+  return now - Math.min(REPORT_STALE_AFTER_MS, Math.max(0, REPORT_STALE_AFTER_MS - r.expiresInMs));
+}
+
+/** How long a ledger remembers ended dispatches: past the oldest report a view applies (REPORT_STALE_AFTER_MS). */
+export const LEDGER_HISTORY_MS = REPORT_STALE_AFTER_MS + 500;
+/**
+ * Most ended dispatches a ledger remembers per replica (~16 KiB). Past it the oldest go,
+ * and a report older than what is left counts fewer of ours than it did: `others` errs
+ * high, until the next load header (the replica's answers keep a busy one fresh).
+ */
+export const LEDGER_MAX_ENDED = 1_024;
+
+/**
+ * One isolate's dispatches to one replica: the start of each in flight, and the start
+ * and end of each that ended lately. What it answers is how many were at the replica
+ * at a past moment (aliveAt), so a report from that moment is reconciled against the
+ * dispatches it counted, not against those in flight now. Pure; time is passed in.
+ */
+export class DispatchLedger {
+  /** Start times of the dispatches in flight, in start order. */
+  readonly #starts: number[] = [];
+  /** Ended dispatches' starts and ends, in end order, from #head on. */
+  #endedStart: number[] = [];
+  #endedEnd: number[] = [];
+  #head = 0;
+
+  get inflight(): number {
+    return this.#starts.length;
+  }
+
+  start(now: number): void {
+    const s = this.#starts;
+    // Clocks do not run back in practice; a start earlier than the last keeps the order anyway.
+    if (s.length === 0 || s[s.length - 1]! <= now) s.push(now);
+    else s.splice(upperBound(s, 0, s.length, now), 0, now);
+  }
+
+  /** A dispatch started at `started` ended (undefined: the oldest); false when none was in flight. */
+  end(started: number | undefined, now: number): boolean {
+    const s = this.#starts;
+    if (s.length === 0) return false;
+    let i = started === undefined ? 0 : s.indexOf(started);
+    if (i < 0) i = 0;
+    const begun = s[i]!;
+    s.splice(i, 1);
+    this.#endedStart.push(begun);
+    this.#endedEnd.push(Math.max(now, this.#endedEnd.at(-1) ?? now));
+    this.#trim(now);
+    return true;
+  }
+
+  /** Dispatches in flight at `at`: started by then and not ended by then. */
+  aliveAt(at: number): number {
+    let n = upperBound(this.#starts, 0, this.#starts.length, at);
+    const ends = this.#endedEnd;
+    // Those ended after `at` are the suffix past the last end ≤ at.
+    for (let i = upperBound(ends, this.#head, ends.length, at); i < ends.length; i++) if (this.#endedStart[i]! <= at) n++;
+    return n;
+  }
+
+  #trim(now: number): void {
+    const ends = this.#endedEnd;
+    while (this.#head < ends.length && (ends[this.#head]! < now - LEDGER_HISTORY_MS || ends.length - this.#head > LEDGER_MAX_ENDED)) this.#head++;
+    if (this.#head > 256 && this.#head * 2 > ends.length) {
+      this.#endedStart = this.#endedStart.slice(this.#head);
+      this.#endedEnd = ends.slice(this.#head);
+      this.#head = 0;
+    }
+  }
+}
+
+/** The first index in sorted `a[from, to)` whose value is above `x`. */
+function upperBound(a: readonly number[], from: number, to: number, x: number): number {
+  let lo = from;
+  let hi = to;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (a[mid]! <= x) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
 function entryFrom(r: ReplicaView, now: number): ReplicaEntry {
@@ -311,7 +408,9 @@ function entryFrom(r: ReplicaView, now: number): ReplicaEntry {
     loading: r.loading,
     reported: r.load,
     inflight: 0,
-    counted: 0,
+    others: r.load.ongoing + r.load.queued,
+    reportedAt: reportTime(r, now),
+    ledger: new DispatchLedger(),
     capacity: r.load.max,
     load: r.load.ongoing + r.load.queued,
     ...(r.load.kv !== undefined ? { kv: r.load.kv } : {}),
