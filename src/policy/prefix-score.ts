@@ -61,9 +61,25 @@ function lineFullness(c: ReplicaChoice): number {
 export function underLoadBound<T extends ReplicaChoice>(candidates: readonly T[], epsilon = DEFAULT_LOAD_FACTOR): T[] {
   if (candidates.length <= 1) return [...candidates];
   const f = candidates.map(lineFullness);
-  const mean = f.reduce((s, x) => s + x, 0) / f.length;
-  const line = (1 + epsilon) * mean;
+  const line = loadLine(f, epsilon);
   return candidates.filter((c, i) => f[i]! <= line + 1 / c.capacity);
+}
+
+function loadLine(fullness: readonly number[], epsilon: number): number {
+  return (1 + epsilon) * (fullness.reduce((s, x) => s + x, 0) / fullness.length);
+}
+
+/**
+ * The bounded-load line for `chosen` as a count of requests: the most load (ongoing +
+ * queued, before this request) at which it is under the line that `candidates` set, as
+ * underLoadBound draws it. A replica checks it against its exact load (the dispatch's
+ * x-switchyard-load-limit) where the edge's view of that load lags. Undefined with
+ * fewer than two candidates (there is nowhere else to go).
+ */
+export function loadLineLimit(candidates: readonly ReplicaChoice[], chosen: ReplicaChoice, epsilon = DEFAULT_LOAD_FACTOR): number | undefined {
+  if (candidates.length <= 1) return undefined;
+  // (load + 1) / capacity ≤ line + 1 / capacity ⇔ load ≤ line × capacity (slots only: a replica counts requests).
+  return Math.floor(loadLine(candidates.map(lineFullness), epsilon) * chosen.capacity + 1e-9);
 }
 
 /** `candidates` by rendezvous weight on `anchor`, heaviest first (ties by id, so the order is total). */

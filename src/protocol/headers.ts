@@ -2,6 +2,7 @@
  * Header names of the Switchyard dispatch protocol (docs/protocol.md).
  * One place, imported by the proxy, the routing Durable Object and the replica.
  */
+import { MAX_LOAD_COUNT } from "./limits.ts";
 export const PROTOCOL_VERSION = 1;
 
 export const Header = {
@@ -36,6 +37,16 @@ export const Header = {
    * body's own `priority`, on a dispatch (parseDispatchPriority).
    */
   priority: "x-switchyard-priority",
+  /**
+   * Proxy → replica: "admit this dispatch only if your load (ongoing + queued, before
+   * it) is at most this" (a decimal count). Over it, the replica refuses at once
+   * (REJECT_STATUS, `x-switchyard-rejected: over_limit`, its load header), and the edge
+   * sends the request to its next choice: the bounded-load line checked against the
+   * replica's exact load instead of the edge's view of it (docs/protocol.md,
+   * "Admission: reject before accepting"). A replica that does not know it admits as
+   * before; the edge sends it only when another replica is left to try.
+   */
+  loadLimit: "x-switchyard-load-limit",
   /** Replica → proxy/client: whether the named model was already loaded ("hit") or had to be loaded ("miss"). */
   modelCache: "x-switchyard-model-cache",
   /** Replica → proxy, on every response: the replica's load (see load-header.ts). */
@@ -86,8 +97,8 @@ export function isEdgeOnlyHeader(name: string): boolean {
 /** Status a replica answers with when it rejects before accepting (at capacity or draining). */
 export const REJECT_STATUS = 503;
 
-/** Reasons a replica gives in the `x-switchyard-rejected` header. */
-export type RejectReason = "capacity" | "draining";
+/** Reasons a replica gives in the `x-switchyard-rejected` header (`over_limit`: over the dispatch's x-switchyard-load-limit). */
+export type RejectReason = "capacity" | "draining" | "over_limit";
 
 /**
  * A replica refused a dispatch that was not signed by the edge (401 with
@@ -120,6 +131,18 @@ export function dispatchPriority(headers: Readonly<Record<string, string | strin
   if (headers[Header.protocol] === undefined) return undefined;
   const raw = headers[Header.priority];
   return parseDispatchPriority(Array.isArray(raw) ? raw[0] : raw);
+}
+
+/**
+ * A dispatch's x-switchyard-load-limit as a replica reads it: the count, or undefined
+ * (no limit) when absent, malformed or beyond MAX_LOAD_COUNT. `headers` as Node gives them.
+ */
+export function dispatchLoadLimit(headers: Readonly<Record<string, string | string[] | undefined>>): number | undefined {
+  const raw = headers[Header.loadLimit];
+  const value = (Array.isArray(raw) ? raw[0] : raw)?.trim();
+  if (value === undefined || !/^\d{1,7}$/.test(value)) return undefined;
+  const n = Number(value);
+  return n <= MAX_LOAD_COUNT ? n : undefined;
 }
 
 /**

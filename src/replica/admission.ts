@@ -95,11 +95,16 @@ export class AdmissionControl {
     else this.#byPriority.set(priority, n);
   }
 
-  /** Admits into a free slot (or past a lower priority, preempting), or rejects (never queues). `priority`: the dispatch's. */
-  tryAdmit(priority = 0): Admission {
-    if (this.#state === "draining" || !this.#fits(priority)) {
+  /**
+   * Admits into a free slot (or past a lower priority, preempting), or rejects (never queues).
+   * `priority`: the dispatch's. `limit`: its x-switchyard-load-limit, the most load (ongoing +
+   * queued, as reported) at which it is still admitted; over it, rejected as `over_limit`.
+   */
+  tryAdmit(priority = 0, limit?: number): Admission {
+    const over = this.#overLimit(limit);
+    if (this.#state === "draining" || over || !this.#fits(priority)) {
       this.#rejected++;
-      return { admitted: false, reason: this.#state === "draining" ? "draining" : "capacity" };
+      return { admitted: false, reason: this.#state === "draining" ? "draining" : over ? "over_limit" : "capacity" };
     }
     this.#ongoing++;
     this.#count(priority, 1);
@@ -113,8 +118,8 @@ export class AdmissionControl {
    * rejects. With maxQueued 0 it is tryAdmit. A draining replica queues nothing
    * new; what it already queued still runs.
    */
-  admitOrQueue(priority = 0): Admission | QueuedAdmission {
-    if (this.#state === "draining" || this.#fits(priority) || this.#queue.length >= this.maxQueued) return this.tryAdmit(priority);
+  admitOrQueue(priority = 0, limit?: number): Admission | QueuedAdmission {
+    if (this.#state === "draining" || this.#overLimit(limit) || this.#fits(priority) || this.#queue.length >= this.maxQueued) return this.tryAdmit(priority, limit);
     let start!: (got: boolean) => void;
     const started = new Promise<boolean>((r) => (start = r));
     const waiter: Waiter = { start, priority };
@@ -209,6 +214,11 @@ export class AdmissionControl {
     const before = this.#externalExtra();
     this.#external = held;
     if (this.#externalExtra() !== before) this.#changed(false);
+  }
+
+  /** Whether the load now (ongoing + queued, as load() reports it) is over a dispatch's `limit`. */
+  #overLimit(limit: number | undefined): boolean {
+    return limit !== undefined && this.#ongoing + this.#queue.length + this.#externalExtra() > limit;
   }
 
   #externalExtra(): number {

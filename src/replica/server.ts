@@ -5,7 +5,7 @@
  */
 import { IncomingMessage, createServer, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { Header, PROTOCOL_VERSION, SystemPath, REJECT_STATUS, UNAUTHORIZED_REJECTION, dispatchPriority, errorBody, formatLoadHeader, timingSafeEqualStrings } from "../protocol/index.ts";
+import { Header, PROTOCOL_VERSION, SystemPath, REJECT_STATUS, UNAUTHORIZED_REJECTION, dispatchLoadLimit, dispatchPriority, errorBody, formatLoadHeader, timingSafeEqualStrings } from "../protocol/index.ts";
 import type { AdmissionControl } from "./admission.ts";
 import type { DispatchGuard, DispatchRefusal } from "./dispatch-guard.ts";
 import type { RequestHandler } from "./handlers.ts";
@@ -218,10 +218,11 @@ export class ReplicaServer {
     // A dispatch's priority (the edge's word; a request straight from a client is 0 here): a
     // replica whose engine preempts admits a higher one past a lower one (AdmissionControl).
     const priority = dispatchPriority(req.headers) ?? 0;
-    const decision = admission.admitOrQueue(priority);
+    // The edge's bounded-load line for this dispatch, checked against the exact load here.
+    const decision = admission.admitOrQueue(priority, dispatchLoadLimit(req.headers));
     if (decision.admitted === false) {
       // Rejected before accepting: the body is not read, the proxy retries elsewhere.
-      const body = JSON.stringify(errorBody("all_replicas_busy", `replica ${this.#o.replicaId} is ${decision.reason === "draining" ? "draining" : "at capacity"}`));
+      const body = JSON.stringify(errorBody("all_replicas_busy", `replica ${this.#o.replicaId} is ${decision.reason === "draining" ? "draining" : decision.reason === "over_limit" ? "over the dispatch's load limit" : "at capacity"}`));
       res.writeHead(REJECT_STATUS, { ...this.#loadHeaders(0), [Header.rejected]: decision.reason, "content-type": "application/json", "content-length": Buffer.byteLength(body) });
       res.end(body);
       req.resume();

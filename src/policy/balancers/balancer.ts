@@ -44,6 +44,12 @@ export interface BalanceInput {
 export interface Balancer {
   /** The replica to try among `candidates`; undefined only when there are none. */
   pick<T extends BalancerCandidate>(candidates: readonly T[], input: BalanceInput): T | undefined;
+  /**
+   * The most load at which `chosen`, picked among `candidates` for `input`, is to take the
+   * request (its filters' load rules, checked by the replica: Header.loadLimit); undefined
+   * for no limit. Only balancers with such a rule have it.
+   */
+  loadLimit?(candidates: readonly BalancerCandidate[], chosen: BalancerCandidate, input: BalanceInput): number | undefined;
   /** `replica` accepted the request `input` describes (feedback for balancers that learn). */
   served?(replica: string, input: BalanceInput): void;
   /**
@@ -81,12 +87,20 @@ export type Filter = <T extends BalancerCandidate>(pool: readonly T[], ctx: Stag
 /** A picker takes one of the pool; undefined only for an empty pool. */
 export type Picker = <T extends BalancerCandidate>(pool: readonly T[], ctx: StageContext) => T | undefined;
 
+/**
+ * A filter's rule as a load limit for the replica to check (Header.loadLimit): the most
+ * load at which `chosen` still passes the rule among `pool`; undefined for no limit.
+ */
+export type LoadLimit = (pool: readonly BalancerCandidate[], chosen: BalancerCandidate) => number | undefined;
+
 /** A filter as registered (./filters.ts): its name, what it means, whether it needs the prompt's keys, its factory. */
 export interface FilterPlugin<N extends string = string> {
   readonly name: N;
   readonly description: string;
   readonly readsPrompt: boolean;
   create(settings: BalancerSettings): Filter;
+  /** Its rule as a load limit the chosen replica checks against its exact load, where the rule is one of load. */
+  limit?(settings: BalancerSettings): LoadLimit;
 }
 
 /** A picker as registered (./pickers.ts). `scores`: it reads ctx.cost, so the profile keeps the memory its scorers read. */

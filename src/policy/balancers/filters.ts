@@ -6,7 +6,7 @@
  * `policy.balancer.filters` accepts exactly these names.
  */
 import { hasRoom } from "../pick-replica.ts";
-import { underLoadBound } from "../prefix-score.ts";
+import { loadLineLimit, underLoadBound } from "../prefix-score.ts";
 import { defineFilter } from "./balancer.ts";
 
 /** `room`: the replicas this view believes have a free slot (and KV room), when any has. */
@@ -26,6 +26,7 @@ export const loadLine = defineFilter({
   description: "replicas under the bounded-load line, (1 + prefix.loadFactor) × the mean fullness",
   readsPrompt: false,
   create: ({ loadFactor }) => (pool) => underLoadBound(pool, loadFactor),
+  limit: ({ loadFactor }) => (pool, chosen) => loadLineLimit(pool, chosen, loadFactor),
 });
 
 export const FILTERS = [room, loadLine] as const;

@@ -54,6 +54,7 @@ export function profileTerms(weights: ProfileSpec["scorers"], settings: Balancer
  */
 export function runProfile(name: string, filters: readonly FilterPlugin[], picker: PickerPlugin, terms: readonly WeightedScore[], settings: BalancerSettings): ActiveBalancer {
   const stages = filters.map((f) => f.create(settings));
+  const limits = filters.flatMap((f) => (f.limit ? [f.limit(settings)] : []));
   const choose = picker.create(settings);
   const prompted = readsPrompt(filters, picker);
   const memory = picker.scores ? { recent: new RecentPrefixes(), outbox: new DispatchOutbox() } : undefined;
@@ -101,6 +102,18 @@ export function runProfile(name: string, filters: readonly FilterPlugin[], picke
       return choose(pool, ctx);
     },
   };
+  if (limits.length > 0) {
+    // The filters' load rules hold where they chose: not for a multiplexed model's pick, nor a prompt-reading profile's pick without keys.
+    balancer.loadLimit = (candidates, chosen, { model, prompt }) => {
+      if (model !== undefined || (prompted && (prompt === undefined || prompt.keys.length === 0))) return undefined;
+      let min: number | undefined;
+      for (const limit of limits) {
+        const l = limit(candidates, chosen);
+        if (l !== undefined && (min === undefined || l < min)) min = l;
+      }
+      return min;
+    };
+  }
   if (!memory) return balancer;
   return {
     ...balancer,

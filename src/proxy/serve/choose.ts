@@ -56,6 +56,12 @@ export interface Choice {
   /** The replica for attempt `attempt` (from 1) among those not `tried`; undefined when none is left. */
   next(attempt: number, tried: ReadonlySet<string>): Promise<ReplicaEntry | undefined>;
   /**
+   * The load limit for `replica`, the last `next` answer (Header.loadLimit: the balancer's
+   * load rule, checked by the replica against its exact load), or undefined: none for a
+   * session's own replica, nor where no other candidate is left to try.
+   */
+  loadLimit(replica: ReplicaEntry): number | undefined;
+  /**
    * `replica` accepted the request and `response` is its answer: the balancer learns
    * from it, and a session is bound to it (`followsRetry`: a retry moves the binding,
    * sessionFollowsRetry), its signed binding token set on the answer.
@@ -83,6 +89,8 @@ export function chooseFor(ctx: ChoiceRequest, body: ArrayBuffer | ReadableStream
   // A session new to this isolate goes where its prompt's prefix goes, when the balancer
   // reads one; otherwise rendezvous on its id places it (session-affinity.ts).
   const placeNew = input.prompt !== undefined ? pick : undefined;
+  /** The last pick's candidates, when the balancer chose among them (not a session's binding). */
+  let pickedAmong: readonly ReplicaEntry[] | undefined;
   return {
     async next(attempt, tried) {
       const now = Date.now();
@@ -91,12 +99,17 @@ export function chooseFor(ctx: ChoiceRequest, body: ArrayBuffer | ReadableStream
       // A continuation goes only where it is understood (a replica that declared none takes both forms).
       const form = ctx.continuation;
       const candidates = form === undefined ? all : all.filter((e) => e.continues === undefined || e.continues.includes(form));
-      const replica =
-        attempt === 1 && session
-          ? await session.affinity.choose(deployment, session.id, candidates, pick, ctx.client, () => view.lapsed(now, tried), sessionToken, placeNew)
-          : pick(candidates);
+      const bound = attempt === 1 && session !== undefined;
+      pickedAmong = bound ? undefined : candidates;
+      const replica = bound
+        ? await session.affinity.choose(deployment, session.id, candidates, pick, ctx.client, () => view.lapsed(now, tried), sessionToken, placeNew)
+        : pick(candidates);
       if (replica && model !== undefined) view.noteModelDispatch(replica, model);
       return replica;
+    },
+    loadLimit(replica) {
+      if (pickedAmong === undefined || pickedAmong.length < 2 || !balancer.loadLimit) return undefined;
+      return balancer.loadLimit(pickedAmong, replica, input);
     },
     async served(replica, response, followsRetry) {
       balancer.served?.(replica.id, input);

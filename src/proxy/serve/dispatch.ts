@@ -186,8 +186,12 @@ export class Dispatch {
     if (prepared.sha256 !== "") headers.set(Header.bodySha256, prepared.sha256);
   }
 
-  /** Attempt number `attempt` (from 1), on `replica`: sent signed; accepted (its answer), or refused and why. */
-  async attempt(replica: ReplicaEntry, attempt: number): Promise<AttemptOutcome> {
+  /**
+   * Attempt number `attempt` (from 1), on `replica`: sent signed; accepted (its answer), or
+   * refused and why. `loadLimit`: the most load at which the replica is to take it
+   * (Header.loadLimit; choose.ts Choice.loadLimit), none when undefined.
+   */
+  async attempt(replica: ReplicaEntry, attempt: number, loadLimit?: number): Promise<AttemptOutcome> {
     const { deployment, requestId } = this.#ctx;
     const checked = dispatchTarget(replica.url, this.#path, this.#ctx.target.search);
     if (!checked) {
@@ -197,6 +201,8 @@ export class Dispatch {
     }
     const headers = this.#ctx.headers;
     headers.set(Header.attempt, String(attempt));
+    if (loadLimit !== undefined) headers.set(Header.loadLimit, String(loadLimit));
+    else headers.delete(Header.loadLimit);
     // The engine's own key (vLLM --api-key), registered by its agent, replaces any client credential.
     if (replica.engineKey !== undefined) {
       if (this.#ownAuthorization === undefined) this.#ownAuthorization = headers.get("authorization");
@@ -329,7 +335,13 @@ export function dispatchTarget(replicaUrl: string, path: string, search: string)
 
 /** `fromReplica`: the replica accepted the request and this is its answer (not a proxy error). */
 /** `full`: the replica refused because it is at capacity (alive); `gone`: draining, unreachable or refusing the edge. */
-export type AttemptOutcome = { kind: "response"; response: Response; fromReplica: boolean } | { kind: "not_accepted"; why: "full" | "gone" };
+/**
+ * An attempt's end: an answer for the client, or not accepted and why (`full`: at
+ * capacity; `over_limit`: over the attempt's load limit, alive and to be passed by at
+ * once; `gone`: draining, unreachable or refusing the edge).
+ */
+export type AttemptOutcome = { kind: "response"; response: Response; fromReplica: boolean } | { kind: "not_accepted"; why: Refusal };
+export type Refusal = "full" | "over_limit" | "gone";
 
 async function attemptOn(
   replica: ReplicaEntry,
@@ -458,12 +470,13 @@ export type AnswerVerdict =
    */
   | { kind: "credential_refusal" }
   /**
-   * The replica did not take it: `full` (at capacity, alive) or `gone` (draining,
-   * shutting down). `lying`: it refused for capacity while its load header claims room,
-   * or its load header is garbled; a broken replica, which counts towards ejection so
-   * it cannot soak up every request's first attempt.
+   * The replica did not take it: `full` (at capacity, alive), `over_limit` (over the
+   * dispatch's load limit, alive) or `gone` (draining, shutting down). `lying`: it
+   * refused for capacity while its load header claims room, or its load header is
+   * garbled; a broken replica, which counts towards ejection so it cannot soak up every
+   * request's first attempt.
    */
-  | { kind: "rejected"; why: "full" | "gone"; lying: boolean };
+  | { kind: "rejected"; why: Refusal; lying: boolean };
 
 export function judgeAnswer(head: AnswerHead): AnswerVerdict {
   if (head.status === 401 && (head.rejected === UNAUTHORIZED_REJECTION || head.engineKey)) return { kind: "credential_refusal" };
@@ -471,7 +484,7 @@ export function judgeAnswer(head: AnswerHead): AnswerVerdict {
     const full = head.rejected === "capacity";
     const { load } = head;
     const lying = !load || (full && load.state === "ready" && load.ongoing + load.queued < load.max);
-    return { kind: "rejected", why: full ? "full" : "gone", lying };
+    return { kind: "rejected", why: full ? "full" : head.rejected === "over_limit" ? "over_limit" : "gone", lying };
   }
   return { kind: "accepted" };
 }
@@ -512,7 +525,7 @@ export function judgeLostConnection(c: LostConnection): LostVerdict {
  * replica (the first attempt's) was gone or draining. A full one keeps the session;
  * the next requests spill until the saturation grace period ends (session-affinity.ts).
  */
-export function sessionFollowsRetry(firstRefusal: "full" | "gone" | undefined): boolean {
+export function sessionFollowsRetry(firstRefusal: Refusal | undefined): boolean {
   return firstRefusal === "gone";
 }
 

@@ -26,7 +26,7 @@ import { Header, errorResponse, type ContinuationForm } from "../../protocol/ind
 import { keyRefusal, type KeyCheck } from "./access.ts";
 import { clientOf, declaredLength, drainUnreadBody, prepareBody } from "./body.ts";
 import { AdmissionSlot, admissionRefusal, bodyForEngine, flowOf, holdsAtZero, pendingShareOf, priorityOf, tokenCost, type Ticket } from "./admit.ts";
-import { Dispatch, sessionFollowsRetry, tapped, type DispatchContext, type DispatchTrace } from "./dispatch.ts";
+import { Dispatch, sessionFollowsRetry, tapped, type DispatchContext, type DispatchTrace, type Refusal } from "./dispatch.ts";
 import { chooseFor } from "./choose.ts";
 import { leaveByOf, migratingStream, type MigrationPlan } from "./migrate.ts";
 import { SseDataEvents, UsageTail, withoutUsageChunk } from "./token-usage.ts";
@@ -363,7 +363,7 @@ export async function attempts(req: Request, ctx: DispatchContext, slot: Admissi
     const tried = new Set<string>();
     let sawReplica = false;
     /** How the first attempt (the session's bound replica, for session requests) ended, when it was not accepted. */
-    let firstRefusal: "full" | "gone" | undefined;
+    let firstRefusal: Refusal | undefined;
     const { maxAttempts } = deployment.policy;
     for (let round = 1; ; round++) {
       /** This round found a replica to try (the view may have lost them all since the last one: killed, drained). */
@@ -374,7 +374,9 @@ export async function attempts(req: Request, ctx: DispatchContext, slot: Admissi
         sawReplica = roundSawReplica = true;
         tried.add(replica.id);
         slot?.dispatching();
-        const outcome = await opened.attempt(replica, attempt);
+        // The balancer's load rule goes with the request where a refusal can still go elsewhere.
+        const limit = prepared.replayable && attempt < maxAttempts ? choice.loadLimit(replica) : undefined;
+        const outcome = await opened.attempt(replica, attempt, limit);
         if (outcome.kind === "response") {
           fromReplica = outcome.fromReplica;
           if (fromReplica) await choice.served(replica, outcome.response, sessionFollowsRetry(firstRefusal));
@@ -383,7 +385,8 @@ export async function attempts(req: Request, ctx: DispatchContext, slot: Admissi
         if (attempt === 1 && round === 1) firstRefusal = outcome.why;
         // Not accepted: another replica may take it, if the body can be sent again.
         if (!prepared.replayable || attempt === maxAttempts) break;
-        const late = await opened.backoff(attempt);
+        // Over the load limit is no fault: the next choice is tried at once.
+        const late = outcome.why === "over_limit" ? undefined : await opened.backoff(attempt);
         if (late) return late;
       }
       // Held again only with a body that can still be sent (one held here, or none sent yet), and, when this
