@@ -35,8 +35,15 @@ export interface SeedTarget extends Rule {
 
 const f = (x: number, d = 0) => (Number.isFinite(x) ? x.toLocaleString("en-US", { minimumFractionDigits: d, maximumFractionDigits: d }) : "–");
 
-/** The targets of one seed's arms. `isolates`: the many-isolate round; `seconds`: the measured window. */
-export function seedTargets(rs: readonly TargetArm[], o: { isolates: number; seconds: number }): SeedTarget[] {
+/** Offered load from which a run is past saturation (issue 54's targets; the runs use 1.5). */
+export const PAST_SATURATION = 1.2;
+
+/**
+ * The targets of one seed's arms. `isolates`: the many-isolate round; `seconds`: the measured
+ * window; `utilization`: the offered load as a share of load_aware's saturation throughput
+ * (undefined: a fixed --rate, judged as below saturation).
+ */
+export function seedTargets(rs: readonly TargetArm[], o: { isolates: number; seconds: number; utilization?: number }): SeedTarget[] {
   const find = (arm: string, isolates: number) => rs.find((r) => r.arm === arm && (arm === "oracle" || r.isolates === isolates));
   const oracleFor = (isolates: number) => rs.filter((r) => r.arm === "oracle").at(isolates === 1 ? 0 : -1);
   const N = o.isolates;
@@ -57,7 +64,14 @@ export function seedTargets(rs: readonly TargetArm[], o: { isolates: number; sec
   if (pcN && aloneN) t(`precise TTFT p90 ≥ 3× better than approximate's with each isolate alone (${N} isolates)`, ttftRatio(aloneN, pcN, "p90"), true, 3, `${f(aloneN.ttft.p90)} / ${f(pcN.ttft.p90)} ms`);
   // A hit ratio over fewer than MIN_SAMPLES answers is noise; the reference's must be above the floor.
   const hits = (r: TargetArm) => sampled(r.hitRatio, r.ok) ?? NaN;
-  if (pcN && oracleN) t(`prefix_cache hit ratio at ${N} isolates ≥ 0.95 × the oracle's`, ratioOver(hits(pcN), hits(oracleN), HIT_RATIO_FLOOR), true, 0.95, `${f(pcN.hitRatio, 3)} / ${f(oracleN.hitRatio, 3)}`);
+  // Issue 54: as well as a router that sees every request, below saturation and past it.
+  const past = o.utilization !== undefined && o.utilization >= PAST_SATURATION;
+  if (pcN && oracleN) {
+    const atLoad = past ? "past saturation" : "below saturation";
+    t(`prefix_cache hit ratio at ${N} isolates ≥ ${past ? "0.85" : "0.95"} × the oracle's (${atLoad})`, ratioOver(hits(pcN), hits(oracleN), HIT_RATIO_FLOOR), true, past ? 0.85 : 0.95, `${f(pcN.hitRatio, 3)} / ${f(oracleN.hitRatio, 3)}`);
+    if (past) t(`prefix_cache TTFT p50 ≤ 2× the oracle's (${N} isolates, past saturation)`, ttftRatio(pcN, oracleN, "p50"), false, 2, `${f(pcN.ttft.p50)} vs ${f(oracleN.ttft.p50)} ms`);
+    t(`prefix_cache TTFT p90 ≤ ${past ? "1.3" : "1.1"}× the oracle's (${N} isolates, ${atLoad})`, ttftRatio(pcN, oracleN, "p90"), false, past ? 1.3 : 1.1, `${f(pcN.ttft.p90)} vs ${f(oracleN.ttft.p90)} ms`);
+  }
   if (pcN && pc1) t(`prefix_cache hit ratio at ${N} isolates ≥ 0.9 × at 1 isolate`, ratioOver(hits(pcN), hits(pc1), HIT_RATIO_FLOOR), true, 0.9, `${f(pcN.hitRatio, 3)} / ${f(pc1.hitRatio, 3)}`);
   for (const [pc, la, n] of [
     [pc1, la1, 1],
@@ -92,7 +106,7 @@ export interface Target extends SeedJudgement, Rule {
  * Every target over the seeds (`bySeed[i]`: seed i's arms). A target that some seed could
  * not produce (its arm missing) counts as not judged in that seed.
  */
-export function judgeTargets(bySeed: readonly (readonly TargetArm[])[], o: { isolates: number; seconds: number }): Target[] {
+export function judgeTargets(bySeed: readonly (readonly TargetArm[])[], o: { isolates: number; seconds: number; utilization?: number }): Target[] {
   const perSeed = bySeed.map((rs) => seedTargets(rs, o));
   const names = [...new Set(perSeed.flat().map((t) => t.target))];
   return names.map((name) => {

@@ -152,6 +152,23 @@ describe("judge.ts", () => {
     expect(() => requireServed([{ arm: "Ray", requests: 280, ok: 268, tolerance: 0.1 }])).not.toThrow();
   });
 
+  it("prefix-cache: past saturation the oracle's share is 0.85 with TTFT bounds, below it 0.95 (issue 54)", () => {
+    const names = (u?: number) => judgeTargets([goodSeed()], { ...O, ...(u === undefined ? {} : { utilization: u }) }).map((t) => t.target).filter((n) => n.includes("oracle"));
+    expect(names(1.5)).toEqual([
+      "prefix_cache hit ratio at 4 isolates ≥ 0.85 × the oracle's (past saturation)",
+      "prefix_cache TTFT p50 ≤ 2× the oracle's (4 isolates, past saturation)",
+      "prefix_cache TTFT p90 ≤ 1.3× the oracle's (4 isolates, past saturation)",
+    ]);
+    expect(names(0.8)).toEqual(["prefix_cache hit ratio at 4 isolates ≥ 0.95 × the oracle's (below saturation)", "prefix_cache TTFT p90 ≤ 1.1× the oracle's (4 isolates, below saturation)"]);
+    expect(names()).toEqual(names(0.8));
+    // 0.9 of the oracle's hit ratio meets the bar past saturation, not below it; a p50 2.5× the oracle's misses.
+    const seed = goodSeed().map((a) => (a.arm === "prefix_cache" && a.isolates === 4 ? { ...a, hitRatio: 0.558, ttft: { p50: 75, p90: 60, p99: 90 } } : a));
+    const past = judgeTargets([seed], { ...O, utilization: 1.5 });
+    expect(past.find((t) => t.target.startsWith("prefix_cache hit ratio at 4"))!.met).toBe(true);
+    expect(past.find((t) => t.target.startsWith("prefix_cache TTFT p50 ≤ 2×"))!.met).toBe(false);
+    expect(judgeTargets([seed], { ...O, utilization: 0.8 }).find((t) => t.target.startsWith("prefix_cache hit ratio at 4"))!.met).toBe(false);
+  });
+
   it("prefix-cache: a good seed meets every target, and throughput is no longer one", () => {
     const ts = judgeTargets([goodSeed(), goodSeed()], O);
     expect(ts.length).toBeGreaterThan(5);
