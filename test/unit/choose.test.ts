@@ -99,6 +99,43 @@ describe("choose: what the balancer reads", () => {
   });
 });
 
+describe("choose: the load limit a dispatch carries", () => {
+  const lined = defineDeployment({ name: "llm", routePrefix: "/llm", backend: { kind: "echo" } });
+  const viewLoaded = (loads: Record<string, number>) => {
+    const m = new Membership();
+    for (const [id, ongoing] of Object.entries(loads)) {
+      m.register(registerMessage(id), T0);
+      m.report(reportMessage(id, 1, { ongoing }), T0);
+    }
+    const view = new RoutingView();
+    view.applySnapshot(m.snapshot("llm", T0), Date.now());
+    return view;
+  };
+
+  it("is drawn over every candidate of the request, a tried one included, and not for a session's own replica nor where nowhere else is left", async () => {
+    // a: 7 of 8, b and c idle. Line: 2 × mean((8 + 1 + 1) / 24) = 0.833, so 6 requests on a replica of 8.
+    const view = viewLoaded({ a: 7, b: 0, c: 0 });
+    const balancer = createBalancer({ filters: ["load_line"], picker: "two_choices" }, DEFAULT_PREFIX_POLICY);
+    const choice = chooseFor(request(lined, view, balancer), undefined, undefined, undefined);
+    const first = (await choice.next(1, new Set()))!;
+    expect(first.id).not.toBe("a");
+    expect(choice.loadLimit(first)).toBe(6);
+    // The first refused: the line for the next is still over a, b and c (over a and the other alone it would be 9).
+    const second = (await choice.next(2, new Set([first.id])))!;
+    expect(choice.loadLimit(second)).toBe(6);
+    // With only one candidate left, nowhere else to go: no limit.
+    const third = (await choice.next(3, new Set(["b", "c"])))!;
+    expect(third.id).toBe("a");
+    expect(choice.loadLimit(third)).toBeUndefined();
+    // A session's first attempt goes to its own replica without one.
+    const affinity = { choose: async (_d: unknown, _id: unknown, candidates: { id: string }[]) => candidates.find((c) => c.id === "b") } as unknown as SessionAffinity;
+    const bound = chooseFor(request(lined, view, balancer, { session: { id: "s", affinity } }), undefined, undefined, undefined);
+    const own = (await bound.next(1, new Set()))!;
+    expect(own.id).toBe("b");
+    expect(bound.loadLimit(own)).toBeUndefined();
+  });
+});
+
 describe("choose: the candidates", () => {
   it("a multiplexed model's request goes to a replica holding it, which then counts it as loading where it was sent", async () => {
     const view = viewOf([{ id: "a" }, { id: "b", models: ["m1"] }, { id: "c" }]);

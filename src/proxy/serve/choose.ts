@@ -89,8 +89,13 @@ export function chooseFor(ctx: ChoiceRequest, body: ArrayBuffer | ReadableStream
   // A session new to this isolate goes where its prompt's prefix goes, when the balancer
   // reads one; otherwise rendezvous on its id places it (session-affinity.ts).
   const placeNew = input.prompt !== undefined ? pick : undefined;
-  /** The last pick's candidates, when the balancer chose among them (not a session's binding). */
-  let pickedAmong: readonly ReplicaEntry[] | undefined;
+  /** Whether the last answer of `next` was the balancer's pick among two or more candidates (not a session's binding). */
+  let pickedOfMany = false;
+  /**
+   * The candidates the line is drawn over: the first pick's, tried ones included, as a router
+   * that sees every replica draws it (a refusal's fresh load then raises the mean, not leaves it).
+   */
+  let lineOver: readonly ReplicaEntry[] | undefined;
   return {
     async next(attempt, tried) {
       const now = Date.now();
@@ -100,7 +105,8 @@ export function chooseFor(ctx: ChoiceRequest, body: ArrayBuffer | ReadableStream
       const form = ctx.continuation;
       const candidates = form === undefined ? all : all.filter((e) => e.continues === undefined || e.continues.includes(form));
       const bound = attempt === 1 && session !== undefined;
-      pickedAmong = bound ? undefined : candidates;
+      pickedOfMany = !bound && candidates.length >= 2;
+      if (!bound) lineOver ??= candidates;
       const replica = bound
         ? await session.affinity.choose(deployment, session.id, candidates, pick, ctx.client, () => view.lapsed(now, tried), sessionToken, placeNew)
         : pick(candidates);
@@ -108,8 +114,8 @@ export function chooseFor(ctx: ChoiceRequest, body: ArrayBuffer | ReadableStream
       return replica;
     },
     loadLimit(replica) {
-      if (pickedAmong === undefined || pickedAmong.length < 2 || !balancer.loadLimit) return undefined;
-      return balancer.loadLimit(pickedAmong, replica, input);
+      if (!pickedOfMany || lineOver === undefined || !balancer.loadLimit) return undefined;
+      return balancer.loadLimit(lineOver, replica, input);
     },
     async served(replica, response, followsRetry) {
       balancer.served?.(replica.id, input);
