@@ -5,7 +5,7 @@
  */
 import { IncomingMessage, createServer, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { Header, PROTOCOL_VERSION, SystemPath, REJECT_STATUS, UNAUTHORIZED_REJECTION, dispatchLoadLimit, dispatchPriority, errorBody, formatLoadHeader, timingSafeEqualStrings } from "../protocol/index.ts";
+import { Header, PROTOCOL_VERSION, SystemPath, REJECT_STATUS, UNAUTHORIZED_REJECTION, dispatchLoadLimit, dispatchPriority, errorBody, formatLoadHeader, timingSafeEqualStrings, type RejectReason } from "../protocol/index.ts";
 import type { AdmissionControl } from "./admission.ts";
 import type { DispatchGuard, DispatchRefusal } from "./dispatch-guard.ts";
 import type { RequestHandler } from "./handlers.ts";
@@ -62,6 +62,9 @@ export interface ReplicaServerOptions {
  * open under --api-key.
  */
 const OPEN_PATHS = new Set(["/health", "/metrics"]);
+
+/** What a refusal before accepting says the replica is, by its reason (one entry per RejectReason). */
+const REFUSED_AS: Record<RejectReason, string> = { capacity: "at capacity", draining: "draining", over_limit: "over the dispatch's load limit" };
 
 const firstHeader = (v: string | string[] | undefined): string | undefined => (Array.isArray(v) ? v[0] : v);
 
@@ -222,7 +225,7 @@ export class ReplicaServer {
     const decision = admission.admitOrQueue(priority, dispatchLoadLimit(req.headers));
     if (decision.admitted === false) {
       // Rejected before accepting: the body is not read, the proxy retries elsewhere.
-      const body = JSON.stringify(errorBody("all_replicas_busy", `replica ${this.#o.replicaId} is ${decision.reason === "draining" ? "draining" : decision.reason === "over_limit" ? "over the dispatch's load limit" : "at capacity"}`));
+      const body = JSON.stringify(errorBody("all_replicas_busy", `replica ${this.#o.replicaId} is ${REFUSED_AS[decision.reason]}`));
       res.writeHead(REJECT_STATUS, { ...this.#loadHeaders(0), [Header.rejected]: decision.reason, "content-type": "application/json", "content-length": Buffer.byteLength(body) });
       res.end(body);
       req.resume();

@@ -333,12 +333,11 @@ export function dispatchTarget(replicaUrl: string, path: string, search: string)
   return entry;
 }
 
-/** `fromReplica`: the replica accepted the request and this is its answer (not a proxy error). */
-/** `full`: the replica refused because it is at capacity (alive); `gone`: draining, unreachable or refusing the edge. */
 /**
- * An attempt's end: an answer for the client, or not accepted and why (`full`: at
- * capacity; `over_limit`: over the attempt's load limit, alive and to be passed by at
- * once; `gone`: draining, unreachable or refusing the edge).
+ * An attempt's end: an answer for the client (`fromReplica`: the replica accepted the
+ * request and this is its answer, not a proxy error), or not accepted and why (`full`:
+ * at capacity, alive; `over_limit`: over the attempt's load limit, alive and to be passed
+ * by at once; `gone`: draining, unreachable or refusing the edge).
  */
 export type AttemptOutcome = { kind: "response"; response: Response; fromReplica: boolean } | { kind: "not_accepted"; why: Refusal };
 export type Refusal = "full" | "over_limit" | "gone";

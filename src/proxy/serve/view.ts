@@ -27,8 +27,8 @@ export interface ReplicaEntry extends ModelHolderChoice {
   models: string[];
   loading: string[];
   reported: Load;
-  /** This isolate's dispatches to the replica that have not finished. */
-  inflight: number;
+  /** This isolate's dispatches to the replica that have not finished (the ledger's count). */
+  readonly inflight: number;
   /**
    * Requests at the replica that are not this isolate's, as of its last report or
    * load header: what it reported, less this isolate's dispatches that were there
@@ -159,8 +159,9 @@ export class RoutingView {
     e.reported = load;
     e.reportedAt = now;
     // The header excludes the request it answers (or refuses), which is still in flight
-    // here, and includes our others that reached the replica before it.
-    e.others = Math.max(0, load.ongoing + load.queued - Math.max(0, e.ledger.aliveAt(now) - 1));
+    // here, and includes our others that reached the replica before it: all in flight now
+    // but that one (the ledger's count at `now` is its count of those in flight).
+    e.others = Math.max(0, load.ongoing + load.queued - Math.max(0, e.inflight - 1));
     if (load.models) e.models = load.models;
     if (load.loading) e.loading = load.loading;
     refresh(e);
@@ -183,7 +184,6 @@ export class RoutingView {
   /** A dispatch to `e` starts; returns its ledger mark, which endDispatch takes. */
   startDispatch(e: ReplicaEntry, now = Date.now()): number {
     e.ledger.start(now);
-    e.inflight = e.ledger.inflight;
     breakerDispatched(e.breaker, now);
     refresh(e);
     return now;
@@ -204,10 +204,7 @@ export class RoutingView {
     // A probe that ended without a verdict (recordSuccess/recordFailure) must not
     // leave the replica ejected for good.
     breakerInconclusive(e.breaker);
-    if (e.ledger.end(started, now)) {
-      e.inflight = e.ledger.inflight;
-      refresh(e);
-    }
+    if (e.ledger.end(started, now)) refresh(e);
   }
 
   /** Replicas a dispatch may go to now: ready, fresh, not cooling down, not excluded, not ejected (unless all are). */
@@ -407,7 +404,9 @@ function entryFrom(r: ReplicaView, now: number): ReplicaEntry {
     models: r.models,
     loading: r.loading,
     reported: r.load,
-    inflight: 0,
+    get inflight() {
+      return this.ledger.inflight;
+    },
     others: r.load.ongoing + r.load.queued,
     reportedAt: reportTime(r, now),
     ledger: new DispatchLedger(),
