@@ -138,7 +138,7 @@ describe("RoutingView load from the ledger (property)", () => {
           expect(a.inflight).toBe(running.length);
         }
       }),
-      { numRuns: 300 },
+      { numRuns: 1_000 },
     );
   });
 });
