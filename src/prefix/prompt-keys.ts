@@ -19,6 +19,7 @@ import { responsesMessages } from "../prompt/responses-messages.ts";
 import { jsonOf } from "../protocol/json-top-level.ts";
 import { openaiEndpointOf, type OpenAIEndpoint } from "../protocol/paths.ts";
 import { promptTokenizer, UnsupportedPrompt, type ChatExtras, type PromptTokenizer, type TokenizeBudget } from "../prompt/tokenizers/index.ts";
+import { memberAsPython } from "../prompt/tokenizers/py-json.ts";
 
 /** Blocks hashed at most: 65,536 tokens of 16 (a few ms at most, once per request). */
 export const PROMPT_MAX_BLOCKS = 4096;
@@ -51,6 +52,8 @@ export type PromptEndpoint = Exclude<OpenAIEndpoint, "embeddings">;
  */
 export interface PromptBody {
   readonly byteLength: number;
+  /** The bytes as received (tools are read again from them as Python reads JSON). */
+  readonly bytes: ArrayBuffer | Uint8Array;
   /** The body as JSON; undefined when it is not JSON. */
   json(): unknown;
 }
@@ -136,7 +139,7 @@ export function promptKeys(body: Uint8Array | PromptBody, endpoint: PromptEndpoi
       if (!chat.success) return undefined;
       const { messages, tools, chat_template_kwargs: kwargs, add_generation_prompt: agp, continue_final_message: cont } = chat.data;
       if (over) return { ...keysOf(promptTokenizer("bytes").chat(messages, maxBlocks * BYTES_BLOCK), BYTES_BLOCK), fallback: "render_budget" };
-      const extras: ChatExtras = { ...(tools ? { tools } : {}), ...(kwargs ? { kwargs } : {}) };
+      const extras: ChatExtras = { ...(tools ? { tools: toolsAsPython(body instanceof Uint8Array ? body : body.bytes, tools) } : {}), ...(kwargs ? { kwargs } : {}) };
       // vLLM's flags that change the rendering (a migrated stream's continuation sets both: docs/migration.md).
       if (agp === false) extras.addGenerationPrompt = false;
       if (cont === true) extras.continueFinalMessage = true;
@@ -164,4 +167,20 @@ export function promptKeys(body: Uint8Array | PromptBody, endpoint: PromptEndpoi
       return responses.success ? tokenize((t, max, budget) => t.chat(responsesMessages(responses.data), max, undefined, budget)) : undefined;
     }
   }
+}
+
+const utf8 = new TextDecoder();
+
+/**
+ * A chat's tools as vLLM's Python reads them from the body's text (py-json.ts): JSON.parse
+ * made `2.0` an int and put integer-like keys first, and a template prints both back with
+ * `tojson`. Only for bodies with tools, whose JSON is at most PROMPT_MAX_TOOLS_BYTES: the
+ * text is searched for the member, and only the member is parsed again. Where it cannot
+ * be found within that bound, the tools as JSON.parse read them. The edge and the
+ * reference replica read tools with this one function.
+ */
+export function toolsAsPython(body: string | ArrayBuffer | Uint8Array, tools: unknown[]): readonly unknown[] {
+  if (tools.length === 0) return tools;
+  const exact = memberAsPython(typeof body === "string" ? body : utf8.decode(body), "tools", tools, 2 * PROMPT_MAX_TOOLS_BYTES);
+  return Array.isArray(exact) ? exact : tools;
 }

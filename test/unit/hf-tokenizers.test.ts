@@ -16,6 +16,8 @@ import { pythonEnv } from "../../scripts/python-env.ts";
 import { FAMILY_PACKAGES, promptTokenizer, UnsupportedPrompt, type PromptTokenizerName } from "../../src/prompt/tokenizers/index.ts";
 import { provideFamilyFilesFromNodeModules } from "../../src/prompt/tokenizers/node-files.ts";
 import { familyCodecOf } from "../../src/prompt/tokenizers/hf-family.ts";
+import { promptKeys } from "../../src/prefix/prompt-keys.ts";
+import { blockKeys } from "../../src/prefix/block-keys.ts";
 import { chatCases, textCases, type ChatCase } from "../fixtures/hf-tokenizers/conversations.ts";
 
 const CHATS = 240;
@@ -134,6 +136,31 @@ describe.each(Object.entries(FAMILY_PACKAGES))("%s (%s)", (name, pkg) => {
     }
     // Most of them render (refusals prove nothing).
     expect(rendered).toBeGreaterThanOrEqual(compared / 2);
+  });
+
+  it("renders tool schemas and tool-call arguments from a request's text as vLLM's Python reads them: floats, exponents, NaN, big ints, integer-like keys (issue 55)", async () => {
+    const tool = (name: string, parameters: string) => String.raw`{"type": "function", "function": {"name": "${name}", "description": "Look it up", "parameters": ${parameters}}}`;
+    const schema = String.raw`{"type": "object", "properties": {"temperature": {"type": "number", "minimum": 0.0, "maximum": 2.0, "default": 1.0}, "eps": {"type": "number", "default": 1e-7}, "10": {"type": "string"}, "9": {"enum": [1, 2.50, 1E5]}, "seed": {"default": 12345678901234567890}}, "required": ["temperature"]}`;
+    const call = (args: string) => JSON.stringify({ id: "call_1", type: "function", function: { name: "lookup", arguments: args } });
+    const turns = (args: string) =>
+      String.raw`{"role": "system", "content": "You are terse."}, {"role": "user", "content": "say \"tools\": [] and weigh 2.0"}, {"role": "assistant", "content": "", "tool_calls": [${call(args)}]}, {"role": "tool", "tool_call_id": "call_1", "content": "{\"t\": 2.0}"}, {"role": "user", "content": "and now?"}`;
+    const bodies = [
+      String.raw`{"model": "m", "messages": [{"role": "user", "content": "hi", "x": {"tools": [{"a": 1}]}}], "tools": [${tool("lookup", schema)}]}`,
+      String.raw`{"tools": [${tool("lookup", schema)}, ${tool("other", '{"type": "object", "properties": {}}')}], "messages": [${turns('{"x": 2.0, "y": NaN, "2": "b", "1": "a", "big": 12345678901234567890, "e": 1e-7}')}]}`,
+      String.raw`{"messages": [${turns('{"q": 1.0}')}], "tools": [${tool("lookup", '{"type": "object", "properties": {"1": {"default": 0.0}}}')}],   "stream": true}`,
+      String.raw`{"messages": [${turns('{"q": [1.0, -0.0, 1e16, 1e15, 0.00001]}')}]}`,
+    ];
+    let rendered = 0;
+    for (const [i, body] of bodies.entries()) {
+      const b = await oracle.ask({ files, body });
+      const mineKeys = promptKeys(new TextEncoder().encode(body), "chat", { tokenizer, extra: "" });
+      if (b.error !== undefined) continue;
+      rendered++;
+      expect(mineKeys?.fallback, `body ${i}`).toBeUndefined();
+      expect(mineKeys?.keys, `body ${i}`).toEqual(blockKeys(b.ids!, { extra: "", blockSize: tokenizer.blockSize, maxBlocks: mineKeys!.keys.length }));
+    }
+    // Every family renders the bodies without tool calls at least (DeepSeek-V3's template refuses the parsed arguments).
+    expect(rendered).toBeGreaterThanOrEqual(1);
   });
 
   it("tokenizes a chat re-sent with one more turn each time (the history's segments reused) exactly as transformers does", async () => {

@@ -17,6 +17,7 @@
  */
 import { BLOCK_TOKENS } from "../../protocol/limits.ts";
 import type { TemplateMessage } from "../tiny-lm-chat-template.ts";
+import { pyJsonLoads, PyJsonError } from "./py-json.ts";
 import { definePromptTokenizer, UnsupportedPrompt, type ChatExtras, type PromptTokenizer, type TokenizeBudget } from "./tokenizer.ts";
 
 /** A family's tokenizer at work: messages and tools already as vLLM passes them to the template. */
@@ -101,9 +102,11 @@ function parsedArguments(call: unknown): unknown {
   if (typeof args === "object" && args !== null) return c;
   if (args === undefined || args === null || args === "") return { ...c, function: { ...c.function, arguments: {} } };
   if (typeof args !== "string") throw new UnsupportedPrompt("tool_arguments_not_json");
+  // As Python's json.loads reads them (py-json.ts): `2.0` stays a float, NaN is read, keys keep their order.
   try {
-    return { ...c, function: { ...c.function, arguments: JSON.parse(args) as unknown } };
-  } catch {
+    return { ...c, function: { ...c.function, arguments: pyJsonLoads(args) } };
+  } catch (err) {
+    if (!(err instanceof PyJsonError)) throw err;
     throw new UnsupportedPrompt("tool_arguments_not_json");
   }
 }
@@ -111,10 +114,17 @@ function parsedArguments(call: unknown): unknown {
 /** Tools as vLLM's pydantic models dump them: type, then name, description and parameters (null when absent). */
 function vllmTools(tools: readonly unknown[]): unknown[] {
   return tools.map((t) => {
-    const fn = (t as { function?: { name?: unknown; description?: unknown; parameters?: unknown } } | null)?.function;
-    if (!fn || typeof fn.name !== "string") throw new UnsupportedPrompt("tool_not_a_function");
-    return { type: "function", function: { name: fn.name, description: fn.description ?? null, parameters: fn.parameters ?? null } };
+    const fn = member(t, "function");
+    const name = member(fn, "name");
+    if (!fn || typeof name !== "string") throw new UnsupportedPrompt("tool_not_a_function");
+    return { type: "function", function: { name, description: member(fn, "description") ?? null, parameters: member(fn, "parameters") ?? null } };
   });
+}
+
+/** A member of an object as JSON.parse reads it, or of a Map as py-json.ts does (tools read as Python reads them). */
+function member(o: unknown, key: string): unknown {
+  if (o instanceof Map) return o.get(key) as unknown;
+  return typeof o === "object" && o !== null ? (o as Record<string, unknown>)[key] : undefined;
 }
 
 /** Declares a family's tokenizer: one module per family, one line in ./index.ts. */

@@ -42,6 +42,7 @@ import type { RequestHandler } from "../handlers.ts";
 import { readBodyUpTo, sendJson } from "../http-json.ts";
 import { RequestTooLong, type FinishReason, type GenerateResult, type LlmEngine, type PromptCodec } from "./engine.ts";
 import { UnsupportedPrompt } from "../../prompt/tokenizers/tokenizer.ts";
+import { toolsAsPython } from "../../prefix/prompt-keys.ts";
 import { ResponseEvents, responseObject, responseUsage, responsesMessages, responsesSchema, type ResponseIds } from "./responses-api.ts";
 
 /** A completion's max_tokens when it sets none (vLLM's is 16; tiny-lm's prompts are characters). */
@@ -248,6 +249,9 @@ function sendError(res: ServerResponse, err: HttpError, headers: Record<string, 
   sendJson(res, ERROR_STATUS[err.code], errorBody(err.code, err.message, err.details === undefined ? undefined : { details: err.details }), headers);
 }
 
+/** A parsed body's text, for what must be read again as Python reads it (a chat's tools: toolsAsPython). */
+const bodyTexts = new WeakMap<object, string>();
+
 async function readJson(req: IncomingMessage): Promise<unknown> {
   const body = await readBodyUpTo(req, MAX_BODY_BYTES);
   if (body === null) {
@@ -255,7 +259,10 @@ async function readJson(req: IncomingMessage): Promise<unknown> {
     throw new HttpError("payload_too_large", `request body over ${MAX_BODY_BYTES} bytes`);
   }
   try {
-    return JSON.parse(body.toString("utf8"));
+    const text = body.toString("utf8");
+    const json: unknown = JSON.parse(text);
+    if (typeof json === "object" && json !== null) bodyTexts.set(json, text);
+    return json;
   } catch {
     throw new HttpError("bad_request", "We could not parse the JSON body of your request: it is not valid JSON.");
   }
@@ -447,7 +454,7 @@ export function llmService(options: LlmServiceOptions): LlmService {
       if (continueFinalMessage && chat.messages.at(-1)!.role !== "assistant") throw new HttpError("bad_request", "continue_final_message needs the last message to be the assistant's");
       if (!continueFinalMessage && chat.add_generation_prompt === false) throw new HttpError("bad_request", "add_generation_prompt: false is supported only with continue_final_message");
       prompt = renderChat(chat.messages, {
-        ...(chat.tools && { tools: chat.tools }),
+        ...(chat.tools && { tools: toolsAsPython(bodyTexts.get(body as object) ?? "", chat.tools) }),
         ...(chat.chat_template_kwargs && { kwargs: chat.chat_template_kwargs }),
         ...(continueFinalMessage && { continueFinalMessage }),
       });
