@@ -18,6 +18,7 @@ import { provideFamilyFilesFromNodeModules } from "../../src/prompt/tokenizers/n
 import { familyCodecOf } from "../../src/prompt/tokenizers/hf-family.ts";
 import { promptKeys } from "../../src/prefix/prompt-keys.ts";
 import { blockKeys } from "../../src/prefix/block-keys.ts";
+import { ONIG_CLASSES } from "../../src/prompt/tokenizers/onig-classes.ts";
 import { chatCases, textCases, type ChatCase } from "../fixtures/hf-tokenizers/conversations.ts";
 
 const CHATS = 240;
@@ -184,6 +185,38 @@ describe.each(Object.entries(FAMILY_PACKAGES))("%s (%s)", (name, pkg) => {
       expect(Array.from(tokenizer.text(t, 1 << 20)), what).toEqual(b.ids);
     }
   }, 300_000);
+
+  it("splits text as the Rust library does where this runtime's Unicode classes are not the library's (issue 55)", async () => {
+    // Every code point where JavaScript's \p{L}, \p{N}, \p{M}, \p{P}, \p{S} or \s says
+    // otherwise than the library's tables (onig-classes.ts), a sample of each, in the
+    // places a split regex weighs it: inside a word, after a space, between digits, alone.
+    const differing: string[] = [];
+    for (const [name, packed] of Object.entries(ONIG_CLASSES)) {
+      if (name.length > 1 && name !== "s") continue;
+      const table = new Set<number>();
+      for (const r of packed.split(",")) {
+        const [a, b = a] = r.split("-").map((h) => parseInt(h, 16));
+        for (let c = a!; c <= b!; c++) table.add(c);
+      }
+      const js = new RegExp(name === "s" ? "\\s" : `\\p{${name}}`, "u");
+      const here: string[] = [];
+      for (let c = 0; c < 0x110000; c++) {
+        if (c >= 0xd800 && c <= 0xdfff) continue;
+        const ch = String.fromCodePoint(c);
+        if (js.test(ch) !== table.has(c)) here.push(ch);
+      }
+      // Spread over the whole list: the first, the last, and evenly between.
+      const step = Math.max(1, Math.floor(here.length / 40));
+      for (let k = 0; k < here.length; k += step) differing.push(here[k]!);
+      if (here.length > 0) differing.push(here.at(-1)!);
+    }
+    expect(differing.length).toBeGreaterThan(10);
+    const texts = differing.map((ch, k) => [`word${ch}word`, ` ${ch}${ch} next`, `12${ch}34`, ch, `${ch}\n${ch} `, `'s${ch}`][k % 6]!);
+    for (const t of [texts.join(" "), ...texts]) {
+      const b = await oracle.ask({ files, text: t });
+      expect(Array.from(tokenizer.text(t, 1 << 20)), JSON.stringify(t)).toEqual(b.ids);
+    }
+  }, 120_000);
 
   it(`tokenizes ${TEXTS} text prompts exactly as transformers does (BOS where it adds one)`, async () => {
     for (const [i, t] of textCases(TEXTS, 35).entries()) {

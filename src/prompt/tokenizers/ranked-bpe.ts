@@ -23,6 +23,7 @@
  * test/unit/hf-tokenizers.test.ts holds the codec built on it to transformers'.
  */
 import type { BpeSpec } from "./bpe-spec.ts";
+import { ONIG_CLASSES } from "./onig-classes.ts";
 
 /** The vocabulary as typed arrays (about 5 MB for 150k tokens). */
 export interface RankedVocab {
@@ -247,18 +248,72 @@ export function mergePiece(v: RankedVocab, piece: Uint8Array, out: number[]): vo
 }
 
 /**
- * A regex of a tokenizer.json as JavaScript runs it. V8 before 12.5 (Node 22) has no
- * inline modifier groups: there `(?i:'s|'t)` is spelt out as `'[sS]|'[tT]`, which is
- * what it means for the plain literals the families put in it.
+ * A regex of a tokenizer.json as JavaScript runs it. Its Unicode classes (`\p{L}`,
+ * `\s`, ...) are spelt out as the code points they match in the Rust library
+ * (onigClasses): the runtime's own tables are of another Unicode version (V8's know
+ * letters the library's do not) and its `\s` is not Oniguruma's (U+FEFF in, U+0085
+ * out). V8 before 12.5 (Node 22) has no inline modifier groups: there `(?i:'s|'t)` is
+ * spelt out as `'[sS]|'[tT]`, which is what it means for the plain literals the
+ * families put in it.
  */
-function jsRegex(pattern: string): RegExp {
+export function jsRegex(pattern: string): RegExp {
+  const source = onigClasses(pattern);
   try {
-    return new RegExp(pattern, "gu");
+    return new RegExp(source, "gu");
   } catch (err) {
-    const spelt = pattern.replace(/\(\?i:([^()[\]\\]*)\)/g, (_, body: string) => `(?:${body.replace(/[a-z]/gi, (c) => `[${c.toLowerCase()}${c.toUpperCase()}]`)})`);
-    if (spelt === pattern) throw err;
+    const spelt = source.replace(/\(\?i:([^()[\]\\]*)\)/g, (_, body: string) => `(?:${body.replace(/[a-z]/gi, (c) => `[${c.toLowerCase()}${c.toUpperCase()}]`)})`);
+    if (spelt === source) throw err;
     return new RegExp(spelt, "gu");
   }
+}
+
+/**
+ * `pattern` with each `\p{X}`, `\P{X}`, `\s` and `\S` replaced by the code points the
+ * Rust library's class matches (ONIG_CLASSES): inside a bracket class the ranges join
+ * it; outside, they become one (negated for `\P` and `\S`). A negated class inside
+ * brackets cannot be spelt so, and no family has one: such a pattern is refused.
+ */
+export function onigClasses(pattern: string): string {
+  let out = "";
+  let inClass = false;
+  for (let i = 0; i < pattern.length; i++) {
+    const c = pattern[i]!;
+    if (c === "\\") {
+      const e = pattern[i + 1] ?? "";
+      let name: string | undefined;
+      let negated = false;
+      let length = 2;
+      if (e === "p" || e === "P") {
+        const close = pattern.indexOf("}", i);
+        if (pattern[i + 2] !== "{" || close < 0) throw new Error(`a regex class the edge cannot read at ${i}: ${pattern}`);
+        name = pattern.slice(i + 3, close);
+        negated = e === "P";
+        length = close + 1 - i;
+      } else if (e === "s" || e === "S") {
+        name = "s";
+        negated = e === "S";
+      }
+      if (name === undefined) {
+        out += pattern.slice(i, i + 2);
+        i++;
+        continue;
+      }
+      const ranges = ONIG_CLASSES[name];
+      if (ranges === undefined) throw new Error(`no table of the Unicode class ${name} (scripts/unicode-classes.ts)`);
+      const spelt = ranges
+        .split(",")
+        .map((r) => r.split("-").map((h) => `\\u{${h}}`).join("-"))
+        .join("");
+      if (inClass && negated) throw new Error(`a negated class inside brackets: ${pattern}`);
+      out += inClass ? spelt : `[${negated ? "^" : ""}${spelt}]`;
+      i += length - 1;
+      continue;
+    }
+    if (c === "[" && !inClass) inClass = true;
+    else if (c === "]" && inClass) inClass = false;
+    out += c;
+  }
+  return out;
 }
 
 /** Pieces up to this many UTF-16 code units are kept with their ids (words, numbers, punctuation). */
