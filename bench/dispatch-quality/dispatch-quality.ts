@@ -276,6 +276,9 @@ export default defineDeployment({
   name: ${JSON.stringify(arm.name)}, routePrefix: ${JSON.stringify(`/${arm.name}`)}, access: { public: true },
   backend: { kind: "text", text: "hi" }, localReplicas: 0, maxOngoingRequests: 8,
   policy: { balancer: ${JSON.stringify(arm.balancer)} },
+  // Locally every client is one client (the address workerd listens on): its share of the cap is the whole cap,
+  // or the load-blind arms' queues meet the per-client share (a quarter) and are refused with 429.
+  limits: { maxPendingRequestsPerClient: 1024 },
 });
 `,
   );
