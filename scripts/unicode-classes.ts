@@ -35,9 +35,44 @@ export function packRanges(ranges: readonly [number, number][]): string {
   return ranges.map(([a, b]) => (a === b ? a.toString(16) : `${a.toString(16)}-${b.toString(16)}`)).join(",");
 }
 
+/** The JavaScript class a library class name stands for. */
+export function runtimeClass(name: string): RegExp {
+  return new RegExp(name === "s" ? "^\\s$" : `^\\p{${name}}$`, "u");
+}
+
+/**
+ * Every code point on which this runtime's classes and the library's disagree, any
+ * class: the text on which the runtime's own regexes would split otherwise. Ranges.
+ */
+export function runtimeDiffers(classes: Record<string, [number, number][]>): [number, number][] {
+  const out: [number, number][] = [];
+  const sets = Object.entries(classes).map(([name, ranges]) => ({ re: runtimeClass(name), ranges }));
+  const inRanges = (ranges: [number, number][], c: number) => {
+    let lo = 0;
+    let hi = ranges.length - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      if (c < ranges[mid]![0]) hi = mid - 1;
+      else if (c > ranges[mid]![1]) lo = mid + 1;
+      else return true;
+    }
+    return false;
+  };
+  for (let c = 0; c <= 0x10ffff; c++) {
+    if (c >= 0xd800 && c <= 0xdfff) continue;
+    const ch = String.fromCodePoint(c);
+    if (!sets.some(({ re, ranges }) => re.test(ch) !== inRanges(ranges, c))) continue;
+    const last = out.at(-1);
+    if (last && last[1] === c - 1) last[1] = c;
+    else out.push([c, c]);
+  }
+  return out;
+}
+
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const lib = await libraryClasses();
   const lines = Object.entries(lib.classes).map(([name, ranges]) => `  ${JSON.stringify(name)}: ${JSON.stringify(packRanges(ranges))},`);
+  const differs = runtimeDiffers(lib.classes);
   const target = fileURLToPath(new URL("../src/prompt/tokenizers/onig-classes.ts", import.meta.url));
   writeFileSync(
     target,
@@ -54,7 +89,14 @@ export const ONIG_TOKENIZERS_VERSION = ${JSON.stringify(lib.tokenizers)};
 export const ONIG_CLASSES: Readonly<Record<string, string>> = {
 ${lines.join("\n")}
 };
+
+/**
+ * The code points on which JavaScript's classes (Node ${process.versions.node}, Unicode
+ * ${process.versions.unicode}) and these disagree, any class: text with none of them
+ * splits alike under the runtime's own classes, which V8 matches faster.
+ */
+export const ONIG_DIFFERS = ${JSON.stringify(packRanges(differs))};
 `,
   );
-  console.log(`wrote ${target}: ${Object.entries(lib.classes).map(([n, r]) => `${n} ${r.length} ranges`).join(", ")}`);
+  console.log(`wrote ${target}: ${Object.entries(lib.classes).map(([n, r]) => `${n} ${r.length} ranges`).join(", ")}; ${differs.length} ranges differ from this runtime's`);
 }

@@ -5,8 +5,8 @@
  * regex rewrite puts them where the class was.
  */
 import { describe, expect, it } from "vitest";
-import { libraryClasses, packRanges } from "../../scripts/unicode-classes.ts";
-import { ONIG_CLASSES } from "../../src/prompt/tokenizers/onig-classes.ts";
+import { libraryClasses, packRanges, runtimeDiffers } from "../../scripts/unicode-classes.ts";
+import { ONIG_CLASSES, ONIG_DIFFERS } from "../../src/prompt/tokenizers/onig-classes.ts";
 import { jsRegex, onigClasses } from "../../src/prompt/tokenizers/ranked-bpe.ts";
 
 describe("the Unicode classes of the split regexes", () => {
@@ -14,6 +14,8 @@ describe("the Unicode classes of the split regexes", () => {
     const lib = await libraryClasses();
     expect(Object.keys(ONIG_CLASSES).sort()).toEqual(Object.keys(lib.classes).sort());
     for (const [name, ranges] of Object.entries(lib.classes)) expect(ONIG_CLASSES[name], name).toBe(packRanges(ranges));
+    // And where this runtime disagrees with them is what the engine checks a text for before it uses the runtime's own classes.
+    expect(ONIG_DIFFERS).toBe(packRanges(runtimeDiffers(lib.classes)));
   }, 600_000);
 
   it("differ from this runtime's own where the Unicode versions do (so the table is what decides)", () => {

@@ -23,7 +23,7 @@
  * test/unit/hf-tokenizers.test.ts holds the codec built on it to transformers'.
  */
 import type { BpeSpec } from "./bpe-spec.ts";
-import { ONIG_CLASSES } from "./onig-classes.ts";
+import { ONIG_CLASSES, ONIG_DIFFERS } from "./onig-classes.ts";
 
 /** The vocabulary as typed arrays (about 5 MB for 150k tokens). */
 export interface RankedVocab {
@@ -258,9 +258,70 @@ export function mergePiece(v: RankedVocab, piece: Uint8Array, out: number[]): vo
  * `'LL` is the group's (the property test in hf-tokenizers.test.ts found it), and V8
  * before 12.5 has no modifier groups at all.
  */
-export function jsRegex(pattern: string): RegExp {
-  const spelt = onigClasses(pattern).replace(/\(\?i:([^()[\]\\]*)\)/g, (_, body: string) => `(?:${body.replace(/[a-z]/gi, (c) => `[${c.toLowerCase()}${c.toUpperCase()}${FOLDS_TO[c.toLowerCase()] ?? ""}]`)})`);
+export function jsRegex(pattern: string, classes: "library" | "runtime" = "library"): RegExp {
+  const spelt = (classes === "library" ? onigClasses(pattern) : pattern).replace(/\(\?i:([^()[\]\\]*)\)/g, (_, body: string) => `(?:${body.replace(/[a-z]/gi, (c) => `[${c.toLowerCase()}${c.toUpperCase()}${FOLDS_TO[c.toLowerCase()] ?? ""}]`)})`);
   return new RegExp(spelt, "gu");
+}
+
+/**
+ * Whether `text` holds a code point where this runtime's classes and the library's
+ * disagree (ONIG_DIFFERS, written with Node 24's Unicode 17). A text with none splits
+ * alike under the runtime's own classes, which V8 matches faster than the spelt-out
+ * ranges (1.2× on the engine's whole work), so the library's regexes are used only for a
+ * text that holds one. A native scan for the BMP ones and the high surrogates of the
+ * astral ones first (most text has neither); then a walk with a table and, for a
+ * surrogate pair, a search of the astral ranges.
+ */
+function differs(text: string): boolean {
+  const d = (differsTable ??= differsTables());
+  if (!d.maybe.test(text)) return false;
+  for (let i = 0; i < text.length; i++) {
+    const k = d.bmp[text.charCodeAt(i)];
+    if (k === 1) return true;
+    if (k === 2) {
+      const cp = text.codePointAt(i)!;
+      let lo = 0;
+      let hi = d.astral.length - 1;
+      while (lo <= hi) {
+        const mid = (lo + hi) >> 1;
+        if (cp < d.astral[mid]![0]) hi = mid - 1;
+        else if (cp > d.astral[mid]![1]) lo = mid + 1;
+        else return true;
+      }
+      i++;
+    }
+  }
+  return false;
+}
+
+let differsTable: ReturnType<typeof differsTables> | undefined;
+
+function differsTables(): { maybe: RegExp; bmp: Uint8Array; astral: [number, number][] } {
+  const bmp = new Uint8Array(0x10000);
+  const astral: [number, number][] = [];
+  for (const r of ONIG_DIFFERS.split(",")) {
+    const [a, b = a] = r.split("-").map((h) => parseInt(h, 16)) as [number, number?];
+    if (b <= 0xffff) bmp.fill(1, a, b + 1);
+    else {
+      astral.push([a, b]);
+      // The high surrogate of every 1,024-code-point block the range touches.
+      for (let c = a; c <= b; c += 0x400 - ((c - 0x10000) & 0x3ff)) bmp[0xd800 + ((c - 0x10000) >> 10)] = 2;
+    }
+  }
+  // The native pre-scan's class: every unit the table marks, BMP code point or high surrogate.
+  let cls = "";
+  for (let c = 0; c < 0x10000; ) {
+    if (bmp[c] === 0) {
+      c++;
+      continue;
+    }
+    let e = c;
+    while (e + 1 < 0x10000 && bmp[e + 1] !== 0) e++;
+    const u = (x: number) => `\\u${x.toString(16).padStart(4, "0")}`;
+    cls += c === e ? u(c) : `${u(c)}-${u(e)}`;
+    c = e + 1;
+  }
+  return { maybe: new RegExp(`[${cls}]`), bmp, astral };
 }
 
 /** The letters other than its two cases that Unicode case folding folds to an ASCII letter. */
@@ -335,12 +396,14 @@ export interface EncodeLimits {
  */
 export function bpeEncoder(spec: BpeSpec): (text: string, limits: EncodeLimits) => number[] {
   let vocab: RankedVocab | undefined;
-  const regexes = spec.patterns.map(jsRegex);
+  const library = spec.patterns.map((p) => jsRegex(p));
+  const runtime = spec.patterns.map((p) => jsRegex(p, "runtime"));
   const cache = new Map<string, number | number[]>();
   const utf8 = new TextEncoder();
   let bytes = new Uint8Array(3 * CACHED_PIECE_CHARS);
   return (input, { maxTokens, budget }) => {
     const text = spec.nfc ? input.normalize("NFC") : input;
+    const regexes = differs(text) ? library : runtime;
     vocab ??= rankedVocab(spec.ranks);
     const v = vocab;
     const out: number[] = [];
