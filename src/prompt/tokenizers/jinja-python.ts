@@ -226,6 +226,9 @@ function pyDumps(v: Value, o: DumpsOptions, level: number): string {
 
 /** A str as json.dumps writes it: `"`, `\` and control characters escaped; with ensure_ascii, everything outside space..~ too. */
 function pyJsonString(s: string, ensureAscii: boolean): string {
+  // JSON.stringify writes what Python writes with ensure_ascii=False, but for a lone
+  // surrogate (escaped there, written as it is by Python): the native path unless one is in it.
+  if (!ensureAscii && (s as string & { isWellFormed(): boolean }).isWellFormed()) return JSON.stringify(s);
   const escape = ensureAscii ? /["\\]|[^\x20-\x7e]/g : /["\\\x00-\x1f]/g;
   return `"${s.replace(escape, (c) => JSON_ESCAPES[c] ?? `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)}"`;
 }
