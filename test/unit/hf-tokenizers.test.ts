@@ -21,6 +21,7 @@ import fc from "fast-check";
 import { adversarialChatBody } from "../fixtures/hf-tokenizers/adversarial-chats.ts";
 import { blockKeys } from "../../src/prefix/block-keys.ts";
 import { ONIG_CLASSES } from "../../src/prompt/tokenizers/onig-classes.ts";
+import { unpackRanges } from "../../src/prompt/tokenizers/ranked-bpe.ts";
 import { chatCases, textCases, type ChatCase } from "../fixtures/hf-tokenizers/conversations.ts";
 
 const CHATS = 240;
@@ -231,10 +232,7 @@ describe.each(Object.entries(FAMILY_PACKAGES))("%s (%s)", (name, pkg) => {
     for (const [name, packed] of Object.entries(ONIG_CLASSES)) {
       if (name.length > 1 && name !== "s") continue;
       const table = new Set<number>();
-      for (const r of packed.split(",")) {
-        const [a, b = a] = r.split("-").map((h) => parseInt(h, 16));
-        for (let c = a!; c <= b!; c++) table.add(c);
-      }
+      for (const [a, b] of unpackRanges(packed)) for (let c = a; c <= b; c++) table.add(c);
       const js = new RegExp(name === "s" ? "\\s" : `\\p{${name}}`, "u");
       const here: string[] = [];
       for (let c = 0; c < 0x110000; c++) {

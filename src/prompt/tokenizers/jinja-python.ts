@@ -246,6 +246,7 @@ function codePointCompare(a: string, b: string): number {
 interface Value {
   type: string;
   value: unknown;
+  __bool__(): { value: unknown };
 }
 type ValueClass = new (value: unknown) => Value;
 type Builtins = Map<string, Value>;
@@ -256,9 +257,11 @@ let patched = false;
 export function pythonSemantics(): void {
   if (patched) return;
   patched = true;
-  const env = new Environment();
-  env.set("s", "x");
-  const sample = env.lookupVariable("s") as unknown as Value & { builtins: Builtins };
+  // The engine's value classes, from values it makes of a sample (it exports none of them).
+  const probe = new Environment();
+  probe.set("v", { s: "x", i: 1, f: 1.5, b: true, n: null, a: [], o: {} });
+  const made = (probe.lookupVariable("v") as unknown as Value).value as Map<string, Value>;
+  const sample = made.get("s") as Value & { builtins: Builtins };
   const proto = Object.getPrototypeOf(sample) as object;
   const own = Object.getOwnPropertyDescriptor(proto, "builtins");
   const upper = sample.builtins.get("upper");
@@ -293,14 +296,10 @@ export function pythonSemantics(): void {
       return map;
     },
   });
-  // The engine's value classes, from values it makes of a sample.
-  const probe = new Environment();
-  probe.set("v", { i: 1, f: 1.5, b: true, n: null, a: [], o: {} });
-  const made = (probe.lookupVariable("v") as unknown as Value).value as Map<string, Value>;
   const classOf = (k: string) => made.get(k)!.constructor as ValueClass;
   const [FloatValue, BooleanValue, NullValue, ArrayValue, ObjectValue] = ["f", "b", "n", "a", "o"].map(classOf) as [ValueClass, ValueClass, ValueClass, ValueClass, ValueClass];
   const UndefinedValue = probe.lookupVariable("missing").constructor as ValueClass;
-  if (made.get("i")?.constructor !== IntegerValue || made.get("f")?.type !== "FloatValue" || made.get("o")?.type !== "ObjectValue") {
+  if (made.get("i")?.constructor !== IntegerValue || made.get("f")?.type !== "FloatValue" || made.get("o")?.type !== "ObjectValue" || typeof made.get("o")!.__bool__ !== "function") {
     throw new Error("@huggingface/jinja changed: its values are not as jinja-python.ts reads them");
   }
 
@@ -422,7 +421,8 @@ export function pythonSemantics(): void {
 /** tojson's arguments after the value, by position or name, as json.dumps reads them. */
 function dumpsOptions(args: Value[], kwargs: Map<string, Value>): DumpsOptions {
   const arg = (i: number, name: string) => kwargs.get(name) ?? args[i];
-  const truthy = (v: Value | undefined) => v !== undefined && pyTruthy(v);
+  // The engine's own truth of a value is Python's (an empty list or dict is false).
+  const truthy = (v: Value | undefined) => v !== undefined && v.__bool__().value === true;
   const indentArg = arg(1, "indent");
   const indent = indentArg === undefined || indentArg.type === "NullValue" ? undefined : indentArg.type === "StringValue" ? (indentArg.value as string) : " ".repeat(Math.max(0, Number(indentArg.value)));
   const separators = arg(2, "separators");
@@ -435,22 +435,6 @@ function dumpsOptions(args: Value[], kwargs: Map<string, Value>): DumpsOptions {
     keySeparator: pair ? (pair[1]!.value as string) : ": ",
     sortKeys: truthy(arg(3, "sort_keys")),
   };
-}
-
-/** Python's truth of a value. */
-function pyTruthy(v: Value): boolean {
-  switch (v.type) {
-    case "ArrayValue":
-    case "TupleValue":
-      return (v.value as Value[]).length > 0;
-    case "ObjectValue":
-      return (v.value as Map<string, Value>).size > 0;
-    case "NullValue":
-    case "UndefinedValue":
-      return false;
-    default:
-      return Boolean(v.value);
-  }
 }
 
 /** A filter node of the engine: a name, or a call of one. */

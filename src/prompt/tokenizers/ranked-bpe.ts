@@ -299,8 +299,7 @@ let differsTable: ReturnType<typeof differsTables> | undefined;
 function differsTables(): { maybe: RegExp; bmp: Uint8Array; astral: [number, number][] } {
   const bmp = new Uint8Array(0x10000);
   const astral: [number, number][] = [];
-  for (const r of ONIG_DIFFERS.split(",")) {
-    const [a, b = a] = r.split("-").map((h) => parseInt(h, 16)) as [number, number?];
+  for (const [a, b] of unpackRanges(ONIG_DIFFERS)) {
     if (b <= 0xffff) bmp.fill(1, a, b + 1);
     else {
       astral.push([a, b]);
@@ -322,6 +321,14 @@ function differsTables(): { maybe: RegExp; bmp: Uint8Array; astral: [number, num
     c = e + 1;
   }
   return { maybe: new RegExp(`[${cls}]`), bmp, astral };
+}
+
+/** Ranges as onig-classes.ts stores them (hex, `first-last` or `one`, comma-separated) as [first, last] pairs. */
+export function unpackRanges(packed: string): [number, number][] {
+  return packed.split(",").map((r) => {
+    const [a, b = a] = r.split("-").map((h) => parseInt(h, 16)) as [number, number?];
+    return [a, b];
+  });
 }
 
 /** The letters other than its two cases that Unicode case folding folds to an ASCII letter. */
@@ -360,9 +367,8 @@ export function onigClasses(pattern: string): string {
       }
       const ranges = ONIG_CLASSES[name];
       if (ranges === undefined) throw new Error(`no table of the Unicode class ${name} (scripts/unicode-classes.ts)`);
-      const spelt = ranges
-        .split(",")
-        .map((r) => r.split("-").map((h) => `\\u{${h}}`).join("-"))
+      const spelt = unpackRanges(ranges)
+        .map(([a, b]) => (a === b ? `\\u{${a.toString(16)}}` : `\\u{${a.toString(16)}}-\\u{${b.toString(16)}}`))
         .join("");
       if (inClass && negated) throw new Error(`a negated class inside brackets: ${pattern}`);
       out += inClass ? spelt : `[${negated ? "^" : ""}${spelt}]`;
@@ -396,14 +402,15 @@ export interface EncodeLimits {
  */
 export function bpeEncoder(spec: BpeSpec): (text: string, limits: EncodeLimits) => number[] {
   let vocab: RankedVocab | undefined;
-  const library = spec.patterns.map((p) => jsRegex(p));
+  // The library's classes spelt out only once a text needs them (differs): most never does.
+  let library: RegExp[] | undefined;
   const runtime = spec.patterns.map((p) => jsRegex(p, "runtime"));
   const cache = new Map<string, number | number[]>();
   const utf8 = new TextEncoder();
   let bytes = new Uint8Array(3 * CACHED_PIECE_CHARS);
   return (input, { maxTokens, budget }) => {
     const text = spec.nfc ? input.normalize("NFC") : input;
-    const regexes = differs(text) ? library : runtime;
+    const regexes = differs(text) ? (library ??= spec.patterns.map((p) => jsRegex(p))) : runtime;
     vocab ??= rankedVocab(spec.ranks);
     const v = vocab;
     const out: number[] = [];
