@@ -38,7 +38,9 @@ export const PROMPT_TOKENIZE_BUDGET_BYTES = 64 * 1024;
  * A chat template's work is ~15 µs a message and ~100 ns a byte of tool schemas (the
  * Jinja engine walks them all, before any cut; Node, 2026-12-06): chats with more are
  * keyed by bytes, their first messages only (`render_budget`). An agent's long session
- * and its tools stay within them.
+ * and its tools stay within them. The tool calls' arguments in the messages have the
+ * tools' bound too: they are parsed and printed back whole (`tojson`), and ~1 MB of
+ * nested arrays in one call cost ~0.8 s before it.
  */
 export const PROMPT_MAX_MESSAGES = 1024;
 export const PROMPT_MAX_TOOLS_BYTES = 64 * 1024;
@@ -134,7 +136,9 @@ export function promptKeys(body: Uint8Array | PromptBody, endpoint: PromptEndpoi
     case "chat": {
       const raw = json as { messages?: unknown; tools?: unknown } | null;
       // Past the template's bound, only the first messages are read (and checked), for bytes keys.
-      const over = (typeof raw === "object" && raw !== null && Array.isArray(raw.messages) && raw.messages.length > PROMPT_MAX_MESSAGES) || (Array.isArray(raw?.tools) && JSON.stringify(raw.tools).length > PROMPT_MAX_TOOLS_BYTES);
+      const over =
+        (typeof raw === "object" && raw !== null && Array.isArray(raw.messages) && (raw.messages.length > PROMPT_MAX_MESSAGES || toolArgumentsLength(raw.messages) > PROMPT_MAX_TOOLS_BYTES)) ||
+        (Array.isArray(raw?.tools) && JSON.stringify(raw.tools).length > PROMPT_MAX_TOOLS_BYTES);
       const chat = chatBody.safeParse(over ? { messages: (raw!.messages as unknown[]).slice(0, PROMPT_MAX_MESSAGES) } : json);
       if (!chat.success) return undefined;
       const { messages, tools, chat_template_kwargs: kwargs, add_generation_prompt: agp, continue_final_message: cont } = chat.data;
@@ -183,4 +187,19 @@ export function toolsAsPython(body: string | ArrayBuffer | Uint8Array, tools: un
   if (tools.length === 0) return tools;
   const exact = memberAsPython(typeof body === "string" ? body : utf8.decode(body), "tools", tools, 2 * PROMPT_MAX_TOOLS_BYTES);
   return Array.isArray(exact) ? exact : tools;
+}
+
+/** The length of the tool calls' arguments in `messages` (text as sent; an object as JSON), stopping once past the bound. */
+function toolArgumentsLength(messages: readonly unknown[]): number {
+  let n = 0;
+  for (const m of messages) {
+    const calls = (m as { tool_calls?: unknown } | null)?.tool_calls;
+    if (!Array.isArray(calls)) continue;
+    for (const c of calls) {
+      const args = (c as { function?: { arguments?: unknown } } | null)?.function?.arguments;
+      n += typeof args === "string" ? args.length : args === undefined || args === null ? 0 : JSON.stringify(args).length;
+      if (n > PROMPT_MAX_TOOLS_BYTES) return n;
+    }
+  }
+  return n;
 }

@@ -220,6 +220,19 @@ describe("the work a prompt's keys may cost (issue 50)", () => {
     expect(promptKeys(body({ messages: many.slice(0, 4), tools: tools.slice(0, 0) }), "chat", { tokenizer: qwen3, extra: "" })!.fallback).toBeUndefined();
   });
 
+  it(`tool calls whose arguments pass ${PROMPT_MAX_TOOLS_BYTES} bytes in all are keyed by bytes, unrendered: ~1 MB of nested arrays cost ~0.8 s rendered`, () => {
+    const call = (args: string) => ({ role: "assistant", content: "", tool_calls: [{ id: "c1", type: "function", function: { name: "f", arguments: args } }] });
+    const nested = `[${`${"[".repeat(500)}1${"]".repeat(500)},`.repeat(1_000)}0]`;
+    const turns = (args: string) => [{ role: "user", content: "hi" }, call(args), { role: "user", content: "go" }];
+    const keys = promptKeys(body({ messages: turns(nested) }), "chat", { tokenizer: qwen3, extra: "" })!;
+    expect(keys.fallback).toBe("render_budget");
+    expect(keys.keys).toEqual(blockKeys(bytes.chat(turns(nested) as never, 1 << 20), { extra: "", blockSize: bytes.blockSize, maxBlocks: PROMPT_MAX_BLOCKS }));
+    // Under the bound, they are rendered; the bound counts every call of every message (two just over half are over).
+    const half = JSON.stringify({ a: "x".repeat(PROMPT_MAX_TOOLS_BYTES / 2) });
+    expect(promptKeys(body({ messages: turns(half) }), "chat", { tokenizer: qwen3, extra: "" })!.fallback).toBeUndefined();
+    expect(promptKeys(body({ messages: [...turns(half), call(half), { role: "user", content: "and" }] }), "chat", { tokenizer: qwen3, extra: "" })!.fallback).toBe("render_budget");
+  });
+
   it("token ids past the blocks hashed are not read", () => {
     const ids = Array.from({ length: PROMPT_MAX_BLOCKS * 16 + 5000 }, (_, i) => i % 997);
     const keys = promptKeys(body({ prompt: ids }), "completions", { tokenizer: qwen3, extra: "" })!;
