@@ -74,6 +74,11 @@ export class BodyHolds {
     this.#limits = limits;
   }
 
+  /** How many clients hold a body now: an entry lives only while its client holds one (no growth per address seen). */
+  get clients(): number {
+    return this.#clients.size;
+  }
+
   /** What `client` holds now (tests, observability). */
   heldBy(client: string): { bodies: number; bytes: number } {
     return { ...(this.#clients.get(client) ?? { bodies: 0, bytes: 0 }) };
