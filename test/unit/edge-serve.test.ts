@@ -2,7 +2,7 @@
 // (src/edge/lazy-model.ts), in Node: the model is the replica's own, on Node's
 // onnxruntime-web, so these check the handler's contract; test/e2e/edge-inference.test.ts
 // runs it inside workerd.
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { defineDeployment, type DeploymentInput } from "../../src/config/deployment.ts";
 import { edgeModel, edgeModelIds } from "../../src/edge/catalog.ts";
 import { lazyModel, provideEdgeModel } from "../../src/edge/lazy-model.ts";
@@ -165,6 +165,74 @@ describe("serveAtEdge", () => {
     const ok = await serve({ method: "POST", body }, v4);
     expect(ok.status).toBe(200);
     expect(ok.headers.get("x-switchyard-model-cache")).toBe("miss");
+  });
+
+  it("answers as the replica's handler does: 405 with Allow, 400 for a malformed model id, 404 naming the model served (issue 51)", async () => {
+    const put = await serve({ method: "PUT", body: "{}" });
+    expect(put.status).toBe(405);
+    expect(put.headers.get("allow")).toBe("GET, POST");
+    expect(put.headers.get("x-switchyard-replica")).toBe("edge");
+    expect(((await put.json()) as { error: unknown }).error).toMatchObject({ code: "method_not_allowed", message: "use POST with a JSON body (GET describes the model)" });
+    const malformed = await serve({ method: "POST", body: "{}", headers: { "x-switchyard-model": "../x" } });
+    expect(malformed.status).toBe(400);
+    expect(((await malformed.json()) as { error: { message: string } }).error.message).toMatch(/^malformed model id/);
+    const unknown = await serve({ method: "POST", body: "{}", headers: { "x-switchyard-model": "other-model" } });
+    expect(unknown.status).toBe(404);
+    expect(unknown.headers.get("x-request-id")).toBe("req-1");
+    expect(((await unknown.json()) as { error: unknown }).error).toMatchObject({ code: "model_not_found", details: { model: "other-model", known: ["silero-vad-v5"] } });
+  });
+
+  it("reads the model from x-switchyard-model before Ray's header, and a blank one as none (issue 51)", async () => {
+    const both = await serve({ headers: { "x-switchyard-model": "silero-vad-v5", serve_multiplexed_model_id: "other" } });
+    expect(both.status).toBe(200);
+    await both.arrayBuffer();
+    const ray = await serve({ headers: { "x-switchyard-model": "  ", serve_multiplexed_model_id: "other" } });
+    expect(ray.status).toBe(404);
+    expect(((await ray.json()) as { error: { details: { model: string } } }).error.details.model).toBe("other");
+    const blank = await serve({ headers: { serve_multiplexed_model_id: " " } });
+    expect(blank.status).toBe(200);
+    await blank.arrayBuffer();
+  });
+
+  it("checks a declared Content-Length only on a request with a body, and answers the model's own input errors with their details (issue 51)", async () => {
+    // A GET's Content-Length has no body to bound.
+    const get = await serve({ headers: { "content-length": "999999999" } });
+    expect(get.status).toBe(200);
+    await get.arrayBuffer();
+    const bad = await serve({ method: "POST", body: JSON.stringify({ samples: "not samples" }) });
+    expect(bad.status).toBe(400);
+    const err = ((await bad.json()) as { error: { code: string; details?: unknown } }).error;
+    expect(err.code).toBe("bad_request");
+    expect(err.details).toBeDefined();
+    expect(bad.headers.get("x-switchyard-model")).toBe("silero-vad-v5");
+  });
+
+  it("answers a body past a deployment limit below the model's in the proxy's own words (issue 51)", async () => {
+    const small = edgeDeployment({ limits: { maxRequestBodyBytes: 100 } });
+    const chunked = new ReadableStream<Uint8Array>({
+      start(c) {
+        c.enqueue(new Uint8Array(150).fill(32));
+        c.close();
+      },
+    });
+    const res = await serve({ method: "POST", body: chunked, duplex: "half" }, small);
+    expect(res.status).toBe(413);
+    expect(((await res.json()) as { error: { message: string; request_id: string } }).error).toMatchObject({ message: "request body exceeds 100 bytes", request_id: "req-1" });
+  });
+
+  it("answers 500 in the error shape when inference itself fails, naming where it ran (issue 51)", async () => {
+    provideEdgeModel(
+      "silero-vad-v5-failing",
+      lazyModel(async () => ({ ...fakeModel("silero-vad-v5-failing"), infer: async () => Promise.reject(new Error("kernel fault")) })),
+    );
+    const failing = edgeDeployment({ backend: { kind: "edge", model: "silero-vad-v5-failing" } });
+    const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    const res = await serve({ method: "POST", body: "{}" }, failing);
+    errors.mockRestore();
+    expect(res.status).toBe(500);
+    expect(res.headers.get("x-switchyard-replica")).toBe("edge");
+    expect(res.headers.get("x-switchyard-model")).toBe("silero-vad-v5-failing");
+    expect(((await res.json()) as { error: unknown }).error).toMatchObject({ code: "internal_error", message: "edge inference failed", request_id: "req-1" });
   });
 
   it("never answers 500 for arbitrary bodies, headers and methods", async () => {
