@@ -71,15 +71,18 @@ describe("the gate's counts of requests in flight, as its demand tells them", ()
   it("tells at most MAX_DEMAND_FLOWS flows: the largest, and the rest summed under one key in the highest of their bands", () => {
     const gate = new AdmissionGate();
     const flows = MAX_DEMAND_FLOWS + 5;
-    for (let i = 0; i < flows; i++) for (let n = 0; n <= (i < 10 ? 3 : 0); n++) gate.started(i === flows - 1 ? 2 : 0, `f${i}`);
+    // The ten largest flows come last, so only an order by size names them.
+    const big = (i: number) => i >= flows - 10;
+    for (let i = 0; i < flows; i++) for (let n = 0; n <= (big(i) ? 3 : 0); n++) gate.started(i === flows - 11 ? 2 : 0, `f${i}`);
     const d = gate.demand()!;
     expect(d.flows).toHaveLength(MAX_DEMAND_FLOWS);
-    // The ten flows with four requests each are told by name.
-    for (let i = 0; i < 10; i++) expect(d.flows.some(([, k, n]) => k === flowKey(`f${i}`) && n === 4)).toBe(true);
+    // The ten flows with four requests each are told by name, the largest first.
+    for (let i = flows - 10; i < flows; i++) expect(d.flows.some(([, k, n]) => k === flowKey(`f${i}`) && n === 4)).toBe(true);
+    expect(d.flows.slice(0, 10).every(([, , n]) => n === 4)).toBe(true);
     const rest = d.flows.at(-1)!;
     const named = new Set(d.flows.slice(0, -1).map(([, k]) => k));
     expect(named.has(rest[1])).toBe(false);
-    // Everything not named, summed, in the highest band among them (the one flow of priority 2 is among the rest: it has one request).
+    // Everything not named, summed, in the highest band among them (the last small flow, of priority 2, is among the rest: ties keep their order).
     const total = 10 * 4 + (flows - 10);
     expect(d.flows.reduce((s, [, , n]) => s + n, 0)).toBe(total);
     expect(rest[0]).toBe(2);
@@ -111,7 +114,41 @@ describe("the gate's counts of requests in flight, as its demand tells them", ()
   });
 });
 
+describe("the queue's order between clients, from the gate's counts in flight", () => {
+  it("a client whose requests ended goes before one with a request still running, whatever the arrival order", async () => {
+    const view = viewOf(3);
+    for (let i = 0; i < 3; i++) take(view);
+    const gate = new AdmissionGate();
+    gate.started(0, "ip:a");
+    gate.started(0, "ip:a");
+    gate.started(0, "ip:b");
+    const order: string[] = [];
+    const b = gate.enter(deployment(), view, ticket({ flow: "ip:b" })).then((r) => order.push(`b:${r.outcome}`));
+    const a = gate.enter(deployment(), view, ticket({ flow: "ip:a\u0000t1" })).then((r) => order.push(`a:${r.outcome}`));
+    await tick();
+    expect(gate.held).toBe(2);
+    // Both of a's requests end (two slots free here): a has none running now, b has one.
+    gate.ended(0, "ip:a");
+    gate.ended(0, "ip:a");
+    gate.pump();
+    await Promise.all([a, b]);
+    expect(order).toEqual(["a:go", "b:go"]);
+  });
+});
+
 describe("slots this isolate frees before the view shows them", () => {
+  it("counts a freed slot until exactly HOLD_POLL_MS have passed", async () => {
+    let now = 2_000_000;
+    const view = viewOf(1);
+    take(view);
+    const gate = new AdmissionGate(() => now);
+    gate.started(0, "f");
+    gate.started(0, "f");
+    gate.ended(0, "f");
+    now += HOLD_POLL_MS;
+    expect(await gate.enter(deployment(), view, ticket())).toEqual({ outcome: "go", queued: false });
+  });
+
   it("a request that ended here lets one held request go though the view still counts it, for HOLD_POLL_MS only", async () => {
     let now = 1_000_000;
     // The view is full with this isolate's own request (it has not seen it end yet).
@@ -330,6 +367,25 @@ describe("a request's place from admission to its end (AdmissionSlot)", () => {
     if (typeof unweighed === "string") throw new Error(unweighed);
     unweighed.used(7);
     expect(corrections).toEqual([[0, "w", 500, 120]]);
+  });
+});
+
+describe("a request that meets a full fleet", () => {
+  it("whose client has left already is gone at once; a sheddable one the replicas refused is shed even with a slot in view", async () => {
+    const view = viewOf(1);
+    take(view);
+    const gate = new AdmissionGate();
+    const left = new AbortController();
+    left.abort();
+    expect(await gate.enter(deployment(), view, ticket({ signal: left.signal }))).toEqual({ outcome: "gone", queued: false });
+    expect(gate.held).toBe(0);
+    free(view);
+    expect(await gate.enter(deployment(), view, ticket({ priority: -1, again: true }))).toEqual({ outcome: "shed", queued: false });
+  });
+
+  it("pump lets nothing go before a request has shown the gate its view, or with nothing held", () => {
+    const gate = new AdmissionGate();
+    expect(gate.pump()).toBe(false);
   });
 });
 
