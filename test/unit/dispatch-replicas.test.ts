@@ -7,7 +7,7 @@
  * and draining replicas, engine keys, requests that may not run twice, and streams. The same stage runs under workerd in the e2e tests; here it runs
  * in Node, where the unit tests (and mutation testing) can reach it.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { DEFAULT_PREFIX_POLICY, defineDeployment } from "../../src/config/deployment.ts";
 import { createBalancer } from "../../src/policy/balancers/index.ts";
 import { deriveReplicaKey, dispatchSignature } from "../../src/protocol/index.ts";
@@ -67,7 +67,9 @@ beforeAll(async () => {
     start("draining"),
     // An engine behind its agent, which takes only the key the agent registered.
     start("keyed", { apiKeys: ["engine-key-1"] }),
+    start("keyed-busy", { apiKeys: ["engine-key-1"], slots: 1 }),
   ]);
+  expect(replicas.get("keyed-busy")!.admission.tryAdmit()).toEqual({ admitted: true });
   replicas.get("draining")!.admission.drain();
   await start("busy", { slots: 1 });
   // Its one slot taken, as by a request in progress.
@@ -82,10 +84,10 @@ afterAll(async () => {
 });
 
 /** A view of `ids`, all ready and idle as far as their reports say. */
-function viewOf(ids: string[]): RoutingView {
+function viewOf(ids: string[], urlOf: (id: string) => string = (id) => replicas.get(id)!.url): RoutingView {
   const m = new Membership();
   for (const id of ids) {
-    m.register(registerMessage(id, { deployment: "hello", url: replicas.get(id)!.url, ...(id === "keyed" ? { engine_key: "engine-key-1" } : {}) }), T0);
+    m.register(registerMessage(id, { deployment: "hello", url: urlOf(id), ...(id.startsWith("keyed") ? { engine_key: "engine-key-1" } : {}) }), T0);
     m.report(reportMessage(id, 1, { deployment: "hello" }), T0);
   }
   const view = new RoutingView();
@@ -300,5 +302,74 @@ describe("dispatch to real replicas: what the replica receives, and each way an 
     const sized = await send(["ok-2"], "/hello/x", { search: "?headers=1", view });
     expect(sized.trace.streamEnd).toBeUndefined();
     expect(view.get("ok-2")!.inflight).toBe(0);
+  });
+});
+
+describe("dispatch to real replicas: deadlines, lost connections and credentials across attempts (issue 51)", () => {
+  const errorOf = (text: string) => (JSON.parse(text) as { error: { code: string; message: string } }).error;
+  const quick = defineDeployment({ name: "hello", routePrefix: "/hello", backend: { kind: "echo" }, policy: { balancer: "round_robin", requestTimeoutMs: 150 } });
+
+  it("a hung replica: 504 in the edge's words each time, and ejected after three in a row", async () => {
+    const view = viewOf(["hang"]);
+    const outcomes = [];
+    for (let i = 0; i < 3; i++) outcomes.push(await send(["hang"], "/hello/x", { view, ctx: { deployment: quick } }));
+    for (const r of outcomes) {
+      expect(r.status).toBe(504);
+      expect(errorOf(r.text)).toEqual({ code: "deadline_exceeded", message: "the replica did not answer before the deadline", type: expect.any(String), request_id: expect.any(String) });
+    }
+    expect(outcomes.map((r) => r.trace.ejections)).toEqual([0, 0, 1]);
+  });
+
+  it("a replica whose connection is refused is marked down in the view: the next requests do not try it", async () => {
+    const view = viewOf(["gone", "ok-1"]);
+    const balancer = createBalancer("round_robin", DEFAULT_PREFIX_POLICY);
+    // Round robin alternates: within two requests one tries the gone replica first.
+    let sawGone = false;
+    for (let i = 0; i < 2 && !sawGone; i++) {
+      const r = await send(["gone", "ok-1"], "/hello/x", { view, ctx: { balancer } });
+      expect(r).toMatchObject({ status: 200, replica: "ok-1" });
+      sawGone = r.trace.attempts === 2;
+    }
+    expect(sawGone).toBe(true);
+    for (let i = 0; i < 3; i++) expect((await send(["gone", "ok-1"], "/hello/x", { view, ctx: { balancer } })).trace.attempts).toBe(1);
+  });
+
+  it("a client that leaves while the replica works aborts the wait for its answer: 400, and the replica is not blamed", async () => {
+    const client = new AbortController();
+    const view = viewOf(["hang"]);
+    const pending = send(["hang"], "/hello/x", { view, ctx: { clientSignal: client.signal, deadline: Date.now() + 60_000 } });
+    await new Promise((r) => setTimeout(r, 30));
+    client.abort();
+    const r = await pending;
+    expect(r.status).toBe(400);
+    expect(r.trace.ejections).toBe(0);
+    expect(view.candidates(Date.now()).map((c) => c.id)).toEqual(["hang"]);
+  });
+
+  it("after an engine with its own key refused, the next replica gets the client's credential back, or none", async () => {
+    for (const auth of ["Bearer client", null]) {
+      let seen: Record<string, string> | undefined;
+      for (let i = 0; i < 20 && seen === undefined; i++) {
+        const headers = new Headers();
+        if (auth !== null) headers.set("authorization", auth);
+        const r = await send(["keyed-busy", "ok-1"], "/hello/x", { search: "?headers=1", ctx: { headers, balancer: createBalancer("round_robin", DEFAULT_PREFIX_POLICY) } });
+        expect(r.status).toBe(200);
+        // Only a run whose first attempt went to the engine shows the hand-back.
+        if (r.trace.attempts === 2) seen = JSON.parse(r.text) as Record<string, string>;
+      }
+      expect(seen, String(auth)).toBeDefined();
+      expect(seen!.authorization).toBe(auth ?? undefined);
+    }
+  });
+
+  it("refuses a path that would leave the replica's base path, and sends nothing", async () => {
+    const errors: string[] = [];
+    const spy = vi.spyOn(console, "error").mockImplementation((m: string) => void errors.push(m));
+    const r = await send(["ok-1"], "/hello/../../x", { view: viewOf(["ok-1"], (id) => `${replicas.get(id)!.url}/base`) });
+    spy.mockRestore();
+    expect(r.status).toBe(500);
+    expect(errorOf(r.text)).toMatchObject({ code: "internal_error", message: "internal error" });
+    expect(errors.some((e) => JSON.parse(e).msg === "dispatch target refused")).toBe(true);
+    expect(r.replica).toBeNull();
   });
 });
