@@ -9,6 +9,8 @@ import { defineConfig } from "vitest/config";
 const MOCKING_UNIT_FILES = ["test/unit/edge-fetch.test.ts", "test/unit/package-exports.test.ts"];
 /** tsconfig.json's path `#switchyard/*` (this repository's src/, for deployment files anywhere in it: examples/), as tsx and esbuild read it. */
 const resolve = { alias: [{ find: /^#switchyard\/(.*)$/, replacement: `${fileURLToPath(new URL("./src/", import.meta.url))}$1` }] };
+/** The Node projects' resolve: `cloudflare:workers` is workerd's own module, stood in for by its base class (test/fixtures/cloudflare-workers-node.ts). */
+const nodeResolve = { alias: [...resolve.alias, { find: /^cloudflare:workers$/, replacement: fileURLToPath(new URL("./test/fixtures/cloudflare-workers-node.ts", import.meta.url)) }] };
 
 export default defineConfig({
   test: {
@@ -18,7 +20,7 @@ export default defineConfig({
       // The unit files share one module graph (isolate: false: 66 s instead of 105 s here, the
       // time went to re-importing per file); the files that vi.mock a module keep their own.
       {
-        resolve,
+        resolve: nodeResolve,
         test: {
           name: "unit",
           include: ["test/unit/**/*.test.ts"],

@@ -6,7 +6,7 @@
 import { type Deployment, DEFAULT_PREFIX_POLICY } from "../../config/deployment.ts";
 import type { Env } from "../../env.ts";
 import { dispatchSignature, type RoutingSnapshot } from "../../protocol/index.ts";
-import { ApiKeyCache, KEY_SET_TTL_MS, RELAYED_KEY_SET_TTL_MS, RateLimits, TOKEN_RATE } from "./access.ts";
+import { ApiKeyCache, KEY_SET_TTL_MS, RELAYED_KEY_SET_TTL_MS, RateLimits, TOKEN_RATE, type KeySetSource, type RateSync } from "./access.ts";
 import type { BucketLimits } from "../../policy/token-bucket.ts";
 import type { RateUse } from "../../policy/rate-limit-sync.ts";
 import { AdmissionGate, pendingShareOf } from "./admit.ts";
@@ -22,9 +22,25 @@ import { VIEW_SUMMARY_BYTES } from "../../state/summary-delta.ts";
 import { HELD_DEMAND_INTERVAL_MS } from "../../state/routing-shards.ts";
 import { ProxyMetrics } from "../../telemetry/proxy-metrics.ts";
 import { sendFlush } from "../../state/telemetry.ts";
-import { SessionAffinity } from "./session-affinity.ts";
+import { SessionAffinity, type SessionStore } from "./session-affinity.ts";
 import { SessionTokens, sessionTokenKeyFor } from "./session-token.ts";
-import { RELAYED_SNAPSHOT_TTL_MS, SNAPSHOT_TTL_MS, SnapshotCache } from "./view.ts";
+import { RELAYED_SNAPSHOT_TTL_MS, SNAPSHOT_TTL_MS, SnapshotCache, type SnapshotSource } from "./view.ts";
+import type { TelemetryFlush } from "../../telemetry/types.ts";
+
+/**
+ * Where an isolate's state comes from when not from the Worker's bindings: the answers
+ * the Durable Objects give (a snapshot, a key set, a rate sync, a session's binding, a
+ * telemetry flush). The Worker passes none; the unit tests of the request path do, with
+ * the state plane's own logic behind them (Membership's snapshots, the RateLimiter's
+ * bucket functions), so the whole path runs in Node against real replicas.
+ */
+export interface IsolateSources {
+  snapshots?: SnapshotSource;
+  keys?: KeySetSource;
+  rates?: RateSync;
+  sessions?: SessionStore;
+  flush?: (flush: TelemetryFlush) => Promise<void>;
+}
 
 /**
  * What one proxy isolate keeps between requests: routing views, balancers,
@@ -67,11 +83,14 @@ export class IsolateState {
   /** Other isolates' dispatch notes learned through relays (observability and tests). */
   peerDispatchesLearned = 0;
 
-  constructor(env: Env) {
+  readonly #flush: (flush: TelemetryFlush) => Promise<void>;
+
+  constructor(env: Env, sources: IsolateSources = {}) {
     this.#env = env;
+    this.#flush = sources.flush ?? ((flush) => sendFlush(env, flush));
     this.sign = (p) => dispatchSignature(env.SWITCHYARD_REPLICA_SECRET, p);
     this.snapshots = new SnapshotCache(
-      (name, have) => this.#snapshotOf(name, have),
+      sources.snapshots ?? ((name, have) => this.#snapshotOf(name, have)),
       Date.now,
       (name) => {
         const routing = servedDeployment(name)?.routing;
@@ -81,7 +100,7 @@ export class IsolateState {
     );
     const ttlMs = (d: Deployment) => d.sessionAffinity.ttlSeconds * 1000;
     this.affinity = new SessionAffinity(
-      {
+      sources.sessions ?? {
         resolve: async (d, session, proposal) =>
           (await sessionRouterFor(env, d.name, session, d.sessionAffinity.shards).resolve(session, proposal, ttlMs(d))).replica,
         rebind: async (d, session, from, to) =>
@@ -92,15 +111,18 @@ export class IsolateState {
       new SessionTokens(() => sessionTokenKeyFor(env.SWITCHYARD_REPLICA_SECRET)),
     );
     this.apiKeys = new ApiKeyCache(
-      (name) => (servedDeployment(name)?.routing.relay ? relayFor(env, name, this.location).activeKeys(name) : keysFor(env, name).activeKeys()),
+      sources.keys ??
+        ((name) => (servedDeployment(name)?.routing.relay ? relayFor(env, name, this.location).activeKeys(name) : keysFor(env, name).activeKeys())),
       Date.now,
       (name) => (servedDeployment(name)?.routing.relay ? RELAYED_KEY_SET_TTL_MS : KEY_SET_TTL_MS),
     );
     // With relays, rate-limit syncs go through the location's relay too (it syncs the location's sum with the shard).
-    const syncRates = (name: string, shard: number, limits: BucketLimits, uses: RateUse[]) =>
-      servedDeployment(name)?.routing.relay
-        ? relayFor(env, name, this.location).syncRates(name, shard, limits, uses)
-        : rateLimiterFor(env, name, shard).sync(limits, uses);
+    const syncRates =
+      sources.rates ??
+      ((name: string, shard: number, limits: BucketLimits, uses: RateUse[]) =>
+        servedDeployment(name)?.routing.relay
+          ? relayFor(env, name, this.location).syncRates(name, shard, limits, uses)
+          : rateLimiterFor(env, name, shard).sync(limits, uses));
     this.rateLimits = new RateLimits(syncRates);
     this.tokenLimits = new RateLimits(syncRates, Date.now, TOKEN_RATE);
   }
@@ -202,7 +224,7 @@ export class IsolateState {
   #sendDueFlush(): Promise<void> | undefined {
     const flush = this.metrics.takeFlush(Date.now());
     if (!flush) return undefined;
-    return sendFlush(this.#env, flush).catch((err: unknown) => console.error(JSON.stringify({ msg: "telemetry flush failed", error: String(err) })));
+    return this.#flush(flush).catch((err: unknown) => console.error(JSON.stringify({ msg: "telemetry flush failed", error: String(err) })));
   }
 
   /**
