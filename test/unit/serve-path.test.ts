@@ -16,7 +16,7 @@ import { chargeUse, type RateRemaining } from "../../src/policy/rate-limit-sync.
 import { fullBucket, type TokenBucket } from "../../src/policy/token-bucket.ts";
 import { deriveReplicaKey } from "../../src/protocol/index.ts";
 import { IsolateState } from "../../src/proxy/serve/isolate-state.ts";
-import { routeServer } from "../../src/proxy/serve/serve.ts";
+import { routeServer, servePath } from "../../src/proxy/serve/serve.ts";
 import { AdmissionControl } from "../../src/replica/admission.ts";
 import { DispatchGuard } from "../../src/replica/dispatch-guard.ts";
 import { echoHandler } from "../../src/replica/handlers.ts";
@@ -44,6 +44,8 @@ const deployments = [
   deploy("full", { admission: { priorityHeader: "x-priority" } }),
   deploy("empty"),
   deploy("strip", { policy: { stripPrefix: true } }),
+  deploy("one", { limits: { maxPendingRequests: 1 } }),
+  deploy("tokens", { access: { public: false, tokenLimit: { tokensPerMinute: 60, burst: 5 } } }),
 ];
 
 const servers: ReplicaServer[] = [];
@@ -83,7 +85,7 @@ function snapshotOf(deployment: string) {
 }
 
 beforeAll(async () => {
-  for (const d of ["pub", "getonly", "priv", "small", "capped"]) await replicaFor(d, `${d}-r1`);
+  for (const d of ["pub", "getonly", "priv", "small", "capped", "one", "tokens"]) await replicaFor(d, `${d}-r1`);
   // Full as its report says: every slot taken by other isolates' requests.
   await replicaFor("full", "full-r1", { slots: 2, reportFull: true });
   const keyHash = await hashApiKey(KEY);
@@ -91,7 +93,7 @@ beforeAll(async () => {
   const buckets = new Map<string, TokenBucket>();
   state = new IsolateState(env, {
     snapshots: async (name) => snapshotOf(name),
-    keys: async (name) => (name === "priv" ? [{ hash: keyHash }] : []) as never,
+    keys: async (name) => (name === "priv" || name === "tokens" ? [{ hash: keyHash }] : []) as never,
     rates: async (deployment, _shard, limits, uses) =>
       uses.map((use): RateRemaining => {
         const id = `${deployment}/${use.key}`;
@@ -201,6 +203,35 @@ describe("the request path in Node, against real replicas", () => {
     expect((await first).status).toBe(200);
     expect(state.pending.get("capped")).toBe(0);
     expect((await send("/capped/x", { headers: { "cf-connecting-ip": "198.51.100.1" } })).status).toBe(200);
+  });
+
+  it("caps the deployment's pending requests in this isolate: past it, 503 queue_full with Retry-After", async () => {
+    const first = send("/one/x?delay_ms=1500", { headers: { "cf-connecting-ip": "203.0.113.1" } });
+    await vi.waitFor(() => expect(state.pending.get("one")).toBe(1));
+    const second = await send("/one/x", { headers: { "cf-connecting-ip": "203.0.113.2" } });
+    expect(second.status).toBe(503);
+    expect(second.body.error).toMatchObject({ code: "queue_full", message: 'deployment "one" has 1 requests waiting here already' });
+    expect(second.headers.get("retry-after")).toBe("1");
+    expect((await first).status).toBe(200);
+  });
+
+  it("charges a token-limited key what the answer used, once it has passed", async () => {
+    const d = deployments.find((x) => x.name === "tokens")!;
+    const keyHash = await hashApiKey(KEY);
+    const background: Promise<unknown>[] = [];
+    const bg = (p: Promise<unknown>) => void background.push(p);
+    expect(state.tokenLimits.check(d, keyHash, bg).ok).toBe(true);
+    // The replica's answer carries its usage (the echo replica answers the body it got): 3 + 4 tokens.
+    const body = JSON.stringify({ id: "x", usage: { prompt_tokens: 3, completion_tokens: 4, total_tokens: 7 } });
+    const req = new Request("http://edge/tokens/v", { method: "POST", body, headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" } });
+    const res = await servePath(req, env, { deployment: d, routePrefix: "/tokens", target: { path: "/tokens/v", search: "" }, state, requestId: "tok-1", background: bg, trace: { attempts: 0, rejections: 0, ejections: 0 } }, {
+      usage: { key: "sy-kkkk", strip: false, charge: { keyHash, promptBytes: body.length, stream: false } },
+    });
+    expect(res.status).toBe(200);
+    expect(await res.text()).toBe(body);
+    await Promise.allSettled(background);
+    // 7 tokens charged to a bucket of 5: spent until it refills.
+    await vi.waitFor(() => expect(state.tokenLimits.check(d, keyHash, bg).ok).toBe(false));
   });
 
   it("writes one JSON line per request with its status, replica and attempts", async () => {
