@@ -9,8 +9,8 @@ import { defineConfig } from "vitest/config";
 const MOCKING_UNIT_FILES = ["test/unit/edge-fetch.test.ts", "test/unit/package-exports.test.ts"];
 /** tsconfig.json's path `#switchyard/*` (this repository's src/, for deployment files anywhere in it: examples/), as tsx and esbuild read it. */
 const resolve = { alias: [{ find: /^#switchyard\/(.*)$/, replacement: `${fileURLToPath(new URL("./src/", import.meta.url))}$1` }] };
-/** The Node projects' resolve: `cloudflare:workers` is workerd's own module, stood in for by its base class (test/fixtures/cloudflare-workers-node.ts). */
-const nodeResolve = { alias: [...resolve.alias, { find: /^cloudflare:workers$/, replacement: fileURLToPath(new URL("./test/fixtures/cloudflare-workers-node.ts", import.meta.url)) }] };
+/** The unit projects' resolve (and the mutation runs', vitest.mutation.config.ts): `cloudflare:workers` is workerd's own module, stood in for by its base class (test/fixtures/cloudflare-workers-node.ts). */
+export const nodeResolve = { alias: [...resolve.alias, { find: /^cloudflare:workers$/, replacement: fileURLToPath(new URL("./test/fixtures/cloudflare-workers-node.ts", import.meta.url)) }] };
 
 export default defineConfig({
   test: {
@@ -31,7 +31,7 @@ export default defineConfig({
           hookTimeout: 60_000,
         },
       },
-      { resolve, test: { name: "unit-mocks", include: [...MOCKING_UNIT_FILES], environment: "node", testTimeout: 60_000, hookTimeout: 60_000 } },
+      { resolve: nodeResolve, test: { name: "unit-mocks", include: [...MOCKING_UNIT_FILES], environment: "node", testTimeout: 60_000, hookTimeout: 60_000 } },
       "test/workers/vitest.config.ts",
       {
         resolve,

@@ -478,6 +478,7 @@ describe("AdmissionGate under a budget", () => {
     expect(flowKey("key:abc")).toMatch(/^[0-9a-f]{16}$/);
     expect(flowKey("key:abc\u0000t1").slice(0, 8)).toBe(flowKey("key:abc").slice(0, 8));
     expect(flowKey("key:abc\u0000t1")).not.toBe(flowKey("key:abc\u0000t2"));
+    expect(flowKey("key:abc\u0000t1")).not.toBe(flowKey("key:abc"));
     expect(flowKey("key:def\u0000t1").slice(0, 8)).not.toBe(flowKey("key:abc\u0000t1").slice(0, 8));
   });
 

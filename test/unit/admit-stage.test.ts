@@ -106,12 +106,6 @@ describe("the gate's counts of requests in flight, as its demand tells them", ()
     client.abort();
     expect((await held).outcome).toBe("gone");
   });
-
-  it("gives a flow's key its client's first 8 hex digits", () => {
-    expect(flowKey("key:abc")).toMatch(/^[0-9a-f]{16}$/);
-    expect(flowKey("key:abc\u0000t1").slice(0, 8)).toBe(flowKey("key:abc").slice(0, 8));
-    expect(flowKey("key:abc\u0000t1")).not.toBe(flowKey("key:abc"));
-  });
 });
 
 describe("the queue's order between clients, from the gate's counts in flight", () => {

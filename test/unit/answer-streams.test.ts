@@ -8,27 +8,14 @@
  */
 import { describe, expect, it, vi } from "vitest";
 import { passAnswerBody, sseWithErrorEvent, tapped } from "../../src/proxy/serve/dispatch.ts";
-
-// workerd's byte-identity stream: Node's TransformStream with no transform passes the same bytes.
-(globalThis as { IdentityTransformStream?: unknown }).IdentityTransformStream ??= class extends TransformStream<Uint8Array, Uint8Array> {};
+import { partStream } from "../fixtures/streams.ts";
+import "../fixtures/workerd-streams.ts";
 
 const enc = new TextEncoder();
 
-/** A replica's body: `parts`, then an end or a break. */
-function replicaBody(parts: string[], end: "close" | "error") {
-  let at = 0;
-  return new ReadableStream<Uint8Array>({
-    pull(c) {
-      if (at < parts.length) c.enqueue(enc.encode(parts[at++]!));
-      else if (end === "close") c.close();
-      else c.error(new Error("Network connection lost."));
-    },
-  });
-}
-
 describe("sseWithErrorEvent", () => {
   it("passes a stream that ends as it is, and settles when it ended", async () => {
-    const passed = sseWithErrorEvent(replicaBody(["data: 1\n\n", "data: 2\n\n"], "close"), "r1", "req-1");
+    const passed = sseWithErrorEvent(partStream(["data: 1\n\n", "data: 2\n\n"], "close").stream, "r1", "req-1");
     expect(await new Response(passed.body).text()).toBe("data: 1\n\ndata: 2\n\n");
     await expect(passed.ended).resolves.toBeUndefined();
   });
@@ -36,7 +23,7 @@ describe("sseWithErrorEvent", () => {
   it("ends a stream whose replica failed with the edge's error event, naming the request, and logs the cause", async () => {
     const logged: string[] = [];
     const spy = vi.spyOn(console, "error").mockImplementation((m: string) => void logged.push(m));
-    const passed = sseWithErrorEvent(replicaBody(["data: 1\n\n"], "error"), "r1", "req-2");
+    const passed = sseWithErrorEvent(partStream(["data: 1\n\n"], "error").stream, "r1", "req-2");
     const text = await new Response(passed.body).text();
     await vi.waitFor(() => expect(logged).toHaveLength(1));
     spy.mockRestore();
@@ -74,14 +61,14 @@ describe("sseWithErrorEvent", () => {
 describe("tapped", () => {
   it("shows each chunk to the observer on its way and passes them all", async () => {
     const seen: string[] = [];
-    const passed = tapped(replicaBody(["a", "bc", "d"], "close"), (c) => seen.push(new TextDecoder().decode(c)), null);
+    const passed = tapped(partStream(["a", "bc", "d"], "close").stream, (c) => seen.push(new TextDecoder().decode(c)), null);
     expect(await new Response(passed.body).text()).toBe("abcd");
     await passed.ended;
     expect(seen).toEqual(["a", "bc", "d"]);
   });
 
   it("settles (never rejects) when the replica's stream breaks", async () => {
-    const passed = tapped(replicaBody(["a"], "error"), () => undefined, null);
+    const passed = tapped(partStream(["a"], "error").stream, () => undefined, null);
     await expect(new Response(passed.body).text()).rejects.toThrow();
     await expect(passed.ended).resolves.toBeUndefined();
   });
@@ -93,13 +80,13 @@ describe("passAnswerBody", () => {
     const kept = passAnswerBody(sized, { sseErrors: true, replicaId: "r", requestId: "q" });
     expect(kept.body).toBe(sized.body);
     expect(kept.ended).toBeUndefined();
-    const streamed = passAnswerBody(new Response(replicaBody(["x"], "error")), { sseErrors: true, replicaId: "r", requestId: "q" });
+    const streamed = passAnswerBody(new Response(partStream(["x"], "error").stream), { sseErrors: true, replicaId: "r", requestId: "q" });
     const logged: string[] = [];
     const spy = vi.spyOn(console, "error").mockImplementation((m: string) => void logged.push(m));
     expect(await new Response(streamed.body).text()).toMatch(/^xdata: \{"error":\{"code":"upstream_failed"/);
     await vi.waitFor(() => expect(logged).toHaveLength(1));
     spy.mockRestore();
-    const plain = passAnswerBody(new Response(replicaBody(["y"], "close")), { sseErrors: false, replicaId: "r", requestId: "q" });
+    const plain = passAnswerBody(new Response(partStream(["y"], "close").stream), { sseErrors: false, replicaId: "r", requestId: "q" });
     expect(await new Response(plain.body).text()).toBe("y");
     await expect(plain.ended).resolves.toBeUndefined();
     expect(passAnswerBody(new Response(null), { sseErrors: true, replicaId: "r", requestId: "q" }).body).toBeNull();

@@ -31,28 +31,10 @@ import {
   type DispatchBody,
 } from "../../src/proxy/serve/body.ts";
 import { bodySha256 } from "../../src/protocol/index.ts";
+import { partStream, type StreamEnd } from "../fixtures/streams.ts";
 
 const pace = { idleMs: 10_000, minBytesPerSecond: 1024 };
 const enc = new TextEncoder();
-
-/** A body source that records what was pulled from it and why it was cancelled. */
-function source(chunks: Uint8Array[], o: { end?: boolean; fail?: boolean } = {}) {
-  const seen = { pulls: 0, cancelled: undefined as string | undefined };
-  let at = 0;
-  const stream = new ReadableStream<Uint8Array>({
-    pull(c) {
-      seen.pulls++;
-      if (at < chunks.length) c.enqueue(chunks[at++]!);
-      else if (o.fail) c.error(new Error("Network connection lost."));
-      else if (o.end !== false) c.close();
-      // end: false: the client sends nothing more and never ends.
-    },
-    cancel(reason) {
-      seen.cancelled = String(reason);
-    },
-  });
-  return { stream, seen };
-}
 
 const bytes = (n: number, fill = 97) => new Uint8Array(n).fill(fill);
 const post = (body: BodyInit | null, headers: Record<string, string> = {}, method = "POST") =>
@@ -137,14 +119,14 @@ describe("readBoundedBody at its bounds", () => {
   it("takes a body of exactly the limit, and refuses one byte more (declared, or chunked and cancelled)", async () => {
     expect(new Uint8Array((await readBoundedBody(post(bytes(10)), 10, pace)) as ArrayBuffer)).toEqual(bytes(10));
     expect(await readBoundedBody(post(bytes(11)), 10, pace)).toBe("too_large");
-    const { stream, seen } = source([bytes(6), bytes(5), bytes(100)]);
+    const { stream, seen } = partStream([bytes(6), bytes(5), bytes(100)]);
     expect(await readBoundedBody(post(stream), 10, pace)).toBe("too_large");
     expect(seen.cancelled).toBe("too large");
     expect(seen.pulls).toBeLessThan(4);
   });
 
   it("refuses a declared size past the limit before reading a byte", async () => {
-    const { stream, seen } = source([bytes(5)]);
+    const { stream, seen } = partStream([bytes(5)]);
     const req = new Request("http://edge/x", { method: "POST", body: stream, headers: { "content-length": "50" }, duplex: "half" } as RequestInit);
     expect(await readBoundedBody(req, 10, pace)).toBe("too_large");
     expect(seen.pulls).toBeLessThanOrEqual(1);
@@ -159,15 +141,15 @@ describe("readBoundedBody at its bounds", () => {
 
   it("keeps a body's own bytes when its one chunk is a view into a larger buffer", async () => {
     const backing = enc.encode("xxhello-worldyy");
-    const { stream } = source([backing.subarray(2, 13)]);
+    const { stream } = partStream([backing.subarray(2, 13)]);
     expect(new TextDecoder().decode((await readBoundedBody(post(stream), 100, pace)) as ArrayBuffer)).toBe("hello-world");
     const whole = enc.encode("whole");
-    const { stream: s2 } = source([whole.subarray(0, 3)]);
+    const { stream: s2 } = partStream([whole.subarray(0, 3)]);
     expect(new TextDecoder().decode((await readBoundedBody(post(s2), 100, pace)) as ArrayBuffer)).toBe("who");
   });
 
   it("reports a connection lost mid-body as aborted", async () => {
-    const { stream } = source([bytes(3)], { fail: true });
+    const { stream } = partStream([bytes(3)], "error");
     expect(await readBoundedBody(post(stream), 100, pace)).toBe("aborted");
   });
 
@@ -182,7 +164,7 @@ describe("readBoundedBody at its bounds", () => {
     try {
       const fits = new Request("http://edge/x", { method: "POST", body: bytes(20), headers: { "content-length": "20" } });
       expect(new Uint8Array((await readBoundedBody(fits, 1_000_000, pace, client)) as ArrayBuffer)).toEqual(bytes(20));
-      const { stream, seen } = source([bytes(21)]);
+      const { stream, seen } = partStream([bytes(21)]);
       const over = new Request("http://edge/x", { method: "POST", body: stream, headers: { "content-length": "21" }, duplex: "half" } as RequestInit);
       expect(await readBoundedBody(over, 1_000_000, pace, client)).toBe("client_holds");
       expect(seen.cancelled).toBe("held too much");
@@ -215,8 +197,8 @@ describe("readBoundedBody at its bounds", () => {
 });
 
 describe("drainUnreadBody", () => {
-  const sized = (chunks: Uint8Array[], length: number, o: { end?: boolean } = {}) => {
-    const s = source(chunks, o);
+  const sized = (chunks: Uint8Array[], length: number, end: StreamEnd = "close") => {
+    const s = partStream(chunks, end);
     return { ...s, req: new Request("http://edge/x", { method: "POST", body: s.stream, headers: { "content-length": String(length) }, duplex: "half" } as RequestInit) };
   };
 
@@ -230,7 +212,7 @@ describe("drainUnreadBody", () => {
     const over = sized([bytes(3)], 101);
     await drainUnreadBody(over.req, 100);
     expect(over.seen.pulls).toBeLessThanOrEqual(1);
-    const { stream, seen } = source([bytes(3), bytes(3)]);
+    const { stream, seen } = partStream([bytes(3), bytes(3)]);
     await drainUnreadBody(post(stream), 100);
     expect(seen.pulls).toBeLessThanOrEqual(1);
     const used = sized([bytes(3)], 3);
@@ -247,7 +229,7 @@ describe("drainUnreadBody", () => {
 
   it("stops at the pace: a body that stalls is let go, not waited on", async () => {
     vi.useFakeTimers({ now: 1_000_000 });
-    const { req, seen } = sized([bytes(3)], 10, { end: false });
+    const { req, seen } = sized([bytes(3)], 10, "hang");
     let done = false;
     const drained = drainUnreadBody(req, 100, { idleMs: 500, minBytesPerSecond: 0 }).then(() => (done = true));
     await vi.advanceTimersByTimeAsync(499);
@@ -295,7 +277,7 @@ describe("the upload pace", () => {
 
   it("a PacedReader's next read times out when the pace says, not later", async () => {
     vi.useFakeTimers({ now: 5_000_000 });
-    const { stream, seen } = source([], { end: false });
+    const { stream, seen } = partStream([], "hang");
     const reader = new PacedReader(stream, { idleMs: 300, minBytesPerSecond: 0 });
     let got: unknown = "pending";
     const read = reader.read().then((r) => (got = r));
@@ -339,7 +321,7 @@ describe("the upload pace", () => {
 
 describe("pacedBody's reports and its settled callback", () => {
   it("reports a lost connection as aborted (not too slow), and settles once", async () => {
-    const { stream } = source([bytes(2)], { fail: true });
+    const { stream } = partStream([bytes(2)], "error");
     let settled = 0;
     const paced = pacedBody(new PacedReader(stream, pace), 100, [], () => settled++);
     const read = new Response(paced.body).arrayBuffer();
@@ -352,32 +334,32 @@ describe("pacedBody's reports and its settled callback", () => {
 
   it("settles at the end, past the limit, and when the receiver cancels; and cancels its source then", async () => {
     let settled = 0;
-    const end = pacedBody(new PacedReader(source([bytes(2)]).stream, pace), 100, [], () => settled++);
+    const end = pacedBody(new PacedReader(partStream([bytes(2)]).stream, pace), 100, [], () => settled++);
     expect(new Uint8Array(await new Response(end.body).arrayBuffer())).toEqual(bytes(2));
     expect(end.aborted()).toBe(false);
     expect(end.tooSlow()).toBe(false);
     expect(settled).toBe(1);
 
-    const big = source([bytes(60), bytes(60), bytes(60)], { end: false });
+    const big = partStream([bytes(60), bytes(60), bytes(60)], "hang");
     const over = pacedBody(new PacedReader(big.stream, pace), 100, [], () => settled++);
     await expect(new Response(over.body).arrayBuffer()).rejects.toThrow("request body too large");
     expect(settled).toBe(2);
     await vi.waitFor(() => expect(big.seen.cancelled).toBe("too large"));
 
-    const held = source([bytes(2)], { end: false });
+    const held = partStream([bytes(2)], "hang");
     const cancelled = pacedBody(new PacedReader(held.stream, pace), 100, [], () => settled++);
     await cancelled.body.cancel("client went");
     expect(settled).toBe(3);
     expect(held.seen.cancelled).toBe("client went");
     // Without a callback, nothing throws.
-    const bare = pacedBody(new PacedReader(source([bytes(1)], { fail: true }).stream, pace), 100);
+    const bare = pacedBody(new PacedReader(partStream([bytes(1)], "error").stream, pace), 100);
     await expect(new Response(bare.body).arrayBuffer()).rejects.toThrow();
-    await pacedBody(new PacedReader(source([]).stream, pace), 100).body.cancel("x");
+    await pacedBody(new PacedReader(partStream([]).stream, pace), 100).body.cancel("x");
   });
 
   it("an ended stream says it was neither too slow nor aborted", async () => {
     vi.useFakeTimers({ now: 9_000_000 });
-    const slow = source([bytes(1)], { end: false });
+    const slow = partStream([bytes(1)], "hang");
     const paced = pacedBody(new PacedReader(slow.stream, { idleMs: 200, minBytesPerSecond: 0 }), 100);
     const read = new Response(paced.body).arrayBuffer().catch((e: Error) => e.message);
     await vi.advanceTimersByTimeAsync(250);
@@ -421,14 +403,14 @@ describe("the dispatch body a deployment's limits make of a request", () => {
 
   it("reads at least MIN_UPLOAD_PROOF_BYTES first even when replayableBodyBytes is lower", async () => {
     expect(MIN_UPLOAD_PROOF_BYTES).toBe(4096);
-    const d = await asBody(dispatchBody(post(source([bytes(3000), bytes(1000)]).stream), deployment({ replayableBodyBytes: 0 }), "r", anon("ip:p")));
+    const d = await asBody(dispatchBody(post(partStream([bytes(3000), bytes(1000)]).stream), deployment({ replayableBodyBytes: 0 }), "r", anon("ip:p")));
     expect(d.replayable).toBe(true);
     expect((d.body as ArrayBuffer).byteLength).toBe(4000);
   });
 
   it("streams a longer unsized body after its first part, paced and counted against the limit", async () => {
     const chunks = [bytes(6000, 1), bytes(6000, 2), bytes(6000, 3)];
-    const d = await asBody(dispatchBody(post(source(chunks).stream), deployment(), "r", anon("ip:s")));
+    const d = await asBody(dispatchBody(post(partStream(chunks).stream), deployment(), "r", anon("ip:s")));
     expect(d.replayable).toBe(false);
     expect(d.body).toBeInstanceOf(ReadableStream);
     const got = new Uint8Array(await new Response(d.body as ReadableStream).arrayBuffer());
@@ -436,7 +418,7 @@ describe("the dispatch body a deployment's limits make of a request", () => {
     expect(got[0]).toBe(1);
     expect(got[17999]).toBe(3);
     // Past the limit mid-flight.
-    const over = await asBody(dispatchBody(post(source([bytes(9000), bytes(9000)]).stream), deployment({ maxRequestBodyBytes: 12_000 }), "r", anon("ip:s")));
+    const over = await asBody(dispatchBody(post(partStream([bytes(9000), bytes(9000)]).stream), deployment({ maxRequestBodyBytes: 12_000 }), "r", anon("ip:s")));
     await expect(new Response(over.body as ReadableStream).arrayBuffer()).rejects.toThrow("request body too large");
     expect(over.overLimit()).toBe(true);
   });
@@ -446,7 +428,7 @@ describe("the dispatch body a deployment's limits make of a request", () => {
     expect((bad as Response).status).toBe(400);
     const big = await dispatchBody(new Request("http://edge/x", { method: "POST", body: "abcd", headers: { "content-length": "4" } }), deployment({ maxRequestBodyBytes: 3 }), "r", anon("ip:b"));
     expect((big as Response).status).toBe(413);
-    const chunked = await dispatchBody(post(source([bytes(4)]).stream), deployment({ maxRequestBodyBytes: 3 }), "r-9", anon("ip:b"));
+    const chunked = await dispatchBody(post(partStream([bytes(4)]).stream), deployment({ maxRequestBodyBytes: 3 }), "r-9", anon("ip:b"));
     expect((chunked as Response).status).toBe(413);
     expect((await errorOf(chunked as Response)).request_id).toBe("r-9");
   });
@@ -456,7 +438,7 @@ describe("the dispatch body a deployment's limits make of a request", () => {
     const opened = [];
     for (let i = 0; i < UNAUTHENTICATED_HOLD_LIMITS.clientBodies; i++) opened.push(unauthenticatedHolds.open(client));
     try {
-      const { stream, seen } = source([bytes(10)]);
+      const { stream, seen } = partStream([bytes(10)]);
       const refused = await dispatchBody(post(stream), deployment(), "r", anon(client));
       expect((refused as Response).status).toBe(429);
       expect(seen.cancelled).toBe("held too much");
@@ -470,15 +452,15 @@ describe("the dispatch body a deployment's limits make of a request", () => {
 
   it("with duplexUploads, streams from the first byte and caps the client's uploads in flight", async () => {
     const d = deployment({ duplexUploads: true, duplexUploadsPerClient: 1 });
-    const first = await asBody(dispatchBody(post(source([bytes(5)], { end: false }).stream), d, "r", anon("ip:dx")));
+    const first = await asBody(dispatchBody(post(partStream([bytes(5)], "hang").stream), d, "r", anon("ip:dx")));
     expect(first.replayable).toBe(false);
-    const { stream, seen } = source([bytes(5)]);
+    const { stream, seen } = partStream([bytes(5)]);
     const second = await dispatchBody(post(stream), d, "r", anon("ip:dx"));
     expect((second as Response).status).toBe(429);
     expect(await errorOf(second as Response)).toMatchObject({ code: "rate_limited", message: 'this client has 1 streamed uploads to "up" in flight here already; retry shortly' });
     expect(seen.cancelled).toBe("too many duplex uploads");
     first.release();
-    const third = await asBody(dispatchBody(post(source([bytes(5)]).stream), d, "r", anon("ip:dx")));
+    const third = await asBody(dispatchBody(post(partStream([bytes(5)]).stream), d, "r", anon("ip:dx")));
     expect(third.replayable).toBe(false);
     expect(new Uint8Array(await new Response(third.body as ReadableStream).arrayBuffer())).toEqual(bytes(5));
     third.release();
@@ -499,7 +481,7 @@ describe("the dispatch body a deployment's limits make of a request", () => {
     const idempotent = await prepareBody(post(bytes(10)), deployment({}, { idempotent: true }), "r", anon("ip:pb"));
     expect((idempotent as DispatchBody & { safeToRepeat: boolean }).safeToRepeat).toBe(true);
     // Streamed: never repeated, even for an idempotent deployment, and not covered by a digest.
-    const streamed = await prepareBody(post(source([bytes(9000), bytes(9000)]).stream), deployment({}, { idempotent: true }), "r", anon("ip:pb"));
+    const streamed = await prepareBody(post(partStream([bytes(9000), bytes(9000)]).stream), deployment({}, { idempotent: true }), "r", anon("ip:pb"));
     if (streamed instanceof Response) throw new Error("refused");
     expect(streamed.safeToRepeat).toBe(false);
     expect(streamed.sha256).toBe("");

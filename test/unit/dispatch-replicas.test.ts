@@ -20,10 +20,7 @@ import { echoHandler } from "../../src/replica/handlers.ts";
 import { ReplicaServer, type ReplicaFault } from "../../src/replica/server.ts";
 import { Membership } from "../../src/state/membership.ts";
 import { registerMessage, reportMessage, T0 } from "../fixtures/control-messages.ts";
-
-// workerd's byte-identity stream, which dispatch.ts pipes answers through: Node's
-// TransformStream with no transform passes the same bytes.
-(globalThis as { IdentityTransformStream?: unknown }).IdentityTransformStream ??= class extends TransformStream<Uint8Array, Uint8Array> {};
+import "../fixtures/workerd-streams.ts";
 
 const MASTER = "unit-test-master-secret";
 const deployment = defineDeployment({ name: "hello", routePrefix: "/hello", backend: { kind: "echo" }, policy: { balancer: "round_robin", requestTimeoutMs: 1_500 } });

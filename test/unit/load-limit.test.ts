@@ -20,8 +20,7 @@ import { echoHandler } from "../../src/replica/handlers.ts";
 import { ReplicaServer } from "../../src/replica/server.ts";
 import { Membership } from "../../src/state/membership.ts";
 import { registerMessage, reportMessage, T0 } from "../fixtures/control-messages.ts";
-
-(globalThis as { IdentityTransformStream?: unknown }).IdentityTransformStream ??= class extends TransformStream<Uint8Array, Uint8Array> {};
+import "../fixtures/workerd-streams.ts";
 
 describe("loadLineLimit", () => {
   const candidate = fc.record({ load: fc.nat(40), capacity: fc.integer({ min: 1, max: 32 }) });

@@ -11,6 +11,7 @@
 import { describe, expect, it } from "vitest";
 import { continuationBody, migratingStream, migrationPlan, type MigrateOptions } from "../../src/proxy/serve/migrate.ts";
 import { Header } from "../../src/protocol/index.ts";
+import { partStream, type StreamEnd } from "../fixtures/streams.ts";
 
 const enc = new TextEncoder();
 const bytes = (o: unknown) => enc.encode(JSON.stringify(o)).buffer as ArrayBuffer;
@@ -22,18 +23,8 @@ const chatPiece = (id: string, text: string, extra: Record<string, unknown> = {}
 const textPiece = (id: string, text: string) => event({ id, object: "text_completion", created: 5, model: "m", choices: [{ index: 0, text, finish_reason: null }] });
 
 /** A replica's answer: `parts` sent, then the stream ends (`end`), breaks, or hangs. */
-function upstream(parts: string[], end: "close" | "error" | "hang", replica: string | null = "r0"): Response {
-  // One part per pull, so a break comes after every part was read (an error in start would discard them).
-  let at = 0;
-  const body = new ReadableStream<Uint8Array>({
-    pull(c) {
-      if (at < parts.length) c.enqueue(enc.encode(parts[at++]!));
-      else if (end === "close") c.close();
-      else if (end === "error") c.error(new Error("lost"));
-      else return new Promise<void>(() => undefined);
-    },
-  });
-  return new Response(body, { headers: replica === null ? {} : { [Header.replica]: replica } });
+function upstream(parts: string[], end: StreamEnd, replica: string | null = "r0"): Response {
+  return new Response(partStream(parts, end).stream, { headers: replica === null ? {} : { [Header.replica]: replica } });
 }
 
 function run(first: Response, o: Partial<MigrateOptions> & { plan: MigrateOptions["plan"] }) {

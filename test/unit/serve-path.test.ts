@@ -25,9 +25,7 @@ import { hashApiKey } from "../../src/state/api-key-format.ts";
 import { Membership } from "../../src/state/membership.ts";
 import type { TelemetryFlush } from "../../src/telemetry/types.ts";
 import { registerMessage, reportMessage } from "../fixtures/control-messages.ts";
-
-// workerd's byte-identity stream, which dispatch.ts pipes answers through: Node's TransformStream with no transform passes the same bytes.
-(globalThis as { IdentityTransformStream?: unknown }).IdentityTransformStream ??= class extends TransformStream<Uint8Array, Uint8Array> {};
+import "../fixtures/workerd-streams.ts";
 
 const MASTER = "serve-path-master-secret";
 const KEY = "sy-kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk";
