@@ -19,7 +19,7 @@ import { IsolateState } from "../../src/proxy/serve/isolate-state.ts";
 import { routeServer, servePath } from "../../src/proxy/serve/serve.ts";
 import { AdmissionControl } from "../../src/replica/admission.ts";
 import { DispatchGuard } from "../../src/replica/dispatch-guard.ts";
-import { echoHandler } from "../../src/replica/handlers.ts";
+import { echoHandler, type RequestHandler } from "../../src/replica/handlers.ts";
 import { ReplicaServer } from "../../src/replica/server.ts";
 import { hashApiKey } from "../../src/state/api-key-format.ts";
 import { Membership } from "../../src/state/membership.ts";
@@ -43,7 +43,7 @@ const deployments = [
   deploy("empty"),
   deploy("strip", { policy: { stripPrefix: true } }),
   deploy("one", { limits: { maxPendingRequests: 1 } }),
-  deploy("tokens", { access: { public: false, tokenLimit: { tokensPerMinute: 60, burst: 5 } } }),
+  deploy("tokens", { access: { public: false, tokenLimit: { tokensPerMinute: 1, burst: 5 } } }),
 ];
 
 const servers: ReplicaServer[] = [];
@@ -57,12 +57,27 @@ const flushes: TelemetryFlush[] = [];
 const env = { SWITCHYARD_REPLICA_SECRET: MASTER, SWITCHYARD_REQUEST_LOGS: "on" } as unknown as Env;
 const serve = routeServer(deployments, () => state);
 
+/** Requests sent with `?hold` wait at the replica until the test lets them go: a request held in flight without a clock. */
+const holds: (() => void)[] = [];
+/** Lets the held requests go once `n` of them have reached the replica (a release before then would leave one waiting). */
+async function releaseHeld(n = 1): Promise<void> {
+  await vi.waitFor(() => expect(holds.length).toBe(n));
+  holds.splice(0).forEach((go) => go());
+}
+function heldEcho(): RequestHandler {
+  const echo = echoHandler();
+  return async (req, res, loadHeaders) => {
+    if (new URL(req.url ?? "/", "http://replica").searchParams.has("hold")) await new Promise<void>((go) => holds.push(go));
+    return echo(req, res, loadHeaders);
+  };
+}
+
 async function replicaFor(deployment: string, id: string, o: { slots?: number; reportFull?: boolean } = {}): Promise<void> {
   const server = new ReplicaServer({
     replicaId: id,
     admission: new AdmissionControl(o.slots ?? 4),
     guard: new DispatchGuard(await deriveReplicaKey(MASTER, deployment), deployment, id),
-    handler: echoHandler(),
+    handler: heldEcho(),
   });
   const { port } = await server.listen(0, "127.0.0.1");
   servers.push(server);
@@ -190,26 +205,27 @@ describe("the request path in Node, against real replicas", () => {
   });
 
   it("caps a client's pending requests at its share, not another client's, and counts them down when they end", async () => {
-    const slow = (ip: string) => send("/capped/x?delay_ms=1500", { headers: { "cf-connecting-ip": ip } });
-    const first = slow("198.51.100.1");
+    const first = send("/capped/x?hold", { headers: { "cf-connecting-ip": "198.51.100.1" } });
     await vi.waitFor(() => expect(state.pending.get("capped")).toBe(1));
     const second = await send("/capped/x", { headers: { "cf-connecting-ip": "198.51.100.1" } });
     expect(second.status).toBe(429);
     expect(second.body.error).toMatchObject({ code: "rate_limited", message: 'this client has 1 requests for deployment "capped" pending here already' });
     const other = await send("/capped/x", { headers: { "cf-connecting-ip": "198.51.100.2" } });
     expect(other.status).toBe(200);
+    await releaseHeld();
     expect((await first).status).toBe(200);
     expect(state.pending.get("capped")).toBe(0);
     expect((await send("/capped/x", { headers: { "cf-connecting-ip": "198.51.100.1" } })).status).toBe(200);
   });
 
   it("caps the deployment's pending requests in this isolate: past it, 503 queue_full with Retry-After", async () => {
-    const first = send("/one/x?delay_ms=1500", { headers: { "cf-connecting-ip": "203.0.113.1" } });
+    const first = send("/one/x?hold", { headers: { "cf-connecting-ip": "203.0.113.1" } });
     await vi.waitFor(() => expect(state.pending.get("one")).toBe(1));
     const second = await send("/one/x", { headers: { "cf-connecting-ip": "203.0.113.2" } });
     expect(second.status).toBe(503);
     expect(second.body.error).toMatchObject({ code: "queue_full", message: 'deployment "one" has 1 requests waiting here already' });
     expect(second.headers.get("retry-after")).toBe("1");
+    await releaseHeld();
     expect((await first).status).toBe(200);
   });
 
@@ -228,7 +244,7 @@ describe("the request path in Node, against real replicas", () => {
     expect(res.status).toBe(200);
     expect(await res.text()).toBe(body);
     await Promise.allSettled(background);
-    // 7 tokens charged to a bucket of 5: spent until it refills.
+    // 7 tokens charged to a bucket of 5: spent until it refills, two minutes on (one token a minute), so a busy machine cannot see it refilled.
     await vi.waitFor(() => expect(state.tokenLimits.check(d, keyHash, bg).ok).toBe(false));
   });
 
