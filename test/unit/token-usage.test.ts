@@ -134,3 +134,105 @@ describe("withoutUsageChunk: the stream a client that did not ask for usage aske
     expect(largest).toBeLessThanOrEqual(EVENT_HOLD_BYTES + 1000);
   });
 });
+
+describe("token usage: the edges of the search", () => {
+  it("the tail holds no more than its limit and one piece: a huge chunk is cut to the limit, small ones are dropped from the front", () => {
+    const huge = new UsageTail(64);
+    huge.push(new Uint8Array(1 << 20).fill(0x61));
+    expect(huge.bytes).toBe(64);
+    const small = new UsageTail(16);
+    for (let i = 0; i < 3; i++) small.push(enc.encode("abcdefgh"));
+    // 24 bytes in three pieces of 8: the first is dropped when what is left (16) still covers the limit.
+    expect(small.bytes).toBe(16);
+    for (let i = 0; i < 1_000; i++) small.push(enc.encode("0123456"));
+    expect(small.bytes).toBeLessThan(16 + 7);
+  });
+
+  it("keeps a copy of each chunk: a buffer the stream reuses afterwards does not change the tail", () => {
+    const tail = new UsageTail(64);
+    const chunk = enc.encode('{"usage":{"prompt_tokens":3,"completion_tokens":4}}');
+    tail.push(chunk);
+    chunk.fill(0x20);
+    expect(tail.usage()).toEqual({ prompt: 3, completion: 4 });
+  });
+
+  it("skips a later usage object without counts and takes the one before it", () => {
+    expect(usageIn('{"usage":{"prompt_tokens":3},"x":{"usage":{"cached":1}}}')).toEqual({ prompt: 3, completion: 0 });
+  });
+
+  it("finds the object's end past brackets and braces inside strings, escaped quotes and nested arrays", () => {
+    const usage = { prompt_tokens: 8, completion_tokens: 2, note: 'a "}" and a "]" {[\\', details: [[1, { a: [] }], []] };
+    expect(usageIn(JSON.stringify({ usage }))).toEqual({ prompt: 8, completion: 2 });
+    expect(usageIn(`{"usage":${JSON.stringify({ details: [[]], prompt_tokens: 5 })}}`)).toEqual({ prompt: 5, completion: 0 });
+  });
+
+  it("counts are whole numbers from zero up; a fraction or a string is no count", () => {
+    expect(usageIn('{"usage":{"prompt_tokens":0,"completion_tokens":5}}')).toEqual({ prompt: 0, completion: 5 });
+    expect(usageIn('{"usage":{"prompt_tokens":2.5,"completion_tokens":5}}')).toBeNull();
+    expect(usageIn('{"usage":{"prompt_tokens":"3","completion_tokens":5}}')).toBeNull();
+    expect(usageIn('{"usage":{"input_tokens":4,"output_tokens":1.5}}')).toEqual({ prompt: 4, completion: 0 });
+  });
+
+  it("SseDataEvents counts a line only once it has matched all of data:, not lines that begin with d", () => {
+    const counter = new SseDataEvents();
+    counter.push(enc.encode("done: 1\ndat\ndelta: x\ndata: 2\n\n"));
+    expect(counter.count).toBe(1);
+  });
+});
+
+describe("withoutUsageChunk: which events are the usage chunk", () => {
+  const run = async (chunks: string[] | Uint8Array[]) => {
+    const source = new ReadableStream<Uint8Array>({
+      start(c) {
+        for (const x of chunks) c.enqueue(typeof x === "string" ? enc.encode(x) : x);
+        c.close();
+      },
+    });
+    const reader = withoutUsageChunk(source).getReader();
+    const parts: Uint8Array[] = [];
+    for (let r = await reader.read(); !r.done; r = await reader.read()) parts.push(r.value);
+    return { text: new TextDecoder().decode(Buffer.concat(parts)), empty: parts.filter((p) => p.length === 0).length };
+  };
+  const usageChunk = 'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}\n\n';
+
+  it("drops only an event whose data is choices: [] with a usage object", async () => {
+    const kept = [
+      'data: {"choices":[{"index":0,"delta":{}}],"usage":{"prompt_tokens":1}}\n\n',
+      'data: {"choices":[],"usage":null}\n\n',
+      'data: {"choices":[],"usage":5}\n\n',
+      'data: {"usage":{"prompt_tokens":1}}\n\n',
+      'data: {"choices":"","usage":{"prompt_tokens":1}}\n\n',
+      ':abcd{"choices":[],"usage":{"prompt_tokens":1}}\n\n',
+      "data: not json\n\n",
+    ];
+    const out = await run([...kept, usageChunk, "data: [DONE]\n\n"]);
+    expect(out.text).toBe(kept.join("") + "data: [DONE]\n\n");
+  });
+
+  it("ends an event at a blank line written LF CR LF, the shortest there is", async () => {
+    expect((await run([":\n\r\n" + usageChunk + "data: [DONE]\n\n"])).text).toBe(":\n\r\ndata: [DONE]\n\n");
+  });
+
+  it("an event of exactly the hold is held (and dropped if it is the usage chunk); one byte more passes as it comes", async () => {
+    const padded = (n: number) => {
+      const head = 'data: {"choices":[],"usage":{"prompt_tokens":5},"pad":"';
+      return head + "x".repeat(n - head.length - 2) + '"}';
+    };
+    const exact = padded(EVENT_HOLD_BYTES);
+    expect(enc.encode(exact).length).toBe(EVENT_HOLD_BYTES);
+    expect((await run([exact, "\n\n", "data: [DONE]\n\n"])).text).toBe("data: [DONE]\n\n");
+    const over = padded(EVENT_HOLD_BYTES + 1);
+    expect((await run([over, "\n\n", "data: [DONE]\n\n"])).text).toBe(over + "\n\ndata: [DONE]\n\n");
+  });
+
+  it("passes the rest of a long event as it is, even a line of it that looks like the usage chunk", async () => {
+    const long = `data: ${"x".repeat(EVENT_HOLD_BYTES + 10)}`;
+    const rest = `\n${usageChunk}`;
+    expect((await run([long, rest, "data: [DONE]\n\n"])).text).toBe(long + rest + "data: [DONE]\n\n");
+  });
+
+  it("a stream that ends inside an event: the event passes, unless it is the usage chunk; no empty chunks", async () => {
+    expect(await run(['data: {"choices":[{"delta":{"content":"a"}}]}\n\n', "data: [DONE]"])).toEqual({ text: 'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: [DONE]', empty: 0 });
+    expect(await run(['data: {"choices":[{"delta":{"content":"a"}}]}\n\n', usageChunk.trimEnd()])).toEqual({ text: 'data: {"choices":[{"delta":{"content":"a"}}]}\n\n', empty: 0 });
+  });
+});

@@ -232,6 +232,11 @@ export class IsolateState {
    * meets: the deployment's (`isolate`) or the client's share of it (`client`,
    * pendingShareOf).
    */
+  /** Clients with a request pending here, across deployments (each forgotten when its last ends: a bound on this isolate's memory). */
+  get pendingClients(): number {
+    return this.#pendingByClient.size;
+  }
+
   admit(deployment: Deployment, client: string): "isolate" | "client" | (() => void) {
     const n = this.pending.get(deployment.name) ?? 0;
     if (n >= deployment.limits.maxPendingRequests) return "isolate";

@@ -43,6 +43,11 @@ export class UsageTail {
     while (this.#pieces.length > 1 && this.#held - this.#pieces[0]!.length >= this.#limit) this.#held -= this.#pieces.shift()!.length;
   }
 
+  /** Bytes held now: at most the limit plus one piece smaller than it (a bound on what a long answer costs here). */
+  get bytes(): number {
+    return this.#held;
+  }
+
   /** The tail as text (its first character may be a cut UTF-8 sequence: harmless for the search). */
   text(): string {
     const out = new Uint8Array(this.#held);

@@ -1,0 +1,140 @@
+/**
+ * What one isolate keeps between requests (src/proxy/serve/isolate-state.ts), with
+ * its state-plane calls given as IsolateSources: the pending-request caps and their
+ * release, the telemetry flush and its one timer, and the per-deployment balancers
+ * and gates kept for the isolate's life. The Durable Object paths run in the
+ * workers and e2e tests.
+ */
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { defineDeployment, type Deployment } from "../../src/config/deployment.ts";
+import type { Env } from "../../src/env.ts";
+import { pendingShareOf } from "../../src/proxy/serve/admit.ts";
+import { IsolateState } from "../../src/proxy/serve/isolate-state.ts";
+import { FLUSH_INTERVAL_MS } from "../../src/telemetry/proxy-metrics.ts";
+import type { TelemetryFlush } from "../../src/telemetry/types.ts";
+
+const env = { SWITCHYARD_REPLICA_SECRET: "isolate-state-secret" } as unknown as Env;
+const deployment = (maxPendingRequests: number, perClient?: number): Deployment =>
+  defineDeployment({
+    name: "d",
+    routePrefix: "/d",
+    backend: { kind: "echo" },
+    access: { public: true },
+    limits: { maxPendingRequests, ...(perClient === undefined ? {} : { maxPendingRequestsPerClient: perClient }) },
+  });
+
+describe("pending requests: the isolate's cap and each client's share of it", () => {
+  it("admits up to the deployment's cap, not one more, and counts each release once", () => {
+    const state = new IsolateState(env);
+    const d = deployment(2, 2);
+    const a = state.admit(d, "c1");
+    const b = state.admit(d, "c2");
+    expect(typeof a).toBe("function");
+    expect(typeof b).toBe("function");
+    expect(state.pending.get("d")).toBe(2);
+    expect(state.admit(d, "c3")).toBe("isolate");
+    (a as () => void)();
+    (a as () => void)();
+    expect(state.pending.get("d")).toBe(1);
+    expect(typeof state.admit(d, "c3")).toBe("function");
+    expect(state.admit(d, "c4")).toBe("isolate");
+  });
+
+  it("caps a client at its share, whose requests count down one by one as they end", () => {
+    const state = new IsolateState(env);
+    const d = deployment(16, 3);
+    expect(pendingShareOf(d)).toBe(3);
+    const mine = [state.admit(d, "c"), state.admit(d, "c"), state.admit(d, "c")] as (() => void)[];
+    expect(mine.every((m) => typeof m === "function")).toBe(true);
+    expect(state.admit(d, "c")).toBe("client");
+    mine[0]!();
+    // One of three ended: one more fits, and then the share is full again.
+    expect(typeof state.admit(d, "c")).toBe("function");
+    expect(state.admit(d, "c")).toBe("client");
+    expect(state.pendingClients).toBe(1);
+  });
+
+  it("forgets a client once its last request ends: a thousand one-off clients leave nothing behind", () => {
+    const state = new IsolateState(env);
+    const d = deployment(4, 1);
+    for (let i = 0; i < 1_000; i++) (state.admit(d, `198.51.100.${i}`) as () => void)();
+    expect(state.pendingClients).toBe(0);
+    expect(state.pending.get("d")).toBe(0);
+    const held = state.admit(d, "a") as () => void;
+    expect(state.pendingClients).toBe(1);
+    held();
+    expect(state.pendingClients).toBe(0);
+  });
+});
+
+describe("telemetry: counts sent when due, and by one timer when a quiet isolate would keep them", () => {
+  afterEach(() => {
+    vi.useRealTimers();
+    vi.restoreAllMocks();
+  });
+
+  const outcome = { status: 200, attempts: 1, rejections: 0, ejections: 0, ttfbMs: 5 };
+
+  it("sends what is due at once, arms one timer for what is not, and sends it when it comes due", async () => {
+    vi.useFakeTimers({ now: 1_000_000 });
+    const flushes: TelemetryFlush[] = [];
+    const state = new IsolateState(env, { flush: async (f) => void flushes.push(f) });
+    const background: Promise<unknown>[] = [];
+    const bg = (p: Promise<unknown>) => void background.push(p);
+
+    state.flushMetrics(bg);
+    expect(background).toHaveLength(0); // nothing counted: nothing to send, no timer
+    state.metrics.recordResponse("d", outcome);
+    state.flushMetrics(bg);
+    expect(background).toHaveLength(1);
+    await background[0];
+    expect(flushes).toHaveLength(1);
+    expect(flushes[0]!.deltas.map((x) => x.deployment)).toEqual(["d"]);
+
+    // Not due for FLUSH_INTERVAL_MS: one timer, however many requests end meanwhile.
+    state.metrics.recordResponse("d", outcome);
+    state.flushMetrics(bg);
+    state.flushMetrics(bg);
+    expect(background).toHaveLength(2);
+    vi.advanceTimersByTime(FLUSH_INTERVAL_MS);
+    await Promise.resolve();
+    expect(flushes).toHaveLength(1); // the timer waits past the due time, not up to it
+    vi.advanceTimersByTime(1);
+    await background[1];
+    expect(flushes).toHaveLength(2);
+
+    // The timer is spent: the next quiet spell arms another.
+    state.metrics.recordResponse("d", outcome);
+    state.flushMetrics(bg);
+    expect(background).toHaveLength(3);
+    vi.advanceTimersByTime(FLUSH_INTERVAL_MS + 1);
+    await background[2];
+    expect(flushes).toHaveLength(3);
+    expect(flushes.every((f) => f.deltas.length === 1)).toBe(true);
+  });
+
+  it("logs a flush that fails, and the request's background work still ends", async () => {
+    const errors: string[] = [];
+    vi.spyOn(console, "error").mockImplementation((l: string) => void errors.push(l));
+    const state = new IsolateState(env, { flush: async () => Promise.reject(new Error("telemetry shard gone")) });
+    const background: Promise<unknown>[] = [];
+    state.metrics.recordResponse("d", outcome);
+    state.flushMetrics((p) => void background.push(p));
+    await expect(background[0]).resolves.toBeUndefined();
+    expect(errors.map((e) => JSON.parse(e) as unknown)).toEqual([{ msg: "telemetry flush failed", error: "Error: telemetry shard gone" }]);
+  });
+});
+
+describe("per-deployment state kept for the isolate's life", () => {
+  it("one balancer and one admission gate per deployment, the same on every request", () => {
+    const state = new IsolateState(env);
+    const d = deployment(4);
+    expect(state.balancerFor(d)).toBe(state.balancerFor(d));
+    expect(state.gateFor("d")).toBe(state.gateFor("d"));
+    expect(state.gateFor("d")).not.toBe(state.gateFor("e"));
+  });
+
+  it("names its relay's location 'local' until a request tells it Cloudflare's colo", () => {
+    expect(new IsolateState(env).location).toBe("local");
+  });
+});
