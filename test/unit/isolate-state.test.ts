@@ -7,11 +7,16 @@
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { defineDeployment, type Deployment } from "../../src/config/deployment.ts";
+import { registerServedDeployments } from "../../src/config/served.ts";
 import type { Env } from "../../src/env.ts";
 import { pendingShareOf } from "../../src/proxy/serve/admit.ts";
 import { IsolateState } from "../../src/proxy/serve/isolate-state.ts";
 import { FLUSH_INTERVAL_MS } from "../../src/telemetry/proxy-metrics.ts";
+import { RELAYED_SNAPSHOT_TTL_MS, SNAPSHOT_TTL_MS } from "../../src/proxy/serve/view.ts";
+import { Membership } from "../../src/state/membership.ts";
+import { HELD_DEMAND_INTERVAL_MS } from "../../src/state/routing-shards.ts";
 import type { TelemetryFlush } from "../../src/telemetry/types.ts";
+import { registerMessage, reportMessage } from "../fixtures/control-messages.ts";
 
 const env = { SWITCHYARD_REPLICA_SECRET: "isolate-state-secret" } as unknown as Env;
 const deployment = (maxPendingRequests: number, perClient?: number): Deployment =>
@@ -136,5 +141,101 @@ describe("per-deployment state kept for the isolate's life", () => {
 
   it("names its relay's location 'local' until a request tells it Cloudflare's colo", () => {
     expect(new IsolateState(env).location).toBe("local");
+  });
+});
+
+describe("how often the view is asked again: the deployment's routing settings", () => {
+  afterEach(() => {
+    vi.useRealTimers();
+    registerServedDeployments([]);
+  });
+
+  /** An isolate whose snapshots come from one Membership with a live replica, counting the asks. */
+  function counted() {
+    const asks: string[] = [];
+    const membership = new Membership();
+    const state = new IsolateState(env, {
+      snapshots: async (name) => {
+        asks.push(name);
+        const now = Date.now();
+        membership.register(registerMessage("r1", { deployment: name, url: "http://127.0.0.1:9", max_ongoing_requests: 4 }), now);
+        membership.report(reportMessage("r1", asks.length, { deployment: name, ts: now, ongoing: 0 }), now);
+        return membership.snapshot(name, now);
+      },
+    });
+    const bg = (p: Promise<unknown>) => void p;
+    const view = async (name: string, times = 1) => {
+      for (let i = 0; i < times; i++) await state.snapshots.view(name, bg);
+      await vi.advanceTimersByTimeAsync(0);
+    };
+    return { asks, state, view };
+  }
+
+  const routed = (name: string, relay: boolean, refreshEveryRequests: number) =>
+    defineDeployment({ name, routePrefix: `/${name}`, backend: { kind: "echo" }, access: { public: true }, routing: { shards: 1, relay, refreshEveryRequests } });
+
+  it("through a relay: past its shorter TTL, every refreshEveryRequests requests; without one, past the longer TTL", async () => {
+    vi.useFakeTimers({ now: 2_000_000 });
+    registerServedDeployments([routed("relayed", true, 3), routed("direct", false, 3)]);
+    const { asks, view } = counted();
+    await view("relayed");
+    await view("direct");
+    expect(asks).toEqual(["relayed", "direct"]);
+    vi.advanceTimersByTime(RELAYED_SNAPSHOT_TTL_MS + 10);
+    await view("relayed", 2);
+    await view("direct", 3);
+    // The relayed view is past its TTL, two requests of three; the direct one is within its own.
+    expect(asks).toEqual(["relayed", "direct"]);
+    await view("relayed");
+    expect(asks).toEqual(["relayed", "direct", "relayed"]);
+    vi.advanceTimersByTime(SNAPSHOT_TTL_MS);
+    await view("direct");
+    expect(asks.filter((a) => a === "direct")).toHaveLength(2);
+  });
+
+  it("a deployment this Worker does not list refreshes past the TTL at every request", async () => {
+    vi.useFakeTimers({ now: 2_000_000 });
+    const { asks, view } = counted();
+    await view("unlisted");
+    vi.advanceTimersByTime(SNAPSHOT_TTL_MS + 10);
+    await view("unlisted");
+    expect(asks).toEqual(["unlisted", "unlisted"]);
+  });
+
+  it("while admission keeps a budget here, at the TTL whatever the count of requests", async () => {
+    vi.useFakeTimers({ now: 2_000_000 });
+    registerServedDeployments([routed("budgeted", true, 1_000)]);
+    const { asks, state, view } = counted();
+    await view("budgeted");
+    vi.advanceTimersByTime(RELAYED_SNAPSHOT_TTL_MS + 10);
+    await view("budgeted");
+    expect(asks).toHaveLength(1);
+    state.gateFor("budgeted").setBudget(8);
+    vi.advanceTimersByTime(RELAYED_SNAPSHOT_TTL_MS + 10);
+    await view("budgeted");
+    expect(asks).toHaveLength(2);
+  });
+});
+
+describe("held demand told to the autoscaler", () => {
+  afterEach(() => vi.useRealTimers());
+
+  it("at most once a HELD_DEMAND_INTERVAL_MS per deployment, under one id for the isolate", async () => {
+    vi.useFakeTimers({ now: 3_000_000 });
+    const told: [string, string, number][] = [];
+    const state = new IsolateState(env, { demand: async (d, isolate, held) => void told.push([d, isolate, held]) });
+    const background: Promise<unknown>[] = [];
+    const bg = (p: Promise<unknown>) => void background.push(p);
+    state.tellDemand("a", 3, bg);
+    state.tellDemand("a", 4, bg);
+    state.tellDemand("b", 1, bg);
+    vi.advanceTimersByTime(HELD_DEMAND_INTERVAL_MS - 1);
+    state.tellDemand("a", 5, bg);
+    vi.advanceTimersByTime(1);
+    state.tellDemand("a", 6, bg);
+    await Promise.all(background);
+    expect(told.map(([d, , held]) => [d, held])).toEqual([["a", 3], ["b", 1], ["a", 6]]);
+    expect(new Set(told.map(([, isolate]) => isolate)).size).toBe(1);
+    expect(background).toHaveLength(3);
   });
 });

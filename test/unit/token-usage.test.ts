@@ -234,5 +234,6 @@ describe("withoutUsageChunk: which events are the usage chunk", () => {
   it("a stream that ends inside an event: the event passes, unless it is the usage chunk; no empty chunks", async () => {
     expect(await run(['data: {"choices":[{"delta":{"content":"a"}}]}\n\n', "data: [DONE]"])).toEqual({ text: 'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: [DONE]', empty: 0 });
     expect(await run(['data: {"choices":[{"delta":{"content":"a"}}]}\n\n', usageChunk.trimEnd()])).toEqual({ text: 'data: {"choices":[{"delta":{"content":"a"}}]}\n\n', empty: 0 });
+    expect(await run(["data: [DONE]\n\n"])).toEqual({ text: "data: [DONE]\n\n", empty: 0 });
   });
 });

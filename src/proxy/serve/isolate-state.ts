@@ -40,6 +40,8 @@ export interface IsolateSources {
   rates?: RateSync;
   sessions?: SessionStore;
   flush?: (flush: TelemetryFlush) => Promise<void>;
+  /** Tells a deployment's autoscaler how many requests this isolate holds (its leader routing object). */
+  demand?: (deployment: string, isolate: string, held: number) => Promise<void>;
 }
 
 /**
@@ -84,10 +86,12 @@ export class IsolateState {
   peerDispatchesLearned = 0;
 
   readonly #flush: (flush: TelemetryFlush) => Promise<void>;
+  readonly #demand: (deployment: string, isolate: string, held: number) => Promise<void>;
 
   constructor(env: Env, sources: IsolateSources = {}) {
     this.#env = env;
     this.#flush = sources.flush ?? ((flush) => sendFlush(env, flush));
+    this.#demand = sources.demand ?? ((deployment, isolate, held) => tellHeldDemand(env, deployment, isolate, held));
     this.sign = (p) => dispatchSignature(env.SWITCHYARD_REPLICA_SECRET, p);
     this.snapshots = new SnapshotCache(
       sources.snapshots ?? ((name, have) => this.#snapshotOf(name, have)),
@@ -184,7 +188,7 @@ export class IsolateState {
     const now = Date.now();
     if (now - (this.#demandToldAt.get(deployment) ?? 0) < HELD_DEMAND_INTERVAL_MS) return;
     this.#demandToldAt.set(deployment, now);
-    background(tellHeldDemand(this.#env, deployment, this.#isolateId, held));
+    background(this.#demand(deployment, this.#isolateId, held));
   }
 
   gateFor(deployment: string): AdmissionGate {
