@@ -44,6 +44,7 @@ const deployments = [
   deploy("strip", { policy: { stripPrefix: true } }),
   deploy("one", { limits: { maxPendingRequests: 1 } }),
   deploy("tokens", { access: { public: false, tokenLimit: { tokensPerMinute: 1, burst: 5 } } }),
+  deploy("tokens2", { access: { public: false, tokenLimit: { tokensPerMinute: 1, burst: 5 } } }),
 ];
 
 const servers: ReplicaServer[] = [];
@@ -98,7 +99,7 @@ function snapshotOf(deployment: string) {
 }
 
 beforeAll(async () => {
-  for (const d of ["pub", "getonly", "priv", "small", "capped", "one", "tokens"]) await replicaFor(d, `${d}-r1`);
+  for (const d of ["pub", "getonly", "priv", "small", "capped", "one", "tokens", "tokens2"]) await replicaFor(d, `${d}-r1`);
   // Full as its report says: every slot taken by other isolates' requests.
   await replicaFor("full", "full-r1", { slots: 2, reportFull: true });
   const keyHash = await hashApiKey(KEY);
@@ -106,7 +107,7 @@ beforeAll(async () => {
   const buckets = new Map<string, TokenBucket>();
   state = new IsolateState(env, {
     snapshots: async (name) => snapshotOf(name),
-    keys: async (name) => (name === "priv" || name === "tokens" ? [{ hash: keyHash }] : []) as never,
+    keys: async (name) => (["priv", "tokens", "tokens2"].includes(name) ? [{ hash: keyHash }] : []) as never,
     rates: async (deployment, _shard, limits, uses) =>
       uses.map((use): RateRemaining => {
         const id = `${deployment}/${use.key}`;
@@ -246,6 +247,53 @@ describe("the request path in Node, against real replicas", () => {
     await Promise.allSettled(background);
     // 7 tokens charged to a bucket of 5: spent until it refills, two minutes on (one token a minute), so a busy machine cannot see it refilled.
     await vi.waitFor(() => expect(state.tokenLimits.check(d, keyHash, bg).ok).toBe(false));
+    // Its wait says how deep: 2 tokens under at one a minute, 180 s (less what this test took).
+    expect(spentFor(d, keyHash)).toBeGreaterThan(150);
+    expect(spentFor(d, keyHash)).toBeLessThanOrEqual(180);
+  });
+
+  /** The seconds a token-limited key must wait: 60 × (1 − its bucket) at one token a minute. */
+  const spentFor = (d: Deployment, keyHash: string): number => {
+    const r = state.tokenLimits.check(d, keyHash, () => undefined);
+    return r.ok ? 0 : r.retryAfterSeconds;
+  };
+
+  const pathCtx = (d: Deployment, requestId: string, bg: (p: Promise<unknown>) => void) => ({
+    deployment: d,
+    routePrefix: `/${d.name}`,
+    target: { path: `/${d.name}/v`, search: "" },
+    state,
+    requestId,
+    background: bg,
+    trace: { attempts: 0, rejections: 0, ejections: 0 },
+  });
+
+  it("charges a stream that ended without usage its prompt's bytes / 4 and a token for each data chunk passed on", async () => {
+    const d = deployments.find((x) => x.name === "tokens2")!;
+    const keyHash = await hashApiKey(KEY);
+    const background: Promise<unknown>[] = [];
+    const bg = (p: Promise<unknown>) => void background.push(p);
+    // The echo replica answers the body it got: three data chunks and no usage, as a stream cut before its end.
+    const body = 'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: {"choices":[{"delta":{"content":"b"}}]}\n\ndata: {"choices":[{"delta":{"content":"c"}}]}\n\n';
+    const req = new Request("http://edge/tokens2/v", { method: "POST", body, headers: { authorization: `Bearer ${KEY}`, "content-type": "text/event-stream" } });
+    const res = await servePath(req, env, pathCtx(d, "tok-2", bg), { usage: { key: "sy-kkkk", strip: false, charge: { keyHash, promptBytes: 40, stream: true } } });
+    expect(await res.text()).toBe(body);
+    await Promise.allSettled(background);
+    // 40 / 4 + 3 = 13 tokens from a bucket of 5: 8 under, 540 s at one a minute (10 alone would be 360 s).
+    await vi.waitFor(() => expect(spentFor(d, keyHash)).toBeGreaterThan(510));
+    expect(spentFor(d, keyHash)).toBeLessThanOrEqual(540);
+  });
+
+  it("takes the usage chunk out of a stream whose client did not ask for it", async () => {
+    const d = deployments.find((x) => x.name === "pub")!;
+    const background: Promise<unknown>[] = [];
+    const bg = (p: Promise<unknown>) => void background.push(p);
+    const usageChunk = 'data: {"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":3,"total_tokens":12}}\n\n';
+    const body = 'data: {"choices":[{"delta":{"content":"a"}}]}\n\n' + usageChunk + "data: [DONE]\n\n";
+    const req = new Request("http://edge/pub/v", { method: "POST", body, headers: { "content-type": "text/event-stream" } });
+    const res = await servePath(req, env, pathCtx(d, "strip-1", bg), { usage: { key: "k", strip: true } });
+    expect(await res.text()).toBe(body.replace(usageChunk, ""));
+    await Promise.allSettled(background);
   });
 
   it("writes one JSON line per request with its status, replica and attempts", async () => {
