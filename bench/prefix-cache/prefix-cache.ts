@@ -103,6 +103,8 @@ const { values } = parseArgs({
     "load-factor": { type: "string" },
     scorers: { type: "string" },
     "no-summaries": { type: "boolean", default: false },
+    // The edge's request log lines carry what each prefix choice believed (prefix_held, prefix_most): turns them on to compare those beliefs with the exact index.
+    beliefs: { type: "boolean", default: false },
     filters: { type: "string" },
     groups: { type: "string", default: "16" },
     users: { type: "string", default: "3" },
@@ -312,6 +314,8 @@ interface Sample {
   heldAtSend?: Map<string, number>;
   /** The prompt's full blocks. */
   promptBlocks?: number;
+  /** The edge's request id (edge arms): its log line's prefix belief is looked up by it. */
+  requestId?: string;
 }
 
 interface Phase {
@@ -369,10 +373,20 @@ interface PhaseResult {
    * blocks no replica held. Tokens per request.
    */
   loss?: { choiceFirstTurn: number; choiceLaterTurn: number; cold: number; missedBest: number };
+  /**
+   * With --beliefs (edge arms): what each prefix choice believed (the request's log line)
+   * against the exact index at send. Of all requests with a belief: `missedBelieving` went
+   * to a replica holding less than another while the isolate believed it held the most
+   * (wrong beliefs), `missedMoving` while it believed another held more (moved by load or
+   * cost); `over` believed more blocks on the chosen replica than it held (evicted or never
+   * there), `under` fewer; `overBlocks` the mean excess of those over.
+   */
+  beliefs?: { n: number; missedBelieving: number; missedMoving: number; over: number; under: number; overBlocks: number };
   notes: string[];
 }
 
 const functionsRoot = mkdtempSync(join(tmpdir(), "switchyard-prefix-cache-"));
+if (values.beliefs) process.env.SWITCHYARD_REQUEST_LOGS = "on";
 process.env.SWITCHYARD_REQUEST_LOGS ??= "off";
 const config = JSON.stringify(resolve(import.meta.dirname, "../../src/config/deployment.ts"));
 let current: LocalStack | undefined;
@@ -422,7 +436,25 @@ export default defineDeployment({
   );
   const log: string[] = [];
   const isolates = p.arm === "oracle" ? 1 : p.isolates;
-  const stack = new LocalStack({ port: 0, functionsDir, stateDir: join(dir, "state"), freshState: true, edgeIsolates: isolates, log: (l) => log.push(l) });
+  /** Each edge request's prefix belief, by request id, from its log line (--beliefs). */
+  const beliefs = new Map<string, { blocks: number; held: number; most: number }>();
+  const readBelief = (l: string) => {
+    const at = l.indexOf('{"msg":"request"');
+    if (at < 0 || !l.includes('"prefix_held"')) return;
+    const r = JSON.parse(l.slice(at)) as { request_id: string; prefix_blocks: number; prefix_held: number; prefix_most: number };
+    beliefs.set(r.request_id, { blocks: r.prefix_blocks, held: r.prefix_held, most: r.prefix_most });
+  };
+  const stack = new LocalStack({
+    port: 0,
+    functionsDir,
+    stateDir: join(dir, "state"),
+    freshState: true,
+    edgeIsolates: isolates,
+    log: (l) => {
+      if (values.beliefs) readBelief(l);
+      log.push(l);
+    },
+  });
   current = stack;
   const keepLog = setInterval(() => log.splice(0, Math.max(0, log.length - 200)), 2_000);
   const followers: KvEventFollower[] = [];
@@ -460,7 +492,7 @@ export default defineDeployment({
     const seed = p.fleet.seed;
     const isolatePick = mulberry32(seed ^ 0x51ed);
     let requestSeq = 0;
-    const send = async (turn: Turn, scheduledAt: number, stop: AbortSignal): Promise<{ result: StreamResult; heldBlocks?: number; heldAtSend?: Map<string, number>; promptBlocks?: number }> => {
+    const send = async (turn: Turn, scheduledAt: number, stop: AbortSignal): Promise<{ result: StreamResult; heldBlocks?: number; heldAtSend?: Map<string, number>; promptBlocks?: number; requestId?: string }> => {
       const signal = AbortSignal.any([stop, AbortSignal.timeout(REQUEST_TIMEOUT_MS)]);
       // ignore_eos: every answer is MAX_TOKENS long (the model would otherwise end its turn at a newline), as the workload says.
       const body = JSON.stringify({ model: MODEL, messages: turn.messages, max_tokens: MAX_TOKENS, stream: true, ignore_eos: true, seed: (turn.user * 1_000 + turn.conversation * 50 + turn.turn) | 0 });
@@ -468,7 +500,8 @@ export default defineDeployment({
       const explain = useEvents ? { heldAtSend: new Map(replicas.map((r) => [r.id, index.heldPrefix(r.id, keys)] as const)), promptBlocks: keys.length } : {};
       if (!signer) {
         const edge = stack.edgeUrls[Math.floor(isolatePick() * isolates)]!;
-        return { result: await streamChat(`${edge}/v1/chat/completions`, body, {}, scheduledAt, signal, MAX_TOKENS), ...explain };
+        const requestId = `pc-${++requestSeq}`;
+        return { result: await streamChat(`${edge}/v1/chat/completions`, body, { "x-request-id": requestId }, scheduledAt, signal, MAX_TOKENS), ...explain, requestId };
       }
       const { choice, heldBlocks } = oracleChoice(
         replicas.map((r) => ({ id: r.id, load: inflight.get(r.id)!, capacity: MAX_ONGOING })),
@@ -503,9 +536,9 @@ export default defineDeployment({
     const fire = (turn: Turn, scheduled: number) => {
       lags.push(performance.now() - scheduled);
       const promptTokens = promptIds(turn.messages).length;
-      const pr = send(turn, scheduled, abort.signal).then(({ result, heldBlocks, heldAtSend, promptBlocks }) => {
+      const pr = send(turn, scheduled, abort.signal).then(({ result, heldBlocks, heldAtSend, promptBlocks, requestId }) => {
         workload.complete(turn, result.answer);
-        samples.push({ atMs: scheduled - start, result, user: turn.user, turn: turn.turn, promptTokens, ...(heldBlocks !== undefined ? { heldBlocks } : {}), ...(heldAtSend ? { heldAtSend, promptBlocks } : {}) });
+        samples.push({ atMs: scheduled - start, result, user: turn.user, turn: turn.turn, promptTokens, ...(heldBlocks !== undefined ? { heldBlocks } : {}), ...(heldAtSend ? { heldAtSend, promptBlocks } : {}), ...(requestId ? { requestId } : {}) });
       });
       pending.add(pr);
       void pr.then(() => pending.delete(pr));
@@ -706,6 +739,30 @@ export default defineDeployment({
       }
       const n = explained.length;
       result.loss = { choiceFirstTurn: first / n, choiceLaterTurn: later / n, cold: cold / n, missedBest: missedBest / n };
+      const believed = explained.flatMap((s) => {
+        const b = s.requestId === undefined ? undefined : beliefs.get(s.requestId);
+        return b ? [{ s, b }] : [];
+      });
+      if (believed.length > 0) {
+        let missedBelieving = 0;
+        let missedMoving = 0;
+        let over = 0;
+        let under = 0;
+        let overBlocks = 0;
+        for (const { s, b } of believed) {
+          const exact = s.heldAtSend!.get(s.result.replica) ?? 0;
+          if (exact < Math.max(0, ...s.heldAtSend!.values())) {
+            if (b.held >= b.most) missedBelieving++;
+            else missedMoving++;
+          }
+          if (b.held > exact) {
+            over++;
+            overBlocks += b.held - exact;
+          } else if (b.held < exact) under++;
+        }
+        const m = believed.length;
+        result.beliefs = { n: m, missedBelieving: missedBelieving / m, missedMoving: missedMoving / m, over: over / m, under: under / m, overBlocks: over > 0 ? overBlocks / over : 0 };
+      }
     }
     if (p.arm === "oracle") {
       const predicted = ok.reduce((a, s) => a + 16 * (s.heldBlocks ?? 0), 0);
@@ -877,6 +934,12 @@ for (const r of results) {
     const l = r.loss;
     lines.push(
       `uncached tokens per request by cause, ${r.label} (${where(r)}), by the exact index at send: held elsewhere, first turns ${f(l.choiceFirstTurn)}, later turns ${f(l.choiceLaterTurn)}; held nowhere ${f(l.cold)}; ${f(100 * l.missedBest, 1)} % of requests not sent to the replica holding the most`,
+    );
+  }
+  if (r.beliefs) {
+    const b = r.beliefs;
+    lines.push(
+      `what the edge believed, ${r.label} (${where(r)}), ${b.n} requests against the exact index at send: not sent to the replica holding the most while believing it was ${f(100 * b.missedBelieving, 1)} %, while believing another held more ${f(100 * b.missedMoving, 1)} %; believed more blocks on the chosen replica than it held ${f(100 * b.over, 1)} % (by ${f(b.overBlocks, 1)} blocks on average), fewer ${f(100 * b.under, 1)} %`,
     );
   }
   lines.push(`per replica, ${r.label} (${where(r)}), next turns on the previous turn's replica ${f(100 * r.sameReplicaAsPreviousTurn)} % (${r.nextTurnGap.moved} moved, ${r.nextTurnGap.movedUnder1s} of them within 1 s of the previous turn's end, gap p50 ${f(r.nextTurnGap.movedP50Ms)} ms; all next turns: ${r.nextTurnGap.under1s} within 1 s, gap p50 ${f(r.nextTurnGap.p50Ms)} ms): ${r.perReplica.map((x) => `${x.id.replace(/^pc-[a-z-]+-/, "#")} ${x.requests} req, ${f(x.prefilled)} prefilled, hit ${f(x.hitRatio, 2)}`).join("; ")}`);

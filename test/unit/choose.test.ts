@@ -7,7 +7,7 @@
  */
 import { describe, expect, it, vi } from "vitest";
 import { DEFAULT_PREFIX_POLICY, defineDeployment, type Deployment } from "../../src/config/deployment.ts";
-import { createBalancer, type ActiveBalancer, type BalanceInput } from "../../src/policy/balancers/index.ts";
+import { createBalancer, type ActiveBalancer, type BalanceInput, type PrefixBelief } from "../../src/policy/balancers/index.ts";
 import { chooseFor, requestPromptKeys, type ChoiceRequest } from "../../src/proxy/serve/choose.ts";
 import { HeldBody } from "../../src/proxy/serve/request.ts";
 import type { SessionAffinity } from "../../src/proxy/serve/session-affinity.ts";
@@ -96,6 +96,22 @@ describe("choose: what the balancer reads", () => {
     await chooseFor(request(qwen, view, w.balancer, { trace }), image, undefined, undefined).next(1, new Set());
     expect(trace.promptFallback).toBe("non_text_content");
     expect(w.inputs[0]!.prompt).toBeDefined();
+  });
+});
+
+describe("choose: what the choice believed, in the trace", () => {
+  it("the prompt's blocks and the prefix believed on the chosen replica: none on a fresh view, all after this isolate sent it there", async () => {
+    const view = viewOf([{ id: "a" }, { id: "b" }]);
+    const w = watched(llm);
+    const first: { trace: { prefix?: PrefixBelief } } = { trace: {} };
+    const choice = chooseFor(request(llm, view, w.balancer, first), chat, "tiny-lm", undefined);
+    const replica = (await choice.next(1, new Set()))!;
+    const blocks = requestPromptKeys(llm, "/v1/chat/completions", chat, "tiny-lm")!.keys.length;
+    expect(first.trace.prefix).toEqual({ blocks, held: 0, most: 0 });
+    await choice.served(replica, new Response("ok"), false);
+    const again: { trace: { prefix?: PrefixBelief } } = { trace: {} };
+    expect(await chooseFor(request(llm, view, w.balancer, again), chat, "tiny-lm", undefined).next(1, new Set())).toBe(replica);
+    expect(again.trace.prefix).toEqual({ blocks, held: blocks, most: blocks });
   });
 });
 

@@ -249,6 +249,32 @@ describe("prefix_cache's memory against the replicas' own word", () => {
   });
 });
 
+describe("what a prefix choice believed (BalanceInput.explain)", () => {
+  it("tells the prompt's blocks, those believed held on the chosen replica and the most on any, from summaries and dispatches alike", () => {
+    const b = createBalancer("prefix_cache", settings);
+    const full = CacheSummary.parse(buildCacheSummary([...keyed.keys].reverse(), 16))!;
+    const half = CacheSummary.parse(buildCacheSummary(keyed.keys.slice(0, 2).reverse(), 16))!;
+    const told: unknown[] = [];
+    const explain = (x: unknown) => void told.push(x);
+    // The holder of the whole prompt is past the load line: the choice believed it held all 4 blocks, and chose one with 2.
+    const fleet = [c("holder", 8, { cache: full }), c("half", 0, { cache: half }), c("none", 0)];
+    expect(b.pick(fleet, input({ prompt: keyed, explain }))!.id).toBe("half");
+    expect(told).toEqual([{ blocks: 4, held: 2, most: 4 }]);
+    // A dispatch of this isolate counts as a summary does.
+    b.served!("none", input({ prompt: keyed }));
+    expect(b.pick([c("none", 0), c("half", 0, { cache: half })], input({ prompt: keyed, explain }))!.id).toBe("none");
+    expect(told[1]).toEqual({ blocks: 4, held: 4, most: 4 });
+  });
+
+  it("tells nothing for a choice that did not score a prefix: no keys, a balancer that reads none", () => {
+    const told: unknown[] = [];
+    const explain = (x: unknown) => void told.push(x);
+    createBalancer("prefix_cache", settings).pick([c("a"), c("b")], input({ explain }));
+    createBalancer("load_aware", settings).pick([c("a"), c("b")], input({ prompt: keyed, explain }));
+    expect(told).toEqual([]);
+  });
+});
+
 describe("a profile of a deployment's own", () => {
   const minimal = { name: "own", routePrefix: "/own", backend: { kind: "text" as const, text: "hi" } };
 

@@ -38,6 +38,22 @@ export interface BalanceInput {
   prompt?: PromptKeys;
   /** The multiplexed model the request names. */
   model?: string;
+  /**
+   * Told, when a profile scored the prompt's cached prefix, what it believed: the prompt's
+   * blocks it took the chosen replica to hold and the most it took any candidate to hold
+   * (observability: the request's log line, and the prefix bench's belief error).
+   */
+  explain?: (belief: PrefixBelief) => void;
+}
+
+/** What a prefix-scoring choice believed of the prompt's blocks (BalanceInput.explain). */
+export interface PrefixBelief {
+  /** The prompt's full blocks. */
+  blocks: number;
+  /** Those the chosen replica was believed to hold (its summary or this isolate's and its peers' dispatches). */
+  held: number;
+  /** The most any candidate was believed to hold. */
+  most: number;
 }
 
 /** One balancer instance (per isolate and deployment). */

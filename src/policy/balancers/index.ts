@@ -79,4 +79,4 @@ export function createBalancer(balancer: BalancerName | BalancerProfile, setting
 export { FILTERS, PICKERS };
 export type { ActiveBalancer, ProfileSpec } from "./profile.ts";
 export { profileTerms, runProfile } from "./profile.ts";
-export type { BalanceInput, Balancer, BalancerCandidate, BalancerSettings, Filter, FilterPlugin, Picker, PickerPlugin, PromptKeys, StageContext } from "./balancer.ts";
+export type { BalanceInput, PrefixBelief, Balancer, BalancerCandidate, BalancerSettings, Filter, FilterPlugin, Picker, PickerPlugin, PromptKeys, StageContext } from "./balancer.ts";

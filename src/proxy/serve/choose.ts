@@ -7,7 +7,7 @@
  * and the balancer's feedback once a replica accepted.
  */
 import { prefixTokenizerName, type Deployment } from "../../config/deployment.ts";
-import type { BalanceInput, PromptKeys } from "../../policy/balancers/index.ts";
+import type { BalanceInput, PrefixBelief, PromptKeys } from "../../policy/balancers/index.ts";
 import { promptEndpointOf, promptKeys, type PromptKeysResult } from "../../prefix/prompt-keys.ts";
 import { promptTokenizer, type PromptTokenizer } from "../../prompt/tokenizers/index.ts";
 import type { ActiveBalancer } from "../../policy/balancers/index.ts";
@@ -41,8 +41,8 @@ export interface ChoiceRequest {
   client: string;
   model?: string;
   session?: { id: string; affinity: SessionAffinity };
-  /** Told why the prompt fell back to bytes keys, when it did (counted in the metrics). */
-  trace?: { promptFallback?: string };
+  /** Told why the prompt fell back to bytes keys, when it did (counted in the metrics), and what the choice believed of its cached prefix. */
+  trace?: { promptFallback?: string; prefix?: PrefixBelief };
   /** A stream's continuation (migrate.ts), in this form: only replicas that take it are candidates. */
   continuation?: ContinuationForm;
   /** Registers follow-up work that must outlive the response (a session's binding). */
@@ -84,6 +84,8 @@ export function chooseFor(ctx: ChoiceRequest, body: ArrayBuffer | ReadableStream
     const prompt = requestPromptKeys(deployment, ctx.target.path, held, promptModel);
     if (prompt) input.prompt = prompt;
     if (prompt?.fallback !== undefined && ctx.trace) ctx.trace.promptFallback = prompt.fallback;
+    const trace = ctx.trace;
+    if (trace) input.explain = (belief) => void (trace.prefix = belief);
   }
   const pick = (among: readonly ReplicaEntry[]) => balancer.pick(among, input);
   // A session new to this isolate goes where its prompt's prefix goes, when the balancer

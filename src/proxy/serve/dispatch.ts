@@ -8,7 +8,7 @@
  */
 import type { Deployment } from "../../config/deployment.ts";
 import { Header, PROTOCOL_VERSION, errorResponse, parseLoadHeader, UNAUTHORIZED_REJECTION, type Load, errorBody, type ContinuationForm } from "../../protocol/index.ts";
-import type { ActiveBalancer } from "../../policy/balancers/index.ts";
+import type { ActiveBalancer, PrefixBelief } from "../../policy/balancers/index.ts";
 import { backoffMs } from "../../policy/pick-replica.ts";
 import { scrubForClient, stripRoutePrefix, type HeldBody } from "./request.ts";
 import { bodyRefusal, uploadTooSlow, type PreparedBody } from "./body.ts";
@@ -79,6 +79,8 @@ export interface DispatchTrace {
   promptFallback?: string;
   /** The replica whose answer the client got. */
   replica?: string;
+  /** What the last choice believed of the prompt's cached prefix, when its balancer scored it. */
+  prefix?: PrefixBelief;
   /** Settles when a streamed response body has been passed on completely (or cut). */
   streamEnd?: Promise<unknown>;
   /** Set by the admit stage: tells it the tokens the request actually used, once known (AdmissionGate.correct). */

@@ -20,6 +20,7 @@
  */
 import type { Deployment } from "../../config/deployment.ts";
 import type { Env } from "../../env.ts";
+import type { PrefixBelief } from "../../policy/balancers/index.ts";
 import type { ProxyMetrics } from "../../telemetry/proxy-metrics.ts";
 import type { TokenCounts } from "../../telemetry/types.ts";
 import { Header, errorResponse, type ContinuationForm } from "../../protocol/index.ts";
@@ -482,6 +483,7 @@ export function observeRequest(
           ttfbMs,
           totalMs,
           tokens: tokens ? { key: usage!.key, prompt: tokens.prompt, completion: tokens.completion } : null,
+          ...(trace.prefix && { prefix: trace.prefix }),
         }),
       );
     }
@@ -516,6 +518,8 @@ export interface RequestLogFields {
   totalMs: number;
   /** A /v1 request's token usage and its key label (token-usage.ts). */
   tokens?: { key: string; prompt: number; completion: number } | null;
+  /** The prompt's blocks, those the chosen replica was believed to hold and the most any was (a prefix-scoring balancer's choice). */
+  prefix?: PrefixBelief;
 }
 
 /** Printable ASCII without `"` and `\`: quoted as it is (JSON.stringify's output too). */
@@ -537,5 +541,7 @@ export function requestLogLine(f: RequestLogFields): string {
     `,"replica":${f.replica === null ? "null" : str(f.replica)},"attempts":${num(f.attempts)},"ttfb_ms":${num(f.ttfbMs)},"total_ms":${num(f.totalMs)}`;
   const t = f.tokens;
   if (t) line += `,"key":${str(t.key)},"prompt_tokens":${num(t.prompt)},"completion_tokens":${num(t.completion)}`;
+  const p = f.prefix;
+  if (p) line += `,"prefix_blocks":${num(p.blocks)},"prefix_held":${num(p.held)},"prefix_most":${num(p.most)}`;
   return `${line}}`;
 }
