@@ -6,7 +6,7 @@
  * and a client that leaves. The same routes run behind the edge in the e2e tests;
  * here mutation testing reaches them (issue 51).
  */
-import { createServer, type Server } from "node:http";
+import { createServer, request, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Header } from "../../src/protocol/index.ts";
@@ -116,6 +116,22 @@ describe("bad requests, answered as OpenAI's error object", () => {
     const res = await post("/v1/chat/completions", { model: "gpt-9", messages: [{ role: "user", content: "a" }] });
     expect(res.status).toBe(404);
     expect((await json(res)).error).toMatchObject({ code: "model_not_found", message: `The model \`gpt-9\` does not exist. This server serves \`${TINY_LM_ID}\`.`, details: { model: "gpt-9", known: [TINY_LM_ID] } });
+  });
+
+  it("a body over 1 MiB: 413 payload_too_large, the rest left unread", async () => {
+    const body = Buffer.alloc(3 * 1024 * 1024, 0x61);
+    const answer = await new Promise<{ status: number; text: string }>((resolve, reject) => {
+      const req = request(`${base}/v1/completions`, { method: "POST", headers: { "content-type": "application/json", "content-length": body.length } });
+      req.on("response", (res) => {
+        let text = "";
+        res.on("data", (d: Buffer) => (text += d.toString()));
+        res.on("end", () => resolve({ status: res.statusCode!, text }));
+      });
+      req.on("error", reject);
+      req.end(body);
+    });
+    expect(answer.status).toBe(413);
+    expect(JSON.parse(answer.text)).toEqual({ error: { code: "payload_too_large", message: "request body over 1048576 bytes", type: "invalid_request_error" } });
   });
 
   it("a prompt and budget longer than the model's context: 400, before any generation", async () => {
