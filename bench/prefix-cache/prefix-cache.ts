@@ -8,7 +8,7 @@
  *   npx tsx bench/prefix-cache/prefix-cache.ts --family qwen3   # under cache pressure, on a real family: precise vs approximate (below)
  *   npx tsx bench/prefix-cache/prefix-cache.ts [--isolates 4] [--replicas 4] [--seconds 30] [--warmup 10] [--utilization 0.8]
  *        [--rate R] [--arms round_robin,load_aware,prefix_hash,prefix_cache,oracle] [--seed 1] [--seeds N]
- *        [--prefill-token-us 60] [--prefill-ms 5] [--decode-ms 4] [--max-tokens 16] [--kv-fraction 0.5] [--load-factor 1] [--scorers prefill=2,slots=1] [--filters load_line,room] [--no-summaries]
+ *        [--prefill-token-us 60] [--prefill-ms 5] [--decode-ms 4] [--max-tokens 16] [--kv-fraction 0.5] [--load-factor 1] [--scorers prefill=2,slots=1] [--filters load_line,room] [--no-summaries] [--belief-ms N] [--beliefs]
  *
  * Workload (bench/prefix-cache/prefix-cache-workload.ts): G groups, each with a long shared
  * system prompt; U users per group in multi-turn conversations whose prompt grows
@@ -105,6 +105,8 @@ const { values } = parseArgs({
     "no-summaries": { type: "boolean", default: false },
     // The edge's request log lines carry what each prefix choice believed (prefix_held, prefix_most): turns them on to compare those beliefs with the exact index.
     beliefs: { type: "boolean", default: false },
+    // policy.prefix.beliefMs for the prefix_cache arms: how long a dispatch or a summary counts as what a replica holds.
+    "belief-ms": { type: "string" },
     filters: { type: "string" },
     groups: { type: "string", default: "16" },
     users: { type: "string", default: "3" },
@@ -161,6 +163,8 @@ const SCORERS: Record<string, number> | undefined =
           return [name!, num("scorers", weight, (x) => x >= 0)];
         }),
       );
+/** `--belief-ms N`: the prefix_cache arms' policy.prefix.beliefMs; unset: the default. */
+const BELIEF_MS = values["belief-ms"] === undefined ? undefined : num("belief-ms", values["belief-ms"], (x) => Number.isInteger(x) && x >= 100 && x <= 600_000);
 /** `--filters name,…`: the prefix_cache arms' filters (a profile with the `cheapest` picker); unset: the built-in profile's (load_line, room). */
 const FILTERS: string[] | undefined = values.filters === undefined ? undefined : values.filters.split(",").filter((f) => f !== "");
 /**
@@ -430,7 +434,7 @@ export default defineDeployment({
   name: ${JSON.stringify(name)}, routePrefix: ${JSON.stringify(`/${name}`)}, access: { public: true },
   backend: { kind: "llm", model: ${JSON.stringify(MODEL)} }, openai: { models: [${JSON.stringify(MODEL)}] },
   localReplicas: 0, maxOngoingRequests: ${MAX_ONGOING},${p.arm === "alone" ? `\n  routing: { relay: false },` : ""}
-  policy: { balancer: ${JSON.stringify(balancer)}, prefix: { loadFactor: ${LOAD_FACTOR}, tokenizer: ${JSON.stringify(tokenizer)}${SCORERS ? `, scorers: ${JSON.stringify(SCORERS)}` : ""} } },
+  policy: { balancer: ${JSON.stringify(balancer)}, prefix: { loadFactor: ${LOAD_FACTOR}, tokenizer: ${JSON.stringify(tokenizer)}${SCORERS ? `, scorers: ${JSON.stringify(SCORERS)}` : ""}${BELIEF_MS !== undefined ? `, beliefMs: ${BELIEF_MS}` : ""} } },
 });
 `,
   );
@@ -979,6 +983,7 @@ writeResult(
         kvFraction: KV_FRACTION,
         loadFactor: LOAD_FACTOR,
         scorers: SCORERS ?? null,
+        beliefMs: BELIEF_MS ?? null,
         filters: FILTERS ?? null,
         noSummaries: values["no-summaries"],
         totalPrefixBlocks: seedRuns[0]!.fleet.totalPrefixBlocks,

@@ -173,6 +173,14 @@ const DeploymentInput = z
              * (`prefill`, `slots`); a term not named keeps its default (prefill: prefillWeight, slots: 1).
              */
             scorers: z.partialRecord(z.enum(SCORER_NAMES), z.number().min(0).max(100)).optional(),
+            /**
+             * prefix_cache: how long what the edge learnt of a replica's cache counts, ms: a
+             * dispatch there (this isolate's or a peer's) and the replica's summary, from when
+             * this isolate got it. Under cache pressure a replica's cache turns over in about a
+             * second, and older beliefs name blocks it has evicted. Unset: dispatches count
+             * RECENT_PREFIX_TTL_MS and a summary until the next (src/policy/recent-prefixes.ts).
+             */
+            beliefMs: z.number().int().min(100).max(600_000).optional(),
           })
           .strict()
           .optional(),

@@ -85,6 +85,8 @@ export interface BalancerSettings {
   prefillWeight: number;
   /** Weights of the cost terms by name (src/policy/scorers/) for a profile that names none; unnamed terms keep their defaults. */
   scorers?: Readonly<Partial<Record<string, number>>>;
+  /** How long a dispatch and a replica's summary count as what it holds, ms (`prefix.beliefMs`); unset: dispatches RECENT_PREFIX_TTL_MS, a summary until the next. */
+  beliefMs?: number;
 }
 
 /** What the stages of one choice share (./profile.ts builds it per request). */

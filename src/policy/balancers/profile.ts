@@ -16,7 +16,7 @@
 import { hasRoom, pickReplica, pickReplicaForModel } from "../pick-replica.ts";
 import { anchorKey, rendezvousOrder } from "../prefix-score.ts";
 import { DispatchOutbox } from "../dispatch-outbox.ts";
-import { RECENT_PREFIX_STRIDE, RecentPrefixes, SUMMARY_VIEW_LAG_MS, keptKeys } from "../recent-prefixes.ts";
+import { RECENT_PREFIX_MAX_KEYS, RECENT_PREFIX_STRIDE, RECENT_PREFIX_TTL_MS, RecentPrefixes, SUMMARY_VIEW_LAG_MS, keptKeys } from "../recent-prefixes.ts";
 import { DEFAULT_SCORER_WEIGHTS, costOf, scorers, type ScorerName, type WeightedScore } from "../scorers/index.ts";
 import type { Balancer, BalancerCandidate, BalancerSettings, FilterPlugin, PickerPlugin, StageContext } from "./balancer.ts";
 
@@ -57,7 +57,8 @@ export function runProfile(name: string, filters: readonly FilterPlugin[], picke
   const limits = filters.flatMap((f) => (f.limit ? [f.limit(settings)] : []));
   const choose = picker.create(settings);
   const prompted = readsPrompt(filters, picker);
-  const memory = picker.scores ? { recent: new RecentPrefixes(), outbox: new DispatchOutbox() } : undefined;
+  const memory = picker.scores ? { recent: new RecentPrefixes(RECENT_PREFIX_MAX_KEYS, settings.beliefMs ?? RECENT_PREFIX_TTL_MS), outbox: new DispatchOutbox() } : undefined;
+  const beliefMs = settings.beliefMs;
   const noCost = () => 0;
   const weighsPrefill = terms.some((t) => t.name === "prefill" && t.weight > 0);
   const weighsLeader = terms.some((t) => t.name === "leader" && t.weight > 0);
@@ -83,7 +84,9 @@ export function runProfile(name: string, filters: readonly FilterPlugin[], picke
         const notBefore = new Map<string, number>();
         for (const c of pool) if (c.cacheSince !== undefined) notBefore.set(c.id, c.cacheSince - SUMMARY_VIEW_LAG_MS);
         const sent = memory.recent.held(keys, input.now, notBefore);
-        const held = new Map(pool.map((c) => [c.id, Math.max(c.cache?.matchedBlocks(keys, prompt.blockSize) ?? 0, sent.get(c.id) ?? 0)] as const));
+        // A summary older than beliefMs here says nothing any more (the replica's cache has turned over since).
+        const summaryOf = (c: T) => (beliefMs !== undefined && c.cacheSince !== undefined && input.now - c.cacheSince > beliefMs ? undefined : c.cache);
+        const held = new Map(pool.map((c) => [c.id, Math.max(summaryOf(c)?.matchedBlocks(keys, prompt.blockSize) ?? 0, sent.get(c.id) ?? 0)] as const));
         // Where the cost weighs prefill, a prompt no replica holds any of is placed in rendezvous
         // order (under the load line), as prefix_hash places it: every isolate then sends a new or
         // evicted prefix to the same replica, where least slots would scatter copies of it over the
