@@ -20,6 +20,8 @@ export interface StreamResult {
   answer: string | undefined;
   /** From the scheduled arrival to the end of the stream. */
   e2eMs: number;
+  /** The prompt's tokens the replica found cached (its usage's prompt_tokens_details.cached_tokens), when the stream carried usage. */
+  cachedTokens?: number;
   error?: string;
 }
 
@@ -43,6 +45,7 @@ export async function streamChat(
   let tokens = 0;
   let answer = "";
   let replica = "?";
+  let cachedTokens: number | undefined;
   try {
     const res = await fetch(url, { method: "POST", headers: { "content-type": "application/json", ...headers }, body, signal });
     replica = res.headers.get("x-switchyard-replica") ?? "?";
@@ -53,8 +56,10 @@ export async function streamChat(
     let failed: string | undefined;
     for await (const data of sseData(res.body)) {
       if (data === "[DONE]") continue;
-      const parsed = JSON.parse(data) as { choices?: { delta?: { content?: string } }[]; error?: { message?: string } };
+      const parsed = JSON.parse(data) as { choices?: { delta?: { content?: string } }[]; error?: { message?: string }; usage?: { prompt_tokens_details?: { cached_tokens?: number } } | null };
       if (parsed.error) failed = parsed.error.message ?? "error event";
+      const cached = parsed.usage?.prompt_tokens_details?.cached_tokens;
+      if (typeof cached === "number") cachedTokens = cached;
       const content = parsed.choices?.[0]?.delta?.content;
       if (content) {
         const now = performance.now();
@@ -74,6 +79,7 @@ export async function streamChat(
       tokens,
       answer: ok ? answer : undefined,
       e2eMs: performance.now() - scheduledAt,
+      ...(cachedTokens !== undefined ? { cachedTokens } : {}),
       ...(ok ? {} : { error: failed ?? `stream ended after ${tokens} of ${expectTokens} tokens` }),
     };
   } catch (err) {

@@ -385,7 +385,7 @@ interface PhaseResult {
    * cost); `over` believed more blocks on the chosen replica than it held (evicted or never
    * there), `under` fewer; `overBlocks` the mean excess of those over.
    */
-  beliefs?: { n: number; missedBelieving: number; missedMoving: number; over: number; under: number; overBlocks: number };
+  beliefs?: { n: number; missedBelieving: number; missedMoving: number; over: number; under: number; overBlocks: number; found?: { n: number; over: number; under: number; overBlocks: number; underBlocks: number } };
   notes: string[];
 }
 
@@ -499,7 +499,8 @@ export default defineDeployment({
     const send = async (turn: Turn, scheduledAt: number, stop: AbortSignal): Promise<{ result: StreamResult; heldBlocks?: number; heldAtSend?: Map<string, number>; promptBlocks?: number; requestId?: string }> => {
       const signal = AbortSignal.any([stop, AbortSignal.timeout(REQUEST_TIMEOUT_MS)]);
       // ignore_eos: every answer is MAX_TOKENS long (the model would otherwise end its turn at a newline), as the workload says.
-      const body = JSON.stringify({ model: MODEL, messages: turn.messages, max_tokens: MAX_TOKENS, stream: true, ignore_eos: true, seed: (turn.user * 1_000 + turn.conversation * 50 + turn.turn) | 0 });
+      // include_usage: the last chunk says how much of the prompt the replica found cached (--beliefs compares it with the edge's belief).
+      const body = JSON.stringify({ model: MODEL, messages: turn.messages, max_tokens: MAX_TOKENS, stream: true, ...(values.beliefs ? { stream_options: { include_usage: true } } : {}), ignore_eos: true, seed: (turn.user * 1_000 + turn.conversation * 50 + turn.turn) | 0 });
       const keys = blockKeys(promptIds(turn.messages));
       const explain = useEvents ? { heldAtSend: new Map(replicas.map((r) => [r.id, index.heldPrefix(r.id, keys)] as const)), promptBlocks: keys.length } : {};
       if (!signer) {
@@ -766,6 +767,26 @@ export default defineDeployment({
         }
         const m = believed.length;
         result.beliefs = { n: m, missedBelieving: missedBelieving / m, missedMoving: missedMoving / m, over: over / m, under: under / m, overBlocks: over > 0 ? overBlocks / over : 0 };
+        // Against what the replica found cached when it scheduled the request (its usage), the truth that its prefill paid for.
+        const found = believed.filter(({ s }) => s.result.cachedTokens !== undefined);
+        if (found.length > 0) {
+          let fo = 0;
+          let fu = 0;
+          let foBlocks = 0;
+          let fuBlocks = 0;
+          for (const { s, b } of found) {
+            const cachedBlocks = Math.floor(s.result.cachedTokens! / 16);
+            if (b.held > cachedBlocks) {
+              fo++;
+              foBlocks += b.held - cachedBlocks;
+            } else if (b.held < cachedBlocks) {
+              fu++;
+              fuBlocks += cachedBlocks - b.held;
+            }
+          }
+          const k = found.length;
+          result.beliefs.found = { n: k, over: fo / k, under: fu / k, overBlocks: fo > 0 ? foBlocks / fo : 0, underBlocks: fu > 0 ? fuBlocks / fu : 0 };
+        }
       }
     }
     if (p.arm === "oracle") {
@@ -943,7 +964,7 @@ for (const r of results) {
   if (r.beliefs) {
     const b = r.beliefs;
     lines.push(
-      `what the edge believed, ${r.label} (${where(r)}), ${b.n} requests against the exact index at send: not sent to the replica holding the most while believing it was ${f(100 * b.missedBelieving, 1)} %, while believing another held more ${f(100 * b.missedMoving, 1)} %; believed more blocks on the chosen replica than it held ${f(100 * b.over, 1)} % (by ${f(b.overBlocks, 1)} blocks on average), fewer ${f(100 * b.under, 1)} %`,
+      `what the edge believed, ${r.label} (${where(r)}), ${b.n} requests against the exact index at send: not sent to the replica holding the most while believing it was ${f(100 * b.missedBelieving, 1)} %, while believing another held more ${f(100 * b.missedMoving, 1)} %; believed more blocks on the chosen replica than it held ${f(100 * b.over, 1)} % (by ${f(b.overBlocks, 1)} blocks on average), fewer ${f(100 * b.under, 1)} %${b.found ? `; against what the replica found cached when it scheduled the request (${b.found.n} answers' usage): more ${f(100 * b.found.over, 1)} % (by ${f(b.found.overBlocks, 1)} blocks), fewer ${f(100 * b.found.under, 1)} % (by ${f(b.found.underBlocks, 1)} blocks)` : ""}`,
     );
   }
   lines.push(`per replica, ${r.label} (${where(r)}), next turns on the previous turn's replica ${f(100 * r.sameReplicaAsPreviousTurn)} % (${r.nextTurnGap.moved} moved, ${r.nextTurnGap.movedUnder1s} of them within 1 s of the previous turn's end, gap p50 ${f(r.nextTurnGap.movedP50Ms)} ms; all next turns: ${r.nextTurnGap.under1s} within 1 s, gap p50 ${f(r.nextTurnGap.p50Ms)} ms): ${r.perReplica.map((x) => `${x.id.replace(/^pc-[a-z-]+-/, "#")} ${x.requests} req, ${f(x.prefilled)} prefilled, hit ${f(x.hitRatio, 2)}`).join("; ")}`);

@@ -172,6 +172,20 @@ describe("completions and chat, whole", () => {
     expect(stopped.choices[0].text).not.toContain(cut);
   });
 
+  it("says how much of the prompt its prefix cache held: none the first time, its full blocks the next", async () => {
+    const prompt = `a prompt seen once here: ${"q".repeat(60)}`;
+    const first = await json(await post("/v1/completions", { model: TINY_LM_ID, prompt, max_tokens: 2 }));
+    const again = await json(await post("/v1/completions", { model: TINY_LM_ID, prompt, max_tokens: 2 }));
+    expect(first.usage.prompt_tokens_details).toEqual({ cached_tokens: 0 });
+    const full = Math.floor(first.usage.prompt_tokens / 16) * 16;
+    expect(full).toBeGreaterThan(0);
+    expect(again.usage.prompt_tokens_details.cached_tokens).toBeGreaterThanOrEqual(full - 16);
+    expect(again.usage.prompt_tokens_details.cached_tokens).toBeLessThanOrEqual(first.usage.prompt_tokens);
+    expect(again.usage.prompt_tokens_details.cached_tokens % 16).toBe(0);
+    const response = await json(await post("/v1/responses", { model: TINY_LM_ID, input: prompt, max_output_tokens: 2 }));
+    expect(response.usage.input_tokens_details.cached_tokens % 16).toBe(0);
+  });
+
   it("a chat: the assistant's message, chat.completion, max_completion_tokens over max_tokens", async () => {
     const r = await json(await post("/v1/chat/completions", { model: TINY_LM_ID, messages: [{ role: "user", content: "hello" }], max_tokens: 9, max_completion_tokens: 3, temperature: 0 }));
     expect(r).toMatchObject({ object: "chat.completion", choices: [{ index: 0, message: { role: "assistant" }, logprobs: null, finish_reason: "length" }], usage: { completion_tokens: 3 } });

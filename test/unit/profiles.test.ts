@@ -249,6 +249,36 @@ describe("prefix_cache's memory against the replicas' own word", () => {
   });
 });
 
+describe("prefix.beliefMs: how long what the edge learnt of a cache counts", () => {
+  it("a dispatch counts for beliefMs, then not; a summary counts while younger than beliefMs here", () => {
+    const b = createBalancer("prefix_cache", { ...settings, beliefMs: 1_000 });
+    const told: { held: number }[] = [];
+    const explain = (x: { held: number }) => void told.push(x);
+    b.served!("a", input({ prompt: keyed }));
+    const pair = [c("a"), c("b")];
+    b.pick(pair, input({ prompt: keyed, now: T0 + 999, explain }));
+    b.pick(pair, input({ prompt: keyed, now: T0 + 1_000, explain }));
+    expect(told.map((t) => t.held)).toEqual([4, 0]);
+    const full = CacheSummary.parse(buildCacheSummary([...keyed.keys].reverse(), 16))!;
+    const summarised = [c("a", 0, { cache: full, cacheSince: T0 }), c("b")];
+    b.pick(summarised, input({ prompt: keyed, now: T0 + 1_000, explain }));
+    b.pick(summarised, input({ prompt: keyed, now: T0 + 1_001, explain }));
+    expect(told.slice(2).map((t) => t.held)).toEqual([4, 0]);
+    // Unset: a dispatch counts RECENT_PREFIX_TTL_MS, a summary until the next.
+    const old = createBalancer("prefix_cache", settings);
+    old.served!("a", input({ prompt: keyed }));
+    old.pick(pair, input({ prompt: keyed, now: T0 + 29_999, explain }));
+    old.pick(summarised, input({ prompt: keyed, now: T0 + 600_000, explain }));
+    expect(told.slice(4).map((t) => t.held)).toEqual([4, 4]);
+  });
+
+  it("is taken from configuration, from 100 ms to 10 min", () => {
+    const minimal = { name: "b", routePrefix: "/b", backend: { kind: "text" as const, text: "hi" } };
+    expect(defineDeployment({ ...minimal, policy: { balancer: "prefix_cache", prefix: { beliefMs: 1_000 } } }).policy.prefix?.beliefMs).toBe(1_000);
+    for (const beliefMs of [99, 600_001, 1.5]) expect(() => defineDeployment({ ...minimal, policy: { balancer: "prefix_cache", prefix: { beliefMs } } })).toThrow(/beliefMs/);
+  });
+});
+
 describe("what a prefix choice believed (BalanceInput.explain)", () => {
   it("tells the prompt's blocks, those believed held on the chosen replica and the most on any, from summaries and dispatches alike", () => {
     const b = createBalancer("prefix_cache", settings);

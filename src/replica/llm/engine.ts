@@ -131,6 +131,8 @@ export interface GenerateResult {
   finishReason: FinishReason;
   promptTokens: number;
   completionTokens: number;
+  /** Prompt tokens found in the prefix cache when the request was first scheduled (vLLM's num_cached_tokens). */
+  cachedTokens: number;
 }
 
 /** Thrown by `generate` when the request can never be served as asked (see `check`). */
@@ -274,6 +276,7 @@ export class LlmEngine {
     const decoder = this.model.decoder(prompt, { sampling: request.sampling, rng: () => tokenRng(), ignoreEos: request.ignoreEos === true });
     const stop = new StopMatcher(request.stop ?? []);
     let generated = 0;
+    let cachedTokens: number | undefined;
     let finishReason: FinishReason = "length";
     let lastAt = 0;
     let due = 0;
@@ -295,6 +298,7 @@ export class LlmEngine {
         await this.#hold(id, prompt.length + generated, signal);
         // Scheduled now (first, or again after a preemption): compute what is not cached.
         const scheduling = this.#kv.takeScheduling(id);
+        if (scheduling) cachedTokens ??= Math.min(scheduling.cachedTokens, prompt.length);
         if (scheduling) await this.#prefill(prompt.length + generated - scheduling.cachedTokens, signal, priority);
         tokenRng = positionRng(seed, prompt.length + generated);
         const { token, text, eos } = await decoder.next();
@@ -341,7 +345,7 @@ export class LlmEngine {
       this.#success[finishReason]++;
       this.#e2e.observe((performance.now() - arrival) / 1000);
     }
-    return { finishReason, promptTokens: prompt.length, completionTokens: generated };
+    return { finishReason, promptTokens: prompt.length, completionTokens: generated, cachedTokens: cachedTokens ?? 0 };
   }
 
   /** Unit-length embedding of a non-empty token sequence (one model run; no KV cache); throws for a model that makes none. */

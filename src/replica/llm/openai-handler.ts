@@ -488,10 +488,12 @@ export function llmService(options: LlmServiceOptions): LlmService {
     const id = `${route === "chat" ? "chatcmpl" : "cmpl"}-${randomUUID().replaceAll("-", "")}`;
     const created = nowS();
     const object = route === "chat" ? "chat.completion" : "text_completion";
-    const usageOf = (result: { promptTokens: number; completionTokens: number }) => ({
+    // prompt_tokens_details.cached_tokens: the prompt's tokens its prefix cache held (OpenAI's field; vLLM's with --enable-prompt-tokens-details).
+    const usageOf = (result: GenerateResult) => ({
       prompt_tokens: result.promptTokens,
       completion_tokens: result.completionTokens,
       total_tokens: result.promptTokens + result.completionTokens,
+      prompt_tokens_details: { cached_tokens: result.cachedTokens },
     });
 
     try {
@@ -583,7 +585,7 @@ export function llmService(options: LlmServiceOptions): LlmService {
         const { text, result } = await collected(generation);
         if (result.finishReason === "abort" || res.destroyed) return;
         const hit = result.finishReason === "length";
-        sendJson(res, 200, responseObject(ids, r, { status: hit ? "incomplete" : "completed", text, maxOutputTokensHit: hit, usage: responseUsage(result.promptTokens, result.completionTokens) }), loadHeaders());
+        sendJson(res, 200, responseObject(ids, r, { status: hit ? "incomplete" : "completed", text, maxOutputTokensHit: hit, usage: responseUsage(result.promptTokens, result.completionTokens, result.cachedTokens) }), loadHeaders());
         return;
       }
       const write = openEventStream(res, loadHeaders());
@@ -599,7 +601,7 @@ export function llmService(options: LlmServiceOptions): LlmService {
       }
       const result = step.value;
       if (result.finishReason === "abort" || res.destroyed) return;
-      res.end(events.closing(r, text, responseUsage(result.promptTokens, result.completionTokens), result.finishReason === "length"));
+      res.end(events.closing(r, text, responseUsage(result.promptTokens, result.completionTokens, result.cachedTokens), result.finishReason === "length"));
     } catch (err) {
       if (err instanceof RequestTooLong) throw new HttpError("bad_request", err.message);
       if (!res.headersSent) throw err;

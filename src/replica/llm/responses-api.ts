@@ -64,9 +64,9 @@ export interface ResponseUsage {
   total_tokens: number;
 }
 
-export const responseUsage = (input: number, output: number): ResponseUsage => ({
+export const responseUsage = (input: number, output: number, cached = 0): ResponseUsage => ({
   input_tokens: input,
-  input_tokens_details: { cached_tokens: 0 },
+  input_tokens_details: { cached_tokens: cached },
   output_tokens: output,
   output_tokens_details: { reasoning_tokens: 0 },
   total_tokens: input + output,
