@@ -413,6 +413,7 @@ function replicaArgs(arm: ArmName, kvBlocks: number, eventsPort?: number): strin
     ...(FEATURES.prefillTokenUs ? ["--prefill-token-us", String(PREFILL_TOKEN_US)] : []),
     ...(eventsPort !== undefined ? ["--kv-events-endpoint", `tcp://127.0.0.1:${eventsPort}`] : []),
     ...(values["no-summaries"] || approximateArm(arm) ? ["--no-cache-summary"] : []),
+    ...(values.beliefs ? ["--enable-prompt-tokens-details"] : []),
   ];
 }
 

@@ -75,6 +75,8 @@ const USAGE = `usage: replica --deployment NAME --backend text|echo|onnx|llm|pro
 --kv-events-topic T: (llm) the topic frame of each message; default "" (vLLM's default)
 --no-cache-summary: (llm) send no prefix-cache summary in load reports, as an engine behind an
                  agent without KV events (benchmarks: the edge then knows only its dispatches)
+--enable-prompt-tokens-details: (llm) each answer's usage says how many prompt tokens the
+                 prefix cache held (prompt_tokens_details.cached_tokens), as vLLM's flag of that name
 --standalone: serve without registering (a direct baseline for benchmarks, or an engine behind
                  "replica agent"). A registered replica serves only dispatches signed by its
                  deployment's edge (docs/protocol.md §2); a standalone one checks no signature
@@ -126,6 +128,7 @@ export async function replicaMain(argv: string[] = process.argv.slice(2), hooks:
         "kv-events-replay-endpoint": { type: "string" },
         "kv-events-topic": { type: "string" },
         "no-cache-summary": { type: "boolean", default: false },
+        "enable-prompt-tokens-details": { type: "boolean", default: false },
         "decode-ms": { type: "string" },
         upstream: { type: "string" },
         "upstream-metrics": { type: "string" },

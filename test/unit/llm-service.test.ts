@@ -24,7 +24,7 @@ const load = () => ({ "x-load": "1" });
 beforeAll(async () => {
   const { model } = await loadTinyLm({ warmupRuns: 0 });
   engine = new LlmEngine({ model: tinyLmGenerator(model), kvBlocks: 64 });
-  service = llmService({ engine, modelId: TINY_LM_ID });
+  service = llmService({ engine, modelId: TINY_LM_ID, promptTokensDetails: true });
   server = createServer((req, res) => {
     if (service.unadmitted(req, res, load)) return;
     void service.handler(req, res, load);
@@ -172,7 +172,7 @@ describe("completions and chat, whole", () => {
     expect(stopped.choices[0].text).not.toContain(cut);
   });
 
-  it("says how much of the prompt its prefix cache held: none the first time, its full blocks the next", async () => {
+  it("with promptTokensDetails (vLLM's --enable-prompt-tokens-details), says how much of the prompt its prefix cache held: none the first time, its full blocks the next", async () => {
     const prompt = `a prompt seen once here: ${"q".repeat(60)}`;
     const first = await json(await post("/v1/completions", { model: TINY_LM_ID, prompt, max_tokens: 2 }));
     const again = await json(await post("/v1/completions", { model: TINY_LM_ID, prompt, max_tokens: 2 }));
@@ -184,6 +184,20 @@ describe("completions and chat, whole", () => {
     expect(again.usage.prompt_tokens_details.cached_tokens % 16).toBe(0);
     const response = await json(await post("/v1/responses", { model: TINY_LM_ID, input: prompt, max_output_tokens: 2 }));
     expect(response.usage.input_tokens_details.cached_tokens % 16).toBe(0);
+    // Off (the default, as vLLM's): no prompt_tokens_details, and the Responses API's cached tokens 0.
+    const plain = llmService({ engine, modelId: TINY_LM_ID });
+    const s = createServer((req, res) => void plain.handler(req, res, load));
+    await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
+    try {
+      const at = `http://127.0.0.1:${(s.address() as AddressInfo).port}`;
+      const off = await json(await fetch(`${at}/v1/completions`, { method: "POST", body: JSON.stringify({ model: TINY_LM_ID, prompt, max_tokens: 2 }) }));
+      expect(off.usage).not.toHaveProperty("prompt_tokens_details");
+      const offResponse = await json(await fetch(`${at}/v1/responses`, { method: "POST", body: JSON.stringify({ model: TINY_LM_ID, input: prompt, max_output_tokens: 2 }) }));
+      expect(offResponse.usage.input_tokens_details).toEqual({ cached_tokens: 0 });
+    } finally {
+      s.closeAllConnections();
+      s.close();
+    }
   });
 
   it("a chat: the assistant's message, chat.completion, max_completion_tokens over max_tokens", async () => {

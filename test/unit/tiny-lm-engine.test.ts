@@ -141,7 +141,7 @@ describe("LlmEngine", () => {
     const engine = new LlmEngine({ model: tinyLmGenerator(model), kvBlocks: 8 });
     const { pieces, result } = await collect(engine.generate(req("xa", { maxTokens: 7 })));
     expect(pieces).toEqual([..."bcabcab"]);
-    expect(result).toEqual({ finishReason: "length", promptTokens: 2, completionTokens: 7 });
+    expect(result).toEqual({ finishReason: "length", promptTokens: 2, completionTokens: 7, cachedTokens: 0 });
     expect(model.runs).toBe(7);
     expect(engine.running).toBe(0);
     expect(engine.kvUsage).toBe(0);
@@ -226,7 +226,7 @@ describe("LlmEngine", () => {
     const second = collect(engine.generate(req("a", { maxTokens: 5, signal: abort.signal })));
     await waitFor(() => engine.waiting === 1);
     abort.abort();
-    expect((await second).result).toEqual({ finishReason: "abort", promptTokens: 1, completionTokens: 0 });
+    expect((await second).result).toEqual({ finishReason: "abort", promptTokens: 1, completionTokens: 0, cachedTokens: 0 });
     expect(engine.waiting).toBe(0);
     await first;
   });

@@ -21,6 +21,8 @@ export interface ReplicaBackendContext {
     /** proxy: the app's URL, and where it serves Prometheus metrics. */
     upstream?: string | undefined;
     "upstream-metrics"?: string | undefined;
+    /** llm: usage carries prompt_tokens_details.cached_tokens (vLLM's --enable-prompt-tokens-details). */
+    "enable-prompt-tokens-details"?: boolean | undefined;
   };
   /** Benchmark knobs, validated by the CLI (each belongs to one kind). */
   knobs: {

@@ -46,7 +46,7 @@ export const llm: ReplicaBackend = async ({ flags, knobs, admission, log, fail }
   });
   admission.enablePriorityPreemption();
   admission.setKvSource(() => Math.round(engine.kvUsage * 1e4) / 1e4);
-  const service = llmService({ engine, modelId });
+  const service = llmService({ engine, modelId, promptTokensDetails: flags["enable-prompt-tokens-details"] === true });
   return {
     handler: service.handler,
     // What the prefix cache holds, for the reports (sent when it changed, src/replica/summary-cadence.ts).

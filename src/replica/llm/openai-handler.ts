@@ -79,6 +79,13 @@ export interface LlmServiceOptions {
   modelId: string;
   /** owned_by in /v1/models. */
   ownedBy?: string;
+  /**
+   * Usage says how many of the prompt's tokens the prefix cache held: Chat Completions' and
+   * completions' prompt_tokens_details.cached_tokens, the Responses API's
+   * input_tokens_details.cached_tokens (0 without it). vLLM's --enable-prompt-tokens-details;
+   * off by default, as there.
+   */
+  promptTokensDetails?: boolean;
 }
 
 export interface LlmService {
@@ -488,12 +495,11 @@ export function llmService(options: LlmServiceOptions): LlmService {
     const id = `${route === "chat" ? "chatcmpl" : "cmpl"}-${randomUUID().replaceAll("-", "")}`;
     const created = nowS();
     const object = route === "chat" ? "chat.completion" : "text_completion";
-    // prompt_tokens_details.cached_tokens: the prompt's tokens its prefix cache held (OpenAI's field; vLLM's with --enable-prompt-tokens-details).
     const usageOf = (result: GenerateResult) => ({
       prompt_tokens: result.promptTokens,
       completion_tokens: result.completionTokens,
       total_tokens: result.promptTokens + result.completionTokens,
-      prompt_tokens_details: { cached_tokens: result.cachedTokens },
+      ...(options.promptTokensDetails && { prompt_tokens_details: { cached_tokens: result.cachedTokens } }),
     });
 
     try {
@@ -585,7 +591,7 @@ export function llmService(options: LlmServiceOptions): LlmService {
         const { text, result } = await collected(generation);
         if (result.finishReason === "abort" || res.destroyed) return;
         const hit = result.finishReason === "length";
-        sendJson(res, 200, responseObject(ids, r, { status: hit ? "incomplete" : "completed", text, maxOutputTokensHit: hit, usage: responseUsage(result.promptTokens, result.completionTokens, result.cachedTokens) }), loadHeaders());
+        sendJson(res, 200, responseObject(ids, r, { status: hit ? "incomplete" : "completed", text, maxOutputTokensHit: hit, usage: responseUsage(result.promptTokens, result.completionTokens, options.promptTokensDetails ? result.cachedTokens : 0) }), loadHeaders());
         return;
       }
       const write = openEventStream(res, loadHeaders());
@@ -601,7 +607,7 @@ export function llmService(options: LlmServiceOptions): LlmService {
       }
       const result = step.value;
       if (result.finishReason === "abort" || res.destroyed) return;
-      res.end(events.closing(r, text, responseUsage(result.promptTokens, result.completionTokens, result.cachedTokens), result.finishReason === "length"));
+      res.end(events.closing(r, text, responseUsage(result.promptTokens, result.completionTokens, options.promptTokensDetails ? result.cachedTokens : 0), result.finishReason === "length"));
     } catch (err) {
       if (err instanceof RequestTooLong) throw new HttpError("bad_request", err.message);
       if (!res.headersSent) throw err;
