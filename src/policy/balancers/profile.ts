@@ -77,7 +77,7 @@ export function runProfile(name: string, filters: readonly FilterPlugin[], picke
       const keys = prompt !== undefined && prompt.keys.length > 0 ? prompt.keys : undefined;
       if (prompted && keys === undefined) return pickReplica(pool, random);
       let cost: StageContext["cost"] = noCost;
-      let believed: Map<string, number> | undefined;
+      let believed: { held: Map<string, number>; most: number } | undefined;
       const anchor = keys && anchorKey(keys);
       if (memory && keys && anchor && prompt) {
         // A replica's summary supersedes the dispatches recorded well before this isolate got it (recent-prefixes.ts).
@@ -92,7 +92,7 @@ export function runProfile(name: string, filters: readonly FilterPlugin[], picke
         // evicted prefix to the same replica, where least slots would scatter copies of it over the
         // fleet and, under cache pressure, evict other prefixes for them (bench/prefix-cache/prefix-cache.ts).
         const most = Math.max(0, ...held.values());
-        believed = held;
+        believed = { held, most };
         if (!weighsPrefill || most > 0) {
           // The leader among the holders of about the most (summaries are exact, dispatch records
           // within a stride): the same one in every isolate that believes the same.
@@ -105,7 +105,7 @@ export function runProfile(name: string, filters: readonly FilterPlugin[], picke
       const ctx: StageContext = { input, keys, anchor, cost };
       for (const stage of stages) pool = stage(pool, ctx);
       const chosen = choose(pool, ctx);
-      if (believed && chosen && keys && input.explain) input.explain({ blocks: keys.length, held: believed.get(chosen.id) ?? 0, most: Math.max(0, ...believed.values()) });
+      if (believed && chosen && keys && input.explain) input.explain({ blocks: keys.length, held: believed.held.get(chosen.id) ?? 0, most: believed.most });
       return chosen;
     },
   };
