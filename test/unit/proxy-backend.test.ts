@@ -12,7 +12,7 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { splitProxyArgs } from "../../src/agent/proxy-mode.ts";
-import { proxyHandler, upstreamPending } from "../../src/replica/backends/proxy.ts";
+import { proxy, proxyHandler, upstreamPending } from "../../src/replica/backends/proxy.ts";
 import { AdmissionControl } from "../../src/replica/admission.ts";
 import { Header } from "../../src/protocol/index.ts";
 
@@ -143,5 +143,70 @@ describe("the proxy handler", () => {
     const res = await fetch(`${await front(url.origin)}/predict`);
     expect(res.status).toBe(502);
     expect(await res.json()).toMatchObject({ error: { code: "upstream_failed" } });
+  });
+});
+
+describe("the proxy kind's flags (--upstream, --upstream-metrics)", () => {
+  const servers: Server[] = [];
+  afterEach(async () => {
+    for (const s of servers.splice(0)) {
+      s.closeAllConnections();
+      await new Promise((r) => s.close(r));
+    }
+  });
+  const listen = async (handler: (req: IncomingMessage, res: ServerResponse) => void): Promise<string> => {
+    const s = createServer(handler);
+    servers.push(s);
+    await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
+    return `http://127.0.0.1:${(s.address() as AddressInfo).port}`;
+  };
+  /** The kind built as the replica's CLI builds it: `fail` exits there, throws here. */
+  const build = (flags: Record<string, string>, admission = new AdmissionControl(4)) => {
+    const logs: string[] = [];
+    const ctx = {
+      flags,
+      knobs: { serviceMs: 0, kvBlocks: 1, prefillMs: 0, prefillTokenUs: 0, decodeMs: 0 },
+      admission,
+      log: (m: string) => void logs.push(m),
+      fail: (m: string): never => {
+        throw new Error(m);
+      },
+      reportNow: async () => undefined,
+    };
+    return { logs, admission, parts: proxy(ctx) };
+  };
+
+  it("refuses a missing, malformed or non-http upstream, and a malformed metrics URL, naming the flag", async () => {
+    await expect(build({}).parts).rejects.toThrow("--backend proxy needs --upstream URL (the app, e.g. http://127.0.0.1:8001)");
+    await expect(build({ upstream: "not a url" }).parts).rejects.toThrow('--upstream "not a url" is not a URL');
+    await expect(build({ upstream: "https://127.0.0.1:8001" }).parts).rejects.toThrow("--upstream must be an http:// URL");
+    await expect(build({ upstream: "http://127.0.0.1:8001", "upstream-metrics": "::" }).parts).rejects.toThrow('--upstream-metrics "::" is not a URL');
+  });
+
+  it("reads the app's queue from its metrics before serving, and counts it in the load beyond its own requests", async () => {
+    const metrics = await listen((_req, res) => res.end(triton));
+    const { admission, parts } = build({ upstream: "http://127.0.0.1:9", "upstream-metrics": `${metrics}/metrics` });
+    const { handler } = await parts;
+    expect(typeof handler).toBe("function");
+    expect(admission.load(0)).toMatchObject({ ongoing: 0, queued: 5 });
+  });
+
+  it("says once when the app's metrics have no queue, and counts none from metrics it cannot read", async () => {
+    const plain = await listen((_req, res) => res.end(vllm));
+    const a = build({ upstream: "http://127.0.0.1:9", "upstream-metrics": `${plain}/metrics` });
+    await a.parts;
+    expect(a.logs).toEqual([`--upstream-metrics ${plain}/metrics: no nv_inference_pending_request_count; the replica's own count is the load`]);
+    expect(a.admission.load(0).queued).toBe(0);
+    const failing = await listen((_req, res) => {
+      res.writeHead(500);
+      res.end(triton);
+    });
+    const b = build({ upstream: "http://127.0.0.1:9", "upstream-metrics": `${failing}/metrics` });
+    await b.parts;
+    expect(b.admission.load(0).queued).toBe(0);
+    const c = build({ upstream: "http://127.0.0.1:9", "upstream-metrics": "http://127.0.0.1:9/metrics" });
+    await c.parts;
+    expect(c.admission.load(0).queued).toBe(0);
+    expect(c.logs).toEqual([]);
   });
 });
