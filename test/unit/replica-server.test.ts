@@ -100,12 +100,14 @@ describe("who is served", () => {
 
   it("with API keys, answers vLLM's 401 without one of them, and counts each key's requests by its place in the list", async () => {
     let keys = ["key-a", "key-b"];
-    const { url } = await serve({ apiKeys: () => keys });
+    const { url, admission } = await serve({ apiKeys: () => keys });
     const none = await fetch(`${url}/x`);
     expect(none.status).toBe(401);
     expect(await none.json()).toEqual({ error: "Unauthorized" });
     expect((await fetch(`${url}/x`, { headers: { authorization: "Bearer key-c" } })).status).toBe(401);
     expect((await fetch(`${url}/x`, { headers: { authorization: "key-a" } })).status).toBe(401);
+    // Refused before admission: no slot taken, nothing counted.
+    expect(admission.counts).toEqual({ admitted: 0, rejected: 0 });
     for (const k of ["key-b", "key-b", "key-a"]) expect(await (await fetch(`${url}/x`, { headers: { authorization: `Bearer ${k}` } })).text()).toBe("served");
     let health = (await (await fetch(`${url}/-/healthz`)).json()) as { api_key_requests: number[] };
     expect(health.api_key_requests).toEqual([1, 2]);
