@@ -254,7 +254,7 @@ describe("streams", () => {
       for (let r = await reader.read(); !r.done; r = await reader.read()) text += new TextDecoder().decode(r.value);
       expect(text).toMatch(/"code":"stream_handover"/);
       expect(text).not.toContain("[DONE]");
-      await expect.poll(() => slow.running).toBe(0);
+      await expect.poll(() => slow.running, { timeout: 30_000 }).toBe(0);
     } finally {
       s.closeAllConnections();
       s.close();
@@ -276,7 +276,7 @@ describe("streams", () => {
       await reader.read();
       expect(slow.running).toBe(1);
       client.abort();
-      await expect.poll(() => slow.running).toBe(0);
+      await expect.poll(() => slow.running, { timeout: 30_000 }).toBe(0);
     } finally {
       s.closeAllConnections();
       s.close();

@@ -135,10 +135,10 @@ describe("faults, for testing a fleet", () => {
     const { url, admission } = await serve({ fault: "hang", slots: 1 });
     const client = new AbortController();
     const pending = fetch(`${url}/x`, { signal: client.signal }).catch((e: unknown) => e);
-    await expect.poll(() => admission.ongoing).toBe(1);
+    await expect.poll(() => admission.ongoing, { timeout: 30_000 }).toBe(1);
     client.abort();
     await pending;
-    await expect.poll(() => admission.ongoing).toBe(0);
+    await expect.poll(() => admission.ongoing, { timeout: 30_000 }).toBe(0);
   });
 });
 
@@ -147,9 +147,9 @@ describe("admission at the server", () => {
     const gate = gated();
     const { url, admission } = await serve({ handler: gate.handler, slots: 1, queue: 1 });
     const first = fetch(`${url}/x?hold`);
-    await expect.poll(() => gate.held()).toBe(1);
+    await expect.poll(() => gate.held(), { timeout: 30_000 }).toBe(1);
     const queued = fetch(`${url}/x`);
-    await expect.poll(() => admission.queued).toBe(1);
+    await expect.poll(() => admission.queued, { timeout: 30_000 }).toBe(1);
     const refused = await fetch(`${url}/x`, { method: "POST", body: "x".repeat(1000) });
     expect(refused.status).toBe(REJECT_STATUS);
     expect(refused.headers.get(Header.rejected)).toBe("capacity");
@@ -158,7 +158,7 @@ describe("admission at the server", () => {
     gate.go();
     expect(await (await first).text()).toBe("served");
     expect(await (await queued).text()).toBe("served");
-    await expect.poll(() => admission.ongoing).toBe(0);
+    await expect.poll(() => admission.ongoing, { timeout: 30_000 }).toBe(0);
     expect(admission.counts).toEqual({ admitted: 2, rejected: 1 });
   });
 
@@ -191,6 +191,6 @@ describe("a handler that fails", () => {
     const late = await fetch(`${url}/x?late`);
     expect(late.status).toBe(200);
     await expect(late.text()).rejects.toThrow();
-    await expect.poll(() => admission.ongoing).toBe(0);
+    await expect.poll(() => admission.ongoing, { timeout: 30_000 }).toBe(0);
   });
 });

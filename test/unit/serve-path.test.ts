@@ -62,7 +62,7 @@ const serve = routeServer(deployments, () => state);
 const holds: (() => void)[] = [];
 /** Lets the held requests go once `n` of them have reached the replica (a release before then would leave one waiting). */
 async function releaseHeld(n = 1): Promise<void> {
-  await vi.waitFor(() => expect(holds.length).toBe(n));
+  await vi.waitFor(() => expect(holds.length).toBe(n), { timeout: 30_000 });
   holds.splice(0).forEach((go) => go());
 }
 function heldEcho(): RequestHandler {
@@ -207,7 +207,7 @@ describe("the request path in Node, against real replicas", () => {
 
   it("caps a client's pending requests at its share, not another client's, and counts them down when they end", async () => {
     const first = send("/capped/x?hold", { headers: { "cf-connecting-ip": "198.51.100.1" } });
-    await vi.waitFor(() => expect(state.pending.get("capped")).toBe(1));
+    await vi.waitFor(() => expect(state.pending.get("capped")).toBe(1), { timeout: 30_000 });
     const second = await send("/capped/x", { headers: { "cf-connecting-ip": "198.51.100.1" } });
     expect(second.status).toBe(429);
     expect(second.body.error).toMatchObject({ code: "rate_limited", message: 'this client has 1 requests for deployment "capped" pending here already' });
@@ -221,7 +221,7 @@ describe("the request path in Node, against real replicas", () => {
 
   it("caps the deployment's pending requests in this isolate: past it, 503 queue_full with Retry-After", async () => {
     const first = send("/one/x?hold", { headers: { "cf-connecting-ip": "203.0.113.1" } });
-    await vi.waitFor(() => expect(state.pending.get("one")).toBe(1));
+    await vi.waitFor(() => expect(state.pending.get("one")).toBe(1), { timeout: 30_000 });
     const second = await send("/one/x", { headers: { "cf-connecting-ip": "203.0.113.2" } });
     expect(second.status).toBe(503);
     expect(second.body.error).toMatchObject({ code: "queue_full", message: 'deployment "one" has 1 requests waiting here already' });
@@ -246,7 +246,7 @@ describe("the request path in Node, against real replicas", () => {
     expect(await res.text()).toBe(body);
     await Promise.allSettled(background);
     // 7 tokens charged to a bucket of 5: spent until it refills, two minutes on (one token a minute), so a busy machine cannot see it refilled.
-    await vi.waitFor(() => expect(state.tokenLimits.check(d, keyHash, bg).ok).toBe(false));
+    await vi.waitFor(() => expect(state.tokenLimits.check(d, keyHash, bg).ok).toBe(false), { timeout: 30_000 });
     // Its wait says how deep: 2 tokens under at one a minute, 180 s (less what this test took).
     expect(spentFor(d, keyHash)).toBeGreaterThan(150);
     expect(spentFor(d, keyHash)).toBeLessThanOrEqual(180);
@@ -280,7 +280,7 @@ describe("the request path in Node, against real replicas", () => {
     expect(await res.text()).toBe(body);
     await Promise.allSettled(background);
     // 40 / 4 + 3 = 13 tokens from a bucket of 5: 8 under, 540 s at one a minute (10 alone would be 360 s).
-    await vi.waitFor(() => expect(spentFor(d, keyHash)).toBeGreaterThan(510));
+    await vi.waitFor(() => expect(spentFor(d, keyHash)).toBeGreaterThan(510), { timeout: 30_000 });
     expect(spentFor(d, keyHash)).toBeLessThanOrEqual(540);
   });
 
