@@ -178,7 +178,6 @@ export class IsolateState {
     return balancer;
   }
 
-  /** The deployment's admission gate in this isolate (admit.ts). */
   /**
    * Tells the deployment's autoscaler (its leader routing object) how many requests this
    * isolate holds: at most once per HELD_DEMAND_INTERVAL_MS per deployment, and only while
@@ -191,6 +190,7 @@ export class IsolateState {
     background(this.#demand(deployment, this.#isolateId, held));
   }
 
+  /** The deployment's admission gate in this isolate (admit.ts). */
   gateFor(deployment: string): AdmissionGate {
     let gate = this.#gates.get(deployment);
     if (!gate) this.#gates.set(deployment, (gate = new AdmissionGate()));
@@ -231,16 +231,16 @@ export class IsolateState {
     return this.#flush(flush).catch((err: unknown) => console.error(JSON.stringify({ msg: "telemetry flush failed", error: String(err) })));
   }
 
-  /**
-   * Counts a request of `client` as pending until `done` is called; or which cap it
-   * meets: the deployment's (`isolate`) or the client's share of it (`client`,
-   * pendingShareOf).
-   */
   /** Clients with a request pending here, across deployments (each forgotten when its last ends: a bound on this isolate's memory). */
   get pendingClients(): number {
     return this.#pendingByClient.size;
   }
 
+  /**
+   * Counts a request of `client` as pending until `done` is called; or which cap it
+   * meets: the deployment's (`isolate`) or the client's share of it (`client`,
+   * pendingShareOf).
+   */
   admit(deployment: Deployment, client: string): "isolate" | "client" | (() => void) {
     const n = this.pending.get(deployment.name) ?? 0;
     if (n >= deployment.limits.maxPendingRequests) return "isolate";

@@ -298,8 +298,10 @@ export class LlmEngine {
         await this.#hold(id, prompt.length + generated, signal);
         // Scheduled now (first, or again after a preemption): compute what is not cached.
         const scheduling = this.#kv.takeScheduling(id);
-        if (scheduling) cachedTokens ??= Math.min(scheduling.cachedTokens, prompt.length);
-        if (scheduling) await this.#prefill(prompt.length + generated - scheduling.cachedTokens, signal, priority);
+        if (scheduling) {
+          cachedTokens ??= Math.min(scheduling.cachedTokens, prompt.length);
+          await this.#prefill(prompt.length + generated - scheduling.cachedTokens, signal, priority);
+        }
         tokenRng = positionRng(seed, prompt.length + generated);
         const { token, text, eos } = await decoder.next();
         if (signal?.aborted) throw new Aborted();

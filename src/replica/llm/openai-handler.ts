@@ -584,6 +584,7 @@ export function llmService(options: LlmServiceOptions): LlmService {
       extra: blockExtra(req),
       priority: requestPriority(req.headers, r.priority),
     });
+    const usageOf = (result: GenerateResult) => responseUsage(result.promptTokens, result.completionTokens, options.promptTokensDetails ? result.cachedTokens : 0);
     const hex = randomUUID().replaceAll("-", "");
     const ids: ResponseIds = { id: `resp_${hex}`, messageId: `msg_${hex}`, createdAt: nowS(), model: modelId };
     try {
@@ -591,7 +592,7 @@ export function llmService(options: LlmServiceOptions): LlmService {
         const { text, result } = await collected(generation);
         if (result.finishReason === "abort" || res.destroyed) return;
         const hit = result.finishReason === "length";
-        sendJson(res, 200, responseObject(ids, r, { status: hit ? "incomplete" : "completed", text, maxOutputTokensHit: hit, usage: responseUsage(result.promptTokens, result.completionTokens, options.promptTokensDetails ? result.cachedTokens : 0) }), loadHeaders());
+        sendJson(res, 200, responseObject(ids, r, { status: hit ? "incomplete" : "completed", text, maxOutputTokensHit: hit, usage: usageOf(result) }), loadHeaders());
         return;
       }
       const write = openEventStream(res, loadHeaders());
@@ -607,7 +608,7 @@ export function llmService(options: LlmServiceOptions): LlmService {
       }
       const result = step.value;
       if (result.finishReason === "abort" || res.destroyed) return;
-      res.end(events.closing(r, text, responseUsage(result.promptTokens, result.completionTokens, options.promptTokensDetails ? result.cachedTokens : 0), result.finishReason === "length"));
+      res.end(events.closing(r, text, usageOf(result), result.finishReason === "length"));
     } catch (err) {
       if (err instanceof RequestTooLong) throw new HttpError("bad_request", err.message);
       if (!res.headersSent) throw err;
