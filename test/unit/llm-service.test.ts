@@ -8,7 +8,7 @@
  */
 import { createServer, request, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { Header } from "../../src/protocol/index.ts";
 import { LlmEngine } from "../../src/replica/llm/engine.ts";
 import { loadTinyLm } from "../../src/replica/llm/load-tiny-lm.ts";
@@ -37,6 +37,21 @@ afterAll(async () => {
   server.closeAllConnections();
   await new Promise((r) => server.close(r));
 });
+
+/** Servers of a test's own service (another engine, another option), closed after it. */
+const own: Server[] = [];
+afterEach(async () => {
+  for (const s of own.splice(0)) {
+    s.closeAllConnections();
+    await new Promise((r) => s.close(r));
+  }
+});
+async function serving(svc: LlmService): Promise<string> {
+  const s = createServer((req, res) => void svc.handler(req, res, load));
+  own.push(s);
+  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
+  return `http://127.0.0.1:${(s.address() as AddressInfo).port}`;
+}
 
 const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
   fetch(base + path, { method: "POST", body: typeof body === "string" ? body : JSON.stringify(body), headers: { "content-type": "application/json", ...headers } });
@@ -185,19 +200,11 @@ describe("completions and chat, whole", () => {
     const response = await json(await post("/v1/responses", { model: TINY_LM_ID, input: prompt, max_output_tokens: 2 }));
     expect(response.usage.input_tokens_details.cached_tokens % 16).toBe(0);
     // Off (the default, as vLLM's): no prompt_tokens_details, and the Responses API's cached tokens 0.
-    const plain = llmService({ engine, modelId: TINY_LM_ID });
-    const s = createServer((req, res) => void plain.handler(req, res, load));
-    await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-    try {
-      const at = `http://127.0.0.1:${(s.address() as AddressInfo).port}`;
-      const off = await json(await fetch(`${at}/v1/completions`, { method: "POST", body: JSON.stringify({ model: TINY_LM_ID, prompt, max_tokens: 2 }) }));
-      expect(off.usage).not.toHaveProperty("prompt_tokens_details");
-      const offResponse = await json(await fetch(`${at}/v1/responses`, { method: "POST", body: JSON.stringify({ model: TINY_LM_ID, input: prompt, max_output_tokens: 2 }) }));
-      expect(offResponse.usage.input_tokens_details).toEqual({ cached_tokens: 0 });
-    } finally {
-      s.closeAllConnections();
-      s.close();
-    }
+    const at = await serving(llmService({ engine, modelId: TINY_LM_ID }));
+    const off = await json(await fetch(`${at}/v1/completions`, { method: "POST", body: JSON.stringify({ model: TINY_LM_ID, prompt, max_tokens: 2 }) }));
+    expect(off.usage).not.toHaveProperty("prompt_tokens_details");
+    const offResponse = await json(await fetch(`${at}/v1/responses`, { method: "POST", body: JSON.stringify({ model: TINY_LM_ID, input: prompt, max_output_tokens: 2 }) }));
+    expect(offResponse.usage.input_tokens_details).toEqual({ cached_tokens: 0 });
   });
 
   it("a chat: the assistant's message, chat.completion, max_completion_tokens over max_tokens", async () => {
@@ -241,46 +248,31 @@ describe("streams", () => {
   it("a migratable stream that a drain hands over ends with a stream_handover event and frees the engine", async () => {
     const slow = new LlmEngine({ model: engine.model, kvBlocks: 64, decodeMs: 20 });
     const drained = llmService({ engine: slow, modelId: TINY_LM_ID });
-    const s = createServer((req, res) => void drained.handler(req, res, load));
-    await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-    try {
-      const url = `http://127.0.0.1:${(s.address() as AddressInfo).port}/v1/completions`;
-      const res = await fetch(url, { method: "POST", body: JSON.stringify({ model: TINY_LM_ID, prompt: "a", max_tokens: 1000, stream: true, ignore_eos: true }), headers: { [Header.migratable]: "1" } });
-      const reader = res.body!.getReader();
-      await reader.read(); // a token has passed
-      // A deadline it cannot meet at its pace: handed over now.
-      drained.handOver(Date.now() + 1_000);
-      let text = "";
-      for (let r = await reader.read(); !r.done; r = await reader.read()) text += new TextDecoder().decode(r.value);
-      expect(text).toMatch(/"code":"stream_handover"/);
-      expect(text).not.toContain("[DONE]");
-      await expect.poll(() => slow.running, { timeout: 30_000 }).toBe(0);
-    } finally {
-      s.closeAllConnections();
-      s.close();
-    }
+    const url = `${await serving(drained)}/v1/completions`;
+    const res = await fetch(url, { method: "POST", body: JSON.stringify({ model: TINY_LM_ID, prompt: "a", max_tokens: 1000, stream: true, ignore_eos: true }), headers: { [Header.migratable]: "1" } });
+    const reader = res.body!.getReader();
+    await reader.read(); // a token has passed
+    // A deadline it cannot meet at its pace: handed over now.
+    drained.handOver(Date.now() + 1_000);
+    let text = "";
+    for (let r = await reader.read(); !r.done; r = await reader.read()) text += new TextDecoder().decode(r.value);
+    expect(text).toMatch(/"code":"stream_handover"/);
+    expect(text).not.toContain("[DONE]");
+    await expect.poll(() => slow.running, { timeout: 30_000 }).toBe(0);
   });
 
   it("a stream whose client leaves stops generating", async () => {
     const slow = new LlmEngine({ model: engine.model, kvBlocks: 64, decodeMs: 20 });
-    const left = llmService({ engine: slow, modelId: TINY_LM_ID });
-    const s = createServer((req, res) => void left.handler(req, res, load));
-    await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-    try {
-      const client = new AbortController();
-      const url = `http://127.0.0.1:${(s.address() as AddressInfo).port}/v1/chat/completions`;
-      const res = await fetch(url, { method: "POST", body: JSON.stringify({ model: TINY_LM_ID, messages: [{ role: "user", content: "a" }], max_tokens: 1000, stream: true, ignore_eos: true }), signal: client.signal });
-      const reader = res.body!.getReader();
-      // The role chunk, then a token: the generation runs.
-      await reader.read();
-      await reader.read();
-      expect(slow.running).toBe(1);
-      client.abort();
-      await expect.poll(() => slow.running, { timeout: 30_000 }).toBe(0);
-    } finally {
-      s.closeAllConnections();
-      s.close();
-    }
+    const url = `${await serving(llmService({ engine: slow, modelId: TINY_LM_ID }))}/v1/chat/completions`;
+    const client = new AbortController();
+    const res = await fetch(url, { method: "POST", body: JSON.stringify({ model: TINY_LM_ID, messages: [{ role: "user", content: "a" }], max_tokens: 1000, stream: true, ignore_eos: true }), signal: client.signal });
+    const reader = res.body!.getReader();
+    // The role chunk, then a token: the generation runs.
+    await reader.read();
+    await reader.read();
+    expect(slow.running).toBe(1);
+    client.abort();
+    await expect.poll(() => slow.running, { timeout: 30_000 }).toBe(0);
   });
 });
 

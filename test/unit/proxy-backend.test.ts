@@ -19,6 +19,21 @@ import { Header } from "../../src/protocol/index.ts";
 const triton = readFileSync(join(import.meta.dirname, "../fixtures/engine-metrics/triton.txt"), "utf8");
 const vllm = readFileSync(join(import.meta.dirname, "../fixtures/engine-metrics/vllm.txt"), "utf8");
 
+/** Loopback servers a test starts, closed after it. */
+const servers: Server[] = [];
+afterEach(async () => {
+  for (const s of servers.splice(0)) {
+    s.closeAllConnections();
+    await new Promise((r) => s.close(r));
+  }
+});
+const listen = async (handler: (req: IncomingMessage, res: ServerResponse) => void): Promise<string> => {
+  const s = createServer(handler);
+  servers.push(s);
+  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
+  return `http://127.0.0.1:${(s.address() as AddressInfo).port}`;
+};
+
 describe("the app's own queue", () => {
   it("sums Triton's pending requests over its models, and finds none where the app reports none", () => {
     expect(upstreamPending(triton)).toBe(5);
@@ -55,19 +70,6 @@ describe("agent --proxy's command line", () => {
 });
 
 describe("the proxy handler", () => {
-  const servers: Server[] = [];
-  afterEach(async () => {
-    for (const s of servers.splice(0)) {
-      s.closeAllConnections();
-      await new Promise((r) => s.close(r));
-    }
-  });
-  const listen = async (handler: (req: IncomingMessage, res: ServerResponse) => void): Promise<string> => {
-    const s = createServer(handler);
-    servers.push(s);
-    await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-    return `http://127.0.0.1:${(s.address() as AddressInfo).port}`;
-  };
   const front = (upstream: string) => {
     const handle = proxyHandler(new URL(upstream));
     return listen((req, res) => void handle(req, res, () => ({ [Header.load]: "load" })));
@@ -147,19 +149,6 @@ describe("the proxy handler", () => {
 });
 
 describe("the proxy kind's flags (--upstream, --upstream-metrics)", () => {
-  const servers: Server[] = [];
-  afterEach(async () => {
-    for (const s of servers.splice(0)) {
-      s.closeAllConnections();
-      await new Promise((r) => s.close(r));
-    }
-  });
-  const listen = async (handler: (req: IncomingMessage, res: ServerResponse) => void): Promise<string> => {
-    const s = createServer(handler);
-    servers.push(s);
-    await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-    return `http://127.0.0.1:${(s.address() as AddressInfo).port}`;
-  };
   /** The kind built as the replica's CLI builds it: `fail` exits there, throws here. */
   const build = (flags: Record<string, string>, admission = new AdmissionControl(4)) => {
     const logs: string[] = [];
