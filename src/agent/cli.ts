@@ -27,6 +27,9 @@ import { AGENT_DEFAULTS, MAX_SCRAPE_INTERVAL_MS, ReplicaAgent, type AgentOptions
 import { ZMQ_ENDPOINT } from "./kv-events-subscriber.ts";
 import { spawnEngine } from "./engine-process.ts";
 import { proxyModeMain } from "./proxy-mode.ts";
+import { httpUrlFlag as httpUrl, integerFlag as int, UsageError } from "../replica/cli.ts";
+
+export { UsageError };
 
 export const AGENT_USAGE = `usage: switchyard agent --deployment NAME --edge URL --engine-url URL [--engine-url URL ...]
                [--node NODE] [--engine vllm|sglang|auto] [--id ID ...] [--advertise-url URL ...]
@@ -97,22 +100,6 @@ export interface AgentArgs {
   command: string[];
 }
 
-function int(raw: string, flag: string, min: number, max: number): number {
-  const n = Number(raw);
-  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(n) || n < min || n > max) throw new UsageError(`${flag} must be an integer from ${min} to ${max}`);
-  return n;
-}
-
-function httpUrl(raw: string, flag: string): string {
-  let u: URL;
-  try {
-    u = new URL(raw);
-  } catch {
-    throw new UsageError(`${flag} "${raw}" is not a URL`);
-  }
-  if (u.protocol !== "http:" && u.protocol !== "https:") throw new UsageError(`${flag} must be an http(s) URL`);
-  return raw;
-}
 
 function modelList(raw: string): string[] {
   const models = raw.split(",").map((m) => m.trim());
@@ -180,7 +167,6 @@ function kvEventSources(endpoints: string[] | undefined, replays: string[] | und
   }));
 }
 
-export class UsageError extends Error {}
 
 /** Parses the agent's command line (after `agent`); "help" for --help. Throws UsageError. */
 export function parseAgentArgs(argv: readonly string[]): AgentArgs | "help" {

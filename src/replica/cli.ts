@@ -23,11 +23,12 @@
  */
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { DEPLOYMENT_NAME, REPLICA_KEY_PATTERN, deriveReplicaKey } from "../protocol/index.ts";
+import { DEPLOYMENT_NAME, REPLICA_ID, REPLICA_KEY_PATTERN, deriveReplicaKey } from "../protocol/index.ts";
 import { AdmissionControl } from "./admission.ts";
 import { DispatchGuard } from "./dispatch-guard.ts";
 import { EdgeClient, keyRefusedMessage } from "./edge-client.ts";
-import { replicaBackend } from "./backends/index.ts";
+import { REPLICA_BACKENDS, replicaBackend } from "./backends/index.ts";
+import type { ReplicaBackendContext, ReplicaBackendParts } from "./backends/context.ts";
 import { ReplicaServer } from "./server.ts";
 
 const USAGE = `usage: replica --deployment NAME --backend text|echo|onnx|llm|proxy [--text T] [--service-ms N]
@@ -96,27 +97,67 @@ function fail(msg: string): never {
   process.exit(2);
 }
 
-/** What a caller that wraps the replica (the agent's proxy mode) does around it. */
-export interface ReplicaHooks {
-  /** Runs once the replica has drained and deregistered (or a standalone one closed), before the process exits. */
-  beforeExit?: () => Promise<void>;
-  /** Whether a drain has begun (the wrapper then expects its app to stop). */
-  draining?: { value: boolean };
-  /** Set once the replica has registered: stops taking requests and deregisters at once (the wrapper's app died). */
-  leave?: () => Promise<void>;
+/** A command line the replica (or the agent) refuses: the message is printed above the usage, and the process exits 2. */
+export class UsageError extends Error {}
+
+/** `raw` as an integer from `min` to `max`, digits only (no sign, exponent or fraction). */
+export function integerFlag(raw: string, flag: string, min: number, max: number): number {
+  const n = Number(raw);
+  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(n) || n < min || n > max) throw new UsageError(`${flag} must be an integer from ${min} to ${max}`);
+  return n;
 }
 
-/** The reference replica process (src/replica-entry.ts runs it): serves until SIGTERM drains it. */
-export async function replicaMain(argv: string[] = process.argv.slice(2), hooks: ReplicaHooks = {}): Promise<void> {
+/** `raw` if it is an http(s) URL. */
+export function httpUrlFlag(raw: string, flag: string): string {
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    throw new UsageError(`${flag} "${raw}" is not a URL`);
+  }
+  if (u.protocol !== "http:" && u.protocol !== "https:") throw new UsageError(`${flag} must be an http(s) URL`);
+  return raw;
+}
+
+/** What the replica serves and how, from its command line and environment (parseReplicaArgs). */
+export interface ReplicaOptions {
+  deployment: string;
+  backend: string;
+  /** The backend's own flags, validated by the backend when it is built. */
+  flags: ReplicaBackendContext["flags"];
+  knobs: ReplicaBackendContext["knobs"];
+  replicaId: string;
+  port: number;
+  host: string;
+  maxOngoing: number;
+  maxQueued: number;
+  drainTimeoutMs: number;
+  standalone: boolean;
+  acceptUnsigned: boolean;
+  noCacheSummary: boolean;
+  /** Registered replicas: the edge's URL and the deployment's replica key. */
+  edge?: string;
+  key?: string;
+  advertiseUrl?: string;
+  apiKeyFile?: string;
+  fault?: "hang" | "lie";
+}
+
+export type ReplicaCommand = { kind: "help" } | { kind: "print-key"; deployment: string; master: string } | { kind: "serve"; options: ReplicaOptions };
+
+const ZMQ_ADDRESS = /^(tcp|ipc|inproc):\/\/\S+$/;
+
+/** Parses the replica's command line; throws UsageError for anything it would not serve with. */
+export function parseReplicaArgs(argv: readonly string[], env: Readonly<Record<string, string | undefined>> = process.env): ReplicaCommand {
   let args;
   try {
     args = parseArgs({
-      args: argv,
+      args: [...argv],
       options: {
         deployment: { type: "string" },
         backend: { type: "string" },
-        text: { type: "string", default: "hi" },
-        "service-ms": { type: "string", default: "0" },
+        text: { type: "string" },
+        "service-ms": { type: "string" },
         model: { type: "string" },
         models: { type: "string" },
         "max-models-per-replica": { type: "string" },
@@ -133,90 +174,196 @@ export async function replicaMain(argv: string[] = process.argv.slice(2), hooks:
         upstream: { type: "string" },
         "upstream-metrics": { type: "string" },
         edge: { type: "string" },
-        port: { type: "string", default: "0" },
-        host: { type: "string", default: "127.0.0.1" },
+        port: { type: "string" },
+        host: { type: "string" },
         id: { type: "string" },
-        "max-ongoing": { type: "string", default: "5" },
-        "max-queued": { type: "string", default: "0" },
+        "max-ongoing": { type: "string" },
+        "max-queued": { type: "string" },
         "advertise-url": { type: "string" },
-        "drain-timeout-ms": { type: "string", default: "30000" },
+        "drain-timeout-ms": { type: "string" },
         standalone: { type: "boolean", default: false },
         "api-key-file": { type: "string" },
         "accept-unsigned": { type: "boolean", default: false },
         "print-key": { type: "boolean", default: false },
         fault: { type: "string" },
-        help: { type: "boolean", short: "h" },
+        help: { type: "boolean", short: "h", default: false },
       },
       strict: true,
+      allowPositionals: false,
     }).values;
   } catch (err) {
-    fail(String((err as Error).message));
+    throw new UsageError((err as Error).message);
   }
-  if (args.help) {
-    process.stdout.write(`${USAGE}\n`);
-    return;
-  }
+  if (args.help) return { kind: "help" };
+  const deployment = args.deployment;
+  if (deployment !== undefined && !DEPLOYMENT_NAME.test(deployment)) throw new UsageError(`--deployment "${deployment}" is not a deployment name (lowercase letters, digits and '-')`);
   if (args["print-key"]) {
-    if (!args.deployment) fail("--print-key needs --deployment NAME");
-    if (!DEPLOYMENT_NAME.test(args.deployment)) fail(`--deployment "${args.deployment}" is not a deployment name (lowercase letters, digits and '-')`);
-    const master = process.env.SWITCHYARD_REPLICA_SECRET;
-    if (!master) fail("--print-key reads the master secret from SWITCHYARD_REPLICA_SECRET, which is not set");
-    process.stdout.write(`${await deriveReplicaKey(master, args.deployment)}\n`);
-    return;
+    if (deployment === undefined) throw new UsageError("--print-key needs --deployment NAME");
+    const master = env.SWITCHYARD_REPLICA_SECRET;
+    if (!master) throw new UsageError("--print-key reads the master secret from SWITCHYARD_REPLICA_SECRET, which is not set");
+    return { kind: "print-key", deployment, master };
   }
-  const key = process.env.SWITCHYARD_REPLICA_KEY;
-  if (!args.deployment || !args.backend) fail("--deployment and --backend are required");
-  if (!args.standalone && !args.edge) fail("--edge is required (or --standalone)");
-  if (!args.standalone && !key) fail("SWITCHYARD_REPLICA_KEY is not set (the deployment's replica key; see --print-key)");
-  if (!args.standalone && !REPLICA_KEY_PATTERN.test(key!)) fail("SWITCHYARD_REPLICA_KEY must be 64 lowercase hex digits (see --print-key)");
-  const maxOngoing = Number(args["max-ongoing"]);
-  if (!Number.isInteger(maxOngoing) || maxOngoing < 1) fail("--max-ongoing must be a positive integer");
-  const rawMaxQueued = args["max-queued"] ?? "0";
-  const maxQueued = Number(rawMaxQueued);
-  if (!/^\d+$/.test(rawMaxQueued) || !Number.isSafeInteger(maxQueued) || maxQueued > 1_000_000) fail("--max-queued must be an integer from 0 to 1000000");
-  const drainTimeoutMs = Number(args["drain-timeout-ms"]);
+  const backend = args.backend;
+  if (deployment === undefined || backend === undefined) throw new UsageError("--deployment and --backend are required");
+  if (!replicaBackend(backend)) throw new UsageError(`unknown backend "${backend}"; known: ${Object.keys(REPLICA_BACKENDS).join(", ")}`);
+  const standalone = args.standalone;
+  const key = env.SWITCHYARD_REPLICA_KEY;
+  if (!standalone) {
+    if (args.edge === undefined) throw new UsageError("--edge is required (or --standalone)");
+    if (!key) throw new UsageError("SWITCHYARD_REPLICA_KEY is not set (the deployment's replica key; see --print-key)");
+    if (!REPLICA_KEY_PATTERN.test(key)) throw new UsageError("SWITCHYARD_REPLICA_KEY must be 64 lowercase hex digits (see --print-key)");
+  }
+  const edge = args.edge === undefined ? undefined : httpUrlFlag(args.edge, "--edge");
+  const advertiseUrl = args["advertise-url"] === undefined ? undefined : httpUrlFlag(args["advertise-url"], "--advertise-url");
+  const replicaId = args.id ?? `${deployment}-${process.pid}`;
+  if (!REPLICA_ID.test(replicaId)) throw new UsageError(`--id "${replicaId}" is not a replica id (1-128 of [A-Za-z0-9._:-])`);
+  const maxOngoing = integerFlag(args["max-ongoing"] ?? "5", "--max-ongoing", 1, 1_000_000);
+  const maxQueued = integerFlag(args["max-queued"] ?? "0", "--max-queued", 0, 1_000_000);
+  const drainTimeoutMs = integerFlag(args["drain-timeout-ms"] ?? "30000", "--drain-timeout-ms", 0, 3_600_000);
+  const port = integerFlag(args.port ?? "0", "--port", 0, 65_535);
   const fault = args.fault;
-  if (fault !== undefined && fault !== "hang" && fault !== "lie") fail(`--fault must be "hang" or "lie", not "${fault}"`);
+  if (fault !== undefined && fault !== "hang" && fault !== "lie") throw new UsageError(`--fault must be "hang" or "lie", not "${fault}"`);
+  const apiKeyFile = args["api-key-file"];
+  if (apiKeyFile !== undefined && !standalone) throw new UsageError("--api-key-file is for --standalone replicas (a registered replica checks the edge's signatures)");
 
-  const rawServiceMs = args["service-ms"] ?? "0";
-  const serviceMs = Number(rawServiceMs);
-  if (!/^\d+$/.test(rawServiceMs) || !Number.isSafeInteger(serviceMs) || serviceMs > 600_000) fail("--service-ms must be an integer from 0 to 600000");
-  if (serviceMs > 0 && args.backend !== "text") fail("--service-ms is a knob of --backend text");
-
-  if ((args.upstream ?? args["upstream-metrics"]) !== undefined && args.backend !== "proxy") fail("--upstream and --upstream-metrics are flags of --backend proxy");
-  if (args.backend !== "onnx" && (args.models || args["max-models-per-replica"] || args["default-model"] || (args.model && args.backend !== "llm"))) {
-    fail("--model, --models, --max-models-per-replica and --default-model need --backend onnx (--model also goes with --backend llm)");
-  }
+  // Each knob and flag belongs to one backend kind.
+  const only = (kinds: readonly string[], given: boolean, message: string) => {
+    if (given && !kinds.includes(backend)) throw new UsageError(message);
+  };
+  only(["text"], args.text !== undefined, "--text is a flag of --backend text");
+  only(["text"], args["service-ms"] !== undefined, "--service-ms is a knob of --backend text");
+  only(["proxy"], (args.upstream ?? args["upstream-metrics"]) !== undefined, "--upstream and --upstream-metrics are flags of --backend proxy");
+  only(["onnx"], (args.models ?? args["max-models-per-replica"] ?? args["default-model"]) !== undefined, "--models, --max-models-per-replica and --default-model need --backend onnx");
+  only(["onnx", "llm"], args.model !== undefined, "--model needs --backend onnx or llm");
+  only(["llm"], (args["kv-events-endpoint"] ?? args["kv-events-replay-endpoint"] ?? args["kv-events-topic"]) !== undefined, "--kv-events-* are flags of --backend llm");
+  only(["llm"], args["no-cache-summary"] || args["enable-prompt-tokens-details"], "--no-cache-summary and --enable-prompt-tokens-details are flags of --backend llm");
   const llmKnob = (flag: "kv-blocks" | "prefill-ms" | "prefill-token-us" | "decode-ms", fallback: number, min: number, max: number): number => {
     const raw = args[flag];
     if (raw === undefined) return fallback;
-    if (args.backend !== "llm") fail(`--${flag} is a knob of --backend llm`);
-    const n = Number(raw);
-    if (!/^\d+$/.test(raw) || !Number.isSafeInteger(n) || n < min || n > max) fail(`--${flag} must be an integer from ${min} to ${max}`);
-    return n;
+    only(["llm"], true, `--${flag} is a knob of --backend llm`);
+    return integerFlag(raw, `--${flag}`, min, max);
   };
-  const kvBlocks = llmKnob("kv-blocks", 512, 1, 1_000_000);
-  const prefillMs = llmKnob("prefill-ms", 0, 0, 600_000);
-  const decodeMs = llmKnob("decode-ms", 0, 0, 600_000);
-  const prefillTokenUs = llmKnob("prefill-token-us", 0, 0, 1_000_000);
   const kvEventsEndpoint = args["kv-events-endpoint"];
   const kvEventsReplay = args["kv-events-replay-endpoint"];
-  const kvEventsTopic = args["kv-events-topic"];
-  if ((kvEventsEndpoint ?? kvEventsReplay ?? kvEventsTopic) !== undefined && args.backend !== "llm") fail("--kv-events-* are flags of --backend llm");
-  if (kvEventsEndpoint === undefined && (kvEventsReplay ?? kvEventsTopic) !== undefined) fail("--kv-events-replay-endpoint and --kv-events-topic need --kv-events-endpoint");
+  if (kvEventsEndpoint === undefined && (kvEventsReplay ?? args["kv-events-topic"]) !== undefined) throw new UsageError("--kv-events-replay-endpoint and --kv-events-topic need --kv-events-endpoint");
   for (const [flag, value] of [["--kv-events-endpoint", kvEventsEndpoint], ["--kv-events-replay-endpoint", kvEventsReplay]] as const) {
-    if (value !== undefined && !/^(tcp|ipc|inproc):\/\/\S+$/.test(value)) fail(`${flag} must be a ZMQ address such as tcp://127.0.0.1:5557, not "${value}"`);
+    if (value !== undefined && !ZMQ_ADDRESS.test(value)) throw new UsageError(`${flag} must be a ZMQ address such as tcp://127.0.0.1:5557, not "${value}"`);
   }
-  const kvEvents =
-    kvEventsEndpoint === undefined
-      ? undefined
-      : { endpoint: kvEventsEndpoint, ...(kvEventsReplay !== undefined && { replayEndpoint: kvEventsReplay }), topic: kvEventsTopic ?? "" };
+  const knobs: ReplicaBackendContext["knobs"] = {
+    serviceMs: args["service-ms"] === undefined ? 0 : integerFlag(args["service-ms"], "--service-ms", 0, 600_000),
+    kvBlocks: llmKnob("kv-blocks", 512, 1, 1_000_000),
+    prefillMs: llmKnob("prefill-ms", 0, 0, 600_000),
+    decodeMs: llmKnob("decode-ms", 0, 0, 600_000),
+    prefillTokenUs: llmKnob("prefill-token-us", 0, 0, 1_000_000),
+    ...(kvEventsEndpoint !== undefined && {
+      kvEvents: { endpoint: kvEventsEndpoint, ...(kvEventsReplay !== undefined && { replayEndpoint: kvEventsReplay }), topic: args["kv-events-topic"] ?? "" },
+    }),
+  };
+  const flags: ReplicaBackendContext["flags"] = {
+    text: args.text ?? "hi",
+    model: args.model,
+    models: args.models,
+    "max-models-per-replica": args["max-models-per-replica"],
+    "default-model": args["default-model"],
+    upstream: args.upstream,
+    "upstream-metrics": args["upstream-metrics"],
+    "enable-prompt-tokens-details": args["enable-prompt-tokens-details"],
+  };
+  return {
+    kind: "serve",
+    options: {
+      deployment,
+      backend,
+      flags,
+      knobs,
+      replicaId,
+      port,
+      host: args.host ?? "127.0.0.1",
+      maxOngoing,
+      maxQueued,
+      drainTimeoutMs,
+      standalone,
+      acceptUnsigned: args["accept-unsigned"],
+      noCacheSummary: args["no-cache-summary"],
+      ...(edge !== undefined && { edge }),
+      ...(!standalone && { key: key! }),
+      ...(advertiseUrl !== undefined && { advertiseUrl }),
+      ...(apiKeyFile !== undefined && { apiKeyFile }),
+      ...(fault !== undefined && { fault }),
+    },
+  };
+}
 
-  const replicaId = args.id ?? `${args.deployment}-${process.pid}`;
+/** A replica that serves on its port; replicaMain then registers it with the edge (unless standalone) and drains it on signals. */
+export interface StartedReplica {
+  server: ReplicaServer;
+  admission: AdmissionControl;
+  parts: ReplicaBackendParts;
+  /** The URL it advertises: --advertise-url, or where it listens. */
+  url: string;
+}
+
+/** Builds the backend (loading its model) and starts serving. */
+export async function startReplica(
+  options: ReplicaOptions,
+  io: { log(msg: string): void; fail(msg: string): never; reportNow(): Promise<void>; apiKeys?: () => string[] },
+): Promise<StartedReplica> {
+  const { replicaId, fault } = options;
+  const admission = new AdmissionControl(options.maxOngoing, options.maxQueued);
+  const parts = await replicaBackend(options.backend)!({ flags: options.flags, knobs: options.knobs, admission, log: io.log, fail: io.fail, reportNow: io.reportNow });
+  const { handler, cache, llm } = parts;
+  const describe = cache
+    ? () => ({ models: cache.loaded(), loading: cache.loading(), max_models: cache.maxModels, cache: cache.stats() })
+    : llm?.describe;
+  const guard = options.key === undefined ? undefined : new DispatchGuard(options.key, options.deployment, replicaId);
+  const server = new ReplicaServer({
+    replicaId,
+    admission,
+    handler,
+    log: io.log,
+    ...(describe && { describe }),
+    ...(fault && { fault }),
+    ...(llm && { unadmitted: llm.unadmitted }),
+    ...(guard && { guard }),
+    ...(options.acceptUnsigned && { acceptUnsigned: true }),
+    ...(io.apiKeys && { apiKeys: io.apiKeys }),
+  });
+  if (fault) io.log(`fault injection on: ${fault}`);
+  const address = await server.listen(options.port, options.host);
+  return { server, admission, parts, url: options.advertiseUrl ?? `http://${address.address}:${address.port}` };
+}
+
+/** What a caller that wraps the replica (the agent's proxy mode) does around it. */
+export interface ReplicaHooks {
+  /** Runs once the replica has drained and deregistered (or a standalone one closed), before the process exits. */
+  beforeExit?: () => Promise<void>;
+  /** Whether a drain has begun (the wrapper then expects its app to stop). */
+  draining?: { value: boolean };
+  /** Set once the replica has registered: stops taking requests and deregisters at once (the wrapper's app died). */
+  leave?: () => Promise<void>;
+}
+
+/** The reference replica process (src/replica-entry.ts runs it): serves until SIGTERM drains it. */
+export async function replicaMain(argv: string[] = process.argv.slice(2), hooks: ReplicaHooks = {}): Promise<void> {
+  let command: ReplicaCommand;
+  try {
+    command = parseReplicaArgs(argv);
+  } catch (err) {
+    if (err instanceof UsageError) fail(err.message);
+    throw err;
+  }
+  if (command.kind === "help") {
+    process.stdout.write(`${USAGE}\n`);
+    return;
+  }
+  if (command.kind === "print-key") {
+    process.stdout.write(`${await deriveReplicaKey(command.master, command.deployment)}\n`);
+    return;
+  }
+  const options = command.options;
+  const { replicaId, apiKeyFile } = options;
   const log = (msg: string) => process.stderr.write(`[${replicaId}] ${msg}\n`);
-  const apiKeyFile = args["api-key-file"];
-  if (args["accept-unsigned"]) log("--accept-unsigned: serving requests without an edge signature too (benchmarks only)");
-  if (apiKeyFile !== undefined && !args.standalone) fail("--api-key-file is for --standalone replicas (a registered replica checks the edge's signatures)");
+  if (options.acceptUnsigned) log("--accept-unsigned: serving requests without an edge signature too (benchmarks only)");
   let apiKeys: string[] | undefined;
   if (apiKeyFile !== undefined) {
     const load = () => {
@@ -238,43 +385,17 @@ export async function replicaMain(argv: string[] = process.argv.slice(2), hooks:
       }
     });
   }
-  const admission = new AdmissionControl(maxOngoing, maxQueued);
-
   /** Sends a load report now (set once the edge client exists; standalone replicas have none). */
   let reportNow: () => Promise<void> = () => Promise.resolve();
-  const build = replicaBackend(args.backend);
-  if (!build) fail(`unknown backend "${args.backend}"`);
-  const { handler, cache, llm, cacheSummary, continues } = await build({
-    flags: args,
-    knobs: { serviceMs, kvBlocks, prefillMs, prefillTokenUs, decodeMs, ...(kvEvents && { kvEvents }) },
-    admission,
+  const { server, admission, parts, url: advertiseUrl } = await startReplica(options, {
     log,
     fail,
     reportNow: () => reportNow(),
-  });
-
-  const modelCache = cache;
-  const describe = modelCache
-    ? () => ({ models: modelCache.loaded(), loading: modelCache.loading(), max_models: modelCache.maxModels, cache: modelCache.stats() })
-    : llm?.describe;
-  const guard = args.standalone ? undefined : new DispatchGuard(key!, args.deployment, replicaId);
-  const server = new ReplicaServer({
-    replicaId,
-    admission,
-    handler,
-    log,
-    ...(describe && { describe }),
-    ...(fault && { fault }),
-    ...(llm && { unadmitted: llm.unadmitted }),
-    ...(guard && { guard }),
-    ...(args["accept-unsigned"] && { acceptUnsigned: true }),
     ...(apiKeys && { apiKeys: () => apiKeys! }),
   });
-  if (fault) log(`fault injection on: ${fault}`);
-  const address = await server.listen(Number(args.port), args.host ?? "127.0.0.1");
-  const advertiseUrl = args["advertise-url"] ?? `http://${address.address}:${address.port}`;
-  if (args.standalone) {
-    process.stdout.write(`${JSON.stringify({ event: "listening", replica_id: replicaId, url: advertiseUrl, deployment: args.deployment })}\n`);
+  const { cache, llm, cacheSummary, continues } = parts;
+  if (options.edge === undefined || options.key === undefined) {
+    process.stdout.write(`${JSON.stringify({ event: "listening", replica_id: replicaId, url: advertiseUrl, deployment: options.deployment })}\n`);
     const stop = () => void server.close().then(async () => {
       await hooks.beforeExit?.();
       process.exit(0);
@@ -284,18 +405,18 @@ export async function replicaMain(argv: string[] = process.argv.slice(2), hooks:
     return;
   }
   const edge = new EdgeClient({
-    edgeUrl: args.edge!,
-    key: key!,
-    deployment: args.deployment,
+    edgeUrl: options.edge,
+    key: options.key,
+    deployment: options.deployment,
     replicaId,
     advertiseUrl,
     admission,
     log,
     ...(cache && { maxModels: cache.maxModels }),
-    ...(cacheSummary && !args["no-cache-summary"] && { cacheSummary }),
+    ...(cacheSummary && !options.noCacheSummary && { cacheSummary }),
     ...(continues !== undefined && { continues }),
     onDrainRequested: () => void drain("drain requested by the edge (admin API)"),
-    onKeyRefused: (why) => void drain(keyRefusedMessage(args.deployment!, why), 1),
+    onKeyRefused: (why) => void drain(keyRefusedMessage(options.deployment, why), 1),
   });
   reportNow = () => edge.report();
 
@@ -307,13 +428,13 @@ export async function replicaMain(argv: string[] = process.argv.slice(2), hooks:
     log(`${signal}: draining (${admission.ongoing} in flight)`);
     // 1. Announce draining, and when it ends, so proxies stop choosing us (new requests are
     // rejected and retried elsewhere) and move the streams they can continue before then.
-    const deadlineAt = Date.now() + drainTimeoutMs;
+    const deadlineAt = Date.now() + options.drainTimeoutMs;
     admission.drain(deadlineAt);
     // Streams the edge would continue elsewhere and that cannot finish by the deadline go now (docs/migration.md).
     llm?.handOver?.(deadlineAt);
     await edge.report().catch(() => undefined);
     // 2. Finish in-flight requests, bounded by the drain timeout.
-    await Promise.race([admission.idle(), new Promise((r) => setTimeout(r, drainTimeoutMs))]);
+    await Promise.race([admission.idle(), new Promise((r) => setTimeout(r, options.drainTimeoutMs))]);
     // 3. Leave the routing table, then stop listening.
     await edge.deregister().catch((err: unknown) => log(`deregister failed: ${String(err)}`));
     await server.close();
@@ -329,7 +450,7 @@ export async function replicaMain(argv: string[] = process.argv.slice(2), hooks:
   };
 
   // Printed for launchers (one JSON line on stdout).
-  process.stdout.write(`${JSON.stringify({ event: "listening", replica_id: replicaId, url: advertiseUrl, deployment: args.deployment })}\n`);
+  process.stdout.write(`${JSON.stringify({ event: "listening", replica_id: replicaId, url: advertiseUrl, deployment: options.deployment })}\n`);
   await edge.start();
   process.stdout.write(`${JSON.stringify({ event: "registered", replica_id: replicaId })}\n`);
 }

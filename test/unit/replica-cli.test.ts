@@ -1,14 +1,15 @@
 /**
- * The replica CLI's onnx flags: validation (exit 2 with a clear message) and the two
- * modes, single model (preloaded) and multiplexed (on demand), run as real processes
- * in --standalone mode.
+ * The replica CLI: its command line (parseReplicaArgs, every flag and every refusal),
+ * and its backends started as the CLI starts them (startReplica, in this process):
+ * the onnx flags, the two onnx modes, single model (preloaded) and multiplexed (on
+ * demand), and a text replica. A real process shows a refusal's exit 2 and usage.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { parseLoadHeader } from "../../src/protocol/index.ts";
 import { synthesizeVowel } from "../../src/models/silero-vad.ts";
+import { parseReplicaArgs, startReplica, UsageError, type ReplicaOptions } from "../../src/replica/cli.ts";
 
 const CLI = fileURLToPath(new URL("../../src/replica-entry.ts", import.meta.url));
 const children: ChildProcess[] = [];
@@ -30,19 +31,21 @@ function runToExit(args: string[]): Promise<{ code: number | null; stderr: strin
   return new Promise((resolve) => child.once("exit", (code) => resolve({ code, stderr })));
 }
 
-/** Starts a standalone replica and resolves with its URL once it listens. */
-function startStandalone(args: string[]): Promise<string> {
-  const child = spawnCli(["--deployment", "vad", "--standalone", "--port", "0", ...args]);
-  let stderr = "";
-  child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
-  return new Promise((resolve, reject) => {
-    createInterface({ input: child.stdout! }).on("line", (line) => {
-      const ev = JSON.parse(line) as { event: string; url: string };
-      if (ev.event === "listening") resolve(ev.url);
-    });
-    child.once("exit", (code) => reject(new Error(`replica exited ${code}: ${stderr}`)));
-  });
+/** Starts a standalone replica in this process (startReplica: what the CLI runs before it registers); closed after the test. */
+async function startStandalone(args: string[]): Promise<string> {
+  const command = parseReplicaArgs(["--deployment", "vad", "--standalone", "--port", "0", ...args], {});
+  if (command.kind !== "serve") throw new Error(command.kind);
+  const started = await startReplica(command.options, { log: () => undefined, fail: refuse, reportNow: () => Promise.resolve() });
+  stops.push(() => started.server.close());
+  return started.url;
 }
+const stops: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const stop of stops.splice(0)) await stop();
+});
+const refuse = (msg: string): never => {
+  throw new UsageError(msg);
+};
 
 const KNOWN = /known models: silero-vad-v4, silero-vad-v5, silero-vad-v6/;
 
@@ -59,18 +62,21 @@ describe("replica CLI: onnx flag validation", () => {
     ["a model listed twice", ["--models", "silero-vad-v4,silero-vad-v4", "--max-models-per-replica", "1"], /listed twice/],
   ];
   for (const [name, args, message] of cases) {
-    it(`exits 2 on ${name}`, async () => {
-      const { code, stderr } = await runToExit([...base, ...args]);
-      expect(code).toBe(2);
-      expect(stderr).toMatch(message);
-      expect(stderr).toContain("usage: replica");
+    it(`refuses ${name}`, async () => {
+      await expect(startStandalone(["--backend", "onnx", ...args])).rejects.toThrow(message);
     }, 30_000);
   }
+  it("exits 2 with the message and the usage", async () => {
+    const { code, stderr } = await runToExit([...base, "--model", "silero-vad"]);
+    expect(code).toBe(2);
+    expect(stderr).toMatch(KNOWN);
+    expect(stderr).toContain("usage: replica");
+  }, 30_000);
 
   it("exits 2 on model flags without --backend onnx", async () => {
     const { code, stderr } = await runToExit(["--deployment", "vad", "--standalone", "--backend", "echo", "--model", "silero-vad-v5"]);
     expect(code).toBe(2);
-    expect(stderr).toMatch(/need --backend onnx/);
+    expect(stderr).toContain("--model needs --backend onnx or llm");
   }, 30_000);
 });
 
@@ -115,4 +121,149 @@ describe("replica CLI: serving models", () => {
     expect(res.headers.get("x-switchyard-load")).not.toContain("models=");
     expect(await health(url)).not.toHaveProperty("models");
   }, 30_000);
+});
+
+describe("parseReplicaArgs", () => {
+  const KEY = "ab".repeat(32);
+  const env = { SWITCHYARD_REPLICA_KEY: KEY };
+  const registered = ["--deployment", "hello", "--backend", "text", "--edge", "http://127.0.0.1:8787"];
+  const serve = (argv: string[], e: Record<string, string | undefined> = env): ReplicaOptions => {
+    const command = parseReplicaArgs(argv, e);
+    if (command.kind !== "serve") throw new Error(`parsed as ${command.kind}`);
+    return command.options;
+  };
+  const refused = (argv: string[], e: Record<string, string | undefined> = env): string => {
+    try {
+      parseReplicaArgs(argv, e);
+    } catch (err) {
+      expect(err).toBeInstanceOf(UsageError);
+      return (err as Error).message;
+    }
+    throw new Error(`accepted ${argv.join(" ")}`);
+  };
+
+  it("applies the defaults to a registered replica", () => {
+    expect(serve(registered)).toEqual({
+      deployment: "hello",
+      backend: "text",
+      flags: { text: "hi", model: undefined, models: undefined, "max-models-per-replica": undefined, "default-model": undefined, upstream: undefined, "upstream-metrics": undefined, "enable-prompt-tokens-details": false },
+      knobs: { serviceMs: 0, kvBlocks: 512, prefillMs: 0, decodeMs: 0, prefillTokenUs: 0 },
+      replicaId: `hello-${process.pid}`,
+      port: 0,
+      host: "127.0.0.1",
+      maxOngoing: 5,
+      maxQueued: 0,
+      drainTimeoutMs: 30_000,
+      standalone: false,
+      acceptUnsigned: false,
+      noCacheSummary: false,
+      edge: "http://127.0.0.1:8787",
+      key: KEY,
+    });
+  });
+
+  it("takes every flag of an llm replica", () => {
+    const options = serve([
+      "--deployment", "chat", "--backend", "llm", "--model", "tiny-lm", "--edge", "https://edge.example.com", "--id", "gpu-1:a", "--port", "65535", "--host", "0.0.0.0",
+      "--max-ongoing", "8", "--max-queued", "1000000", "--drain-timeout-ms", "0", "--advertise-url", "http://10.0.0.1:9000", "--kv-blocks", "1000000", "--prefill-ms", "600000",
+      "--decode-ms", "7", "--prefill-token-us", "1000000", "--kv-events-endpoint", "tcp://*:5557", "--kv-events-replay-endpoint", "ipc:///tmp/replay", "--kv-events-topic", "kv",
+      "--no-cache-summary", "--enable-prompt-tokens-details", "--accept-unsigned", "--fault", "lie",
+    ]);
+    expect(options).toMatchObject({
+      deployment: "chat", backend: "llm", replicaId: "gpu-1:a", port: 65_535, host: "0.0.0.0", maxOngoing: 8, maxQueued: 1_000_000, drainTimeoutMs: 0,
+      edge: "https://edge.example.com", key: KEY, advertiseUrl: "http://10.0.0.1:9000", acceptUnsigned: true, noCacheSummary: true, fault: "lie", standalone: false,
+      knobs: { serviceMs: 0, kvBlocks: 1_000_000, prefillMs: 600_000, decodeMs: 7, prefillTokenUs: 1_000_000, kvEvents: { endpoint: "tcp://*:5557", replayEndpoint: "ipc:///tmp/replay", topic: "kv" } },
+    });
+    expect(options.flags).toMatchObject({ model: "tiny-lm", "enable-prompt-tokens-details": true });
+    expect(serve(["--deployment", "chat", "--backend", "llm", "--standalone", "--kv-events-endpoint", "inproc://kv"]).knobs.kvEvents).toEqual({ endpoint: "inproc://kv", topic: "" });
+  });
+
+  it("a standalone replica needs no edge and no key, and may read API keys", () => {
+    const options = serve(["--deployment", "hello", "--backend", "echo", "--standalone", "--api-key-file", "/tmp/keys"], {});
+    expect(options).toMatchObject({ standalone: true, apiKeyFile: "/tmp/keys" });
+    expect(options).not.toHaveProperty("key");
+    expect(options).not.toHaveProperty("edge");
+    // A key in the environment is not used by a standalone replica (it checks no signature).
+    expect(serve(["--deployment", "hello", "--backend", "echo", "--standalone"])).not.toHaveProperty("key");
+  });
+
+  it("text, proxy and onnx flags go to their backends", () => {
+    expect(serve([...registered, "--text", "yo", "--service-ms", "600000"])).toMatchObject({ flags: { text: "yo" }, knobs: { serviceMs: 600_000 } });
+    expect(serve(["--deployment", "app", "--backend", "proxy", "--standalone", "--upstream", "http://127.0.0.1:1", "--upstream-metrics", "http://127.0.0.1:1/metrics"]).flags).toMatchObject({
+      upstream: "http://127.0.0.1:1",
+      "upstream-metrics": "http://127.0.0.1:1/metrics",
+    });
+    expect(serve(["--deployment", "vad", "--backend", "onnx", "--standalone", "--models", "a,b", "--max-models-per-replica", "2", "--default-model", "a"]).flags).toMatchObject({
+      models: "a,b",
+      "max-models-per-replica": "2",
+      "default-model": "a",
+    });
+  });
+
+  it("--help and --print-key", () => {
+    expect(parseReplicaArgs(["--help"], {})).toEqual({ kind: "help" });
+    expect(parseReplicaArgs(["-h", "--backend", "nope"], {})).toEqual({ kind: "help" });
+    expect(parseReplicaArgs(["--print-key", "--deployment", "hello"], { SWITCHYARD_REPLICA_SECRET: "s" })).toEqual({ kind: "print-key", deployment: "hello", master: "s" });
+    expect(refused(["--print-key"], { SWITCHYARD_REPLICA_SECRET: "s" })).toBe("--print-key needs --deployment NAME");
+    expect(refused(["--print-key", "--deployment", "hello"], { SWITCHYARD_REPLICA_SECRET: "" })).toBe("--print-key reads the master secret from SWITCHYARD_REPLICA_SECRET, which is not set");
+    expect(refused(["--print-key", "--deployment", "Hello"], { SWITCHYARD_REPLICA_SECRET: "s" })).toBe(`--deployment "Hello" is not a deployment name (lowercase letters, digits and '-')`);
+  });
+
+  const cases: Array<[string, string[], string, Record<string, string | undefined>?]> = [
+    ["an unknown flag", [...registered, "--nope"], "Unknown option '--nope'"],
+    ["a positional argument", [...registered, "extra"], "Unexpected argument 'extra'. This command does not take positional arguments"],
+    ["no --deployment", ["--backend", "text", "--standalone"], "--deployment and --backend are required"],
+    ["no --backend", ["--deployment", "hello", "--standalone"], "--deployment and --backend are required"],
+    ["a bad deployment name", ["--deployment", "a_b", "--backend", "text", "--standalone"], `--deployment "a_b" is not a deployment name (lowercase letters, digits and '-')`],
+    ["an unknown backend", ["--deployment", "hello", "--backend", "edge", "--standalone"], `unknown backend "edge"; known: text, echo, onnx, llm, proxy`],
+    ["no --edge", ["--deployment", "hello", "--backend", "text"], "--edge is required (or --standalone)"],
+    ["no key", registered, "SWITCHYARD_REPLICA_KEY is not set (the deployment's replica key; see --print-key)", {}],
+    ["a short key", registered, "SWITCHYARD_REPLICA_KEY must be 64 lowercase hex digits (see --print-key)", { SWITCHYARD_REPLICA_KEY: "ab" }],
+    ["an uppercase key", registered, "SWITCHYARD_REPLICA_KEY must be 64 lowercase hex digits (see --print-key)", { SWITCHYARD_REPLICA_KEY: "AB".repeat(32) }],
+    ["an --edge that is no URL", ["--deployment", "hello", "--backend", "text", "--edge", "edge:8787x"], `--edge must be an http(s) URL`],
+    ["an --edge that does not parse", ["--deployment", "hello", "--backend", "text", "--edge", "127.0.0.1:8787"], `--edge "127.0.0.1:8787" is not a URL`],
+    ["a non-http --advertise-url", [...registered, "--advertise-url", "ftp://host"], "--advertise-url must be an http(s) URL"],
+    ["a bad --id", [...registered, "--id=-x"], `--id "-x" is not a replica id (1-128 of [A-Za-z0-9._:-])`],
+    ["a long --id", [...registered, "--id", "a".repeat(129)], `--id "${"a".repeat(129)}" is not a replica id (1-128 of [A-Za-z0-9._:-])`],
+    ["--max-ongoing 0", [...registered, "--max-ongoing", "0"], "--max-ongoing must be an integer from 1 to 1000000"],
+    ["--max-ongoing 1.5", [...registered, "--max-ongoing", "1.5"], "--max-ongoing must be an integer from 1 to 1000000"],
+    ["--max-queued -1", [...registered, "--max-queued=-1"], "--max-queued must be an integer from 0 to 1000000"],
+    ["--max-queued past its bound", [...registered, "--max-queued", "1000001"], "--max-queued must be an integer from 0 to 1000000"],
+    ["--drain-timeout-ms that is not a number", [...registered, "--drain-timeout-ms", "soon"], "--drain-timeout-ms must be an integer from 0 to 3600000"],
+    ["--drain-timeout-ms past an hour", [...registered, "--drain-timeout-ms", "3600001"], "--drain-timeout-ms must be an integer from 0 to 3600000"],
+    ["--port past 65535", [...registered, "--port", "65536"], "--port must be an integer from 0 to 65535"],
+    ["--port 1e3", [...registered, "--port", "1e3"], "--port must be an integer from 0 to 65535"],
+    ["an unknown --fault", [...registered, "--fault", "slow"], `--fault must be "hang" or "lie", not "slow"`],
+    ["--api-key-file on a registered replica", [...registered, "--api-key-file", "/tmp/keys"], "--api-key-file is for --standalone replicas (a registered replica checks the edge's signatures)"],
+    ["--text on another backend", ["--deployment", "hello", "--backend", "echo", "--standalone", "--text", "x"], "--text is a flag of --backend text"],
+    ["--service-ms on another backend", ["--deployment", "hello", "--backend", "echo", "--standalone", "--service-ms", "5"], "--service-ms is a knob of --backend text"],
+    ["--service-ms past its bound", [...registered, "--service-ms", "600001"], "--service-ms must be an integer from 0 to 600000"],
+    ["--upstream on another backend", [...registered, "--upstream", "http://127.0.0.1:1"], "--upstream and --upstream-metrics are flags of --backend proxy"],
+    ["--upstream-metrics on another backend", [...registered, "--upstream-metrics", "http://127.0.0.1:1"], "--upstream and --upstream-metrics are flags of --backend proxy"],
+    ["--models on another backend", ["--deployment", "chat", "--backend", "llm", "--standalone", "--models", "a"], "--models, --max-models-per-replica and --default-model need --backend onnx"],
+    ["--max-models-per-replica on another backend", [...registered, "--max-models-per-replica", "2"], "--models, --max-models-per-replica and --default-model need --backend onnx"],
+    ["--default-model on another backend", [...registered, "--default-model", "a"], "--models, --max-models-per-replica and --default-model need --backend onnx"],
+    ["--model on a text backend", [...registered, "--model", "tiny-lm"], "--model needs --backend onnx or llm"],
+    ["--kv-events-endpoint on another backend", [...registered, "--kv-events-endpoint", "tcp://*:1"], "--kv-events-* are flags of --backend llm"],
+    ["--kv-events-topic on another backend", [...registered, "--kv-events-topic", "t"], "--kv-events-* are flags of --backend llm"],
+    ["--kv-events-replay-endpoint on another backend", [...registered, "--kv-events-replay-endpoint", "tcp://*:1"], "--kv-events-* are flags of --backend llm"],
+    ["--no-cache-summary on another backend", [...registered, "--no-cache-summary"], "--no-cache-summary and --enable-prompt-tokens-details are flags of --backend llm"],
+    ["--enable-prompt-tokens-details on another backend", [...registered, "--enable-prompt-tokens-details"], "--no-cache-summary and --enable-prompt-tokens-details are flags of --backend llm"],
+    ["--kv-blocks on another backend", [...registered, "--kv-blocks", "8"], "--kv-blocks is a knob of --backend llm"],
+    ["--decode-ms on another backend", [...registered, "--decode-ms", "8"], "--decode-ms is a knob of --backend llm"],
+  ];
+  const llm = ["--deployment", "chat", "--backend", "llm", "--standalone"];
+  cases.push(
+    ["--kv-blocks 0", [...llm, "--kv-blocks", "0"], "--kv-blocks must be an integer from 1 to 1000000"],
+    ["--prefill-ms past its bound", [...llm, "--prefill-ms", "600001"], "--prefill-ms must be an integer from 0 to 600000"],
+    ["--decode-ms -1", [...llm, "--decode-ms=-1"], "--decode-ms must be an integer from 0 to 600000"],
+    ["--prefill-token-us past its bound", [...llm, "--prefill-token-us", "1000001"], "--prefill-token-us must be an integer from 0 to 1000000"],
+    ["--kv-events-topic without an endpoint", [...llm, "--kv-events-topic", "t"], "--kv-events-replay-endpoint and --kv-events-topic need --kv-events-endpoint"],
+    ["--kv-events-replay-endpoint without an endpoint", [...llm, "--kv-events-replay-endpoint", "tcp://*:1"], "--kv-events-replay-endpoint and --kv-events-topic need --kv-events-endpoint"],
+    ["an endpoint that is not ZMQ's", [...llm, "--kv-events-endpoint", "http://h:1"], `--kv-events-endpoint must be a ZMQ address such as tcp://127.0.0.1:5557, not "http://h:1"`],
+    ["a replay endpoint with a space", [...llm, "--kv-events-endpoint", "tcp://*:1", "--kv-events-replay-endpoint", "tcp://a b"], `--kv-events-replay-endpoint must be a ZMQ address such as tcp://127.0.0.1:5557, not "tcp://a b"`],
+  );
+  it.each(cases)("refuses %s", (_name, argv, message, e) => {
+    expect(refused(argv, e ?? env)).toBe(message);
+  });
 });
