@@ -6,8 +6,9 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { parseLoadHeader } from "../../src/protocol/index.ts";
+import { FAMILY_PACKAGES } from "../../src/prompt/tokenizers/index.ts";
 import { synthesizeVowel } from "../../src/models/silero-vad.ts";
 import { parseReplicaArgs, startReplica, UsageError, type ReplicaOptions } from "../../src/replica/cli.ts";
 
@@ -266,4 +267,74 @@ describe("parseReplicaArgs", () => {
   it.each(cases)("refuses %s", (_name, argv, message, e) => {
     expect(refused(argv, e ?? env)).toBe(message);
   });
+});
+
+describe("replica CLI: the llm backend", () => {
+  const started = async (args: string[]) => {
+    const command = parseReplicaArgs(["--deployment", "chat", "--standalone", "--port", "0", "--backend", "llm", ...args], {});
+    if (command.kind !== "serve") throw new Error(command.kind);
+    const logs: string[] = [];
+    const replica = await startReplica(command.options, { log: (m) => logs.push(m), fail: refuse, reportNow: () => Promise.resolve() });
+    stops.push(() => replica.server.close());
+    return { ...replica, logs };
+  };
+  const complete = (url: string, model: string, prompt: string) =>
+    fetch(`${url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model, prompt, max_tokens: 2, temperature: 0 }) });
+
+  it("serves tiny-lm by default: OpenAI's routes, its state in /-/healthz, the KV use in the load, priority preemption, both continuations", async () => {
+    const { url, parts, admission, logs } = await started(["--kv-blocks", "64"]);
+    expect(logs.some((l) => /^loaded tiny-lm in \d+ ms$/.test(l))).toBe(true);
+    expect(logs.some((l) => /^tiny-lm: session \d+ ms, warm-up \d+ ms$/.test(l))).toBe(true);
+    expect(parts.continues).toBeUndefined();
+    expect(await (await fetch(`${url}/-/healthz`)).json()).toMatchObject({ model: "tiny-lm", running: 0, waiting: 0, kv_cache_usage: 0, kv_blocks: 64, cached_blocks: 0 });
+    const res = await complete(url, "tiny-lm", "the quick brown fox jumps over the lazy dog and the quick brown fox jumps over the lazy dog again");
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { usage: { prompt_tokens: number; prompt_tokens_details?: unknown } };
+    expect(body.usage).not.toHaveProperty("prompt_tokens_details");
+    const health = (await (await fetch(`${url}/-/healthz`)).json()) as { cached_blocks: number };
+    expect(health.cached_blocks).toBe(Math.floor(body.usage.prompt_tokens / 16));
+    expect(parts.cacheSummary?.()).toBeDefined();
+    expect(admission.load().kv).toBe(0);
+    // Priority preemption is on: with every slot held at priority 0, a priority-1 request still fits.
+    for (let i = 0; i < admission.maxOngoing; i++) expect(admission.tryAdmit(0).admitted).toBe(true);
+    expect(admission.tryAdmit(0)).toMatchObject({ admitted: false, reason: "capacity" });
+    expect(admission.tryAdmit(1).admitted).toBe(true);
+  }, 60_000);
+
+  it("--enable-prompt-tokens-details reaches the usage", async () => {
+    const { url } = await started(["--enable-prompt-tokens-details"]);
+    const body = (await (await complete(url, "tiny-lm", "hello there")).json()) as { usage: { prompt_tokens_details?: { cached_tokens: number } } };
+    expect(body.usage.prompt_tokens_details).toEqual({ cached_tokens: 0 });
+  }, 60_000);
+
+  it("refuses a model it does not know, naming the ones it does", async () => {
+    await expect(started(["--model", "gpt-9"])).rejects.toThrow(
+      `--model: unknown language model "gpt-9"; known: tiny-lm, and the engine stand-in for the families ${Object.keys(FAMILY_PACKAGES).join(", ")}`,
+    );
+  });
+
+  it("serves a family's engine stand-in, which takes completion continuations only", async () => {
+    const { url, parts } = await started(["--model", "qwen3"]);
+    expect(parts.continues).toEqual(["completion"]);
+    const res = await complete(url, "qwen3", "hello");
+    expect(res.status).toBe(200);
+    expect(await (await fetch(`${url}/-/healthz`)).json()).toMatchObject({ model: "qwen3" });
+  }, 60_000);
+
+  it("publishes KV events where --kv-events-endpoint says, and says where on stdout; a port in use is refused", async () => {
+    const lines: string[] = [];
+    const write = vi.spyOn(process.stdout, "write").mockImplementation((chunk) => (lines.push(String(chunk)), true));
+    let endpoint: string;
+    try {
+      const { logs } = await started(["--kv-events-endpoint", "tcp://127.0.0.1:0", "--kv-events-topic", "kv"]);
+      const printed = JSON.parse(lines.find((l) => l.includes('"kv_events"'))!) as { endpoint: string; replay_endpoint: string | null; topic: string };
+      expect(printed).toMatchObject({ event: "kv_events", replay_endpoint: null, topic: "kv" });
+      expect(printed.endpoint).toMatch(/^tcp:\/\/127\.0\.0\.1:\d+$/);
+      expect(logs).toContain(`KV events on ${printed.endpoint}`);
+      endpoint = printed.endpoint;
+    } finally {
+      write.mockRestore();
+    }
+    await expect(started(["--kv-events-endpoint", endpoint])).rejects.toThrow(/^--kv-events-\*: cannot bind: .*in use/i);
+  }, 60_000);
 });
