@@ -41,6 +41,15 @@ describe("the app's own queue", () => {
     expect(upstreamPending("")).toBeUndefined();
   });
 
+  it("reads a sample with or without labels and any spacing; a zero is a queue of none, a negative, infinite or malformed sample is skipped", () => {
+    expect(upstreamPending("nv_inference_pending_request_count 12\n")).toBe(12);
+    expect(upstreamPending('nv_inference_pending_request_count{model="a"}  4\nnv_inference_pending_request_count{model="b"}\t1.4e1')).toBe(18);
+    expect(upstreamPending("nv_inference_pending_request_count 0")).toBe(0);
+    expect(upstreamPending("nv_inference_pending_request_count -3\nnv_inference_pending_request_count 1e999\nnv_inference_pending_request_count 2")).toBe(2);
+    expect(upstreamPending('nv_inference_pending_request_count{model="a" 3\nnv_inference_pending_request_count_total 9\nnv_inference_pending_request_count')).toBeUndefined();
+    expect(upstreamPending("# nv_inference_pending_request_count 4\nx_nv_inference_pending_request_count 4")).toBeUndefined();
+  });
+
   it("counts as queued only what the app holds beyond the requests in flight here", () => {
     const a = new AdmissionControl(4, 0);
     a.tryAdmit();
@@ -144,7 +153,74 @@ describe("the proxy handler", () => {
     await new Promise((r) => servers.pop()!.close(r));
     const res = await fetch(`${await front(url.origin)}/predict`);
     expect(res.status).toBe(502);
-    expect(await res.json()).toMatchObject({ error: { code: "upstream_failed" } });
+    expect(res.headers.get("content-type")).toBe("application/json");
+    expect(res.headers.get(Header.load)).toBe("load");
+    const body = (await res.json()) as { error: { code: string; message: string } };
+    expect(body.error.code).toBe("upstream_failed");
+    expect(body.error.message).toMatch(new RegExp(`^the app at ${url.origin.replace(/[.]/g, "\\.")} did not answer: connect ECONNREFUSED`));
+  });
+
+  it("puts the upstream's path prefix before each request's path", async () => {
+    const paths: string[] = [];
+    const app = await listen((req, res) => {
+      paths.push(req.url!);
+      res.end("ok");
+    });
+    await (await fetch(`${await front(`${app}/api/v1/`)}/predict?q=1`)).text();
+    await (await fetch(`${await front(`${app}/api`)}/predict`)).text();
+    expect(paths).toEqual(["/api/v1/predict?q=1", "/api/predict"]);
+  });
+
+  it("keeps the app's hop-by-hop headers on its side of the hop", async () => {
+    const app = await listen((_req, res) => {
+      res.writeHead(200, { "proxy-authenticate": "Basic", "x-kept": "1", [Header.signature]: "app-made" });
+      res.end("ok");
+    });
+    const res = await fetch(`${await front(app)}/predict`);
+    expect(await res.text()).toBe("ok");
+    expect(res.headers.get("x-kept")).toBe("1");
+    expect(res.headers.get("proxy-authenticate")).toBeNull();
+    expect(res.headers.get(Header.signature)).toBeNull();
+  });
+
+  /** A front whose handler's promises are kept: the server holds a slot until one settles. */
+  const tracked = async (upstream: string) => {
+    const handle = proxyHandler(new URL(upstream));
+    const settled: Promise<void>[] = [];
+    const url = await listen((req, res) => void settled.push(handle(req, res, () => ({}))));
+    return { url, settled };
+  };
+
+  it("settles each request when its answer ends, when the app fails, and when the client leaves", async () => {
+    const ok = await listen((_req, res) => res.end("ok"));
+    const a = await tracked(ok);
+    await (await fetch(`${a.url}/x`)).text();
+    await expect(Promise.all(a.settled)).resolves.toEqual([undefined]);
+
+    const dead = await listen(() => undefined);
+    const deadUrl = new URL(dead).origin;
+    await new Promise((r) => servers.pop()!.close(r));
+    const b = await tracked(deadUrl);
+    expect((await fetch(`${b.url}/x`)).status).toBe(502);
+    await expect(Promise.all(b.settled)).resolves.toEqual([undefined]);
+  });
+
+  it("a client that leaves before the app's answer began ends the app's request too", async () => {
+    let arrived!: () => void;
+    const atApp = new Promise<void>((r) => (arrived = r));
+    let appSawClose!: Promise<void>;
+    const app = await listen((req) => {
+      appSawClose = new Promise((r) => req.socket.once("close", () => r()));
+      arrived(); // and never answers
+    });
+    const front = await tracked(app);
+    const cancel = new AbortController();
+    const pending = fetch(`${front.url}/slow`, { signal: cancel.signal }).catch(() => "left");
+    await atApp;
+    cancel.abort();
+    expect(await pending).toBe("left");
+    await appSawClose;
+    await Promise.all(front.settled);
   });
 });
 
@@ -180,11 +256,38 @@ describe("the proxy kind's flags (--upstream, --upstream-metrics)", () => {
     expect(admission.load(0)).toMatchObject({ ongoing: 0, queued: 5 });
   });
 
+  it("reads the metrics again every scrape: a queue that changes, and one that can no longer be read, are seen; a queue found is not warned about", async () => {
+    let text = triton;
+    let scrapes = 0;
+    let up = true;
+    const metrics = await listen((req, res) => {
+      scrapes++;
+      if (!up) return void req.socket.destroy();
+      res.end(text);
+    });
+    const a = build({ upstream: "http://127.0.0.1:9", "upstream-metrics": `${metrics}/metrics` });
+    await a.parts;
+    expect(a.admission.load(0).queued).toBe(5);
+    text = "nv_inference_pending_request_count 9\n";
+    await expect.poll(() => a.admission.load(0).queued, { timeout: 30_000 }).toBe(9);
+    up = false;
+    const before = scrapes;
+    await expect.poll(() => scrapes > before && a.admission.load(0).queued === 0, { timeout: 30_000 }).toBe(true);
+    expect(a.logs).toEqual([]);
+  });
+
   it("says once when the app's metrics have no queue, and counts none from metrics it cannot read", async () => {
     const plain = await listen((_req, res) => res.end(vllm));
     const a = build({ upstream: "http://127.0.0.1:9", "upstream-metrics": `${plain}/metrics` });
     await a.parts;
     expect(a.logs).toEqual([`--upstream-metrics ${plain}/metrics: no nv_inference_pending_request_count; the replica's own count is the load`]);
+    // Said once: not again at the next scrapes.
+    let scraped = 0;
+    const counting = await listen((_req, res) => (scraped++, res.end(vllm)));
+    const once = build({ upstream: "http://127.0.0.1:9", "upstream-metrics": `${counting}/metrics` });
+    await once.parts;
+    await expect.poll(() => scraped, { timeout: 30_000 }).toBeGreaterThanOrEqual(3);
+    expect(once.logs).toHaveLength(1);
     expect(a.admission.load(0).queued).toBe(0);
     const failing = await listen((_req, res) => {
       res.writeHead(500);
