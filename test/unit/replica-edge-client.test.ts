@@ -10,6 +10,7 @@ import { DeregisterMessage, RegisterMessage, ReportMessage } from "../../src/pro
 import { AdmissionControl } from "../../src/replica/admission.ts";
 import { EdgeClient, keyRefusedMessage } from "../../src/replica/edge-client.ts";
 import { localSecrets } from "../../src/local/stack.ts";
+import { NodeReporter } from "../../src/replica/node-reporter.ts";
 import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -235,5 +236,176 @@ describe("the local stack's secrets (issue 52)", () => {
     // A damaged file is replaced, not trusted.
     writeFileSync(join(dir, "local/secrets.json"), '{"replicaSecret":"x"}');
     expect(localSecrets(join(dir, "local")).replicaSecret).toMatch(/^[0-9a-f]{32}$/);
+  });
+});
+
+/** An edge whose answers the test scripts: `answer` returns [status, body] for a message, or nothing for 200 with the usual ack. */
+async function scriptedEdge(answer: (path: string, body: Record<string, unknown>) => [number, unknown] | undefined = () => undefined) {
+  const received: { path: string; body: Record<string, unknown> }[] = [];
+  const server: Server = createServer(async (req, res) => {
+    let text = "";
+    for await (const chunk of req) text += String(chunk);
+    const path = (req.url ?? "").replace("/-/replicas/", "");
+    const body = JSON.parse(text) as Record<string, unknown>;
+    received.push({ path, body });
+    const [status, out] = answer(path, body) ?? [200, { ok: true, outcome: "ok", report_interval_ms: 60_000 }];
+    res.writeHead(status, { "content-type": "application/json" });
+    res.end(typeof out === "string" ? out : JSON.stringify(out));
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  cleanup.push(() => new Promise<void>((r) => server.close(() => r())));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, received, paths: () => received.map((m) => m.path) };
+}
+
+function scriptedClient(edgeUrl: string, o: Partial<ConstructorParameters<typeof EdgeClient>[0]> = {}) {
+  const logs: string[] = [];
+  const admission = new AdmissionControl(4);
+  const c = new EdgeClient({ edgeUrl, key: "0".repeat(64), deployment: "vad", replicaId: "vad-1", advertiseUrl: "http://127.0.0.1:9", admission, log: (m) => logs.push(m), ...o } as ConstructorParameters<typeof EdgeClient>[0]);
+  cleanup.push(() => c.stop());
+  return { c, logs, admission };
+}
+
+describe("EdgeClient: registering", () => {
+  it("retries a register the edge does not take, waiting 100 ms, then 200 ms, and reports once registered", async () => {
+    let refusals = 2;
+    const edge = await scriptedEdge((path) => (path === "register" && refusals-- > 0 ? [503, { error: { code: "unavailable" } }] : undefined));
+    const { c, logs } = scriptedClient(edge.url);
+    expect(c.registered).toBe(false);
+    await c.start();
+    expect(c.registered).toBe(true);
+    expect(edge.paths()).toEqual(["register", "register", "register", "report"]);
+    expect(logs).toHaveLength(2);
+    expect(logs[0]).toMatch(/^register failed \(Error: edge answered 503: .*unavailable.*\); retrying in 100 ms$/);
+    expect(logs[1]).toMatch(/; retrying in 200 ms$/);
+  });
+
+  it("stopped while retrying: start returns and nothing more is sent", async () => {
+    const edge = await scriptedEdge(() => [503, {}]);
+    const { c, logs } = scriptedClient(edge.url);
+    const started = c.start();
+    await vi.waitFor(() => expect(logs).toHaveLength(1), { timeout: 30_000 });
+    c.stop();
+    await started;
+    const sent = edge.received.length;
+    expect(c.registered).toBe(false);
+    await c.report();
+    expect(edge.received).toHaveLength(sent);
+  });
+
+  it("a register refused for its key is not retried: onKeyRefused hears why, once", async () => {
+    const bodies = [
+      [{ error: { code: "unauthorized", message: "bad signature", details: { reason: "signature does not match" } } }, "signature does not match"],
+      [{ error: { code: "unauthorized", message: "bad signature" } }, "bad signature"],
+      ["not json at all", "not json at all"],
+    ] as const;
+    for (const [body, why] of bodies) {
+      const edge = await scriptedEdge(() => [401, body]);
+      const refused: string[] = [];
+      const { c, logs } = scriptedClient(edge.url, { onKeyRefused: (w) => refused.push(w) });
+      await c.start();
+      expect(refused).toEqual([why]);
+      expect(edge.paths()).toEqual(["register"]);
+      expect(logs).toEqual([]);
+      expect(c.registered).toBe(false);
+    }
+  });
+
+  it("without onKeyRefused, a 401 is retried like any failure", async () => {
+    let refusals = 1;
+    const edge = await scriptedEdge((path) => (path === "register" && refusals-- > 0 ? [401, {}] : undefined));
+    const { c, logs } = scriptedClient(edge.url);
+    await c.start();
+    expect(edge.paths()).toEqual(["register", "register", "report"]);
+    expect(logs[0]).toMatch(/^register failed \(Error: edge answered 401/);
+  });
+
+  it("a report the edge answers 409 (it forgot the replica) registers again, then reports", async () => {
+    let forgot = 1;
+    const edge = await scriptedEdge((path) => (path === "report" && edge.paths().length > 2 && forgot-- > 0 ? [409, { error: { code: "unknown_replica" } }] : undefined));
+    const { c } = scriptedClient(edge.url);
+    await c.start();
+    await c.report();
+    expect(edge.paths()).toEqual(["register", "report", "report", "register", "report"]);
+  });
+
+  it("refuses a node that is not its node reporter's", () => {
+    const reporter = new NodeReporter({ edgeUrl: "http://127.0.0.1:9", key: "0".repeat(64), deployment: "vad", node: "gpu-a" });
+    expect(() => scriptedClient("http://127.0.0.1:9", { nodeReporter: reporter, node: "gpu-b" })).toThrow('node "gpu-b" is not the node reporter\'s ("gpu-a")');
+    expect(() => scriptedClient("http://127.0.0.1:9", { nodeReporter: reporter, node: "gpu-a" })).not.toThrow();
+  });
+});
+
+describe("EdgeClient: a new engine key (rotation)", () => {
+  it("registers again with it through the report queue; the same key again sends nothing; a key set before registering goes with the first register", async () => {
+    const edge = await scriptedEdge();
+    const { c } = scriptedClient(edge.url);
+    await c.setEngineKey("k0"); // not registered yet: nothing sent
+    expect(edge.received).toEqual([]);
+    await c.start();
+    expect(edge.received[0]!.body.engine_key).toBe("k0");
+    await c.setEngineKey("k1");
+    expect(edge.paths()).toEqual(["register", "report", "register", "report"]);
+    expect(edge.received[2]!.body.engine_key).toBe("k1");
+    await c.setEngineKey("k1");
+    expect(edge.received).toHaveLength(4);
+    await c.setEngineKey(undefined);
+    expect(edge.paths().slice(4)).toEqual(["register", "report"]);
+    expect(edge.received[4]!.body).not.toHaveProperty("engine_key");
+    c.stop();
+    await c.setEngineKey("k2");
+    expect(edge.received).toHaveLength(6);
+  });
+
+  it("a register with the new key that fails goes again with the next report", async () => {
+    let fail = false;
+    const edge = await scriptedEdge((path) => (path === "register" && fail ? ((fail = false), [503, {}]) : undefined));
+    const { c, logs } = scriptedClient(edge.url);
+    await c.start();
+    fail = true;
+    await c.setEngineKey("k1");
+    expect(logs).toEqual([expect.stringMatching(/^register with the new engine key failed: Error: edge answered 503/)]);
+    await c.report();
+    expect(edge.paths()).toEqual(["register", "report", "register", "register", "report"]);
+    expect(edge.received[3]!.body.engine_key).toBe("k1");
+    await c.report();
+    expect(edge.paths().at(-1)).toBe("report");
+  });
+
+  it("with a node reporter: registers again, then the node reports at once", async () => {
+    const edge = await scriptedEdge();
+    const reporter = new NodeReporter({ edgeUrl: edge.url, key: "0".repeat(64), deployment: "vad", node: "gpu-a" });
+    cleanup.push(() => reporter.stop());
+    const { c } = scriptedClient(edge.url, { nodeReporter: reporter });
+    await c.start();
+    await reporter.settled();
+    const before = edge.received.length;
+    await c.setEngineKey("k1");
+    expect(edge.paths().slice(before)).toEqual(["register", "report-node"]);
+    expect(edge.received[before]!.body).toMatchObject({ engine_key: "k1", node: "gpu-a" });
+  });
+});
+
+describe("EdgeClient and an older edge", () => {
+  it("an edge that refuses drain deadlines gets the report again without one, said once", async () => {
+    const edge = await scriptedEdge((path, body) =>
+      path === "report" && "drain_deadline_ms" in body
+        ? [400, { error: { code: "invalid_message", message: "control message does not match its schema", details: [{ code: "unrecognized_keys", keys: ["drain_deadline_ms"], path: [], message: 'Unrecognized key: "drain_deadline_ms"' }] } }]
+        : undefined,
+    );
+    const { c, logs, admission } = scriptedClient(edge.url);
+    await c.start();
+    admission.drain(Date.now() + 60_000);
+    await c.report();
+    await c.settled();
+    const reports = edge.received.filter((m) => m.path === "report").map((m) => m.body);
+    // One report carried the deadline and was refused; the same report went again without it, and so does every later one.
+    const refused = reports.findIndex((r) => "drain_deadline_ms" in r);
+    expect(refused).toBeGreaterThan(0);
+    expect(reports.slice(refused + 1).length).toBeGreaterThanOrEqual(2);
+    for (const r of reports.slice(refused + 1)) {
+      expect(r).toMatchObject({ state: "draining" });
+      expect(r).not.toHaveProperty("drain_deadline_ms");
+    }
+    expect(logs).toEqual(["the edge does not take drain deadlines (an older edge): reporting without them"]);
   });
 });
