@@ -154,3 +154,34 @@ export function bpeSpecOf(json: TokenizerJsonShape): BpeSpec | undefined {
   }
   return { ranks: Array.from(lines, (l) => l ?? "").join("\n"), patterns: splits.map((s) => s.pattern!.Regex!), nfc: n?.type === "NFC", ...template, added };
 }
+
+/** A tiktoken encoding as the `tiktoken` npm package ships it (encoders/<name>.json). */
+export interface TiktokenJsonShape {
+  pat_str: string;
+  /** Lines of "<name> <first rank> <base64> <base64> ...": each token's bytes, ranks counting up from the first. */
+  bpe_ranks: string;
+}
+
+/**
+ * A tiktoken encoding as the engine's BPE spec, with `specials` (content, id) as added
+ * tokens: OpenAI's encodings are byte-level BPE behind one split regex, no normalizer,
+ * nothing added around a text, which is this spec's shape exactly.
+ */
+export function bpeSpecOfTiktoken(json: TiktokenJsonShape, specials: readonly (readonly [string, number])[]): BpeSpec {
+  const lines: string[] = [];
+  for (const line of json.bpe_ranks.split("\n")) {
+    if (line === "") continue;
+    const words = line.split(" ");
+    let rank = Number(words[1]);
+    if (!Number.isInteger(rank) || rank < 0) throw new Error(`bpe-spec: a tiktoken ranks line without its first rank: ${line.slice(0, 40)}`);
+    for (const b64 of words.slice(2)) lines[rank++] = b64;
+  }
+  return {
+    ranks: Array.from(lines, (l) => l ?? "").join("\n"),
+    patterns: [json.pat_str],
+    nfc: false,
+    prefix: [],
+    suffix: [],
+    added: specials.map(([content, id]) => ({ id, content, special: true })),
+  };
+}
