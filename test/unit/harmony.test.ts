@@ -99,7 +99,7 @@ describe("harmony's test vectors", () => {
             "default": 20
           }
         }}}
-    ]`) as Map<string, never>[];
+    ]`) as Map<string, string | Map<string, never>>[];
     const fns = tools.map((t) => ({ name: t.get("name") as string, description: t.get("description") as string, ...(t.has("parameters") ? { parameters: t.get("parameters") } : {}) }));
     const messages = [
       system({ reasoningEffort: "high", conversationStartDate: "2025-06-28" }),
