@@ -9,7 +9,7 @@ import { Tokenizer } from "@huggingface/tokenizers";
 import { headOf, UnsupportedPrompt, type TokenizeBudget } from "./tokenizer.ts";
 import type { FamilyCodec } from "./hf-family.ts";
 import { bpeFromText, bpeSpecOf, type TokenizerJsonShape } from "./bpe-spec.ts";
-import { bpeEncoder, type EncodeLimits } from "./ranked-bpe.ts";
+import { bpeEncoder, rememberingEncoder, type EncodeLimits } from "./ranked-bpe.ts";
 import { pyStrip, pythonSemantics } from "./jinja-python.ts";
 
 // Python's string semantics in the template engine, as vLLM's jinja2 renders (./jinja-python.ts).
@@ -188,28 +188,24 @@ interface AddedToken {
   normalized?: boolean;
 }
 
-/** Characters of segment text a codec keeps token ids for (about 8 MB of UTF-16 at most, with the ids). */
-const SEGMENT_CACHE_CHARS = 1 << 20;
-
 /**
  * Encodes a rendered chat a segment at a time, reusing the ids of segments seen
- * before. The tokenizer splits its input at added tokens before anything else
- * (normalizer, pre-tokenizer, BPE), so the text between two added tokens is
- * tokenized on its own whatever surrounds it: a chat template puts special tokens
- * between messages, so a multi-turn chat's history re-sent with one more turn is
- * mostly segments already seen, and costs none of the budget. Only `split`'s tokens
- * with no strip or word rule are split here (the others stay inside a segment, for
- * `whole`); the longest match first, as the tokenizer matches. Stops where `whole`
- * stopped short (the budget spent, or maxTokens made). test/unit/hf-tokenizers.test.ts
- * checks the result against transformers.
+ * before (rememberingEncoder). The tokenizer splits its input at added tokens before
+ * anything else (normalizer, pre-tokenizer, BPE), so the text between two added
+ * tokens is tokenized on its own whatever surrounds it: a chat template puts special
+ * tokens between messages, so a multi-turn chat's history re-sent with one more turn
+ * is mostly segments already seen, and costs none of the budget. Only `split`'s
+ * tokens with no strip or word rule are split here (the others stay inside a segment,
+ * for `whole`); the longest match first, as the tokenizer matches. Stops where
+ * `whole` stopped short (the budget spent, or maxTokens made).
+ * test/unit/hf-tokenizers.test.ts checks the result against transformers.
  */
 function segmentEncoder(whole: (text: string, limits: EncodeLimits) => Ids, split: readonly AddedToken[]): (text: string, limits: EncodeLimits) => Ids {
   const plain = split.filter((t) => !t.lstrip && !t.rstrip && !t.single_word && !t.normalized).sort((a, b) => b.content.length - a.content.length);
   if (plain.length === 0) return whole;
   const ids = new Map(plain.map((t) => [t.content, Uint32Array.of(t.id)]));
   const splitter = new RegExp(`(${plain.map((t) => t.content.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("|")})`);
-  const cache = new Map<string, Ids>();
-  let cachedChars = 0;
+  const encode = rememberingEncoder(whole);
   return (text, limits) => {
     // The pieces' ids, copied once into one array (no per-token pushes: an 8,000-token prompt is a few dozen pieces).
     const parts: Ids[] = [];
@@ -217,31 +213,8 @@ function segmentEncoder(whole: (text: string, limits: EncodeLimits) => Ids, spli
     for (const [i, piece] of text.split(splitter).entries()) {
       if (piece === "") continue;
       if (length >= limits.maxTokens || limits.budget.exhausted) break;
-      let seg: Ids;
-      if (i % 2 === 1) {
-        // Odd pieces are the added tokens the split matched.
-        seg = ids.get(piece)!;
-      } else {
-        const cached = cache.get(piece);
-        if (cached) {
-          // Most recently used last: the oldest go first when the cache is full.
-          cache.delete(piece);
-          cache.set(piece, (seg = cached));
-        } else {
-          const left = limits.maxTokens - length;
-          seg = whole(piece, { ...limits, maxTokens: left });
-          // A segment cut short is not its whole ids: not kept.
-          if (piece.length <= SEGMENT_CACHE_CHARS / 4 && !limits.budget.exhausted && seg.length < left) {
-            cache.set(piece, seg);
-            cachedChars += piece.length;
-            for (const [k] of cache) {
-              if (cachedChars <= SEGMENT_CACHE_CHARS) break;
-              cache.delete(k);
-              cachedChars -= k.length;
-            }
-          }
-        }
-      }
+      // Odd pieces are the added tokens the split matched.
+      const seg = i % 2 === 1 ? ids.get(piece)! : encode(piece, { ...limits, maxTokens: limits.maxTokens - length });
       parts.push(seg);
       length += seg.length;
     }

@@ -459,3 +459,37 @@ export function bpeEncoder(spec: BpeSpec): (text: string, limits: EncodeLimits) 
     return out;
   };
 }
+
+/** Characters of text a remembering encoder keeps token ids for (about 8 MB of UTF-16 at most, with the ids). */
+const REMEMBERED_CHARS = 1 << 20;
+
+/**
+ * `whole` with the ids of texts it encoded before kept, the most recently used last
+ * and the oldest dropped past REMEMBERED_CHARS: a chat's segments (the text between a
+ * template's special tokens, or harmony's pieces) recur turn after turn, and a
+ * remembered one costs no budget. A text cut short (the budget spent, or maxTokens
+ * made) is not its whole ids, and is not kept.
+ */
+export function rememberingEncoder<I extends ArrayLike<number>>(whole: (text: string, limits: EncodeLimits) => I): (text: string, limits: EncodeLimits) => I {
+  const cache = new Map<string, I>();
+  let cachedChars = 0;
+  return (text, limits) => {
+    const cached = cache.get(text);
+    if (cached) {
+      cache.delete(text);
+      cache.set(text, cached);
+      return cached;
+    }
+    const ids = whole(text, limits);
+    if (text.length <= REMEMBERED_CHARS / 4 && !limits.budget.exhausted && ids.length < limits.maxTokens) {
+      cache.set(text, ids);
+      cachedChars += text.length;
+      for (const [k] of cache) {
+        if (cachedChars <= REMEMBERED_CHARS) break;
+        cache.delete(k);
+        cachedChars -= k.length;
+      }
+    }
+    return ids;
+  };
+}
