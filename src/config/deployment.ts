@@ -147,7 +147,8 @@ const DeploymentInput = z
              * How the edge tokenizes prompts, one of src/prompt/tokenizers/index.ts:
              * "tiny-lm" (the reference replica's model, exactly), "bytes" (UTF-8, 64
              * bytes a block: any model, hash tier), a model family ("qwen3", "llama3",
-             * "deepseek-v3", "mistral-nemo": the engine's tokenizer and chat template,
+             * "deepseek-v3", "mistral-nemo": the engine's tokenizer and chat template;
+             * "gpt-oss": o200k_harmony and vLLM's harmony rendering; each
              * bundled only when named; docs/prefix-routing.md; "gemma3" is refused: too
              * large for an isolate), or "auto": the `llm`
              * backend's model (tiny-lm, or a family's engine stand-in), else "bytes".
@@ -181,6 +182,13 @@ const DeploymentInput = z
              * RECENT_PREFIX_TTL_MS and a summary until the next (src/policy/recent-prefixes.ts).
              */
             beliefMs: z.number().int().min(100).max(600_000).optional(),
+            /**
+             * tokenizer "gpt-oss": the date its engines write as the conversation's start in every
+             * prompt's system message (vLLM's VLLM_SYSTEM_START_DATE; pin it there and here). Unset:
+             * today's date in UTC, which matches engines whose clock is in UTC (vLLM's container's)
+             * except around midnight.
+             */
+            startDate: z.string().regex(/^\d{4}-\d{2}-\d{2}$/, "a date as YYYY-MM-DD").optional(),
           })
           .strict()
           .optional(),

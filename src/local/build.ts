@@ -25,8 +25,9 @@ import { basename, dirname, isAbsolute, join, relative, resolve } from "node:pat
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { prefixTokenizerName, type Deployment } from "../config/deployment.ts";
 import { edgeModel, edgeModelIds } from "../edge/catalog.ts";
-import { FAMILY_PACKAGES } from "../prompt/tokenizers/index.ts";
-import { bpeSpecOf, bpeText, type TokenizerJsonShape } from "../prompt/tokenizers/bpe-spec.ts";
+import { FAMILY_PACKAGES, familyFiles } from "../prompt/tokenizers/index.ts";
+import { HARMONY_SPECIAL_TOKENS } from "../prompt/tokenizers/harmony.ts";
+import { bpeSpecOf, bpeSpecOfTiktoken, bpeText, type TiktokenJsonShape, type TokenizerJsonShape } from "../prompt/tokenizers/bpe-spec.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
 
@@ -84,16 +85,20 @@ export async function familiesOf(dirs: FunctionsDirs): Promise<string[]> {
  * again when the package or the spec's code is newer.
  */
 export function familyBpeFile(family: string): string | undefined {
-  const json = createRequire(import.meta.url).resolve(`${FAMILY_PACKAGES[family]}/models/tokenizer.json`);
+  const files = familyFiles(family);
+  const harmony = files.kind === "tiktoken-harmony";
+  const json = createRequire(import.meta.url).resolve(harmony ? `${FAMILY_PACKAGES[family]}/encoders/${files.encoding}.json` : `${FAMILY_PACKAGES[family]}/models/tokenizer.json`);
   const dir = join(root, ".switchyard/families");
   const bpe = join(dir, `${family}.bpe.txt`);
   const library = join(dir, `${family}.library`);
-  const newest = Math.max(statSync(json).mtimeMs, statSync(join(root, "src/prompt/tokenizers/bpe-spec.ts")).mtimeMs);
+  const sources = [json, join(root, "src/prompt/tokenizers/bpe-spec.ts"), ...(harmony ? [join(root, "src/prompt/tokenizers/harmony.ts")] : [])];
+  const newest = Math.max(...sources.map((f) => statSync(f).mtimeMs));
   const fresh = (f: string) => existsSync(f) && statSync(f).mtimeMs >= newest;
   if (fresh(bpe)) return bpe;
   if (fresh(library)) return undefined;
   mkdirSync(dir, { recursive: true });
-  const spec = bpeSpecOf(JSON.parse(readFileSync(json, "utf8")) as TokenizerJsonShape);
+  const parsed: unknown = JSON.parse(readFileSync(json, "utf8"));
+  const spec = harmony ? bpeSpecOfTiktoken(parsed as TiktokenJsonShape, HARMONY_SPECIAL_TOKENS) : bpeSpecOf(parsed as TokenizerJsonShape);
   // Written aside, then renamed into place: builds running at once (test workers) never read half a file.
   const target = spec ? bpe : library;
   const aside = `${target}.${process.pid}.${Date.now()}.tmp`;
@@ -115,15 +120,23 @@ export const familyUsesBpe = (family: string): boolean => familyBpeFile(family) 
 export function familyModuleLines(families: readonly string[], rel: (path: string) => string): string[] {
   if (families.length === 0) return [];
   const bpeFiles = new Map(families.flatMap((f) => [[f, familyBpeFile(f)] as const]).filter((e): e is readonly [string, string] => e[1] !== undefined));
+  // A harmony family (gpt-oss) is its BPE spec and the harmony codec: no tokenizer_config.json, no Jinja.
+  const harmony = (f: string) => familyFiles(f).kind === "tiktoken-harmony";
+  const hf = families.filter((f) => !harmony(f));
   return [
     "// Model families the deployments name (policy.prefix.tokenizer): see scripts/build.ts familyModuleLines.",
     `import { provideFamily } from "${rel(join(root, "src/prompt/tokenizers/hf-family.ts"))}";`,
-    `import { familyCodec } from "${rel(join(root, "src/prompt/tokenizers/hf-codec.ts"))}";`,
+    ...(hf.length > 0 ? [`import { familyCodec } from "${rel(join(root, "src/prompt/tokenizers/hf-codec.ts"))}";`] : []),
+    ...(hf.length < families.length ? [`import { harmonyCodec } from "${rel(join(root, "src/prompt/tokenizers/harmony-codec.ts"))}";`] : []),
     ...families.flatMap((f, i) => [
       bpeFiles.has(f) ? `import f${i}Bpe from "${rel(bpeFiles.get(f)!)}";` : `import f${i}Json from "${FAMILY_PACKAGES[f]}/models/tokenizer.json";`,
-      `import f${i}Config from "${FAMILY_PACKAGES[f]}/models/tokenizer_config.json";`,
+      ...(harmony(f) ? [] : [`import f${i}Config from "${FAMILY_PACKAGES[f]}/models/tokenizer_config.json";`]),
     ]),
-    ...families.map((f, i) => `provideFamily(${JSON.stringify(f)}, () => familyCodec({ ${bpeFiles.has(f) ? `bpe: f${i}Bpe` : `tokenizerJson: f${i}Json as unknown as string`}, tokenizerConfig: f${i}Config }));`),
+    ...families.map((f, i) =>
+      harmony(f)
+        ? `provideFamily(${JSON.stringify(f)}, () => harmonyCodec({ bpe: f${i}Bpe }));`
+        : `provideFamily(${JSON.stringify(f)}, () => familyCodec({ ${bpeFiles.has(f) ? `bpe: f${i}Bpe` : `tokenizerJson: f${i}Json as unknown as string`}, tokenizerConfig: f${i}Config }));`,
+    ),
   ];
 }
 

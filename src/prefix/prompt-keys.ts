@@ -78,6 +78,8 @@ export interface PromptKeyOptions {
   maxBlocks?: number;
   /** PROMPT_TOKENIZE_BUDGET_BYTES unless given. */
   budgetBytes?: number;
+  /** The date the engines start conversations on (gpt-oss: policy.prefix.startDate); today's in UTC unless given. */
+  startDate?: string;
 }
 
 /** The prompt endpoint a request path ends in (`/v1/chat/completions`, `/llm/v1/completions`, ...), if any. */
@@ -96,6 +98,7 @@ const chatBody = z.looseObject({
   chat_template_kwargs: z.record(z.string(), z.unknown()).optional(),
   add_generation_prompt: z.boolean().nullish(),
   continue_final_message: z.boolean().nullish(),
+  reasoning_effort: z.unknown().optional(),
 });
 const ids = z.array(z.number().int());
 const completionBody = z.looseObject({ prompt: z.union([z.string(), z.array(z.string()).length(1), ids, z.array(ids).length(1)]) });
@@ -141,12 +144,15 @@ export function promptKeys(body: Uint8Array | PromptBody, endpoint: PromptEndpoi
         (Array.isArray(raw?.tools) && JSON.stringify(raw.tools).length > PROMPT_MAX_TOOLS_BYTES);
       const chat = chatBody.safeParse(over ? { messages: (raw!.messages as unknown[]).slice(0, PROMPT_MAX_MESSAGES) } : json);
       if (!chat.success) return undefined;
-      const { messages, tools, chat_template_kwargs: kwargs, add_generation_prompt: agp, continue_final_message: cont } = chat.data;
+      const { messages, tools, chat_template_kwargs: kwargs, add_generation_prompt: agp, continue_final_message: cont, reasoning_effort: effort } = chat.data;
       if (over) return { ...keysOf(promptTokenizer("bytes").chat(messages, maxBlocks * BYTES_BLOCK), BYTES_BLOCK), fallback: "render_budget" };
       const extras: ChatExtras = { ...(tools ? { tools: toolsAsPython(body instanceof Uint8Array ? body : body.bytes, tools) } : {}), ...(kwargs ? { kwargs } : {}) };
       // vLLM's flags that change the rendering (a migrated stream's continuation sets both: docs/migration.md).
       if (agp === false) extras.addGenerationPrompt = false;
       if (cont === true) extras.continueFinalMessage = true;
+      // gpt-oss's system message says these (harmony: src/prompt/tokenizers/gpt-oss-chat.ts); templates ignore them.
+      if (effort !== undefined) extras.reasoningEffort = effort;
+      if (options.startDate !== undefined) extras.startDate = options.startDate;
       return tokenize((t, max, budget) => t.chat(messages, max, extras, budget));
     }
     case "completions": {

@@ -42,8 +42,8 @@ export default defineDeployment({ name: ${JSON.stringify(f)}, routePrefix: ${JSO
 
 describe("the generated module's model-family imports", () => {
   it("knows from each family's tokenizer.json which ones the BPE engine runs", () => {
-    expect(Object.keys(FAMILY_PACKAGES).sort()).toEqual(["deepseek-v3", "gemma3", "llama3", "mistral-nemo", "qwen3"]);
-    expect(Object.keys(FAMILY_PACKAGES).filter(familyUsesBpe).sort()).toEqual(["deepseek-v3", "llama3", "mistral-nemo", "qwen3"]);
+    expect(Object.keys(FAMILY_PACKAGES).sort()).toEqual(["deepseek-v3", "gemma3", "gpt-oss", "llama3", "mistral-nemo", "qwen3"]);
+    expect(Object.keys(FAMILY_PACKAGES).filter(familyUsesBpe).sort()).toEqual(["deepseek-v3", "gpt-oss", "llama3", "mistral-nemo", "qwen3"]);
   }, 120_000); // reads five tokenizer.json files (up to 33 MB): ~3 s idle, 15 s under stress
 
   it("imports a BPE family's spec, never its tokenizer.json, and no tokenizer's WebAssembly", async () => {
@@ -55,6 +55,16 @@ describe("the generated module's model-family imports", () => {
     expect(mixed).not.toMatch(/tokenizer\.json"|\.wasm"/);
 
     expect(await generated([])).not.toMatch(/provideFamily/);
+  });
+
+  it("imports gpt-oss as its BPE spec (o200k_base's ranks and harmony's special tokens) and the harmony codec: no tokenizer_config.json, no Jinja", async () => {
+    const mod = await generated(["gpt-oss"]);
+    expect(mod).toMatch(/import f0Bpe from "[^"]*\/families\/gpt-oss\.bpe\.txt";/);
+    expect(mod).toMatch(/provideFamily\("gpt-oss", \(\) => harmonyCodec\(\{ bpe: f0Bpe \}\)\);/);
+    expect(mod).not.toMatch(/tokenizer_config|hf-codec|familyCodec/);
+    const spec = readFileSync(familyBpeFile("gpt-oss")!, "utf8");
+    expect(spec.split("\n")).toHaveLength(1 + 199_998);
+    expect(spec.length).toBeLessThan(3_000_000);
   });
 
   // CPU-bound (two codecs of a 150k-word vocabulary per family, 40+ chats): ~2 s a family

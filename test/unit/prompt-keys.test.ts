@@ -139,7 +139,7 @@ describe("requestPromptKeys: the deployment's tokenizer and extra", () => {
     expect(tokenizerFor(llm).name).toBe("tiny-lm");
     expect(tokenizerFor(ext).name).toBe("bytes");
     expect(tokenizerFor({ ...ext, policy: { ...ext.policy, prefix: { tokenizer: "tiny-lm", loadFactor: 0.25, prefillWeight: 1 } } }).name).toBe("tiny-lm");
-    expect([...PROMPT_TOKENIZER_NAMES].sort()).toEqual(["bytes", "deepseek-v3", "gemma3", "llama3", "mistral-nemo", "qwen3", "tiny-lm"]);
+    expect([...PROMPT_TOKENIZER_NAMES].sort()).toEqual(["bytes", "deepseek-v3", "gemma3", "gpt-oss", "llama3", "mistral-nemo", "qwen3", "tiny-lm"]);
   });
 
   it("keys a family too large for an isolate by bytes under auto, and refuses it by name", () => {

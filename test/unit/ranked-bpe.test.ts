@@ -10,11 +10,11 @@
  */
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
-import * as tiktoken from "tiktoken/lite/init";
 import { describe, expect, it } from "vitest";
 import { bpeSpecOf, type BpeSpec, type TokenizerJsonShape } from "../../src/prompt/tokenizers/bpe-spec.ts";
 import { bpeEncoder, mergePiece, rankedVocab } from "../../src/prompt/tokenizers/ranked-bpe.ts";
 import { FAMILY_PACKAGES } from "../../src/prompt/tokenizers/index.ts";
+import { tiktokenBindings } from "../fixtures/tiktoken.ts";
 
 const require = createRequire(import.meta.url);
 const BPE_FAMILIES = ["qwen3", "llama3", "mistral-nemo", "deepseek-v3"] as const;
@@ -28,16 +28,6 @@ const specOf = (family: string): BpeSpec => {
   }
   return spec;
 };
-
-/** tiktoken's bindings, instantiated once (a second instance would free the first's objects in its own memory). */
-let bound: typeof tiktoken | undefined;
-function tiktokenBindings(): typeof tiktoken {
-  if (bound) return bound;
-  const wasm = new (WebAssembly.Module as unknown as new (b: Uint8Array) => WebAssembly.Module)(readFileSync(require.resolve("tiktoken/lite/tiktoken_bg.wasm")));
-  const instance = new WebAssembly.Instance(wasm, { "./tiktoken_bg.js": tiktoken as unknown as WebAssembly.ModuleImports });
-  (tiktoken as unknown as { __wbg_set_wasm(e: WebAssembly.Exports): void }).__wbg_set_wasm(instance.exports);
-  return (bound = tiktoken);
-}
 
 /** tiktoken on the spec's ranks (its own format: base64 and rank per line), one piece at a time (a pattern that matches all). */
 function tiktokenWhole(spec: BpeSpec): (bytes: Uint8Array) => number[] {

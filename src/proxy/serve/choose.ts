@@ -28,7 +28,8 @@ export function tokenizerFor(deployment: Deployment): PromptTokenizer {
 export function requestPromptKeys(deployment: Deployment, path: string, body: ArrayBuffer | HeldBody, model: string | undefined): PromptKeysResult | undefined {
   const endpoint = promptEndpointOf(path);
   if (!endpoint) return undefined;
-  return promptKeys(body instanceof ArrayBuffer ? new Uint8Array(body) : body, endpoint, { tokenizer: tokenizerFor(deployment), extra: model ?? "" });
+  const startDate = deployment.policy.prefix?.startDate;
+  return promptKeys(body instanceof ArrayBuffer ? new Uint8Array(body) : body, endpoint, { tokenizer: tokenizerFor(deployment), extra: model ?? "", ...(startDate !== undefined && { startDate }) });
 }
 
 /** What the choice needs of a request (dispatch.ts's DispatchContext has it). */
