@@ -21,7 +21,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { bpeSpecOfTiktoken, type TiktokenJsonShape } from "../../src/prompt/tokenizers/bpe-spec.ts";
 import { harmonyCodec, utcDate } from "../../src/prompt/tokenizers/harmony-codec.ts";
-import { HARMONY_SPECIAL_TOKENS, renderConversation, renderForCompletion, type HarmonySegment } from "../../src/prompt/tokenizers/harmony.ts";
+import { HARMONY_SPECIAL_TOKENS, MAX_SCHEMA_DEPTH, renderConversation, renderForCompletion, type HarmonySegment } from "../../src/prompt/tokenizers/harmony.ts";
 import { provideFamily } from "../../src/prompt/tokenizers/hf-family.ts";
 import { promptTokenizer, UnsupportedPrompt } from "../../src/prompt/tokenizers/index.ts";
 import { HARMONY_TEST_CONVERSATIONS, harmonyVector } from "../fixtures/harmony/conversations.ts";
@@ -124,6 +124,19 @@ describe("vLLM's chat for gpt-oss", () => {
     ] as const) {
       expect(chat(body, extras)).toThrow(expect.objectContaining({ reason }) as unknown as UnsupportedPrompt);
     }
+  });
+
+  it("refuses a tool schema nested past MAX_SCHEMA_DEPTH (its text grows with the square of the depth), and renders one at it", () => {
+    const nested = (levels: number) => {
+      let schema: object = { type: "string" };
+      for (let i = 0; i < levels; i++) schema = { type: "object", properties: { a: schema } };
+      return [{ type: "function", function: { name: "f", parameters: schema } }];
+    };
+    const messages = [{ role: "user", content: "hi" }] as never;
+    expect(() => gptOss.chat(messages, 1000, { tools: nested(MAX_SCHEMA_DEPTH + 1) })).toThrow(expect.objectContaining({ reason: "tool_schema_depth" }) as unknown as UnsupportedPrompt);
+    expect(gptOss.chat(messages, 100_000, { tools: nested(MAX_SCHEMA_DEPTH) }).length).toBeGreaterThan(100);
+    // 64 KB of tools nested 1,700 deep (the worst input): refused at the bound, no deeper recursion.
+    expect(() => gptOss.chat(messages, 1000, { tools: nested(1700) })).toThrow(expect.objectContaining({ reason: "tool_schema_depth" }) as unknown as UnsupportedPrompt);
   });
 
   it("starts the conversation today (UTC) unless told; the flags vLLM ignores for gpt-oss change nothing", () => {

@@ -9,10 +9,10 @@
  */
 import { bpeFromText, type BpeSpec } from "./bpe-spec.ts";
 import { gptOssConversation } from "./gpt-oss-chat.ts";
-import { HarmonyToken, renderForCompletion } from "./harmony.ts";
+import { HarmonyRenderError, HarmonyToken, renderForCompletion } from "./harmony.ts";
 import type { FamilyCodec } from "./hf-family.ts";
 import { bpeEncoder, rankedVocab, rememberingEncoder, type EncodeLimits, type RankedVocab } from "./ranked-bpe.ts";
-import { headOf, type TokenizeBudget } from "./tokenizer.ts";
+import { headOf, UnsupportedPrompt, type TokenizeBudget } from "./tokenizer.ts";
 
 /** Today's date in UTC, YYYY-MM-DD: the conversation's start date where the deployment sets none. */
 export const utcDate = (now = new Date()): string => now.toISOString().slice(0, 10);
@@ -55,7 +55,14 @@ export function harmonyCodec({ bpe }: { bpe: string | BpeSpec }): FamilyCodec {
     engine: "bpe",
     chat(messages, tools, flags, maxTokens, budget) {
       const conversation = gptOssConversation({ messages, tools, reasoningEffort: flags.reasoningEffort, startDate: flags.startDate ?? utcDate() });
-      return encode(renderForCompletion(conversation), limitsOf(maxTokens, budget));
+      let pieces;
+      try {
+        pieces = renderForCompletion(conversation);
+      } catch (err) {
+        if (err instanceof HarmonyRenderError) throw new UnsupportedPrompt(err.reason);
+        throw err;
+      }
+      return encode(pieces, limitsOf(maxTokens, budget));
     },
     // A text cut well past maxTokens' worth of characters (8 per token), as the other codecs cut it.
     text: (prompt, maxTokens, budget) => encode(textPieces(headOf(prompt, maxTokens * 8 + 64)), limitsOf(maxTokens, budget)),

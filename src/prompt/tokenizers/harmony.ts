@@ -37,6 +37,24 @@ export const HARMONY_SPECIAL_TOKENS: readonly (readonly [string, number])[] = [
 /** The formatting tokens a rendering uses, by id. */
 export const HarmonyToken = { start: 200006, end: 200007, message: 200008, channel: 200005, constrain: 200003, call: 200012, return: 200002 } as const;
 
+/** A conversation harmony would not render (its Rust returns an error), or one past this renderer's bounds. */
+export class HarmonyRenderError extends Error {
+  constructor(
+    readonly reason: string,
+    message: string,
+  ) {
+    super(`harmony: ${message}`);
+  }
+}
+
+/**
+ * How deep a tool's schema may nest (objects, arrays, oneOf): past it the rendering is
+ * refused. Each level indents the lines below it, so the text grows with the square of
+ * the depth (64 KB of nested objects would render to megabytes), and the recursion with
+ * the depth itself. Real schemas nest a few levels.
+ */
+export const MAX_SCHEMA_DEPTH = 16;
+
 /** A rendered conversation: text (tokenized alone, no special tokens) or a formatting token's id. */
 export type HarmonySegment = string | number;
 
@@ -127,7 +145,7 @@ export function renderConversation(messages: readonly HarmonyMessage[], out: Har
 function renderMessage(m: HarmonyMessage, out: HarmonySegment[], hasFunctionTools: boolean): void {
   out.push(HarmonyToken.start);
   if (m.role === "tool") {
-    if (m.name === undefined) throw new Error("harmony: a tool message needs its tool's name");
+    if (m.name === undefined) throw new HarmonyRenderError("tool_without_name", "a tool message needs its tool's name");
     out.push(m.name);
   } else {
     out.push(m.role);
@@ -146,10 +164,10 @@ function renderMessage(m: HarmonyMessage, out: HarmonySegment[], hasFunctionTool
   for (const c of m.content) {
     if (c.type === "text") out.push(c.text);
     else if (c.type === "system") {
-      if (m.role !== "system") throw new Error("harmony: system content outside a system message");
+      if (m.role !== "system") throw new HarmonyRenderError("misplaced_content", "system content outside a system message");
       out.push(systemText(c, hasFunctionTools));
     } else {
-      if (m.role !== "developer") throw new Error("harmony: developer content outside a developer message");
+      if (m.role !== "developer") throw new HarmonyRenderError("misplaced_content", "developer content outside a developer message");
       out.push(developerText(c));
     }
   }
@@ -246,14 +264,15 @@ function defaultText(d: JsonLike, schema: JsonLike, quoteEnums = false): string 
 }
 
 /** json_schema_to_typescript, case by case as harmony writes it. */
-export function schemaToTypescript(schema: JsonLike, indent: string): string {
+export function schemaToTypescript(schema: JsonLike, indent: string, depth = 0): string {
+  if (depth > MAX_SCHEMA_DEPTH) throw new HarmonyRenderError("tool_schema_depth", `a tool schema nests deeper than ${MAX_SCHEMA_DEPTH} levels`);
   const oneOf = get(schema, "oneOf");
   const variants = arr(oneOf);
   if (variants) {
     let out = "";
     variants.forEach((variant, i) => {
       out += i === 0 ? `\n${indent} | ` : `\n${indent} | `;
-      let type = schemaToTypescript(variant, `${indent}   `);
+      let type = schemaToTypescript(variant, `${indent}   `, depth + 1);
       if (nullable(variant) && !type.includes("null")) type += " | null";
       out += type;
       const trailing: string[] = [];
@@ -276,7 +295,7 @@ export function schemaToTypescript(schema: JsonLike, indent: string): string {
   if (type === undefined) return "any";
   switch (type) {
     case "object":
-      return objectToTypescript(schema, indent);
+      return objectToTypescript(schema, indent, depth);
     case "string": {
       const values = arr(get(schema, "enum"))?.flatMap((v) => (typeof v === "string" ? [`"${v}"`] : []));
       return values && values.length > 0 ? values.join(" | ") : "string";
@@ -288,14 +307,14 @@ export function schemaToTypescript(schema: JsonLike, indent: string): string {
       return "boolean";
     case "array": {
       const items = get(schema, "items");
-      return items !== undefined ? `${schemaToTypescript(items, indent)}[]` : "Array<any>";
+      return items !== undefined ? `${schemaToTypescript(items, indent, depth + 1)}[]` : "Array<any>";
     }
     default:
       return "any";
   }
 }
 
-function objectToTypescript(schema: JsonLike, indent: string): string {
+function objectToTypescript(schema: JsonLike, indent: string, depth: number): string {
   let out = "";
   const desc = str(get(schema, "description"));
   if (desc !== undefined) out += `${indent}// ${desc}\n`;
@@ -329,7 +348,7 @@ function objectToTypescript(schema: JsonLike, indent: string): string {
         out += `${indent}${key}${optional}:\n`;
         variants.forEach((variant, i) => {
           out += `${indent} | `;
-          let type = schemaToTypescript(variant, `${indent}   `);
+          let type = schemaToTypescript(variant, `${indent}   `, depth + 1);
           if (nullable(variant) && !type.includes("null")) type += " | null";
           out += type;
           const trailing: string[] = [];
@@ -344,7 +363,7 @@ function objectToTypescript(schema: JsonLike, indent: string): string {
         continue;
       }
       out += `${indent}${key}${optional}: `;
-      let type = schemaToTypescript(val, `${indent}    `);
+      let type = schemaToTypescript(val, `${indent}    `, depth + 1);
       if (nullable(val) && !type.includes("null")) type += " | null";
       out += `${type},`;
       const d = get(val, "default");
