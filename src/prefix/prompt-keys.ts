@@ -130,9 +130,10 @@ export function promptKeys(body: Uint8Array | PromptBody, endpoint: PromptEndpoi
       const keys = keysOf(how(options.tokenizer, maxBlocks * options.tokenizer.blockSize, budget), options.tokenizer.blockSize);
       return budget.exhausted ? { ...keys, fallback: "tokenize_budget" } : keys;
     } catch (err) {
-      if (!(err instanceof UnsupportedPrompt)) throw err;
+      // A tokenizer's failure never fails the request: its prompt is keyed by bytes, the reason counted
+      // ("tokenizer_error" for what is not a refusal: a bug, or a bound this module did not foresee).
       const bytes = promptTokenizer("bytes");
-      return { ...keysOf(how(bytes, maxBlocks * bytes.blockSize, budget), bytes.blockSize), fallback: err.reason };
+      return { ...keysOf(how(bytes, maxBlocks * bytes.blockSize, budget), bytes.blockSize), fallback: err instanceof UnsupportedPrompt ? err.reason : "tokenizer_error" };
     }
   };
   switch (endpoint) {

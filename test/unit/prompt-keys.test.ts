@@ -159,6 +159,14 @@ describe("requestPromptKeys: the deployment's tokenizer and extra", () => {
     expect(got.keys).toEqual(requestPromptKeys(ext, "/ext/v1/chat/completions", b, undefined)!.keys);
   });
 
+  it("keys a prompt by bytes when a tokenizer fails in a way it did not mean to (tokenizer_error): the request is never failed by its keys", () => {
+    const broken = { ...tinyLm, chat: () => { throw new RangeError("Maximum call stack size exceeded"); }, text: () => { throw new TypeError("bug"); } };
+    const chat = promptKeys(body({ messages }), "chat", { tokenizer: broken, extra: "" })!;
+    expect(chat.fallback).toBe("tokenizer_error");
+    expect(chat.keys).toEqual(promptKeys(body({ messages }), "chat", { tokenizer: bytes, extra: "" })!.keys);
+    expect(promptKeys(body({ prompt: "a long prompt ".repeat(40) }), "completions", { tokenizer: broken, extra: "" })!.fallback).toBe("tokenizer_error");
+  });
+
   it("reads the endpoint from the path and the model as the extra key", () => {
     const b = body({ model: "tiny-lm", messages }).slice().buffer;
     expect(requestPromptKeys(llm, "/llm/v1/chat/completions", b, undefined)!.keys).toEqual(blockKeys(encode(chatPrompt(messages))));
