@@ -347,3 +347,51 @@ describe("AdmissionControl by priority (an engine that preempts)", () => {
     expect(a.ongoing).toBe(1);
   });
 });
+
+describe("AdmissionControl: what it reports and what it counts", () => {
+  it("a queued request that takes a slot counts at its priority: the next one of that priority is not let past max", async () => {
+    const a = new AdmissionControl(1, 1);
+    a.enablePriorityPreemption();
+    expect(a.admitOrQueue(0)).toEqual({ admitted: true });
+    const q = a.admitOrQueue(0);
+    if (q.admitted !== "queued") throw new Error("not queued");
+    a.release(0);
+    expect(await q.started).toBe(true);
+    // One of priority 0 holds the slot now: another priority-0 request waits or is refused, never preempts it.
+    expect(a.tryAdmit(0)).toEqual({ admitted: false, reason: "capacity" });
+    expect(a.tryAdmit(1).admitted).toBe(true);
+  });
+
+  it("says its drain deadline while draining", () => {
+    const a = new AdmissionControl(1);
+    expect(a.drainDeadline()).toBeUndefined();
+    a.drain(1_234_567);
+    expect(a.drainDeadline()).toBe(1_234_567);
+  });
+
+  it("reports the engine's KV use when its source says one, and none when it says none", () => {
+    const a = new AdmissionControl(1);
+    expect(a.load()).not.toHaveProperty("kv");
+    let kv: number | undefined = 0.25;
+    a.setKvSource(() => kv);
+    expect(a.load().kv).toBe(0.25);
+    kv = undefined;
+    expect(a.load()).not.toHaveProperty("kv");
+  });
+
+  it("an app's own queue: a change in what it holds beyond ours is news, the same count or one within ours is not; it counts against a dispatch's load limit", () => {
+    const { a, events } = watched(4);
+    a.tryAdmit();
+    events.length = 0;
+    a.setExternalQueue(1); // within our one in flight: nothing beyond it
+    a.setExternalQueue(1);
+    expect(events).toEqual([]);
+    a.setExternalQueue(3); // two beyond ours
+    expect(events).toEqual([false]);
+    a.setExternalQueue(3);
+    expect(events).toHaveLength(1);
+    // ongoing 1 + queued 0 + 2 held by the app for others = 3: over a limit of 2, within one of 3.
+    expect(a.tryAdmit(0, 2)).toEqual({ admitted: false, reason: "over_limit" });
+    expect(a.tryAdmit(0, 3)).toEqual({ admitted: true });
+  });
+});
