@@ -28,6 +28,7 @@ import { edgeModel, edgeModelIds } from "../edge/catalog.ts";
 import { FAMILY_PACKAGES, familyFiles } from "../prompt/tokenizers/index.ts";
 import { HARMONY_SPECIAL_TOKENS } from "../prompt/tokenizers/harmony.ts";
 import { bpeSpecOf, bpeSpecOfTiktoken, bpeText, type TiktokenJsonShape, type TokenizerJsonShape } from "../prompt/tokenizers/bpe-spec.ts";
+import { mergeBpeSpecOf, mergeBpeText } from "../prompt/tokenizers/merge-bpe.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
 
@@ -91,20 +92,23 @@ export function familyBpeFile(family: string): string | undefined {
   const dir = join(root, ".switchyard/families");
   const bpe = join(dir, `${family}.bpe.txt`);
   const library = join(dir, `${family}.library`);
-  const sources = [json, join(root, "src/prompt/tokenizers/bpe-spec.ts"), ...(harmony ? [join(root, "src/prompt/tokenizers/harmony.ts")] : [])];
+  const sources = [json, ...["bpe-spec.ts", "merge-bpe.ts", ...(harmony ? ["harmony.ts"] : [])].map((f) => join(root, "src/prompt/tokenizers", f))];
   const newest = Math.max(...sources.map((f) => statSync(f).mtimeMs));
   const fresh = (f: string) => existsSync(f) && statSync(f).mtimeMs >= newest;
   if (fresh(bpe)) return bpe;
   if (fresh(library)) return undefined;
   mkdirSync(dir, { recursive: true });
   const parsed: unknown = JSON.parse(readFileSync(json, "utf8"));
-  const spec = harmony ? bpeSpecOfTiktoken(parsed as TiktokenJsonShape, HARMONY_SPECIAL_TOKENS) : bpeSpecOf(parsed as TokenizerJsonShape);
+  // Byte-level BPE (ranked-bpe.ts), a tiktoken encoding (gpt-oss), or SentencePiece-style BPE (merge-bpe.ts: Gemma 3).
+  const ranked = harmony ? bpeSpecOfTiktoken(parsed as TiktokenJsonShape, HARMONY_SPECIAL_TOKENS) : bpeSpecOf(parsed as TokenizerJsonShape);
+  const merges = ranked ? undefined : mergeBpeSpecOf(parsed as Parameters<typeof mergeBpeSpecOf>[0]);
+  const text = ranked ? bpeText(ranked) : merges ? mergeBpeText(merges) : undefined;
   // Written aside, then renamed into place: builds running at once (test workers) never read half a file.
-  const target = spec ? bpe : library;
+  const target = text !== undefined ? bpe : library;
   const aside = `${target}.${process.pid}.${Date.now()}.tmp`;
-  writeFileSync(aside, spec ? bpeText(spec) : "");
+  writeFileSync(aside, text ?? "");
   renameSync(aside, target);
-  return spec ? bpe : undefined;
+  return text !== undefined ? bpe : undefined;
 }
 
 /** Whether the edge's BPE engine runs a family (its tokenizer.json read by bpeSpecOf's rule): it then comes as its BPE spec. */

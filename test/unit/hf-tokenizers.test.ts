@@ -60,7 +60,7 @@ const provided = provideFamilyFilesFromNodeModules();
  * where its tokenizer.json is byte-level BPE behind split regexes (bpe-spec.ts), the library
  * elsewhere. The cases below hold either to transformers' output.
  */
-const ENGINES: Record<string, "bpe" | "tokenizers"> = { qwen3: "bpe", llama3: "bpe", "mistral-nemo": "bpe", "deepseek-v3": "bpe", gemma3: "tokenizers" };
+const ENGINES: Record<string, "bpe" | "tokenizers"> = { qwen3: "bpe", llama3: "bpe", "mistral-nemo": "bpe", "deepseek-v3": "bpe", gemma3: "bpe" };
 
 // gpt-oss is rendered by harmony, not a template: test/unit/gpt-oss.test.ts holds it to tiktoken and harmony's vectors.
 describe.each(Object.entries(FAMILY_PACKAGES).filter(([name]) => familyFiles(name).kind === "hf"))("%s (%s)", (name, pkg) => {

@@ -8,7 +8,8 @@ import { Template } from "@huggingface/jinja";
 import { Tokenizer } from "@huggingface/tokenizers";
 import { headOf, UnsupportedPrompt, type TokenizeBudget } from "./tokenizer.ts";
 import type { FamilyCodec } from "./hf-family.ts";
-import { bpeFromText, bpeSpecOf, type TokenizerJsonShape } from "./bpe-spec.ts";
+import { bpeFromText, bpeSpecOf, type BpeSpec, type TokenizerJsonShape } from "./bpe-spec.ts";
+import { isMergeBpeText, mergeBpeEncoder, mergeBpeFromText, mergeBpeOf, mergeBpeSpecOf } from "./merge-bpe.ts";
 import { bpeEncoder, rememberingEncoder, type EncodeLimits } from "./ranked-bpe.ts";
 import { pyStrip, pythonSemantics } from "./jinja-python.ts";
 
@@ -47,9 +48,9 @@ const tokenOf = (t: SpecialToken | undefined) => (t === null || t === undefined 
 
 /** The codec of a family's files. */
 export function familyCodec({ tokenizerJson, bpe: bpeText, tokenizerConfig: config }: FamilyFiles): FamilyCodec {
-  const prebuilt = bpeText !== undefined ? bpeFromText(bpeText) : undefined;
+  const prebuilt = bpeText === undefined ? undefined : isMergeBpeText(bpeText) ? mergesEngine(mergeBpeFromText(bpeText)) : rankedEngine(bpeFromText(bpeText));
   let json = prebuilt || tokenizerJson === undefined ? undefined : (JSON.parse(tokenizerJson) as TokenizerJsonShape & { added_tokens?: AddedToken[] });
-  const bpe = prebuilt ?? (json && bpeSpecOf(json));
+  const bpe = prebuilt ?? (json && engineOfJson(json));
   if (!bpe && !json) throw new Error("familyCodec: no tokenizer.json and no BPE spec");
   const added: readonly AddedToken[] = bpe ? bpe.added : (json!.added_tokens ?? []);
   // The library's tokenizer, made when first needed: at once for a family the BPE engine does
@@ -88,7 +89,7 @@ export function familyCodec({ tokenizerJson, bpe: bpeText, tokenizerConfig: conf
     // Every added token is split out first (the library matches them all in its input, special
     // or not, before anything else: bpeSpecOf takes no family with a strip or word rule), and
     // the text between goes to the BPE engine; a text prompt gets the post-processor's ids around it.
-    segments = segmentEncoder(bpeEncoder(bpe), added);
+    segments = segmentEncoder(bpe.encoder(), added);
     const prefix = [...bosBefore(bpe.prefix[0]), ...bpe.prefix];
     text = (prompt, limits) => {
       const ids = segments(prompt, { ...limits, maxTokens: Math.max(0, limits.maxTokens - prefix.length) });
@@ -171,6 +172,28 @@ export function familyCodec({ tokenizerJson, bpe: bpeText, tokenizerConfig: conf
     plain: (t) => tokenizer().encode(t, { add_special_tokens: false }).ids,
     decode: (ids) => tokenizer().decode([...ids], { skip_special_tokens: true }),
   };
+}
+
+/** What a codec needs of an edge engine: its added tokens, the ids around a text prompt, and the encoder of the text between added tokens. */
+interface EngineSpec {
+  added: BpeSpec["added"];
+  prefix: number[];
+  suffix: number[];
+  encoder(): (text: string, limits: EncodeLimits) => Ids;
+}
+
+/** Byte-level BPE behind split regexes (./ranked-bpe.ts): Qwen3, Llama 3, Mistral Nemo, DeepSeek-V3. */
+const rankedEngine = (s: BpeSpec): EngineSpec => ({ added: s.added, prefix: s.prefix, suffix: s.suffix, encoder: () => bpeEncoder(s) });
+
+/** SentencePiece-style BPE over characters with byte fallback (./merge-bpe.ts): Gemma 3. */
+const mergesEngine = (m: ReturnType<typeof mergeBpeFromText>): EngineSpec => ({ added: m.head.added, prefix: m.head.prefix, suffix: m.head.suffix, encoder: () => mergeBpeEncoder(m) });
+
+/** The edge engine a tokenizer.json describes, if either takes it. */
+function engineOfJson(json: TokenizerJsonShape): EngineSpec | undefined {
+  const ranked = bpeSpecOf(json);
+  if (ranked) return rankedEngine(ranked);
+  const merges = mergeBpeSpecOf(json as Parameters<typeof mergeBpeSpecOf>[0]);
+  return merges ? mergesEngine(mergeBpeOf(merges)) : undefined;
 }
 
 /** What transformers appends to the message it continues, to find where the message ends in the rendered chat. */
