@@ -148,9 +148,9 @@ const DeploymentInput = z
              * "tiny-lm" (the reference replica's model, exactly), "bytes" (UTF-8, 64
              * bytes a block: any model, hash tier), a model family ("qwen3", "llama3",
              * "deepseek-v3", "mistral-nemo": the engine's tokenizer and chat template;
-             * "gpt-oss": o200k_harmony and vLLM's harmony rendering; each
-             * bundled only when named; docs/prefix-routing.md; "gemma3" is refused: too
-             * large for an isolate), or "auto": the `llm`
+             * "gemma3": Gemma 3's, as the merges engine's spec; "gpt-oss": o200k_harmony
+             * and vLLM's harmony rendering; each bundled only when named;
+             * docs/prefix-routing.md), or "auto": the `llm`
              * backend's model (tiny-lm, or a family's engine stand-in), else "bytes".
              * The precise tier matches engine
              * reports only with the engine's own tokenizer and chat template.

@@ -43,7 +43,7 @@ export default defineDeployment({ name: ${JSON.stringify(f)}, routePrefix: ${JSO
 describe("the generated module's model-family imports", () => {
   it("knows from each family's tokenizer.json which ones the BPE engine runs", () => {
     expect(Object.keys(FAMILY_PACKAGES).sort()).toEqual(["deepseek-v3", "gemma3", "gpt-oss", "llama3", "mistral-nemo", "qwen3"]);
-    expect(Object.keys(FAMILY_PACKAGES).filter(familyUsesBpe).sort()).toEqual(["deepseek-v3", "gpt-oss", "llama3", "mistral-nemo", "qwen3"]);
+    expect(Object.keys(FAMILY_PACKAGES).filter(familyUsesBpe).sort()).toEqual(["deepseek-v3", "gemma3", "gpt-oss", "llama3", "mistral-nemo", "qwen3"]);
   }, 120_000); // reads five tokenizer.json files (up to 33 MB): ~3 s idle, 15 s under stress
 
   it("imports a BPE family's spec, never its tokenizer.json, and no tokenizer's WebAssembly", async () => {
@@ -71,7 +71,7 @@ describe("the generated module's model-family imports", () => {
   // idle, 10× that beside a CI run and busy loops, so the bound is generous.
   // Plain-text messages (the codec takes them as vLLM hands them to the template).
   const cases = chatCases(80, 34, { tools: false }).filter((c) => c.messages.every((m) => typeof m.content === "string"));
-  it.each(["qwen3", "llama3", "mistral-nemo", "deepseek-v3"])("makes %s's codec from the BPE spec give the ids the codec from tokenizer.json gives, at a quarter of the bytes", (family) => {
+  it.each(["qwen3", "llama3", "mistral-nemo", "deepseek-v3", "gemma3"])("makes %s's codec from the BPE spec give the ids the codec from tokenizer.json gives, at a quarter of the bytes", (family) => {
     expect(cases.length).toBeGreaterThan(40);
     const pkg = FAMILY_PACKAGES[family]!;
     const tokenizerJson = readFileSync(require.resolve(`${pkg}/models/tokenizer.json`), "utf8");

@@ -142,12 +142,11 @@ describe("requestPromptKeys: the deployment's tokenizer and extra", () => {
     expect([...PROMPT_TOKENIZER_NAMES].sort()).toEqual(["bytes", "deepseek-v3", "gemma3", "gpt-oss", "llama3", "mistral-nemo", "qwen3", "tiny-lm"]);
   });
 
-  it("keys a family too large for an isolate by bytes under auto, and refuses it by name", () => {
-    expect(fitsTheEdge("gemma3")).toBe(false);
-    expect(fitsTheEdge("qwen3")).toBe(true);
-    expect(prefixTokenizerName({ backend: { kind: "llm", model: "gemma3" }, policy: ext.policy } as never)).toBe("bytes");
+  it("every registered family fits an isolate now (Gemma 3 too, as the merges engine's spec), so auto and a name both key by the family", () => {
+    for (const name of PROMPT_TOKENIZER_NAMES) expect(fitsTheEdge(name), name).toBe(true);
+    expect(prefixTokenizerName({ backend: { kind: "llm", model: "gemma3" }, policy: ext.policy } as never)).toBe("gemma3");
     expect(prefixTokenizerName({ backend: { kind: "llm", model: "qwen3" }, policy: ext.policy } as never)).toBe("qwen3");
-    expect(() => defineDeployment({ name: "g", routePrefix: "/g", backend: { kind: "external" }, policy: { prefix: { tokenizer: "gemma3" } } })).toThrow(/does not fit a Worker isolate/);
+    expect(() => defineDeployment({ name: "g", routePrefix: "/g", backend: { kind: "external" }, policy: { prefix: { tokenizer: "gemma3" } } })).not.toThrow();
   });
 
   it("keys a prompt by bytes, with the reason, where the deployment's family cannot render it", () => {

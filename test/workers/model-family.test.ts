@@ -11,6 +11,7 @@ import { promptTokenizer } from "../../src/prompt/tokenizers/index.ts";
 import { familyCodecOf } from "../../src/prompt/tokenizers/hf-family.ts";
 import fixture from "../fixtures/kv-events/families-qwen3.json";
 import gptOssVectors from "../fixtures/harmony/vllm-chat-vectors.json";
+import gemmaFixture from "../fixtures/kv-events/families-gemma3.json";
 
 describe("a model family in workerd (examples/model-family/qwen3.ts)", () => {
   it("renders and tokenizes a chat as transformers does", () => {
@@ -47,5 +48,21 @@ describe("gpt-oss in workerd (examples/model-family/gpt-oss.ts)", () => {
     expect(keys.keys).toHaveLength(Math.floor(v.token_ids.length / 16));
     const other = new TextEncoder().encode(JSON.stringify({ model: "openai/gpt-oss-20b", ...v.request, reasoning_effort: "high" })).buffer;
     expect(requestPromptKeys(d, "/gpt-oss/v1/chat/completions", other as ArrayBuffer, undefined)!.keys.at(-1)).not.toEqual(keys.keys.at(-1));
+  });
+});
+
+describe("Gemma 3 in workerd (examples/model-family/gemma3.ts)", () => {
+  it("renders and tokenizes a chat as transformers does, with the merges engine from the spec scripts/build.ts made", () => {
+    const ids = promptTokenizer("gemma3").chat(gemmaFixture.messages, 1 << 20, { kwargs: gemmaFixture.chat_template_kwargs });
+    expect(Array.from(ids)).toEqual(gemmaFixture.ids);
+    expect(familyCodecOf("gemma3").engine).toBe("bpe");
+  });
+
+  it("keys the deployment's prompts with the family, not bytes", () => {
+    const d = deployments.find((x) => x.name === "gemma3")!;
+    const body = new TextEncoder().encode(JSON.stringify({ model: "google/gemma-3-12b-it", messages: gemmaFixture.messages, chat_template_kwargs: gemmaFixture.chat_template_kwargs })).buffer;
+    const keys = requestPromptKeys(d, "/gemma3/v1/chat/completions", body as ArrayBuffer, undefined)!;
+    expect(keys.fallback).toBeUndefined();
+    expect(keys.keys).toHaveLength(gemmaFixture.blocks);
   });
 });

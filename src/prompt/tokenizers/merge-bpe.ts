@@ -148,15 +148,91 @@ function hashPair(a: number, b: number): number {
   return Math.imul(h, 0xc2b2ae35) >>> 0;
 }
 
+/**
+ * The vocabulary's strings as UTF-16 units end to end, with a hash table from a
+ * string's polynomial hash to its id: a merge's halves are found from its result's
+ * units (prefix hashes, and the suffix's from them) with no string made, and a hit is
+ * checked unit by unit, so a collision costs a comparison, never a wrong id.
+ */
+class VocabIndex {
+  static readonly B = 0x01000193;
+  readonly units: Uint16Array;
+  readonly start: Uint32Array;
+  readonly #hash: Uint32Array;
+  readonly #table: Int32Array;
+  readonly #mask: number;
+
+  constructor(vocab: readonly string[]) {
+    let total = 0;
+    for (const t of vocab) total += t.length;
+    this.units = new Uint16Array(total);
+    this.start = new Uint32Array(vocab.length + 1);
+    this.#hash = new Uint32Array(vocab.length);
+    let capacity = 1;
+    while (capacity < vocab.length * 2) capacity *= 2;
+    this.#table = new Int32Array(capacity);
+    this.#mask = capacity - 1;
+    let at = 0;
+    vocab.forEach((t, id) => {
+      this.start[id] = at;
+      let h = 0;
+      for (let i = 0; i < t.length; i++) {
+        const u = t.charCodeAt(i);
+        this.units[at++] = u;
+        h = (Math.imul(h, VocabIndex.B) + u) >>> 0;
+      }
+      this.#hash[id] = h;
+      let slot = fmix(h) & this.#mask;
+      while (this.#table[slot] !== 0) slot = (slot + 1) & this.#mask;
+      this.#table[slot] = id + 1;
+    });
+    this.start[vocab.length] = at;
+  }
+
+  /** The id of the string units[from, to) with hash `h`, or -1. */
+  find(units: Uint16Array, from: number, to: number, h: number): number {
+    let slot = fmix(h) & this.#mask;
+    for (;;) {
+      const e = this.#table[slot]!;
+      if (e === 0) return -1;
+      const id = e - 1;
+      const s = this.start[id]!;
+      if (this.#hash[id] === h && this.start[id + 1]! - s === to - from) {
+        let same = true;
+        for (let i = 0; i < to - from; i++) {
+          if (this.units[s + i] !== units[from + i]) {
+            same = false;
+            break;
+          }
+        }
+        if (same) return id;
+      }
+      slot = (slot + 1) & this.#mask;
+    }
+  }
+}
+
+function fmix(h: number): number {
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  return (h ^ (h >>> 16)) >>> 0;
+}
+
 function readTables(vocab: string[], merges64: string): MergeTables {
-  const ids = new Map<string, number>();
+  const index = new VocabIndex(vocab);
   const single = new Map<number, number>();
   vocab.forEach((t, i) => {
-    ids.set(t, i);
-    if (t.length <= 2 && [...t].length === 1) single.set(t.codePointAt(0)!, i);
+    if (t.length === 1 || (t.length === 2 && t.codePointAt(0)! > 0xffff)) single.set(t.codePointAt(0)!, i);
   });
   const byteIds = new Int32Array(256).fill(-1);
-  for (let b = 0; b < 256; b++) byteIds[b] = ids.get(`<0x${b.toString(16).toUpperCase().padStart(2, "0")}>`) ?? -1;
+  const byteOf = new Map<string, number>();
+  for (let b = 0; b < 256; b++) byteOf.set(`<0x${b.toString(16).toUpperCase().padStart(2, "0")}>`, b);
+  vocab.forEach((t, i) => {
+    const b = t.length === 6 ? byteOf.get(t) : undefined;
+    if (b !== undefined) byteIds[b] = i;
+  });
   const raw = atob(merges64);
   let count = 0;
   for (let i = 0; i < raw.length; i++) if ((raw.charCodeAt(i) & 0x80) === 0) count++;
@@ -165,27 +241,35 @@ function readTables(vocab: string[], merges64: string): MergeTables {
   while (capacity < count * 1.5) capacity *= 2;
   const t: MergeTables = { single, byteIds, left: new Int32Array(count), right: new Int32Array(count), result: new Int32Array(count), table: new Int32Array(capacity), mask: capacity - 1 };
   let at = 0;
+  // Varints of at most 28 bits (ids and splits): small integers throughout.
   const next = () => {
     let v = 0;
     let shift = 0;
     for (;;) {
       const c = raw.charCodeAt(at++);
-      v += (c & 0x7f) * 2 ** shift;
+      v |= (c & 0x7f) << shift;
       if (c < 0x80) return v;
       shift += 7;
     }
   };
+  const { units, start } = index;
   let result = 0;
   for (let r = 0; r < count; r++) {
     const z = next();
-    result += z % 2 === 0 ? z / 2 : -(z + 1) / 2;
+    result += (z >>> 1) ^ -(z & 1);
     const split = next();
-    const token = vocab[result]!;
-    let cut = 0;
-    for (let c = 0; c < split; c++) cut += token.codePointAt(cut)! > 0xffff ? 2 : 1;
-    const a = ids.get(token.slice(0, cut));
-    const b = ids.get(token.slice(cut));
-    if (a === undefined || b === undefined) throw new Error(`merge-bpe: merge ${r} splits ${JSON.stringify(token)} into no tokens`);
+    const from = start[result]!;
+    const to = start[result + 1]!;
+    // The cut in units: `split` characters in (a surrogate pair is one).
+    let cut = from;
+    for (let c = 0; c < split; c++) cut += units[cut]! >= 0xd800 && units[cut]! <= 0xdbff ? 2 : 1;
+    let hl = 0;
+    for (let i = from; i < cut; i++) hl = (Math.imul(hl, VocabIndex.B) + units[i]!) >>> 0;
+    let hr = 0;
+    for (let i = cut; i < to; i++) hr = (Math.imul(hr, VocabIndex.B) + units[i]!) >>> 0;
+    const a = index.find(units, from, cut, hl);
+    const b = index.find(units, cut, to, hr);
+    if (a < 0 || b < 0) throw new Error(`merge-bpe: merge ${r} splits ${JSON.stringify(vocab[result])} into no tokens`);
     t.left[r] = a;
     t.right[r] = b;
     t.result[r] = result;
