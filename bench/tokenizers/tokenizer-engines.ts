@@ -33,7 +33,7 @@ import { Tokenizer as HfTokenizer } from "@huggingface/tokenizers";
 import { writeResult } from "../shared/result-file.ts";
 import { everyAtMost } from "../shared/bench-targets.ts";
 import { judgedText, markdownTable } from "../shared/table.ts";
-import { FAMILY_PACKAGES, familyFiles, fitsTheEdge } from "../../src/prompt/tokenizers/index.ts";
+import { FAMILY_PACKAGES, familyFiles } from "../../src/prompt/tokenizers/index.ts";
 import * as tiktokenBindings from "tiktoken/lite/init";
 import { bpeSpecOf, type BpeSpec, type TokenizerJsonShape } from "../../src/prompt/tokenizers/bpe-spec.ts";
 import { bpeEncoder } from "../../src/prompt/tokenizers/ranked-bpe.ts";
@@ -106,7 +106,7 @@ function tiktokenEncoder(spec: BpeSpec): (text: string) => Uint32Array {
 const results: { family: string; tokens: number; engines: EngineResult[] }[] = [];
 for (const [family, pkg] of Object.entries(FAMILY_PACKAGES)) {
   // gpt-oss has no tokenizer.json here (a tiktoken encoding): its engine is held to tiktoken in test/unit/gpt-oss.test.ts.
-  if (!fitsTheEdge(family as never) || familyFiles(family).kind !== "hf") continue;
+  if (familyFiles(family).kind !== "hf") continue;
   const json = readFileSync(require.resolve(`${pkg}/models/tokenizer.json`));
   const config = JSON.parse(readFileSync(require.resolve(`${pkg}/models/tokenizer_config.json`), "utf8")) as Record<string, unknown>;
   const tj = JSON.parse(json.toString("utf8")) as TokenizerJsonShape;

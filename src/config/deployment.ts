@@ -11,7 +11,7 @@ import { MAX_ROUTING_SHARDS } from "../protocol/limits.ts";
 import { BALANCER_NAMES, FILTER_NAMES, PICKER_NAMES } from "../policy/balancers/index.ts";
 import { DEFAULT_LOAD_FACTOR, DEFAULT_PREFILL_WEIGHT } from "../policy/prefix-score.ts";
 import { SCORER_NAMES } from "../policy/scorers/index.ts";
-import { PROMPT_TOKENIZER_NAMES, fitsTheEdge, type PromptTokenizerName } from "../prompt/tokenizers/index.ts";
+import { PROMPT_TOKENIZER_NAMES, type PromptTokenizerName } from "../prompt/tokenizers/index.ts";
 
 /** A built-in profile by name (src/policy/balancers/index.ts). */
 const BalancerName = z.enum(BALANCER_NAMES);
@@ -155,12 +155,7 @@ const DeploymentInput = z
              * The precise tier matches engine
              * reports only with the engine's own tokenizer and chat template.
              */
-            tokenizer: z
-              .enum(["auto", ...PROMPT_TOKENIZER_NAMES])
-              .default("auto")
-              .refine((t) => t === "auto" || fitsTheEdge(t), {
-                message: "this model family does not fit a Worker isolate (its vocabulary loaded passes the 128 MB an isolate has; docs/prefix-routing.md): name \"bytes\" instead",
-              }),
+            tokenizer: z.enum(["auto", ...PROMPT_TOKENIZER_NAMES]).default("auto"),
             /**
              * ε of the bounded-load line: a replica whose fullness with this request
              * exceeds (1 + ε) × the mean is skipped, so a hot prefix spills instead of
@@ -515,8 +510,7 @@ export function prefixTokenizerName(d: Pick<Deployment, "backend" | "policy">): 
   const name = (d.policy.prefix ?? DEFAULT_PREFIX_POLICY).tokenizer;
   if (name !== "auto") return name;
   const model = d.backend.kind === "llm" ? d.backend.model : undefined;
-  // A family too large for an isolate (fitsTheEdge) is keyed by bytes at the edge.
-  return model !== undefined && (PROMPT_TOKENIZER_NAMES as readonly string[]).includes(model) && fitsTheEdge(model as PromptTokenizerName) ? (model as PromptTokenizerName) : "bytes";
+  return model !== undefined && (PROMPT_TOKENIZER_NAMES as readonly string[]).includes(model) ? (model as PromptTokenizerName) : "bytes";
 }
 
 export type DeploymentInput = z.input<typeof DeploymentInput>;

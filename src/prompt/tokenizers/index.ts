@@ -43,9 +43,5 @@ export function promptTokenizer(name: PromptTokenizerName): PromptTokenizer {
   return byName.get(name)!;
 }
 
-/** Whether a Worker isolate can hold the tokenizer (PromptTokenizer.edge): the ones a deployment may name. */
-export function fitsTheEdge(name: PromptTokenizerName): boolean {
-  return byName.get(name)!.edge !== false;
-}
 
 export { UnsupportedPrompt, type ChatExtras, type PromptTokenizer, type TokenizeBudget } from "./tokenizer.ts";

@@ -23,13 +23,6 @@ export interface PromptTokenizer<N extends string = string> {
    */
   readonly files?: { kind: "tiktoken-harmony"; encoding: string };
   /**
-   * False for a family too large for a Worker isolate (its vocabulary loaded passes the
-   * 128 MB an isolate has, bench/tokenizers/tokenizers.ts): registered for Node (the agent, the
-   * engine stand-in, benches), but no deployment may name it and `auto` keys its
-   * prompts by bytes. Absent: it fits.
-   */
-  readonly edge?: false;
-  /**
    * A chat's prompt as tokens: the engine's chat template, then its tokenizer; at most
    * about `maxTokens` of them. Throws UnsupportedPrompt for a body it cannot render as
    * the engine would (the prompt is then keyed by `bytes`).
