@@ -99,8 +99,8 @@ export function familyCodec({ tokenizerJson, bpe: bpeText, tokenizerConfig: conf
     };
   } else {
     // The library's work cannot be metered inside one call: its input is cut at the budget
-    // instead, a UTF-16 unit for a byte (Node only: a family the engine does not run is not
-    // for the edge, fitsTheEdge).
+    // instead, a UTF-16 unit for a byte. No registered family takes this path since Gemma 3
+    // has the merges engine: it is for a family's tokenizer.json that neither engine takes.
     const library = tokenizer();
     const within = (t: string, { budget }: EncodeLimits) => {
       if (t.length <= budget.bytes) {
