@@ -21,6 +21,7 @@
  * What vLLM answers 400 for throws UnsupportedPrompt (the prompt is then keyed by bytes).
  */
 import { defaultSystemContent, type HarmonyMessage, type HarmonyTool, type JsonLike, type ReasoningEffort } from "./harmony.ts";
+import { member } from "./py-json.ts";
 import { UnsupportedPrompt } from "./tokenizer.ts";
 
 /** What of a chat request the rendering reads. */
@@ -30,12 +31,6 @@ export interface GptOssChat {
   reasoningEffort?: unknown;
   /** The conversation's start date, YYYY-MM-DD. */
   startDate: string;
-}
-
-/** A member of an object as JSON.parse reads it, or of a Map as py-json.ts does. */
-function member(o: unknown, key: string): unknown {
-  if (o instanceof Map) return o.get(key) as unknown;
-  return typeof o === "object" && o !== null && !Array.isArray(o) ? (o as Record<string, unknown>)[key] : undefined;
 }
 
 /** vLLM's flatten_input_text_content: a string as is; a list's strings and parts' `text` joined; else none. */

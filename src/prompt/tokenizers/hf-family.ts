@@ -17,7 +17,7 @@
  */
 import { BLOCK_TOKENS } from "../../protocol/limits.ts";
 import type { TemplateMessage } from "../tiny-lm-chat-template.ts";
-import { pyJsonLoads, PyJsonError } from "./py-json.ts";
+import { member, pyJsonLoads, PyJsonError } from "./py-json.ts";
 import { definePromptTokenizer, UnsupportedPrompt, type ChatExtras, type PromptTokenizer, type TokenizeBudget } from "./tokenizer.ts";
 
 /** A family's tokenizer at work: messages and tools already as vLLM passes them to the template. */
@@ -119,12 +119,6 @@ function vllmTools(tools: readonly unknown[]): unknown[] {
     if (!fn || typeof name !== "string") throw new UnsupportedPrompt("tool_not_a_function");
     return { type: "function", function: { name, description: member(fn, "description") ?? null, parameters: member(fn, "parameters") ?? null } };
   });
-}
-
-/** A member of an object as JSON.parse reads it, or of a Map as py-json.ts does (tools read as Python reads them). */
-function member(o: unknown, key: string): unknown {
-  if (o instanceof Map) return o.get(key) as unknown;
-  return typeof o === "object" && o !== null ? (o as Record<string, unknown>)[key] : undefined;
 }
 
 /** Declares a family's tokenizer: one module per family, one line in ./index.ts. */

@@ -201,3 +201,9 @@ export function memberAsPython(text: string, key: string, parsed: unknown, maxCh
 
 /** How many places memberAsPython tries before it gives up. */
 export const MEMBER_CANDIDATES = 8;
+
+/** A member of an object as JSON.parse reads it, or of a Map as pyJsonLoads does (a body's tools read as Python reads them); undefined for anything else. */
+export function member(o: unknown, key: string): unknown {
+  if (o instanceof Map) return o.get(key) as unknown;
+  return typeof o === "object" && o !== null && !Array.isArray(o) ? (o as Record<string, unknown>)[key] : undefined;
+}
