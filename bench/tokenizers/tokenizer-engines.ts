@@ -141,7 +141,8 @@ for (const [family, pkg] of Object.entries(FAMILY_PACKAGES)) {
     engines.push({ engine: "tiktoken (wasm)", ...same(tiktoken), msPer1k: timed(tiktoken), ...(spec.nfc && { note: "NFC applied in JS first" }) });
   }
   // The shipped path: the family's BPE spec through the edge's engine (its piece cache warms over the rounds, as in traffic).
-  if (spec === undefined) engines.push({ engine: "edge BPE engine (JS)", msPer1k: [], identical: "–", note: `not byte-level BPE behind split regexes: ${preTokenizers(tj)}` });
+  // Gemma 3 (SentencePiece-style) runs on the merges engine instead, whose segments are split at its added tokens by the codec: test/unit/merge-bpe.test.ts holds it to the library, bench/tokenizers/tokenizers.ts times it in workerd.
+  if (spec === undefined) engines.push({ engine: "edge BPE engine (JS)", msPer1k: [], identical: "–", note: `not byte-level BPE behind split regexes (${preTokenizers(tj)}): the merges engine's, timed by bench/tokenizers/tokenizers.ts` });
   else {
     const encode = bpeEncoder(spec);
     const edge = (t: string) => encode(t, { maxTokens: Number.MAX_SAFE_INTEGER, budget: { bytes: Number.POSITIVE_INFINITY } });
