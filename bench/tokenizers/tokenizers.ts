@@ -296,9 +296,8 @@ const v = (j: Measured) => judgedText(j);
 console.log(`\ntarget: tokenizing adds ≤ 1 ms of CPU per 1,000 prompt tokens in workerd: worst ${cpu.value.toFixed(2)} ms (${v(cpu)})`);
 console.log(`target: a family fits the former Free plan's 3 MB gzipped: ${results.map((r) => `${r.family} ${v(sizeTarget(r.bundle.gzipBytes, 3 * MiB))}`).join(", ")}`);
 console.log(`target: an isolate with one family loaded stays under 128 MB: ${results.map((r) => `${r.family} ${mib(r.heap.loadedBytes + r.heap.wasmBytes)} MiB ${v(sizeTarget(r.heap.loadedBytes + r.heap.wasmBytes, 128 * MiB - 1))}`).join(", ")}`);
-// The engine's families only: a library family is not for the edge, and its cost is the library's.
-const judged = results.filter((r) => r.heap.wasmBytes > 0);
-for (const r of judged) {
+// Every family is the edge's now (the ranked engine, the merges engine or harmony's): each attack is judged.
+for (const r of results) {
   for (const a of r.attacks) {
     const [mine, prose, unit] = a.attack === "symbol" ? [a.usPerChar, a.proseUsPerChar, "character"] : [a.usPerToken, a.proseUsPerToken, "token"];
     console.log(`target: ${r.family} ${a.attack} costs ≤ 2× prose's CPU per ${unit}: ${(mine / prose).toFixed(2)}× (${v(costRatioTarget(mine, prose, 2))})`);

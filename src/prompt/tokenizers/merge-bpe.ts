@@ -19,7 +19,7 @@
  * test/unit/merge-bpe.test.ts holds it to the Hugging Face library on Gemma 3's own
  * tokenizer.json; test/unit/hf-tokenizers.test.ts holds the codec to transformers.
  */
-import type { EncodeLimits } from "./ranked-bpe.ts";
+import { countVocabBytes, type EncodeLimits } from "./ranked-bpe.ts";
 
 /** What the engine runs: the parts of a tokenizer.json it reads. */
 export interface MergeBpeSpec {
@@ -277,6 +277,7 @@ function readTables(vocab: string[], merges64: string): MergeTables {
     const slot = find(t, a, b);
     t.table[slot >= 0 ? slot : -slot - 1] = r + 1;
   }
+  countVocabBytes(byteIds.byteLength + t.left.byteLength + t.right.byteLength + t.result.byteLength + t.table.byteLength);
   return t;
 }
 

@@ -112,9 +112,14 @@ export function rankedVocab(ranks: string): RankedVocab {
 }
 
 let vocabBytes = 0;
-/** Bytes of the typed arrays the vocabularies read in this runtime hold (beside the V8 heap: ArrayBuffers are external memory). */
+/** Bytes of the typed arrays the vocabularies read in this runtime hold (beside the V8 heap: ArrayBuffers are external memory), both engines'. */
 export function bpeMemoryBytes(): number {
   return vocabBytes;
+}
+
+/** Counts typed arrays another engine (./merge-bpe.ts) read a vocabulary into, in bpeMemoryBytes. */
+export function countVocabBytes(bytes: number): void {
+  vocabBytes += bytes;
 }
 
 /** The rank of the bytes piece[from, to), whose hash is h, or -1. */
