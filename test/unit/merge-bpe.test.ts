@@ -57,7 +57,7 @@ describe("Gemma 3's tokenizer.json as the merges engine's spec", () => {
 describe("merging", () => {
   it("gives the library's ids for 1,500 random texts of many scripts (no added tokens in them)", () => {
     const next = random(4);
-    const units = ["a", "the", " ", "  ", "ing", "Hello", "é", "e\u0301", "中", "文字", "👩‍💻", "🏳️‍🌈", "Ω", "ß", "\u00a0", "ー", "한국", "١٢٣", "ก", "ℌ", "\u{323B0}", "\u{1F9FF}", "x\u0001", "\u200d", ".", "==", "__init__", "0", "42", "a\u2581", "\uFFFD"];
+    const units = ["a", "the", " ", "  ", "ing", "Hello", "é", "e\u0301", "中", "文字", "👩‍💻", "🏳️‍🌈", "Ω", "ß", "\u00a0", "ー", "한국", "١٢٣", "ก", "ℌ", "\u{323B0}", "\u{1F9FF}", "x\u0001", "\u200d", ".", "==", "__init__", "0", "42", "a\u2581", "\uFFFD", "▁<", "/"];
     for (let i = 0; i < 1500; i++) {
       let s = "";
       const n = 1 + Math.floor(next() ** 2 * 120);
@@ -73,12 +73,22 @@ describe("merging", () => {
     expect(ids.filter((id) => spec.vocab[id]!.startsWith("<0x"))).toHaveLength(4);
   });
 
-  it("stops at maxTokens and before a segment past the budget", () => {
+  it("stops at maxTokens, and at the word that would pass the budget (a word seen before is free); what it gives is a prefix of the whole", () => {
     const s = "the quick brown fox ".repeat(50);
     expect(encode(s, { maxTokens: 7, budget: { bytes: Number.POSITIVE_INFINITY } })).toEqual(theirs(s).slice(0, 7));
+    const fresh = Array.from({ length: 300 }, (_, i) => `w${i}q`).join(" ");
     const budget: { bytes: number; exhausted?: boolean } = { bytes: 100 };
-    expect(encode(s, { maxTokens: 1e9, budget })).toEqual([]);
+    const cut = encode(fresh, { maxTokens: 1e9, budget });
     expect(budget.exhausted).toBe(true);
+    expect(cut.length).toBeGreaterThan(10);
+    expect(theirs(fresh).slice(0, cut.length)).toEqual(cut);
+    // Seen now: the same words cost nothing the second time.
+    const again = { bytes: 0 };
+    expect(encode(fresh.slice(0, 40), { maxTokens: 1e9, budget: again })).toEqual(theirs(fresh.slice(0, 40)));
+  });
+
+  it("merges a word at a time only where no token spans the boundary: runs of spaces, and Gemma 3's one token with an inner ▁ (>▁</)", () => {
+    for (const s of ["a  b   c", "x > </y", "x >  </y", "p> </q", "  lead", "trail  ", ">", " >", "> </", "a\u{1F600} b"]) expect(mine(s), JSON.stringify(s)).toEqual(theirs(s));
   });
 
   it("costs about 8× for 8× a run of one letter (the heap: n log n, never quadratic)", () => {

@@ -112,6 +112,8 @@ export function mergeBpeText(spec: MergeBpeSpec): string {
 interface MergeTables {
   /** A single character's id, by code point. */
   single: Map<number, number>;
+  /** The characters some token holds right before an inner `▁`: a word boundary is never there (mergeBpeEncoder). */
+  glue: Set<number>;
   /** `<0xXX>` by byte (-1: none). */
   byteIds: Int32Array;
   /** Each merge by rank: its pair and its result. */
@@ -223,8 +225,13 @@ function fmix(h: number): number {
 function readTables(vocab: string[], merges64: string): MergeTables {
   const index = new VocabIndex(vocab);
   const single = new Map<number, number>();
+  const glue = new Set<number>();
   vocab.forEach((t, i) => {
     if (t.length === 1 || (t.length === 2 && t.codePointAt(0)! > 0xffff)) single.set(t.codePointAt(0)!, i);
+    for (let at = t.indexOf("\u2581", 1); at > 0; at = t.indexOf("\u2581", at + 1)) {
+      const low = t.charCodeAt(at - 1);
+      glue.add(t.codePointAt(low >= 0xdc00 && low <= 0xdfff && at >= 2 ? at - 2 : at - 1)!);
+    }
   });
   const byteIds = new Int32Array(256).fill(-1);
   const byteOf = new Map<string, number>();
@@ -239,7 +246,7 @@ function readTables(vocab: string[], merges64: string): MergeTables {
   count /= 2;
   let capacity = 1;
   while (capacity < count * 1.5) capacity *= 2;
-  const t: MergeTables = { single, byteIds, left: new Int32Array(count), right: new Int32Array(count), result: new Int32Array(count), table: new Int32Array(capacity), mask: capacity - 1 };
+  const t: MergeTables = { single, glue, byteIds, left: new Int32Array(count), right: new Int32Array(count), result: new Int32Array(count), table: new Int32Array(capacity), mask: capacity - 1 };
   let at = 0;
   // Varints of at most 28 bits (ids and splits): small integers throughout.
   const next = () => {
@@ -298,22 +305,66 @@ function rankOf(t: MergeTables, a: number, b: number): number {
   return slot < 0 ? -1 : t.table[slot]! - 1;
 }
 
+/** Words kept with their ids, at most this many (the oldest go first), each at most WORD_CACHE_CHARS long. */
+const WORD_CACHE = 65_536;
+const WORD_CACHE_CHARS = 64;
+
 /**
  * The spec's segment encoder: `text` (no added tokens in it) as ids, stopping before a
- * segment that would pass the budget (in UTF-8 bytes, as ./ranked-bpe.ts spends it) or
- * once maxTokens are made. Work is n log n in the segment's characters.
+ * word that would pass the budget (its UTF-8 bytes; a word seen before is free) or
+ * once maxTokens are made.
+ *
+ * A segment is merged a word at a time, a word starting at a `▁` (a space) unless the
+ * character before it is one a token holds before an inner `▁` (MergeTables.glue:
+ * `▁` itself, for runs of spaces, and `>` for Gemma 3's one token `>▁</`). No token
+ * spans such a boundary, so no merge does, and each word merges as it would inside the
+ * whole: the ids are the same, and a word seen before costs one lookup. Work is
+ * n log n in a word's characters.
  */
 export function mergeBpeEncoder(spec: { head: Pick<MergeBpeSpec, "unkId">; tables: () => MergeTables }): (text: string, limits: EncodeLimits) => number[] {
   const utf8 = new TextEncoder();
+  const cache = new Map<string, number[]>();
   return (input, { maxTokens, budget }) => {
     const text = input.replaceAll(" ", "▁");
-    const cost = utf8.encode(text).length;
-    if (cost > budget.bytes) {
-      budget.exhausted = true;
-      return [];
-    }
-    budget.bytes -= cost;
     const t = spec.tables();
+    const out: number[] = [];
+    let from = 0;
+    const word = (to: number): boolean => {
+      if (out.length >= maxTokens) return false;
+      const w = text.slice(from, to);
+      from = to;
+      const known = w.length <= WORD_CACHE_CHARS ? cache.get(w) : undefined;
+      if (known) {
+        for (const id of known) out.push(id);
+        return true;
+      }
+      const cost = utf8.encode(w).length;
+      if (cost > budget.bytes) {
+        budget.exhausted = true;
+        return false;
+      }
+      budget.bytes -= cost;
+      const ids = mergeWord(t, w, spec.head.unkId, utf8);
+      if (w.length <= WORD_CACHE_CHARS) {
+        if (cache.size >= WORD_CACHE) cache.delete(cache.keys().next().value!);
+        cache.set(w, ids);
+      }
+      for (const id of ids) out.push(id);
+      return true;
+    };
+    for (let i = 1; i < text.length; i++) {
+      if (text.charCodeAt(i) !== 0x2581) continue;
+      const before = text.codePointAt(text.charCodeAt(i - 1) >= 0xdc00 && text.charCodeAt(i - 1) <= 0xdfff && i >= 2 ? i - 2 : i - 1)!;
+      if (t.glue.has(before)) continue;
+      if (!word(i)) return out.length > maxTokens ? out.slice(0, maxTokens) : out;
+    }
+    if (from < text.length) word(text.length);
+    return out.length > maxTokens ? out.slice(0, maxTokens) : out;
+  };
+}
+
+/** One word's ids: its characters (or their bytes, or unk) merged by rank. */
+function mergeWord(t: MergeTables, text: string, unkId: number, utf8: TextEncoder): number[] {
     // Symbols: ids, and a doubly linked list over them (removed ones have live 0).
     const ids: number[] = [];
     for (const ch of text) {
@@ -325,7 +376,7 @@ export function mergeBpeEncoder(spec: { head: Pick<MergeBpeSpec, "unkId">; table
       const bytes = utf8.encode(ch);
       if (bytes.every((b) => t.byteIds[b]! >= 0)) for (const b of bytes) ids.push(t.byteIds[b]!);
       // fuse_unk: consecutive unknowns are one.
-      else if (ids.at(-1) !== spec.head.unkId) ids.push(spec.head.unkId);
+      else if (ids.at(-1) !== unkId) ids.push(unkId);
     }
     const n = ids.length;
     const prev = new Int32Array(n);
@@ -393,10 +444,6 @@ export function mergeBpeEncoder(spec: { head: Pick<MergeBpeSpec, "unkId">; table
       queue(i);
     }
     const out: number[] = [];
-    for (let i = 0; i >= 0 && i < n; i = next[i]!) {
-      if (out.length >= maxTokens) break;
-      out.push(ids[i]!);
-    }
+    for (let i = 0; i >= 0 && i < n; i = next[i]!) out.push(ids[i]!);
     return out;
-  };
 }
