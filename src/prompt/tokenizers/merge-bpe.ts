@@ -5,9 +5,10 @@
  * each character is a symbol (its token, or its UTF-8 bytes as `<0xXX>` tokens where
  * the vocabulary lacks it, byte fallback); the adjacent pair with the lowest merge rank
  * merges first, the leftmost of equals; a pair whose symbols changed since it was
- * queued is skipped. A space is `▁` first (the normalizer), and nothing splits a segment
- * (the pre-tokenizer splits at spaces, which the normalizer has replaced): a segment is
- * the text between two added tokens, which split first (./hf-codec.ts).
+ * queued is skipped. A space is `▁` first (the normalizer); the pre-tokenizer splits at
+ * spaces, which the normalizer has replaced, so the library merges a whole segment (the
+ * text between two added tokens, which split first: ./hf-codec.ts). This engine merges
+ * it a word at a time where that gives the same ids (mergeBpeEncoder).
  *
  * The spec a Worker carries (mergeBpeText, made at build time) is the vocabulary as a
  * JSON array and the merges in rank order, each as its result's id (coded as the
@@ -365,85 +366,85 @@ export function mergeBpeEncoder(spec: { head: Pick<MergeBpeSpec, "unkId">; table
 
 /** One word's ids: its characters (or their bytes, or unk) merged by rank. */
 function mergeWord(t: MergeTables, text: string, unkId: number, utf8: TextEncoder): number[] {
-    // Symbols: ids, and a doubly linked list over them (removed ones have live 0).
-    const ids: number[] = [];
-    for (const ch of text) {
-      const id = t.single.get(ch.codePointAt(0)!);
-      if (id !== undefined) {
-        ids.push(id);
-        continue;
-      }
-      const bytes = utf8.encode(ch);
-      if (bytes.every((b) => t.byteIds[b]! >= 0)) for (const b of bytes) ids.push(t.byteIds[b]!);
-      // fuse_unk: consecutive unknowns are one.
-      else if (ids.at(-1) !== unkId) ids.push(unkId);
+  // Symbols: ids, and a doubly linked list over them (removed ones have live 0).
+  const ids: number[] = [];
+  for (const ch of text) {
+    const id = t.single.get(ch.codePointAt(0)!);
+    if (id !== undefined) {
+      ids.push(id);
+      continue;
     }
-    const n = ids.length;
-    const prev = new Int32Array(n);
-    const next = new Int32Array(n);
-    const live = new Uint8Array(n).fill(1);
-    for (let i = 0; i < n; i++) {
-      prev[i] = i - 1;
-      next[i] = i + 1 < n ? i + 1 : -1;
+    const bytes = utf8.encode(ch);
+    if (bytes.every((b) => t.byteIds[b]! >= 0)) for (const b of bytes) ids.push(t.byteIds[b]!);
+    // fuse_unk: consecutive unknowns are one.
+    else if (ids.at(-1) !== unkId) ids.push(unkId);
+  }
+  const n = ids.length;
+  const prev = new Int32Array(n);
+  const next = new Int32Array(n);
+  const live = new Uint8Array(n).fill(1);
+  for (let i = 0; i < n; i++) {
+    prev[i] = i - 1;
+    next[i] = i + 1 < n ? i + 1 : -1;
+  }
+  // A min-heap of (rank, position), as one number each: rank · 2^24 + position (positions stay under 2^24 symbols).
+  const heap: number[] = [];
+  const push = (key: number) => {
+    heap.push(key);
+    let i = heap.length - 1;
+    while (i > 0) {
+      const p = (i - 1) >> 1;
+      if (heap[p]! <= key) break;
+      heap[i] = heap[p]!;
+      i = p;
     }
-    // A min-heap of (rank, position), as one number each: rank · 2^24 + position (positions stay under 2^24 symbols).
-    const heap: number[] = [];
-    const push = (key: number) => {
-      heap.push(key);
-      let i = heap.length - 1;
-      while (i > 0) {
-        const p = (i - 1) >> 1;
-        if (heap[p]! <= key) break;
-        heap[i] = heap[p]!;
-        i = p;
+    heap[i] = key;
+  };
+  const pop = (): number => {
+    const top = heap[0]!;
+    const last = heap.pop()!;
+    if (heap.length > 0) {
+      let i = 0;
+      for (;;) {
+        const l = 2 * i + 1;
+        if (l >= heap.length) break;
+        const r = l + 1;
+        const c = r < heap.length && heap[r]! < heap[l]! ? r : l;
+        if (heap[c]! >= last) break;
+        heap[i] = heap[c]!;
+        i = c;
       }
-      heap[i] = key;
-    };
-    const pop = (): number => {
-      const top = heap[0]!;
-      const last = heap.pop()!;
-      if (heap.length > 0) {
-        let i = 0;
-        for (;;) {
-          const l = 2 * i + 1;
-          if (l >= heap.length) break;
-          const r = l + 1;
-          const c = r < heap.length && heap[r]! < heap[l]! ? r : l;
-          if (heap[c]! >= last) break;
-          heap[i] = heap[c]!;
-          i = c;
-        }
-        heap[i] = last;
-      }
-      return top;
-    };
-    const SHIFT = 2 ** 24;
-    if (n >= SHIFT) throw new RangeError("merge-bpe: a segment of 2^24 characters or more");
-    const queue = (i: number) => {
-      const j = next[i]!;
-      if (j < 0) return;
-      const r = rankOf(t, ids[i]!, ids[j]!);
-      if (r >= 0) push(r * SHIFT + i);
-    };
-    for (let i = 0; i + 1 < n; i++) queue(i);
-    while (heap.length > 0) {
-      const key = pop();
-      const i = key % SHIFT;
-      const rank = (key - i) / SHIFT;
-      if (!live[i]) continue;
-      const j = next[i]!;
-      if (j < 0) continue;
-      // The pair changed since it was queued (one side merged with another): skipped.
-      if (rankOf(t, ids[i]!, ids[j]!) !== rank) continue;
-      ids[i] = t.result[rank]!;
-      live[j] = 0;
-      const k = next[j]!;
-      next[i] = k;
-      if (k >= 0) prev[k] = i;
-      if (prev[i]! >= 0) queue(prev[i]!);
-      queue(i);
+      heap[i] = last;
     }
-    const out: number[] = [];
-    for (let i = 0; i >= 0 && i < n; i = next[i]!) out.push(ids[i]!);
-    return out;
+    return top;
+  };
+  const SHIFT = 2 ** 24;
+  if (n >= SHIFT) throw new RangeError("merge-bpe: a word of 2^24 characters or more");
+  const queue = (i: number) => {
+    const j = next[i]!;
+    if (j < 0) return;
+    const r = rankOf(t, ids[i]!, ids[j]!);
+    if (r >= 0) push(r * SHIFT + i);
+  };
+  for (let i = 0; i + 1 < n; i++) queue(i);
+  while (heap.length > 0) {
+    const key = pop();
+    const i = key % SHIFT;
+    const rank = (key - i) / SHIFT;
+    if (!live[i]) continue;
+    const j = next[i]!;
+    if (j < 0) continue;
+    // The pair changed since it was queued (one side merged with another): skipped.
+    if (rankOf(t, ids[i]!, ids[j]!) !== rank) continue;
+    ids[i] = t.result[rank]!;
+    live[j] = 0;
+    const k = next[j]!;
+    next[i] = k;
+    if (k >= 0) prev[k] = i;
+    if (prev[i]! >= 0) queue(prev[i]!);
+    queue(i);
+  }
+  const out: number[] = [];
+  for (let i = 0; i >= 0 && i < n; i = next[i]!) out.push(ids[i]!);
+  return out;
 }
