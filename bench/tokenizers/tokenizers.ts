@@ -26,7 +26,8 @@
  *   PROMPT_TOKENIZE_BUDGET_BYTES), and how long a small request to the same isolate
  *   waits meanwhile (sent once the attack's request is in).
  *
- * Targets: tokenizing adds ≤ 1 ms of CPU per 1,000 prompt tokens in workerd; a family
+ * Targets: tokenizing adds ≤ 1 ms of CPU per 1,000 prompt tokens in workerd from 2,000
+ * tokens on, and ≤ 1 ms per request below that (issue 55); a family
  * fits the former Free plan's 3 MB gzipped bundle; an attack costs ≤ 2× prose's CPU
  * per token (the one-symbol run's tokens are up to 64 bytes long: judged per
  * character instead); a request to the same isolate waits ≤ 50 ms during an attack.
@@ -291,9 +292,12 @@ console.log(
   ).join("\n"),
 );
 // Each over what was measured (bench-targets.ts): no families, no bundle, no prose cost is not MET.
-const cpu = everyAtMost(results.flatMap((r) => r.cpu.map((c) => c.msPer1000Tokens)), 1);
+// Issue 55's target: ≤ 1 ms per 1,000 tokens from 2,000 tokens on, and ≤ 1 ms per request below that (a request's fixed cost, the template's render, is not per token).
+const long = everyAtMost(results.flatMap((r) => r.cpu.filter((c) => c.tokens >= 2000).map((c) => c.msPer1000Tokens)), 1);
+const short = everyAtMost(results.flatMap((r) => r.cpu.filter((c) => c.tokens < 2000).map((c) => (c.msPer1000Tokens * c.tokens) / 1000)), 1);
 const v = (j: Measured) => judgedText(j);
-console.log(`\ntarget: tokenizing adds ≤ 1 ms of CPU per 1,000 prompt tokens in workerd: worst ${cpu.value.toFixed(2)} ms (${v(cpu)})`);
+console.log(`\ntarget: tokenizing adds ≤ 1 ms of CPU per 1,000 prompt tokens in workerd from 2,000 tokens: worst ${long.value.toFixed(2)} ms (${v(long)})`);
+console.log(`target: below 2,000 tokens, ≤ 1 ms of CPU per request: worst ${short.value.toFixed(2)} ms (${v(short)})`);
 console.log(`target: a family fits the former Free plan's 3 MB gzipped: ${results.map((r) => `${r.family} ${v(sizeTarget(r.bundle.gzipBytes, 3 * MiB))}`).join(", ")}`);
 console.log(`target: an isolate with one family loaded stays under 128 MB: ${results.map((r) => `${r.family} ${mib(r.heap.loadedBytes + r.heap.wasmBytes)} MiB ${v(sizeTarget(r.heap.loadedBytes + r.heap.wasmBytes, 128 * MiB - 1))}`).join(", ")}`);
 // Every family is the edge's now (the ranked engine, the merges engine or harmony's): each attack is judged.
