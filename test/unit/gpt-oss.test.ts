@@ -24,6 +24,8 @@ import { harmonyCodec, utcDate } from "../../src/prompt/tokenizers/harmony-codec
 import { HARMONY_SPECIAL_TOKENS, MAX_SCHEMA_DEPTH, renderConversation, renderForCompletion, type HarmonySegment } from "../../src/prompt/tokenizers/harmony.ts";
 import { provideFamily } from "../../src/prompt/tokenizers/hf-family.ts";
 import { promptTokenizer, UnsupportedPrompt } from "../../src/prompt/tokenizers/index.ts";
+import { PROMPT_MAX_BLOCKS, promptKeys } from "../../src/prefix/prompt-keys.ts";
+import { blockKeys } from "../../src/prefix/block-keys.ts";
 import { HARMONY_TEST_CONVERSATIONS, harmonyVector } from "../fixtures/harmony/conversations.ts";
 import { tiktokenBindings } from "../fixtures/tiktoken.ts";
 
@@ -110,6 +112,15 @@ describe("vLLM's chat for gpt-oss", () => {
   it.each(Object.entries(vectors))("%s", (_name, v) => {
     const tokens = gptOss.chat(v.request.messages as never, 100_000, { ...(v.request.tools && { tools: v.request.tools }), reasoningEffort: v.request.reasoning_effort, startDate: v.start_date }, { bytes: Infinity });
     expect(Array.from(tokens)).toEqual(v.token_ids);
+  });
+
+  it("from a request's body (its tools read as Python reads them, reasoning_effort from the body, the deployment's start date), the keys of the vector's ids", () => {
+    for (const v of Object.values(vectors)) {
+      const body = new TextEncoder().encode(JSON.stringify({ model: "openai/gpt-oss-20b", ...v.request }));
+      const got = promptKeys(body, "chat", { tokenizer: gptOss, extra: "", startDate: v.start_date })!;
+      expect(got.fallback).toBeUndefined();
+      expect(got.keys).toEqual(blockKeys(v.token_ids, { extra: "", blockSize: 16, maxBlocks: PROMPT_MAX_BLOCKS }));
+    }
   });
 
   it("refuses what vLLM answers 400 for: an effort of none or another word, a role it does not know, a tool that is not a function", () => {
