@@ -116,6 +116,10 @@ describe("bad requests, answered as OpenAI's error object", () => {
     ["logprobs", "/v1/chat/completions", { model: TINY_LM_ID, messages: [{ role: "user", content: "a" }], logprobs: true }, 400, "'logprobs': logprobs is not supported by this server"],
     ["empty embedding input", "/v1/embeddings", { model: TINY_LM_ID, input: ["a", ""] }, 400, "'input'[1]: empty input"],
     ["wrong dimensions", "/v1/embeddings", { model: TINY_LM_ID, input: "a", dimensions: 3 }, 400, "'dimensions': this model's embeddings have"],
+    ["best_of over 1", "/v1/completions", { model: TINY_LM_ID, prompt: "a", best_of: 2 }, 400, "'best_of': best_of > 1 is not supported by this server"],
+    ["one empty embedding input", "/v1/embeddings", { model: TINY_LM_ID, input: "" }, 400, "'input': empty input"],
+    ["an embedding input past 8,192 tokens", "/v1/embeddings", { model: TINY_LM_ID, input: Array.from({ length: 8193 }, () => 5) }, 400, "'input': 8193 tokens, at most 8192"],
+    ["one of several embedding inputs past 8,192 tokens", "/v1/embeddings", { model: TINY_LM_ID, input: [[5], Array.from({ length: 8193 }, () => 5)] }, 400, "'input'[1]: 8193 tokens, at most 8192"],
   ];
   for (const [what, path, body, status, message] of cases) {
     it(`${what}: ${status}`, async () => {
