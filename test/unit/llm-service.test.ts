@@ -116,6 +116,9 @@ describe("bad requests, answered as OpenAI's error object", () => {
     ["logprobs", "/v1/chat/completions", { model: TINY_LM_ID, messages: [{ role: "user", content: "a" }], logprobs: true }, 400, "'logprobs': logprobs is not supported by this server"],
     ["empty embedding input", "/v1/embeddings", { model: TINY_LM_ID, input: ["a", ""] }, 400, "'input'[1]: empty input"],
     ["wrong dimensions", "/v1/embeddings", { model: TINY_LM_ID, input: "a", dimensions: 3 }, 400, "'dimensions': this model's embeddings have"],
+    ["a suffix", "/v1/completions", { model: TINY_LM_ID, prompt: "a", suffix: "z" }, 400, "'suffix': suffix is not supported by this server"],
+    ["top_logprobs", "/v1/chat/completions", { model: TINY_LM_ID, messages: [{ role: "user", content: "a" }], top_logprobs: 2 }, 400, "'top_logprobs': top_logprobs is not supported by this server"],
+    ["completion logprobs", "/v1/completions", { model: TINY_LM_ID, prompt: "a", logprobs: 1 }, 400, "'logprobs': logprobs is not supported by this server"],
     ["best_of over 1", "/v1/completions", { model: TINY_LM_ID, prompt: "a", best_of: 2 }, 400, "'best_of': best_of > 1 is not supported by this server"],
     ["one empty embedding input", "/v1/embeddings", { model: TINY_LM_ID, input: "" }, 400, "'input': empty input"],
     ["an embedding input past 8,192 tokens", "/v1/embeddings", { model: TINY_LM_ID, input: Array.from({ length: 8193 }, () => 5) }, 400, "'input': 8193 tokens, at most 8192"],
@@ -130,6 +133,18 @@ describe("bad requests, answered as OpenAI's error object", () => {
       expect(e.message.startsWith(message), e.message).toBe(true);
     });
   }
+
+  it("what the refusals let through: n 1, best_of 1, no logprobs, an empty suffix, echo false, four stops, the first and last ids of the vocabulary; one past it is refused", async () => {
+    const { firstId, vocabSize } = engine.model.prompts;
+    const ok = await post("/v1/completions", { model: TINY_LM_ID, prompt: [firstId, vocabSize - 1], max_tokens: 1, n: 1, best_of: 1, logprobs: null, suffix: "", echo: false, stop: ["a", "b", "c", "d"] });
+    expect(ok.status).toBe(200);
+    const chat = await post("/v1/chat/completions", { model: TINY_LM_ID, messages: [{ role: "user", content: [{ type: "text", text: "a" }] }], max_tokens: 1, logprobs: false, top_logprobs: null, n: null });
+    expect(chat.status).toBe(200);
+    const past = await post("/v1/completions", { model: TINY_LM_ID, prompt: [vocabSize], max_tokens: 1 });
+    expect(past.status).toBe(400);
+    expect((await json(past)).error.message).toBe(`'prompt': token id ${vocabSize} at 0 is outside this model's vocabulary (${firstId}..${vocabSize - 1})`);
+    if (firstId > 0) expect((await post("/v1/completions", { model: TINY_LM_ID, prompt: [firstId - 1], max_tokens: 1 })).status).toBe(400);
+  });
 
   it("a model this server does not serve: 404 model_not_found naming the one it does", async () => {
     const res = await post("/v1/chat/completions", { model: "gpt-9", messages: [{ role: "user", content: "a" }] });
