@@ -280,6 +280,35 @@ describe("streams", () => {
     await expect.poll(() => slow.running, { timeout: 30_000 }).toBe(0);
   });
 
+  it("a drain hands over only what cannot finish in time: a stream that will, at its pace, ends whole; one that is not migratable is never handed over", async () => {
+    const slow = new LlmEngine({ model: engine.model, kvBlocks: 64, decodeMs: 5 });
+    const drained = llmService({ engine: slow, modelId: TINY_LM_ID });
+    const url = `${await serving(drained)}/v1/completions`;
+    const stream = (migratable: boolean) =>
+      fetch(url, { method: "POST", body: JSON.stringify({ model: TINY_LM_ID, prompt: "a", max_tokens: 12, stream: true, ignore_eos: true }), headers: migratable ? { [Header.migratable]: "1" } : {} });
+    const rest = async (reader: ReadableStreamDefaultReader<Uint8Array>) => {
+      let text = "";
+      for (let r = await reader.read(); !r.done; r = await reader.read()) text += new TextDecoder().decode(r.value);
+      return text;
+    };
+    // Ten minutes away: a 12-token stream finishes long before, and the timer for the rest is not due.
+    const inTime = (await stream(true)).body!.getReader();
+    // Two tokens out (its pace is known from the second on: with one, it could not be).
+    let head = "";
+    while ((head.match(/data: \{/g) ?? []).length < 2) head += new TextDecoder().decode((await inTime.read()).value);
+    drained.handOver(Date.now() + 600_000);
+    const whole = head + (await rest(inTime));
+    expect(whole).toContain("[DONE]");
+    expect(whole).not.toContain("stream_handover");
+    // A deadline already past: a stream that is not migratable still ends whole.
+    const pinned = (await stream(false)).body!.getReader();
+    await pinned.read();
+    drained.handOver(Date.now());
+    const pinnedText = await rest(pinned);
+    expect(pinnedText).toContain("[DONE]");
+    expect(pinnedText).not.toContain("stream_handover");
+  });
+
   it("a stream whose client leaves stops generating", async () => {
     const slow = new LlmEngine({ model: engine.model, kvBlocks: 64, decodeMs: 20 });
     const url = `${await serving(llmService({ engine: slow, modelId: TINY_LM_ID }))}/v1/chat/completions`;
