@@ -358,3 +358,52 @@ describe("embeddings and the Responses API", () => {
     expect(names.at(-1)).toBe("response.incomplete");
   });
 });
+
+describe("a model that fails mid-generation, and the Responses API's limits", () => {
+  /** tiny-lm, whose decoder fails at its fourth token (an engine's GPU lost mid-stream). */
+  const failing = () => {
+    const model = engine.model;
+    return new LlmEngine({
+      kvBlocks: 64,
+      model: {
+        ...model,
+        decoder: (prompt, options) => {
+          const d = model.decoder(prompt, options);
+          let n = 0;
+          return { next: () => (++n > 3 ? Promise.reject(new Error("the device is gone")) : d.next()) };
+        },
+      },
+    });
+  };
+
+  it("a chat stream that fails after its head says so in the stream, then [DONE]", async () => {
+    const url = await serving(llmService({ engine: failing(), modelId: TINY_LM_ID }));
+    const res = await fetch(`${url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ model: TINY_LM_ID, messages: [{ role: "user", content: "hi" }], max_tokens: 50, stream: true, ignore_eos: true }) });
+    expect(res.status).toBe(200);
+    const all = await events(res);
+    expect(all.at(-1)).toBe("[DONE]");
+    expect(all.at(-2)).toEqual({ error: { code: "internal_error", message: "generation failed: the device is gone", type: expect.any(String) } } as never);
+  });
+
+  it("a streamed response that fails after its head ends with OpenAI's error event", async () => {
+    const url = await serving(llmService({ engine: failing(), modelId: TINY_LM_ID }));
+    const res = await fetch(`${url}/v1/responses`, { method: "POST", body: JSON.stringify({ model: TINY_LM_ID, input: "hi", max_output_tokens: 50, stream: true, ignore_eos: true }) });
+    const text = await res.text();
+    expect(text.endsWith(`event: error\ndata: ${JSON.stringify({ type: "error", code: "internal_error", message: "generation failed: the device is gone", param: null })}\n\n`)).toBe(true);
+  });
+
+  it("a response whose input and budget pass the context: 400 before anything is sent, streamed or not", async () => {
+    for (const stream of [false, true]) {
+      const res = await post("/v1/responses", { model: TINY_LM_ID, input: "hello", max_output_tokens: engine.maxModelLen, stream });
+      expect(res.status).toBe(400);
+      expect((await json(res)).error.code).toBe("bad_request");
+    }
+  });
+
+  it("a response with a seed is the same text twice; completed when the turn ends before its budget", async () => {
+    const ask = async () => (await json(await post("/v1/responses", { model: TINY_LM_ID, input: "hello", seed: 7, temperature: 1 }))) as { status: string; output: { content: { text: string }[] }[] };
+    const [a, b] = [await ask(), await ask()];
+    expect(a.output[0]!.content[0]!.text).toBe(b.output[0]!.content[0]!.text);
+    expect(a.status).toBe("completed");
+  });
+});
