@@ -32,7 +32,7 @@ export function harmonyCodec({ bpe }: { bpe: string | BpeSpec }): FamilyCodec {
     for (const piece of pieces) {
       if (out.length >= limits.maxTokens || limits.budget.exhausted) break;
       if (typeof piece === "number") out.push(piece);
-      else if (piece !== "") for (const id of ordinary(piece, { ...limits, maxTokens: limits.maxTokens - out.length }) as ArrayLike<number> & Iterable<number>) out.push(id);
+      else if (piece !== "") for (const id of ordinary(piece, { ...limits, maxTokens: limits.maxTokens - out.length })) out.push(id);
     }
     return out.length > limits.maxTokens ? out.slice(0, limits.maxTokens) : out;
   };
