@@ -7,10 +7,10 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { parseLoadHeader } from "../../src/protocol/index.ts";
+import { deriveReplicaKey, parseLoadHeader } from "../../src/protocol/index.ts";
 import { FAMILY_PACKAGES } from "../../src/prompt/tokenizers/index.ts";
 import { synthesizeVowel } from "../../src/models/silero-vad.ts";
-import { parseReplicaArgs, startReplica, UsageError, type ReplicaOptions } from "../../src/replica/cli.ts";
+import { parseReplicaArgs, replicaMain, startReplica, UsageError, type ReplicaOptions } from "../../src/replica/cli.ts";
 
 const CLI = fileURLToPath(new URL("../../src/replica-entry.ts", import.meta.url));
 const children: ChildProcess[] = [];
@@ -337,4 +337,53 @@ describe("replica CLI: the llm backend", () => {
     }
     await expect(started(["--kv-events-endpoint", endpoint])).rejects.toThrow(/^--kv-events-\*: cannot bind: .*in use/i);
   }, 60_000);
+});
+
+describe("replicaMain: what it prints and how it exits", () => {
+  const captured = () => {
+    const out: string[] = [];
+    const err: string[] = [];
+    const o = vi.spyOn(process.stdout, "write").mockImplementation((c) => (out.push(String(c)), true));
+    const e = vi.spyOn(process.stderr, "write").mockImplementation((c) => (err.push(String(c)), true));
+    const x = vi.spyOn(process, "exit").mockImplementation((code) => {
+      throw new Error(`exit ${code}`);
+    });
+    return { out, err, restore: () => (o.mockRestore(), e.mockRestore(), x.mockRestore()) };
+  };
+
+  it("--help prints the usage on stdout and returns", async () => {
+    const io = captured();
+    try {
+      await replicaMain(["--help"]);
+    } finally {
+      io.restore();
+    }
+    expect(io.out.join("")).toMatch(/^usage: replica --deployment NAME --backend text\|echo\|onnx\|llm\|proxy/);
+    expect(io.err).toEqual([]);
+  });
+
+  it("--print-key prints the deployment's replica key, derived from the master secret", async () => {
+    const io = captured();
+    const before = process.env.SWITCHYARD_REPLICA_SECRET;
+    process.env.SWITCHYARD_REPLICA_SECRET = "a master secret";
+    try {
+      await replicaMain(["--print-key", "--deployment", "hello"]);
+    } finally {
+      io.restore();
+      if (before === undefined) delete process.env.SWITCHYARD_REPLICA_SECRET;
+      else process.env.SWITCHYARD_REPLICA_SECRET = before;
+    }
+    expect(io.out).toEqual([`${await deriveReplicaKey("a master secret", "hello")}\n`]);
+  });
+
+  it("a command line it refuses: the message, then the usage, on stderr, and exit 2", async () => {
+    const io = captured();
+    try {
+      await expect(replicaMain(["--deployment", "hello", "--backend", "text", "--standalone", "--port", "70000"])).rejects.toThrow("exit 2");
+    } finally {
+      io.restore();
+    }
+    expect(io.err.join("")).toMatch(/^--port must be an integer from 0 to 65535\nusage: replica /);
+    expect(io.out).toEqual([]);
+  });
 });
