@@ -50,9 +50,12 @@ interface Variant {
 // The default last: the build step leaves .switchyard/deployments.ts as the last dry run generated it.
 const VARIANTS: Variant[] = [
   { name: "with edge inference (functions/ + examples/edge-inference/)", key: "edge", functions: "functions,examples/edge-inference", limits: [PLATFORM, FORMER_PAID], edgeRuntime: true },
-  { name: "default (functions/)", key: "default", limits: [PLATFORM, FORMER_FREE], edgeRuntime: false },
   // A model family's tokenizer (Qwen3's BPE spec, 2.5 MB, made from its 11 MB tokenizer.json at build time): fits the former Free budget.
   { name: "with a model family (functions/ + examples/model-family/: qwen3)", key: "family", functions: "functions,examples/model-family", limits: [PLATFORM, FORMER_FREE], edgeRuntime: false, family: true },
+  // Gemma 3's merges spec (4 MB, from a 33 MB tokenizer.json) and gpt-oss's (o200k_harmony), each alone: each fits the former Free budget.
+  { name: "with Gemma 3 (functions/ + examples/model-family-gemma3/)", key: "family-gemma3", functions: "functions,examples/model-family-gemma3", limits: [PLATFORM, FORMER_FREE], edgeRuntime: false, family: true },
+  { name: "with gpt-oss (functions/ + examples/model-family-gpt-oss/)", key: "family-gpt-oss", functions: "functions,examples/model-family-gpt-oss", limits: [PLATFORM, FORMER_FREE], edgeRuntime: false, family: true },
+  { name: "default (functions/)", key: "default", limits: [PLATFORM, FORMER_FREE], edgeRuntime: false },
 ];
 
 export interface UploadSize {

@@ -30,7 +30,7 @@ describe("a model family in workerd (examples/model-family/qwen3.ts)", () => {
   });
 });
 
-describe("gpt-oss in workerd (examples/model-family/gpt-oss.ts)", () => {
+describe("gpt-oss in workerd (examples/model-family-gpt-oss/gpt-oss.ts)", () => {
   it("renders a chat as vLLM does for gpt-oss and tokenizes it with o200k_harmony, from the spec scripts/build.ts made", () => {
     for (const v of Object.values(gptOssVectors)) {
       const ids = promptTokenizer("gpt-oss").chat(v.request.messages as never, 1 << 20, { ...("tools" in v.request && { tools: v.request.tools as unknown[] }), reasoningEffort: (v.request as { reasoning_effort?: string }).reasoning_effort, startDate: v.start_date });
@@ -51,7 +51,7 @@ describe("gpt-oss in workerd (examples/model-family/gpt-oss.ts)", () => {
   });
 });
 
-describe("Gemma 3 in workerd (examples/model-family/gemma3.ts)", () => {
+describe("Gemma 3 in workerd (examples/model-family-gemma3/gemma3.ts)", () => {
   it("renders and tokenizes a chat as transformers does, with the merges engine from the spec scripts/build.ts made", () => {
     const ids = promptTokenizer("gemma3").chat(gemmaFixture.messages, 1 << 20, { kwargs: gemmaFixture.chat_template_kwargs });
     expect(Array.from(ids)).toEqual(gemmaFixture.ids);

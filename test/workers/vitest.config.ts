@@ -11,10 +11,10 @@ const root = fileURLToPath(new URL("../..", import.meta.url));
 
 // The Worker under test serves functions/, the opt-in edge-inference example
 // (examples/edge-inference/, test/workers/edge-inference.test.ts) and the model-family
-// one (examples/model-family/, test/workers/model-family.test.ts): its own generated
+// ones (examples/model-family*/, test/workers/model-family.test.ts): its own generated
 // deployments module, in place of .switchyard/deployments.ts (functions/ alone, what
 // `wrangler deploy` ships by default) wherever the Worker or a test imports that.
-const deployments = await generateDeploymentsModule([`${root}functions`, `${root}examples/edge-inference`, `${root}examples/model-family`], `${root}.switchyard/workers-test`);
+const deployments = await generateDeploymentsModule([`${root}functions`, `${root}examples/edge-inference`, `${root}examples/model-family`, `${root}examples/model-family-gemma3`, `${root}examples/model-family-gpt-oss`], `${root}.switchyard/workers-test`);
 
 export default defineConfig({
   plugins: [

@@ -3,7 +3,7 @@
  * each chat with Gemma 3's chat template and tokenizes it as its engines do (the
  * `gemma3` family: its 262,144-token vocabulary travels as the merges engine's spec,
  * src/prompt/tokenizers/merge-bpe.ts, under 2 MB gzipped). Opt in with
- * SWITCHYARD_FUNCTIONS=functions,examples/model-family.
+ * SWITCHYARD_FUNCTIONS=functions,examples/model-family-gemma3.
  */
 import { defineDeployment } from "../../src/config/deployment.ts";
 

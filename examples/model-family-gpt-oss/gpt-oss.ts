@@ -5,7 +5,7 @@
  * Every prompt's system message carries the date the engine starts the conversation
  * on: pin it with VLLM_SYSTEM_START_DATE on the engines and `startDate` here (unset:
  * today's in UTC at both ends, which differ only around midnight). Opt in with
- * SWITCHYARD_FUNCTIONS=functions,examples/model-family.
+ * SWITCHYARD_FUNCTIONS=functions,examples/model-family-gpt-oss.
  */
 import { defineDeployment } from "../../src/config/deployment.ts";
 
