@@ -6,7 +6,8 @@ import { defineConfig } from "vitest/config";
 //   workers the routing Durable Object and the Worker, inside workerd (Cloudflare's vitest integration)
 //   e2e     the real local stack: workerd + replica processes on loopback ports
 /** Unit files that replace a module with vi.mock: in a shared module graph the mock would leak. */
-const MOCKING_UNIT_FILES = ["test/unit/edge-fetch.test.ts", "test/unit/package-exports.test.ts"];
+/** Unit files with a module graph of their own: they vi.mock a module, or change a module's process-wide state. */
+const MOCKING_UNIT_FILES = ["test/unit/edge-fetch.test.ts", "test/unit/package-exports.test.ts", "test/unit/replica-edge-client-older-edge.test.ts"];
 /** tsconfig.json's path `#switchyard/*` (this repository's src/, for deployment files anywhere in it: examples/), as tsx and esbuild read it. */
 const resolve = { alias: [{ find: /^#switchyard\/(.*)$/, replacement: `${fileURLToPath(new URL("./src/", import.meta.url))}$1` }] };
 /** The unit projects' resolve (and the mutation runs', vitest.mutation.config.ts): `cloudflare:workers` is workerd's own module, stood in for by its base class (test/fixtures/cloudflare-workers-node.ts). */
@@ -18,7 +19,8 @@ export default defineConfig({
       // Generous time limits: CI runs on a machine that may be busy, and a few unit tests
       // start real onnxruntime sessions; a limit is not an assertion (nothing is timed).
       // The unit files share one module graph (isolate: false: 66 s instead of 105 s here, the
-      // time went to re-importing per file); the files that vi.mock a module keep their own.
+      // time went to re-importing per file); the files that vi.mock a module, or learn
+      // process-wide state (an older edge), keep their own.
       {
         resolve: nodeResolve,
         test: {

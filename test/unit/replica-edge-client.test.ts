@@ -384,28 +384,3 @@ describe("EdgeClient: a new engine key (rotation)", () => {
     expect(edge.received[before]!.body).toMatchObject({ engine_key: "k1", node: "gpu-a" });
   });
 });
-
-describe("EdgeClient and an older edge", () => {
-  it("an edge that refuses drain deadlines gets the report again without one, said once", async () => {
-    const edge = await scriptedEdge((path, body) =>
-      path === "report" && "drain_deadline_ms" in body
-        ? [400, { error: { code: "invalid_message", message: "control message does not match its schema", details: [{ code: "unrecognized_keys", keys: ["drain_deadline_ms"], path: [], message: 'Unrecognized key: "drain_deadline_ms"' }] } }]
-        : undefined,
-    );
-    const { c, logs, admission } = scriptedClient(edge.url);
-    await c.start();
-    admission.drain(Date.now() + 60_000);
-    await c.report();
-    await c.settled();
-    const reports = edge.received.filter((m) => m.path === "report").map((m) => m.body);
-    // One report carried the deadline and was refused; the same report went again without it, and so does every later one.
-    const refused = reports.findIndex((r) => "drain_deadline_ms" in r);
-    expect(refused).toBeGreaterThan(0);
-    expect(reports.slice(refused + 1).length).toBeGreaterThanOrEqual(2);
-    for (const r of reports.slice(refused + 1)) {
-      expect(r).toMatchObject({ state: "draining" });
-      expect(r).not.toHaveProperty("drain_deadline_ms");
-    }
-    expect(logs).toEqual(["the edge does not take drain deadlines (an older edge): reporting without them"]);
-  });
-});
