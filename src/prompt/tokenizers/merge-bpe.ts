@@ -20,7 +20,7 @@
  * test/unit/merge-bpe.test.ts holds it to the Hugging Face library on Gemma 3's own
  * tokenizer.json; test/unit/hf-tokenizers.test.ts holds the codec to transformers.
  */
-import { countVocabBytes, type EncodeLimits } from "./ranked-bpe.ts";
+import { countVocabBytes, fmix, type EncodeLimits } from "./ranked-bpe.ts";
 
 /** What the engine runs: the parts of a tokenizer.json it reads. */
 export interface MergeBpeSpec {
@@ -213,14 +213,6 @@ class VocabIndex {
       slot = (slot + 1) & this.#mask;
     }
   }
-}
-
-function fmix(h: number): number {
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  return (h ^ (h >>> 16)) >>> 0;
 }
 
 function readTables(vocab: string[], merges64: string): MergeTables {

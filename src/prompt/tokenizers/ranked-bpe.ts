@@ -44,7 +44,8 @@ const BASE = 0x01000193;
 const POSITION_BITS = 2 ** 23;
 export const MAX_PIECE_BYTES = POSITION_BITS - 1;
 
-function fmix(h: number): number {
+/** MurmurHash3's 32-bit finalizer: a hash table slot from a polynomial hash (both engines' vocabulary tables). */
+export function fmix(h: number): number {
   h ^= h >>> 16;
   h = Math.imul(h, 0x85ebca6b);
   h ^= h >>> 13;
