@@ -21,6 +21,7 @@ import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { mulberry32 } from "../../src/seeded-random.ts";
 import { bpeSpecOfTiktoken, type TiktokenJsonShape } from "../../src/prompt/tokenizers/bpe-spec.ts";
 import { harmonyCodec, utcDate } from "../../src/prompt/tokenizers/harmony-codec.ts";
 import { HARMONY_SPECIAL_TOKENS, MAX_SCHEMA_DEPTH, renderConversation, renderForCompletion, type HarmonySegment } from "../../src/prompt/tokenizers/harmony.ts";
@@ -114,13 +115,7 @@ describe("o200k_harmony", () => {
   });
 
   it("random text: the edge's BPE engine gives tiktoken's encode_ordinary", () => {
-    let seed = 55;
-    const next = () => {
-      seed = (seed + 0x6d2b79f5) | 0;
-      let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-      return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-    };
+    const next = mulberry32(55);
     const units = ["a", "The", " quick", "'s", "'LL", "123", "4567", " ", "  ", "\n", "\r\n", "\t", "é", "中文", "👩‍💻", "ß", "ǅ", "\u00a0", "<|end|>", "{\"a\": 1}", ".", "!!", "/", "\n\n", "ー", "한국어", "Ωμέγα", "\u0301"];
     for (let i = 0; i < 1000; i++) {
       let s = "";

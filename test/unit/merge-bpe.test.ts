@@ -10,6 +10,7 @@ import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { Tokenizer } from "@huggingface/tokenizers";
 import { describe, expect, it } from "vitest";
+import { mulberry32 } from "../../src/seeded-random.ts";
 import { isMergeBpeText, mergeBpeEncoder, mergeBpeFromText, mergeBpeSpecOf, mergeBpeText } from "../../src/prompt/tokenizers/merge-bpe.ts";
 
 const require = createRequire(import.meta.url);
@@ -22,16 +23,6 @@ const encode = mergeBpeEncoder(read);
 const library = new Tokenizer(JSON.parse(jsonText), config);
 const theirs = (t: string) => library.encode(t, { add_special_tokens: false }).ids;
 const mine = (t: string) => encode(t, { maxTokens: 1e9, budget: { bytes: Number.POSITIVE_INFINITY } });
-
-/** A seeded generator (mulberry32). */
-function random(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
-}
 
 describe("Gemma 3's tokenizer.json as the merges engine's spec", () => {
   it("is taken: 262,144 tokens, 514,906 merges, <bos> before a text, every added token matched in the raw text; its text is this engine's, and far smaller", () => {
@@ -56,7 +47,7 @@ describe("Gemma 3's tokenizer.json as the merges engine's spec", () => {
 
 describe("merging", () => {
   it("gives the library's ids for 1,500 random texts of many scripts (no added tokens in them)", () => {
-    const next = random(4);
+    const next = mulberry32(4);
     const units = ["a", "the", " ", "  ", "ing", "Hello", "é", "e\u0301", "中", "文字", "👩‍💻", "🏳️‍🌈", "Ω", "ß", "\u00a0", "ー", "한국", "١٢٣", "ก", "ℌ", "\u{323B0}", "\u{1F9FF}", "x\u0001", "\u200d", ".", "==", "__init__", "0", "42", "a\u2581", "\uFFFD", "▁<", "/"];
     for (let i = 0; i < 1500; i++) {
       let s = "";

@@ -11,6 +11,7 @@
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { describe, expect, it } from "vitest";
+import { mulberry32 } from "../../src/seeded-random.ts";
 import { bpeSpecOf, type BpeSpec, type TokenizerJsonShape } from "../../src/prompt/tokenizers/bpe-spec.ts";
 import { bpeEncoder, mergePiece, rankedVocab } from "../../src/prompt/tokenizers/ranked-bpe.ts";
 import { FAMILY_PACKAGES } from "../../src/prompt/tokenizers/index.ts";
@@ -40,16 +41,6 @@ function tiktokenWhole(spec: BpeSpec): (bytes: Uint8Array) => number[] {
   return (bytes) => Array.from(encoder.encode_ordinary(text.decode(bytes)));
 }
 
-/** A seeded generator (mulberry32). */
-function random(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
-}
-
 /** Units that merge a lot: repeated letters, common fragments, multi-byte characters, ZWJ sequences, combining marks. */
 const UNITS = ["a", "a", "aa", "e", "th", "ing", " ", "=", "-", "\n", "\t", "0", "é", "e\u0301", "中", "文", "👩‍💻", "🏳️‍🌈", "Ω", "ß", "\u00a0", "ー", "한"];
 
@@ -58,7 +49,7 @@ describe("merging one piece", () => {
     const spec = specOf(family);
     const vocab = rankedVocab(spec.ranks);
     const theirs = tiktokenWhole(spec);
-    const next = random(50);
+    const next = mulberry32(50);
     const utf8 = new TextEncoder();
     for (let i = 0; i < 2000; i++) {
       let s = "";
@@ -75,7 +66,7 @@ describe("merging one piece", () => {
   it("costs about 8× for 8× the piece, on each of issue 50's attacks (tiktoken's loop: about 64×)", () => {
     const vocab = rankedVocab(specOf("qwen3").ranks);
     const utf8 = new TextEncoder();
-    const cjk = (n: number, next = random(3)) => Array.from({ length: n }, () => String.fromCodePoint(0x4e00 + Math.floor(next() * 20_000))).join("");
+    const cjk = (n: number, next = mulberry32(3)) => Array.from({ length: n }, () => String.fromCodePoint(0x4e00 + Math.floor(next() * 20_000))).join("");
     const attacks = { letter: (n: number) => "a".repeat(n), emoji: (n: number) => "👩‍💻".repeat(n / 5), cjk };
     for (const [name, make] of Object.entries(attacks)) {
       const cpu = (n: number) => {
