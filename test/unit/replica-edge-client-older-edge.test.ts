@@ -4,44 +4,26 @@
  * in a module graph of its own (vitest.config.ts, MOCKING_UNIT_FILES), so the other
  * unit files, which share one, keep theirs.
  */
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { AdmissionControl } from "../../src/replica/admission.ts";
 import { EdgeClient } from "../../src/replica/edge-client.ts";
+import { scriptedEdge } from "../fixtures/scripted-edge.ts";
 
 const cleanup: (() => void | Promise<void>)[] = [];
 afterEach(async () => {
   for (const f of cleanup.splice(0)) await f();
 });
 
-/** An edge that refuses a report carrying a drain deadline, as one from before them does, and takes everything else. */
-async function olderEdge() {
-  const received: { path: string; body: Record<string, unknown> }[] = [];
-  const server: Server = createServer(async (req, res) => {
-    let text = "";
-    for await (const chunk of req) text += String(chunk);
-    const path = (req.url ?? "").replace("/-/replicas/", "");
-    const body = JSON.parse(text) as Record<string, unknown>;
-    received.push({ path, body });
-    const refuse = path === "report" && "drain_deadline_ms" in body;
-    res.writeHead(refuse ? 400 : 200, { "content-type": "application/json" });
-    res.end(
-      JSON.stringify(
-        refuse
-          ? { error: { code: "invalid_message", message: "control message does not match its schema", details: [{ code: "unrecognized_keys", keys: ["drain_deadline_ms"], path: [], message: 'Unrecognized key: "drain_deadline_ms"' }] } }
-          : { ok: true, outcome: "ok", report_interval_ms: 60_000 },
-      ),
-    );
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  cleanup.push(() => new Promise<void>((r) => server.close(() => r())));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, received };
-}
-
 describe("EdgeClient and an older edge", () => {
   it("an edge that refuses drain deadlines gets the report again without one, said once", async () => {
-    const edge = await olderEdge();
+    // An edge from before drain deadlines: a report carrying one is refused, as its schema refuses an unknown key.
+    const edge = await scriptedEdge(
+      (close) => cleanup.push(close),
+      (path, body) =>
+        path === "report" && "drain_deadline_ms" in body
+          ? [400, { error: { code: "invalid_message", message: "control message does not match its schema", details: [{ code: "unrecognized_keys", keys: ["drain_deadline_ms"], path: [], message: 'Unrecognized key: "drain_deadline_ms"' }] } }]
+          : undefined,
+    );
     const logs: string[] = [];
     const admission = new AdmissionControl(4);
     const c = new EdgeClient({ edgeUrl: edge.url, key: "0".repeat(64), deployment: "vad", replicaId: "vad-1", advertiseUrl: "http://127.0.0.1:9", admission, log: (m) => logs.push(m) });

@@ -11,6 +11,7 @@ import { AdmissionControl } from "../../src/replica/admission.ts";
 import { EdgeClient, keyRefusedMessage } from "../../src/replica/edge-client.ts";
 import { localSecrets } from "../../src/local/stack.ts";
 import { NodeReporter } from "../../src/replica/node-reporter.ts";
+import { scriptedEdge as scriptedEdgeOn } from "../fixtures/scripted-edge.ts";
 import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -239,23 +240,8 @@ describe("the local stack's secrets (issue 52)", () => {
   });
 });
 
-/** An edge whose answers the test scripts: `answer` returns [status, body] for a message, or nothing for 200 with the usual ack. */
-async function scriptedEdge(answer: (path: string, body: Record<string, unknown>) => [number, unknown] | undefined = () => undefined) {
-  const received: { path: string; body: Record<string, unknown> }[] = [];
-  const server: Server = createServer(async (req, res) => {
-    let text = "";
-    for await (const chunk of req) text += String(chunk);
-    const path = (req.url ?? "").replace("/-/replicas/", "");
-    const body = JSON.parse(text) as Record<string, unknown>;
-    received.push({ path, body });
-    const [status, out] = answer(path, body) ?? [200, { ok: true, outcome: "ok", report_interval_ms: 60_000 }];
-    res.writeHead(status, { "content-type": "application/json" });
-    res.end(typeof out === "string" ? out : JSON.stringify(out));
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  cleanup.push(() => new Promise<void>((r) => server.close(() => r())));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, received, paths: () => received.map((m) => m.path) };
-}
+/** The scripted edge (test/fixtures/scripted-edge.ts), closed after the test. */
+const scriptedEdge = (answer?: Parameters<typeof scriptedEdgeOn>[1]) => scriptedEdgeOn((close) => cleanup.push(close), answer);
 
 function scriptedClient(edgeUrl: string, o: Partial<ConstructorParameters<typeof EdgeClient>[0]> = {}) {
   const logs: string[] = [];
