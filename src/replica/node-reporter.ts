@@ -127,6 +127,8 @@ export class NodeReporter {
   readonly #members = new Map<string, Member>();
   readonly #cadence: ReportCadence;
   #key: Promise<CryptoKey> | undefined;
+  /** The edge refused prefix-cache summaries (an older edge): no member sends them, members that join later included. */
+  #summariesRefused = false;
   /** Node reports the edge accepted (tests and logs). */
   accepted = 0;
 
@@ -162,6 +164,7 @@ export class NodeReporter {
     if (this.#members.has(member.replicaId)) throw new Error(`replica "${member.replicaId}" is already in node "${this.node}"'s reports`);
     if (this.#members.size >= MAX_NODE_REPLICAS) throw new Error(`a node reports at most ${MAX_NODE_REPLICAS} replicas`);
     const m: Member = { member, registering: false, drainAnnounced: false };
+    if (this.#summariesRefused) member.summary?.disable();
     this.#members.set(member.replicaId, m);
     // Listeners cannot be removed: this one goes quiet once the member has left.
     member.source.onChange((urgent) => {
@@ -217,7 +220,8 @@ export class NodeReporter {
         if (refusesSummaries(err) && message.reports.some((r) => r.prefix_cache !== undefined)) {
           // An edge from before summaries: the node reports without them, the next one at once.
           this.#log("the edge does not take prefix-cache summaries (an older edge): reporting without them");
-          for (const m of members) m.member.summary?.disable();
+          this.#summariesRefused = true;
+          for (const m of this.#members.values()) m.member.summary?.disable();
           void this.#cadence.now();
           return;
         }

@@ -25,7 +25,10 @@ import {
 } from "../../src/protocol/index.ts";
 import { AdmissionControl } from "../../src/replica/admission.ts";
 import { EdgeClient } from "../../src/replica/edge-client.ts";
-import { NodeReporter, nodeReportBatches } from "../../src/replica/node-reporter.ts";
+import { NodeReporter, nodeReportBatches, summaryFields, type NodeMember } from "../../src/replica/node-reporter.ts";
+import { SummaryCadence, type SummaryField } from "../../src/replica/summary-cadence.ts";
+import type { CacheSummaryWire } from "../../src/prefix/cache-summary.ts";
+import { scriptedEdge } from "../fixtures/scripted-edge.ts";
 
 const KEY = "ab".repeat(32);
 const cleanup: (() => void | Promise<void>)[] = [];
@@ -293,7 +296,263 @@ describe("NodeReporter", () => {
   });
 });
 
+describe("summaryFields: which caches' summaries a node report carries within its budget", () => {
+  // A field's cost is its filter's base64 plus 64 bytes for the rest of the field.
+  const wire = (chars: number): CacheSummaryWire => ({ v: 1, k: 7, n: 1, block: 16, bits: "A".repeat(chars) });
+  const a = wire(36); // 100 bytes
+  const b = wire(36);
+
+  it("longest waiting first, within the budget to the byte; the others wait", () => {
+    const due = [
+      { field: a, since: 30 },
+      { field: b, since: 10 },
+    ];
+    expect(summaryFields(due, 100)).toEqual([undefined, b]);
+    expect(summaryFields(due, 199)).toEqual([undefined, b]);
+    expect(summaryFields(due, 200)).toEqual([a, b]);
+    expect(summaryFields(due, 99)).toEqual([undefined, undefined]);
+    // One that does not fit does not stop a smaller one behind it.
+    expect(summaryFields([{ field: wire(136), since: 1 }, { field: a, since: 2 }], 150)).toEqual([undefined, a]);
+  });
+
+  it("ties in waiting go in entry order; a field with no wait recorded counts as the longest waiting", () => {
+    expect(summaryFields([{ field: a, since: 20 }, { field: b, since: 20 }], 100)).toEqual([a, undefined]);
+    expect(summaryFields([{ field: a, since: 5 }, { field: b, since: undefined }], 100)).toEqual([undefined, b]);
+    expect(summaryFields([{ field: a, since: undefined }, { field: b, since: 5 }], 100)).toEqual([a, undefined]);
+  });
+
+  it("null (no summary any more) costs nothing and always goes; undefined says nothing", () => {
+    expect(summaryFields([{ field: null, since: 9 }, { field: undefined, since: undefined }, { field: a, since: 1 }], 100)).toEqual([null, undefined, a]);
+    expect(summaryFields([{ field: a, since: 1 }, { field: null, since: 9 }], 0)).toEqual([undefined, null]);
+  });
+});
+
 describe("nodeReportBatches", () => {
+  const e = (id: string): NodeReportEntry => ({ replica_id: id, seq: 1, ts: 1, state: "ready", ongoing: 0, queued: 0, models: [], loading: [] });
+  const bytes = (v: unknown) => new TextEncoder().encode(JSON.stringify(v)).byteLength;
+
+  it("the byte bound is exact: a message of exactly maxBytes goes whole, one byte less splits it", () => {
+    const entries = [e("a"), e("b"), e("c")];
+    const whole = bytes({ protocol: PROTOCOL_VERSION, deployment: "llm", node: "n", reports: entries });
+    expect(nodeReportBatches("llm", "n", entries, whole).map((x) => x.start)).toEqual([0]);
+    expect(nodeReportBatches("llm", "n", entries, whole - 1).map((x) => x.start)).toEqual([0, 2]);
+    const two = bytes({ protocol: PROTOCOL_VERSION, deployment: "llm", node: "n", reports: entries.slice(0, 2) });
+    expect(nodeReportBatches("llm", "n", entries, two).map((x) => x.start)).toEqual([0, 2]);
+    expect(nodeReportBatches("llm", "n", entries, two - 1).map((x) => x.start)).toEqual([0, 1, 2]);
+    // An entry too large alone still goes, alone (the edge refuses that one message, not the others).
+    expect(nodeReportBatches("llm", "n", entries, 10).map((x) => x.message.reports.length)).toEqual([1, 1, 1]);
+  });
+
+  it("the count bound is exact, and no entries make no message", () => {
+    expect(nodeReportBatches("llm", "n", [e("a"), e("b")], undefined, 2).map((x) => x.message.reports.length)).toEqual([2]);
+    expect(nodeReportBatches("llm", "n", [e("a"), e("b"), e("c")], undefined, 1).map((x) => x.start)).toEqual([0, 1, 2]);
+    expect(nodeReportBatches("llm", "n", [])).toEqual([]);
+  });
+});
+
+describe("NodeReporter and what the edge answers", () => {
+  /** A node member over an AdmissionControl, with an optional summary and a scripted registerAgain. */
+  const member = (replicaId: string, o: { summary?: SummaryCadence; registerAgain?: () => Promise<void>; drains?: string[] } = {}): NodeMember & { admission: AdmissionControl } => {
+    const admission = new AdmissionControl(4);
+    return {
+      replicaId,
+      source: admission,
+      admission,
+      registerAgain: o.registerAgain ?? (() => Promise.resolve()),
+      ...(o.drains && { onDrainRequested: () => o.drains!.push(replicaId) }),
+      ...(o.summary && { summary: o.summary }),
+    };
+  };
+  const cache = (bits: string): SummaryCadence => new SummaryCadence(() => ({ v: 1, k: 7, n: 1, block: 16, bits }));
+  const carried = (body: Record<string, unknown>) => (body.reports as NodeReportEntry[]).map((r) => [r.replica_id, r.prefix_cache === undefined ? "-" : r.prefix_cache === null ? "null" : r.prefix_cache.bits]);
+
+  async function setup(answer: (body: Record<string, unknown>, n: number) => [number, unknown] | undefined) {
+    let n = 0;
+    const edge = await scriptedEdge(
+      (close) => cleanup.push(close),
+      (path, body) => (path === "report-node" ? answer(body, n++) : undefined),
+    );
+    const logs: string[] = [];
+    const r = new NodeReporter({ edgeUrl: edge.url, key: KEY, deployment: "llm", node: "gpu-7", log: (m) => logs.push(m), changeReportDelayMs: 1 });
+    cleanup.push(() => r.stop());
+    const reports = () => edge.received.filter((m) => m.path === "report-node").map((m) => m.body);
+    return { edge, r, logs, reports };
+  }
+  const ok = (body: Record<string, unknown>): [number, unknown] => [200, { ok: true, outcomes: (body.reports as unknown[]).map(() => "ok") }];
+
+  it("a summary counts as held only for entries the edge applied (ok, drain); the others' go again", async () => {
+    const { r, reports } = await setup((body) => [200, { ok: true, outcomes: (body.reports as NodeReportEntry[]).map((x) => (x.replica_id === "a" ? "ok" : x.replica_id === "b" ? "drain" : "stale_seq")) }]);
+    r.add(member("a", { summary: cache("AAAA") }));
+    r.add(member("b", { summary: cache("BBBB"), drains: [] }));
+    r.add(member("c", { summary: cache("CCCC") }));
+    await r.settled();
+    await r.report();
+    await r.report();
+    const field = (id: string) => reports().flatMap((body) => carried(body).filter(([x]) => x === id).map(([, f]) => f));
+    // Applied once: not sent again (until SUMMARY_RESEND_MS). Never applied (stale_seq): sent in every report.
+    expect(field("a")[0]).toBe("AAAA");
+    expect(field("a").slice(1).every((f) => f === "-")).toBe(true);
+    expect(field("b")[0]).toBe("BBBB");
+    expect(field("b").slice(1).every((f) => f === "-")).toBe(true);
+    expect(field("c").length).toBeGreaterThanOrEqual(2);
+    expect(field("c").every((f) => f === "CCCC")).toBe(true);
+    expect(r.replicaIds).toEqual(["a", "b", "c"]);
+    expect(r.accepted).toBe(reports().length);
+    expect(r.sent).toBeGreaterThanOrEqual(reports().length);
+  });
+
+  it("an answer without one outcome per entry is logged and applies nothing", async () => {
+    const answers: unknown[] = [{ ok: true }, { ok: true, outcomes: ["drain"] }, { ok: true, outcomes: "drain,drain" }];
+    const { r, logs, reports } = await setup((_, n) => [200, answers[n] ?? { ok: true, outcomes: ["ok", "ok"] }]);
+    const drains: string[] = [];
+    r.add(member("a", { summary: cache("AAAA"), drains }));
+    r.add(member("b", { drains }));
+    await r.settled();
+    await r.report();
+    await r.report();
+    await r.report();
+    expect(logs.filter((l) => l.startsWith("node report answered without one outcome per entry: "))).toHaveLength(3);
+    expect(logs[0]).toBe('node report answered without one outcome per entry: {"ok":true}');
+    expect(drains).toEqual([]);
+    // The summary was not applied until the fourth answer: it went every time until then, and not after.
+    const a = reports().map((b) => carried(b)[0]![1]);
+    expect(a.slice(0, 4)).toEqual(["AAAA", "AAAA", "AAAA", "AAAA"]);
+    expect(a.slice(4).every((f) => f === "-")).toBe(true);
+    expect(r.accepted).toBe(reports().length);
+  });
+
+  it("drain is announced once per member, and a member without a drain callback is fine", async () => {
+    const { r, logs } = await setup((body) => [200, { ok: true, outcomes: (body.reports as unknown[]).map(() => "drain") }]);
+    const drains: string[] = [];
+    r.add(member("a", { drains }));
+    r.add(member("b"));
+    await r.settled();
+    await r.report();
+    await r.report();
+    expect(drains).toEqual(["a"]);
+    expect(logs.filter((l) => l.includes("to drain"))).toEqual(["the edge asks a to drain", "the edge asks b to drain"]);
+  });
+
+  it("an older edge that refuses summaries: said once, summaries off for every member, the report sent again at once without them", async () => {
+    const refusal = { error: { code: "invalid_message", details: [{ code: "unrecognized_keys", keys: ["prefix_cache"], path: ["reports", 0] }] } };
+    const { r, logs, reports } = await setup((body) => ((body.reports as NodeReportEntry[]).some((x) => x.prefix_cache !== undefined) ? [400, refusal] : ok(body)));
+    const [ca, cb] = [cache("AAAA"), cache("BBBB")];
+    r.add(member("a", { summary: ca }));
+    r.add(member("b", { summary: cb }));
+    await vi.waitFor(() => expect(reports().some((b) => carried(b).every(([, f]) => f === "-"))).toBe(true), { timeout: 10_000, interval: 5 });
+    await r.settled();
+    expect([ca.enabled, cb.enabled]).toEqual([false, false]);
+    expect(logs.filter((l) => l.includes("prefix-cache summaries"))).toEqual(["the edge does not take prefix-cache summaries (an older edge): reporting without them"]);
+    // A member that joins later sends none either.
+    const late = cache("DDDD");
+    r.add(member("d", { summary: late }));
+    await r.settled();
+    expect(late.enabled).toBe(false);
+    expect(reports().at(-1)!.reports).toHaveLength(3);
+    // A 400 for anything else is a failure like any other: logged, summaries left on.
+    const other = await setup(() => [400, { error: { code: "invalid_message", details: "ts" } }]);
+    const cc = cache("CCCC");
+    other.r.add(member("c", { summary: cc }));
+    await other.r.settled();
+    expect(cc.enabled).toBe(true);
+    expect(other.logs.filter((l) => l.startsWith("node report failed: ")).length).toBeGreaterThanOrEqual(1);
+    expect(other.logs.join("\n")).toContain("edge answered 400");
+  });
+
+  it("a 400 naming prefix_cache with no summary in the report is an ordinary failure", async () => {
+    const { r, logs } = await setup(() => [400, { error: { details: ["prefix_cache"] } }]);
+    const c = cache("AAAA");
+    c.disable();
+    r.add(member("a", { summary: c }));
+    await r.settled();
+    expect(logs.some((l) => l.includes("prefix-cache summaries"))).toBe(false);
+    expect(logs.some((l) => l.startsWith("node report failed: "))).toBe(true);
+  });
+
+  it("a failed message of several does not stop the next one; a member that left mid-flight gets no outcome", async () => {
+    // Every message naming r-000 is refused; the rest are answered "drain".
+    const { r, logs, reports } = await setup((body) =>
+      (body.reports as NodeReportEntry[]).some((x) => x.replica_id === "r-000") ? [503, { error: { code: "overloaded" } }] : [200, { ok: true, outcomes: (body.reports as unknown[]).map(() => "drain") }],
+    );
+    const drains: string[] = [];
+    for (let i = 0; i < MAX_NODE_REPLICAS; i++) {
+      const m = member(`r-${String(i).padStart(3, "0")}`, { drains });
+      // Long model lists: a node report of every member is more than one message.
+      Object.defineProperty(m.source, "models", { value: Array.from({ length: 64 }, (_, k) => `a-long-model-name-to-fill-the-report-${k}-${"x".repeat(40)}`) });
+      r.add(m);
+    }
+    await r.settled();
+    await r.report();
+    const last = reports().filter((b) => (b.reports as NodeReportEntry[])[0]!.replica_id === "r-000").at(-1)!;
+    const refused = (last.reports as NodeReportEntry[]).map((x) => x.replica_id);
+    expect(refused.length).toBeLessThan(MAX_NODE_REPLICAS);
+    // The refused message's members were not told to drain; every member after them was, in the same node report.
+    expect(drains.filter((id) => refused.includes(id))).toEqual([]);
+    expect(new Set(drains)).toEqual(new Set(Array.from({ length: MAX_NODE_REPLICAS - refused.length }, (_, i) => `r-${String(i + refused.length).padStart(3, "0")}`)));
+    expect(logs[0]).toMatch(/^node report failed: Error: edge answered 503/);
+    expect(r.accepted).toBe(reports().length - reports().filter((b) => (b.reports as NodeReportEntry[]).some((x) => x.replica_id === "r-000")).length);
+  });
+
+  it("registering again: left out of reports until done; a failure is logged and the next report tries again", async () => {
+    let known = false;
+    let fail = true;
+    const { r, logs, reports } = await setup((body) => [200, { ok: true, outcomes: (body.reports as NodeReportEntry[]).map((x) => (x.replica_id === "b" && !known ? "unknown_replica" : "ok")) }]);
+    let release!: () => void;
+    const registerAgain = () => {
+      if (fail) {
+        fail = false;
+        return Promise.reject(new Error("edge down"));
+      }
+      return new Promise<void>((res) => (release = () => ((known = true), res())));
+    };
+    const a = member("a");
+    const b = member("b", { registerAgain });
+    r.add(a);
+    r.add(b);
+    await r.settled();
+    await vi.waitFor(() => expect(logs).toContain("registering b again failed: Error: edge down"), { timeout: 10_000, interval: 5 });
+    await r.report();
+    await vi.waitFor(() => expect(release).toBeDefined(), { timeout: 10_000, interval: 5 });
+    // While b registers: reports carry a alone, and b's changes send nothing.
+    const before = reports().length;
+    await r.report();
+    expect((reports().at(-1)!.reports as NodeReportEntry[]).map((x) => x.replica_id)).toEqual(["a"]);
+    b.admission.tryAdmit();
+    await new Promise((res) => setTimeout(res, 20));
+    await r.settled();
+    expect(reports().length).toBe(before + 1);
+    release();
+    await vi.waitFor(() => expect(reports().some((x) => (x.reports as NodeReportEntry[]).length === 2 && (x.reports as NodeReportEntry[])[1]!.ongoing === 1)).toBe(true), { timeout: 10_000, interval: 5 });
+  });
+
+  it("stop ends the heartbeat; intervalMs sets it (fake clock)", async () => {
+    const { r, reports } = await setup((body) => ok(body));
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "setInterval", "clearInterval", "Date"] });
+    r.add(member("a"));
+    await r.settled();
+    const n0 = reports().length;
+    await vi.advanceTimersByTimeAsync(999);
+    await r.settled();
+    expect(reports().length).toBe(n0);
+    await vi.advanceTimersByTimeAsync(1);
+    await r.settled();
+    expect(reports().length).toBe(n0 + 1);
+    r.intervalMs = 100;
+    for (let t = 0; t < 1_000; t += 50) {
+      await vi.advanceTimersByTimeAsync(50);
+      await r.settled();
+    }
+    expect(reports().length).toBeGreaterThanOrEqual(n0 + 9);
+    expect(reports().length).toBeLessThanOrEqual(n0 + 12);
+    r.stop();
+    const n1 = reports().length;
+    await vi.advanceTimersByTimeAsync(5_000);
+    await r.settled();
+    expect(reports().length).toBe(n1);
+  });
+});
+
+describe("nodeReportBatches, more", () => {
   const entry = (id: string, models: string[] = []): NodeReportEntry => ({ replica_id: id, seq: 1, ts: 1, state: "ready", ongoing: 0, queued: 0, models, loading: [] });
 
   it("one message when it fits; split in order by size and by count otherwise, each a valid node report within the bound", () => {
