@@ -145,8 +145,8 @@ export function modelHandler(cache: ModelCache, options: ModelHandlerOptions = {
     if (req.method === "POST") {
       const body = await readBodyUpTo(req, MAX_MODEL_INPUT_BYTES);
       if (body === null) {
-        sendJson(res, 413, errorBody("payload_too_large", `model input over ${MAX_MODEL_INPUT_BYTES} bytes`), loadHeaders());
-        req.destroy();
+        // The rest of the body is left unread: close the connection, which would otherwise hold it, unread, forever.
+        sendJson(res, 413, errorBody("payload_too_large", `model input over ${MAX_MODEL_INPUT_BYTES} bytes`), { ...loadHeaders(), connection: "close" });
         return;
       }
       try {

@@ -8,7 +8,10 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
   res.end(text);
 }
 
-/** Reads a request body up to `limit` bytes; null as soon as it goes past (the rest is left unread). */
+/**
+ * Reads a request body up to `limit` bytes; null as soon as it goes past (the rest is left
+ * unread: answer with `connection: close`, or the kept-alive connection holds it forever).
+ */
 export async function readBodyUpTo(req: IncomingMessage, limit: number): Promise<Buffer | null> {
   const chunks: Buffer[] = [];
   let size = 0;

@@ -129,9 +129,10 @@ export class ReplicaServer {
   }
 
   /** The 401 for a dispatch the edge did not sign (or not as received). */
-  #sendUnauthorized(res: ServerResponse, reason: DispatchRefusal): void {
+  #sendUnauthorized(res: ServerResponse, reason: DispatchRefusal, close = false): void {
     const body = JSON.stringify(errorBody("unauthorized", "this replica serves only requests dispatched by its deployment's edge", { details: { reason } }));
-    res.writeHead(401, { ...this.#loadHeaders(0), [Header.rejected]: UNAUTHORIZED_REJECTION, "content-type": "application/json", "content-length": Buffer.byteLength(body) });
+    // `close`: the body was left unread (past the bound); a kept-alive connection would hold it, unread, forever.
+    res.writeHead(401, { ...this.#loadHeaders(0), [Header.rejected]: UNAUTHORIZED_REJECTION, "content-type": "application/json", "content-length": Buffer.byteLength(body), ...(close && { connection: "close" }) });
     res.end(body);
   }
 
@@ -267,7 +268,7 @@ export class ReplicaServer {
     if (signedSha256 !== undefined) {
       const verified = await this.#verifiedBody(req, signedSha256, this.#o.guard!);
       if (!verified) {
-        if (!res.headersSent && !res.destroyed) this.#sendUnauthorized(res, "bad_signature");
+        if (!res.headersSent && !res.destroyed) this.#sendUnauthorized(res, "bad_signature", !req.complete);
         return;
       }
       handled = verified;

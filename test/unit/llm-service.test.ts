@@ -10,6 +10,7 @@ import { createServer, request, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { Header } from "../../src/protocol/index.ts";
+import { oversizedUpload } from "../fixtures/oversized-upload.ts";
 import { LlmEngine } from "../../src/replica/llm/engine.ts";
 import { loadTinyLm } from "../../src/replica/llm/load-tiny-lm.ts";
 import { DEFAULT_MAX_TOKENS, llmService, type LlmService } from "../../src/replica/llm/openai-handler.ts";
@@ -166,6 +167,8 @@ describe("bad requests, answered as OpenAI's error object", () => {
     });
     expect(answer.status).toBe(413);
     expect(JSON.parse(answer.text)).toEqual({ error: { code: "payload_too_large", message: "request body over 1048576 bytes", type: "invalid_request_error" } });
+     // Far past the bound: the connection closes once answered, not kept alive with the upload unread.
+    expect((await oversizedUpload(`${base}/v1/completions`)).status).toBe(413);
   });
 
   it("a prompt and budget longer than the model's context: 400, before any generation", async () => {

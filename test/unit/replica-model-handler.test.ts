@@ -13,6 +13,7 @@ import { createModelById, ModelInputError, type InferenceModel } from "../../src
 import { ModelCache, type ModelCacheOptions } from "../../src/models/model-cache.ts";
 import { synthesizeVowel, type SileroVadOutput } from "../../src/models/silero-vad.ts";
 import { ReplicaServer } from "../../src/replica/server.ts";
+import { oversizedUpload } from "../fixtures/oversized-upload.ts";
 import { waitFor } from "../fixtures/wait.ts";
 
 interface Fake extends InferenceModel {
@@ -220,6 +221,32 @@ describe("modelHandler: GET, errors and references", () => {
     expect(put.headers.get("allow")).toBe("GET, POST");
     const big = await fetch(`${url}/mux`, { method: "POST", headers: { "x-switchyard-model": "m1" }, body: "x".repeat(4 * 1024 * 1024 + 1) }).catch(() => null);
     if (big) expect(big.status).toBe(413);
+  });
+
+  it("each refusal's error, word for word, with the load header on every one", async () => {
+    const { call, url } = await start();
+    const put = await fetch(`${url}/mux`, { method: "PUT", headers: { "x-switchyard-model": "m1" }, body: "{}" });
+    expect(await put.json()).toEqual({ error: { code: "method_not_allowed", type: "invalid_request_error", message: "use POST with a JSON body (GET describes the model)" } });
+    expect(put.headers.get("x-switchyard-load")).not.toBeNull();
+    const malformed = await call({ "x-switchyard-model": "-bad" }, {});
+    expect(malformed.json.error).toMatchObject({ code: "bad_request", message: "malformed model id (1-128 of [A-Za-z0-9._:@/+-], starting with a letter or digit)" });
+    expect(malformed.load).not.toBeUndefined();
+    const unknown = await call({ "x-switchyard-model": "m9" }, {});
+    expect(unknown.json.error).toMatchObject({ code: "model_not_found", details: { model: "m9", known: ["m1", "m2", "m3"] } });
+    expect(unknown.load).not.toBeUndefined();
+    const notJson = await call({ "x-switchyard-model": "m1" }, "{nope");
+    expect(notJson.json.error).toMatchObject({ code: "bad_request", message: "body is not valid JSON" });
+    expect(notJson.load).not.toBeUndefined();
+    // Too large: the answer says the bound (a client still sending may see the connection close first, as the other test allows).
+    const big = await fetch(`${url}/mux`, { method: "POST", headers: { "x-switchyard-model": "m1" }, body: "x".repeat(4 * 1024 * 1024 + 1) }).catch(() => null);
+    if (big) expect(((await big.json()) as { error: unknown }).error).toMatchObject({ code: "payload_too_large", message: "model input over 4194304 bytes" });
+  });
+
+  it("an upload far past the bound: 413, and the connection closes (kept alive, it would hold the unread upload forever)", async () => {
+    const { url } = await start();
+    const big = await oversizedUpload(`${url}/mux`, { "x-switchyard-model": "m1" });
+    expect(big.status).toBe(413);
+    expect(JSON.parse(big.text).error).toMatchObject({ code: "payload_too_large" });
   });
 
   it("releases its reference on every path, so eviction can free the model", async () => {

@@ -6,11 +6,12 @@
  * fails before or after its answer's head (issue 51: the replica reached by unit tests).
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { Header, REJECT_STATUS, deriveReplicaKey, parseLoadHeader } from "../../src/protocol/index.ts";
+import { Header, REJECT_STATUS, deriveReplicaKey, dispatchSignature, parseLoadHeader } from "../../src/protocol/index.ts";
 import { AdmissionControl } from "../../src/replica/admission.ts";
 import { DispatchGuard } from "../../src/replica/dispatch-guard.ts";
 import type { RequestHandler } from "../../src/replica/handlers.ts";
 import { ReplicaServer, type ReplicaServerOptions } from "../../src/replica/server.ts";
+import { oversizedUpload } from "../fixtures/oversized-upload.ts";
 
 const servers: ReplicaServer[] = [];
 afterEach(async () => {
@@ -73,6 +74,18 @@ describe("who is served", () => {
     expect(logs[0]).toMatch(/^refused a dispatch not signed by the edge \(unsigned; 1 so far\): POST \/v1\/x$/);
     const health = (await (await fetch(`${url}/-/healthz`)).json()) as { dispatch_refusals: Record<string, number> };
     expect(health.dispatch_refusals.unsigned).toBe(3);
+  });
+
+  it("a signed dispatch whose body runs past what a digest may cover: 401, and the connection closes with the rest unread", async () => {
+    const guard = new DispatchGuard(await deriveReplicaKey("master", "d"), "d", "r-1");
+    const { url } = await serve({ guard });
+    const sha = "ab".repeat(32);
+    const signature = await dispatchSignature("master", { method: "POST", deployment: "d", target: "/v1/x", requestId: "req-big", replica: "r-1", bodySha256: sha });
+    const headers = { ...Object.fromEntries(signature), [Header.requestId]: "req-big", [Header.deployment]: "d", [Header.bodySha256]: sha };
+    // 101 MiB: past the 100 MiB a signed digest may cover.
+    const big = await oversizedUpload(`${url}/v1/x`, headers, 101);
+    expect(big.status).toBe(401);
+    expect(JSON.parse(big.text)).toMatchObject({ error: { code: "unauthorized", details: { reason: "bad_signature" } } });
   });
 
   it("answers the backend's open routes (GET /health, /metrics) without a signature, and nothing else", async () => {

@@ -262,7 +262,6 @@ const bodyTexts = new WeakMap<object, string>();
 async function readJson(req: IncomingMessage): Promise<unknown> {
   const body = await readBodyUpTo(req, MAX_BODY_BYTES);
   if (body === null) {
-    req.destroy();
     throw new HttpError("payload_too_large", `request body over ${MAX_BODY_BYTES} bytes`);
   }
   try {
@@ -407,7 +406,8 @@ export function llmService(options: LlmServiceOptions): LlmService {
     } catch (err) {
       if (!(err instanceof HttpError)) throw err;
       if (res.headersSent || res.destroyed) return;
-      sendError(res, err, loadHeaders());
+      // A body left unread (past the bound): close the connection, which would otherwise hold it, unread, forever.
+      sendError(res, err, { ...loadHeaders(), ...(!req.complete && { connection: "close" }) });
     }
   };
 
