@@ -147,6 +147,86 @@ describe("bad requests, answered as OpenAI's error object", () => {
     if (firstId > 0) expect((await post("/v1/completions", { model: TINY_LM_ID, prompt: [firstId - 1], max_tokens: 1 })).status).toBe(400);
   });
 
+  it("every field's bounds: accepted at the edge of its range, refused past it, the message naming the field", async () => {
+    const m = TINY_LM_ID;
+    const c = (o: Record<string, unknown>) => ["/v1/completions", { model: m, prompt: "a", max_tokens: 1, ...o }] as const;
+    const ch = (o: Record<string, unknown>) => ["/v1/chat/completions", { model: m, messages: [{ role: "user", content: "a" }], max_tokens: 1, ...o }] as const;
+    const e = (o: Record<string, unknown>) => ["/v1/embeddings", { model: m, ...o }] as const;
+    const msg = (role: string, content: unknown = "a") => ch({ messages: [{ role, content }] });
+    // [request, the refusal's message, or null: served]
+    const table: [readonly [string, Record<string, unknown>], string | null][] = [
+      // The cap passes the schema; this prompt and 1,024 then pass the context (a different refusal).
+      [c({ max_tokens: 1024 }), "This model's maximum context length is 1024 tokens. However, you requested 1025 tokens (1 in the prompt, 1024 for the completion). Please reduce the prompt or max_tokens."],
+      [c({ max_tokens: 1023 }), null],
+      [c({ max_tokens: 1025 }), "'max_tokens': Too big: expected number to be <=1024"],
+      [c({ max_tokens: 0 }), "'max_tokens': Too small: expected number to be >=1"],
+      [c({ temperature: 0 }), null],
+      [c({ temperature: 2 }), null],
+      [c({ temperature: 2.5 }), "'temperature': Too big: expected number to be <=2"],
+      [c({ temperature: -1 }), "'temperature': Too small: expected number to be >=0"],
+      [c({ top_p: 1 }), null],
+      [c({ top_p: 0 }), "'top_p': Too small: expected number to be >0"],
+      [c({ top_p: 1.5 }), "'top_p': Too big: expected number to be <=1"],
+      [c({ stop: ["a", "b", "c", "d"] }), null],
+      [c({ stop: ["a", "b", "c", "d", "e"] }), "'stop': at most 4 stop sequences"],
+      [c({ stop: [1] }), "'stop': Invalid input"],
+      [c({ n: 1 }), null],
+      [c({ n: 2 }), "'n': only n=1 is supported (one choice per request)"],
+      [c({ stream_options: { include_usage: "yes" } }), "'stream_options.include_usage': Invalid input: expected boolean, received string"],
+      [c({ presence_penalty: -2, frequency_penalty: 2 }), null],
+      [c({ presence_penalty: 2, frequency_penalty: -2 }), null],
+      [c({ presence_penalty: 2.5 }), "'presence_penalty': Too big: expected number to be <=2"],
+      [c({ presence_penalty: -2.5 }), "'presence_penalty': Too small: expected number to be >=-2"],
+      [c({ frequency_penalty: 2.5 }), "'frequency_penalty': Too big: expected number to be <=2"],
+      [c({ frequency_penalty: -2.5 }), "'frequency_penalty': Too small: expected number to be >=-2"],
+      [c({ prompt: [5, 6] }), null],
+      [c({ prompt: [-1] }), "'prompt.0': Too small: expected number to be >=0"],
+      [c({ prompt: ["a", "b"] }), "'prompt': Invalid input"],
+      [c({ echo: false, suffix: "", best_of: 1, logprobs: null }), null],
+      [c({ echo: true }), "'echo': echo is not supported by this server"],
+      [c({ suffix: "x" }), "'suffix': suffix is not supported by this server"],
+      [c({ best_of: 2 }), "'best_of': best_of > 1 is not supported by this server"],
+      [c({ logprobs: 1 }), "'logprobs': logprobs is not supported by this server"],
+      [c({ logprobs: 0 }), "'logprobs': logprobs is not supported by this server"],
+      [ch({ max_completion_tokens: 1024 }), "This model's maximum context length is 1024 tokens. However, you requested 1043 tokens (19 in the prompt, 1024 for the completion). Please reduce the prompt or max_tokens."],
+      [ch({ max_completion_tokens: 1000 }), null],
+      [ch({ max_completion_tokens: 1025 }), "'max_completion_tokens': Too big: expected number to be <=1024"],
+      [ch({ max_completion_tokens: 0 }), "'max_completion_tokens': Too small: expected number to be >=1"],
+      [ch({ messages: [] }), "'messages': Too small: expected array to have >=1 items"],
+      [ch({ messages: [{ role: "system", content: "s" }, { role: "user", content: "a" }, { role: "assistant", content: "b" }, { role: "user", content: "c" }] }), null],
+      [msg("developer"), null],
+      [msg("tool"), null],
+      [msg("function"), "'messages.0.role': Invalid option: expected one of \"system\"|\"developer\"|\"user\"|\"assistant\"|\"tool\""],
+      [msg("user", [{ type: "text", text: "a" }]), null],
+      [msg("user", null), null],
+      [msg("user", [{ type: "image_url", image_url: { url: "x" } }]), "'messages.0.content.0': only text content parts are supported"],
+      [msg("user", [{ type: "text" }]), "'messages.0.content.0': only text content parts are supported"],
+      [msg("user", 5), "'messages.0.content': Invalid input"],
+      [ch({ logprobs: false, top_logprobs: null }), null],
+      [ch({ logprobs: true }), "'logprobs': logprobs is not supported by this server"],
+      [ch({ top_logprobs: 0 }), "'top_logprobs': top_logprobs is not supported by this server"],
+      [e({ input: "a" }), null],
+      [e({ input: ["a", "b"] }), null],
+      [e({ input: [[1], [2]] }), null],
+      [e({ input: [1, 2] }), null],
+      [e({ model: "", input: "a" }), "The model `` does not exist. This server serves `tiny-lm`."],
+      // No input at all is refused, as OpenAI refuses it, not answered with no embeddings.
+      [e({ input: [] }), "'input': Invalid input"],
+      [e({ input: [[1], []] }), "'input'[1]: empty input"],
+      [e({ input: Array.from({ length: 8193 }, () => 1) }), "'input': 8193 tokens, at most 8192"],
+      [e({ input: [[1], Array.from({ length: 8193 }, () => 1)] }), "'input'[1]: 8193 tokens, at most 8192"],
+      [e({ input: "a", encoding_format: "hex" }), "'encoding_format': Invalid option: expected one of \"float\"|\"base64\""],
+      [e({ input: "a", dimensions: 0 }), "'dimensions': Too small: expected number to be >=1"],
+      [e({ input: Array.from({ length: 2049 }, () => "a") }), "'input': Invalid input"],
+    ];
+    const got: [string, string | null][] = [];
+    for (const [[path, body]] of table) {
+      const res = await post(path, body);
+      got.push([JSON.stringify(body), res.status === 200 ? ((await res.arrayBuffer()), null) : (await json(res)).error.message]);
+    }
+    expect(got).toEqual(table.map(([[, body], want]) => [JSON.stringify(body), want]));
+  });
+
   it("a model this server does not serve: 404 model_not_found naming the one it does", async () => {
     const res = await post("/v1/chat/completions", { model: "gpt-9", messages: [{ role: "user", content: "a" }] });
     expect(res.status).toBe(404);
@@ -209,6 +289,32 @@ describe("completions and chat, whole", () => {
     expect(stopped.choices[0].text).not.toContain(cut);
   });
 
+  it("stop as a list ends at the first of them to appear; a chat also ends at its turn's end, unless ignore_eos", async () => {
+    const free = await json(await post("/v1/completions", { model: TINY_LM_ID, prompt: "a", temperature: 0, ignore_eos: true, max_tokens: 40 }));
+    const text = free.choices[0].text as string;
+    const listed = await json(await post("/v1/completions", { model: TINY_LM_ID, prompt: "a", temperature: 0, max_tokens: 40, stop: ["\u0000never", text.slice(6, 8)] }));
+    expect(listed.choices[0]).toMatchObject({ finish_reason: "stop", text: text.slice(0, text.indexOf(text.slice(6, 8))) });
+    // A chat whose turn ends before 200 tokens (the first seed that does): it stops there; with ignore_eos, the same seed runs its whole budget.
+    const chat = { model: TINY_LM_ID, messages: [{ role: "user", content: "hi" }], max_tokens: 200 };
+    let seed = 0;
+    let ended: Record<string, any> | undefined;
+    while (!ended && seed < 50) {
+      const r = await json(await post("/v1/chat/completions", { ...chat, seed: ++seed }));
+      if (r.choices[0].finish_reason === "stop") ended = r;
+    }
+    expect(ended?.usage.completion_tokens).toBeLessThan(200);
+    const ran = await json(await post("/v1/chat/completions", { ...chat, seed, ignore_eos: true }));
+    expect(ran.choices[0].finish_reason).toBe("length");
+    expect(ran.usage.completion_tokens).toBe(200);
+    expect((ran.choices[0].message.content as string).startsWith(ended!.choices[0].message.content)).toBe(true);
+    // The same for the Responses API.
+    const resp = { model: TINY_LM_ID, input: [{ role: "user", content: "hi" }], seed, max_output_tokens: 200 };
+    expect((await json(await post("/v1/responses", resp))).usage.output_tokens).toBeLessThan(200);
+    expect((await json(await post("/v1/responses", { ...resp, ignore_eos: true }))).usage.output_tokens).toBe(200);
+    // A completion has no turn to end: it runs to its budget either way.
+    expect((await json(await post("/v1/completions", { model: TINY_LM_ID, prompt: "hi", temperature: 0, max_tokens: 40 }))).usage.completion_tokens).toBe(40);
+  });
+
   it("with promptTokensDetails (vLLM's --enable-prompt-tokens-details), says how much of the prompt its prefix cache held: none the first time, its full blocks the next", async () => {
     const prompt = `a prompt seen once here: ${"q".repeat(60)}`;
     const first = await json(await post("/v1/completions", { model: TINY_LM_ID, prompt, max_tokens: 2 }));
@@ -253,7 +359,8 @@ describe("streams", () => {
     expect(chunks[0]).toMatchObject({ object: "chat.completion.chunk", choices: [{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }], usage: null });
     const tokens = chunks.slice(1, 5);
     expect(tokens.every((c) => typeof c.choices[0].delta.content === "string" && c.choices[0].finish_reason === null && c.usage === null)).toBe(true);
-    expect(chunks[5]).toMatchObject({ choices: [{ delta: {}, finish_reason: "length" }], usage: null });
+    expect(chunks[5]).toMatchObject({ usage: null });
+    expect(chunks[5].choices).toEqual([{ index: 0, delta: {}, logprobs: null, finish_reason: "length" }]);
     expect(chunks[6]).toMatchObject({ choices: [], usage: { completion_tokens: 4, total_tokens: chunks[6].usage.prompt_tokens + 4 } });
     expect(chunks).toHaveLength(7);
     expect(new Set(chunks.map((c) => c.id)).size).toBe(1);

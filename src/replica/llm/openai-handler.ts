@@ -190,7 +190,8 @@ const responsesRequest = responsesSchema(MAX_TOKENS_CAP);
 
 const embeddingSchema = z.object({
   model: z.string().min(1),
-  input: z.union([z.string(), z.array(z.string()).min(1).max(MAX_EMBEDDING_INPUTS), tokenIds, z.array(tokenIds).min(1).max(MAX_EMBEDDING_INPUTS)]),
+  // At least one input: an empty list is refused (as OpenAI does), not answered with no embeddings.
+  input: z.union([z.string(), z.array(z.string()).min(1).max(MAX_EMBEDDING_INPUTS), tokenIds.min(1), z.array(tokenIds).min(1).max(MAX_EMBEDDING_INPUTS)]),
   encoding_format: z.enum(["float", "base64"]).nullish(),
   dimensions: z.number().int().min(1).nullish(),
   user: z.string().nullish(),
