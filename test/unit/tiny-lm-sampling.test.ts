@@ -90,3 +90,54 @@ describe("positionRng", () => {
     for (const n of tenths) expect(n).toBeGreaterThan(60);
   });
 });
+
+describe("sampleToken against a scripted draw: where each candidate's share of [0, 1) begins and ends", () => {
+  /** An rng that returns `r` once. */
+  const draw = (r: number) => () => r;
+  const ties = [5, 5, 5, 5];
+
+  it("a draw exactly on a boundary goes to the next candidate; each candidate owns [start, end)", () => {
+    const T: SamplingParams = { temperature: 1, topP: 1 };
+    expect([0, 0.2499, 0.25, 0.5, 0.75, 0.9999].map((r) => sampleToken(ties, T, draw(r)))).toEqual([0, 0, 1, 2, 3, 3]);
+  });
+
+  it("top_p keeps candidates until their mass reaches p, then draws among those alone", () => {
+    // Four equal candidates: 0.5 is reached by two, exactly; a draw of 0.7 of their mass is the second.
+    expect(sampleToken(ties, { temperature: 1, topP: 0.5 }, draw(0.7))).toBe(1);
+    expect(sampleToken(ties, { temperature: 1, topP: 0.51 }, draw(0.7))).toBe(2);
+    // Most likely first: [1, 3, 2] by probability; p = 0.6 keeps ids 1 and 3.
+    const l = [Math.log(0.1), Math.log(0.5), Math.log(0.15), Math.log(0.25)];
+    expect(sampleToken(l, { temperature: 1, topP: 0.6 }, draw(0.99))).toBe(3);
+    expect(sampleToken(l, { temperature: 1, topP: 0.6 }, draw(0.6))).toBe(1);
+    expect(sampleToken(l, { temperature: 1, topP: 0.6 }, draw(0.7))).toBe(3);
+  });
+
+  it("logits far from zero: the softmax is taken from the largest, never overflows", () => {
+    // exp(1) : exp(0) → 0.731 : 0.269.
+    const far = [1000, 999];
+    expect(sampleToken(far, { temperature: 1, topP: 1 }, draw(0.73))).toBe(0);
+    expect(sampleToken(far, { temperature: 1, topP: 1 }, draw(0.74))).toBe(1);
+    expect(sampleToken([-1000, -1001], { temperature: 1, topP: 1 }, draw(0.74))).toBe(1);
+  });
+
+  it("greedy with one token, and the penalties exactly: presence once, frequency per count, none for a count of 0", () => {
+    expect(sampleToken([3], { temperature: 0, topP: 1 }, draw(0))).toBe(0);
+    // Two tokens tied; id 0 generated twice: presence 0.5 + frequency 0.25 × 2 = 1 off its logit → shares 1 : e.
+    const p = { temperature: 1, topP: 1, presencePenalty: 0.5, frequencyPenalty: 0.25 };
+    const share0 = 1 / (1 + Math.E);
+    expect(sampleToken([0, 0], p, draw(share0 - 1e-9), { counts: new Map([[0, 2]]) })).toBe(0);
+    expect(sampleToken([0, 0], p, draw(share0 + 1e-9), { counts: new Map([[0, 2]]) })).toBe(1);
+    // A count of 0 is no penalty: the tie stays (0.5 : 0.5).
+    expect(sampleToken([0, 0], p, draw(0.49), { counts: new Map([[1, 0]]) })).toBe(0);
+    expect(sampleToken([0, 0], p, draw(0.51), { counts: new Map([[1, 0]]) })).toBe(1);
+    // Ids outside the vocabulary are ignored, counted or excluded.
+    expect(sampleToken([0, 0], p, draw(0.51), { counts: new Map([[-1, 3], [2, 3]]), exclude: [-1, 2] })).toBe(1);
+  });
+});
+
+describe("the seeded draws stay the same across versions", () => {
+  // A stream migrated between replicas of different versions goes on drawing what it drew (docs/migration.md): these values are part of that contract.
+  it("positionRng and createRng give these first draws", () => {
+    expect([positionRng(7, 0)(), positionRng(7, 40)(), positionRng(-3, 5)(), createRng(2 ** 40 + 1)()]).toEqual([0.8873713978100568, 0.49204588937573135, 0.9281619316898286, 0.6583877787925303]);
+  });
+});

@@ -99,3 +99,28 @@ describe("StopMatcher", () => {
     expect(run(["lo w", "world"], ["hel", "lo wor", "ld"]).text).toBe("hel");
   });
 });
+
+describe("StopMatcher, exactly", () => {
+  it("an empty stop string stops nothing; the earliest of several stops wins; after a stop, nothing more", () => {
+    expect(new StopMatcher([""]).push("abc")).toEqual({ emit: "abc", stopped: false });
+    const m = new StopMatcher(["c", "b"]);
+    expect(m.push("abcd")).toEqual({ emit: "a", stopped: true });
+    expect(m.stopped).toBe(true);
+    expect(m.push("more")).toEqual({ emit: "", stopped: true });
+    expect(m.flush()).toBe("");
+    const later = new StopMatcher(["b", "c"]);
+    expect(later.push("xcb")).toEqual({ emit: "x", stopped: true });
+  });
+
+  it("holds back exactly the longest proper prefix of a stop string, and lets it go when it is not one", () => {
+    const m = new StopMatcher(["abcd", "zz"]);
+    expect(m.push("xxabc")).toEqual({ emit: "xx", stopped: false });
+    expect(m.stopped).toBe(false);
+    expect(m.push("e")).toEqual({ emit: "abce", stopped: false });
+    expect(m.push("z")).toEqual({ emit: "", stopped: false });
+    expect(m.flush()).toBe("z");
+    const n = new StopMatcher(["ab"]);
+    expect(n.push("a")).toEqual({ emit: "", stopped: false });
+    expect(n.push("b")).toEqual({ emit: "", stopped: true });
+  });
+});
