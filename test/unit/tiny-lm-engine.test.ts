@@ -250,3 +250,48 @@ describe("LlmEngine", () => {
     expect(engine.metricsText()).toContain('finished_reason="abort"} 1.0');
   });
 });
+
+describe("LlmEngine, exactly", () => {
+  /** A histogram's sum in the engine's /metrics text. */
+  const sum = (text: string, name: string) => Number(new RegExp(`^${name}_sum\\{[^}]*\\} (\\S+)$`, "m").exec(text)?.[1]);
+
+  it("text held back for a stop string that never comes is sent at the end, at length; no empty pieces", async () => {
+    const engine = new LlmEngine({ model: tinyLmGenerator(fakeModel()), kvBlocks: 8 });
+    const { pieces, result } = await collect(engine.generate(req("xa", { maxTokens: 7, stop: ["bx"] })));
+    expect(pieces.join("")).toBe("bcabcab");
+    expect(pieces.at(-1)).toBe("b");
+    expect(pieces).not.toContain("");
+    expect(result).toMatchObject({ finishReason: "length", completionTokens: 7 });
+  });
+
+  it("latencies are observed in seconds: TTFT, inter-token and end-to-end sums as paced", async () => {
+    const engine = new LlmEngine({ model: tinyLmGenerator(fakeModel()), kvBlocks: 8, decodeMs: 20 });
+    await collect(engine.generate(req("xa", { maxTokens: 4 })));
+    const text = engine.metricsText();
+    // Three gaps of at least 20 ms each (the pacing's floor); the upper bounds only tell seconds from milliseconds.
+    expect(sum(text, "vllm:inter_token_latency_seconds")).toBeGreaterThanOrEqual(0.055);
+    expect(sum(text, "vllm:inter_token_latency_seconds")).toBeLessThan(30);
+    expect(sum(text, "vllm:e2e_request_latency_seconds")).toBeGreaterThanOrEqual(0.055);
+    expect(sum(text, "vllm:e2e_request_latency_seconds")).toBeLessThan(30);
+    expect(sum(text, "vllm:time_to_first_token_seconds")).toBeGreaterThanOrEqual(0);
+    expect(sum(text, "vllm:time_to_first_token_seconds")).toBeLessThan(30);
+  });
+
+  it("sizes: blocks of 16 by default, the context clamped to the cache, an empty prompt refused", async () => {
+    const engine = new LlmEngine({ model: tinyLmGenerator(fakeModel()), kvBlocks: 4, maxModelLen: 1_000 });
+    expect(engine.blockSize).toBe(16);
+    expect(engine.maxModelLen).toBe(64);
+    expect(new LlmEngine({ model: tinyLmGenerator(fakeModel()), kvBlocks: 4, maxModelLen: 40 }).maxModelLen).toBe(40);
+    const err = await collect(engine.generate({ prompt: [], maxTokens: 1, sampling: greedy })).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RequestTooLong);
+    expect(err).toMatchObject({ name: "RequestTooLong", message: "the prompt is empty" });
+  });
+
+  it("embeddings count their prompt tokens; a model without embeddings says so", async () => {
+    const engine = new LlmEngine({ model: tinyLmGenerator(fakeModel()), kvBlocks: 4 });
+    await engine.embed(encode("abc"));
+    expect(engine.metricsText()).toContain('vllm:prompt_tokens_total{model_name="fake",engine="0"} 3.0');
+    const { embeddings: _, ...generative } = tinyLmGenerator(fakeModel());
+    await expect(new LlmEngine({ model: generative, kvBlocks: 4 }).embed([1])).rejects.toThrow("fake makes no embeddings");
+  });
+});
