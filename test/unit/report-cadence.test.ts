@@ -144,3 +144,55 @@ describe("ReportCadence", () => {
     expect(at).toEqual([]);
   });
 });
+
+describe("ReportCadence, exactly", () => {
+  it("intervalMs: read back; a new one re-arms the heartbeat from the last send; zero, negative, NaN or the same are ignored", async () => {
+    const { c, at } = cadence({ busy: () => false });
+    expect(c.intervalMs).toBe(1_000);
+    c.start();
+    const t0 = Date.now();
+    for (const bad of [0, -5, Number.NaN, 1_000]) c.intervalMs = bad;
+    expect(c.intervalMs).toBe(1_000);
+    await vi.advanceTimersByTimeAsync(300);
+    c.intervalMs = 400;
+    expect(c.intervalMs).toBe(400);
+    await vi.advanceTimersByTimeAsync(100);
+    expect(at).toEqual([t0 + 400]);
+    c.stop();
+  });
+
+  it("start twice is one heartbeat; counts what it sends; a failed send goes to onError and the cadence goes on", async () => {
+    const errors: unknown[] = [];
+    let n = 0;
+    const c = new ReportCadence({
+      busy: () => false,
+      send: async () => {
+        if (++n === 1) throw new Error("edge down");
+      },
+      onError: (e) => errors.push(e),
+    });
+    c.start();
+    c.start();
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect([c.sent, errors.length]).toEqual([1, 1]);
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(c.sent).toBe(2);
+    c.stop();
+    // Without onError a failure is swallowed, not thrown.
+    const quiet = new ReportCadence({ busy: () => false, send: () => Promise.reject(new Error("x")) });
+    await expect(quiet.now()).resolves.toBeUndefined();
+  });
+
+  it("an idle change goes after changeDelayMs, counted from the change", async () => {
+    const { c, at } = cadence({ busy: () => false, changeDelayMs: 100 });
+    c.start();
+    await vi.advanceTimersByTimeAsync(50);
+    const t = Date.now();
+    c.changed(false);
+    await vi.advanceTimersByTimeAsync(99);
+    expect(at).toEqual([]);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(at).toEqual([t + 100]);
+    c.stop();
+  });
+});

@@ -87,3 +87,45 @@ describe("SummaryCadence", () => {
     expect(lines).toHaveLength(1);
   });
 });
+
+describe("SummaryCadence, exactly", () => {
+  it("a summary that differs in any one field is a new one (sent), the same in all is not", () => {
+    const base = summaryOf(5);
+    for (const changed of [{ v: 2 }, { k: base.k + 1 }, { n: base.n + 1 }, { block: 32 }, { bits: `A${base.bits.slice(1)}` }]) {
+      let current: CacheSummaryWire = base;
+      const c = new SummaryCadence(() => current, { now: () => 0 });
+      c.accepted(c.next());
+      expect(c.next(), "the same").toBeUndefined();
+      current = { ...base, ...changed };
+      expect(c.next(), JSON.stringify(Object.keys(changed))).toEqual(current);
+    }
+  });
+
+  it("the failure is logged with its reason, once per failing spell; nothing due clears the wait", () => {
+    const lines: string[] = [];
+    let fail = true;
+    let now = 100;
+    const c = new SummaryCadence(
+      () => {
+        if (fail) throw new Error("engine gone");
+        return summaryOf(3);
+      },
+      { log: (m) => lines.push(m), now: () => now },
+    );
+    // Failing from the first call: logged at once (nothing was held, so nothing is due).
+    expect(c.next()).toBeUndefined();
+    expect(lines).toEqual(["prefix-cache summary unavailable: Error: engine gone"]);
+    expect(c.dueSince).toBeUndefined();
+    fail = false;
+    expect(c.next()).toEqual(summaryOf(3));
+    expect(c.dueSince).toBe(100);
+    now = 200;
+    c.accepted(summaryOf(3));
+    expect(c.next()).toBeUndefined();
+    expect(c.dueSince).toBeUndefined();
+    // A second spell is logged again.
+    fail = true;
+    expect(c.next()).toBeNull();
+    expect(lines).toHaveLength(2);
+  });
+});
