@@ -29,7 +29,7 @@ describe("reportEntry and isBusy", () => {
     const bare = reportEntry("r-1", source({}));
     expect(Object.keys(bare).sort()).toEqual(["loading", "models", "ongoing", "queued", "replica_id", "seq", "state", "ts"]);
     expect(bare).toMatchObject({ replica_id: "r-1", seq: 3, state: "ready", models: ["m"] });
-    const summary = { v: 1, k: 7, n: 1, block: 16, bits: "AAAA" };
+    const summary = { v: 1 as const, k: 7, n: 1, block: 16, bits: "AAAA" };
     expect(reportEntry("r-1", source({ kv: 0.5 }), summary)).toMatchObject({ kv_cache_usage: 0.5, prefix_cache: summary });
     expect(reportEntry("r-1", source({}), null)).toMatchObject({ prefix_cache: null });
     // Draining without a deadline source, and with one: its time left, clamped to [0, MAX_DRAIN_DEADLINE_MS].

@@ -96,7 +96,7 @@ describe("SummaryCadence, exactly", () => {
       const c = new SummaryCadence(() => current, { now: () => 0 });
       c.accepted(c.next());
       expect(c.next(), "the same").toBeUndefined();
-      current = { ...base, ...changed };
+      current = { ...base, ...changed } as CacheSummaryWire;
       expect(c.next(), JSON.stringify(Object.keys(changed))).toEqual(current);
     }
   });
