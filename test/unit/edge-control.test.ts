@@ -2,7 +2,7 @@
  * How a replica talks to the edge's control plane (src/replica/edge-control.ts): what
  * a report entry carries, when a load counts as busy, the signed POST's URL and headers,
  * and which refusals mean an older edge. The drain-deadline belief is process-wide and
- * is tested in replica-edge-client-older-edge.test.ts, which has a module graph of its own.
+ * is tested in replica-edge-client-older-edge.test.ts (the isolated unit project).
  */
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
