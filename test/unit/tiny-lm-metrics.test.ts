@@ -3,6 +3,7 @@
  * buckets and number formatting as vLLM's prometheus_client output, parseable by the
  * CLI's Prometheus parser and read correctly by the replica agent's engineLoad.
  */
+import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { engineLoad, isEngineMetricsError } from "../../src/agent/engine-metrics.ts";
 import {
@@ -57,6 +58,30 @@ describe("formatPromFloat", () => {
 });
 
 describe("renderVllmMetrics", () => {
+  it("a value on a bucket's bound counts in that bucket (le is ≤), just above it in the next", () => {
+    const h = new BucketHistogram([0.01, 0.025]);
+    h.observe(0.01);
+    h.observe(0.0100001);
+    h.observe(0.025);
+    h.observe(99);
+    expect(h.counts).toEqual([1, 2, 1]);
+    expect([h.count, h.sum]).toEqual([4, 0.01 + 0.0100001 + 0.025 + 99]);
+  });
+
+  it("HELP texts as vLLM writes them (the engine-metrics fixture, in vLLM's words), for every family both expose", () => {
+    const help = (text: string) => new Map(text.split("\n").flatMap((l) => (l.startsWith("# HELP vllm:") ? [[l.split(" ")[2]!, l.split(" ").slice(3).join(" ")] as const] : [])));
+    const vllm = help(readFileSync(new URL("../fixtures/engine-metrics/vllm.txt", import.meta.url), "utf8"));
+    const ours = help(renderVllmMetrics(state()));
+    const shared = [...ours.keys()].filter((k) => vllm.has(k));
+    expect(shared.length).toBeGreaterThanOrEqual(6);
+    for (const k of shared) expect(ours.get(k), k).toBe(vllm.get(k));
+    // And the families the fixture does not show, in vLLM's loggers.py words.
+    expect(Object.fromEntries([...ours].filter(([k]) => !vllm.has(k)))).toMatchObject({
+      "vllm:e2e_request_latency_seconds": "Histogram of e2e request latency in seconds.",
+      "vllm:cache_config_info": "Information of the LLMEngine CacheConfig",
+    });
+  });
+
   it("uses vLLM's bucket boundaries", () => {
     expect(TTFT_BUCKETS_S).toEqual([0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0]);
     expect(ITL_BUCKETS_S).toEqual([0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0]);
