@@ -75,8 +75,26 @@ describe("KvCacheScheduler", () => {
 
   it("refuses a sequence that can never fit", () => {
     const kv = new KvCacheScheduler(2, 16);
-    expect(() => kv.acquire(1, 33)).toThrow(RangeError);
+    expect(() => kv.acquire(1, 33)).toThrow(new RangeError("33 tokens need 3 blocks of 16; the KV cache has 2"));
     expect(kv.acquire(1, 32)).toBeUndefined();
+  });
+
+  it("refuses a cache of no blocks, a fractional one, or blocks of no tokens; one block of one token is a cache", () => {
+    expect(() => new KvCacheScheduler(0, 16)).toThrow(new RangeError("totalBlocks must be a positive integer, got 0"));
+    expect(() => new KvCacheScheduler(1.5, 16)).toThrow(new RangeError("totalBlocks must be a positive integer, got 1.5"));
+    expect(() => new KvCacheScheduler(2, 0)).toThrow(new RangeError("blockSize must be a positive integer, got 0"));
+    expect(() => new KvCacheScheduler(2, 2.5)).toThrow(new RangeError("blockSize must be a positive integer, got 2.5"));
+    expect(new KvCacheScheduler(1, 1).maxTokens).toBe(1);
+  });
+
+  it("a released waiter's rejection names it", async () => {
+    const kv = new KvCacheScheduler(1, 16);
+    kv.acquire(1, 16);
+    const waiting = kv.acquire(2, 16)!;
+    kv.release(2);
+    const err = await waiting.catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SequenceReleased);
+    expect(err).toMatchObject({ name: "SequenceReleased", message: "sequence 2 was released while waiting" });
   });
 
   it("queues in FIFO order: nothing overtakes the head, which starts when blocks free", async () => {
