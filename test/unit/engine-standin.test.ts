@@ -64,6 +64,15 @@ describe.each(["qwen3", "llama3", "deepseek-v3", "mistral-nemo", "gemma3"] as co
     // The streamed pieces are the decoded tokens, nothing lost or doubled.
     const codec = familyCodecOf(family);
     expect(codec.decode(codec.plain(long.text))).toBe(long.text);
+    // 200 tokens run through the whole passage (cycled): its sentences come out whole, in order, each piece once.
+    for (const sentence of ["Farmers bring apples, cheese and bread, and the children watch the boats go by.", "Nobody is in a hurry here; the days are long, the work is honest,"]) {
+      expect(long.text).toContain(sentence);
+    }
+    // Sampled, it starts where the seed says: two seeds, two starts; the same seed, the same answer.
+    const seeded = (seed: number) => drain(engine, { prompt, maxTokens: 8, sampling: { temperature: 1, topP: 1 }, seed, ignoreEos: true });
+    const [s1, s2, s1again] = [await seeded(1), await seeded(2), await seeded(1)];
+    expect(s1.text).toBe(s1again.text);
+    expect(s1.text).not.toBe(s2.text);
   });
 
   it("prefills only the uncached part of a re-sent prompt, and evicts the least recently used blocks when full", async () => {
