@@ -387,3 +387,104 @@ describe("replicaMain: what it prints and how it exits", () => {
     expect(io.out).toEqual([]);
   });
 });
+
+describe("replicaMain: a replica's life in this process (signals and exit recorded, not taken)", () => {
+  const SIGNALS = new Set(["SIGTERM", "SIGINT", "SIGHUP"]);
+  /** Captures stdout, stderr, the signal handlers replicaMain installs, and its exit codes. */
+  function life() {
+    const out: string[] = [];
+    const err: string[] = [];
+    const handlers = new Map<string, () => void>();
+    const exits: number[] = [];
+    let exited: (code: number) => void = () => undefined;
+    const exitedP = new Promise<number>((r) => (exited = r));
+    const on = process.on.bind(process);
+    const spies = [
+      vi.spyOn(process.stdout, "write").mockImplementation((c) => (out.push(String(c)), true)),
+      vi.spyOn(process.stderr, "write").mockImplementation((c) => (err.push(String(c)), true)),
+      vi.spyOn(process, "exit").mockImplementation(((code: number) => {
+        exits.push(code);
+        exited(code);
+        if (code === 2) throw new Error("exit 2");
+      }) as never),
+      vi.spyOn(process, "on").mockImplementation(((event: string, fn: () => void) => {
+        if (SIGNALS.has(event)) handlers.set(event, fn);
+        else on(event, fn);
+        return process;
+      }) as never),
+    ];
+    const restore = () => spies.forEach((s) => s.mockRestore());
+    stops.push(async () => restore());
+    const lines = () => out.join("").split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Record<string, unknown>);
+    return { out, err, handlers, exits, exited: exitedP, lines, signal: (s: string) => handlers.get(s)!() };
+  }
+  const env = (vars: Record<string, string>) => {
+    const before = Object.fromEntries(Object.keys(vars).map((k) => [k, process.env[k]]));
+    Object.assign(process.env, vars);
+    stops.push(async () => {
+      for (const [k, v] of Object.entries(before)) if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    });
+  };
+
+  it("standalone with an API key file: serves only its keys, SIGHUP reloads them (an empty file keeps the old), SIGTERM closes and exits 0", async () => {
+    const { mkdtempSync, writeFileSync } = await import("node:fs");
+    const { tmpdir } = await import("node:os");
+    const file = `${mkdtempSync(`${tmpdir()}/replica-keys-`)}/keys`;
+    writeFileSync(file, "\n k1 \n\n");
+    const l = life();
+    await replicaMain(["--deployment", "hello", "--backend", "text", "--text", "hey", "--standalone", "--port", "0", "--id", "hello-1", "--api-key-file", file]);
+    const [listening] = l.lines();
+    expect(listening).toMatchObject({ event: "listening", replica_id: "hello-1", deployment: "hello" });
+    const url = String(listening!.url);
+    const get = async (key: string) => (await fetch(url, { headers: { authorization: `Bearer ${key}` } })).status;
+    expect([await get("k1"), await get("k2")]).toEqual([200, 401]);
+    writeFileSync(file, "k2\nk3\n");
+    l.signal("SIGHUP");
+    expect([await get("k1"), await get("k2"), await get("k3")]).toEqual([401, 200, 200]);
+    expect(l.err.join("")).toContain(`[hello-1] reloaded 2 API key(s) from ${file}\n`);
+    writeFileSync(file, "\n");
+    l.signal("SIGHUP");
+    expect(await get("k2")).toBe(200);
+    expect(l.err.join("")).toContain(`[hello-1] SIGHUP: keeping the old API keys: ${file} holds no key\n`);
+    l.signal("SIGTERM");
+    expect(await l.exited).toBe(0);
+    await expect(fetch(url)).rejects.toThrow();
+  });
+
+  it("an API key file that holds no key: refused at start with exit 2", async () => {
+    const { mkdtempSync, writeFileSync } = await import("node:fs");
+    const { tmpdir } = await import("node:os");
+    const file = `${mkdtempSync(`${tmpdir()}/replica-keys-`)}/keys`;
+    writeFileSync(file, " \n");
+    const l = life();
+    await expect(replicaMain(["--deployment", "hello", "--backend", "text", "--standalone", "--port", "0", "--api-key-file", file])).rejects.toThrow("exit 2");
+    expect(l.err.join("")).toMatch(new RegExp(`^--api-key-file: ${file.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")} holds no key\\nusage: replica `));
+  });
+
+  it("registered: listening, then registered; SIGTERM drains (a report saying so), deregisters, then exits 0 after the hooks", async () => {
+    const { scriptedEdge } = await import("../fixtures/scripted-edge.ts");
+    const edge = await scriptedEdge((close) => stops.push(close));
+    env({ SWITCHYARD_REPLICA_KEY: "ab".repeat(32) });
+    const l = life();
+    const hooks = { draining: { value: false }, beforeExit: vi.fn(async () => undefined) } as Parameters<typeof replicaMain>[1] & { draining: { value: boolean } };
+    await replicaMain(["--deployment", "hello", "--backend", "text", "--edge", edge.url, "--port", "0", "--id", "hello-2", "--drain-timeout-ms", "5000", "--accept-unsigned"], hooks);
+    expect(l.lines().map((x) => x.event)).toEqual(["listening", "registered"]);
+    expect(l.err.join("")).toContain("[hello-2] --accept-unsigned: serving requests without an edge signature too (benchmarks only)\n");
+    expect(edge.paths()).toContain("register");
+    expect(hooks.leave).toBeTypeOf("function");
+    l.signal("SIGTERM");
+    l.signal("SIGINT"); // a second signal while draining is the same drain
+    expect(await l.exited).toBe(0);
+    expect(l.exits).toEqual([0]);
+    expect(hooks.draining.value).toBe(true);
+    expect(hooks.beforeExit).toHaveBeenCalledTimes(1);
+    const after = edge.received.slice(edge.paths().indexOf("register") + 1);
+    const draining = after.findIndex((m) => m.path === "report" && m.body.state === "draining");
+    expect(draining).toBeGreaterThanOrEqual(0);
+    expect(after.findIndex((m) => m.path === "deregister")).toBeGreaterThan(draining);
+    const logs = l.err.join("");
+    expect(logs).toContain("[hello-2] SIGTERM: draining (0 in flight)\n");
+    expect(logs.indexOf("[hello-2] drained, exiting\n")).toBeGreaterThan(logs.indexOf("SIGTERM: draining"));
+  });
+});
