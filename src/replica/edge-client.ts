@@ -276,7 +276,8 @@ export class EdgeClient {
   }
 
   async #sendReport(): Promise<void> {
-    if (!this.#registered) return;
+    // After a key refusal every report would be refused too: none are sent (a drain's report included).
+    if (!this.#registered || this.#keyRefused) return;
     const summary = this.#summary?.next();
     const msg: ReportMessage = {
       protocol: PROTOCOL_VERSION,

@@ -370,3 +370,85 @@ describe("EdgeClient: a new engine key (rotation)", () => {
     expect(edge.received[before]!.body).toMatchObject({ engine_key: "k1", node: "gpu-a" });
   });
 });
+
+describe("EdgeClient: what the edge answers to reports", () => {
+  const wire = (bits: string) => ({ v: 1 as const, k: 7, n: 1, block: 16, bits });
+  const reports = (edge: { received: { path: string; body: Record<string, unknown> }[] }) => edge.received.filter((m) => m.path === "report").map((m) => m.body);
+
+  it("a summary counts as held only when the report's outcome is ok; stale_seq sends it again", async () => {
+    let outcome = "stale_seq";
+    const edge = await scriptedEdge((path) => (path === "report" ? [200, { ok: true, outcome }] : undefined));
+    const { c } = scriptedClient(edge.url, { cacheSummary: () => wire("AAAA") });
+    await c.start();
+    await c.report();
+    outcome = "ok";
+    await c.report();
+    await c.report();
+    expect(reports(edge).map((r) => (r.prefix_cache as { bits?: string } | undefined)?.bits ?? "-")).toEqual(["AAAA", "AAAA", "AAAA", "-"]);
+  });
+
+  it("an older edge that refuses summaries: said once, the same report again without one, and none after", async () => {
+    const edge = await scriptedEdge((path, body) => (path === "report" && "prefix_cache" in body ? [400, { error: { code: "invalid_message", details: [{ keys: ["prefix_cache"] }] } }] : undefined));
+    const { c, logs } = scriptedClient(edge.url, { cacheSummary: () => wire("AAAA") });
+    await c.start();
+    await c.report();
+    expect(reports(edge).map((r) => "prefix_cache" in r)).toEqual([true, false, false]);
+    expect(logs).toEqual(["the edge does not take prefix-cache summaries (an older edge): reporting without them"]);
+  });
+
+  it("a 400 for anything else is a failed report, logged; summaries stay on", async () => {
+    // The register's own report is taken; the next is refused.
+    const edge = await scriptedEdge((path) => (path === "report" && reports(edge).length > 1 ? [400, { error: { code: "invalid_message", details: [{ keys: ["ts"] }] } }] : undefined));
+    // A summary that changes every time: each report carries one.
+    let n = 0;
+    const { c, logs } = scriptedClient(edge.url, { cacheSummary: () => wire(`A${n++}`) });
+    await c.start();
+    await c.report();
+    await c.report();
+    expect(reports(edge).map((r) => "prefix_cache" in r)).toEqual([true, true, true]);
+    expect(logs.filter((l) => l.startsWith("report failed: Error: edge answered 400"))).toHaveLength(2);
+  });
+
+  it("drain asked in two answers: onDrainRequested once", async () => {
+    const edge = await scriptedEdge((path) => (path === "report" ? [200, { ok: true, outcome: "ok", drain: true }] : undefined));
+    const drains: number[] = [];
+    const { c } = scriptedClient(edge.url, { onDrainRequested: () => drains.push(1) });
+    await c.start();
+    await c.report();
+    await c.report();
+    expect(drains).toEqual([1]);
+    // Without a callback, a drain answer is harmless.
+    const other = scriptedClient(edge.url);
+    await other.c.start();
+    await other.c.report();
+  });
+
+  it("a report refused for its key: onKeyRefused hears why once, and reports stop (asked-for ones too)", async () => {
+    const edge = await scriptedEdge((path) => (path === "report" ? [401, { error: { code: "unauthorized", details: { reason: "replayed" } } }] : undefined));
+    const refused: string[] = [];
+    const { c, logs } = scriptedClient(edge.url, { onKeyRefused: (w) => refused.push(w) });
+    await c.start();
+    await c.report();
+    await c.report();
+    expect(refused).toEqual(["replayed"]);
+    expect(reports(edge)).toHaveLength(1);
+    expect(logs).toEqual([]);
+  });
+
+  it("the heartbeat follows the register's report_interval_ms; 0 leaves it as it was (fake clock)", async () => {
+    for (const [interval, expected] of [[200, 5], [0, 1]] as const) {
+      vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] });
+      const edge = await scriptedEdge((path) => (path === "register" ? [200, { ok: true, report_interval_ms: interval }] : undefined));
+      const { c } = scriptedClient(edge.url);
+      await c.start();
+      const before = reports(edge).length;
+      for (let t = 0; t < 1_000; t += 50) {
+        await vi.advanceTimersByTimeAsync(50);
+        await c.settled();
+      }
+      expect(reports(edge).length - before, `report_interval_ms ${interval}`).toBe(expected);
+      c.stop();
+      vi.useRealTimers();
+    }
+  });
+});
