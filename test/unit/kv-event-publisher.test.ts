@@ -151,7 +151,11 @@ describe("KvEventPublisher", () => {
     const free = await KvEventPublisher.start({ endpoint: "tcp://127.0.0.1:0", blockSize: 4 });
     const port = free.endpoint;
     await free.close();
+    // ZeroMQ lets a closed socket's port go in its own I/O thread, a moment after close: wait for that, not for a time.
+    await portFree(port);
     await expect(KvEventPublisher.start({ endpoint: port, replayEndpoint: pub.endpoint, blockSize: 4 })).rejects.toThrow(/in use/i);
+    // A PUB the failed start had bound and not closed would hold the port for good: this would time out.
+    await portFree(port);
     const again = await KvEventPublisher.start({ endpoint: port, blockSize: 4 });
     await again.close();
   });
@@ -168,3 +172,19 @@ describe("KvEventPublisher", () => {
     await pub.close(); // twice is harmless
   });
 });
+
+/** Resolves once `endpoint`'s TCP port can be bound (a plain listen, closed at once); fails after 10 s. */
+async function portFree(endpoint: string): Promise<void> {
+  const port = Number(/:(\d+)$/.exec(endpoint)![1]);
+  const { createServer } = await import("node:net");
+  for (let tries = 0; tries < 1_000; tries++) {
+    const bound = await new Promise<boolean>((resolve) => {
+      const s = createServer();
+      s.once("error", () => resolve(false));
+      s.listen(port, "127.0.0.1", () => s.close(() => resolve(true)));
+    });
+    if (bound) return;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  throw new Error(`${endpoint} is still bound after 10 s`);
+}
