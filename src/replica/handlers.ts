@@ -143,10 +143,9 @@ export function modelHandler(cache: ModelCache, options: ModelHandlerOptions = {
 
     let input: unknown;
     if (req.method === "POST") {
-      const body = await readBodyUpTo(req, MAX_MODEL_INPUT_BYTES);
+      const body = await readBodyUpTo(req, MAX_MODEL_INPUT_BYTES, res);
       if (body === null) {
-        // The rest of the body is left unread: close the connection, which would otherwise hold it, unread, forever.
-        sendJson(res, 413, errorBody("payload_too_large", `model input over ${MAX_MODEL_INPUT_BYTES} bytes`), { ...loadHeaders(), connection: "close" });
+        sendJson(res, 413, errorBody("payload_too_large", `model input over ${MAX_MODEL_INPUT_BYTES} bytes`), loadHeaders());
         return;
       }
       try {

@@ -9,15 +9,19 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
 }
 
 /**
- * Reads a request body up to `limit` bytes; null as soon as it goes past (the rest is left
- * unread: answer with `connection: close`, or the kept-alive connection holds it forever).
+ * Reads a request body up to `limit` bytes; null as soon as it goes past. The rest is left
+ * unread, so `res` (the answer, not yet sent) closes the connection once it is sent: kept
+ * alive, the connection would hold the unread rest forever.
  */
-export async function readBodyUpTo(req: IncomingMessage, limit: number): Promise<Buffer | null> {
+export async function readBodyUpTo(req: IncomingMessage, limit: number, res: ServerResponse): Promise<Buffer | null> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req as AsyncIterable<Buffer>) {
     size += chunk.byteLength;
-    if (size > limit) return null;
+    if (size > limit) {
+      res.shouldKeepAlive = false;
+      return null;
+    }
     chunks.push(chunk);
   }
   return Buffer.concat(chunks);

@@ -129,10 +129,9 @@ export class ReplicaServer {
   }
 
   /** The 401 for a dispatch the edge did not sign (or not as received). */
-  #sendUnauthorized(res: ServerResponse, reason: DispatchRefusal, close = false): void {
+  #sendUnauthorized(res: ServerResponse, reason: DispatchRefusal): void {
     const body = JSON.stringify(errorBody("unauthorized", "this replica serves only requests dispatched by its deployment's edge", { details: { reason } }));
-    // `close`: the body was left unread (past the bound); a kept-alive connection would hold it, unread, forever.
-    res.writeHead(401, { ...this.#loadHeaders(0), [Header.rejected]: UNAUTHORIZED_REJECTION, "content-type": "application/json", "content-length": Buffer.byteLength(body), ...(close && { connection: "close" }) });
+    res.writeHead(401, { ...this.#loadHeaders(0), [Header.rejected]: UNAUTHORIZED_REJECTION, "content-type": "application/json", "content-length": Buffer.byteLength(body) });
     res.end(body);
   }
 
@@ -141,10 +140,10 @@ export class ReplicaServer {
    * covers, as a request the handler reads like the original; null when the body
    * does not match (changed on the way: counted, refused) or the client went.
    */
-  async #verifiedBody(req: IncomingMessage, signedSha256: string, guard: DispatchGuard): Promise<IncomingMessage | null> {
+  async #verifiedBody(req: IncomingMessage, res: ServerResponse, signedSha256: string, guard: DispatchGuard): Promise<IncomingMessage | null> {
     let body: Buffer | null;
     try {
-      body = await readBodyUpTo(req, MAX_HELD_BODY_BYTES);
+      body = await readBodyUpTo(req, MAX_HELD_BODY_BYTES, res);
     } catch {
       return null;
     }
@@ -266,9 +265,9 @@ export class ReplicaServer {
     const signedSha256 = this.#o.guard && !unsignedOk ? firstHeader(req.headers[Header.bodySha256]) : undefined;
     let handled = req;
     if (signedSha256 !== undefined) {
-      const verified = await this.#verifiedBody(req, signedSha256, this.#o.guard!);
+      const verified = await this.#verifiedBody(req, res, signedSha256, this.#o.guard!);
       if (!verified) {
-        if (!res.headersSent && !res.destroyed) this.#sendUnauthorized(res, "bad_signature", !req.complete);
+        if (!res.headersSent && !res.destroyed) this.#sendUnauthorized(res, "bad_signature");
         return;
       }
       handled = verified;

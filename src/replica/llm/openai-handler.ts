@@ -260,8 +260,8 @@ function sendError(res: ServerResponse, err: HttpError, headers: Record<string, 
 /** A parsed body's text, for what must be read again as Python reads it (a chat's tools: toolsAsPython). */
 const bodyTexts = new WeakMap<object, string>();
 
-async function readJson(req: IncomingMessage): Promise<unknown> {
-  const body = await readBodyUpTo(req, MAX_BODY_BYTES);
+async function readJson(req: IncomingMessage, res: ServerResponse): Promise<unknown> {
+  const body = await readBodyUpTo(req, MAX_BODY_BYTES, res);
   if (body === null) {
     throw new HttpError("payload_too_large", `request body over ${MAX_BODY_BYTES} bytes`);
   }
@@ -399,7 +399,7 @@ export function llmService(options: LlmServiceOptions): LlmService {
         res.setHeader("allow", "POST");
         throw new HttpError("method_not_allowed", `${path} takes POST`);
       }
-      const body = await readJson(req);
+      const body = await readJson(req, res);
       checkModel(body, modelId);
       if (route === "embedding") await embeddings(body, res, loadHeaders);
       else if (route === "responses") await responses(body, req, res, loadHeaders);
@@ -407,8 +407,7 @@ export function llmService(options: LlmServiceOptions): LlmService {
     } catch (err) {
       if (!(err instanceof HttpError)) throw err;
       if (res.headersSent || res.destroyed) return;
-      // A body left unread (past the bound): close the connection, which would otherwise hold it, unread, forever.
-      sendError(res, err, { ...loadHeaders(), ...(!req.complete && { connection: "close" }) });
+      sendError(res, err, loadHeaders());
     }
   };
 
