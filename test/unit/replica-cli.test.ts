@@ -5,6 +5,8 @@
  * demand), and a text replica. A real process shows a refusal's exit 2 and usage.
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { deriveReplicaKey, parseLoadHeader } from "../../src/protocol/index.ts";
@@ -427,11 +429,16 @@ describe("replicaMain: a replica's life in this process (signals and exit record
     });
   };
 
+  /** An API key file holding `text`, in a directory of its own removed after the test. */
+  const keyFile = (text: string) => {
+    const dir = mkdtempSync(`${tmpdir()}/replica-keys-`);
+    stops.push(async () => rmSync(dir, { recursive: true, force: true }));
+    writeFileSync(`${dir}/keys`, text);
+    return `${dir}/keys`;
+  };
+
   it("standalone with an API key file: serves only its keys, SIGHUP reloads them (an empty file keeps the old), SIGTERM closes and exits 0", async () => {
-    const { mkdtempSync, writeFileSync } = await import("node:fs");
-    const { tmpdir } = await import("node:os");
-    const file = `${mkdtempSync(`${tmpdir()}/replica-keys-`)}/keys`;
-    writeFileSync(file, "\n k1 \n\n");
+    const file = keyFile("\n k1 \n\n");
     const l = life();
     await replicaMain(["--deployment", "hello", "--backend", "text", "--text", "hey", "--standalone", "--port", "0", "--id", "hello-1", "--api-key-file", file]);
     const [listening] = l.lines();
@@ -453,10 +460,7 @@ describe("replicaMain: a replica's life in this process (signals and exit record
   });
 
   it("an API key file that holds no key: refused at start with exit 2", async () => {
-    const { mkdtempSync, writeFileSync } = await import("node:fs");
-    const { tmpdir } = await import("node:os");
-    const file = `${mkdtempSync(`${tmpdir()}/replica-keys-`)}/keys`;
-    writeFileSync(file, " \n");
+    const file = keyFile(" \n");
     const l = life();
     await expect(replicaMain(["--deployment", "hello", "--backend", "text", "--standalone", "--port", "0", "--api-key-file", file])).rejects.toThrow("exit 2");
     expect(l.err.join("")).toMatch(new RegExp(`^--api-key-file: ${file.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")} holds no key\\nusage: replica `));
