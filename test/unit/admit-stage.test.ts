@@ -345,6 +345,47 @@ describe("a request's place from admission to its end (AdmissionSlot)", () => {
     expect(gate.inflight).toBe(1);
   });
 
+  it("again: a request the replicas refused keeps its client's turn (it was not served), and goes before the other client's next", async () => {
+    const view = viewOf(1);
+    take(view);
+    const gate = new AdmissionGate();
+    const order: string[] = [];
+    const enter = (name: string, flow: string) =>
+      AdmissionSlot.enter(gate, deployment(), view, ticket({ flow })).then((s) => {
+        order.push(name);
+        if (typeof s === "string") throw new Error(s);
+        return s;
+      });
+    const a1 = enter("a1", "a");
+    const a2 = enter("a2", "a");
+    const v1 = enter("v1", "v");
+    await tick();
+    expect(gate.held).toBe(3);
+    // The hog ends: a1 goes, runs and ends; then v1 goes.
+    free(view);
+    gate.pump();
+    const first = await a1;
+    first.dispatching();
+    first.end();
+    const victim = await v1;
+    expect(order).toEqual(["a1", "v1"]);
+    // Every replica refused v1 (a slot the view showed was not free yet): it is held again.
+    victim.dispatching();
+    const again = victim.again().then((o) => {
+      order.push("v1 again");
+      return o;
+    });
+    await tick();
+    // The slot frees: v1's client was not served, so it is not charged the turn: v1 goes, not a2.
+    gate.pump();
+    await tick();
+    expect(order).toEqual(["a1", "v1", "v1 again"]);
+    expect(await again).toBe("go");
+    victim.end();
+    await a2;
+    expect(gate.held).toBe(0);
+  });
+
   it("used: corrects its flow's place by what it used, only when it was weighed by an estimate", async () => {
     const view = viewOf(1);
     const gate = new AdmissionGate();

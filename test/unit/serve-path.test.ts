@@ -16,6 +16,7 @@ import { chargeUse, type RateRemaining } from "../../src/policy/rate-limit-sync.
 import { fullBucket, type TokenBucket } from "../../src/policy/token-bucket.ts";
 import { deriveReplicaKey } from "../../src/protocol/index.ts";
 import { IsolateState } from "../../src/proxy/serve/isolate-state.ts";
+import { AdmissionSlot } from "../../src/proxy/serve/admit.ts";
 import { routeServer, servePath } from "../../src/proxy/serve/serve.ts";
 import { AdmissionControl } from "../../src/replica/admission.ts";
 import { DispatchGuard } from "../../src/replica/dispatch-guard.ts";
@@ -294,6 +295,29 @@ describe("the request path in Node, against real replicas", () => {
     const res = await servePath(req, env, pathCtx(d, "strip-1", bg), { usage: { key: "k", strip: true } });
     expect(await res.text()).toBe(body.replace(usageChunk, ""));
     await Promise.allSettled(background);
+  });
+
+  it("frees a metered answer's admission slot only after its usage has corrected its flow's place", async () => {
+    // The slot's end lets the next held request go: chosen before the correction, it would be
+    // chosen by the estimate (a stress run saw test/e2e/admission.test.ts do so).
+    const used = vi.spyOn(AdmissionSlot.prototype, "used");
+    const end = vi.spyOn(AdmissionSlot.prototype, "end");
+    try {
+      const d = deployments.find((x) => x.name === "pub")!;
+      const background: Promise<unknown>[] = [];
+      const bg = (p: Promise<unknown>) => void background.push(p);
+      const body = JSON.stringify({ id: "u", usage: { prompt_tokens: 5, completion_tokens: 6, total_tokens: 11 } });
+      const req = new Request("http://edge/pub/v", { method: "POST", body, headers: { "content-type": "application/json" } });
+      const res = await servePath(req, env, pathCtx(d, "used-1", bg), { usage: { key: "k", strip: false } });
+      expect(await res.text()).toBe(body);
+      await Promise.allSettled(background);
+      await vi.waitFor(() => expect(end).toHaveBeenCalledTimes(1), { timeout: 30_000 });
+      expect(used).toHaveBeenCalledExactlyOnceWith(11);
+      expect(used.mock.invocationCallOrder[0]).toBeLessThan(end.mock.invocationCallOrder[0]!);
+    } finally {
+      used.mockRestore();
+      end.mockRestore();
+    }
   });
 
   it("writes one JSON line per request with its status, replica and attempts", async () => {

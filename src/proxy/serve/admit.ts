@@ -641,9 +641,15 @@ export class AdmissionSlot {
     this.#gate.dispatching();
   }
 
-  /** Every replica tried was full (or none was there): the request gives its slot up and waits for one again. */
+  /**
+   * Every replica tried was full (or none was there): the request gives its slot up and waits
+   * for one again. It was not served, so its client is not charged the turn it was let go in
+   * (its place moves back by its cost): charged, a client whose requests meet a slot the view
+   * showed free too early would lose a turn each time, to the clients whose requests did not.
+   */
   async again(): Promise<AdmitOutcome> {
-    const { priority, flow } = this.#ticket;
+    const { priority, flow, cost } = this.#ticket;
+    this.#gate.correct(priority, flow, cost ?? 1, 0);
     if (this.#running) this.#gate.ended(priority, flow, false);
     this.#running = false;
     const again = await this.#gate.enter(this.#deployment, this.#view, { ...this.#ticket, again: true });

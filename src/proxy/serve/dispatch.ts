@@ -85,6 +85,12 @@ export interface DispatchTrace {
   streamEnd?: Promise<unknown>;
   /** Set by the admit stage: tells it the tokens the request actually used, once known (AdmissionGate.correct). */
   used?: (tokens: number) => void;
+  /**
+   * Set by servePath when it reads the answer's usage: settles once that usage has been read
+   * and `used` told. The admission slot frees then, not at the stream's end, so the next held
+   * request is chosen with its flow's place already corrected.
+   */
+  answered?: Promise<unknown>;
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));

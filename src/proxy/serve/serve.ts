@@ -104,7 +104,17 @@ export interface AnswerTail {
 export async function servePath(req: Request, env: Env, ctx: ServeContext, tail?: AnswerTail): Promise<Response> {
   const { deployment, state, requestId, background, trace } = ctx;
   const started = Date.now();
-  let response = await serveRequest(req, ctx);
+  const usage = tail?.usage;
+  // The slot's end waits for the usage read below (DispatchTrace.answered); settled on every way out.
+  let answered: (() => void) | undefined;
+  if (usage) trace.answered = new Promise<void>((resolve) => (answered = resolve));
+  let response: Response;
+  try {
+    response = await serveRequest(req, ctx);
+  } catch (e) {
+    answered?.();
+    throw e;
+  }
   // Refused at the edge (no replica saw it): read the body so the client's connection survives.
   if (!ctx.openai && trace.attempts === 0 && response.status >= 400) await drainUnreadBody(req, deployment.limits.maxRequestBodyBytes);
   const migration = tail?.migration;
@@ -121,22 +131,23 @@ export async function servePath(req: Request, env: Env, ctx: ServeContext, tail?
       onMigration: (m) => console.log(JSON.stringify({ msg: "stream migrated", deployment: deployment.name, request_id: requestId, from: m.from, tokens: m.tokens, migration: m.attempt, ok: m.ok, reason: m.reason })),
     });
   }
-  const usage = tail?.usage;
   const watched = usage ? watchUsage(response, usage.key, usage.strip) : null;
   observeRequest(env, state, deployment.name, req.method, response.status, requestId, started, trace, background, watched?.usage);
   const used = trace.used;
   const charge = usage?.charge;
   if (watched && (used || charge)) {
-    void watched.usage.ended.then(() => {
-      const t = watched.usage.usage();
-      // Admission ordered it by an estimate of its tokens: what it used corrects its flow's place (AdmissionGate.correct).
-      if (used && t) used(t.prompt + t.completion);
-      // Charged once the answer has passed. One that ended before its usage (the client left,
-      // the replica was cut) is charged its prompt's bytes / 4 and, streamed, a token for every
-      // chunk the edge passed on.
-      if (charge) state.tokenLimits.charge(deployment, charge.keyHash, t ? t.prompt + t.completion : Math.ceil(charge.promptBytes / 4) + (charge.stream ? watched.chunks() : 0), background);
-    });
-  }
+    void watched.usage.ended
+      .then(() => {
+        const t = watched.usage.usage();
+        // Admission ordered it by an estimate of its tokens: what it used corrects its flow's place (AdmissionGate.correct).
+        if (used && t) used(t.prompt + t.completion);
+        // Charged once the answer has passed. One that ended before its usage (the client left,
+        // the replica was cut) is charged its prompt's bytes / 4 and, streamed, a token for every
+        // chunk the edge passed on.
+        if (charge) state.tokenLimits.charge(deployment, charge.keyHash, t ? t.prompt + t.completion : Math.ceil(charge.promptBytes / 4) + (charge.stream ? watched.chunks() : 0), background);
+      })
+      .finally(() => answered?.());
+  } else if (answered) void (watched?.usage.ended ?? trace.streamEnd ?? Promise.resolve()).finally(answered);
   return watched?.response ?? response;
 }
 
@@ -331,8 +342,9 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
     try {
       return await attempts(req, dispatched, slot);
     } finally {
-      // Its slot frees when its answer has passed: a stream's at its end.
-      const end = ctx.trace.streamEnd;
+      // Its slot frees when its answer has passed (a stream's at its end) and, where servePath
+      // reads its usage, once that has corrected its flow's place (DispatchTrace.answered).
+      const end = ctx.trace.answered ?? ctx.trace.streamEnd;
       if (slot && end) void end.finally(() => slot.end());
       else slot?.end();
     }
