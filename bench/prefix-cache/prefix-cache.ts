@@ -190,8 +190,10 @@ const SHAPE: WorkloadShape = {
   turns: num("turns", values.turns, posInt),
 };
 
-type ArmName = "round_robin" | "load_aware" | "prefix_hash" | "alone" | "approximate" | "prefix_cache" | "oracle";
-const ARM_ORDER: ArmName[] = FAMILY ? ["load_aware", "prefix_hash", "alone", "approximate", "prefix_cache", "oracle"] : ["round_robin", "load_aware", "prefix_hash", "prefix_cache", "oracle"];
+type ArmName = "round_robin" | "load_aware" | "prefix_hash" | "alone" | "approximate" | "no_home" | "prefix_cache" | "oracle";
+const ARM_ORDER: ArmName[] = FAMILY
+  ? ["load_aware", "prefix_hash", "alone", "approximate", "no_home", "prefix_cache", "oracle"]
+  : ["round_robin", "load_aware", "prefix_hash", "prefix_cache", "oracle"];
 /** The approximate tiers: prefix_cache on `bytes` keys, the replicas sending no cache summary; `alone` also without the location's relay. */
 const approximateArm = (arm: ArmName) => arm === "approximate" || arm === "alone";
 const LABEL: Record<ArmName, string> = {
@@ -200,6 +202,7 @@ const LABEL: Record<ArmName, string> = {
   prefix_hash: "prefix_hash (hash tier)",
   alone: "prefix_cache approximate, each isolate alone (bytes keys, no engine reports, no relay: llm-d's approximate)",
   approximate: "prefix_cache approximate (bytes keys, no engine reports)",
+  no_home: `prefix_cache precise without homes (${FAMILY} keys, engine reports; the tier before demand placement)`,
   prefix_cache: FAMILY ? `prefix_cache precise (${FAMILY} keys, engine reports)` : "prefix_cache (precise tier)",
   oracle: "oracle: exact-index longest-prefix router, no edge hop",
 };
@@ -420,9 +423,14 @@ function replicaArgs(arm: ArmName, kvBlocks: number, eventsPort?: number): strin
 /** Runs one arm: a fresh stack and replicas, an unmeasured warm-up then the measured window. */
 async function runPhase(p: Phase, rate: number): Promise<PhaseResult> {
   const name = deploymentName(p.arm);
-  const named = p.arm === "oracle" ? "load_aware" : approximateArm(p.arm) ? "prefix_cache" : p.arm;
-  // --filters: the prefix_cache arms as a profile with these filters and its picker.
-  const balancer = FILTERS !== undefined && named === "prefix_cache" ? { filters: FILTERS, picker: "cheapest" } : named;
+  const named = p.arm === "oracle" ? "load_aware" : approximateArm(p.arm) || p.arm === "no_home" ? "prefix_cache" : p.arm;
+  // --filters: the prefix_cache arms as a profile with these filters and its picker; no_home: the profile before the home filter.
+  const balancer =
+    FILTERS !== undefined && named === "prefix_cache"
+      ? { filters: FILTERS, picker: "cheapest" }
+      : p.arm === "no_home"
+        ? { filters: ["load_line", "room"], picker: "cheapest" }
+        : named;
   // approximate: keys no engine report can match (and the replicas send none); otherwise the model's own ("auto").
   const tokenizer = approximateArm(p.arm) ? "bytes" : "auto";
   const dir = mkdtempSync(join(functionsRoot, `${name}-`));
@@ -820,7 +828,7 @@ export default defineDeployment({
 
 const t0 = Date.now();
 const machine = { cpus: cpus().length, loadavg1mAtStart: loadavg()[0]!, when: new Date().toISOString() };
-const available = Object.fromEntries(ARM_ORDER.map((a) => [a, a === "oracle" || balancerAvailable(approximateArm(a) ? "prefix_cache" : a)])) as Record<ArmName, boolean>;
+const available = Object.fromEntries(ARM_ORDER.map((a) => [a, a === "oracle" || balancerAvailable(approximateArm(a) || a === "no_home" ? "prefix_cache" : a)])) as Record<ArmName, boolean>;
 const skipped = ARM_ORDER.filter((a) => chosenArms.has(a) && !available[a]);
 for (const a of skipped) console.log(`${LABEL[a]}: skipped (policy.balancer "${a}" is not in this tree yet)`);
 if (!FEATURES.prefillTokenUs) console.log("WARNING: the replica has no --prefill-token-us yet: prefill is --prefill-ms only, the same for cached and uncached prompts (development run, not a measurement)");

@@ -39,6 +39,12 @@ export interface BalanceInput {
   /** The multiplexed model the request names. */
   model?: string;
   /**
+   * The replicas the request's first choice was made among (tried ones included): what the
+   * demand placement places on (src/policy/demand-placement.ts), so a retry's narrower
+   * pool does not move homes. Unset: the candidates.
+   */
+  fleet?: readonly BalancerCandidate[];
+  /**
    * Told, when a profile scored the prompt's cached prefix, what it believed: the prompt's
    * blocks it took the chosen replica to hold and the most it took any candidate to hold
    * (observability: the request's log line, and the prefix bench's belief error).
@@ -98,6 +104,8 @@ export interface StageContext {
   readonly anchor: BlockKey | undefined;
   /** A candidate's cost by the profile's weighted scorers (src/policy/scorers/); 0 when it weighs none. */
   cost(candidate: BalancerCandidate): number;
+  /** The prompt's home by the demand placement (src/policy/demand-placement.ts), for a profile with a stage that reads it; undefined when its anchor has none. */
+  readonly home: string | undefined;
 }
 
 /** A filter narrows the pool; given a non-empty pool it returns a non-empty one (a rule that prefers, never empties). */
@@ -116,6 +124,8 @@ export interface FilterPlugin<N extends string = string> {
   readonly name: N;
   readonly description: string;
   readonly readsPrompt: boolean;
+  /** It reads StageContext.home: the profile keeps a demand placement (and the dispatch memory that feeds it). */
+  readonly readsHome?: boolean;
   create(settings: BalancerSettings): Filter;
   /** Its rule as a load limit the chosen replica checks against its exact load, where the rule is one of load. */
   limit?(settings: BalancerSettings): LoadLimit;

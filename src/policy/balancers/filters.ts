@@ -29,4 +29,21 @@ export const loadLine = defineFilter({
   limit: ({ loadFactor }) => (pool, chosen) => loadLineLimit(pool, chosen, loadFactor),
 });
 
-export const FILTERS = [room, loadLine] as const;
+/**
+ * `home`: the prompt's home by the demand placement (src/policy/demand-placement.ts), when
+ * it passed the filters before this one; otherwise the pool as it is. After `load_line`
+ * and `room`, a home over the line or full in this view is passed by for this request,
+ * and the replica's own check (the load limit) passes it by where the view lags.
+ */
+export const home = defineFilter({
+  name: "home",
+  description: "the prompt's home by demand placement (bounded loads over each prefix's demand), when it passed the filters before",
+  readsPrompt: true,
+  readsHome: true,
+  create: () => (pool, { home }) => {
+    const at = home === undefined ? undefined : pool.find((c) => c.id === home);
+    return at ? [at] : [...pool];
+  },
+});
+
+export const FILTERS = [room, loadLine, home] as const;

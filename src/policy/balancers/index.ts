@@ -55,7 +55,10 @@ export const BALANCERS = [
   profile("round_robin", "the next replica in id order, load-blind (a baseline)", { filters: [], picker: "round_robin" }),
   profile("random", "uniformly at random, load-blind (a baseline)", { filters: [], picker: "random" }),
   profile("prefix_hash", "rendezvous on the prompt's anchor under the bounded-load line", { filters: ["load_line", "room"], picker: "rendezvous" }),
-  profile("prefix_cache", "the lowest cost of prefill still to do and slots in use, under the bounded-load line", { filters: ["load_line", "room"], picker: "cheapest" }),
+  profile("prefix_cache", "the prompt's home by demand placement, else the lowest cost of prefill still to do and slots in use, under the bounded-load line", {
+    filters: ["load_line", "room", "home"],
+    picker: "cheapest",
+  }),
 ] as const;
 
 export type BalancerName = (typeof BALANCERS)[number]["name"];

@@ -15,6 +15,7 @@
  */
 import { hasRoom, pickReplica, pickReplicaForModel } from "../pick-replica.ts";
 import { anchorKey, rendezvousOrder } from "../prefix-score.ts";
+import { DemandPlacement } from "../demand-placement.ts";
 import { DispatchOutbox } from "../dispatch-outbox.ts";
 import { RECENT_PREFIX_MAX_KEYS, RECENT_PREFIX_STRIDE, RECENT_PREFIX_TTL_MS, RecentPrefixes, SUMMARY_VIEW_LAG_MS, keptKeys } from "../recent-prefixes.ts";
 import { DEFAULT_SCORER_WEIGHTS, costOf, scorers, type ScorerName, type WeightedScore } from "../scorers/index.ts";
@@ -57,7 +58,12 @@ export function runProfile(name: string, filters: readonly FilterPlugin[], picke
   const limits = filters.flatMap((f) => (f.limit ? [f.limit(settings)] : []));
   const choose = picker.create(settings);
   const prompted = readsPrompt(filters, picker);
-  const memory = picker.scores ? { recent: new RecentPrefixes(RECENT_PREFIX_MAX_KEYS, settings.beliefMs ?? RECENT_PREFIX_TTL_MS), outbox: new DispatchOutbox() } : undefined;
+  const placesHomes = filters.some((f) => f.readsHome === true);
+  // The dispatches a scoring picker or a home reads: this instance's and, through the relay, its peers'.
+  const memory =
+    picker.scores || placesHomes
+      ? { recent: new RecentPrefixes(RECENT_PREFIX_MAX_KEYS, settings.beliefMs ?? RECENT_PREFIX_TTL_MS), outbox: new DispatchOutbox(), placement: new DemandPlacement() }
+      : undefined;
   const beliefMs = settings.beliefMs;
   const noCost = () => 0;
   const weighsPrefill = terms.some((t) => t.name === "prefill" && t.weight > 0);
@@ -102,7 +108,8 @@ export function runProfile(name: string, filters: readonly FilterPlugin[], picke
           cost = (c) => costOf(terms, c, { keys, held: held.get(c.id) ?? 0, leader });
         }
       }
-      const ctx: StageContext = { input, keys, anchor, cost };
+      const home = placesHomes && memory && anchor ? memory.placement.homeOf(anchor, input.fleet ?? candidates, input.now) : undefined;
+      const ctx: StageContext = { input, keys, anchor, cost, home };
       for (const stage of stages) pool = stage(pool, ctx);
       const chosen = choose(pool, ctx);
       if (believed && chosen && keys && input.explain) input.explain({ blocks: keys.length, held: believed.held.get(chosen.id) ?? 0, most: believed.most });
@@ -129,10 +136,15 @@ export function runProfile(name: string, filters: readonly FilterPlugin[], picke
       const kept = keptKeys(prompt.keys);
       memory.recent.recordKept(replica, kept, now);
       memory.outbox.add(replica, kept);
+      // A prompt's first kept key is its anchor (keptKeys), and a note's too.
+      if (placesHomes) memory.placement.record(kept[0]!, kept.length, now);
     },
     shareDispatches: () => memory.outbox.take(),
     learnDispatches(notes, now) {
-      for (const n of notes) memory.recent.recordKept(n.r, n.k, now);
+      for (const n of notes) {
+        memory.recent.recordKept(n.r, n.k, now);
+        if (placesHomes && n.k.length > 0) memory.placement.record(n.k[0]!, n.k.length, now);
+      }
     },
   };
 }

@@ -109,7 +109,10 @@ export function chooseFor(ctx: ChoiceRequest, body: ArrayBuffer | ReadableStream
       const candidates = form === undefined ? all : all.filter((e) => e.continues === undefined || e.continues.includes(form));
       const bound = attempt === 1 && session !== undefined;
       pickedOfMany = !bound && candidates.length >= 2;
-      if (!bound) lineOver ??= candidates;
+      if (!bound) {
+        lineOver ??= candidates;
+        input.fleet = lineOver;
+      }
       const replica = bound
         ? await session.affinity.choose(deployment, session.id, candidates, pick, ctx.client, () => view.lapsed(now, tried), sessionToken, placeNew)
         : pick(candidates);
