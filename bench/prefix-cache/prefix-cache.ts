@@ -313,6 +313,7 @@ interface Sample {
   atMs: number;
   result: StreamResult;
   user: number;
+  group: number;
   turn: number;
   promptTokens: number;
   /** Oracle only: the blocks its index said the chosen replica held. */
@@ -388,7 +389,17 @@ interface PhaseResult {
    * cost); `over` believed more blocks on the chosen replica than it held (evicted or never
    * there), `under` fewer; `overBlocks` the mean excess of those over.
    */
-  beliefs?: { n: number; missedBelieving: number; missedMoving: number; over: number; under: number; overBlocks: number; found?: { n: number; over: number; under: number; overBlocks: number; underBlocks: number } };
+  beliefs?: {
+    n: number;
+    missedBelieving: number;
+    missedMoving: number;
+    over: number;
+    under: number;
+    overBlocks: number;
+    found?: { n: number; over: number; under: number; overBlocks: number; underBlocks: number };
+    /** Demand placement: the share of requests with a home; of those, served at home, served elsewhere after a refusal, and a group's home differing from its previous request's. */
+    homes?: { homed: number; atHome: number; awayAfterRefusal: number; changes: number };
+  };
   notes: string[];
 }
 
@@ -450,12 +461,12 @@ export default defineDeployment({
   const log: string[] = [];
   const isolates = p.arm === "oracle" ? 1 : p.isolates;
   /** Each edge request's prefix belief, by request id, from its log line (--beliefs). */
-  const beliefs = new Map<string, { blocks: number; held: number; most: number }>();
+  const beliefs = new Map<string, { blocks: number; held: number; most: number; home?: string; attempts: number }>();
   const readBelief = (l: string) => {
     const at = l.indexOf('{"msg":"request"');
     if (at < 0 || !l.includes('"prefix_held"')) return;
-    const r = JSON.parse(l.slice(at)) as { request_id: string; prefix_blocks: number; prefix_held: number; prefix_most: number };
-    beliefs.set(r.request_id, { blocks: r.prefix_blocks, held: r.prefix_held, most: r.prefix_most });
+    const r = JSON.parse(l.slice(at)) as { request_id: string; attempts: number; prefix_blocks: number; prefix_held: number; prefix_most: number; prefix_home?: string };
+    beliefs.set(r.request_id, { blocks: r.prefix_blocks, held: r.prefix_held, most: r.prefix_most, attempts: r.attempts, ...(r.prefix_home !== undefined && { home: r.prefix_home }) });
   };
   const stack = new LocalStack({
     port: 0,
@@ -552,7 +563,7 @@ export default defineDeployment({
       const promptTokens = promptIds(turn.messages).length;
       const pr = send(turn, scheduled, abort.signal).then(({ result, heldBlocks, heldAtSend, promptBlocks, requestId }) => {
         workload.complete(turn, result.answer);
-        samples.push({ atMs: scheduled - start, result, user: turn.user, turn: turn.turn, promptTokens, ...(heldBlocks !== undefined ? { heldBlocks } : {}), ...(heldAtSend ? { heldAtSend, promptBlocks } : {}), ...(requestId ? { requestId } : {}) });
+        samples.push({ atMs: scheduled - start, result, user: turn.user, group: turn.group, turn: turn.turn, promptTokens, ...(heldBlocks !== undefined ? { heldBlocks } : {}), ...(heldAtSend ? { heldAtSend, promptBlocks } : {}), ...(requestId ? { requestId } : {}) });
       });
       pending.add(pr);
       void pr.then(() => pending.delete(pr));
@@ -619,7 +630,7 @@ export default defineDeployment({
             const scheduled = performance.now();
             const { result } = await send(turn, scheduled, abort.signal);
             workload.complete(turn, result.answer);
-            samples.push({ atMs: scheduled - start, result, user: turn.user, turn: turn.turn, promptTokens: promptIds(turn.messages).length });
+            samples.push({ atMs: scheduled - start, result, user: turn.user, group: turn.group, turn: turn.turn, promptTokens: promptIds(turn.messages).length });
           }
         }),
       );
@@ -776,6 +787,25 @@ export default defineDeployment({
         }
         const m = believed.length;
         result.beliefs = { n: m, missedBelieving: missedBelieving / m, missedMoving: missedMoving / m, over: over / m, under: under / m, overBlocks: over > 0 ? overBlocks / over : 0 };
+        // Demand placement (the home filter): how many had a home, how many were served there, how many went
+        // elsewhere after a refusal (more than one attempt), and how often a group's home changed between its requests.
+        const homed = believed.filter(({ b }) => b.home !== undefined);
+        if (homed.length > 0) {
+          const lastHome = new Map<number, string>();
+          let changes = 0;
+          for (const { s, b } of [...homed].sort((x, y) => x.s.atMs - y.s.atMs)) {
+            const before = lastHome.get(s.group);
+            if (before !== undefined && before !== b.home) changes++;
+            lastHome.set(s.group, b.home!);
+          }
+          const away = homed.filter(({ s, b }) => s.result.replica !== b.home);
+          result.beliefs.homes = {
+            homed: homed.length / m,
+            atHome: (homed.length - away.length) / homed.length,
+            awayAfterRefusal: away.filter(({ b }) => b.attempts > 1).length / homed.length,
+            changes: changes / homed.length,
+          };
+        }
         // Against what the replica found cached when it scheduled the request (its usage), the truth that its prefill paid for.
         const found = believed.filter(({ s }) => s.result.cachedTokens !== undefined);
         if (found.length > 0) {
@@ -973,7 +1003,7 @@ for (const r of results) {
   if (r.beliefs) {
     const b = r.beliefs;
     lines.push(
-      `what the edge believed, ${r.label} (${where(r)}), ${b.n} requests against the exact index at send: not sent to the replica holding the most while believing it was ${f(100 * b.missedBelieving, 1)} %, while believing another held more ${f(100 * b.missedMoving, 1)} %; believed more blocks on the chosen replica than it held ${f(100 * b.over, 1)} % (by ${f(b.overBlocks, 1)} blocks on average), fewer ${f(100 * b.under, 1)} %${b.found ? `; against what the replica found cached when it scheduled the request (${b.found.n} answers' usage): more ${f(100 * b.found.over, 1)} % (by ${f(b.found.overBlocks, 1)} blocks), fewer ${f(100 * b.found.under, 1)} % (by ${f(b.found.underBlocks, 1)} blocks)` : ""}`,
+      `what the edge believed, ${r.label} (${where(r)}), ${b.n} requests against the exact index at send: not sent to the replica holding the most while believing it was ${f(100 * b.missedBelieving, 1)} %, while believing another held more ${f(100 * b.missedMoving, 1)} %; believed more blocks on the chosen replica than it held ${f(100 * b.over, 1)} % (by ${f(b.overBlocks, 1)} blocks on average), fewer ${f(100 * b.under, 1)} %${b.found ? `; against what the replica found cached when it scheduled the request (${b.found.n} answers' usage): more ${f(100 * b.found.over, 1)} % (by ${f(b.found.overBlocks, 1)} blocks), fewer ${f(100 * b.found.under, 1)} % (by ${f(b.found.underBlocks, 1)} blocks)` : ""}${b.homes ? `; homes: ${f(100 * b.homes.homed, 1)} % of requests had one, ${f(100 * b.homes.atHome, 1)} % of those were served there (${f(100 * b.homes.awayAfterRefusal, 1)} % elsewhere after a refusal), a group's home changed between its requests ${f(100 * b.homes.changes, 1)} % of the time` : ""}`,
     );
   }
   lines.push(`per replica, ${r.label} (${where(r)}), next turns on the previous turn's replica ${f(100 * r.sameReplicaAsPreviousTurn)} % (${r.nextTurnGap.moved} moved, ${r.nextTurnGap.movedUnder1s} of them within 1 s of the previous turn's end, gap p50 ${f(r.nextTurnGap.movedP50Ms)} ms; all next turns: ${r.nextTurnGap.under1s} within 1 s, gap p50 ${f(r.nextTurnGap.p50Ms)} ms): ${r.perReplica.map((x) => `${x.id.replace(/^pc-[a-z-]+-/, "#")} ${x.requests} req, ${f(x.prefilled)} prefilled, hit ${f(x.hitRatio, 2)}`).join("; ")}`);

@@ -57,8 +57,8 @@ export class DemandPlacement {
   readonly #demand = new Map<string, Demand>();
   #homes = new Map<string, string>();
   #placedAt = -Infinity;
-  /** The fleet the homes were placed on: its ids and capacities, sorted. */
-  #fleet = "";
+  /** The fleet the homes were placed on: each replica's capacity by id. */
+  #fleet = new Map<string, number>();
   readonly #maxAnchors: number;
 
   constructor(maxAnchors = PLACEMENT_MAX_ANCHORS) {
@@ -105,16 +105,19 @@ export class DemandPlacement {
   /** The replica of `fleet` that is `anchor`'s home, or undefined when its demand is too small to place. */
   homeOf(anchor: string, fleet: readonly PlacedReplica[], now: number): string | undefined {
     if (fleet.length === 0) return undefined;
-    const signature = fleet
-      .map((r) => `${r.id}\u0000${r.capacity}`)
-      .sort()
-      .join("\u0001");
-    if (signature !== this.#fleet || now - this.#placedAt >= PLACEMENT_EVERY_MS) this.#place(fleet, signature, now);
+    if (now - this.#placedAt >= PLACEMENT_EVERY_MS || this.#changed(fleet)) this.#place(fleet, now);
     return this.#homes.get(anchor);
   }
 
-  #place(fleet: readonly PlacedReplica[], signature: string, now: number): void {
-    this.#fleet = signature;
+  /** Whether `fleet` is not the one the homes were placed on (one lookup per replica: this runs on every choice). */
+  #changed(fleet: readonly PlacedReplica[]): boolean {
+    if (fleet.length !== this.#fleet.size) return true;
+    for (const r of fleet) if (this.#fleet.get(r.id) !== r.capacity) return true;
+    return false;
+  }
+
+  #place(fleet: readonly PlacedReplica[], now: number): void {
+    this.#fleet = new Map(fleet.map((r) => [r.id, r.capacity]));
     this.#placedAt = now;
     const placed: [string, number][] = [];
     let total = 0;

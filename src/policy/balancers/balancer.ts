@@ -60,6 +60,8 @@ export interface PrefixBelief {
   held: number;
   /** The most any candidate was believed to hold. */
   most: number;
+  /** The prompt's home by demand placement, when it has one (the `home` filter). */
+  home?: string;
 }
 
 /** One balancer instance (per isolate and deployment). */

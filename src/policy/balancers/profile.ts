@@ -19,7 +19,7 @@ import { DemandPlacement } from "../demand-placement.ts";
 import { DispatchOutbox } from "../dispatch-outbox.ts";
 import { RECENT_PREFIX_MAX_KEYS, RECENT_PREFIX_STRIDE, RECENT_PREFIX_TTL_MS, RecentPrefixes, SUMMARY_VIEW_LAG_MS, keptKeys } from "../recent-prefixes.ts";
 import { DEFAULT_SCORER_WEIGHTS, costOf, scorers, type ScorerName, type WeightedScore } from "../scorers/index.ts";
-import type { Balancer, BalancerCandidate, BalancerSettings, FilterPlugin, PickerPlugin, StageContext } from "./balancer.ts";
+import type { Balancer, BalancerCandidate, BalancerSettings, FilterPlugin, PickerPlugin, PrefixBelief, StageContext } from "./balancer.ts";
 
 /** A profile by plugin names, as configuration writes it. */
 export interface ProfileSpec<F extends string = string, P extends string = string> {
@@ -112,7 +112,11 @@ export function runProfile(name: string, filters: readonly FilterPlugin[], picke
       const ctx: StageContext = { input, keys, anchor, cost, home };
       for (const stage of stages) pool = stage(pool, ctx);
       const chosen = choose(pool, ctx);
-      if (believed && chosen && keys && input.explain) input.explain({ blocks: keys.length, held: believed.held.get(chosen.id) ?? 0, most: believed.most });
+      if (believed && chosen && keys && input.explain) {
+        const belief: PrefixBelief = { blocks: keys.length, held: believed.held.get(chosen.id) ?? 0, most: believed.most };
+        if (home !== undefined) belief.home = home;
+        input.explain(belief);
+      }
       return chosen;
     },
   };

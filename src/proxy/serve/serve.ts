@@ -554,6 +554,6 @@ export function requestLogLine(f: RequestLogFields): string {
   const t = f.tokens;
   if (t) line += `,"key":${str(t.key)},"prompt_tokens":${num(t.prompt)},"completion_tokens":${num(t.completion)}`;
   const p = f.prefix;
-  if (p) line += `,"prefix_blocks":${num(p.blocks)},"prefix_held":${num(p.held)},"prefix_most":${num(p.most)}`;
+  if (p) line += `,"prefix_blocks":${num(p.blocks)},"prefix_held":${num(p.held)},"prefix_most":${num(p.most)}${p.home === undefined ? "" : `,"prefix_home":${str(p.home)}`}`;
   return `${line}}`;
 }
