@@ -17,7 +17,7 @@ beforeAll(async () => {
   stack = await startStack({ functionsDir: join(import.meta.dirname, "fixtures/prefix-routing"), edgeIsolates: 2 });
   // Both isolates see all three replicas of both deployments before anything is measured.
   for (const url of stack.edgeUrls) {
-    for (const [d, n] of [["ph", 3], ["pc", 3], ["llm", 2]] as const) {
+    for (const [d, n] of [["ph", 3], ["pc", 3], ["pe", 3], ["llm", 2]] as const) {
       await until(`${d}'s ${n} replicas in ${url}'s view`, async () => {
         const res = await fetch(`${url}/-/deployments/${d}/view`, { headers: auth() });
         const view = (await res.json()) as { replicas: { state: string; expiresInMs: number }[] };
@@ -122,6 +122,52 @@ describe("llm on /v1 under prefix_cache", () => {
     const hits = Number(/^vllm:prefix_cache_hits_total\{[^}]*\} (\S+)$/m.exec(metrics)?.[1] ?? "0");
     // Five of six prompts found the shared system prompt (~780 tokens) cached.
     expect(hits).toBeGreaterThanOrEqual(5 * 16 * 40);
+  });
+});
+
+describe("a prompt whose replica fills up behind this isolate's back", () => {
+  it("moves to another replica within its own dispatch, not after a refresh, and answers while that replica stays full", async () => {
+    const url = stack.edgeUrls[0]!;
+    const ask = async (question: string) => {
+      const body = JSON.stringify(chat(3, question));
+      const id = `pe-${question}-${Date.now()}`;
+      const res = await fetch(`${url}/pe/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json", "x-request-id": id }, body });
+      expect(res.status).toBe(200);
+      // The echo replica answers the body it got.
+      expect(await res.text()).toBe(body);
+      return { replica: res.headers.get("x-switchyard-replica")!, id };
+    };
+    const home = (await ask("first")).replica;
+    expect((await ask("second")).replica).toBe(home);
+    const replica = stack.replicas.get(home)!;
+    // Other isolates' requests take both of its slots: uploads kept open, sent to it directly.
+    const ends: (() => void)[] = [];
+    const held = [0, 1].map(() =>
+      signedFetch(stack, "pe")(`${replica.url}/pe/hold`, {
+        method: "POST",
+        body: new ReadableStream<Uint8Array>({
+          start(c) {
+            c.enqueue(new TextEncoder().encode("held"));
+            ends.push(() => c.close());
+          },
+        }),
+        duplex: "half",
+      } as RequestInit).then(async (r) => {
+        expect(r.status).toBe(200);
+        await r.text();
+      }),
+    );
+    const counts = async () => (await (await fetch(`${replica.url}/-/healthz`)).json()) as { ongoing: number };
+    await until("both of the home's slots taken", async () => ((await counts()).ongoing === 2 ? true : undefined));
+    // The next prompt of the group is answered while both slots are still taken: it did not wait for them.
+    const moved = await ask("third");
+    expect(moved.replica).not.toBe(home);
+    expect((await counts()).ongoing).toBe(2);
+    // Either the replica's refusal moved it (two attempts: the load limit, checked against its exact load) or the view had learnt already (one).
+    const line = await until("the request's log line", async () => stack.logLines.find((l) => l.includes(`"request_id":"${moved.id}"`)));
+    expect(Number(/"attempts":(\d+)/.exec(line)![1])).toBeLessThanOrEqual(2);
+    ends.forEach((end) => end());
+    await Promise.all(held);
   });
 });
 
