@@ -386,6 +386,30 @@ describe("a request's place from admission to its end (AdmissionSlot)", () => {
     expect(gate.held).toBe(0);
   });
 
+  it("again: refunds only a turn its client was charged (let go through the queue), never one that went at once", async () => {
+    const view = viewOf(1);
+    const gate = new AdmissionGate();
+    const corrections: unknown[] = [];
+    const spy = Object.assign(Object.create(gate) as AdmissionGate, {
+      correct: (...a: unknown[]) => void corrections.push(a),
+      started: (p: number, f: string) => gate.started(p, f),
+      ended: (p: number, f: string, freed?: boolean) => gate.ended(p, f, freed),
+      enter: (...a: Parameters<AdmissionGate["enter"]>) => gate.enter(...a),
+      dispatching: () => gate.dispatching(),
+      pump: () => gate.pump(),
+    });
+    // A slot free in view, nobody waiting: it goes at once, charged nothing.
+    const atOnce = await AdmissionSlot.enter(spy, deployment(), view, ticket({ flow: "o", cost: 40 }));
+    if (typeof atOnce === "string") throw new Error(atOnce);
+    // Refused by every replica: nothing to refund. Held again (through the queue), it is charged this time.
+    expect(await atOnce.again()).toBe("go");
+    expect(corrections).toEqual([]);
+    // Refused again: that charge is refunded, once.
+    expect(await atOnce.again()).toBe("go");
+    expect(corrections).toEqual([[0, "o", 40, 0]]);
+    atOnce.end();
+  });
+
   it("used: corrects its flow's place by what it used, only when it was weighed by an estimate", async () => {
     const view = viewOf(1);
     const gate = new AdmissionGate();

@@ -607,6 +607,8 @@ export class AdmissionSlot {
   #running = false;
   /** Let go through the queue, so its slot is reserved until it dispatches (AdmissionGate.dispatching, once). */
   #reserved = false;
+  /** Let go through the queue, so its client's place was charged for it (the fair order's tags): refunded if every replica refuses it. */
+  #charged = false;
 
   private constructor(gate: AdmissionGate, deployment: Deployment, view: RoutingView, ticket: Ticket) {
     this.#gate = gate;
@@ -621,6 +623,7 @@ export class AdmissionSlot {
     if (first.outcome !== "go") return first.outcome;
     const slot = new AdmissionSlot(gate, deployment, view, ticket);
     slot.#reserved = first.queued;
+    slot.#charged = first.queued;
     gate.started(ticket.priority, ticket.flow);
     slot.#running = true;
     // A client that leaves cancels the request, and the path's `finally` may never run: its signal frees the slot.
@@ -643,17 +646,20 @@ export class AdmissionSlot {
 
   /**
    * Every replica tried was full (or none was there): the request gives its slot up and waits
-   * for one again. It was not served, so its client is not charged the turn it was let go in
-   * (its place moves back by its cost): charged, a client whose requests meet a slot the view
-   * showed free too early would lose a turn each time, to the clients whose requests did not.
+   * for one again. It was not served, so a client charged for it in the fair order (it went
+   * through the queue) is refunded the turn (its place moves back by its cost): charged, a
+   * client whose requests meet a slot the view showed free too early would lose a turn each
+   * time, to the clients whose requests did not. One that went at once was never charged.
    */
   async again(): Promise<AdmitOutcome> {
     const { priority, flow, cost } = this.#ticket;
-    this.#gate.correct(priority, flow, cost ?? 1, 0);
+    if (this.#charged) this.#gate.correct(priority, flow, cost ?? 1, 0);
+    this.#charged = false;
     if (this.#running) this.#gate.ended(priority, flow, false);
     this.#running = false;
     const again = await this.#gate.enter(this.#deployment, this.#view, { ...this.#ticket, again: true });
     this.#reserved = again.queued;
+    this.#charged = again.queued;
     if (again.outcome === "go") {
       this.#gate.started(priority, flow);
       this.#running = true;
