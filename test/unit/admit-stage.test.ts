@@ -6,7 +6,7 @@
  * lapse, the leader's hand-off, and each refusal's answer. Issue 51: the folder's
  * mutation score; written against the mutants that survived the other unit tests.
  */
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { defineDeployment, type DeploymentInput } from "../../src/config/deployment.ts";
 import { MAX_DEMAND_FLOWS } from "../../src/protocol/index.ts";
 import {
@@ -287,6 +287,12 @@ describe("the leader", () => {
   });
 });
 
+/** `gate` with its corrections (AdmissionGate.correct) recorded instead of made: the calls, in order. */
+function correctionsOf(gate: AdmissionGate): { gate: AdmissionGate; corrections: unknown[][] } {
+  const correct = vi.spyOn(gate, "correct").mockImplementation(() => undefined);
+  return { gate, corrections: correct.mock.calls };
+}
+
 describe("a request's place from admission to its end (AdmissionSlot)", () => {
   it("counts it in flight from admission to end, frees its slot for the next, and ends once", async () => {
     const view = viewOf(1);
@@ -388,18 +394,9 @@ describe("a request's place from admission to its end (AdmissionSlot)", () => {
 
   it("again: refunds only a turn its client was charged (let go through the queue), never one that went at once", async () => {
     const view = viewOf(1);
-    const gate = new AdmissionGate();
-    const corrections: unknown[] = [];
-    const spy = Object.assign(Object.create(gate) as AdmissionGate, {
-      correct: (...a: unknown[]) => void corrections.push(a),
-      started: (p: number, f: string) => gate.started(p, f),
-      ended: (p: number, f: string, freed?: boolean) => gate.ended(p, f, freed),
-      enter: (...a: Parameters<AdmissionGate["enter"]>) => gate.enter(...a),
-      dispatching: () => gate.dispatching(),
-      pump: () => gate.pump(),
-    });
+    const { gate, corrections } = correctionsOf(new AdmissionGate());
     // A slot free in view, nobody waiting: it goes at once, charged nothing.
-    const atOnce = await AdmissionSlot.enter(spy, deployment(), view, ticket({ flow: "o", cost: 40 }));
+    const atOnce = await AdmissionSlot.enter(gate, deployment(), view, ticket({ flow: "o", cost: 40 }));
     if (typeof atOnce === "string") throw new Error(atOnce);
     // Refused by every replica: nothing to refund. Held again (through the queue), it is charged this time.
     expect(await atOnce.again()).toBe("go");
@@ -412,17 +409,11 @@ describe("a request's place from admission to its end (AdmissionSlot)", () => {
 
   it("used: corrects its flow's place by what it used, only when it was weighed by an estimate", async () => {
     const view = viewOf(1);
-    const gate = new AdmissionGate();
-    const corrections: unknown[] = [];
-    const spy = Object.assign(Object.create(gate) as AdmissionGate, {
-      correct: (...a: unknown[]) => void corrections.push(a),
-      started: (p: number, f: string) => gate.started(p, f),
-      enter: (...a: Parameters<AdmissionGate["enter"]>) => gate.enter(...a),
-    });
-    const weighed = await AdmissionSlot.enter(spy, deployment(), view, ticket({ flow: "w", cost: 500 }));
+    const { gate, corrections } = correctionsOf(new AdmissionGate());
+    const weighed = await AdmissionSlot.enter(gate, deployment(), view, ticket({ flow: "w", cost: 500 }));
     if (typeof weighed === "string") throw new Error(weighed);
     weighed.used(120);
-    const unweighed = await AdmissionSlot.enter(spy, deployment(), view, ticket({ flow: "u" }));
+    const unweighed = await AdmissionSlot.enter(gate, deployment(), view, ticket({ flow: "u" }));
     if (typeof unweighed === "string") throw new Error(unweighed);
     unweighed.used(7);
     expect(corrections).toEqual([[0, "w", 500, 120]]);
