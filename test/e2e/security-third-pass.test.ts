@@ -1,7 +1,8 @@
 // The security review's third pass (issue 50), replayed against the real stack: a
 // prompt that blocked an isolate, token limits that a flag or a disconnect escaped,
 // fairness and pending slots one client could take, a replica slot a departed client
-// kept, engine admin routes, and a header only the edge may set.
+// kept, engine admin routes, a header only the edge may set, and body fields only a
+// router sets (prefill/decode disaggregation's, issue 56).
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Header } from "../../src/protocol/index.ts";
@@ -306,5 +307,24 @@ describe("8. headers only the edge may set", () => {
     expect(Number(seen[Header.deadline])).toBeGreaterThan(Date.now() - 60_000);
     // What a client may send passes.
     expect(seen[Header.requestId]).toBe("third-pass-8");
+  });
+});
+
+describe("9. body fields only a router sets", () => {
+  it("refuses a client's kv_transfer_params or SGLang bootstrap fields with a JSON 400, on every /v1 route, and the engine never sees them", async () => {
+    // vLLM NixlConnector's decode-side parameters: an engine given them reads KV blocks from remote_host.
+    const kv = { do_remote_prefill: true, remote_engine_id: "e", remote_block_ids: [1], remote_host: "169.254.169.254", remote_port: 80, remote_request_id: "r", tp_size: 1 };
+    for (const path of ["/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings"]) {
+      const base = path === "/v1/chat/completions" ? { messages: [{ role: "user", content: "hi" }] } : path === "/v1/completions" ? { prompt: "hi" } : { input: "hi" };
+      for (const [name, value] of [["kv_transfer_params", kv], ["bootstrap_host", "169.254.169.254"], ["bootstrap_room", 1]] as const) {
+        const res = await fetch(`${stack.url}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: "eng-model", ...base, [name]: value }) });
+        expect(res.status, `${path} ${name}`).toBe(400);
+        expect(((await res.json()) as { error: { message: string } }).error.message).toContain(`\`${name}\` is set by the router`);
+      }
+      // The same body without them is served (the echo replica answers with what it got).
+      const ok = await fetch(`${stack.url}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: "eng-model", ...base, kv_transfer_params: null }) });
+      expect(ok.status, path).toBe(200);
+      expect(((await ok.json()) as { kv_transfer_params?: unknown }).kv_transfer_params ?? null).toBeNull();
+    }
   });
 });

@@ -38,6 +38,22 @@ describe("parseOpenAIBody", () => {
     expect(r.ok).toBe(true);
   });
 
+  it("refuses a body that sets prefill/decode disaggregation's fields, which only the router sets (vLLM's kv_transfer_params, SGLang's bootstrap fields), on every endpoint", () => {
+    // vLLM NixlConnector's decode-side parameters: with them an engine would read KV blocks from the named host.
+    const kv = { do_remote_prefill: true, do_remote_decode: false, remote_engine_id: "e", remote_block_ids: [1, 2], remote_host: "10.0.0.9", remote_port: 5600, remote_request_id: "r", tp_size: 1 };
+    const bodies = { chat, completions: { model: "m", prompt: "x" }, embeddings: { model: "m", input: "x" }, responses: { model: "m", input: "x" } } as const;
+    for (const [endpoint, b] of Object.entries(bodies) as [keyof typeof bodies, object][]) {
+      for (const [name, value] of [["kv_transfer_params", kv], ["bootstrap_host", "10.0.0.9"], ["bootstrap_port", 8998], ["bootstrap_room", 12345]] as const) {
+        const r = parseOpenAIBody(endpoint, body({ ...b, [name]: value }));
+        expect(r, `${endpoint} ${name}`).toEqual({ ok: false, code: "bad_request", message: `\`${name}\` is set by the router for prefill/decode disaggregation, never by a client` });
+      }
+      // null is the fields' absence (vLLM's default).
+      expect(parseOpenAIBody(endpoint, body({ ...b, kv_transfer_params: null })).ok).toBe(true);
+    }
+    // Only at the top level, where the engines read them.
+    expect(parseOpenAIBody("chat", body({ ...chat, metadata: { kv_transfer_params: kv } })).ok).toBe(true);
+  });
+
   it("accepts every prompt shape OpenAI accepts", () => {
     for (const prompt of ["x", ["x", "y"], [1, 2, 3], [[1], [2, 3]]]) expect(parseOpenAIBody("completions", body({ model: "m", prompt })).ok).toBe(true);
     for (const input of ["x", ["x"], [1, 2], [[1, 2]]]) expect(parseOpenAIBody("embeddings", body({ model: "m", input })).ok).toBe(true);

@@ -389,11 +389,20 @@ const MAX_NAME = 256;
 /** Largest `stream_options` object read (OpenAI's has one flag, vLLM's two). */
 export const MAX_STREAM_OPTIONS_BYTES = 1024;
 
+/**
+ * Fields of prefill/decode disaggregation that only a router sets: vLLM's
+ * `kv_transfer_params` (with NixlConnector, `remote_host`/`remote_port` make the engine
+ * connect out and read KV blocks by id) and SGLang's bootstrap fields (where its decode
+ * server fetches KV from). A client that sets them could point an engine at any host or
+ * at another request's blocks, so a body with one is refused, whichever endpoint it names.
+ */
+export const EDGE_OWNED_FIELDS = ["kv_transfer_params", "bootstrap_host", "bootstrap_port", "bootstrap_room"] as const;
+
 const WANTED: Record<OpenAIEndpoint, ReadonlySet<string>> = {
-  chat: new Set(["model", "stream", "user", "messages", "stream_options", "priority", "max_tokens", "max_completion_tokens"]),
-  completions: new Set(["model", "stream", "user", "prompt", "stream_options", "priority", "max_tokens"]),
-  embeddings: new Set(["model", "stream", "user", "input", "priority"]),
-  responses: new Set(["model", "stream", "user", "input", "priority", "max_output_tokens"]),
+  chat: new Set(["model", "stream", "user", "messages", "stream_options", "priority", "max_tokens", "max_completion_tokens", ...EDGE_OWNED_FIELDS]),
+  completions: new Set(["model", "stream", "user", "prompt", "stream_options", "priority", "max_tokens", ...EDGE_OWNED_FIELDS]),
+  embeddings: new Set(["model", "stream", "user", "input", "priority", ...EDGE_OWNED_FIELDS]),
+  responses: new Set(["model", "stream", "user", "input", "priority", "max_output_tokens", ...EDGE_OWNED_FIELDS]),
 };
 
 const FAILURES: Record<ScanFailure, string> = {
@@ -444,6 +453,10 @@ export function openaiRouting(endpoint: OpenAIEndpoint, scan: ScanResult, bytes:
     return refuse(`\`${required.field}\`: expected ${required.types.join(" or ")}, got ${typeName(value)}`);
   }
   if (required.nonEmpty && value.type === "array" && value.length === 0) return refuse(`\`${required.field}\` must not be empty`);
+  for (const name of EDGE_OWNED_FIELDS) {
+    const v = f.get(name);
+    if (v !== undefined && v.type !== "null") return refuse(`\`${name}\` is set by the router for prefill/decode disaggregation, never by a client`);
+  }
   const streams = stream?.type === "true";
   const options = f.get("stream_options");
   let streamOptions: Record<string, unknown> | undefined;
