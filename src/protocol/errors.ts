@@ -10,6 +10,7 @@ export type ErrorCode =
   | "unauthorized"
   | "route_not_found"
   | "model_not_found"
+  | "kv_blocks_not_found"
   | "header_too_large"
   | "rate_limited"
   | "token_limited"
@@ -34,6 +35,7 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   unauthorized: 401,
   route_not_found: 404,
   model_not_found: 404,
+  kv_blocks_not_found: 404,
   header_too_large: 431,
   rate_limited: 429,
   token_limited: 429,
@@ -70,6 +72,7 @@ const TYPE: Record<ErrorCode, ErrorBody["error"]["type"]> = {
   unauthorized: "authentication_error",
   route_not_found: "not_found_error",
   model_not_found: "invalid_request_error",
+  kv_blocks_not_found: "not_found_error",
   header_too_large: "invalid_request_error",
   rate_limited: "rate_limit_error",
   token_limited: "rate_limit_error",

@@ -56,6 +56,13 @@ export function openaiEndpointOf(path: string): OpenAIEndpoint | undefined {
  */
 export const REPLICA_SYSTEM_PREFIX = "/-/";
 
+/**
+ * Where a decode replica reads a prefill replica's KV blocks (prefill/decode
+ * disaggregation on the reference replica, §2d): a signed POST between replicas, under
+ * the system prefix, so the edge never forwards a client's request there.
+ */
+export const KV_TRANSFER_PATH = "/-/kv-transfer";
+
 export const REPLICA_OPERATIONAL_PATHS: ReadonlySet<string> = new Set([
   // Probes and scrapers (the reference replica's LLM backend, vLLM, SGLang, TorchServe).
   "/-",

@@ -28,7 +28,7 @@ import { AdmissionControl } from "./admission.ts";
 import { DispatchGuard } from "./dispatch-guard.ts";
 import { EdgeClient, keyRefusedMessage } from "./edge-client.ts";
 import { REPLICA_BACKENDS, replicaBackend } from "./backends/index.ts";
-import type { ReplicaBackendContext, ReplicaBackendParts } from "./backends/context.ts";
+import { REPLICA_ROLE_FLAGS, type ReplicaBackendContext, type ReplicaBackendParts, type ReplicaRoleFlag } from "./backends/context.ts";
 import { ReplicaServer } from "./server.ts";
 
 const USAGE = `usage: replica --deployment NAME --backend text|echo|onnx|llm|proxy [--text T] [--service-ms N]
@@ -78,6 +78,12 @@ const USAGE = `usage: replica --deployment NAME --backend text|echo|onnx|llm|pro
                  agent without KV events (benchmarks: the edge then knows only its dispatches)
 --enable-prompt-tokens-details: (llm) each answer's usage says how many prompt tokens the
                  prefix cache held (prompt_tokens_details.cached_tokens), as vLLM's flag of that name
+--role prefill|decode|both: (llm) a part in prefill/decode disaggregation, in vLLM's protocol
+                 with NixlConnector (kv_transfer_params; docs/protocol.md §2d): a prefill request
+                 (do_remote_decode) keeps its prompt's KV blocks for a decode replica and answers
+                 where they are; a decode request (do_remote_prefill) reads them first (signed
+                 POST /-/kv-transfer), then computes only the rest. Either role serves both
+                 legs, as vLLM's kv_both; without it, kv_transfer_params are ignored
 --standalone: serve without registering (a direct baseline for benchmarks, or an engine behind
                  "replica agent"). A registered replica serves only dispatches signed by its
                  deployment's edge (docs/protocol.md §2); a standalone one checks no signature
@@ -170,6 +176,7 @@ export function parseReplicaArgs(argv: readonly string[], env: Readonly<Record<s
         "kv-events-topic": { type: "string" },
         "no-cache-summary": { type: "boolean", default: false },
         "enable-prompt-tokens-details": { type: "boolean", default: false },
+        role: { type: "string" },
         "decode-ms": { type: "string" },
         upstream: { type: "string" },
         "upstream-metrics": { type: "string" },
@@ -237,6 +244,8 @@ export function parseReplicaArgs(argv: readonly string[], env: Readonly<Record<s
   only(["onnx", "llm"], args.model !== undefined, "--model needs --backend onnx or llm");
   only(["llm"], (args["kv-events-endpoint"] ?? args["kv-events-replay-endpoint"] ?? args["kv-events-topic"]) !== undefined, "--kv-events-* are flags of --backend llm");
   only(["llm"], args["no-cache-summary"] || args["enable-prompt-tokens-details"], "--no-cache-summary and --enable-prompt-tokens-details are flags of --backend llm");
+  only(["llm"], args.role !== undefined, "--role is a flag of --backend llm");
+  if (args.role !== undefined && !(REPLICA_ROLE_FLAGS as readonly string[]).includes(args.role)) throw new UsageError(`--role must be one of ${REPLICA_ROLE_FLAGS.join(", ")}, not "${args.role}"`);
   const llmKnob = (flag: "kv-blocks" | "prefill-ms" | "prefill-token-us" | "decode-ms", fallback: number, min: number, max: number): number => {
     const raw = args[flag];
     if (raw === undefined) return fallback;
@@ -268,6 +277,7 @@ export function parseReplicaArgs(argv: readonly string[], env: Readonly<Record<s
     upstream: args.upstream,
     "upstream-metrics": args["upstream-metrics"],
     "enable-prompt-tokens-details": args["enable-prompt-tokens-details"],
+    ...(args.role !== undefined && { role: args.role as ReplicaRoleFlag }),
   };
   return {
     kind: "serve",
@@ -310,7 +320,10 @@ export async function startReplica(
 ): Promise<StartedReplica> {
   const { replicaId, fault } = options;
   const admission = new AdmissionControl(options.maxOngoing, options.maxQueued);
-  const parts = await replicaBackend(options.backend)!({ flags: options.flags, knobs: options.knobs, admission, log: io.log, fail: io.fail, reportNow: io.reportNow });
+  // Known once the server listens (a port 0 is chosen then); the backend reads it only when it answers.
+  let url: string | undefined;
+  const identity = { replicaId, deployment: options.deployment, ...(options.key !== undefined && { key: options.key }), url: () => url! };
+  const parts = await replicaBackend(options.backend)!({ flags: options.flags, knobs: options.knobs, admission, log: io.log, fail: io.fail, reportNow: io.reportNow, identity });
   const { handler, cache, llm } = parts;
   const describe = cache
     ? () => ({ models: cache.loaded(), loading: cache.loading(), max_models: cache.maxModels, cache: cache.stats() })
@@ -330,7 +343,8 @@ export async function startReplica(
   });
   if (fault) io.log(`fault injection on: ${fault}`);
   const address = await server.listen(options.port, options.host);
-  return { server, admission, parts, url: options.advertiseUrl ?? `http://${address.address}:${address.port}` };
+  url = options.advertiseUrl ?? `http://${address.address}:${address.port}`;
+  return { server, admission, parts, url };
 }
 
 /** What a caller that wraps the replica (the agent's proxy mode) does around it. */

@@ -9,6 +9,7 @@ const EXPECTED: Record<ErrorCode, { status: number; type: string }> = {
   unauthorized: { status: 401, type: "authentication_error" },
   route_not_found: { status: 404, type: "not_found_error" },
   model_not_found: { status: 404, type: "invalid_request_error" },
+  kv_blocks_not_found: { status: 404, type: "not_found_error" },
   header_too_large: { status: 431, type: "invalid_request_error" },
   rate_limited: { status: 429, type: "rate_limit_error" },
   token_limited: { status: 429, type: "rate_limit_error" },

@@ -237,6 +237,7 @@ describe("the proxy kind's flags (--upstream, --upstream-metrics)", () => {
         throw new Error(m);
       },
       reportNow: async () => undefined,
+      identity: { replicaId: "r", deployment: "d", url: () => "http://127.0.0.1:1" },
     };
     return { logs, admission, parts: proxy(ctx) };
   };

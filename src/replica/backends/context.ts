@@ -23,6 +23,8 @@ export interface ReplicaBackendContext {
     "upstream-metrics"?: string | undefined;
     /** llm: usage carries prompt_tokens_details.cached_tokens (vLLM's --enable-prompt-tokens-details). */
     "enable-prompt-tokens-details"?: boolean | undefined;
+    /** llm: a part in prefill/decode disaggregation (vLLM's kv_role): serves kv_transfer_params (src/replica/llm/kv-transfer.ts). */
+    role?: ReplicaRoleFlag | undefined;
   };
   /** Benchmark knobs, validated by the CLI (each belongs to one kind). */
   knobs: {
@@ -40,7 +42,13 @@ export interface ReplicaBackendContext {
   fail(msg: string): never;
   /** Sends a load report now (nothing before the edge client exists, and for standalone replicas). */
   reportNow(): Promise<void>;
+  /** Who the replica is: its id, deployment and replica key (absent: standalone), and its URL once it listens. */
+  identity: { replicaId: string; deployment: string; key?: string; url: () => string };
 }
+
+/** `--role`: a replica's part in prefill/decode disaggregation (vLLM's kv_role: kv_producer, kv_consumer, kv_both). */
+export const REPLICA_ROLE_FLAGS = ["prefill", "decode", "both"] as const;
+export type ReplicaRoleFlag = (typeof REPLICA_ROLE_FLAGS)[number];
 
 export interface ReplicaBackendParts {
   handler: RequestHandler;

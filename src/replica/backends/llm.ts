@@ -8,7 +8,7 @@ import type { GenerativeModel } from "../llm/engine.ts";
  * family-standin.ts, a benchmark instrument). Loaded only for llm replicas
  * (onnxruntime and the tokenizer libraries are not free).
  */
-export const llm: ReplicaBackend = async ({ flags, knobs, admission, log, fail }) => {
+export const llm: ReplicaBackend = async ({ flags, knobs, admission, log, fail, identity }) => {
   const [{ TINY_LM_ID }, { LlmEngine }, { llmService }, { FAMILY_PACKAGES }] = await Promise.all([
     import("../llm/tiny-lm.ts"),
     import("../llm/engine.ts"),
@@ -46,7 +46,19 @@ export const llm: ReplicaBackend = async ({ flags, knobs, admission, log, fail }
   });
   admission.enablePriorityPreemption();
   admission.setKvSource(() => Math.round(engine.kvUsage * 1e4) / 1e4);
-  const service = llmService({ engine, modelId, promptTokensDetails: flags["enable-prompt-tokens-details"] === true });
+  const service = llmService({
+    engine,
+    modelId,
+    promptTokensDetails: flags["enable-prompt-tokens-details"] === true,
+    // Either part serves both sides of vLLM's protocol, as a kv_both engine does; the role says which legs a router sends it.
+    ...(flags.role !== undefined && {
+      kvTransfer: {
+        self: { engineId: identity.replicaId, url: identity.url },
+        signer: { deployment: identity.deployment, ...(identity.key !== undefined && { key: identity.key }) },
+        log,
+      },
+    }),
+  });
   return {
     handler: service.handler,
     // What the prefix cache holds, for the reports (sent when it changed, src/replica/summary-cadence.ts).
@@ -56,7 +68,15 @@ export const llm: ReplicaBackend = async ({ flags, knobs, admission, log, fail }
     llm: {
       unadmitted: service.unadmitted,
       handOver: service.handOver,
-      describe: () => ({ model: modelId, running: engine.running, waiting: engine.waiting, kv_cache_usage: engine.kvUsage, kv_blocks: engine.kvBlocks, cached_blocks: engine.cachedBlocks }),
+      describe: () => ({
+        model: modelId,
+        running: engine.running,
+        waiting: engine.waiting,
+        kv_cache_usage: engine.kvUsage,
+        kv_blocks: engine.kvBlocks,
+        cached_blocks: engine.cachedBlocks,
+        ...(flags.role !== undefined && { role: flags.role, kv_transfers_held: engine.heldTransfers, kv_transfer_blocks_held: engine.heldTransferBlocks }),
+      }),
     },
   };
 };

@@ -26,6 +26,7 @@
  * added), with its `extra` key, so an edge that tokenizes the prompt as the model does
  * and computes blockKeys(ids, { extra }) names them the same.
  */
+import { randomUUID } from "node:crypto";
 import type { TemplateMessage } from "../../prompt/tiny-lm-chat-template.ts";
 import { buildCacheSummary, type CacheSummaryWire } from "../../prefix/cache-summary.ts";
 import { KvCacheScheduler, type PoolEvent, type SequenceContent } from "./kv-cache.ts";
@@ -101,6 +102,20 @@ export interface LlmEngineOptions {
   onKvEvent?: (event: PoolEvent) => void;
   /** Requests generating at once at most (vLLM's max_num_seqs): a higher priority preempts past it (kv-cache.ts). Unbounded by default. */
   maxRunning?: number;
+  /** How long a finished prefill's blocks wait for a decode replica to read them (vLLM's VLLM_NIXL_ABORT_REQUEST_TIMEOUT, 480 s). */
+  kvTransferTimeoutMs?: number;
+}
+
+/** vLLM's VLLM_NIXL_ABORT_REQUEST_TIMEOUT default: a prefill's blocks are freed this long after it finished if no decode read them. */
+export const KV_TRANSFER_TIMEOUT_MS = 480_000;
+
+/** A finished prefill's blocks, held for a decode replica (prefill/decode disaggregation). */
+interface HeldTransfer {
+  blockIds: number[];
+  /** The tokens those blocks hold (the prompt's first blockIds.length × blockSize). */
+  ids: number[];
+  extra: string;
+  timer: ReturnType<typeof setTimeout>;
 }
 
 export interface GenerateRequest {
@@ -125,6 +140,12 @@ export interface GenerateRequest {
    * multiplexed model the request names (its x-switchyard-model), "" (default) for the base model.
    */
   extra?: string;
+  /**
+   * A prefill for a decode replica (vLLM's kv_transfer_params.do_remote_decode): when it
+   * finishes capped by length, its prompt's computed blocks stay held for a decode replica
+   * to read (readTransfer), and the result names them (`kept`).
+   */
+  keepPrompt?: boolean;
 }
 
 export interface GenerateResult {
@@ -133,6 +154,8 @@ export interface GenerateResult {
   completionTokens: number;
   /** Prompt tokens found in the prefix cache when the request was first scheduled (vLLM's num_cached_tokens). */
   cachedTokens: number;
+  /** A `keepPrompt` request that finished capped by length: the held blocks, for a decode replica to read by this id. */
+  kept?: { transferId: string; blockIds: number[] };
 }
 
 /** Thrown by `generate` when the request can never be served as asked (see `check`). */
@@ -179,8 +202,11 @@ export class LlmEngine {
   readonly #ttft = new BucketHistogram(TTFT_BUCKETS_S);
   readonly #itl = new BucketHistogram(ITL_BUCKETS_S);
   readonly #e2e = new BucketHistogram(E2E_BUCKETS_S);
+  readonly #transfers = new Map<string, HeldTransfer>();
+  readonly #transferTimeoutMs: number;
 
   constructor(options: LlmEngineOptions) {
+    this.#transferTimeoutMs = options.kvTransferTimeoutMs ?? KV_TRANSFER_TIMEOUT_MS;
     this.model = options.model;
     this.#kv = new KvCacheScheduler(options.kvBlocks, options.blockSize ?? 16, {
       ...(options.onKvEvent && { onEvent: options.onKvEvent }),
@@ -281,6 +307,7 @@ export class LlmEngine {
     let lastAt = 0;
     let due = 0;
     let done = false;
+    let kept: GenerateResult["kept"];
     try {
       await this.#hold(id, prompt.length, signal, { ids, extra: request.extra ?? "" }, priority);
       while (generated < maxTokens) {
@@ -341,13 +368,69 @@ export class LlmEngine {
       finishReason = "abort";
       done = true;
     } finally {
+      if (done && request.keepPrompt === true && finishReason === "length") kept = this.#keep(id, prompt, request.extra ?? "");
       this.#kv.release(id);
       // A consumer that stopped iterating early (return()) ended the request too.
       if (!done) finishReason = "abort";
       this.#success[finishReason]++;
       this.#e2e.observe((performance.now() - arrival) / 1000);
     }
-    return { finishReason, promptTokens: prompt.length, completionTokens: generated, cachedTokens: cachedTokens ?? 0 };
+    return { finishReason, promptTokens: prompt.length, completionTokens: generated, cachedTokens: cachedTokens ?? 0, ...(kept && { kept }) };
+  }
+
+  /** Finished prefills whose blocks wait for a decode replica. */
+  get heldTransfers(): number {
+    return this.#transfers.size;
+  }
+
+  /** Blocks those hold (a block two of them share counts once). */
+  get heldTransferBlocks(): number {
+    return this.#kv.pinnedBlocks;
+  }
+
+  /**
+   * A decode replica reads a finished prefill's blocks: the tokens they hold, once. The
+   * blocks are freed on read (as vLLM's NixlConnector frees them once the decode has
+   * pulled them). Undefined when `transferId` holds none (never, already read, or timed
+   * out) or `blockIds` are not the ones it holds.
+   */
+  readTransfer(transferId: string, blockIds: readonly number[]): { ids: number[]; extra: string } | undefined {
+    const t = this.#transfers.get(transferId);
+    if (!t || t.blockIds.length !== blockIds.length || t.blockIds.some((b, i) => b !== blockIds[i])) return undefined;
+    this.#dropTransfer(transferId);
+    return { ids: t.ids, extra: t.extra };
+  }
+
+  /**
+   * Blocks computed by a prefill replica, read from it: the full blocks of `ids` become
+   * cached here, so the request that follows finds them and computes only the rest.
+   * Returns the tokens now cached from the start of `ids`.
+   */
+  importPrefix(ids: readonly number[], extra: string): number {
+    return this.#kv.importBlocks(ids, extra) * this.#kv.blockSize;
+  }
+
+  /** Holds a finished prefill's prompt blocks for a decode replica, at most half the pool in all (the oldest holds go first). */
+  #keep(id: number, prompt: readonly number[], extra: string): { transferId: string; blockIds: number[] } | undefined {
+    const blockIds = this.#kv.pin(id, prompt.length);
+    if (blockIds.length === 0) return undefined;
+    for (const oldest of this.#transfers.keys()) {
+      if (this.#kv.pinnedBlocks <= this.#kv.totalBlocks / 2) break;
+      this.#dropTransfer(oldest);
+    }
+    const transferId = randomUUID();
+    const timer = setTimeout(() => this.#dropTransfer(transferId), this.#transferTimeoutMs);
+    timer.unref();
+    this.#transfers.set(transferId, { blockIds, ids: prompt.slice(0, blockIds.length * this.#kv.blockSize), extra, timer });
+    return { transferId, blockIds };
+  }
+
+  #dropTransfer(transferId: string): void {
+    const t = this.#transfers.get(transferId);
+    if (!t) return;
+    this.#transfers.delete(transferId);
+    clearTimeout(t.timer);
+    this.#kv.unpin(t.blockIds);
   }
 
   /** Unit-length embedding of a non-empty token sequence (one model run; no KV cache); throws for a model that makes none. */

@@ -77,6 +77,8 @@ export interface Scheduling {
 }
 
 interface Block {
+  /** Its place in the pool, 0-based (vLLM's block id): what a KV transfer names it by. */
+  readonly n: number;
   /** Set while the block is cached (named). */
   key: BlockKey | undefined;
   /** Sequences holding it. */
@@ -121,6 +123,8 @@ export class KvCacheScheduler {
   /** By priority, FIFO within one; preempted sequences go back to the front of their priority. */
   readonly #waiting: Seq[] = [];
   readonly #seqs = new Map<number, Seq>();
+  /** Blocks held by a `pin` (a finished prefill's, until a decode replica reads them), by id. */
+  readonly #pinned = new Map<number, { block: Block; pins: number }>();
   #preemptions = 0;
   readonly #maxRunning: number;
   #queries = 0;
@@ -338,7 +342,7 @@ export class KvCacheScheduler {
     }
     if (this.#unborn > 0) {
       this.#unborn--;
-      return { key: undefined, ref: 1 };
+      return { n: this.totalBlocks - this.#unborn - 1, key: undefined, ref: 1 };
     }
     const victim = this.#evictable.values().next().value;
     if (!victim) throw new Error("KV cache over-commit: no free block (a bug: callers check #available first)");
@@ -353,8 +357,15 @@ export class KvCacheScheduler {
 
   /** Drops the sequence's hold on its blocks, last block first (the eviction order's tail-first rule). */
   #free(seq: Seq): void {
-    for (let i = seq.blocks.length - 1; i >= 0; i--) {
-      const block = seq.blocks[i]!;
+    this.#unref(seq.blocks);
+    seq.blocks = [];
+    seq.committed = 0;
+  }
+
+  /** Drops one hold on each of `blocks`, last first: a block no one holds is free (cached if named). */
+  #unref(blocks: readonly Block[]): void {
+    for (let i = blocks.length - 1; i >= 0; i--) {
+      const block = blocks[i]!;
       if (--block.ref > 0) continue;
       if (block.key !== undefined) {
         this.#evictable.add(block);
@@ -363,8 +374,105 @@ export class KvCacheScheduler {
         this.#plain.push(block);
       }
     }
-    seq.blocks = [];
-    seq.committed = 0;
+  }
+
+  /**
+   * Keeps the sequence's computed blocks within its first `tokens` tokens (its prompt's
+   * full blocks) held past its release, for a decode replica to read (prefill/decode
+   * disaggregation: vLLM's NixlConnector delays freeing a finished prefill's blocks the
+   * same way). Returns their ids, in token order, or [] when none is computed. Call before
+   * `release`; `unpin` with the ids ends the hold.
+   */
+  pin(id: number, tokens: number): number[] {
+    const seq = this.#seqs.get(id);
+    if (!seq || seq.state !== "running" || !seq.content) return [];
+    const n = Math.min(seq.committed, Math.floor(tokens / this.blockSize));
+    const blocks = seq.blocks.slice(0, n);
+    for (const b of blocks) {
+      b.ref++;
+      const p = this.#pinned.get(b.n);
+      if (p) p.pins++;
+      else this.#pinned.set(b.n, { block: b, pins: 1 });
+    }
+    return blocks.map((b) => b.n);
+  }
+
+  /** The keys of pinned blocks `ids`, in order (undefined if one is not pinned). */
+  pinnedKeys(ids: readonly number[]): BlockKey[] | undefined {
+    const out: BlockKey[] = [];
+    for (const n of ids) {
+      const key = this.#pinned.get(n)?.block.key;
+      if (key === undefined) return undefined;
+      out.push(key);
+    }
+    return out;
+  }
+
+  /** Blocks held by pins now. */
+  get pinnedBlocks(): number {
+    return this.#pinned.size;
+  }
+
+  /** Ends one `pin`'s hold on blocks `ids` (the ids that pin returned; call once per pin). */
+  unpin(ids: readonly number[]): void {
+    const blocks: Block[] = [];
+    for (const n of ids) {
+      const p = this.#pinned.get(n);
+      if (!p) continue;
+      blocks.push(p.block);
+      if (--p.pins === 0) this.#pinned.delete(n);
+    }
+    this.#unref(blocks);
+    this.#schedule();
+  }
+
+  /**
+   * Blocks computed elsewhere (a prefill replica's, read by a decode replica): the full
+   * blocks of `ids` (with `extra`'s lanes) become cached here, named as this pool names
+   * them, as if a sequence had computed and freed them; ones already cached are touched.
+   * Imports only into free blocks (plain, new, or evicting the least recently freed), and
+   * stops when none is left. Returns how many of its blocks are cached now.
+   */
+  importBlocks(ids: readonly number[], extra: string): number {
+    const lanes = extraLanes(extra);
+    const bs = this.blockSize;
+    const full = Math.floor(ids.length / bs);
+    const keys: BlockKey[] = [];
+    for (let i = 0; i < full; i++) keys.push(blockKey(keys[i - 1], ids, i * bs, lanes, bs));
+    // This chain's free blocks: a new block must not evict one of them.
+    let mine = 0;
+    for (const k of keys) if (this.#cached.get(k)?.ref === 0) mine++;
+    let runStart = -1;
+    const flush = (end: number) => {
+      if (runStart < 0) return;
+      this.#onEvent?.({ type: "stored", keys: keys.slice(runStart, end), parent: runStart === 0 ? undefined : keys[runStart - 1], tokenIds: ids.slice(runStart * bs, end * bs), extra });
+      runStart = -1;
+    };
+    let i = 0;
+    for (; i < full; i++) {
+      const key = keys[i]!;
+      const have = this.#cached.get(key);
+      if (have) {
+        flush(i);
+        if (have.ref === 0) {
+          // Last in the eviction order too.
+          this.#evictable.delete(have);
+          this.#evictable.add(have);
+        }
+        this.#touch(have);
+        continue;
+      }
+      if (this.#available() - mine <= 0) break;
+      const block = this.#allocate();
+      block.ref = 0;
+      block.key = key;
+      this.#cached.set(key, block);
+      this.#evictable.add(block);
+      mine++;
+      if (runStart < 0) runStart = i;
+    }
+    flush(i);
+    return i;
   }
 
   #keysUpTo(seq: Seq, n: number): void {

@@ -37,12 +37,13 @@
 import { randomUUID } from "node:crypto";
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
 import { z } from "zod";
-import { ERROR_STATUS, Header, OpenAIPath, dispatchPriority, errorBody, type ErrorCode } from "../../protocol/index.ts";
+import { ERROR_STATUS, Header, KV_TRANSFER_PATH, OpenAIPath, dispatchPriority, errorBody, type ErrorCode } from "../../protocol/index.ts";
 import type { RequestHandler } from "../handlers.ts";
 import { readBodyUpTo, sendJson } from "../http-json.ts";
 import { RequestTooLong, type FinishReason, type GenerateResult, type LlmEngine, type PromptCodec } from "./engine.ts";
 import { UnsupportedPrompt } from "../../prompt/tokenizers/tokenizer.ts";
 import { toolsAsPython } from "../../prefix/prompt-keys.ts";
+import { KvTransferParams, prefillAnswer, readRemotePrefill, remotePrefillOf, serveTransferRead, type ReadSigner, type TransferIdentity } from "./kv-transfer.ts";
 import { ResponseEvents, responseObject, responseUsage, responsesMessages, responsesSchema, type ResponseIds } from "./responses-api.ts";
 
 /** A completion's max_tokens when it sets none (vLLM's is 16; tiny-lm's prompts are characters). */
@@ -86,6 +87,12 @@ export interface LlmServiceOptions {
    * off by default, as there.
    */
   promptTokensDetails?: boolean;
+  /**
+   * Prefill/decode disaggregation in vLLM's protocol (kv-transfer.ts): how this replica
+   * names itself in a prefill's answer, and signs its reads as a decode. Absent:
+   * kv_transfer_params are ignored, as by a vLLM without a KV connector.
+   */
+  kvTransfer?: { self: TransferIdentity; signer: ReadSigner; log?: (msg: string) => void };
 }
 
 export interface LlmService {
@@ -132,6 +139,8 @@ const common = {
   ignore_eos: z.boolean().nullish(),
   /** vLLM's extension, but higher first, as the edge reads it; used only off a dispatch (requestPriority). */
   priority: z.number().int().nullish(),
+  /** vLLM's prefill/decode disaggregation (NixlConnector's fields; kv-transfer.ts): set by a router, never a client (the edge refuses them from clients). */
+  kv_transfer_params: KvTransferParams.nullish(),
 };
 
 const completionSchema = z.object({
@@ -355,8 +364,13 @@ export function llmService(options: LlmServiceOptions): LlmService {
   };
 
   const unadmitted = (req: IncomingMessage, res: ServerResponse, loadHeaders: LoadHeaders): boolean => {
-    if (req.method !== "GET" && req.method !== "HEAD") return false;
     const path = (req.url ?? "/").split("?")[0];
+    // A decode replica reads a prefill's blocks (signed like a dispatch: the server checked it): no admission slot, no model run.
+    if (path === KV_TRANSFER_PATH && req.method === "POST" && options.kvTransfer) {
+      serveTransferRead(req, res, (transferId, blockIds) => engine.readTransfer(transferId, blockIds));
+      return true;
+    }
+    if (req.method !== "GET" && req.method !== "HEAD") return false;
     if (path === "/metrics") {
       req.resume();
       const text = engine.metricsText(modelId);
@@ -480,6 +494,17 @@ export function llmService(options: LlmServiceOptions): LlmService {
     const stop = route === "chat" && !r.ignore_eos ? [...asked, ...prompts.chatStop] : asked;
 
     const client = watchClient(req, res);
+    const transfer = options.kvTransfer ? r.kv_transfer_params : undefined;
+    const remote = remotePrefillOf(transfer);
+    if (remote) {
+      // A decode: the prefill's blocks are read and cached here first; unread (the prefill is gone, or freed them), the prompt is computed here.
+      const got = await readRemotePrefill(remote, options.kvTransfer!.signer, String(req.headers[Header.requestId] ?? "kv-transfer"), client.signal);
+      const extra = blockExtra(req);
+      const matches = got !== undefined && got.extra === extra && got.ids.length <= prompt.length && got.ids.every((t, i) => t === prompt[i]);
+      if (matches) engine.importPrefix(got.ids, extra);
+      else options.kvTransfer!.log?.(`KV transfer ${remote.requestId} from ${remote.engineId}: ${got === undefined ? "not read" : "blocks of another prompt"}; computing the prompt here`);
+    }
+    const keepPrompt = transfer?.do_remote_decode === true;
     const generation = engine.generate({
       prompt,
       maxTokens,
@@ -490,6 +515,7 @@ export function llmService(options: LlmServiceOptions): LlmService {
       signal: client.signal,
       extra: blockExtra(req),
       priority: requestPriority(req.headers, r.priority),
+      ...(keepPrompt && { keepPrompt }),
     });
 
     const id = `${route === "chat" ? "chatcmpl" : "cmpl"}-${randomUUID().replaceAll("-", "")}`;
@@ -510,7 +536,10 @@ export function llmService(options: LlmServiceOptions): LlmService {
           route === "chat"
             ? { index: 0, message: { role: "assistant", content: text }, logprobs: null, finish_reason: result.finishReason }
             : { index: 0, text, logprobs: null, finish_reason: result.finishReason };
-        sendJson(res, 200, { id, object, created, model: modelId, choices: [choice], usage: usageOf(result) }, loadHeaders());
+        const answer: Record<string, unknown> = { id, object, created, model: modelId, choices: [choice], usage: usageOf(result) };
+        // A prefill's blocks for the decode replica (vLLM answers kv_transfer_params at the top level).
+        if (keepPrompt) answer.kv_transfer_params = prefillAnswer(result.kept, options.kvTransfer!.self);
+        sendJson(res, 200, answer, loadHeaders());
         return;
       }
 

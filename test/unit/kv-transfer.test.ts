@@ -1,0 +1,182 @@
+/**
+ * Prefill/decode disaggregation on the reference replica (issue 56): the KV pool keeps a
+ * finished prefill's blocks pinned for a decode replica and takes blocks computed
+ * elsewhere (src/replica/llm/kv-cache.ts pin, unpin, importBlocks), and the engine holds a
+ * transfer until it is read once or times out, freeing its blocks either way
+ * (src/replica/llm/engine.ts). The HTTP legs run in test/e2e/pd-replica.test.ts.
+ */
+import { describe, expect, it, vi } from "vitest";
+import { blockKeys } from "../../src/prefix/block-keys.ts";
+import { LlmEngine, type GenerateRequest, type GenerateResult } from "../../src/replica/llm/engine.ts";
+import { KvCacheScheduler, type PoolEvent } from "../../src/replica/llm/kv-cache.ts";
+import { prefillAnswer, remotePrefillOf } from "../../src/replica/llm/kv-transfer.ts";
+import { tinyLmGenerator, type LanguageModel } from "../../src/replica/llm/tiny-lm.ts";
+import { VOCAB_SIZE, encode } from "../../src/replica/llm/tokenizer.ts";
+
+const BS = 16;
+const ids = (n: number, from = 2) => Array.from({ length: n }, (_, i) => 2 + ((from + i) % 90));
+
+describe("KV pool: pins and imports", () => {
+  it("keeps a released sequence's pinned prompt blocks held (not evictable) until unpinned, then cached", () => {
+    const kv = new KvCacheScheduler(8, BS);
+    const prompt = ids(40); // two full blocks and a partial one
+    kv.acquire(1, prompt.length + 1, { ids: [...prompt, 5], extra: "" });
+    kv.takeScheduling(1);
+    kv.commit(1);
+    const pinned = kv.pin(1, prompt.length);
+    expect(pinned).toHaveLength(2);
+    expect(kv.pinnedKeys(pinned)).toEqual(blockKeys(prompt));
+    kv.release(1);
+    // Held: 2 blocks in use, none free cached; a sequence needing the whole rest of the pool fits, one more does not.
+    expect(kv.usedBlocks).toBe(2);
+    expect(kv.freeCachedBlocks).toBe(0);
+    expect(kv.acquire(2, 6 * BS, { ids: ids(6 * BS, 50), extra: "" })).toBeUndefined();
+    kv.release(2);
+    expect(kv.isCached(blockKeys(prompt)[0]!)).toBe(true);
+    kv.unpin(pinned);
+    expect(kv.usedBlocks).toBe(0);
+    expect(kv.pinnedBlocks).toBe(0);
+    // Free and still cached: the same prompt finds both blocks.
+    kv.acquire(3, prompt.length, { ids: prompt, extra: "" });
+    expect(kv.takeScheduling(3)!.cachedTokens).toBe(2 * BS);
+  });
+
+  it("counts two pins of a shared block apart: the first unpin leaves it held", () => {
+    const kv = new KvCacheScheduler(8, BS);
+    const prompt = ids(32);
+    const pins: number[][] = [];
+    for (const id of [1, 2]) {
+      kv.acquire(id, prompt.length + 1, { ids: [...prompt, 7], extra: "" });
+      kv.takeScheduling(id);
+      kv.commit(id);
+      pins.push(kv.pin(id, prompt.length));
+      kv.release(id);
+    }
+    expect(pins[0]).toEqual(pins[1]);
+    kv.unpin(pins[0]!);
+    expect(kv.usedBlocks).toBe(2);
+    expect(kv.pinnedKeys(pins[1]!)).toEqual(blockKeys(prompt));
+    kv.unpin(pins[1]!);
+    expect(kv.usedBlocks).toBe(0);
+    expect(kv.pinnedKeys(pins[1]!)).toBeUndefined();
+  });
+
+  it("imports blocks computed elsewhere as cached, named as its own computation names them, announcing them as stored", () => {
+    const events: PoolEvent[] = [];
+    const kv = new KvCacheScheduler(8, BS, { onEvent: (e) => events.push(e) });
+    const prompt = ids(50);
+    expect(kv.importBlocks(prompt.slice(0, 3 * BS), "lora-a")).toBe(3);
+    expect(events).toEqual([{ type: "stored", keys: blockKeys(prompt.slice(0, 48), { extra: "lora-a" }), parent: undefined, tokenIds: prompt.slice(0, 48), extra: "lora-a" }]);
+    expect(kv.usedBlocks).toBe(0);
+    kv.acquire(1, prompt.length, { ids: prompt, extra: "lora-a" });
+    expect(kv.takeScheduling(1)!.cachedTokens).toBe(3 * BS);
+    kv.release(1);
+    // Again: nothing new to store.
+    expect(kv.importBlocks(prompt.slice(0, 3 * BS), "lora-a")).toBe(3);
+    expect(events.filter((e) => e.type === "stored")).toHaveLength(1);
+  });
+
+  it("imports only into free room, never evicting blocks of the chain it imports nor blocks in use", () => {
+    const kv = new KvCacheScheduler(4, BS);
+    const busy = ids(2 * BS, 30);
+    kv.acquire(1, busy.length, { ids: busy, extra: "" });
+    kv.takeScheduling(1);
+    kv.commit(1);
+    // Two blocks free: four of the chain asked, two imported.
+    expect(kv.importBlocks(ids(4 * BS), "")).toBe(2);
+    expect(kv.usedBlocks).toBe(2);
+    kv.release(1);
+    // Now the two busy blocks are free cached: importing the rest evicts them, not the chain's first two.
+    expect(kv.importBlocks(ids(4 * BS), "")).toBe(4);
+    expect(kv.isCached(blockKeys(busy)[0]!)).toBe(false);
+  });
+});
+
+/** A model that always says "a" (the text is beside the point here). */
+function fixedModel(): LanguageModel {
+  const [a] = encode("a") as [number];
+  return {
+    id: "fixed",
+    vocabSize: VOCAB_SIZE,
+    embeddingSize: VOCAB_SIZE - 1,
+    nextLogits: async () => {
+      const logits = new Float32Array(VOCAB_SIZE).fill(-20);
+      logits[a] = 0;
+      return logits;
+    },
+    embed: async () => new Float32Array(VOCAB_SIZE - 1),
+    release: async () => undefined,
+  };
+}
+const request = (prompt: number[], more: Partial<GenerateRequest> = {}): GenerateRequest => ({ prompt, maxTokens: 1, sampling: { temperature: 0, topP: 1, presencePenalty: 0, frequencyPenalty: 0 }, ...more });
+async function run(gen: AsyncGenerator<string, GenerateResult>): Promise<GenerateResult> {
+  for (;;) {
+    const step = await gen.next();
+    if (step.done) return step.value;
+  }
+}
+
+describe("LlmEngine: a prefill's blocks for a decode replica", () => {
+  it("keeps them when a keepPrompt request finishes capped by length, frees them on the one read, and names the prompt's tokens", async () => {
+    const engine = new LlmEngine({ model: tinyLmGenerator(fixedModel()), kvBlocks: 16 });
+    const prompt = ids(40);
+    const r = await run(engine.generate(request(prompt, { keepPrompt: true, extra: "x" })));
+    expect(r.finishReason).toBe("length");
+    expect(r.kept!.blockIds).toHaveLength(2);
+    expect(engine.heldTransfers).toBe(1);
+    expect(engine.heldTransferBlocks).toBe(2);
+    expect(engine.readTransfer(r.kept!.transferId, [r.kept!.blockIds[0]!])).toBeUndefined();
+    expect(engine.readTransfer("another", r.kept!.blockIds)).toBeUndefined();
+    expect(engine.readTransfer(r.kept!.transferId, r.kept!.blockIds)).toEqual({ ids: prompt.slice(0, 32), extra: "x" });
+    expect(engine.heldTransferBlocks).toBe(0);
+    expect(engine.readTransfer(r.kept!.transferId, r.kept!.blockIds)).toBeUndefined();
+    // Not kept: without keepPrompt, or when it stopped before its length.
+    expect((await run(engine.generate(request(prompt)))).kept).toBeUndefined();
+  });
+
+  it("frees unread blocks after kvTransferTimeoutMs, and holds at most half the pool (the oldest go first)", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    try {
+      const engine = new LlmEngine({ model: tinyLmGenerator(fixedModel()), kvBlocks: 8, kvTransferTimeoutMs: 1000 });
+      const first = await run(engine.generate(request(ids(32, 2), { keepPrompt: true })));
+      const second = await run(engine.generate(request(ids(32, 40), { keepPrompt: true })));
+      expect(engine.heldTransferBlocks).toBe(4);
+      // A third would pass half of 8 blocks: the first is let go.
+      const third = await run(engine.generate(request(ids(32, 70), { keepPrompt: true })));
+      expect(engine.heldTransfers).toBe(2);
+      expect(engine.readTransfer(first.kept!.transferId, first.kept!.blockIds)).toBeUndefined();
+      vi.advanceTimersByTime(1000);
+      expect(engine.heldTransfers).toBe(0);
+      expect(engine.heldTransferBlocks).toBe(0);
+      expect(engine.readTransfer(second.kept!.transferId, second.kept!.blockIds)).toBeUndefined();
+      expect(engine.readTransfer(third.kept!.transferId, third.kept!.blockIds)).toBeUndefined();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it("a decode's imported prefix is found cached: only the rest is prefilled", async () => {
+    const prefill = new LlmEngine({ model: tinyLmGenerator(fixedModel()), kvBlocks: 16 });
+    const decode = new LlmEngine({ model: tinyLmGenerator(fixedModel()), kvBlocks: 16 });
+    const prompt = ids(40);
+    const r = await run(prefill.generate(request(prompt, { keepPrompt: true })));
+    const read = prefill.readTransfer(r.kept!.transferId, r.kept!.blockIds)!;
+    expect(decode.importPrefix(read.ids, read.extra)).toBe(32);
+    const d = await run(decode.generate(request(prompt, { maxTokens: 4 })));
+    expect(d.cachedTokens).toBe(32);
+    expect(decode.prefillComputedTokens).toBe(8);
+  });
+});
+
+describe("kv_transfer_params as vLLM's NixlConnector writes them", () => {
+  it("a prefill answers where its blocks are; a decode's parameters are complete or ignored", () => {
+    const answer = prefillAnswer({ transferId: "t-1", blockIds: [4, 9] }, { engineId: "pd-p1", url: () => "http://127.0.0.1:8123" })!;
+    expect(answer).toEqual({ do_remote_prefill: true, do_remote_decode: false, remote_block_ids: [4, 9], remote_engine_id: "pd-p1", remote_request_id: "t-1", remote_host: "127.0.0.1", remote_port: 8123, tp_size: 1 });
+    expect(remotePrefillOf(answer)).toEqual({ engineId: "pd-p1", blockIds: [4, 9], requestId: "t-1", host: "127.0.0.1", port: 8123 });
+    expect(prefillAnswer(undefined, { engineId: "x", url: () => "http://[::1]:9" })).toBeNull();
+    expect(prefillAnswer({ transferId: "t", blockIds: [1] }, { engineId: "x", url: () => "http://[::1]:9" })).toMatchObject({ remote_host: "::1", remote_port: 9 });
+    // The request a router sends a prefill: no remote fields.
+    expect(remotePrefillOf({ do_remote_decode: true, do_remote_prefill: false, remote_engine_id: null, remote_block_ids: null, remote_host: null, remote_port: null })).toBeUndefined();
+    expect(remotePrefillOf({ ...answer, remote_port: null } as never)).toBeUndefined();
+  });
+});
