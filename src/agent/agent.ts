@@ -23,7 +23,7 @@
  *
  * docs/agent.md describes it for operators.
  */
-import { MAX_LOAD_COUNT as MAX_COUNT, MAX_REPLICA_MODELS as MAX_MODELS, MODEL_ID, OpenAIPath, type ContinuationForm, type Load, type ReplicaState } from "../protocol/index.ts";
+import { MAX_LOAD_COUNT as MAX_COUNT, MAX_REPLICA_MODELS as MAX_MODELS, MODEL_ID, OpenAIPath, type ContinuationForm, type ReplicaRole, type Load, type ReplicaState } from "../protocol/index.ts";
 import { EdgeClient, keyRefusedMessage } from "../replica/edge-client.ts";
 import type { LoadSource } from "../replica/edge-control.ts";
 import type { NodeReporter } from "../replica/node-reporter.ts";
@@ -92,6 +92,8 @@ export interface AgentOptions {
    * Absent: both (vLLM and SGLang take continue_final_message and text prompts).
    */
   continues?: ContinuationForm[];
+  /** Its prefill/decode roles (`--engine-role`, or the engine's kv_role), declared at register; absent: both. */
+  roles?: ReplicaRole[];
   /** Which metric names to read; "auto" takes whichever engine's names are present. Default auto. */
   engine?: EngineKind;
   /** The engine's concurrency budget (vLLM's --max-num-seqs): max_ongoing_requests and the reports' max. */
@@ -422,6 +424,7 @@ export class ReplicaAgent {
       ...(maxModels !== undefined && { maxModels }),
       ...(this.#engineKey !== undefined && { engineKey: this.#engineKey }),
       ...(o.continues !== undefined && { continues: o.continues }),
+      ...(o.roles !== undefined && { roles: o.roles }),
       ...(o.node !== undefined && { node: o.node }),
       ...(o.nodeReporter !== undefined && { nodeReporter: o.nodeReporter }),
       ...(this.#prefix && { cacheSummary: () => this.#prefix?.summary() }),

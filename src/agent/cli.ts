@@ -21,7 +21,7 @@
  */
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { ContinuationForm, DEPLOYMENT_NAME, ENGINE_KEY, MAX_NODE_REPLICAS, MODEL_ID, REPLICA_ID, REPLICA_KEY_PATTERN } from "../protocol/index.ts";
+import { ContinuationForm, DEPLOYMENT_NAME, type ReplicaRole, ENGINE_KEY, MAX_NODE_REPLICAS, MODEL_ID, REPLICA_ID, REPLICA_KEY_PATTERN } from "../protocol/index.ts";
 import { NodeReporter } from "../replica/node-reporter.ts";
 import { AGENT_DEFAULTS, MAX_SCRAPE_INTERVAL_MS, ReplicaAgent, type AgentOptions, type EngineKind } from "./agent.ts";
 import { ZMQ_ENDPOINT } from "./kv-events-subscriber.ts";
@@ -38,7 +38,8 @@ export const AGENT_USAGE = `usage: switchyard agent --deployment NAME --edge URL
                [--engine-start-timeout-ms N] [--engine-stop-timeout-ms N]
                [--engine-api-key-file PATH ...] [--kv-events-endpoint ZMQ ...]
                [--kv-events-replay-endpoint ZMQ ...] [--kv-events-topic TOPIC ...]
-               [--engine-continues chat,completion|none ...] [-- ENGINE COMMAND...]
+               [--engine-continues chat,completion|none ...] [--engine-role prefill|decode|both ...]
+               [-- ENGINE COMMAND...]
 Fronts an external OpenAI-compatible engine: registers it with the deployment (proxies
 dispatch straight to --advertise-url, default --engine-url), scrapes its /metrics into
 load reports, and on SIGTERM/SIGINT drains, deregisters, then stops the engine.
@@ -76,11 +77,15 @@ load reports, and on SIGTERM/SIGINT drains, deregisters, then stops the engine.
                         continue_final_message), completion (prompt + text), both comma-separated, or
                         none; default both, as vLLM and SGLang take (not sent then): the edge continues
                         a broken stream only on replicas that take its form
+--engine-role ROLE      the engine's part in prefill/decode disaggregation (docs/protocol.md §2d): prefill,
+                        decode or both, declared at register; default: read from the engine command's
+                        --kv-transfer-config kv_role (kv_producer: prefill, kv_consumer: decode,
+                        kv_both: both), else both (a unified engine)
 -- COMMAND...           start the engine as the agent's child (stdout/stderr shared); the agent
                         stops it after deregistering and exits 1 if it exits on its own
                         (one engine only: start several engines yourself)
 With several engines, --engine, --max-ongoing, --models, --engine-api-key-file,
---kv-events-topic and --engine-continues are given once (for all) or once per --engine-url, in order.
+--kv-events-topic, --engine-continues and --engine-role are given once (for all) or once per --engine-url, in order.
 env: SWITCHYARD_REPLICA_KEY (required): the deployment's replica key (replica --print-key)
 Any other HTTP model server (FastAPI, Triton, TorchServe, BentoML): agent --proxy --help`;
 
@@ -106,6 +111,32 @@ function modelList(raw: string): string[] {
   for (const m of models) if (!MODEL_ID.test(m)) throw new UsageError(`--models: "${m}" is not a model id (1-128 of [A-Za-z0-9._:@/+-])`);
   if (new Set(models).size !== models.length) throw new UsageError("--models: a model is listed twice");
   return models;
+}
+
+/** `--engine-role`: prefill, decode or both. */
+function engineRole(raw: string): ReplicaRole[] {
+  if (raw === "both") return ["prefill", "decode"];
+  if (raw === "prefill" || raw === "decode") return [raw];
+  throw new UsageError(`--engine-role: "${raw}" is not a role (prefill, decode or both)`);
+}
+
+/**
+ * The roles vLLM's `--kv-transfer-config` in the engine's command gives it (its kv_role:
+ * kv_producer, kv_consumer, kv_both); undefined without one (a unified engine) or when
+ * it does not say.
+ */
+export function kvRoleOfCommand(command: readonly string[]): ReplicaRole[] | undefined {
+  const at = command.findIndex((a) => a === "--kv-transfer-config" || a.startsWith("--kv-transfer-config="));
+  if (at < 0) return undefined;
+  const raw = command[at]!.includes("=") ? command[at]!.slice(command[at]!.indexOf("=") + 1) : command[at + 1];
+  let config: unknown;
+  try {
+    config = JSON.parse(raw ?? "");
+  } catch {
+    return undefined;
+  }
+  const role = typeof config === "object" && config !== null ? (config as { kv_role?: unknown }).kv_role : undefined;
+  return role === "kv_producer" ? ["prefill"] : role === "kv_consumer" ? ["decode"] : role === "kv_both" ? ["prefill", "decode"] : undefined;
 }
 
 /** `--engine-continues`: "none", or forms joined by commas ("chat,completion"). */
@@ -195,6 +226,7 @@ export function parseAgentArgs(argv: readonly string[]): AgentArgs | "help" {
         "engine-stop-timeout-ms": { type: "string", default: String(AGENT_DEFAULTS.engineStopTimeoutMs) },
         "engine-api-key-file": { type: "string", multiple: true },
         "engine-continues": { type: "string", multiple: true },
+        "engine-role": { type: "string", multiple: true },
         "kv-events-endpoint": { type: "string", multiple: true },
         "kv-events-replay-endpoint": { type: "string", multiple: true },
         "kv-events-topic": { type: "string", multiple: true },
@@ -234,6 +266,7 @@ export function parseAgentArgs(argv: readonly string[]): AgentArgs | "help" {
   const models = perEngine(v.models, "--models", n)?.map(modelList);
   const keyFiles = perEngine(v["engine-api-key-file"], "--engine-api-key-file", n);
   const continues = perEngine(v["engine-continues"], "--engine-continues", n)?.map(continuationForms);
+  const roles = perEngine(v["engine-role"], "--engine-role", n)?.map(engineRole) ?? (command.length > 0 ? [kvRoleOfCommand(command)] : undefined);
   const kvEvents = kvEventSources(v["kv-events-endpoint"], v["kv-events-replay-endpoint"], v["kv-events-topic"], n);
   const shared = {
     deployment: v.deployment,
@@ -265,6 +298,7 @@ export function parseAgentArgs(argv: readonly string[]): AgentArgs | "help" {
     if (node !== undefined) options.node = node;
     if (kvEvents !== undefined) options.kvEvents = kvEvents[i]!;
     if (continues !== undefined) options.continues = continues[i]!;
+    if (roles?.[i] !== undefined) options.roles = roles[i]!;
     const keyFile = keyFiles?.[i];
     return keyFile !== undefined ? { options, engineKeyFile: keyFile } : { options };
   });

@@ -8,6 +8,15 @@ import { Backend as BackendUnion } from "../backends/index.ts";
 import { ModelId } from "../backends/model-id.ts";
 import { DEPLOYMENT_NAME } from "../protocol/messages.ts";
 import { MAX_ROUTING_SHARDS } from "../protocol/limits.ts";
+import { PD_PROTOCOL_NAMES } from "../protocol/disaggregation.ts";
+
+/**
+ * `openai.disaggregation.minUncachedTokens` by default: 16 blocks of 16 tokens. Below it a
+ * prefill is a few milliseconds of a GPU's time (about 10 ms at 25,000 tokens/s), no more
+ * than the second hop and the KV transfer a split adds, and too short to stall the
+ * decode replica's batch; above it the stall grows with the prompt (docs/pd.md).
+ */
+export const DEFAULT_PD_MIN_UNCACHED_TOKENS = 256;
 import { BALANCER_NAMES, FILTER_NAMES, PICKER_NAMES } from "../policy/balancers/index.ts";
 import { DEFAULT_LOAD_FACTOR, DEFAULT_PREFILL_WEIGHT } from "../policy/prefix-score.ts";
 import { SCORER_NAMES } from "../policy/scorers/index.ts";
@@ -303,6 +312,20 @@ const DeploymentInput = z
          * pause between tokens (a preemption's recompute, a long prefill beside it).
          */
         migrationStallMs: z.number().int().min(100).max(600_000).default(15_000),
+        /**
+         * Prefill/decode disaggregation (docs/pd.md): a chat or completion whose prompt has at
+         * least `minUncachedTokens` tokens not cached on the decode replica chosen for it is
+         * split: its prefill leg goes to a `prefill` replica chosen for its cache, then the
+         * request to the decode replica with what the prefill answered, in `protocol`'s
+         * fields. Shorter (or mostly cached) prompts go whole to the decode replica. Off when absent.
+         */
+        disaggregation: z
+          .object({
+            protocol: z.enum(PD_PROTOCOL_NAMES),
+            minUncachedTokens: z.number().int().min(0).max(1_000_000).default(DEFAULT_PD_MIN_UNCACHED_TOKENS),
+          })
+          .strict()
+          .optional(),
       })
       .strict()
       .optional(),

@@ -6,3 +6,4 @@ export * from "./signing.ts";
 export * from "./constant-time.ts";
 export * from "./limits.ts";
 export * from "./paths.ts";
+export * from "./disaggregation.ts";

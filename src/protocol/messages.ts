@@ -65,6 +65,13 @@ export const ENGINE_KEY = /^[\x21-\x7e]{1,512}$/;
 export const ContinuationForm = z.enum(["chat", "completion"]);
 export type ContinuationForm = z.infer<typeof ContinuationForm>;
 
+/**
+ * A replica's parts in prefill/decode disaggregation (§2d): `prefill` takes a request's
+ * prefill leg, `decode` its decode leg (and whole requests the edge does not split).
+ */
+export const ReplicaRole = z.enum(["prefill", "decode"]);
+export type ReplicaRole = z.infer<typeof ReplicaRole>;
+
 /** The fields every control message starts with: the protocol's version and the deployment it is about. */
 const MessageHead = {
   protocol: z.literal(PROTOCOL_VERSION),
@@ -91,6 +98,17 @@ export const RegisterMessage = z
      * only to a replica that takes its form.
      */
     continues: z.array(ContinuationForm).max(2).optional(),
+    /**
+     * Its parts in prefill/decode disaggregation (§2d): the edge sends a split request's
+     * prefill leg only to a `prefill` replica, its decode leg (and an unsplit request of a
+     * P/D deployment) only to a `decode` one. Absent: both, as a unified engine.
+     */
+    roles: z
+      .array(ReplicaRole)
+      .min(1)
+      .max(2)
+      .refine((r) => new Set(r).size === r.length, "a role is listed twice")
+      .optional(),
     node: nodeId.optional(),
   })
   .strict();
@@ -233,6 +251,8 @@ export interface ReplicaView {
   drainsInMs?: number;
   /** The continuation forms it takes, where it declared them (absent: both). */
   continues?: ContinuationForm[];
+  /** Its parts in prefill/decode disaggregation, where it declared them (absent: both). */
+  roles?: ReplicaRole[];
   /** The engine's bearer key, sent with every dispatch (never shown outside the edge: admin answers redact it). */
   engineKey?: string;
   /**

@@ -407,7 +407,7 @@ export async function replicaMain(argv: string[] = process.argv.slice(2), hooks:
     reportNow: () => reportNow(),
     ...(apiKeys && { apiKeys: () => apiKeys! }),
   });
-  const { cache, llm, cacheSummary, continues } = parts;
+  const { cache, llm, cacheSummary, continues, roles } = parts;
   if (options.edge === undefined || options.key === undefined) {
     process.stdout.write(`${JSON.stringify({ event: "listening", replica_id: replicaId, url: advertiseUrl, deployment: options.deployment })}\n`);
     const stop = () => void server.close().then(async () => {
@@ -429,6 +429,7 @@ export async function replicaMain(argv: string[] = process.argv.slice(2), hooks:
     ...(cache && { maxModels: cache.maxModels }),
     ...(cacheSummary && !options.noCacheSummary && { cacheSummary }),
     ...(continues !== undefined && { continues }),
+    ...(roles !== undefined && { roles }),
     onDrainRequested: () => void drain("drain requested by the edge (admin API)"),
     onKeyRefused: (why) => void drain(keyRefusedMessage(options.deployment, why), 1),
   });

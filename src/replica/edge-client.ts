@@ -19,6 +19,7 @@ import {
   type ReportAck,
   type ReportMessage,
   type ContinuationForm,
+  type ReplicaRole,
 } from "../protocol/index.ts";
 import { EdgeError, isBusy, postControl, refusesDeadlines, refusesSummaries, reportEntry, type LoadSource } from "./edge-control.ts";
 import type { NodeReporter } from "./node-reporter.ts";
@@ -52,6 +53,8 @@ interface EdgeClientBaseOptions {
   engineKey?: string;
   /** The stream continuations the engine takes, declared at register; absent: both (not sent, so older edges take the register). */
   continues?: ContinuationForm[];
+  /** Its prefill/decode roles, declared at register; absent: both (not sent). */
+  roles?: ReplicaRole[];
   /** The node (machine) the replica runs on, sent with every message: it picks the routing shard. */
   node?: string;
   /**
@@ -261,6 +264,7 @@ export class EdgeClient {
     if (this.#o.maxModels !== undefined) msg.max_models = this.#o.maxModels;
     if (this.#engineKey !== undefined) msg.engine_key = this.#engineKey;
     if (this.#o.continues !== undefined) msg.continues = this.#o.continues;
+    if (this.#o.roles !== undefined) msg.roles = this.#o.roles;
     if (this.#node !== undefined) msg.node = this.#node;
     const res = await this.#post(ControlPath.register, msg);
     // A register starts the replica afresh at the edge: no summary held there now.

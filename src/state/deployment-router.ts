@@ -7,7 +7,7 @@
  * Shard 0 leads the autoscaling signal: the other shards tell it their load.
  */
 import { DurableObject } from "cloudflare:workers";
-import { ContinuationForm, LocationDemand, type ControlAck, type DeregisterMessage, type LocationDemandAsk, type NodeReportAck, type NodeReportMessage, type RegisterMessage, type ReportMessage, type RoutingSnapshot, type SummaryAsk } from "../protocol/index.ts";
+import { ContinuationForm, LocationDemand, ReplicaRole, type ControlAck, type DeregisterMessage, type LocationDemandAsk, type NodeReportAck, type NodeReportMessage, type RegisterMessage, type ReportMessage, type RoutingSnapshot, type SummaryAsk } from "../protocol/index.ts";
 import { LocationDemandBoard } from "../policy/location-demand.ts";
 import { servedDeployment } from "../config/served.ts";
 import { Autoscaler, shouldAnnounce, type AutoscaleDecision } from "../policy/autoscale.ts";
@@ -104,16 +104,17 @@ export class DeploymentRouter extends DurableObject<RouterBinding> {
     sql.exec(`CREATE TABLE IF NOT EXISTS replicas (
       id TEXT PRIMARY KEY, url TEXT NOT NULL, max_ongoing INTEGER NOT NULL, registered_at INTEGER NOT NULL)`);
     sql.exec(`CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`);
-    // Storage written before engine keys existed has no such column.
-    // Storage written before engine keys (or continuation forms) existed has no such column.
+    // Storage written before engine keys (or continuation forms, or roles) existed has no such column.
     const columns = new Set(sql.exec<{ name: string }>("PRAGMA table_info(replicas)").toArray().map((c) => c.name));
     if (!columns.has("engine_key")) sql.exec("ALTER TABLE replicas ADD COLUMN engine_key TEXT");
     if (!columns.has("continues")) sql.exec("ALTER TABLE replicas ADD COLUMN continues TEXT");
+    if (!columns.has("roles")) sql.exec("ALTER TABLE replicas ADD COLUMN roles TEXT");
     const restoredAt = Date.now();
-    for (const row of sql.exec<{ id: string; url: string; max_ongoing: number; registered_at: number; engine_key: string | null; continues: string | null }>(
-      "SELECT id, url, max_ongoing, registered_at, engine_key, continues FROM replicas",
+    for (const row of sql.exec<{ id: string; url: string; max_ongoing: number; registered_at: number; engine_key: string | null; continues: string | null; roles: string | null }>(
+      "SELECT id, url, max_ongoing, registered_at, engine_key, continues, roles FROM replicas",
     )) {
       const continues = row.continues === null ? undefined : ContinuationForm.array().safeParse(JSON.parse(row.continues));
+      const roles = row.roles === null ? undefined : ReplicaRole.array().safeParse(JSON.parse(row.roles));
       this.#membership.restore(
         {
           id: row.id,
@@ -122,6 +123,7 @@ export class DeploymentRouter extends DurableObject<RouterBinding> {
           registeredAt: row.registered_at,
           ...(row.engine_key !== null ? { engineKey: row.engine_key } : {}),
           ...(continues?.success ? { continues: continues.data } : {}),
+          ...(roles?.success ? { roles: roles.data } : {}),
         },
         restoredAt,
       );
@@ -143,13 +145,14 @@ export class DeploymentRouter extends DurableObject<RouterBinding> {
     this.#rememberName(msg.deployment, shard);
     if (this.#membership.register(msg, Date.now())) {
       this.ctx.storage.sql.exec(
-        "INSERT OR REPLACE INTO replicas (id, url, max_ongoing, registered_at, engine_key, continues) VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT OR REPLACE INTO replicas (id, url, max_ongoing, registered_at, engine_key, continues, roles) VALUES (?, ?, ?, ?, ?, ?, ?)",
         msg.replica_id,
         msg.url,
         msg.max_ongoing_requests,
         Date.now(),
         msg.engine_key ?? null,
         msg.continues === undefined ? null : JSON.stringify(msg.continues),
+        msg.roles === undefined ? null : JSON.stringify(msg.roles),
       );
     }
     await this.#ensureSweep();

@@ -4,7 +4,7 @@
  * Pure, with time passed in, so it is unit-tested without workerd.
  */
 import type { CacheSummaryWire } from "../prefix/cache-summary.ts";
-import { REPORT_STALE_AFTER_MS, SIGNATURE_WINDOW_MS, SUMMARY_MAX_AGE_MS, type ContinuationForm, type Load, type RegisterMessage, type ReportMessage, type ReplicaView, type RoutingSnapshot } from "../protocol/index.ts";
+import { REPORT_STALE_AFTER_MS, SIGNATURE_WINDOW_MS, SUMMARY_MAX_AGE_MS, type ContinuationForm, type ReplicaRole, type Load, type RegisterMessage, type ReportMessage, type ReplicaView, type RoutingSnapshot } from "../protocol/index.ts";
 import { summaryDigest } from "./summary-delta.ts";
 
 /** Replicas report at least this often. */
@@ -37,6 +37,8 @@ export interface Member {
   cache?: { digest: string; wire: CacheSummaryWire; at: number };
   /** The continuation forms it declared at register (absent: both). */
   continues?: ContinuationForm[];
+  /** Its prefill/decode roles, declared at register (absent: both). */
+  roles?: ReplicaRole[];
   /** Draining with a deadline: when it stops serving, on this object's clock (memory only). */
   drainsAt?: number;
   /**
@@ -60,7 +62,7 @@ export class Membership {
    * empty, and proxies that applied one dropped every replica (an e2e run saw
    * 3,423 of 8,812 requests fail with no_ready_replica for ~1 s).
    */
-  restore(m: { id: string; url: string; maxOngoing: number; registeredAt: number; engineKey?: string; continues?: ContinuationForm[] }, now: number): void {
+  restore(m: { id: string; url: string; maxOngoing: number; registeredAt: number; engineKey?: string; continues?: ContinuationForm[]; roles?: ReplicaRole[] }, now: number): void {
     this.members.set(m.id, {
       ...m,
       lastReportAt: now,
@@ -86,7 +88,7 @@ export class Membership {
   register(msg: RegisterMessage, now: number): boolean {
     const known = this.members.get(msg.replica_id);
     const changed =
-      !known || known.url !== msg.url || known.maxOngoing !== msg.max_ongoing_requests || known.engineKey !== msg.engine_key || String(known.continues) !== String(msg.continues);
+      !known || known.url !== msg.url || known.maxOngoing !== msg.max_ongoing_requests || known.engineKey !== msg.engine_key || String(known.continues) !== String(msg.continues) || String(known.roles) !== String(msg.roles);
     this.members.set(msg.replica_id, {
       id: msg.replica_id,
       url: msg.url,
@@ -102,6 +104,7 @@ export class Membership {
       ...(msg.max_models !== undefined ? { maxModels: msg.max_models } : {}),
       ...(msg.engine_key !== undefined ? { engineKey: msg.engine_key } : {}),
       ...(msg.continues !== undefined ? { continues: msg.continues } : {}),
+      ...(msg.roles !== undefined ? { roles: msg.roles } : {}),
     });
     return changed;
   }
@@ -153,6 +156,7 @@ export class Membership {
         expiresInMs: m.lastReportAt + STALE_AFTER_MS - now,
         ...(m.drainsAt !== undefined ? { drainsInMs: Math.max(0, m.drainsAt - now) } : {}),
         ...(m.continues !== undefined ? { continues: m.continues } : {}),
+        ...(m.roles !== undefined ? { roles: m.roles } : {}),
         ...(m.engineKey !== undefined ? { engineKey: m.engineKey } : {}),
         // The whole summary: answers to relays and isolates leave out what they hold (summary-delta.ts).
         ...(m.cache !== undefined && now - m.cache.at < SUMMARY_MAX_AGE_MS ? { cacheDigest: m.cache.digest, cache: m.cache.wire } : {}),

@@ -107,11 +107,11 @@ describe("choose: what the choice believed, in the trace", () => {
     const choice = chooseFor(request(llm, view, w.balancer, first), chat, "tiny-lm", undefined);
     const replica = (await choice.next(1, new Set()))!;
     const blocks = requestPromptKeys(llm, "/v1/chat/completions", chat, "tiny-lm")!.keys.length;
-    expect(first.trace.prefix).toEqual({ blocks, held: 0, most: 0 });
+    expect(first.trace.prefix).toEqual({ blocks, blockSize: 16, held: 0, most: 0 });
     await choice.served(replica, new Response("ok"), false);
     const again: { trace: { prefix?: PrefixBelief } } = { trace: {} };
     expect(await chooseFor(request(llm, view, w.balancer, again), chat, "tiny-lm", undefined).next(1, new Set())).toBe(replica);
-    expect(again.trace.prefix).toEqual({ blocks, held: blocks, most: blocks });
+    expect(again.trace.prefix).toEqual({ blocks, blockSize: 16, held: blocks, most: blocks });
   });
 });
 

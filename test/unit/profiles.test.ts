@@ -290,11 +290,11 @@ describe("what a prefix choice believed (BalanceInput.explain)", () => {
     // The holder of the whole prompt is past the load line: the choice believed it held all 4 blocks, and chose one with 2.
     const fleet = [c("holder", 8, { cache: full }), c("half", 0, { cache: half }), c("none", 0)];
     expect(b.pick(fleet, input({ prompt: keyed, explain }))!.id).toBe("half");
-    expect(told).toEqual([{ blocks: 4, held: 2, most: 4 }]);
+    expect(told).toEqual([{ blocks: 4, blockSize: 16, held: 2, most: 4 }]);
     // A dispatch of this isolate counts as a summary does.
     b.served!("none", input({ prompt: keyed }));
     expect(b.pick([c("none", 0), c("half", 0, { cache: half })], input({ prompt: keyed, explain }))!.id).toBe("none");
-    expect(told[1]).toEqual({ blocks: 4, held: 4, most: 4 });
+    expect(told[1]).toEqual({ blocks: 4, blockSize: 16, held: 4, most: 4 });
   });
 
   it("tells nothing for a choice that did not score a prefix: no keys, a balancer that reads none", () => {

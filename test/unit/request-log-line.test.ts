@@ -23,7 +23,7 @@ const base: RequestLogFields = { requestId: "3b1f0c9e-8a7d-4c2b-9f1e-2d3c4b5a6f7
 
 describe("requestLogLine", () => {
   it("writes what JSON.stringify writes, with and without tokens, a prefix belief and a replica", () => {
-    for (const f of [base, { ...base, replica: null, attempts: 0, status: 503 }, { ...base, tokens: { key: "sy-abc", prompt: 12, completion: 40 } }, { ...base, tokens: null }, { ...base, prefix: { blocks: 40, held: 12, most: 38 } }, { ...base, prefix: { blocks: 40, held: 12, most: 38, home: 'r"1' } }, { ...base, tokens: { key: "k", prompt: 1, completion: 2 }, prefix: { blocks: 1, held: 0, most: 0 } }]) {
+    for (const f of [base, { ...base, replica: null, attempts: 0, status: 503 }, { ...base, tokens: { key: "sy-abc", prompt: 12, completion: 40 } }, { ...base, tokens: null }, { ...base, prefix: { blocks: 40, blockSize: 16, held: 12, most: 38 } }, { ...base, prefix: { blocks: 40, blockSize: 16, held: 12, most: 38, home: 'r"1' } }, { ...base, tokens: { key: "k", prompt: 1, completion: 2 }, prefix: { blocks: 1, blockSize: 16, held: 0, most: 0 } }]) {
       expect(requestLogLine(f)).toBe(asObject(f));
       expect(JSON.parse(requestLogLine(f))).toEqual(JSON.parse(asObject(f)));
     }

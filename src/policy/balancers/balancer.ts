@@ -56,6 +56,8 @@ export interface BalanceInput {
 export interface PrefixBelief {
   /** The prompt's full blocks. */
   blocks: number;
+  /** Tokens per block of its keys. */
+  blockSize: number;
   /** Those the chosen replica was believed to hold (its summary or this isolate's and its peers' dispatches). */
   held: number;
   /** The most any candidate was believed to hold. */

@@ -113,7 +113,7 @@ export function runProfile(name: string, filters: readonly FilterPlugin[], picke
       for (const stage of stages) pool = stage(pool, ctx);
       const chosen = choose(pool, ctx);
       if (believed && chosen && keys && input.explain) {
-        const belief: PrefixBelief = { blocks: keys.length, held: believed.held.get(chosen.id) ?? 0, most: believed.most };
+        const belief: PrefixBelief = { blocks: keys.length, blockSize: prompt!.blockSize, held: believed.held.get(chosen.id) ?? 0, most: believed.most };
         if (home !== undefined) belief.home = home;
         input.explain(belief);
       }

@@ -11,7 +11,7 @@ import type { BalanceInput, PrefixBelief, PromptKeys } from "../../policy/balanc
 import { promptEndpointOf, promptKeys, type PromptKeysResult } from "../../prefix/prompt-keys.ts";
 import { promptTokenizer, type PromptTokenizer } from "../../prompt/tokenizers/index.ts";
 import type { ActiveBalancer } from "../../policy/balancers/index.ts";
-import { Header, type ContinuationForm } from "../../protocol/index.ts";
+import { Header, type ContinuationForm, type ReplicaRole } from "../../protocol/index.ts";
 import type { HeldBody } from "./request.ts";
 import type { SessionAffinity } from "./session-affinity.ts";
 import type { ReplicaEntry, RoutingView } from "./view.ts";
@@ -46,6 +46,8 @@ export interface ChoiceRequest {
   trace?: { promptFallback?: string; prefix?: PrefixBelief };
   /** A stream's continuation (migrate.ts), in this form: only replicas that take it are candidates. */
   continuation?: ContinuationForm;
+  /** A leg of a split request (disaggregate.ts): only replicas with this role are candidates (one that declared none has both). */
+  role?: ReplicaRole;
   /** Registers follow-up work that must outlive the response (a session's binding). */
   background: (p: Promise<unknown>) => void;
   /** The body as the route read it (request.ts HeldBody): its prompt is keyed from its one parse. */
@@ -106,7 +108,9 @@ export function chooseFor(ctx: ChoiceRequest, body: ArrayBuffer | ReadableStream
       const all = model !== undefined ? view.candidatesHolding(now, tried, (e) => e.models.includes(model) || e.loading.includes(model)) : view.candidates(now, tried);
       // A continuation goes only where it is understood (a replica that declared none takes both forms).
       const form = ctx.continuation;
-      const candidates = form === undefined ? all : all.filter((e) => e.continues === undefined || e.continues.includes(form));
+      const role = ctx.role;
+      const formed = form === undefined ? all : all.filter((e) => e.continues === undefined || e.continues.includes(form));
+      const candidates = role === undefined ? formed : formed.filter((e) => e.roles === undefined || e.roles.includes(role));
       const bound = attempt === 1 && session !== undefined;
       pickedOfMany = !bound && candidates.length >= 2;
       if (!bound) {

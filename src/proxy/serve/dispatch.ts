@@ -70,6 +70,16 @@ export interface DispatchContext {
   clientSignal?: AbortSignal;
 }
 
+/** What the disaggregate stage did with a request (disaggregate.ts), for the log. */
+export interface SplitTrace {
+  /** The prompt's tokens not cached on the decode replica, as the choice believed (undefined: its balancer does not read prompts). */
+  uncached?: number;
+  /** The prefill replica whose answer the decode leg carries. */
+  prefill?: string;
+  /** Why the request went whole to the decode replica after all. */
+  fallback?: "no_prefill_replica" | "prefill_refused" | "prefill_failed" | "nothing_passed";
+}
+
 /** What happened to one request on its way to a replica. */
 export interface DispatchTrace {
   attempts: number;
@@ -81,6 +91,8 @@ export interface DispatchTrace {
   replica?: string;
   /** What the last choice believed of the prompt's cached prefix, when its balancer scored it. */
   prefix?: PrefixBelief;
+  /** A deployment with prefill/decode disaggregation: whether and where the request's prefill went. */
+  split?: SplitTrace;
   /** Settles when a streamed response body has been passed on completely (or cut). */
   streamEnd?: Promise<unknown>;
   /** Set by the admit stage: tells it the tokens the request actually used, once known (AdmissionGate.correct). */

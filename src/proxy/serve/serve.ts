@@ -23,12 +23,13 @@ import type { Env } from "../../env.ts";
 import type { PrefixBelief } from "../../policy/balancers/index.ts";
 import type { ProxyMetrics } from "../../telemetry/proxy-metrics.ts";
 import type { TokenCounts } from "../../telemetry/types.ts";
-import { Header, errorResponse, type ContinuationForm } from "../../protocol/index.ts";
+import { Header, PD_PROTOCOLS, errorResponse, openaiEndpointOf, type ContinuationForm } from "../../protocol/index.ts";
 import { keyRefusal, type KeyCheck } from "./access.ts";
 import { clientOf, declaredLength, drainUnreadBody, prepareBody } from "./body.ts";
 import { AdmissionSlot, admissionRefusal, bodyForEngine, flowOf, holdsAtZero, pendingShareOf, priorityOf, tokenCost, type Ticket } from "./admit.ts";
-import { Dispatch, sessionFollowsRetry, tapped, type DispatchContext, type DispatchTrace, type Refusal } from "./dispatch.ts";
+import { Dispatch, sessionFollowsRetry, tapped, type DispatchContext, type DispatchTrace, type Refusal, type SplitTrace } from "./dispatch.ts";
 import { chooseFor } from "./choose.ts";
+import { splitFor, type Disaggregation } from "./disaggregate.ts";
 import { leaveByOf, migratingStream, type MigrationPlan } from "./migrate.ts";
 import { SseDataEvents, UsageTail, withoutUsageChunk } from "./token-usage.ts";
 import { serveAtEdge } from "./edge-model.ts";
@@ -339,8 +340,13 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
     if (typeof slot === "string") return admissionRefusal(slot, deployment, requestId);
     // Admission ordered it by an estimate of its tokens: what it used corrects its flow's place.
     if (slot) ctx.trace.used = (tokens) => slot.used(tokens);
+    // A chat or completion of a deployment that splits prefill from decode (never a continuation of a stream).
+    const split = deployment.openai?.disaggregation;
+    const endpoint = openai && split && openai.continuation === undefined ? openaiEndpointOf(ctx.target.path) : undefined;
+    const pd: Disaggregation | undefined =
+      split && (endpoint === "chat" || endpoint === "completions") ? { protocol: PD_PROTOCOLS[split.protocol], minUncachedTokens: split.minUncachedTokens, endpoint } : undefined;
     try {
-      return await attempts(req, dispatched, slot);
+      return await attempts(req, dispatched, slot, pd);
     } finally {
       // Its slot frees when its answer has passed (a stream's at its end) and, where servePath
       // reads its usage, once that has corrected its flow's place (DispatchTrace.answered).
@@ -361,16 +367,19 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
  * request again in admission (`slot`, admit.ts) and starts over, while its body can
  * still be sent.
  */
-export async function attempts(req: Request, ctx: DispatchContext, slot: AdmissionSlot | undefined): Promise<Response> {
+export async function attempts(req: Request, ctx: DispatchContext, slot: AdmissionSlot | undefined, pd?: Disaggregation): Promise<Response> {
   const { deployment, requestId } = ctx;
-  const prepared = await prepareBody(req, deployment, requestId, { client: ctx.client, authenticated: !deployment.access.public }, ctx.body);
+  let prepared = await prepareBody(req, deployment, requestId, { client: ctx.client, authenticated: !deployment.access.public }, ctx.body);
   if (prepared instanceof Response) return prepared;
   // The extra prompt key as the replica will see it: the edge's own model on a multiplexed deployment, else the client's copy, which is passed on.
   const promptModel = ctx.model ?? ctx.headers.get(Header.model)?.trim();
   // The session's binding token is the edge's business, not the replica's (ctx.headers lacks it).
   const sessionToken = ctx.session ? (req.headers.get(Header.sessionToken) ?? undefined) : undefined;
-  const choice = chooseFor(ctx, prepared.body, promptModel, sessionToken);
-  const opened = new Dispatch(req, ctx, prepared);
+  // A P/D deployment's request goes to a decode replica (whole, or its decode leg: disaggregate.ts).
+  const choice = chooseFor(pd ? { ...ctx, role: "decode" } : ctx, prepared.body, promptModel, sessionToken);
+  let opened = new Dispatch(req, ctx, prepared);
+  /** Still to decide whether to split (on the first replica chosen). */
+  let splitting = pd !== undefined;
   let fromReplica = false;
   try {
     const tried = new Set<string>();
@@ -387,6 +396,15 @@ export async function attempts(req: Request, ctx: DispatchContext, slot: Admissi
         sawReplica = roundSawReplica = true;
         tried.add(replica.id);
         slot?.dispatching();
+        if (splitting) {
+          splitting = false;
+          // The decode leg's body, carrying the prefill's answer, goes to this replica and any retry's.
+          const decode = await splitFor(req, ctx, pd!, prepared, replica, promptModel);
+          if (decode) {
+            prepared = decode;
+            opened = new Dispatch(req, ctx, prepared);
+          }
+        }
         // The balancer's load rule goes with the request where a refusal can still go elsewhere.
         const limit = prepared.replayable && attempt < maxAttempts ? choice.loadLimit(replica) : undefined;
         const outcome = await opened.attempt(replica, attempt, limit);
@@ -496,6 +514,7 @@ export function observeRequest(
           totalMs,
           tokens: tokens ? { key: usage!.key, prompt: tokens.prompt, completion: tokens.completion } : null,
           ...(trace.prefix && { prefix: trace.prefix }),
+          ...(trace.split && { split: trace.split }),
         }),
       );
     }
@@ -532,6 +551,8 @@ export interface RequestLogFields {
   tokens?: { key: string; prompt: number; completion: number } | null;
   /** The prompt's blocks, those the chosen replica was believed to hold and the most any was (a prefix-scoring balancer's choice). */
   prefix?: PrefixBelief;
+  /** A P/D deployment's request: whether its prefill went elsewhere (disaggregate.ts). */
+  split?: SplitTrace;
 }
 
 /** Printable ASCII without `"` and `\`: quoted as it is (JSON.stringify's output too). */
@@ -555,5 +576,11 @@ export function requestLogLine(f: RequestLogFields): string {
   if (t) line += `,"key":${str(t.key)},"prompt_tokens":${num(t.prompt)},"completion_tokens":${num(t.completion)}`;
   const p = f.prefix;
   if (p) line += `,"prefix_blocks":${num(p.blocks)},"prefix_held":${num(p.held)},"prefix_most":${num(p.most)}${p.home === undefined ? "" : `,"prefix_home":${str(p.home)}`}`;
+  const s = f.split;
+  if (s) {
+    line += `,"pd_prefill":${s.prefill === undefined ? "null" : str(s.prefill)}`;
+    if (s.uncached !== undefined) line += `,"pd_uncached":${num(s.uncached)}`;
+    if (s.fallback !== undefined) line += `,"pd_fallback":${str(s.fallback)}`;
+  }
   return `${line}}`;
 }

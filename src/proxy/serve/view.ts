@@ -5,7 +5,7 @@
  */
 import { CacheSummary } from "../../prefix/cache-summary.ts";
 import { SummaryPool } from "../../state/summary-delta.ts";
-import { REPORT_STALE_AFTER_MS, type ContinuationForm, type Load, type ReplicaView, type RoutingSnapshot } from "../../protocol/index.ts";
+import { REPORT_STALE_AFTER_MS, type ContinuationForm, type ReplicaRole, type Load, type ReplicaView, type RoutingSnapshot } from "../../protocol/index.ts";
 import type { ModelHolderChoice } from "../../policy/pick-replica.ts";
 import { breakerAllows, breakerDispatched, breakerFailed, breakerInconclusive, breakerOpen, breakerSucceeded, newBreaker, type Breaker, type BreakerConfig } from "../../policy/circuit-breaker.ts";
 
@@ -47,6 +47,8 @@ export interface ReplicaEntry extends ModelHolderChoice {
   drainsAt?: number;
   /** The continuation forms it takes, where it declared them (absent: both). */
   continues?: readonly ContinuationForm[];
+  /** Its prefill/decode roles, where it declared them (absent: both). */
+  roles?: readonly ReplicaRole[];
   /** Epoch ms before which this isolate does not pick the replica (connect failures). */
   downUntil: number;
   /** Outlier ejection state (src/policy/circuit-breaker.ts). */
@@ -280,6 +282,8 @@ export class RoutingView {
     capacity: number;
     /** Block keys in the replica's prefix-cache summary; absent when it reports none. */
     cacheKeys?: number;
+    /** Its prefill/decode roles, where it declared them. */
+    roles?: readonly ReplicaRole[];
   }[] {
     return [...this.#replicas.values()].map((e) => ({
       id: e.id,
@@ -291,6 +295,7 @@ export class RoutingView {
       load: e.load,
       capacity: e.capacity,
       ...(e.cache !== undefined && { cacheKeys: e.cache.keys }),
+      ...(e.roles !== undefined && { roles: e.roles }),
     }));
   }
 
@@ -416,6 +421,7 @@ function entryFrom(r: ReplicaView, now: number): ReplicaEntry {
     expiresAt: now + r.expiresInMs,
     ...(r.drainsInMs !== undefined ? { drainsAt: now + r.drainsInMs } : {}),
     ...(r.continues !== undefined ? { continues: r.continues } : {}),
+    ...(r.roles !== undefined ? { roles: r.roles } : {}),
     downUntil: 0,
     breaker: newBreaker(),
     ...(r.engineKey !== undefined ? { engineKey: r.engineKey } : {}),

@@ -8,7 +8,7 @@ import type { RequestHandler } from "../handlers.ts";
 import type { LlmService } from "../llm/openai-handler.ts";
 import type { ModelCache } from "../../models/model-cache.ts";
 import type { CacheSummaryProvider } from "../summary-cadence.ts";
-import type { ContinuationForm } from "../../protocol/index.ts";
+import type { ContinuationForm, ReplicaRole } from "../../protocol/index.ts";
 
 export interface ReplicaBackendContext {
   /** The backend's own flags as given (validated by the kind). */
@@ -60,6 +60,13 @@ export interface ReplicaBackendParts {
   cacheSummary?: CacheSummaryProvider;
   /** The stream continuations it takes, declared at register (docs/migration.md); absent: both. */
   continues?: ContinuationForm[];
+  /** Its prefill/decode roles, declared at register (docs/protocol.md §2d); absent: both, as a unified engine. */
+  roles?: ReplicaRole[];
+}
+
+/** The roles a `--role` flag declares. */
+export function rolesOf(flag: ReplicaRoleFlag): ReplicaRole[] {
+  return flag === "both" ? ["prefill", "decode"] : [flag];
 }
 
 /** Builds a kind's handler (and loads its model) before the replica listens. */

@@ -1,5 +1,5 @@
 import type { ContinuationForm } from "../../protocol/index.ts";
-import type { ReplicaBackend, ReplicaBackendContext } from "./context.ts";
+import { rolesOf, type ReplicaBackend, type ReplicaBackendContext } from "./context.ts";
 import type { GenerativeModel } from "../llm/engine.ts";
 
 /**
@@ -65,6 +65,7 @@ export const llm: ReplicaBackend = async ({ flags, knobs, admission, log, fail, 
     cacheSummary: () => engine.cacheSummary(),
     // The engine stand-in renders no chat continuation (family-standin.ts): it takes completions' only.
     ...(modelId !== TINY_LM_ID && { continues: ["completion"] as ContinuationForm[] }),
+    ...(flags.role !== undefined && { roles: rolesOf(flags.role) }),
     llm: {
       unadmitted: service.unadmitted,
       handOver: service.handOver,

@@ -1,0 +1,64 @@
+/**
+ * The prefill/decode protocols the edge speaks to engines (docs/protocol.md §2d), one
+ * entry each; `openai.disaggregation.protocol` accepts exactly these names. A protocol
+ * says how a client's body becomes the prefill leg's and, from the prefill's answer,
+ * the decode leg's. Bodies keep their bytes: members are appended (the last of a name
+ * wins, in Python's json as in JSON.parse), never re-serialised.
+ */
+import { withLastMember } from "./json-top-level.ts";
+
+/** A prefill's answer larger than this is not read for its parameters (one token and a few thousand block ids fit many times). */
+export const MAX_PREFILL_ANSWER_BYTES = 1024 * 1024;
+
+export interface PdProtocol {
+  /** The prefill leg's body for a client's `endpoint` body; null when the body is not a JSON object. */
+  prefillBody(body: ArrayBuffer, endpoint: "chat" | "completions"): ArrayBuffer | null;
+  /**
+   * The decode leg's body: the client's with what the prefill answered (its parsed JSON);
+   * undefined when the answer passes nothing on (the decode then computes the prompt).
+   */
+  decodeBody(body: ArrayBuffer, prefillAnswer: unknown): ArrayBuffer | undefined;
+}
+
+/** Appends each member in order; null as soon as one cannot be. */
+function appended(body: ArrayBuffer, members: readonly [string, string][]): ArrayBuffer | null {
+  let out: ArrayBuffer | null = body;
+  for (const [name, json] of members) {
+    out = withLastMember(out, name, json);
+    if (out === null) return null;
+  }
+  return out;
+}
+
+/**
+ * vLLM with NixlConnector, as its disaggregated-serving proxy sends the legs: the
+ * prefill gets `kv_transfer_params` asking it to keep the blocks for a remote decode,
+ * no stream (nor stream_options, which vLLM refuses without one), one token, and no
+ * min_tokens; the decode gets the client's request with the prefill's answered
+ * `kv_transfer_params`, unchanged. A prefill that answers none (it stopped before its
+ * length: the request is done in one token) passes nothing on.
+ */
+const vllmNixl: PdProtocol = {
+  prefillBody(body, endpoint) {
+    const params = '{"do_remote_decode":true,"do_remote_prefill":false,"remote_engine_id":null,"remote_block_ids":null,"remote_host":null,"remote_port":null}';
+    const members: [string, string][] = [
+      ["kv_transfer_params", params],
+      ["stream", "false"],
+      ["stream_options", "null"],
+      ["max_tokens", "1"],
+      ["min_tokens", "0"],
+    ];
+    if (endpoint === "chat") members.push(["max_completion_tokens", "1"]);
+    return appended(body, members);
+  },
+  decodeBody(body, answer) {
+    const params = typeof answer === "object" && answer !== null ? (answer as { kv_transfer_params?: unknown }).kv_transfer_params : undefined;
+    if (typeof params !== "object" || params === null || Array.isArray(params)) return undefined;
+    if ((params as { do_remote_prefill?: unknown }).do_remote_prefill !== true) return undefined;
+    return withLastMember(body, "kv_transfer_params", JSON.stringify(params)) ?? undefined;
+  },
+};
+
+export const PD_PROTOCOLS = { "vllm-nixl": vllmNixl } as const satisfies Record<string, PdProtocol>;
+export type PdProtocolName = keyof typeof PD_PROTOCOLS;
+export const PD_PROTOCOL_NAMES = Object.keys(PD_PROTOCOLS) as [PdProtocolName, ...PdProtocolName[]];
