@@ -119,3 +119,40 @@ describe("P/D through the edge (vLLM's protocol)", () => {
     expect(split.text).toBe(whole.text);
   });
 });
+
+describe("a client that leaves during the prefill", () => {
+  it("aborts the prefill leg on the prefill replica, and the decode replica never gets the request", async () => {
+    // The prefill replicas (killed by the test before, when it ran) leave the edge's view first.
+    for (const id of ["pd-p1", "pd-p2"]) {
+      const r = stack.replicas.get(id)!;
+      if (r.child.exitCode === null && r.child.signalCode === null) process.kill(r.child.pid!, "SIGKILL");
+      await r.exited;
+    }
+    await until("only the decode replica in the edge's view", async () => {
+      const res = await fetch(`${stack.workerdUrl}/-/deployments/pd/view`, { headers: { authorization: `Bearer ${stack.adminSecret}` } });
+      return ((await res.json()) as { replicas: { id: string }[] }).replicas.every((r) => r.id === "pd-d1") ? true : undefined;
+    }, 30_000);
+    // A prefill replica whose prefill takes 20 ms a token: this prompt's, seconds.
+    const slow = await stack.startReplica("pd", { id: "pd-p3", backendArgs: [...LLM, "--role", "prefill", "--prefill-token-us", "20000"] });
+    await until("the slow prefill replica in the edge's view", async () => {
+      const res = await fetch(`${stack.workerdUrl}/-/deployments/pd/view`, { headers: { authorization: `Bearer ${stack.adminSecret}` } });
+      return ((await res.json()) as { replicas: { id: string; state: string }[] }).replicas.some((r) => r.id === "pd-p3" && r.state === "ready") ? true : undefined;
+    }, 30_000);
+    const aborted = async () => {
+      const line = (await (await fetch(`${slow.url}/metrics`)).text()).split("\n").find((l) => l.startsWith("vllm:request_success_total{") && l.includes('finished_reason="abort"'));
+      return Number(line?.slice(line.lastIndexOf(" ") + 1) ?? 0);
+    };
+    const ongoing = async () => ((await (await fetch(`${slow.url}/-/healthz`)).json()) as { ongoing: number }).ongoing;
+    const decodeBefore = await admitted("pd-d1");
+    const client = new AbortController();
+    const body = { model: "tiny-lm", messages: [{ role: "user", content: `${"The signal box keeper writes the time of every train in a long ledger. ".repeat(5)}What does he write?` }], max_tokens: 10 };
+    const request = fetch(`${stack.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body), signal: client.signal }).catch((e: unknown) => e);
+    await until("the prefill leg running on the slow replica", async () => ((await ongoing()) === 1 ? true : undefined), 20_000);
+    const abortsBefore = await aborted();
+    client.abort();
+    await request;
+    await until("the prefill replica to see the leg aborted", async () => ((await aborted()) === abortsBefore + 1 ? true : undefined), 20_000);
+    expect(await ongoing()).toBe(0);
+    expect(await admitted("pd-d1")).toBe(decodeBefore);
+  });
+});
