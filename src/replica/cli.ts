@@ -63,6 +63,9 @@ const USAGE = `usage: replica --deployment NAME --backend text|echo|onnx|llm|pro
 --prefill-token-us N: (llm) benchmark knob: prefill takes N microseconds per prompt token not
                  found in the prefix cache, one prefill at a time per replica (FIFO, as a GPU's
                  compute; a timer, no CPU), while running requests keep decoding; default 0
+--prefill-stalls-decode: (llm) benchmark knob: a decode step waits for the prefill on the lane to
+                 end, as a GPU running a prefill batch does not decode meanwhile (what
+                 prefill/decode disaggregation removes); default off: decoding keeps its pace
 --prefill-ms N, --decode-ms N: (llm) benchmark knobs emulating a GPU engine's speed: wait N ms
                  (a timer, no CPU) before each request's first token, a fixed part of each
                  request's own (not queued behind other prefills) / between tokens; the
@@ -171,6 +174,7 @@ export function parseReplicaArgs(argv: readonly string[], env: Readonly<Record<s
         "kv-blocks": { type: "string" },
         "prefill-ms": { type: "string" },
         "prefill-token-us": { type: "string" },
+        "prefill-stalls-decode": { type: "boolean", default: false },
         "kv-events-endpoint": { type: "string" },
         "kv-events-replay-endpoint": { type: "string" },
         "kv-events-topic": { type: "string" },
@@ -245,6 +249,7 @@ export function parseReplicaArgs(argv: readonly string[], env: Readonly<Record<s
   only(["llm"], (args["kv-events-endpoint"] ?? args["kv-events-replay-endpoint"] ?? args["kv-events-topic"]) !== undefined, "--kv-events-* are flags of --backend llm");
   only(["llm"], args["no-cache-summary"] || args["enable-prompt-tokens-details"], "--no-cache-summary and --enable-prompt-tokens-details are flags of --backend llm");
   only(["llm"], args.role !== undefined, "--role is a flag of --backend llm");
+  only(["llm"], args["prefill-stalls-decode"], "--prefill-stalls-decode is a knob of --backend llm");
   if (args.role !== undefined && !(REPLICA_ROLE_FLAGS as readonly string[]).includes(args.role)) throw new UsageError(`--role must be one of ${REPLICA_ROLE_FLAGS.join(", ")}, not "${args.role}"`);
   const llmKnob = (flag: "kv-blocks" | "prefill-ms" | "prefill-token-us" | "decode-ms", fallback: number, min: number, max: number): number => {
     const raw = args[flag];
@@ -264,6 +269,7 @@ export function parseReplicaArgs(argv: readonly string[], env: Readonly<Record<s
     prefillMs: llmKnob("prefill-ms", 0, 0, 600_000),
     decodeMs: llmKnob("decode-ms", 0, 0, 600_000),
     prefillTokenUs: llmKnob("prefill-token-us", 0, 0, 1_000_000),
+    ...(args["prefill-stalls-decode"] && { prefillStallsDecode: true }),
     ...(kvEventsEndpoint !== undefined && {
       kvEvents: { endpoint: kvEventsEndpoint, ...(kvEventsReplay !== undefined && { replayEndpoint: kvEventsReplay }), topic: args["kv-events-topic"] ?? "" },
     }),

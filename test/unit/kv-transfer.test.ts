@@ -168,6 +168,32 @@ describe("LlmEngine: a prefill's blocks for a decode replica", () => {
   });
 });
 
+describe("LlmEngine: a prefill stalls decoding (--prefill-stalls-decode)", () => {
+  /** Tokens request A decodes while request B's prefill (500 tokens at 2 ms each: a second) holds the lane. */
+  async function tokensDuringPrefill(prefillStallsDecode: boolean): Promise<number> {
+    const engine = new LlmEngine({ model: tinyLmGenerator(fixedModel()), kvBlocks: 128, prefillTokenUs: 2000, decodeMs: 1, prefillStallsDecode });
+    const a = engine.generate(request(ids(8), { maxTokens: 400 }));
+    await a.next(); // A is decoding
+    let during = 0;
+    let bDone = false;
+    const b = run(engine.generate(request(ids(500, 30), { maxTokens: 1 }))).then(() => (bDone = true));
+    while (!bDone) {
+      const step = await a.next();
+      if (step.done) break;
+      if (!bDone) during++;
+    }
+    await b;
+    await a.return(undefined as never);
+    return during;
+  }
+
+  it("off: decoding keeps its pace beside a prefill; on: a decode step waits for the prefill to end", async () => {
+    // A second of prefill at 1 ms a token: off, A decodes on (hundreds of tokens, tens on a loaded machine); on, at most the step in flight when B's prefill began.
+    expect(await tokensDuringPrefill(false)).toBeGreaterThan(20);
+    expect(await tokensDuringPrefill(true)).toBeLessThanOrEqual(2);
+  });
+});
+
 describe("kv_transfer_params as vLLM's NixlConnector writes them", () => {
   it("a prefill answers where its blocks are; a decode's parameters are complete or ignored", () => {
     const answer = prefillAnswer({ transferId: "t-1", blockIds: [4, 9] }, { engineId: "pd-p1", url: () => "http://127.0.0.1:8123" })!;

@@ -32,6 +32,8 @@ export interface ReplicaBackendContext {
     kvBlocks: number;
     prefillMs: number;
     prefillTokenUs: number;
+    /** llm: a decode step waits for the prefill on the lane to end (engine.ts prefillStallsDecode). */
+    prefillStallsDecode?: boolean;
     decodeMs: number;
     /** vLLM's KV events over ZMQ (llm): where to bind, and the topic. */
     kvEvents?: { endpoint: string; replayEndpoint?: string; topic: string };

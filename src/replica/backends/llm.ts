@@ -39,6 +39,7 @@ export const llm: ReplicaBackend = async ({ flags, knobs, admission, log, fail, 
     kvBlocks: knobs.kvBlocks,
     prefillMs: knobs.prefillMs,
     prefillTokenUs: knobs.prefillTokenUs,
+    ...(knobs.prefillStallsDecode && { prefillStallsDecode: true }),
     decodeMs: knobs.decodeMs,
     // The replica's slots are the engine's batch: a higher priority is admitted past them and preempts a lower one.
     maxRunning: admission.maxOngoing,

@@ -104,6 +104,12 @@ export interface LlmEngineOptions {
   maxRunning?: number;
   /** How long a finished prefill's blocks wait for a decode replica to read them (vLLM's VLLM_NIXL_ABORT_REQUEST_TIMEOUT, 480 s). */
   kvTransferTimeoutMs?: number;
+  /**
+   * A decode step waits for the prefill on the lane to end (a GPU that runs a prefill
+   * batch does not decode meanwhile): what prefill/decode disaggregation removes. Off by
+   * default (decoding keeps its pace beside prefills).
+   */
+  prefillStallsDecode?: boolean;
 }
 
 /** vLLM's VLLM_NIXL_ABORT_REQUEST_TIMEOUT default: a prefill's blocks are freed this long after it finished if no decode read them. */
@@ -204,9 +210,11 @@ export class LlmEngine {
   readonly #e2e = new BucketHistogram(E2E_BUCKETS_S);
   readonly #transfers = new Map<string, HeldTransfer>();
   readonly #transferTimeoutMs: number;
+  readonly #prefillStallsDecode: boolean;
 
   constructor(options: LlmEngineOptions) {
     this.#transferTimeoutMs = options.kvTransferTimeoutMs ?? KV_TRANSFER_TIMEOUT_MS;
+    this.#prefillStallsDecode = options.prefillStallsDecode === true;
     this.model = options.model;
     this.#kv = new KvCacheScheduler(options.kvBlocks, options.blockSize ?? 16, {
       ...(options.onKvEvent && { onEvent: options.onKvEvent }),
@@ -328,6 +336,11 @@ export class LlmEngine {
         if (scheduling) {
           cachedTokens ??= Math.min(scheduling.cachedTokens, prompt.length);
           await this.#prefill(prompt.length + generated - scheduling.cachedTokens, signal, priority);
+        }
+        // A decode step (not this request's first token, which its prefill just gave) waits out the prefill on the lane.
+        if (!scheduling && this.#prefillStallsDecode && this.#lane.busy) {
+          await this.#lane.whenTurnEnds();
+          if (signal?.aborted) throw new Aborted();
         }
         tokenRng = positionRng(seed, prompt.length + generated);
         const { token, text, eos } = await decoder.next();

@@ -23,6 +23,13 @@ interface Turn {
 export class PrefillLane {
   readonly #queue: Turn[] = [];
   #busy = false;
+  /** Settles when the prefill on the lane now ends (undefined while none is). */
+  #turnEnd: { promise: Promise<void>; resolve: () => void } | undefined;
+
+  /** Resolves when the prefill holding the lane now ends: at once when none does. */
+  whenTurnEnds(): Promise<void> {
+    return this.#turnEnd?.promise ?? Promise.resolve();
+  }
 
   /** Prefills waiting for the lane (not counting the one on it). */
   get queued(): number {
@@ -77,8 +84,17 @@ export class PrefillLane {
   }
 
   #next(): void {
+    const ended = this.#turnEnd;
     const turn = this.#queue.shift();
     this.#busy = turn !== undefined;
+    if (turn) {
+      let resolve!: () => void;
+      const promise = new Promise<void>((r) => (resolve = r));
+      this.#turnEnd = { promise, resolve };
+    } else {
+      this.#turnEnd = undefined;
+    }
+    ended?.resolve();
     turn?.start();
   }
 }
