@@ -11,7 +11,8 @@
  * 2,048 simulated replicas per deployment (--quick: 3 rounds, 5 s window), prefix-cache-aware
  * routing (--quick: 8 s windows, ~2.5 min), the slow-client attacks (--quick), the
  * edge files one warm request of each kind runs through (request-path), admission,
- * the paced view refresh, and the agent's proxy-mode hop (proxy-agent). Each
+ * the paced view refresh, the agent's proxy-mode hop (proxy-agent), and prefill/decode
+ * disaggregation (pd: 10 s per arm, ~45 s). Each
  * writes bench/results/quick/<name>.json; then bench/shared/chart.ts draws those into
  * bench/results/charts/ (the charts in docs/ are drawn from bench/published/ only).
  * A scenario that fails is reported and the others still run; the exit status says
@@ -34,6 +35,7 @@ const SCENARIOS: Record<string, string[]> = {
   "view-refresh": ["bench/view-refresh/view-refresh.ts", "--quick"],
   "proxy-agent": ["bench/proxy-agent/proxy-agent.ts", "--quick"],
   tokenizers: ["bench/tokenizers/tokenizers.ts", "--quick"],
+  pd: ["bench/pd/pd.ts", "--quick"],
 };
 
 const { values } = parseArgs({ options: { only: { type: "string" } } });

@@ -5,6 +5,7 @@ import { describe, expect, it } from "vitest";
 import { judgeFault, judgeNoneServed, judgeSeeds, judgeValue, ratioOver, sampled, servedShortfall, MIN_SAMPLES } from "../../bench/shared/judge.ts";
 import { judgeTargets, seedTargets, type TargetArm } from "../../bench/prefix-cache/prefix-cache-targets.ts";
 import { requireServed } from "../../bench/shared/result-file.ts";
+import { pdTargets, type PdArm } from "../../bench/pd/pd-targets.ts";
 import { boundsTarget, fairTarget, floodTargets, zeroTarget, type BoundsResult, type FloodResult } from "../../bench/admission/admission-targets.ts";
 import { addedTarget, costRatioTarget, countTarget, everyAtMost, noFailuresTarget, per1000Target, ratioTarget, sampledTarget, sizeTarget, timeTarget } from "../../bench/shared/bench-targets.ts";
 
@@ -106,6 +107,11 @@ describe("bench verdicts never MET on empty or unobserved input", () => {
     ["size (tokenizers): nothing measured", () => [sizeTarget(0, 3 << 20).met, sizeTarget(NaN, 128 << 20).met]],
     ["time (tokenizers' probe): not measured", () => [timeTarget(NaN, 50).met, timeTarget(undefined, 50).met, timeTarget(-1, 50).met]],
     ["cost ratio (tokenizers' attacks): prose cost nothing", () => [costRatioTarget(0, 0, 2).met, costRatioTarget(1, NaN, 2).met]],
+    // pd: a P/D arm that split nothing measured no P/D; 5 answers are no tail.
+    ["pd: no arms", () => pdTargets([]).map((t) => t.judged.met)],
+    ["pd: the P/D arm split nothing", () => pdTargets(pdSeed().map((a) => ({ ...a, splits: 0 }))).map((t) => t.judged.met)],
+    ["pd: 5 answers per arm", () => pdTargets(pdSeed().map((a) => ({ ...a, ok: 5, shortOk: 4 }))).map((t) => t.judged.met)],
+    ["pd: no P/D arm", () => pdTargets(pdSeed().filter((a) => a.arm === "unified")).map((t) => t.judged.met)],
   ];
   it.each(rows)("%s", (_, verdicts) => {
     const v = verdicts();
@@ -192,6 +198,24 @@ describe("admission-targets.ts", () => {
     expect(boundsTarget(boundsOf(), 8000).met).toBe(true);
     expect(boundsTarget(boundsOf({ heapHeldMiB: 130 }), 8000).met).toBe(false);
     expect(zeroTarget({ replicaStartMs: 1000, cycles: [{ failed: 0, firstAnswerMs: 1500, lastAnswerMs: 2000, backToZeroMs: 5000 }] }, 1).met).toBe(true);
+  });
+});
+
+/** A seed like the first quick run of bench/pd/pd.ts (2026-12-07): every target met. */
+function pdSeed(): PdArm[] {
+  return [
+    { arm: "unified", seed: 1, ok: 165, splits: 0, ttftP50: 16, shortTtftP50: 15, shortOk: 124, tpotP99: 12 },
+    { arm: "pd", seed: 1, ok: 165, splits: 41, ttftP50: 15, shortTtftP50: 14, shortOk: 124, tpotP99: 4.3 },
+  ];
+}
+
+describe("pd-targets.ts", () => {
+  it("meets its targets on a run like the first one, and misses each when it was missed", () => {
+    expect(pdTargets(pdSeed()).map((t) => t.judged.met)).toEqual([true, true, true]);
+    const worse = (over: Partial<PdArm>) => pdTargets(pdSeed().map((a) => (a.arm === "pd" ? { ...a, ...over } : a))).map((t) => t.judged.met);
+    expect(worse({ tpotP99: 9 })).toEqual([false, true, true]);
+    expect(worse({ ttftP50: 20 })).toEqual([true, false, true]);
+    expect(worse({ shortTtftP50: 16 })).toEqual([true, true, false]);
   });
 });
 
