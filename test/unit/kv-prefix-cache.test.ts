@@ -13,8 +13,9 @@ import { CacheSummary, buildCacheSummary } from "../../src/prefix/cache-summary.
 import { mulberry32 } from "../../src/seeded-random.ts";
 import { LlmEngine, type GenerateRequest, type GenerateResult } from "../../src/replica/llm/engine.ts";
 import { KvCacheScheduler, type PoolEvent } from "../../src/replica/llm/kv-cache.ts";
-import { tinyLmGenerator, type LanguageModel } from "../../src/replica/llm/tiny-lm.ts";
-import { VOCAB_SIZE, encode } from "../../src/replica/llm/tokenizer.ts";
+import { tinyLmGenerator } from "../../src/replica/llm/tiny-lm.ts";
+import { oneLetterModel } from "../fixtures/one-letter-model.ts";
+import { encode } from "../../src/replica/llm/tokenizer.ts";
 
 const BS = 16;
 /** n token ids starting at `from` (distinct prompts for distinct `from`). */
@@ -249,21 +250,6 @@ describe("KV block pool: prefix caching", () => {
 
 // ---- the engine over it --------------------------------------------------------------
 
-function fakeModel(): LanguageModel {
-  const [a] = encode("a") as [number];
-  return {
-    id: "fake",
-    vocabSize: VOCAB_SIZE,
-    embeddingSize: VOCAB_SIZE - 1,
-    nextLogits: async () => {
-      const logits = new Float32Array(VOCAB_SIZE).fill(-20);
-      logits[a] = 0;
-      return logits;
-    },
-    embed: async () => new Float32Array(VOCAB_SIZE - 1),
-    release: async () => undefined,
-  };
-}
 
 async function drain(gen: AsyncGenerator<string, GenerateResult>): Promise<GenerateResult> {
   let step = await gen.next();
@@ -276,7 +262,7 @@ const request = (prompt: number[], o: Partial<GenerateRequest> = {}): GenerateRe
 
 describe("LlmEngine with prefix caching", () => {
   it("counts vLLM's prefix_cache_queries/hits in tokens and names blocks over exactly the ids it is given, with the extra key", async () => {
-    const engine = new LlmEngine({ model: tinyLmGenerator(fakeModel()), kvBlocks: 64 });
+    const engine = new LlmEngine({ model: tinyLmGenerator(oneLetterModel()), kvBlocks: 64 });
     const prompt = encode("user: a prompt long enough to fill three blocks of sixteen tokens\nassistant: ");
     await drain(engine.generate(request(prompt, { extra: "chat-lora" })));
     await drain(engine.generate(request(prompt, { extra: "chat-lora" })));
@@ -293,7 +279,7 @@ describe("LlmEngine with prefix caching", () => {
 
   it("charges prefill only for uncached tokens, one prefill at a time (FIFO)", async () => {
     // 2 ms a token: a 65-token prompt holds the lane 130 ms; its repeat, 64 tokens cached, 2 ms.
-    const engine = new LlmEngine({ model: tinyLmGenerator(fakeModel()), kvBlocks: 64, prefillTokenUs: 2000 });
+    const engine = new LlmEngine({ model: tinyLmGenerator(oneLetterModel()), kvBlocks: 64, prefillTokenUs: 2000 });
     const prompt = ids(65);
     expect(await timed(engine.generate(request(prompt, { maxTokens: 1 })))).toBeGreaterThanOrEqual(129);
     expect(engine.prefillComputedTokens).toBe(65);
@@ -312,7 +298,7 @@ describe("LlmEngine with prefix caching", () => {
   });
 
   it("decoding requests keep their pace while prefills queue on the lane", async () => {
-    const engine = new LlmEngine({ model: tinyLmGenerator(fakeModel()), kvBlocks: 64, prefillTokenUs: 10_000, decodeMs: 5 }); // 10 ms a token
+    const engine = new LlmEngine({ model: tinyLmGenerator(oneLetterModel()), kvBlocks: 64, prefillTokenUs: 10_000, decodeMs: 5 }); // 10 ms a token
     const decoding = engine.generate(request(ids(1, 5), { maxTokens: 1000 }));
     await decoding.next(); // its 10 ms prefill is done: it decodes now
     const prefill = drain(engine.generate(request(ids(30, 60), { maxTokens: 1 }))); // 300 ms on the lane
@@ -331,7 +317,7 @@ describe("LlmEngine with prefix caching", () => {
   });
 
   it("an abort takes a request off the prefill lane and the next one goes", async () => {
-    const engine = new LlmEngine({ model: tinyLmGenerator(fakeModel()), kvBlocks: 64, prefillTokenUs: 50_000 }); // 50 ms a token
+    const engine = new LlmEngine({ model: tinyLmGenerator(oneLetterModel()), kvBlocks: 64, prefillTokenUs: 50_000 }); // 50 ms a token
     const abort = new AbortController();
     const long = drain(engine.generate(request(ids(200, 3), { signal: abort.signal }))); // 10 s of lane
     const queued = drain(engine.generate(request(ids(2, 80), { maxTokens: 1 })));
@@ -343,7 +329,7 @@ describe("LlmEngine with prefix caching", () => {
   });
 
   it("builds its cache summary from 10,000 cached blocks cheaply (measured, not asserted), most recently used first", async () => {
-    const engine = new LlmEngine({ model: tinyLmGenerator(fakeModel()), kvBlocks: 10_000 });
+    const engine = new LlmEngine({ model: tinyLmGenerator(oneLetterModel()), kvBlocks: 10_000 });
     const prompts = Array.from({ length: 100 }, (_, i) => [2 + (i % 95), 2 + Math.floor(i / 95), ...Array.from({ length: 1598 }, (_, j) => 2 + ((i + j * 31) % 95))]);
     for (const p of prompts) await drain(engine.generate(request(p, { maxTokens: 1 })));
     expect(engine.cachedBlocks).toBe(10_000);

@@ -10,8 +10,8 @@ import { blockKeys } from "../../src/prefix/block-keys.ts";
 import { LlmEngine, type GenerateRequest, type GenerateResult } from "../../src/replica/llm/engine.ts";
 import { KvCacheScheduler, type PoolEvent } from "../../src/replica/llm/kv-cache.ts";
 import { prefillAnswer, remotePrefillOf } from "../../src/replica/llm/kv-transfer.ts";
-import { tinyLmGenerator, type LanguageModel } from "../../src/replica/llm/tiny-lm.ts";
-import { VOCAB_SIZE, encode } from "../../src/replica/llm/tokenizer.ts";
+import { tinyLmGenerator } from "../../src/replica/llm/tiny-lm.ts";
+import { oneLetterModel } from "../fixtures/one-letter-model.ts";
 
 const BS = 16;
 const ids = (n: number, from = 2) => Array.from({ length: n }, (_, i) => 2 + ((from + i) % 90));
@@ -92,22 +92,6 @@ describe("KV pool: pins and imports", () => {
   });
 });
 
-/** A model that always says "a" (the text is beside the point here). */
-function fixedModel(): LanguageModel {
-  const [a] = encode("a") as [number];
-  return {
-    id: "fixed",
-    vocabSize: VOCAB_SIZE,
-    embeddingSize: VOCAB_SIZE - 1,
-    nextLogits: async () => {
-      const logits = new Float32Array(VOCAB_SIZE).fill(-20);
-      logits[a] = 0;
-      return logits;
-    },
-    embed: async () => new Float32Array(VOCAB_SIZE - 1),
-    release: async () => undefined,
-  };
-}
 const request = (prompt: number[], more: Partial<GenerateRequest> = {}): GenerateRequest => ({ prompt, maxTokens: 1, sampling: { temperature: 0, topP: 1, presencePenalty: 0, frequencyPenalty: 0 }, ...more });
 async function run(gen: AsyncGenerator<string, GenerateResult>): Promise<GenerateResult> {
   for (;;) {
@@ -118,7 +102,7 @@ async function run(gen: AsyncGenerator<string, GenerateResult>): Promise<Generat
 
 describe("LlmEngine: a prefill's blocks for a decode replica", () => {
   it("keeps them when a keepPrompt request finishes capped by length, frees them on the one read, and names the prompt's tokens", async () => {
-    const engine = new LlmEngine({ model: tinyLmGenerator(fixedModel()), kvBlocks: 16 });
+    const engine = new LlmEngine({ model: tinyLmGenerator(oneLetterModel("fixed")), kvBlocks: 16 });
     const prompt = ids(40);
     const r = await run(engine.generate(request(prompt, { keepPrompt: true, extra: "x" })));
     expect(r.finishReason).toBe("length");
@@ -137,7 +121,7 @@ describe("LlmEngine: a prefill's blocks for a decode replica", () => {
   it("frees unread blocks after kvTransferTimeoutMs, and holds at most half the pool (the oldest go first)", async () => {
     vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
     try {
-      const engine = new LlmEngine({ model: tinyLmGenerator(fixedModel()), kvBlocks: 8, kvTransferTimeoutMs: 1000 });
+      const engine = new LlmEngine({ model: tinyLmGenerator(oneLetterModel("fixed")), kvBlocks: 8, kvTransferTimeoutMs: 1000 });
       const first = await run(engine.generate(request(ids(32, 2), { keepPrompt: true })));
       const second = await run(engine.generate(request(ids(32, 40), { keepPrompt: true })));
       expect(engine.heldTransferBlocks).toBe(4);
@@ -156,8 +140,8 @@ describe("LlmEngine: a prefill's blocks for a decode replica", () => {
   });
 
   it("a decode's imported prefix is found cached: only the rest is prefilled", async () => {
-    const prefill = new LlmEngine({ model: tinyLmGenerator(fixedModel()), kvBlocks: 16 });
-    const decode = new LlmEngine({ model: tinyLmGenerator(fixedModel()), kvBlocks: 16 });
+    const prefill = new LlmEngine({ model: tinyLmGenerator(oneLetterModel("fixed")), kvBlocks: 16 });
+    const decode = new LlmEngine({ model: tinyLmGenerator(oneLetterModel("fixed")), kvBlocks: 16 });
     const prompt = ids(40);
     const r = await run(prefill.generate(request(prompt, { keepPrompt: true })));
     const read = prefill.readTransfer(r.kept!.transferId, r.kept!.blockIds)!;
@@ -171,7 +155,7 @@ describe("LlmEngine: a prefill's blocks for a decode replica", () => {
 describe("LlmEngine: a prefill stalls decoding (--prefill-stalls-decode)", () => {
   /** Tokens request A decodes while request B's prefill (500 tokens at 2 ms each: a second) holds the lane. */
   async function tokensDuringPrefill(prefillStallsDecode: boolean): Promise<number> {
-    const engine = new LlmEngine({ model: tinyLmGenerator(fixedModel()), kvBlocks: 128, prefillTokenUs: 2000, decodeMs: 1, prefillStallsDecode });
+    const engine = new LlmEngine({ model: tinyLmGenerator(oneLetterModel("fixed")), kvBlocks: 128, prefillTokenUs: 2000, decodeMs: 1, prefillStallsDecode });
     const a = engine.generate(request(ids(8), { maxTokens: 400 }));
     await a.next(); // A is decoding
     let during = 0;

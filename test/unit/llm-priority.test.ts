@@ -13,8 +13,8 @@ import { KvCacheScheduler } from "../../src/replica/llm/kv-cache.ts";
 import { requestPriority } from "../../src/replica/llm/openai-handler.ts";
 import { PrefillLane, PrefillLaneAborted } from "../../src/replica/llm/prefill-lane.ts";
 import { enqueueByPriority, preemptionVictim, requeueFirstInPriority } from "../../src/replica/llm/priority-order.ts";
-import { tinyLmGenerator, type LanguageModel } from "../../src/replica/llm/tiny-lm.ts";
-import { VOCAB_SIZE, encode } from "../../src/replica/llm/tokenizer.ts";
+import { tinyLmGenerator } from "../../src/replica/llm/tiny-lm.ts";
+import { oneLetterModel } from "../fixtures/one-letter-model.ts";
 
 const CRITICAL = 1;
 const STANDARD = 0;
@@ -176,28 +176,11 @@ describe("KvCacheScheduler: at most maxRunning (vLLM's max_num_seqs)", () => {
   });
 });
 
-/** A model whose next token is always "a" (what it says does not matter here). */
-function fixedModel(): LanguageModel {
-  const [a] = encode("a") as [number];
-  return {
-    id: "fixed",
-    vocabSize: VOCAB_SIZE,
-    embeddingSize: 1,
-    nextLogits: async () => {
-      const logits = new Float32Array(VOCAB_SIZE).fill(-20);
-      logits[a] = 0;
-      return logits;
-    },
-    embed: async () => new Float32Array(1),
-    release: async () => undefined,
-  };
-}
-
 describe("LlmEngine: priority on the prefill lane", () => {
   it("with the lane busy, requests sent low, standard, critical get their first token critical first", async () => {
     // 50 ms of lane per uncached prompt token: the first request's 1,200 tokens hold the lane for a minute,
     // until it is aborted once the others wait; theirs (one token each) then take 50 ms each, in priority order.
-    const engine = new LlmEngine({ model: tinyLmGenerator(fixedModel()), kvBlocks: 128, prefillTokenUs: 50_000 });
+    const engine = new LlmEngine({ model: tinyLmGenerator(oneLetterModel("fixed")), kvBlocks: 128, prefillTokenUs: 50_000 });
     const sampling = { temperature: 0, topP: 1 };
     const order: string[] = [];
     const firstToken = async (name: string, prompt: number[], o: { priority?: number; signal?: AbortSignal } = {}) => {
@@ -224,7 +207,7 @@ describe("LlmEngine: priority on the prefill lane", () => {
 
 describe("LlmEngine: a full batch (maxRunning) and a critical request", () => {
   it("the critical request runs at once while the batch one it preempts pauses, then the batch one finishes whole", async () => {
-    const engine = new LlmEngine({ model: tinyLmGenerator(fixedModel()), kvBlocks: 128, maxRunning: 1 });
+    const engine = new LlmEngine({ model: tinyLmGenerator(oneLetterModel("fixed")), kvBlocks: 128, maxRunning: 1 });
     const sampling = { temperature: 0, topP: 1 };
     const events: string[] = [];
     const run = async (name: string, prompt: number[], maxTokens: number, priority: number, onToken?: (n: number) => void) => {

@@ -110,7 +110,8 @@ async function boundedJson(res: Response): Promise<unknown> {
   }
   const reader = res.body?.getReader();
   if (!reader) return undefined;
-  const chunks: Uint8Array[] = [];
+  const decoder = new TextDecoder();
+  let text = "";
   let size = 0;
   for (;;) {
     const { done, value } = await reader.read();
@@ -120,21 +121,11 @@ async function boundedJson(res: Response): Promise<unknown> {
       await reader.cancel();
       return undefined;
     }
-    chunks.push(value);
+    text += decoder.decode(value, { stream: true });
   }
   try {
-    return JSON.parse(new TextDecoder().decode(concat(chunks, size)));
+    return JSON.parse(text + decoder.decode());
   } catch {
     return undefined;
   }
-}
-
-function concat(chunks: readonly Uint8Array[], size: number): Uint8Array {
-  const out = new Uint8Array(size);
-  let at = 0;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.byteLength;
-  }
-  return out;
 }
