@@ -10,7 +10,8 @@
  *   gate      (admit.ts)     no free slot: held by priority and flow until one frees
  *   attempts  (below)        the body once (body.ts), then per attempt the choice (choose.ts)
  *                            and the signed dispatch (dispatch.ts); refusals retry elsewhere,
- *                            a round of them holds the request at the gate again
+ *                            a round of them holds the request at the gate again; a P/D
+ *                            deployment's first choice may split off the prefill (disaggregate.ts)
  *   tail      (below)        a /v1 answer's migration and usage
  *   observe   (below)        counted (this isolate's metrics, flushed to the Telemetry shards) and logged (one JSON line, sampled)
  *
