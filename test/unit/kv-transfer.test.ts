@@ -9,7 +9,9 @@ import { describe, expect, it, vi } from "vitest";
 import { blockKeys } from "../../src/prefix/block-keys.ts";
 import { LlmEngine, type GenerateRequest, type GenerateResult } from "../../src/replica/llm/engine.ts";
 import { KvCacheScheduler, type PoolEvent } from "../../src/replica/llm/kv-cache.ts";
-import { prefillAnswer, remotePrefillOf } from "../../src/replica/llm/kv-transfer.ts";
+import { createServer, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { prefillAnswer, readRemotePrefill, remotePrefillOf } from "../../src/replica/llm/kv-transfer.ts";
 import { tinyLmGenerator } from "../../src/replica/llm/tiny-lm.ts";
 import { oneLetterModel } from "../fixtures/one-letter-model.ts";
 
@@ -175,6 +177,23 @@ describe("LlmEngine: a prefill stalls decoding (--prefill-stalls-decode)", () =>
     // A second of prefill at 1 ms a token: off, A decodes on (hundreds of tokens, tens on a loaded machine); on, at most the step in flight when B's prefill began.
     expect(await tokensDuringPrefill(false)).toBeGreaterThan(20);
     expect(await tokensDuringPrefill(true)).toBeLessThanOrEqual(2);
+  });
+});
+
+describe("a decode's read of a prefill's blocks", () => {
+  it("gives up on a prefill that never answers after its timeout (the decode then computes the prompt)", async () => {
+    const held: ServerResponse[] = [];
+    const server = createServer((_req, res) => void held.push(res));
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const got = await readRemotePrefill({ engineId: "p1", blockIds: [1], requestId: "t", host: "127.0.0.1", port }, { deployment: "d" }, "req-1", undefined, 100);
+      expect(got).toBeUndefined();
+      expect(held).toHaveLength(1);
+    } finally {
+      for (const r of held) r.destroy();
+      server.close();
+    }
   });
 });
 

@@ -21,6 +21,9 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { z } from "zod";
 import { Header, KV_TRANSFER_PATH, REPLICA_ID, errorBody, importReplicaKey, signDispatch } from "../../protocol/index.ts";
 
+/** A decode waits this long at most for a prefill's blocks, then computes the prompt itself (its admission slot is held meanwhile). */
+export const KV_READ_TIMEOUT_MS = 30_000;
+
 /** A read's body is at most this (a transfer id and up to ~100,000 block ids). */
 const MAX_READ_BODY_BYTES = 1024 * 1024;
 
@@ -90,10 +93,16 @@ export interface ReadSigner {
 
 /**
  * Reads a prefill's blocks for a decode: their token ids and extra key, or undefined
- * when they cannot be read (the decode then computes them itself). `signal` ends it with
- * the request.
+ * when they cannot be read within `timeoutMs` (the decode then computes them itself).
+ * `signal` ends it with the request.
  */
-export async function readRemotePrefill(remote: RemotePrefill, signer: ReadSigner, requestId: string, signal?: AbortSignal): Promise<{ ids: number[]; extra: string } | undefined> {
+export async function readRemotePrefill(
+  remote: RemotePrefill,
+  signer: ReadSigner,
+  requestId: string,
+  signal?: AbortSignal,
+  timeoutMs = KV_READ_TIMEOUT_MS,
+): Promise<{ ids: number[]; extra: string } | undefined> {
   if (!REPLICA_ID.test(remote.engineId)) return undefined;
   const body = JSON.stringify({ transfer_id: remote.requestId, block_ids: remote.blockIds });
   const host = remote.host.includes(":") ? `[${remote.host}]` : remote.host;
@@ -107,7 +116,8 @@ export async function readRemotePrefill(remote: RemotePrefill, signer: ReadSigne
     Object.assign(headers, { [Header.deployment]: signer.deployment, [Header.timestamp]: String(timestamp), [Header.nonce]: String(nonce), [Header.signature]: signature, [Header.bodySha256]: sha });
   }
   try {
-    const res = await fetch(`http://${host}:${remote.port}${KV_TRANSFER_PATH}`, { method: "POST", headers, body, ...(signal && { signal }) });
+    const timeout = AbortSignal.timeout(timeoutMs);
+    const res = await fetch(`http://${host}:${remote.port}${KV_TRANSFER_PATH}`, { method: "POST", headers, body, signal: signal ? AbortSignal.any([signal, timeout]) : timeout });
     if (res.status !== 200) {
       await res.body?.cancel();
       return undefined;
