@@ -15,6 +15,7 @@ import { createInterface } from "node:readline";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Header, KV_TRANSFER_PATH, bodySha256, importReplicaKey, signDispatch } from "../../src/protocol/index.ts";
 import { parseReplicaArgs, startReplica, UsageError } from "../../src/replica/cli.ts";
+import { waitFor } from "../fixtures/wait.ts";
 
 const ROOT = join(import.meta.dirname, "../..");
 const children: ChildProcess[] = [];
@@ -138,14 +139,15 @@ describe("P/D in vLLM's NixlConnector protocol, on reference replicas", () => {
     const unified = await textOf(await post(urls.get("unified")!, "/v1/chat/completions", other, "pd-twice-u"), true);
     expect(second.text).toBe(unified.text);
     expect(first.text.length).toBeGreaterThan(0);
-    expect(logs.get("pd-decode")!.join("")).toMatch(/KV transfer [0-9a-f-]+ from pd-prefill: not read; computing the prompt here/);
+    // The replica's log comes on its stderr, which may arrive after its answer.
+    await waitFor("the decode's log of the unread transfer", () => /KV transfer [0-9a-f-]+ from pd-prefill: not read; computing the prompt here/.test(logs.get("pd-decode")!.join("")));
     // Parameters of another prompt's prefill: its blocks are read (and freed there), but not taken as this prompt's.
     const third = { model: "tiny-lm", messages: [{ role: "user", content: "What did the keeper of the signal box by the river crossing write in his log every morning?" }], max_tokens: 24, temperature: 0 };
     const p3 = (await (await post(urls.get("prefill")!, "/v1/chat/completions", { ...chatBody("Which way does the night freight go?", { temperature: 0 }), max_tokens: 1, stream: false, kv_transfer_params: { do_remote_decode: true } }, "pd-mixed-3")).json()) as Json;
     const mixed = await textOf(await post(urls.get("decode")!, "/v1/chat/completions", { ...third, kv_transfer_params: p3.kv_transfer_params }, "pd-mixed-3"), true);
     expect(mixed.usage!.prompt_tokens_details!.cached_tokens).toBe(0);
     expect(mixed.text).toBe((await textOf(await post(urls.get("unified")!, "/v1/chat/completions", third, "pd-mixed-u"), true)).text);
-    expect(logs.get("pd-decode")!.join("")).toMatch(/KV transfer [0-9a-f-]+ from pd-prefill: blocks of another prompt; computing the prompt here/);
+    await waitFor("the decode's log of another prompt's blocks", () => /KV transfer [0-9a-f-]+ from pd-prefill: blocks of another prompt; computing the prompt here/.test(logs.get("pd-decode")!.join("")));
     expect(await health("prefill")).toMatchObject({ kv_transfers_held: 0 });
     // A read of blocks never kept: 404 in the protocol's error shape.
     const res = await post(urls.get("prefill")!, KV_TRANSFER_PATH, { transfer_id: "nothing", block_ids: [1] }, "pd-read-none");
