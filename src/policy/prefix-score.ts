@@ -62,7 +62,16 @@ export function underLoadBound<T extends ReplicaChoice>(candidates: readonly T[]
   if (candidates.length <= 1) return [...candidates];
   const f = candidates.map(lineFullness);
   const line = loadLine(f, epsilon);
-  return candidates.filter((c, i) => f[i]! <= line + 1 / c.capacity);
+  return candidates.filter((c, i) =>
+    // By slots (the usual case), the whole-request limit the replica checks (loadLineLimit), so that
+    // rounding cannot put a replica on both sides: 18/12 ≤ 1.41666… + 1/12 came out false in floating point.
+    f[i] === (c.load + 1) / c.capacity ? c.load <= slotLimit(line, c.capacity) : f[i]! <= line + 1 / c.capacity,
+  );
+}
+
+/** The most requests (before this one) a replica of `capacity` may hold under the line: its slots' share of it, to the whole request below. */
+function slotLimit(line: number, capacity: number): number {
+  return Math.floor(line * capacity + 1e-9);
 }
 
 function loadLine(fullness: readonly number[], epsilon: number): number {
@@ -79,7 +88,7 @@ function loadLine(fullness: readonly number[], epsilon: number): number {
 export function loadLineLimit(candidates: readonly ReplicaChoice[], chosen: ReplicaChoice, epsilon = DEFAULT_LOAD_FACTOR): number | undefined {
   if (candidates.length <= 1) return undefined;
   // (load + 1) / capacity ≤ line + 1 / capacity ⇔ load ≤ line × capacity (slots only: a replica counts requests).
-  return Math.floor(loadLine(candidates.map(lineFullness), epsilon) * chosen.capacity + 1e-9);
+  return slotLimit(loadLine(candidates.map(lineFullness), epsilon), chosen.capacity);
 }
 
 /** `candidates` by rendezvous weight on `anchor`, heaviest first (ties by id, so the order is total). */

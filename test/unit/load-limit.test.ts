@@ -35,6 +35,16 @@ describe("loadLineLimit", () => {
     );
   });
 
+  it("agrees on the line itself, where floating point once put a replica on both sides (a CI run's counterexample)", () => {
+    const pool = [
+      { id: "a", load: 17, capacity: 12 },
+      { id: "b", load: 3, capacity: 3 },
+    ];
+    // Mean fullness with this request (18/12 + 4/3) / 2 = 17/12: a is exactly at the line, 17 of 12 slots.
+    expect(loadLineLimit(pool, pool[0]!, 0)).toBe(17);
+    expect(underLoadBound(pool, 0).map((c) => c.id)).toContain("a");
+  });
+
   it("none with fewer than two candidates: there is nowhere else to go", () => {
     const only = { id: "a", load: 3, capacity: 4 };
     expect(loadLineLimit([only], only)).toBeUndefined();
