@@ -14,7 +14,7 @@
  * dispatches straight to the replica, signed as the edge signs
  * (src/protocol/signing.ts), so it skips the edge hop (~1–2 ms on this machine).
  */
-import { Header, PROTOCOL_VERSION, bodySha256, importReplicaKey, signDispatch } from "../../src/protocol/index.ts";
+import { Header, PROTOCOL_VERSION, importReplicaKey, signedDispatchHeaders } from "../../src/protocol/index.ts";
 import { EnginePrefixIndex } from "../../src/agent/engine-prefix-index.ts";
 import type { BlockKey } from "../../src/prefix/block-keys.ts";
 import { blockHashText, parseKvEventMessage, type KvCacheEvent } from "../../src/prefix/kv-events.ts";
@@ -106,19 +106,8 @@ export class DispatchSigner {
 
   /** The headers of one signed POST of `body` to `target` (path and query) on `replica`, with request id `requestId`. */
   async headers(target: string, requestId: string, replica: string, body: string): Promise<Record<string, string>> {
-    const timestamp = Date.now();
-    const nonce = this.#nonce++;
-    const digest = await bodySha256(new TextEncoder().encode(body));
-    const signature = await signDispatch(await this.#key, { timestamp, nonce, method: "POST", deployment: this.#deployment, target, requestId, replica, bodySha256: digest });
-    return {
-      [Header.bodySha256]: digest,
-      [Header.protocol]: String(PROTOCOL_VERSION),
-      [Header.requestId]: requestId,
-      [Header.deployment]: this.#deployment,
-      [Header.timestamp]: String(timestamp),
-      [Header.nonce]: String(nonce),
-      [Header.signature]: signature,
-    };
+    const signed = await signedDispatchHeaders(await this.#key, { method: "POST", deployment: this.#deployment, target, requestId, replica, body, nonce: this.#nonce++ });
+    return { [Header.protocol]: String(PROTOCOL_VERSION), ...signed };
   }
 }
 

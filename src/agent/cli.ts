@@ -21,7 +21,7 @@
  */
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { ContinuationForm, DEPLOYMENT_NAME, type ReplicaRole, ENGINE_KEY, MAX_NODE_REPLICAS, MODEL_ID, REPLICA_ID, REPLICA_KEY_PATTERN } from "../protocol/index.ts";
+import { ContinuationForm, DEPLOYMENT_NAME, REPLICA_ROLE_FLAGS, rolesOf, type ReplicaRole, type ReplicaRoleFlag, ENGINE_KEY, MAX_NODE_REPLICAS, MODEL_ID, REPLICA_ID, REPLICA_KEY_PATTERN } from "../protocol/index.ts";
 import { NodeReporter } from "../replica/node-reporter.ts";
 import { AGENT_DEFAULTS, MAX_SCRAPE_INTERVAL_MS, ReplicaAgent, type AgentOptions, type EngineKind } from "./agent.ts";
 import { ZMQ_ENDPOINT } from "./kv-events-subscriber.ts";
@@ -115,9 +115,8 @@ function modelList(raw: string): string[] {
 
 /** `--engine-role`: prefill, decode or both. */
 function engineRole(raw: string): ReplicaRole[] {
-  if (raw === "both") return ["prefill", "decode"];
-  if (raw === "prefill" || raw === "decode") return [raw];
-  throw new UsageError(`--engine-role: "${raw}" is not a role (prefill, decode or both)`);
+  if (!(REPLICA_ROLE_FLAGS as readonly string[]).includes(raw)) throw new UsageError(`--engine-role: "${raw}" is not a role (prefill, decode or both)`);
+  return rolesOf(raw as ReplicaRoleFlag);
 }
 
 /**
@@ -136,7 +135,8 @@ export function kvRoleOfCommand(command: readonly string[]): ReplicaRole[] | und
     return undefined;
   }
   const role = typeof config === "object" && config !== null ? (config as { kv_role?: unknown }).kv_role : undefined;
-  return role === "kv_producer" ? ["prefill"] : role === "kv_consumer" ? ["decode"] : role === "kv_both" ? ["prefill", "decode"] : undefined;
+  const flag = role === "kv_producer" ? "prefill" : role === "kv_consumer" ? "decode" : role === "kv_both" ? "both" : undefined;
+  return flag === undefined ? undefined : rolesOf(flag);
 }
 
 /** `--engine-continues`: "none", or forms joined by commas ("chat,completion"). */

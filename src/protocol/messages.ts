@@ -72,6 +72,15 @@ export type ContinuationForm = z.infer<typeof ContinuationForm>;
 export const ReplicaRole = z.enum(["prefill", "decode"]);
 export type ReplicaRole = z.infer<typeof ReplicaRole>;
 
+/** How a replica's or an agent's flag names its roles (`--role`, `--engine-role`): one of them, or both. */
+export const REPLICA_ROLE_FLAGS = ["prefill", "decode", "both"] as const;
+export type ReplicaRoleFlag = (typeof REPLICA_ROLE_FLAGS)[number];
+
+/** The roles a role flag declares. */
+export function rolesOf(flag: ReplicaRoleFlag): ReplicaRole[] {
+  return flag === "both" ? ["prefill", "decode"] : [flag];
+}
+
 /** The fields every control message starts with: the protocol's version and the deployment it is about. */
 const MessageHead = {
   protocol: z.literal(PROTOCOL_VERSION),

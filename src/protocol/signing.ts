@@ -212,6 +212,29 @@ export async function signDispatch(key: CryptoKey, p: DispatchParts): Promise<st
   return `${DISPATCH_SIGNATURE_SCHEME}=${hexOf(new Uint8Array(await subtle().sign("HMAC", key, dispatchStringToSign(p))))}`;
 }
 
+/**
+ * The headers that sign one dispatch of `body` (empty: none) to `replica`, for a sender
+ * that holds the replica key itself rather than the master secret (a bench's own router,
+ * a decode replica reading a prefill replica's blocks): the deployment, request id,
+ * timestamp, `nonce`, the body's digest when it has one, and the signature over them.
+ */
+export async function signedDispatchHeaders(
+  key: CryptoKey,
+  p: { method: string; deployment: string; target: string; requestId: string; replica: string; body: string; nonce: number },
+): Promise<Record<string, string>> {
+  const timestamp = Date.now();
+  const digest = p.body === "" ? "" : await bodySha256(encoder.encode(p.body));
+  const signature = await signDispatch(key, { timestamp, nonce: p.nonce, method: p.method, deployment: p.deployment, target: p.target, requestId: p.requestId, replica: p.replica, bodySha256: digest });
+  return {
+    [Header.requestId]: p.requestId,
+    [Header.deployment]: p.deployment,
+    [Header.timestamp]: String(timestamp),
+    [Header.nonce]: String(p.nonce),
+    [Header.signature]: signature,
+    ...(digest !== "" && { [Header.bodySha256]: digest }),
+  };
+}
+
 /** Checks a dispatch signature in constant time (crypto.subtle.verify). */
 export function verifyDispatch(key: CryptoKey, p: DispatchParts, signature: string): Promise<boolean> {
   return verifyMac(key, dispatchStringToSign(p), signature, DISPATCH_SIGNATURE_SCHEME);

@@ -23,12 +23,12 @@
  */
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { DEPLOYMENT_NAME, REPLICA_ID, REPLICA_KEY_PATTERN, deriveReplicaKey } from "../protocol/index.ts";
+import { DEPLOYMENT_NAME, REPLICA_ID, REPLICA_KEY_PATTERN, REPLICA_ROLE_FLAGS, deriveReplicaKey, type ReplicaRoleFlag } from "../protocol/index.ts";
 import { AdmissionControl } from "./admission.ts";
 import { DispatchGuard } from "./dispatch-guard.ts";
 import { EdgeClient, keyRefusedMessage } from "./edge-client.ts";
 import { REPLICA_BACKENDS, replicaBackend } from "./backends/index.ts";
-import { REPLICA_ROLE_FLAGS, type ReplicaBackendContext, type ReplicaBackendParts, type ReplicaRoleFlag } from "./backends/context.ts";
+import type { ReplicaBackendContext, ReplicaBackendParts } from "./backends/context.ts";
 import { ReplicaServer } from "./server.ts";
 
 const USAGE = `usage: replica --deployment NAME --backend text|echo|onnx|llm|proxy [--text T] [--service-ms N]

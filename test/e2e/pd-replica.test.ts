@@ -13,7 +13,7 @@ import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Header, KV_TRANSFER_PATH, bodySha256, importReplicaKey, signDispatch } from "../../src/protocol/index.ts";
+import { Header, KV_TRANSFER_PATH, importReplicaKey, signedDispatchHeaders } from "../../src/protocol/index.ts";
 import { parseReplicaArgs, startReplica, UsageError } from "../../src/replica/cli.ts";
 import { waitFor } from "../fixtures/wait.ts";
 
@@ -182,15 +182,8 @@ describe("the read between registered replicas is signed with the deployment's r
       // The router's dispatch, signed as the edge signs it for `replica`.
       const dispatch = async (url: string, replica: string, path: string, body: Json, requestId: string) => {
         const text = JSON.stringify(body);
-        const sha = await bodySha256(new TextEncoder().encode(text));
-        const timestamp = Date.now();
-        const n = nonce++;
-        const signature = await signDispatch(hmac, { timestamp, nonce: n, method: "POST", deployment: "pd", requestId, target: path, replica, bodySha256: sha });
-        return fetch(`${url}${path}`, {
-          method: "POST",
-          headers: { "content-type": "application/json", [Header.requestId]: requestId, [Header.deployment]: "pd", [Header.timestamp]: String(timestamp), [Header.nonce]: String(n), [Header.signature]: signature, [Header.bodySha256]: sha },
-          body: text,
-        });
+        const signed = await signedDispatchHeaders(hmac, { method: "POST", deployment: "pd", target: path, requestId, replica, body: text, nonce: nonce++ });
+        return fetch(`${url}${path}`, { method: "POST", headers: { "content-type": "application/json", ...signed }, body: text });
       };
       const body = chatBody("Which track is signed?", { temperature: 0 });
       const first = await dispatch(p, "pd-keyed-p", "/v1/chat/completions", { ...body, max_tokens: 1, kv_transfer_params: { do_remote_decode: true } }, "pd-keyed-1");

@@ -8,7 +8,7 @@ import type { RequestHandler } from "../handlers.ts";
 import type { LlmService } from "../llm/openai-handler.ts";
 import type { ModelCache } from "../../models/model-cache.ts";
 import type { CacheSummaryProvider } from "../summary-cadence.ts";
-import type { ContinuationForm, ReplicaRole } from "../../protocol/index.ts";
+import type { ContinuationForm, ReplicaRole, ReplicaRoleFlag } from "../../protocol/index.ts";
 
 export interface ReplicaBackendContext {
   /** The backend's own flags as given (validated by the kind). */
@@ -48,10 +48,6 @@ export interface ReplicaBackendContext {
   identity: { replicaId: string; deployment: string; key?: string; url: () => string };
 }
 
-/** `--role`: a replica's part in prefill/decode disaggregation (vLLM's kv_role: kv_producer, kv_consumer, kv_both). */
-export const REPLICA_ROLE_FLAGS = ["prefill", "decode", "both"] as const;
-export type ReplicaRoleFlag = (typeof REPLICA_ROLE_FLAGS)[number];
-
 export interface ReplicaBackendParts {
   handler: RequestHandler;
   /** Multiplexing replicas: the model cache (reported in register and /-/replica). */
@@ -66,10 +62,6 @@ export interface ReplicaBackendParts {
   roles?: ReplicaRole[];
 }
 
-/** The roles a `--role` flag declares. */
-export function rolesOf(flag: ReplicaRoleFlag): ReplicaRole[] {
-  return flag === "both" ? ["prefill", "decode"] : [flag];
-}
 
 /** Builds a kind's handler (and loads its model) before the replica listens. */
 export type ReplicaBackend = (ctx: ReplicaBackendContext) => Promise<ReplicaBackendParts>;

@@ -1,5 +1,5 @@
-import type { ContinuationForm } from "../../protocol/index.ts";
-import { rolesOf, type ReplicaBackend, type ReplicaBackendContext } from "./context.ts";
+import { importReplicaKey, rolesOf, type ContinuationForm } from "../../protocol/index.ts";
+import { type ReplicaBackend, type ReplicaBackendContext } from "./context.ts";
 import type { GenerativeModel } from "../llm/engine.ts";
 
 /**
@@ -55,7 +55,7 @@ export const llm: ReplicaBackend = async ({ flags, knobs, admission, log, fail, 
     ...(flags.role !== undefined && {
       kvTransfer: {
         self: { engineId: identity.replicaId, url: identity.url },
-        signer: { deployment: identity.deployment, ...(identity.key !== undefined && { key: identity.key }) },
+        signer: { deployment: identity.deployment, ...(identity.key !== undefined && { key: importReplicaKey(identity.key) }) },
         log,
       },
     }),

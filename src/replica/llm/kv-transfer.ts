@@ -19,7 +19,7 @@
 import { createHash } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { z } from "zod";
-import { Header, KV_TRANSFER_PATH, REPLICA_ID, errorBody, importReplicaKey, signDispatch } from "../../protocol/index.ts";
+import { Header, KV_TRANSFER_PATH, REPLICA_ID, errorBody, signedDispatchHeaders } from "../../protocol/index.ts";
 
 /** A decode waits this long at most for a prefill's blocks, then computes the prompt itself (its admission slot is held meanwhile). */
 export const KV_READ_TIMEOUT_MS = 30_000;
@@ -85,10 +85,10 @@ export function prefillAnswer(kept: { transferId: string; blockIds: number[] } |
   };
 }
 
-/** How a decode replica signs its reads: the deployment and its replica key (none for a standalone replica: reads go unsigned). */
+/** How a decode replica signs its reads: the deployment and its replica key, imported once (none for a standalone replica: reads go unsigned). */
 export interface ReadSigner {
   deployment: string;
-  key?: string;
+  key?: Promise<CryptoKey>;
 }
 
 /**
@@ -108,12 +108,8 @@ export async function readRemotePrefill(
   const host = remote.host.includes(":") ? `[${remote.host}]` : remote.host;
   const headers: Record<string, string> = { "content-type": "application/json", [Header.requestId]: requestId };
   if (signer.key !== undefined) {
-    const sha = createHash("sha256").update(body).digest("hex");
-    const timestamp = Date.now();
     const nonce = Math.floor(Math.random() * 2 ** 52);
-    const key = await importReplicaKey(signer.key);
-    const signature = await signDispatch(key, { timestamp, nonce, method: "POST", deployment: signer.deployment, requestId, target: KV_TRANSFER_PATH, replica: remote.engineId, bodySha256: sha });
-    Object.assign(headers, { [Header.deployment]: signer.deployment, [Header.timestamp]: String(timestamp), [Header.nonce]: String(nonce), [Header.signature]: signature, [Header.bodySha256]: sha });
+    Object.assign(headers, await signedDispatchHeaders(await signer.key, { method: "POST", deployment: signer.deployment, target: KV_TRANSFER_PATH, requestId, replica: remote.engineId, body, nonce }));
   }
   try {
     const timeout = AbortSignal.timeout(timeoutMs);
