@@ -94,6 +94,8 @@ export interface AgentOptions {
   continues?: ContinuationForm[];
   /** Its prefill/decode roles (`--engine-role`, or the engine's kv_role), declared at register; absent: both. */
   roles?: ReplicaRole[];
+  /** A prefill engine's KV bootstrap port (`--engine-bootstrap-port`, or SGLang's in its command), declared at register. */
+  bootstrapPort?: number;
   /** Which metric names to read; "auto" takes whichever engine's names are present. Default auto. */
   engine?: EngineKind;
   /** The engine's concurrency budget (vLLM's --max-num-seqs): max_ongoing_requests and the reports' max. */
@@ -425,6 +427,7 @@ export class ReplicaAgent {
       ...(this.#engineKey !== undefined && { engineKey: this.#engineKey }),
       ...(o.continues !== undefined && { continues: o.continues }),
       ...(o.roles !== undefined && { roles: o.roles }),
+      ...(o.bootstrapPort !== undefined && { bootstrapPort: o.bootstrapPort }),
       ...(o.node !== undefined && { node: o.node }),
       ...(o.nodeReporter !== undefined && { nodeReporter: o.nodeReporter }),
       ...(this.#prefix && { cacheSummary: () => this.#prefix?.summary() }),

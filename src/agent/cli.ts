@@ -39,6 +39,7 @@ export const AGENT_USAGE = `usage: switchyard agent --deployment NAME --edge URL
                [--engine-api-key-file PATH ...] [--kv-events-endpoint ZMQ ...]
                [--kv-events-replay-endpoint ZMQ ...] [--kv-events-topic TOPIC ...]
                [--engine-continues chat,completion|none ...] [--engine-role prefill|decode|both ...]
+               [--engine-bootstrap-port PORT ...]
                [-- ENGINE COMMAND...]
 Fronts an external OpenAI-compatible engine: registers it with the deployment (proxies
 dispatch straight to --advertise-url, default --engine-url), scrapes its /metrics into
@@ -80,12 +81,16 @@ load reports, and on SIGTERM/SIGINT drains, deregisters, then stops the engine.
 --engine-role ROLE      the engine's part in prefill/decode disaggregation (docs/protocol.md §2d): prefill,
                         decode or both, declared at register; default: read from the engine command's
                         --kv-transfer-config kv_role (kv_producer: prefill, kv_consumer: decode,
-                        kv_both: both), else both (a unified engine)
+                        kv_both: both) or SGLang's --disaggregation-mode (prefill, decode), else
+                        both (a unified engine)
+--engine-bootstrap-port PORT  a prefill engine's KV bootstrap port, for SGLang's protocol (docs/pd.md);
+                        default: the command's --disaggregation-bootstrap-port (8998 unless given)
+                        when it has --disaggregation-mode prefill, else none
 -- COMMAND...           start the engine as the agent's child (stdout/stderr shared); the agent
                         stops it after deregistering and exits 1 if it exits on its own
                         (one engine only: start several engines yourself)
 With several engines, --engine, --max-ongoing, --models, --engine-api-key-file,
---kv-events-topic, --engine-continues and --engine-role are given once (for all) or once per --engine-url, in order.
+--kv-events-topic, --engine-continues, --engine-role and --engine-bootstrap-port are given once (for all) or once per --engine-url, in order.
 env: SWITCHYARD_REPLICA_KEY (required): the deployment's replica key (replica --print-key)
 Any other HTTP model server (FastAPI, Triton, TorchServe, BentoML): agent --proxy --help`;
 
@@ -137,6 +142,29 @@ export function kvRoleOfCommand(command: readonly string[]): ReplicaRole[] | und
   const role = typeof config === "object" && config !== null ? (config as { kv_role?: unknown }).kv_role : undefined;
   const flag = role === "kv_producer" ? "prefill" : role === "kv_consumer" ? "decode" : role === "kv_both" ? "both" : undefined;
   return flag === undefined ? undefined : rolesOf(flag);
+}
+
+/** SGLang's default `--disaggregation-bootstrap-port` (its server_args). */
+export const SGLANG_BOOTSTRAP_PORT = 8998;
+
+/** A flag's value in a command (`--name value` or `--name=value`); undefined when absent. */
+function commandFlag(command: readonly string[], name: string): string | undefined {
+  const at = command.findIndex((a) => a === name || a.startsWith(`${name}=`));
+  if (at < 0) return undefined;
+  return command[at]!.startsWith(`${name}=`) ? command[at]!.slice(name.length + 1) : command[at + 1];
+}
+
+/**
+ * What SGLang's `--disaggregation-mode` in the engine's command makes it: `prefill`
+ * (with its bootstrap port, `--disaggregation-bootstrap-port`, default 8998) or
+ * `decode`; undefined for "null" (unified), without the flag, or another mode.
+ */
+export function sglangModeOfCommand(command: readonly string[]): { roles: ReplicaRole[]; bootstrapPort?: number } | undefined {
+  const mode = commandFlag(command, "--disaggregation-mode");
+  if (mode === "decode") return { roles: ["decode"] };
+  if (mode !== "prefill") return undefined;
+  const port = Number(commandFlag(command, "--disaggregation-bootstrap-port") ?? SGLANG_BOOTSTRAP_PORT);
+  return { roles: ["prefill"], ...(Number.isInteger(port) && port >= 1 && port <= 65_535 && { bootstrapPort: port }) };
 }
 
 /** `--engine-continues`: "none", or forms joined by commas ("chat,completion"). */
@@ -227,6 +255,7 @@ export function parseAgentArgs(argv: readonly string[]): AgentArgs | "help" {
         "engine-api-key-file": { type: "string", multiple: true },
         "engine-continues": { type: "string", multiple: true },
         "engine-role": { type: "string", multiple: true },
+        "engine-bootstrap-port": { type: "string", multiple: true },
         "kv-events-endpoint": { type: "string", multiple: true },
         "kv-events-replay-endpoint": { type: "string", multiple: true },
         "kv-events-topic": { type: "string", multiple: true },
@@ -266,7 +295,11 @@ export function parseAgentArgs(argv: readonly string[]): AgentArgs | "help" {
   const models = perEngine(v.models, "--models", n)?.map(modelList);
   const keyFiles = perEngine(v["engine-api-key-file"], "--engine-api-key-file", n);
   const continues = perEngine(v["engine-continues"], "--engine-continues", n)?.map(continuationForms);
-  const roles = perEngine(v["engine-role"], "--engine-role", n)?.map(engineRole) ?? (command.length > 0 ? [kvRoleOfCommand(command)] : undefined);
+  const sglangMode = command.length > 0 ? sglangModeOfCommand(command) : undefined;
+  const roles = perEngine(v["engine-role"], "--engine-role", n)?.map(engineRole) ?? (command.length > 0 ? [kvRoleOfCommand(command) ?? sglangMode?.roles] : undefined);
+  const bootstrapPorts =
+    perEngine(v["engine-bootstrap-port"], "--engine-bootstrap-port", n)?.map((p) => int(p, "--engine-bootstrap-port", 1, 65_535)) ??
+    (sglangMode?.bootstrapPort !== undefined ? [sglangMode.bootstrapPort] : undefined);
   const kvEvents = kvEventSources(v["kv-events-endpoint"], v["kv-events-replay-endpoint"], v["kv-events-topic"], n);
   const shared = {
     deployment: v.deployment,
@@ -299,6 +332,7 @@ export function parseAgentArgs(argv: readonly string[]): AgentArgs | "help" {
     if (kvEvents !== undefined) options.kvEvents = kvEvents[i]!;
     if (continues !== undefined) options.continues = continues[i]!;
     if (roles?.[i] !== undefined) options.roles = roles[i]!;
+    if (bootstrapPorts?.[i] !== undefined) options.bootstrapPort = bootstrapPorts[i]!;
     const keyFile = keyFiles?.[i];
     return keyFile !== undefined ? { options, engineKeyFile: keyFile } : { options };
   });

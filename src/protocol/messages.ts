@@ -118,6 +118,12 @@ export const RegisterMessage = z
       .max(2)
       .refine((r) => new Set(r).size === r.length, "a role is listed twice")
       .optional(),
+    /**
+     * A prefill replica's KV bootstrap port, for SGLang's protocol (§2d): a split's legs
+     * name it (`bootstrap_port`) with the host of `url`, and the decode fetches the KV
+     * there. Absent: none (the legs say null, as SGLang's router does).
+     */
+    bootstrap_port: z.number().int().min(1).max(65_535).optional(),
     node: nodeId.optional(),
   })
   .strict();
@@ -262,6 +268,8 @@ export interface ReplicaView {
   continues?: ContinuationForm[];
   /** Its parts in prefill/decode disaggregation, where it declared them (absent: both). */
   roles?: ReplicaRole[];
+  /** Its KV bootstrap port (SGLang's protocol), where it declared one. */
+  bootstrapPort?: number;
   /** The engine's bearer key, sent with every dispatch (never shown outside the edge: admin answers redact it). */
   engineKey?: string;
   /**

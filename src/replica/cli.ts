@@ -436,6 +436,8 @@ export async function replicaMain(argv: string[] = process.argv.slice(2), hooks:
     ...(cacheSummary && !options.noCacheSummary && { cacheSummary }),
     ...(continues !== undefined && { continues }),
     ...(roles !== undefined && { roles }),
+    // A prefill serves SGLang's KV bootstrap on its own port (src/replica/llm/kv-transfer.ts).
+    ...(roles?.includes("prefill") && { bootstrapPort: Number(new URL(advertiseUrl).port || 80) }),
     onDrainRequested: () => void drain("drain requested by the edge (admin API)"),
     onKeyRefused: (why) => void drain(keyRefusedMessage(options.deployment, why), 1),
   });

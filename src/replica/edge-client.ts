@@ -55,6 +55,8 @@ interface EdgeClientBaseOptions {
   continues?: ContinuationForm[];
   /** Its prefill/decode roles, declared at register; absent: both (not sent). */
   roles?: ReplicaRole[];
+  /** A prefill's KV bootstrap port (SGLang's protocol), declared at register; absent: none (not sent). */
+  bootstrapPort?: number;
   /** The node (machine) the replica runs on, sent with every message: it picks the routing shard. */
   node?: string;
   /**
@@ -265,6 +267,7 @@ export class EdgeClient {
     if (this.#engineKey !== undefined) msg.engine_key = this.#engineKey;
     if (this.#o.continues !== undefined) msg.continues = this.#o.continues;
     if (this.#o.roles !== undefined) msg.roles = this.#o.roles;
+    if (this.#o.bootstrapPort !== undefined) msg.bootstrap_port = this.#o.bootstrapPort;
     if (this.#node !== undefined) msg.node = this.#node;
     const res = await this.#post(ControlPath.register, msg);
     // A register starts the replica afresh at the edge: no summary held there now.

@@ -5,7 +5,7 @@
  */
 import { IncomingMessage, createServer, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { Header, PROTOCOL_VERSION, SystemPath, REJECT_STATUS, UNAUTHORIZED_REJECTION, dispatchLoadLimit, dispatchPriority, errorBody, formatLoadHeader, timingSafeEqualStrings, type RejectReason } from "../protocol/index.ts";
+import { Header, KV_TRANSFER_PATH, PROTOCOL_VERSION, SystemPath, REJECT_STATUS, UNAUTHORIZED_REJECTION, dispatchLoadLimit, dispatchPriority, errorBody, formatLoadHeader, timingSafeEqualStrings, type RejectReason } from "../protocol/index.ts";
 import type { AdmissionControl } from "./admission.ts";
 import type { DispatchGuard, DispatchRefusal } from "./dispatch-guard.ts";
 import type { RequestHandler } from "./handlers.ts";
@@ -59,9 +59,10 @@ export interface ReplicaServerOptions {
  * replica's own /-/healthz is always open): they are read by orchestrators and
  * scrapers that hold no replica key (Kubernetes probes, Prometheus, the replica
  * agent) and show load figures, never model output. vLLM leaves the same two
- * open under --api-key.
+ * open under --api-key. A prefill's GET /-/kv-transfer says only its replica id, for
+ * an SGLang-protocol decode to sign its read by (kv-transfer.ts); the read is signed.
  */
-const OPEN_PATHS = new Set(["/health", "/metrics"]);
+const OPEN_PATHS = new Set(["/health", "/metrics", KV_TRANSFER_PATH]);
 
 /** What a refusal before accepting says the replica is, by its reason (one entry per RejectReason). */
 const REFUSED_AS: Record<RejectReason, string> = { capacity: "at capacity", draining: "draining", over_limit: "over the dispatch's load limit" };

@@ -104,14 +104,15 @@ export class DeploymentRouter extends DurableObject<RouterBinding> {
     sql.exec(`CREATE TABLE IF NOT EXISTS replicas (
       id TEXT PRIMARY KEY, url TEXT NOT NULL, max_ongoing INTEGER NOT NULL, registered_at INTEGER NOT NULL)`);
     sql.exec(`CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`);
-    // Storage written before engine keys (or continuation forms, or roles) existed has no such column.
+    // Storage written before engine keys (or continuation forms, roles, bootstrap ports) existed has no such column.
     const columns = new Set(sql.exec<{ name: string }>("PRAGMA table_info(replicas)").toArray().map((c) => c.name));
     if (!columns.has("engine_key")) sql.exec("ALTER TABLE replicas ADD COLUMN engine_key TEXT");
     if (!columns.has("continues")) sql.exec("ALTER TABLE replicas ADD COLUMN continues TEXT");
     if (!columns.has("roles")) sql.exec("ALTER TABLE replicas ADD COLUMN roles TEXT");
+    if (!columns.has("bootstrap_port")) sql.exec("ALTER TABLE replicas ADD COLUMN bootstrap_port INTEGER");
     const restoredAt = Date.now();
-    for (const row of sql.exec<{ id: string; url: string; max_ongoing: number; registered_at: number; engine_key: string | null; continues: string | null; roles: string | null }>(
-      "SELECT id, url, max_ongoing, registered_at, engine_key, continues, roles FROM replicas",
+    for (const row of sql.exec<{ id: string; url: string; max_ongoing: number; registered_at: number; engine_key: string | null; continues: string | null; roles: string | null; bootstrap_port: number | null }>(
+      "SELECT id, url, max_ongoing, registered_at, engine_key, continues, roles, bootstrap_port FROM replicas",
     )) {
       const continues = row.continues === null ? undefined : ContinuationForm.array().safeParse(JSON.parse(row.continues));
       const roles = row.roles === null ? undefined : ReplicaRole.array().safeParse(JSON.parse(row.roles));
@@ -124,6 +125,7 @@ export class DeploymentRouter extends DurableObject<RouterBinding> {
           ...(row.engine_key !== null ? { engineKey: row.engine_key } : {}),
           ...(continues?.success ? { continues: continues.data } : {}),
           ...(roles?.success ? { roles: roles.data } : {}),
+          ...(row.bootstrap_port !== null ? { bootstrapPort: row.bootstrap_port } : {}),
         },
         restoredAt,
       );
@@ -145,7 +147,7 @@ export class DeploymentRouter extends DurableObject<RouterBinding> {
     this.#rememberName(msg.deployment, shard);
     if (this.#membership.register(msg, Date.now())) {
       this.ctx.storage.sql.exec(
-        "INSERT OR REPLACE INTO replicas (id, url, max_ongoing, registered_at, engine_key, continues, roles) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT OR REPLACE INTO replicas (id, url, max_ongoing, registered_at, engine_key, continues, roles, bootstrap_port) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         msg.replica_id,
         msg.url,
         msg.max_ongoing_requests,
@@ -153,6 +155,7 @@ export class DeploymentRouter extends DurableObject<RouterBinding> {
         msg.engine_key ?? null,
         msg.continues === undefined ? null : JSON.stringify(msg.continues),
         msg.roles === undefined ? null : JSON.stringify(msg.roles),
+        msg.bootstrap_port ?? null,
       );
     }
     await this.#ensureSweep();

@@ -39,6 +39,8 @@ export interface Member {
   continues?: ContinuationForm[];
   /** Its prefill/decode roles, declared at register (absent: both). */
   roles?: ReplicaRole[];
+  /** Its KV bootstrap port (SGLang's protocol), declared at register. */
+  bootstrapPort?: number;
   /** Draining with a deadline: when it stops serving, on this object's clock (memory only). */
   drainsAt?: number;
   /**
@@ -62,7 +64,7 @@ export class Membership {
    * empty, and proxies that applied one dropped every replica (an e2e run saw
    * 3,423 of 8,812 requests fail with no_ready_replica for ~1 s).
    */
-  restore(m: { id: string; url: string; maxOngoing: number; registeredAt: number; engineKey?: string; continues?: ContinuationForm[]; roles?: ReplicaRole[] }, now: number): void {
+  restore(m: { id: string; url: string; maxOngoing: number; registeredAt: number; engineKey?: string; continues?: ContinuationForm[]; roles?: ReplicaRole[]; bootstrapPort?: number }, now: number): void {
     this.members.set(m.id, {
       ...m,
       lastReportAt: now,
@@ -88,7 +90,7 @@ export class Membership {
   register(msg: RegisterMessage, now: number): boolean {
     const known = this.members.get(msg.replica_id);
     const changed =
-      !known || known.url !== msg.url || known.maxOngoing !== msg.max_ongoing_requests || known.engineKey !== msg.engine_key || String(known.continues) !== String(msg.continues) || String(known.roles) !== String(msg.roles);
+      !known || known.url !== msg.url || known.maxOngoing !== msg.max_ongoing_requests || known.engineKey !== msg.engine_key || String(known.continues) !== String(msg.continues) || String(known.roles) !== String(msg.roles) || known.bootstrapPort !== msg.bootstrap_port;
     this.members.set(msg.replica_id, {
       id: msg.replica_id,
       url: msg.url,
@@ -105,6 +107,7 @@ export class Membership {
       ...(msg.engine_key !== undefined ? { engineKey: msg.engine_key } : {}),
       ...(msg.continues !== undefined ? { continues: msg.continues } : {}),
       ...(msg.roles !== undefined ? { roles: msg.roles } : {}),
+      ...(msg.bootstrap_port !== undefined ? { bootstrapPort: msg.bootstrap_port } : {}),
     });
     return changed;
   }
@@ -157,6 +160,7 @@ export class Membership {
         ...(m.drainsAt !== undefined ? { drainsInMs: Math.max(0, m.drainsAt - now) } : {}),
         ...(m.continues !== undefined ? { continues: m.continues } : {}),
         ...(m.roles !== undefined ? { roles: m.roles } : {}),
+        ...(m.bootstrapPort !== undefined ? { bootstrapPort: m.bootstrapPort } : {}),
         ...(m.engineKey !== undefined ? { engineKey: m.engineKey } : {}),
         // The whole summary: answers to relays and isolates leave out what they hold (summary-delta.ts).
         ...(m.cache !== undefined && now - m.cache.at < SUMMARY_MAX_AGE_MS ? { cacheDigest: m.cache.digest, cache: m.cache.wire } : {}),

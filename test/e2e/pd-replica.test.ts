@@ -6,8 +6,10 @@
 // under one X-Request-Id; then the original request to the decode with the
 // kv_transfer_params the prefill answered. The decode reads the prefill's KV blocks over
 // HTTP and computes only the rest. Its text equals the unified replica's, greedy and seeded.
-// Then the signed read between registered replicas (in this process, the replica's own
-// server): refused unsigned or signed for another replica.
+// Then SGLang's protocol with a router written as sgl-router's mini_lb: both legs at once
+// with bootstrap_host, bootstrap_port and bootstrap_room, the decode reading the prefill's
+// blocks by room. Then the signed read between registered replicas (in this process, the
+// replica's own server): refused unsigned or signed for another replica.
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
@@ -92,7 +94,8 @@ async function textOf(res: Response, chat: boolean): Promise<{ text: string; usa
   return { text, ...(usage && { usage }) };
 }
 
-const health = async (which: string) => (await (await fetch(`${urls.get(which)}/-/healthz`)).json()) as { kv_transfers_held?: number; kv_transfer_blocks_held?: number; role?: string };
+const health = async (which: string) =>
+  (await (await fetch(`${urls.get(which)}/-/healthz`)).json()) as { kv_transfers_held?: number; kv_transfer_blocks_held?: number; kv_transfer_waiters?: number; role?: string };
 
 const SYSTEM = "You are a careful assistant who answers in short sentences about trains, tracks, switches and the yards where they meet. ";
 const chatBody = (question: string, more: Json = {}): Json => ({ model: "tiny-lm", messages: [{ role: "system", content: SYSTEM.repeat(2) }, { role: "user", content: question }], max_tokens: 24, ...more });
@@ -161,6 +164,70 @@ describe("P/D in vLLM's NixlConnector protocol, on reference replicas", () => {
     expect(res.status).toBe(200);
     expect(b).not.toHaveProperty("kv_transfer_params");
     expect(await health("unified")).not.toHaveProperty("kv_transfers_held");
+  });
+});
+
+/**
+ * SGLang's router (sgl-router's mini_lb): one body to the prefill and the decode server at
+ * once, the client's with bootstrap_host (the prefill URL's host), bootstrap_port (its
+ * bootstrap port: the reference replica's own) and a random bootstrap_room; the answer is
+ * the decode's. `decodeFirst`: the decode leg is sent first and the prefill's only once
+ * the decode waits for the room there.
+ */
+async function throughSglang(path: string, body: Json, requestId: string, decodeFirst = false): Promise<{ prefill: Response; decode: Response; room: number }> {
+  const p = new URL(urls.get("prefill")!);
+  const room = Math.floor(Math.random() * 2 ** 53);
+  const leg: Json = { ...body, bootstrap_host: p.hostname, bootstrap_port: Number(p.port), bootstrap_room: room };
+  if (!decodeFirst) {
+    const [prefill, decode] = await Promise.all([post(urls.get("prefill")!, path, leg, requestId), post(urls.get("decode")!, path, leg, requestId)]);
+    return { prefill, decode, room };
+  }
+  const decode = post(urls.get("decode")!, path, leg, requestId);
+  await waitFor("the decode waiting for its room at the prefill", async () => (await health("prefill")).kv_transfer_waiters === 1);
+  const prefill = await post(urls.get("prefill")!, path, leg, requestId);
+  return { prefill, decode: await decode, room };
+}
+
+describe("P/D in SGLang's protocol (both legs at once), on reference replicas", () => {
+  it("a greedy chat: the decode's text is the unified replica's, its prompt's full blocks came from the prefill, which answered one token and holds nothing after", async () => {
+    const body = chatBody("Which switch does the SGLang router set?", { temperature: 0 });
+    const { prefill, decode } = await throughSglang("/v1/chat/completions", body, "sg-greedy-1");
+    const split = await textOf(decode, true);
+    const prefillAnswer = (await prefill.json()) as { usage: { completion_tokens: number } };
+    expect(prefill.status).toBe(200);
+    expect(prefillAnswer.usage.completion_tokens).toBe(1);
+    const unified = await textOf(await post(urls.get("unified")!, "/v1/chat/completions", body, "sg-greedy-u"), true);
+    expect(split.text).toBe(unified.text);
+    expect(split.text.length).toBeGreaterThan(0);
+    expect(split.usage!.prompt_tokens_details!.cached_tokens).toBe(Math.floor(unified.usage!.prompt_tokens / 16) * 16);
+    expect(await health("prefill")).toMatchObject({ kv_transfers_held: 0, kv_transfer_blocks_held: 0, kv_transfer_waiters: 0 });
+  });
+
+  it("a seeded, streamed completion whose decode leg comes first (it waits for the room): the unified replica's text", async () => {
+    const body: Json = { model: "tiny-lm", prompt: `${SYSTEM.repeat(2)}The night shift began when`, max_tokens: 20, temperature: 0.9, seed: 4321, stream: true, stream_options: { include_usage: true } };
+    const { prefill, decode } = await throughSglang("/v1/completions", body, "sg-seeded-1", true);
+    await prefill.text();
+    const split = await textOf(decode, false);
+    const unified = await textOf(await post(urls.get("unified")!, "/v1/completions", body, "sg-seeded-u"), false);
+    expect(split.text).toBe(unified.text);
+    expect(split.usage!.prompt_tokens_details!.cached_tokens).toBeGreaterThan(0);
+    expect(await health("prefill")).toMatchObject({ kv_transfers_held: 0, kv_transfer_waiters: 0 });
+  });
+
+  it("a decode whose prefill never comes holds its wait only while its client stays; a replica of both roles ignores the fields (SGLang's null mode)", async () => {
+    const p = new URL(urls.get("prefill")!);
+    const left = new AbortController();
+    const body = { ...chatBody("Who waits at the crossing?", { temperature: 0 }), bootstrap_host: p.hostname, bootstrap_port: Number(p.port), bootstrap_room: 1 };
+    const orphan = fetch(`${urls.get("decode")}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body), signal: left.signal }).catch((e: unknown) => e);
+    await waitFor("the orphan decode waiting at the prefill", async () => (await health("prefill")).kv_transfer_waiters === 1);
+    left.abort();
+    await orphan;
+    await waitFor("the prefill to let the wait go", async () => (await health("prefill")).kv_transfer_waiters === 0);
+    // Not a prefill (one token, blocks held) nor a decode (a read): the whole request, as without the fields.
+    const withFields = (await (await post(urls.get("unified")!, "/v1/chat/completions", { ...body, bootstrap_room: 2 }, "sg-null-mode")).json()) as { choices: { message: { content: string } }[]; usage: { completion_tokens: number } };
+    const without = await textOf(await post(urls.get("unified")!, "/v1/chat/completions", chatBody("Who waits at the crossing?", { temperature: 0 }), "sg-null-mode-u"), true);
+    expect(withFields.usage.completion_tokens).toBeGreaterThan(1);
+    expect(withFields.choices[0]!.message.content).toBe(without.text);
   });
 });
 

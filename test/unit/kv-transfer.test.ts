@@ -7,11 +7,11 @@
  */
 import { describe, expect, it, vi } from "vitest";
 import { blockKeys } from "../../src/prefix/block-keys.ts";
-import { LlmEngine, type GenerateRequest, type GenerateResult } from "../../src/replica/llm/engine.ts";
+import { LlmEngine, MAX_HELD_TRANSFERS, MAX_TRANSFER_WAITERS, type GenerateRequest, type GenerateResult } from "../../src/replica/llm/engine.ts";
 import { KvCacheScheduler, type PoolEvent } from "../../src/replica/llm/kv-cache.ts";
 import { createServer, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { prefillAnswer, readRemotePrefill, remotePrefillOf } from "../../src/replica/llm/kv-transfer.ts";
+import { bootstrapOf, prefillAnswer, readRemotePrefill, remotePrefillOf, roomTransferId } from "../../src/replica/llm/kv-transfer.ts";
 import { tinyLmGenerator } from "../../src/replica/llm/tiny-lm.ts";
 import { oneLetterModel } from "../fixtures/one-letter-model.ts";
 
@@ -154,6 +154,80 @@ describe("LlmEngine: a prefill's blocks for a decode replica", () => {
   });
 });
 
+describe("LlmEngine: SGLang's room (both legs at once)", () => {
+  it("a decode's read that comes before its prefill waits for it, and gets the prompt's full blocks once", async () => {
+    const engine = new LlmEngine({ model: tinyLmGenerator(oneLetterModel("fixed")), kvBlocks: 16 });
+    const prompt = ids(40);
+    const read = engine.awaitTransfer("room:7", 60_000);
+    expect(engine.transferWaiters).toBe(1);
+    const r = await run(engine.generate(request(prompt, { keepAs: "room:7", extra: "x" })));
+    expect(r.kept).toBeUndefined();
+    expect(await read).toEqual({ ids: prompt.slice(0, 32), extra: "x" });
+    // Handed over, not held: nothing pinned, nothing to read again.
+    expect(engine.transferWaiters).toBe(0);
+    expect(engine.heldTransfers).toBe(0);
+    expect(engine.heldTransferBlocks).toBe(0);
+  });
+
+  it("a read after its prefill finished gets the held blocks at once and frees them; a prompt under one block holds an empty transfer", async () => {
+    const engine = new LlmEngine({ model: tinyLmGenerator(oneLetterModel("fixed")), kvBlocks: 16 });
+    const prompt = ids(40);
+    await run(engine.generate(request(prompt, { keepAs: "room:1" })));
+    expect(engine.heldTransferBlocks).toBe(2);
+    expect(await engine.awaitTransfer("room:1", 60_000)).toEqual({ ids: prompt.slice(0, 32), extra: "" });
+    expect(engine.heldTransferBlocks).toBe(0);
+    // A short prompt: no full block, but the decode learns so at once instead of waiting out its timeout.
+    await run(engine.generate(request(ids(5), { keepAs: "room:2" })));
+    expect(await engine.awaitTransfer("room:2", 60_000)).toEqual({ ids: [], extra: "" });
+  });
+
+  it("a wait ends with its timeout or its reader's signal; one reader per room; at most MAX_TRANSFER_WAITERS wait", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    try {
+      const engine = new LlmEngine({ model: tinyLmGenerator(oneLetterModel("fixed")), kvBlocks: 16 });
+      const timed = engine.awaitTransfer("room:3", 500);
+      expect(await engine.awaitTransfer("room:3", 500)).toBeUndefined();
+      vi.advanceTimersByTime(500);
+      expect(await timed).toBeUndefined();
+      const left = new AbortController();
+      const leaving = engine.awaitTransfer("room:4", 60_000, left.signal);
+      left.abort();
+      expect(await leaving).toBeUndefined();
+      expect(engine.transferWaiters).toBe(0);
+      const waits = Array.from({ length: MAX_TRANSFER_WAITERS }, (_, i) => engine.awaitTransfer(`room:w${i}`, 1000));
+      expect(engine.transferWaiters).toBe(MAX_TRANSFER_WAITERS);
+      expect(await engine.awaitTransfer("room:one-more", 1000)).toBeUndefined();
+      vi.advanceTimersByTime(1000);
+      expect(await Promise.all(waits)).toEqual(waits.map(() => undefined));
+      expect(engine.transferWaiters).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it("holds at most MAX_HELD_TRANSFERS transfers (the oldest go first)", async () => {
+    const engine = new LlmEngine({ model: tinyLmGenerator(oneLetterModel("fixed")), kvBlocks: 16 });
+    for (let i = 0; i <= MAX_HELD_TRANSFERS; i++) await run(engine.generate(request(ids(3), { keepAs: `room:${i}` })));
+    expect(engine.heldTransfers).toBe(MAX_HELD_TRANSFERS);
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    try {
+      const oldest = engine.awaitTransfer("room:0", 10);
+      vi.advanceTimersByTime(10);
+      expect(await oldest).toBeUndefined();
+    } finally {
+      vi.useRealTimers();
+    }
+    expect(await engine.awaitTransfer(`room:${MAX_HELD_TRANSFERS}`, 10)).toEqual({ ids: [], extra: "" });
+  });
+
+  it("a decode leg's bootstrap fields are complete or ignored", () => {
+    expect(bootstrapOf({ bootstrap_host: "[::1]", bootstrap_port: 8998, bootstrap_room: 5 })).toEqual({ protocol: "sglang", room: 5, host: "::1", port: 8998 });
+    expect(bootstrapOf({ bootstrap_host: "10.0.0.2", bootstrap_port: null, bootstrap_room: 5 })).toBeUndefined();
+    expect(bootstrapOf({ bootstrap_host: "10.0.0.2", bootstrap_port: 1 })).toBeUndefined();
+    expect(roomTransferId(2 ** 53 - 1)).toBe("room:9007199254740991");
+  });
+});
+
 describe("LlmEngine: a prefill stalls decoding (--prefill-stalls-decode)", () => {
   /** Tokens request A decodes while request B's prefill (500 tokens at 2 ms each: a second) holds the lane. */
   async function tokensDuringPrefill(prefillStallsDecode: boolean): Promise<number> {
@@ -187,7 +261,7 @@ describe("a decode's read of a prefill's blocks", () => {
     await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
     try {
       const { port } = server.address() as AddressInfo;
-      const got = await readRemotePrefill({ engineId: "p1", blockIds: [1], requestId: "t", host: "127.0.0.1", port }, { deployment: "d" }, "req-1", undefined, 100);
+      const got = await readRemotePrefill({ protocol: "vllm", engineId: "p1", blockIds: [1], requestId: "t", host: "127.0.0.1", port }, { deployment: "d" }, "req-1", undefined, 100);
       expect(got).toBeUndefined();
       expect(held).toHaveLength(1);
     } finally {
@@ -201,7 +275,7 @@ describe("kv_transfer_params as vLLM's NixlConnector writes them", () => {
   it("a prefill answers where its blocks are; a decode's parameters are complete or ignored", () => {
     const answer = prefillAnswer({ transferId: "t-1", blockIds: [4, 9] }, { engineId: "pd-p1", url: () => "http://127.0.0.1:8123" })!;
     expect(answer).toEqual({ do_remote_prefill: true, do_remote_decode: false, remote_block_ids: [4, 9], remote_engine_id: "pd-p1", remote_request_id: "t-1", remote_host: "127.0.0.1", remote_port: 8123, tp_size: 1 });
-    expect(remotePrefillOf(answer)).toEqual({ engineId: "pd-p1", blockIds: [4, 9], requestId: "t-1", host: "127.0.0.1", port: 8123 });
+    expect(remotePrefillOf(answer)).toEqual({ protocol: "vllm", engineId: "pd-p1", blockIds: [4, 9], requestId: "t-1", host: "127.0.0.1", port: 8123 });
     expect(prefillAnswer(undefined, { engineId: "x", url: () => "http://[::1]:9" })).toBeNull();
     expect(prefillAnswer({ transferId: "t", blockIds: [1] }, { engineId: "x", url: () => "http://[::1]:9" })).toMatchObject({ remote_host: "::1", remote_port: 9 });
     // The request a router sends a prefill: no remote fields.

@@ -48,6 +48,8 @@ export interface ChoiceRequest {
   continuation?: ContinuationForm;
   /** A leg of a split request (disaggregate.ts): only replicas with this role are candidates (one that declared none has both). */
   role?: ReplicaRole;
+  /** With `role`: only replicas that declared that role alone (an SGLang server runs in one mode). */
+  singleRole?: boolean;
   /** Registers follow-up work that must outlive the response (a session's binding). */
   background: (p: Promise<unknown>) => void;
   /** The body as the route read it (request.ts HeldBody): its prompt is keyed from its one parse. */
@@ -110,7 +112,12 @@ export function chooseFor(ctx: ChoiceRequest, body: ArrayBuffer | ReadableStream
       const form = ctx.continuation;
       const role = ctx.role;
       const formed = form === undefined ? all : all.filter((e) => e.continues === undefined || e.continues.includes(form));
-      const candidates = role === undefined ? formed : formed.filter((e) => e.roles === undefined || e.roles.includes(role));
+      const candidates =
+        role === undefined
+          ? formed
+          : ctx.singleRole === true
+            ? formed.filter((e) => e.roles?.length === 1 && e.roles[0] === role)
+            : formed.filter((e) => e.roles === undefined || e.roles.includes(role));
       const bound = attempt === 1 && session !== undefined;
       pickedOfMany = !bound && candidates.length >= 2;
       if (!bound) {

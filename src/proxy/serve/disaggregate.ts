@@ -16,10 +16,10 @@
  * client sees one answer, the decode's, with its usage (the prefill's one token is not
  * counted). A continuation of a migrated stream is never split.
  */
-import { MAX_PREFILL_ANSWER_BYTES, type PdProtocol } from "../../protocol/index.ts";
+import { MAX_PREFILL_ANSWER_BYTES, type ConcurrentPd, type PdProtocol } from "../../protocol/index.ts";
 import { prepareBody, type PreparedBody } from "./body.ts";
 import { chooseFor } from "./choose.ts";
-import { Dispatch, type DispatchContext, type DispatchTrace, type SplitTrace } from "./dispatch.ts";
+import { Dispatch, type AttemptOutcome, type DispatchContext, type DispatchTrace, type SplitTrace } from "./dispatch.ts";
 import type { ReplicaEntry } from "./view.ts";
 
 /** What a split needs: the deployment's protocol and threshold, and the request's endpoint. */
@@ -29,33 +29,51 @@ export interface Disaggregation {
   endpoint: "chat" | "completions";
 }
 
-/** Prefill replicas a prefill leg is offered to before the request goes whole to the decode replica. */
+/** Prefill replicas a prefill leg is offered to before the request goes whole to the decode replica (one-after-the-other protocols). */
 export const PREFILL_ATTEMPTS = 2;
 
+/** A split request: its decode leg's body and, for a protocol that sends both legs at once, the prefill leg in flight. */
+export interface Split {
+  body: PreparedBody;
+  prefill?: PrefillLeg;
+}
+
+/** A prefill leg sent beside its decode leg (ConcurrentPd). */
+export interface PrefillLeg {
+  /** Settles as soon as the leg is known to have failed (why: refused or unreachable, or an error answer) or answered (undefined). */
+  failed: Promise<"prefill_refused" | "prefill_failed" | undefined>;
+  /** Ends the leg (the request goes whole, or the decode refused it). */
+  abort(): void;
+}
+
 /**
- * The decode leg's prepared body when the request is split, else undefined (it goes whole
- * to the decode replica). `decode`: the replica the attempts chose; `prepared`: the
- * client's body, prepared; `promptModel`: the prompt's extra key as the choice reads it.
+ * The decode leg when the request is split, else undefined (it goes whole to the decode
+ * replica). `decode`: the replica the attempts chose; `prepared`: the client's body,
+ * prepared; `promptModel`: the prompt's extra key as the choice reads it.
  */
-export async function splitFor(req: Request, ctx: DispatchContext, pd: Disaggregation, prepared: PreparedBody, decode: ReplicaEntry, promptModel: string | undefined): Promise<PreparedBody | undefined> {
+export async function splitFor(req: Request, ctx: DispatchContext, pd: Disaggregation, prepared: PreparedBody, decode: ReplicaEntry, promptModel: string | undefined): Promise<Split | undefined> {
   const trace: SplitTrace = {};
   if (ctx.trace) ctx.trace.split = trace;
   const body = prepared.body;
   if (!(body instanceof ArrayBuffer)) return undefined;
+  // An engine in one mode: a decode leg goes only to a decode-only replica (a unified one takes the request whole).
+  if (pd.protocol.legs === "concurrent" && !only(decode, "decode")) return undefined;
   const belief = ctx.trace?.prefix;
   if (belief) {
     trace.uncached = Math.max(0, belief.blocks - belief.held) * belief.blockSize;
     if (trace.uncached < pd.minUncachedTokens) return undefined;
   }
-  const legBody = pd.protocol.prefillBody(body, pd.endpoint);
-  if (!legBody) return undefined;
-  const legPrepared = await prepareBody(req, ctx.deployment, ctx.requestId, { client: ctx.client, authenticated: !ctx.deployment.access.public }, legBody);
-  if (legPrepared instanceof Response) return undefined;
-  // The leg's own headers and trace: the decode leg's dispatch sets its own on the request's.
+  const prepare = (legBody: ArrayBuffer) => prepareBody(req, ctx.deployment, ctx.requestId, { client: ctx.client, authenticated: !ctx.deployment.access.public }, legBody);
+  // The leg's own headers, trace and signal: the decode leg's dispatch sets its own on the request's.
   const legTrace: DispatchTrace = { attempts: 0, rejections: 0, ejections: 0 };
   const legCtx: DispatchContext = { ...ctx, headers: new Headers(ctx.headers), trace: legTrace, sseErrors: false, migratable: false };
   delete legCtx.session;
   delete legCtx.continuation;
+  if (pd.protocol.legs === "concurrent") return concurrentSplit(req, ctx, legCtx, pd.protocol, body, decode, promptModel, trace, prepare);
+  const legBody = pd.protocol.prefillBody(body, pd.endpoint);
+  if (!legBody) return undefined;
+  const legPrepared = await prepare(legBody);
+  if (legPrepared instanceof Response) return undefined;
   const choice = chooseFor({ ...legCtx, role: "prefill" }, legBody, promptModel, undefined);
   const leg = new Dispatch(req, legCtx, legPrepared);
   let answered = false;
@@ -89,16 +107,181 @@ export async function splitFor(req: Request, ctx: DispatchContext, pd: Disaggreg
         trace.fallback = "nothing_passed";
         return undefined;
       }
-      const decodePrepared = await prepareBody(req, ctx.deployment, ctx.requestId, { client: ctx.client, authenticated: !ctx.deployment.access.public }, decodeBody);
+      const decodePrepared = await prepare(decodeBody);
       if (decodePrepared instanceof Response) return undefined;
       delete trace.fallback;
       trace.prefill = replica.id;
-      return decodePrepared;
+      return { body: decodePrepared };
     }
     return undefined;
   } finally {
     leg.close(answered);
   }
+}
+
+/** Whether a replica declared `role` alone. */
+function only(replica: ReplicaEntry, role: "prefill" | "decode"): boolean {
+  return replica.roles !== undefined && replica.roles.length === 1 && replica.roles[0] === role;
+}
+
+/**
+ * SGLang's way: one prefill replica (prefill-only, chosen for its cache) and one body
+ * naming it and a fresh room, sent to it now and to the decode replica by the attempts.
+ * The prefill cannot be retried elsewhere once the decode has its address: a prefill
+ * that fails makes the attempts send the request whole (decodeAnswer).
+ */
+async function concurrentSplit(
+  req: Request,
+  ctx: DispatchContext,
+  legCtx: DispatchContext,
+  protocol: ConcurrentPd,
+  body: ArrayBuffer,
+  decode: ReplicaEntry,
+  promptModel: string | undefined,
+  trace: SplitTrace,
+  prepare: (legBody: ArrayBuffer) => Promise<PreparedBody | Response>,
+): Promise<Split | undefined> {
+  const choice = chooseFor({ ...legCtx, role: "prefill", singleRole: true }, body, promptModel, undefined);
+  const replica = await choice.next(1, new Set([decode.id]));
+  if (!replica) {
+    trace.fallback = "no_prefill_replica";
+    return undefined;
+  }
+  const legBody = protocol.legBody(body, { host: hostOf(replica.url), port: replica.bootstrapPort }, room());
+  const legPrepared = legBody && (await prepare(legBody));
+  if (!legPrepared || legPrepared instanceof Response) return undefined;
+  // The leg ends with the client, or when the request goes whole.
+  const own = new AbortController();
+  legCtx.clientSignal = ctx.clientSignal ? AbortSignal.any([ctx.clientSignal, own.signal]) : own.signal;
+  const leg = new Dispatch(req, legCtx, legPrepared);
+  let settle!: (why: "prefill_refused" | "prefill_failed" | undefined) => void;
+  const failed = new Promise<"prefill_refused" | "prefill_failed" | undefined>((resolve) => (settle = resolve));
+  const run = (async () => {
+    let answered = false;
+    try {
+      const outcome = await leg.attempt(replica, 1, choice.loadLimit(replica));
+      if (outcome.kind !== "response") return settle("prefill_refused");
+      answered = outcome.fromReplica;
+      const res = outcome.response;
+      if (!outcome.fromReplica || res.status !== 200) {
+        settle("prefill_failed");
+        return void (await res.body?.cancel());
+      }
+      settle(undefined);
+      await choice.served(replica, res, false);
+      // Read to its end (an engine may take a closed connection for a client that left), and dropped.
+      await drained(res);
+    } catch {
+      settle("prefill_failed");
+    } finally {
+      leg.close(answered);
+    }
+  })();
+  ctx.background(run);
+  trace.prefill = replica.id;
+  return { body: legPrepared, prefill: { failed, abort: () => own.abort() } };
+}
+
+/** A URL's host as SGLang's router writes bootstrap_host (brackets off an IPv6 address: the protocol adds them). */
+function hostOf(url: string): string {
+  return new URL(url).hostname.replace(/^\[|\]$/g, "");
+}
+
+/** A bootstrap room: uniformly random below 2^53, so every JSON reader reads it exactly. */
+function room(): number {
+  const [hi, lo] = crypto.getRandomValues(new Uint32Array(2));
+  return (hi! % 2 ** 21) * 2 ** 32 + lo!;
+}
+
+/** Reads a body to its end, up to MAX_PREFILL_ANSWER_BYTES (then cancels it). */
+async function drained(res: Response): Promise<void> {
+  const reader = res.body?.getReader();
+  if (!reader) return;
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return;
+    size += value.byteLength;
+    if (size > MAX_PREFILL_ANSWER_BYTES) return void (await reader.cancel());
+  }
+}
+
+/**
+ * How a concurrent split's decode leg ended: its outcome (an answer, passed on once its
+ * first bytes came before any failure of the prefill leg; an error answer; a refusal),
+ * and `fallback` where the request is to go whole from now on: without an outcome when
+ * the prefill failed first (the decode replica is to take it whole at once).
+ */
+export type DecodeLegEnd = { outcome: AttemptOutcome; fallback?: "decode_refused" } | { outcome?: undefined; fallback: "prefill_refused" | "prefill_failed" };
+
+/**
+ * The decode leg of a concurrent split, sent by `send` (the attempts' dispatch). A prefill
+ * that fails first aborts the decode leg (it would wait for a room that will not fill); a
+ * decode that refuses, or answers an error, ends the prefill leg. Once the decode has sent
+ * bytes it holds the prompt's KV, and the prefill's fate no longer matters.
+ */
+export async function decodeLeg(ctx: DispatchContext, leg: PrefillLeg, send: () => Promise<AttemptOutcome>): Promise<DecodeLegEnd> {
+  const own = new AbortController();
+  const client = ctx.clientSignal;
+  ctx.clientSignal = client ? AbortSignal.any([client, own.signal]) : own.signal;
+  let committed = false;
+  let prefillFailed = false;
+  void leg.failed.then((why) => {
+    if (why === undefined || committed) return;
+    prefillFailed = true;
+    own.abort();
+  });
+  try {
+    const outcome = await send();
+    const failedFirst = async () => ({ fallback: (await leg.failed) ?? "prefill_failed" });
+    if (prefillFailed) {
+      if (outcome.kind === "response") await outcome.response.body?.cancel().catch(() => {});
+      return failedFirst();
+    }
+    if (outcome.kind !== "response" || !outcome.fromReplica || outcome.response.status !== 200) {
+      leg.abort();
+      return outcome.kind === "response" ? { outcome } : { outcome, fallback: "decode_refused" };
+    }
+    const answer = await firstBytes(outcome.response, own.signal);
+    if (!answer) return failedFirst();
+    committed = true;
+    return { outcome: { kind: "response", response: answer, fromReplica: true } };
+  } finally {
+    // Later attempts (the request whole) end only with the client.
+    if (client) ctx.clientSignal = client;
+    else delete ctx.clientSignal;
+  }
+}
+
+/** `res` once its first bytes have come (re-assembled, unchanged), or undefined when `failed` aborts first (it is cancelled). */
+async function firstBytes(res: Response, failed: AbortSignal): Promise<Response | undefined> {
+  if (!res.body) return res;
+  const reader = res.body.getReader();
+  const aborted = new Promise<"failed">((resolve) => (failed.aborted ? resolve("failed") : failed.addEventListener("abort", () => resolve("failed"), { once: true })));
+  const first = await Promise.race([reader.read(), aborted]).catch(() => "failed" as const);
+  if (first === "failed") {
+    await reader.cancel().catch(() => {});
+    return undefined;
+  }
+  let pending: Uint8Array | undefined = first.done ? undefined : first.value;
+  const ended = first.done;
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (pending) {
+        controller.enqueue(pending);
+        pending = undefined;
+        return;
+      }
+      if (ended) return controller.close();
+      const next = await reader.read();
+      if (next.done) controller.close();
+      else controller.enqueue(next.value);
+    },
+    cancel(reason) {
+      return reader.cancel(reason);
+    },
+  });
+  return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
 }
 
 /** A prefill's answer as JSON, read up to MAX_PREFILL_ANSWER_BYTES; undefined past it or when it is not JSON. */

@@ -70,6 +70,9 @@ export interface DispatchContext {
   clientSignal?: AbortSignal;
 }
 
+/** Why a split request went whole after all (docs/pd.md, "When something fails"). */
+export type PdFallback = "no_prefill_replica" | "prefill_refused" | "prefill_failed" | "nothing_passed" | "decode_refused";
+
 /** What the disaggregate stage did with a request (disaggregate.ts), for the log. */
 export interface SplitTrace {
   /** The prompt's tokens not cached on the decode replica, as the choice believed (undefined: its balancer does not read prompts). */
@@ -77,7 +80,7 @@ export interface SplitTrace {
   /** The prefill replica whose answer the decode leg carries. */
   prefill?: string;
   /** Why the request went whole to the decode replica after all. */
-  fallback?: "no_prefill_replica" | "prefill_refused" | "prefill_failed" | "nothing_passed";
+  fallback?: PdFallback;
 }
 
 /** What happened to one request on its way to a replica. */

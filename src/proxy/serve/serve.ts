@@ -26,11 +26,11 @@ import type { ProxyMetrics } from "../../telemetry/proxy-metrics.ts";
 import type { TokenCounts } from "../../telemetry/types.ts";
 import { Header, PD_PROTOCOLS, errorResponse, openaiEndpointOf, type ContinuationForm } from "../../protocol/index.ts";
 import { keyRefusal, type KeyCheck } from "./access.ts";
-import { clientOf, declaredLength, drainUnreadBody, prepareBody } from "./body.ts";
+import { clientOf, declaredLength, drainUnreadBody, prepareBody, type PreparedBody } from "./body.ts";
 import { AdmissionSlot, admissionRefusal, bodyForEngine, flowOf, holdsAtZero, pendingShareOf, priorityOf, tokenCost, type Ticket } from "./admit.ts";
-import { Dispatch, sessionFollowsRetry, tapped, type DispatchContext, type DispatchTrace, type Refusal, type SplitTrace } from "./dispatch.ts";
+import { Dispatch, sessionFollowsRetry, tapped, type AttemptOutcome, type DispatchContext, type DispatchTrace, type Refusal, type SplitTrace } from "./dispatch.ts";
 import { chooseFor } from "./choose.ts";
-import { splitFor, type Disaggregation } from "./disaggregate.ts";
+import { decodeLeg, splitFor, type Disaggregation, type PrefillLeg } from "./disaggregate.ts";
 import { leaveByOf, migratingStream, type MigrationPlan } from "./migrate.ts";
 import { SseDataEvents, UsageTail, withoutUsageChunk } from "./token-usage.ts";
 import { serveAtEdge } from "./edge-model.ts";
@@ -370,8 +370,9 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
  */
 export async function attempts(req: Request, ctx: DispatchContext, slot: AdmissionSlot | undefined, pd?: Disaggregation): Promise<Response> {
   const { deployment, requestId } = ctx;
-  let prepared = await prepareBody(req, deployment, requestId, { client: ctx.client, authenticated: !deployment.access.public }, ctx.body);
-  if (prepared instanceof Response) return prepared;
+  const received = await prepareBody(req, deployment, requestId, { client: ctx.client, authenticated: !deployment.access.public }, ctx.body);
+  if (received instanceof Response) return received;
+  let prepared: PreparedBody = received;
   // The extra prompt key as the replica will see it: the edge's own model on a multiplexed deployment, else the client's copy, which is passed on.
   const promptModel = ctx.model ?? ctx.headers.get(Header.model)?.trim();
   // The session's binding token is the edge's business, not the replica's (ctx.headers lacks it).
@@ -381,6 +382,8 @@ export async function attempts(req: Request, ctx: DispatchContext, slot: Admissi
   let opened = new Dispatch(req, ctx, prepared);
   /** Still to decide whether to split (on the first replica chosen). */
   let splitting = pd !== undefined;
+  /** A split whose prefill leg runs beside the decode's first attempt (SGLang's protocol), and the body to send whole instead. */
+  let concurrent: { leg: PrefillLeg; whole: PreparedBody } | undefined;
   let fromReplica = false;
   try {
     const tried = new Set<string>();
@@ -400,15 +403,32 @@ export async function attempts(req: Request, ctx: DispatchContext, slot: Admissi
         if (splitting) {
           splitting = false;
           // The decode leg's body, carrying the prefill's answer, goes to this replica and any retry's.
-          const decode = await splitFor(req, ctx, pd!, prepared, replica, promptModel);
-          if (decode) {
-            prepared = decode;
+          const split = await splitFor(req, ctx, pd!, prepared, replica, promptModel);
+          if (split) {
+            if (split.prefill) concurrent = { leg: split.prefill, whole: prepared };
+            prepared = split.body;
             opened = new Dispatch(req, ctx, prepared);
           }
         }
         // The balancer's load rule goes with the request where a refusal can still go elsewhere.
         const limit = prepared.replayable && attempt < maxAttempts ? choice.loadLimit(replica) : undefined;
-        const outcome = await opened.attempt(replica, attempt, limit);
+        let outcome: AttemptOutcome;
+        if (concurrent) {
+          // Both legs at once (SGLang's protocol): a failed prefill or a refused decode sends the request
+          // whole, here at once or on the next attempt (disaggregate.ts decodeLeg).
+          const { leg, whole } = concurrent;
+          concurrent = undefined;
+          const sent = opened;
+          const decoded = await decodeLeg(ctx, leg, () => sent.attempt(replica, attempt, limit));
+          if (decoded.fallback !== undefined) {
+            if (ctx.trace?.split) ctx.trace.split.fallback = decoded.fallback;
+            opened.close(true);
+            prepared = whole;
+            opened = new Dispatch(req, ctx, prepared);
+          }
+          // The prefill failed: the decode replica, which took the leg, takes the request whole now.
+          outcome = decoded.outcome ?? (await opened.attempt(replica, attempt, limit));
+        } else outcome = await opened.attempt(replica, attempt, limit);
         if (outcome.kind === "response") {
           fromReplica = outcome.fromReplica;
           if (fromReplica) await choice.served(replica, outcome.response, sessionFollowsRetry(firstRefusal));

@@ -49,6 +49,8 @@ export interface ReplicaEntry extends ModelHolderChoice {
   continues?: readonly ContinuationForm[];
   /** Its prefill/decode roles, where it declared them (absent: both). */
   roles?: readonly ReplicaRole[];
+  /** Its KV bootstrap port (SGLang's protocol), where it declared one. */
+  bootstrapPort?: number;
   /** Epoch ms before which this isolate does not pick the replica (connect failures). */
   downUntil: number;
   /** Outlier ejection state (src/policy/circuit-breaker.ts). */
@@ -284,6 +286,8 @@ export class RoutingView {
     cacheKeys?: number;
     /** Its prefill/decode roles, where it declared them. */
     roles?: readonly ReplicaRole[];
+    /** Its KV bootstrap port, where it declared one. */
+    bootstrapPort?: number;
   }[] {
     return [...this.#replicas.values()].map((e) => ({
       id: e.id,
@@ -296,6 +300,7 @@ export class RoutingView {
       capacity: e.capacity,
       ...(e.cache !== undefined && { cacheKeys: e.cache.keys }),
       ...(e.roles !== undefined && { roles: e.roles }),
+      ...(e.bootstrapPort !== undefined && { bootstrapPort: e.bootstrapPort }),
     }));
   }
 
@@ -422,6 +427,7 @@ function entryFrom(r: ReplicaView, now: number): ReplicaEntry {
     ...(r.drainsInMs !== undefined ? { drainsAt: now + r.drainsInMs } : {}),
     ...(r.continues !== undefined ? { continues: r.continues } : {}),
     ...(r.roles !== undefined ? { roles: r.roles } : {}),
+    ...(r.bootstrapPort !== undefined ? { bootstrapPort: r.bootstrapPort } : {}),
     downUntil: 0,
     breaker: newBreaker(),
     ...(r.engineKey !== undefined ? { engineKey: r.engineKey } : {}),

@@ -51,11 +51,13 @@ export const llm: ReplicaBackend = async ({ flags, knobs, admission, log, fail, 
     engine,
     modelId,
     promptTokensDetails: flags["enable-prompt-tokens-details"] === true,
-    // Either part serves both sides of vLLM's protocol, as a kv_both engine does; the role says which legs a router sends it.
+    // Either part serves both sides of vLLM's protocol, as a kv_both engine does; the role says which legs a router sends it
+    // (and, in SGLang's protocol, which leg this replica is).
     ...(flags.role !== undefined && {
       kvTransfer: {
         self: { engineId: identity.replicaId, url: identity.url },
         signer: { deployment: identity.deployment, ...(identity.key !== undefined && { key: importReplicaKey(identity.key) }) },
+        role: flags.role,
         log,
       },
     }),
@@ -77,7 +79,12 @@ export const llm: ReplicaBackend = async ({ flags, knobs, admission, log, fail, 
         kv_cache_usage: engine.kvUsage,
         kv_blocks: engine.kvBlocks,
         cached_blocks: engine.cachedBlocks,
-        ...(flags.role !== undefined && { role: flags.role, kv_transfers_held: engine.heldTransfers, kv_transfer_blocks_held: engine.heldTransferBlocks }),
+        ...(flags.role !== undefined && {
+          role: flags.role,
+          kv_transfers_held: engine.heldTransfers,
+          kv_transfer_blocks_held: engine.heldTransferBlocks,
+          kv_transfer_waiters: engine.transferWaiters,
+        }),
       }),
     },
   };

@@ -115,6 +115,12 @@ export interface LlmEngineOptions {
 /** vLLM's VLLM_NIXL_ABORT_REQUEST_TIMEOUT default: a prefill's blocks are freed this long after it finished if no decode read them. */
 export const KV_TRANSFER_TIMEOUT_MS = 480_000;
 
+/** Transfers held at once (each a finished prefill's blocks, or an empty hold); past it the oldest are freed. */
+export const MAX_HELD_TRANSFERS = 4096;
+
+/** Decode reads held waiting for their prefill at once; past it a read gets nothing (the decode computes the prompt). */
+export const MAX_TRANSFER_WAITERS = 1024;
+
 /** A finished prefill's blocks, held for a decode replica (prefill/decode disaggregation). */
 interface HeldTransfer {
   blockIds: number[];
@@ -152,6 +158,12 @@ export interface GenerateRequest {
    * to read (readTransfer), and the result names them (`kept`).
    */
   keepPrompt?: boolean;
+  /**
+   * A prefill in SGLang's protocol (its `bootstrap_room`): the prompt's computed blocks
+   * are held under this id however the request ends (none when it ended before its
+   * prefill), and a decode replica waiting for them gets them at once (awaitTransfer).
+   */
+  keepAs?: string;
 }
 
 export interface GenerateResult {
@@ -209,6 +221,8 @@ export class LlmEngine {
   readonly #itl = new BucketHistogram(ITL_BUCKETS_S);
   readonly #e2e = new BucketHistogram(E2E_BUCKETS_S);
   readonly #transfers = new Map<string, HeldTransfer>();
+  /** Decode reads waiting for a prefill not finished yet, by transfer id (awaitTransfer). */
+  readonly #waiters = new Map<string, (got: { ids: number[]; extra: string } | undefined) => void>();
   readonly #transferTimeoutMs: number;
   readonly #prefillStallsDecode: boolean;
 
@@ -382,6 +396,7 @@ export class LlmEngine {
       done = true;
     } finally {
       if (done && request.keepPrompt === true && finishReason === "length") kept = this.#keep(id, prompt, request.extra ?? "");
+      if (request.keepAs !== undefined) this.#keepAs(request.keepAs, id, prompt, request.extra ?? "");
       this.#kv.release(id);
       // A consumer that stopped iterating early (return()) ended the request too.
       if (!done) finishReason = "abort";
@@ -415,6 +430,53 @@ export class LlmEngine {
   }
 
   /**
+   * A decode replica reads a prefill's blocks by the id it was told (SGLang's room),
+   * waiting up to `timeoutMs` for a prefill that has not finished (the legs run at
+   * once): the tokens they hold, once, or undefined when none came (then the decode
+   * computes the prompt). A prefill that held none answers at once with no tokens.
+   */
+  awaitTransfer(transferId: string, timeoutMs: number, signal?: AbortSignal): Promise<{ ids: number[]; extra: string } | undefined> {
+    const held = this.#transfers.get(transferId);
+    if (held) {
+      this.#dropTransfer(transferId);
+      return Promise.resolve({ ids: held.ids, extra: held.extra });
+    }
+    // One reader per room; past MAX_TRANSFER_WAITERS a read is not held (the decode computes the prompt).
+    if (this.#waiters.has(transferId) || this.#waiters.size >= MAX_TRANSFER_WAITERS || signal?.aborted) return Promise.resolve(undefined);
+    return new Promise((resolve) => {
+      const done = (got: { ids: number[]; extra: string } | undefined) => {
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", gone);
+        this.#waiters.delete(transferId);
+        resolve(got);
+      };
+      const gone = () => done(undefined);
+      const timer = setTimeout(gone, timeoutMs);
+      timer.unref?.();
+      signal?.addEventListener("abort", gone, { once: true });
+      this.#waiters.set(transferId, done);
+    });
+  }
+
+  /** Decode reads waiting for their prefill (awaitTransfer). */
+  get transferWaiters(): number {
+    return this.#waiters.size;
+  }
+
+  /** SGLang's prefill: its blocks go to the decode waiting for them, else are held for it (an empty hold when none were computed). */
+  #keepAs(transferId: string, id: number, prompt: readonly number[], extra: string): void {
+    const blockIds = this.#kv.pin(id, prompt.length);
+    const ids = prompt.slice(0, blockIds.length * this.#kv.blockSize);
+    const waiter = this.#waiters.get(transferId);
+    if (waiter) {
+      this.#kv.unpin(blockIds);
+      waiter({ ids, extra });
+      return;
+    }
+    this.#holdTransfer(transferId, blockIds, ids, extra);
+  }
+
+  /**
    * Blocks computed by a prefill replica, read from it: the full blocks of `ids` become
    * cached here, so the request that follows finds them and computes only the rest.
    * Returns the tokens now cached from the start of `ids`.
@@ -432,10 +494,20 @@ export class LlmEngine {
       this.#dropTransfer(oldest);
     }
     const transferId = randomUUID();
+    this.#holdTransfer(transferId, blockIds, prompt.slice(0, blockIds.length * this.#kv.blockSize), extra);
+    return { transferId, blockIds };
+  }
+
+  /** Holds pinned blocks for a reader, until read or KV_TRANSFER_TIMEOUT_MS; at most MAX_HELD_TRANSFERS holds (the oldest go first). */
+  #holdTransfer(transferId: string, blockIds: number[], ids: number[], extra: string): void {
+    this.#dropTransfer(transferId);
+    for (const oldest of this.#transfers.keys()) {
+      if (this.#transfers.size < MAX_HELD_TRANSFERS) break;
+      this.#dropTransfer(oldest);
+    }
     const timer = setTimeout(() => this.#dropTransfer(transferId), this.#transferTimeoutMs);
     timer.unref();
-    this.#transfers.set(transferId, { blockIds, ids: prompt.slice(0, blockIds.length * this.#kv.blockSize), extra, timer });
-    return { transferId, blockIds };
+    this.#transfers.set(transferId, { blockIds, ids, extra, timer });
   }
 
   #dropTransfer(transferId: string): void {

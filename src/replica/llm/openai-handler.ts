@@ -37,13 +37,26 @@
 import { randomUUID } from "node:crypto";
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
 import { z } from "zod";
-import { ERROR_STATUS, Header, KV_TRANSFER_PATH, OpenAIPath, dispatchPriority, errorBody, type ErrorCode } from "../../protocol/index.ts";
+import { ERROR_STATUS, Header, KV_TRANSFER_PATH, OpenAIPath, dispatchPriority, errorBody, type ErrorCode, type ReplicaRoleFlag } from "../../protocol/index.ts";
 import type { RequestHandler } from "../handlers.ts";
 import { readBodyUpTo, sendJson } from "../http-json.ts";
 import { RequestTooLong, type FinishReason, type GenerateResult, type LlmEngine, type PromptCodec } from "./engine.ts";
 import { UnsupportedPrompt } from "../../prompt/tokenizers/tokenizer.ts";
 import { toolsAsPython } from "../../prefix/prompt-keys.ts";
-import { KvTransferParams, prefillAnswer, readRemotePrefill, remotePrefillOf, serveTransferRead, type ReadSigner, type TransferIdentity } from "./kv-transfer.ts";
+import {
+  BootstrapFields,
+  KV_READ_TIMEOUT_MS,
+  KvTransferParams,
+  bootstrapOf,
+  prefillAnswer,
+  readRemotePrefill,
+  remotePrefillOf,
+  roomTransferId,
+  serveBootstrapIdentity,
+  serveTransferRead,
+  type ReadSigner,
+  type TransferIdentity,
+} from "./kv-transfer.ts";
 import { ResponseEvents, responseObject, responseUsage, responsesMessages, responsesSchema, type ResponseIds } from "./responses-api.ts";
 
 /** A completion's max_tokens when it sets none (vLLM's is 16; tiny-lm's prompts are characters). */
@@ -88,11 +101,13 @@ export interface LlmServiceOptions {
    */
   promptTokensDetails?: boolean;
   /**
-   * Prefill/decode disaggregation in vLLM's protocol (kv-transfer.ts): how this replica
-   * names itself in a prefill's answer, and signs its reads as a decode. Absent:
-   * kv_transfer_params are ignored, as by a vLLM without a KV connector.
+   * Prefill/decode disaggregation (kv-transfer.ts): how this replica names itself in a
+   * prefill's answer, and signs its reads as a decode. vLLM's fields are served either
+   * way (as a kv_both engine does); SGLang's by `role`, as an SGLang server's
+   * --disaggregation-mode decides (both: they are ignored, as in SGLang's "null" mode).
+   * Absent: kv_transfer_params and bootstrap fields are ignored, as by an engine without a KV connector.
    */
-  kvTransfer?: { self: TransferIdentity; signer: ReadSigner; log?: (msg: string) => void };
+  kvTransfer?: { self: TransferIdentity; signer: ReadSigner; role: ReplicaRoleFlag; log?: (msg: string) => void };
 }
 
 export interface LlmService {
@@ -141,6 +156,8 @@ const common = {
   priority: z.number().int().nullish(),
   /** vLLM's prefill/decode disaggregation (NixlConnector's fields; kv-transfer.ts): set by a router, never a client (the edge refuses them from clients). */
   kv_transfer_params: KvTransferParams.nullish(),
+  /** SGLang's prefill/decode disaggregation (bootstrap_host, _port, _room; kv-transfer.ts): set by a router, never a client. */
+  ...BootstrapFields,
 };
 
 const completionSchema = z.object({
@@ -367,7 +384,15 @@ export function llmService(options: LlmServiceOptions): LlmService {
     const path = (req.url ?? "/").split("?")[0];
     // A decode replica reads a prefill's blocks (signed like a dispatch: the server checked it): no admission slot, no model run.
     if (path === KV_TRANSFER_PATH && req.method === "POST" && options.kvTransfer) {
-      serveTransferRead(req, res, (transferId, blockIds) => engine.readTransfer(transferId, blockIds));
+      serveTransferRead(req, res, (what, signal) =>
+        "room" in what ? engine.awaitTransfer(roomTransferId(what.room), KV_READ_TIMEOUT_MS, signal) : engine.readTransfer(what.transferId, what.blockIds),
+      );
+      return true;
+    }
+    // SGLang's decode asks a prefill's bootstrap who it is (to sign its read for it).
+    if (path === KV_TRANSFER_PATH && req.method === "GET" && options.kvTransfer) {
+      req.resume();
+      serveBootstrapIdentity(res, options.kvTransfer.self.engineId);
       return true;
     }
     if (req.method !== "GET" && req.method !== "HEAD") return false;
@@ -495,14 +520,22 @@ export function llmService(options: LlmServiceOptions): LlmService {
 
     const client = watchClient(req, res);
     const transfer = options.kvTransfer ? r.kv_transfer_params : undefined;
-    const remote = remotePrefillOf(transfer);
+    // SGLang's legs by this replica's mode: a prefill holds the prompt's blocks under the room
+    // and answers its first token; a decode reads them from the prefill's bootstrap.
+    const sglangRole = options.kvTransfer && r.bootstrap_room != null ? options.kvTransfer.role : undefined;
+    const room = sglangRole === "prefill" ? roomTransferId(r.bootstrap_room!) : undefined;
+    if (room !== undefined) maxTokens = 1;
+    const remote = remotePrefillOf(transfer) ?? (sglangRole === "decode" ? bootstrapOf(r) : undefined);
     if (remote) {
       // A decode: the prefill's blocks are read and cached here first; unread (the prefill is gone, or freed them), the prompt is computed here.
       const got = await readRemotePrefill(remote, options.kvTransfer!.signer, String(req.headers[Header.requestId] ?? "kv-transfer"), client.signal);
       const extra = blockExtra(req);
       const matches = got !== undefined && got.extra === extra && got.ids.length <= prompt.length && got.ids.every((t, i) => t === prompt[i]);
       if (matches) engine.importPrefix(got.ids, extra);
-      else options.kvTransfer!.log?.(`KV transfer ${remote.requestId} from ${remote.engineId}: ${got === undefined ? "not read" : "blocks of another prompt"}; computing the prompt here`);
+      else {
+        const which = remote.protocol === "vllm" ? `${remote.requestId} from ${remote.engineId}` : `room ${remote.room} from ${remote.host}:${remote.port}`;
+        options.kvTransfer!.log?.(`KV transfer ${which}: ${got === undefined ? "not read" : "blocks of another prompt"}; computing the prompt here`);
+      }
     }
     const keepPrompt = transfer?.do_remote_decode === true;
     const generation = engine.generate({
@@ -516,6 +549,7 @@ export function llmService(options: LlmServiceOptions): LlmService {
       extra: blockExtra(req),
       priority: requestPriority(req.headers, r.priority),
       ...(keepPrompt && { keepPrompt }),
+      ...(room !== undefined && { keepAs: room }),
     });
 
     const id = `${route === "chat" ? "chatcmpl" : "cmpl"}-${randomUUID().replaceAll("-", "")}`;

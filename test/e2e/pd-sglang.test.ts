@@ -1,0 +1,198 @@
+// Prefill/decode disaggregation routed by the edge in SGLang's protocol (issue 56), on the
+// real stack: workerd, two `--role prefill` and one `--role decode` reference replicas
+// (each prefill registers its bootstrap port), the deployment in functions-pd-sglang. A
+// long prompt's legs go at once to a prefill replica and the decode replica, both with
+// bootstrap_host, bootstrap_port and bootstrap_room; the decode reads the prompt's blocks
+// from the prefill by room. Text equals the unsplit path's. Then the failures: a client
+// that leaves ends both legs; a prefill killed mid-request or refusing its leg leaves the
+// request whole on the decode replica, with the same text.
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Header } from "../../src/protocol/index.ts";
+import { sseData } from "../fixtures/sse.ts";
+import { startStack, until } from "./stack-fixture.ts";
+
+let stack: Awaited<ReturnType<typeof startStack>>;
+const LLM = ["--backend", "llm", "--model", "tiny-lm", "--kv-blocks", "512", "--enable-prompt-tokens-details"];
+
+const viewOf = async () =>
+  ((await (await fetch(`${stack.workerdUrl}/-/deployments/pd/view`, { headers: { authorization: `Bearer ${stack.adminSecret}` } })).json()) as { replicas: { id: string; state: string; roles?: string[]; bootstrapPort?: number }[] }).replicas;
+
+beforeAll(async () => {
+  stack = await startStack({ functionsDir: join(import.meta.dirname, "fixtures/functions-pd-sglang") });
+  await stack.startReplica("pd", { id: "sg-p1", backendArgs: [...LLM, "--role", "prefill"] });
+  await stack.startReplica("pd", { id: "sg-p2", backendArgs: [...LLM, "--role", "prefill"] });
+  await stack.startReplica("pd", { id: "sg-d1", backendArgs: [...LLM, "--role", "decode"] });
+  await until("3 ready replicas in the edge's view", async () => ((await viewOf()).filter((r) => r.state === "ready").length === 3 ? true : undefined), 60_000);
+}, 300_000);
+
+afterAll(async () => {
+  await stack?.dispose();
+});
+
+type Json = Record<string, unknown>;
+interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  prompt_tokens_details?: { cached_tokens: number };
+}
+const SYSTEM = "You answer questions about a harbour: its cranes, its quays, the pilot boats, and the ships that wait there for the tide. ";
+const chat = (question: string, more: Json = {}): Json => ({ model: "tiny-lm", messages: [{ role: "system", content: SYSTEM.repeat(3) }, { role: "user", content: question }], max_tokens: 20, temperature: 0, ...more });
+
+/** A request to the OpenAI route (split when long) or to the deployment's path route (never split). */
+async function ask(route: "openai" | "path", path: string, body: Json, requestId?: string): Promise<{ replica: string | null; text: string; usage: Usage }> {
+  const headers: Record<string, string> = { "content-type": "application/json", ...(requestId && { [Header.requestId]: requestId }) };
+  const res = await fetch(`${stack.url}${route === "openai" ? "" : "/pd"}${path}`, { method: "POST", headers, body: JSON.stringify(body) });
+  expect(res.status, await res.clone().text()).toBe(200);
+  const replica = res.headers.get(Header.replica);
+  const chatRoute = path.endsWith("/chat/completions");
+  if (body.stream !== true) {
+    const b = (await res.json()) as { choices: { message?: { content: string }; text?: string }[]; usage: Usage };
+    return { replica, text: chatRoute ? b.choices[0]!.message!.content : b.choices[0]!.text!, usage: b.usage };
+  }
+  let text = "";
+  let usage: Usage | undefined;
+  for await (const data of sseData(res.body!)) {
+    if (data === "[DONE]") continue;
+    const chunk = JSON.parse(data) as { choices: { delta?: { content?: string }; text?: string }[]; usage?: Usage | null };
+    for (const c of chunk.choices) text += chatRoute ? (c.delta?.content ?? "") : (c.text ?? "");
+    if (chunk.usage) usage = chunk.usage;
+  }
+  return { replica, text, usage: usage! };
+}
+
+const healthz = async (url: string) => (await (await fetch(`${url}/-/healthz`)).json()) as { admitted: number; ongoing: number; kv_transfer_waiters?: number };
+const admitted = async (id: string) => (await healthz(stack.replicas.get(id)!.url)).admitted;
+/** The edge's request log line for `requestId` (its output comes as it writes it). */
+const logLine = async (requestId: string) => {
+  let line: string | undefined;
+  await until(`the edge's log line for ${requestId}`, async () => (line = stack.logLines.find((l) => l.includes(`"request_id":"${requestId}"`) && l.includes('"pd_prefill"'))) ?? undefined, 20_000);
+  return JSON.parse(line!.slice(line!.indexOf("{"))) as { pd_prefill: string | null; pd_fallback?: string; replica?: string };
+};
+
+/** Requests a replica's engine counted aborted (vLLM's request_success_total{finished_reason="abort"}). */
+async function aborts(url: string): Promise<number> {
+  const line = (await (await fetch(`${url}/metrics`)).text()).split("\n").find((l) => l.startsWith("vllm:request_success_total{") && l.includes('finished_reason="abort"'));
+  return Number(line?.slice(line.lastIndexOf(" ") + 1) ?? 0);
+}
+
+async function kill(id: string): Promise<void> {
+  // The stack forgets a replica once its process has exited.
+  const r = stack.replicas.get(id);
+  if (!r) return;
+  if (r.child.exitCode === null && r.child.signalCode === null) process.kill(r.child.pid!, "SIGKILL");
+  await r.exited;
+}
+
+async function startPrefill(id: string, args: string[]): Promise<string> {
+  const r = await stack.startReplica("pd", { id, backendArgs: [...LLM, "--role", "prefill", ...args] });
+  await until(`${id} in the edge's view`, async () => ((await viewOf()).some((v) => v.id === id && v.state === "ready") ? true : undefined), 30_000);
+  return r.url;
+}
+
+describe("P/D through the edge (SGLang's protocol)", () => {
+  it("registers each prefill's bootstrap port (the reference replica's own port): the routing state and the edge's view show it", async () => {
+    const ports = (list: { id: string; roles?: string[]; bootstrapPort?: number }[]) => Object.fromEntries(list.map((r) => [r.id, [r.roles, r.bootstrapPort]]));
+    const port = (id: string) => Number(new URL(stack.replicas.get(id)!.url).port);
+    const expected = { "sg-p1": [["prefill"], port("sg-p1")], "sg-p2": [["prefill"], port("sg-p2")], "sg-d1": [["decode"], undefined] };
+    expect(ports((await stack.deploymentState("pd")).snapshot.replicas as never)).toEqual(expected);
+    expect(ports(await viewOf())).toEqual(expected);
+  });
+
+  it("splits a long greedy chat: both legs at once, the decode answers holding the prompt's blocks read by room; its text is the unsplit path's", async () => {
+    const before = (await admitted("sg-p1")) + (await admitted("sg-p2"));
+    const body = chat("Which crane unloads the grain ships?");
+    const split = await ask("openai", "/v1/chat/completions", body, "sg-split-1");
+    expect(split.replica).toBe("sg-d1");
+    expect(split.usage.prompt_tokens_details!.cached_tokens).toBe(Math.floor(split.usage.prompt_tokens / 16) * 16);
+    expect(split.usage.completion_tokens).toBe(20);
+    expect((await admitted("sg-p1")) + (await admitted("sg-p2"))).toBe(before + 1);
+    const line = await logLine("sg-split-1");
+    expect(["sg-p1", "sg-p2"]).toContain(line.pd_prefill);
+    expect(line.pd_fallback).toBeUndefined();
+    const whole = await ask("path", "/v1/chat/completions", body);
+    expect(split.text).toBe(whole.text);
+  });
+
+  it("splits a seeded, streamed completion: the same text as the unsplit path's", async () => {
+    const body: Json = { model: "tiny-lm", prompt: `${SYSTEM.repeat(3)}When the fog lifted the harbour master`, max_tokens: 24, temperature: 0.8, seed: 99, stream: true, stream_options: { include_usage: true } };
+    const split = await ask("openai", "/v1/completions", body);
+    expect(split.usage.prompt_tokens_details!.cached_tokens).toBeGreaterThan(0);
+    const whole = await ask("path", "/v1/completions", body);
+    expect(split.text).toBe(whole.text);
+    expect(split.usage.completion_tokens).toBe(whole.usage.completion_tokens);
+  });
+
+  it("sends a short prompt whole to the decode replica: no prefill leg", async () => {
+    const before = (await admitted("sg-p1")) + (await admitted("sg-p2"));
+    const short = await ask("openai", "/v1/chat/completions", { model: "tiny-lm", messages: [{ role: "user", content: "Tide?" }], max_tokens: 5, temperature: 0 });
+    expect(short.replica).toBe("sg-d1");
+    expect((await admitted("sg-p1")) + (await admitted("sg-p2"))).toBe(before);
+  });
+});
+
+describe("failures, with both legs in flight", () => {
+  /** Stops a replica gracefully (it deregisters: out of the edge's view at once) and waits until the view shows it gone. */
+  async function stop(id: string): Promise<void> {
+    await stack.stopReplica(id);
+    await until(`${id} out of the edge's view`, async () => ((await viewOf()).every((r) => r.id !== id) ? true : undefined), 30_000);
+  }
+
+  it("a client that leaves during the prefill ends both legs: the prefill counts an abort, the decode's wait for the room ends", async () => {
+    for (const id of ["sg-p1", "sg-p2"]) await stop(id);
+    // A prefill replica whose prefill takes 20 ms a token: this prompt's, seconds.
+    const slow = await startPrefill("sg-p3", ["--prefill-token-us", "20000"]);
+    const aborted = () => aborts(slow);
+    const decode = stack.replicas.get("sg-d1")!.url;
+    const client = new AbortController();
+    const body = { model: "tiny-lm", messages: [{ role: "user", content: `${"The pilot boat waits by the breakwater until a ship signals for a pilot. ".repeat(5)}What does the pilot boat wait for?` }], max_tokens: 10 };
+    const request = fetch(`${stack.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body), signal: client.signal }).catch((e: unknown) => e);
+    // Both legs in flight: the prefill computing, the decode waiting at it for the room.
+    await until("the prefill leg running and the decode waiting for its room", async () => {
+      const h = await healthz(slow);
+      return h.ongoing === 1 && h.kv_transfer_waiters === 1 ? true : undefined;
+    }, 20_000);
+    const abortsBefore = await aborted();
+    client.abort();
+    await request;
+    await until("the prefill replica to see its leg aborted", async () => ((await aborted()) === abortsBefore + 1 ? true : undefined), 20_000);
+    await until("the decode's wait and both slots to end", async () => {
+      const [p, d] = [await healthz(slow), await healthz(decode)];
+      return p.ongoing === 0 && p.kv_transfer_waiters === 0 && d.ongoing === 0 ? true : undefined;
+    }, 20_000);
+    await stop("sg-p3");
+  });
+
+  it("a prefill that refuses its leg: the edge ends the decode's wait and sends the request whole (pd_fallback prefill_refused)", async () => {
+    // It claims to be idle and refuses every dispatch; its KV bootstrap still answers (the decode waits there).
+    const liar = await startPrefill("sg-p4", ["--fault", "lie"]);
+    const body: Json = { model: "tiny-lm", messages: [{ role: "user", content: `${"The lighthouse keeper climbs one hundred and twelve steps each evening to light the lamp. ".repeat(5)}How many steps?` }], max_tokens: 12, temperature: 0 };
+    const decodeAborts = () => aborts(stack.replicas.get("sg-d1")!.url);
+    const abortsBefore = await decodeAborts();
+    const got = await ask("openai", "/v1/chat/completions", body, "sg-refused-1");
+    expect(got.replica).toBe("sg-d1");
+    expect(await logLine("sg-refused-1")).toMatchObject({ pd_prefill: "sg-p4", pd_fallback: "prefill_refused" });
+    // The decode leg was ended while it waited for the room (not left to time out there and answer).
+    await until("the decode replica to count its leg aborted", async () => ((await decodeAborts()) === abortsBefore + 1 ? true : undefined), 20_000);
+    await until("the aborted decode leg's wait to end at the prefill", async () => ((await healthz(liar)).kv_transfer_waiters === 0 ? true : undefined), 20_000);
+    const whole = await ask("path", "/v1/chat/completions", body);
+    expect(got.text).toBe(whole.text);
+    await stop("sg-p4");
+  });
+
+  it("a prefill killed mid-request: the request completes on the decode replica, with the unsplit path's text", async () => {
+    const slow = await startPrefill("sg-p5", ["--prefill-token-us", "20000"]);
+    const body: Json = { model: "tiny-lm", messages: [{ role: "user", content: `${"Every crane on the north quay is painted yellow and numbered from one to nine. ".repeat(5)}Which colour are the cranes?` }], max_tokens: 12, temperature: 0 };
+    const answer = ask("openai", "/v1/chat/completions", body, "sg-killed-1");
+    await until("the legs in flight", async () => {
+      const h = await healthz(slow);
+      return h.ongoing === 1 && h.kv_transfer_waiters === 1 ? true : undefined;
+    }, 20_000);
+    await kill("sg-p5");
+    const got = await answer;
+    expect(got.replica).toBe("sg-d1");
+    expect((await logLine("sg-killed-1")).pd_prefill).toBe("sg-p5");
+    const whole = await ask("path", "/v1/chat/completions", body);
+    expect(got.text).toBe(whole.text);
+  });
+});
