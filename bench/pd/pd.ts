@@ -1,7 +1,9 @@
 /**
  * Prefill/decode disaggregation (issue 56; docs/pd.md): the same mixed load of long and
  * short prompts, open loop, on 4 unified replicas and on 2 prefill + 2 decode replicas
- * behind the edge (`openai.disaggregation`, vLLM's protocol), in one run, per seed.
+ * behind the edge (`openai.disaggregation`), once in vLLM's protocol (arm "pd": the
+ * prefill answers, then the decode leg) and once in SGLang's (arm "pd-sglang": both legs
+ * at once), in one run, per seed.
  *
  *   npx tsx bench/pd/pd.ts [--seconds 30] [--warmup 5] [--rate 16] [--long-share 0.25]
  *        [--long-tokens 2000] [--short-tokens 60] [--max-tokens 48] [--seeds 3] [--quick]
@@ -16,7 +18,7 @@
  * output). The ratio (a 2,000-token prefill ≈ 125 ms ≈ 30 decode steps) is the one the
  * prefix-cache bench models; it is an estimate of a GPU's, not a measurement here.
  *
- * Load: Poisson arrivals at `--rate` req/s, the same seeded sequence in both arms; a
+ * Load: Poisson arrivals at `--rate` req/s, the same seeded sequence in every arm; a
  * `--long-share` of them carry a prompt of about `--long-tokens` tokens (each its own
  * text: no prefix cache helps), the rest `--short-tokens`. Every request is a streamed
  * chat of `--max-tokens` tokens (ignore_eos). TTFT from the scheduled arrival to the
@@ -24,8 +26,8 @@
  *
  * Reports per arm: TTFT p50/p99 (all, long, short), TPOT p50/p99, throughput, and the
  * edge's CPU per request (workerd's CPU seconds over the window / requests). Targets,
- * per seed: TPOT p99 unified / P/D ≥ 1.5; TTFT p50 P/D / unified ≤ 1.2; short prompts'
- * TTFT p50 P/D / unified ≤ 1.05 (they are not split: no second hop). Writes
+ * per seed and per P/D arm: TPOT p99 unified / P/D ≥ 1.5; TTFT p50 P/D / unified ≤ 1.2;
+ * short prompts' TTFT p50 P/D / unified ≤ 1.05 (they are not split: no second hop). Writes
  * bench/results/pd.json.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -37,7 +39,7 @@ import { mulberry32 } from "../../src/seeded-random.ts";
 import { cpuSeconds, workerdPid } from "../shared/load-tools.ts";
 import { writeResult } from "../shared/result-file.ts";
 import { streamChat, type StreamResult } from "../prefix-cache/prefix-cache-client.ts";
-import { pdTargets } from "./pd-targets.ts";
+import { pdTargets, type PdArmName } from "./pd-targets.ts";
 
 const { values } = parseArgs({
   options: {
@@ -66,8 +68,10 @@ const PACE = ["--prefill-token-us", "60", "--prefill-ms", "5", "--decode-ms", "4
 const MIN_UNCACHED = 256;
 const MAX_ONGOING = 16;
 
-type ArmName = "unified" | "pd";
-const ARMS: ArmName[] = ["unified", "pd"];
+type ArmName = "unified" | PdArmName;
+const ARMS: ArmName[] = ["unified", "pd", "pd-sglang"];
+/** Each P/D arm's protocol: vLLM's (the prefill's answer, then the decode leg) and SGLang's (both legs at once). */
+const PROTOCOL: Record<PdArmName, string> = { pd: "vllm-nixl", "pd-sglang": "sglang" };
 
 /** A word list for prompts: each prompt its own sequence of them (about one token a word in Qwen3's vocabulary). */
 const WORDS = "yard track switch signal train freight night siding lamp clear line master box keeper ledger river crossing bridge tunnel platform engine car coupler brake whistle timetable station junction depot crane shunter".split(" ");
@@ -113,7 +117,7 @@ const pct = (xs: readonly number[], p: number) => {
 };
 
 async function runArm(arm: ArmName, seed: number): Promise<ArmRun> {
-  const name = arm === "pd" ? "pdb" : "uni";
+  const name = arm === "pd" ? "pdb" : arm === "pd-sglang" ? "pds" : "uni";
   const dir = mkdtempSync(join(functionsRoot, `${name}-`));
   const functionsDir = join(dir, "functions");
   mkdirSync(functionsDir);
@@ -123,7 +127,7 @@ async function runArm(arm: ArmName, seed: number): Promise<ArmRun> {
 export default defineDeployment({
   name: ${JSON.stringify(name)}, routePrefix: ${JSON.stringify(`/${name}`)}, access: { public: true },
   backend: { kind: "llm", model: ${JSON.stringify(MODEL)} },
-  openai: { models: [${JSON.stringify(MODEL)}]${arm === "pd" ? `, disaggregation: { protocol: "vllm-nixl", minUncachedTokens: ${MIN_UNCACHED} }` : ""} },
+  openai: { models: [${JSON.stringify(MODEL)}]${arm !== "unified" ? `, disaggregation: { protocol: ${JSON.stringify(PROTOCOL[arm])}, minUncachedTokens: ${MIN_UNCACHED} }` : ""} },
   localReplicas: 0, maxOngoingRequests: ${MAX_ONGOING},
   policy: { balancer: "prefix_cache", requestTimeoutMs: 60_000 },
 });
@@ -141,7 +145,7 @@ export default defineDeployment({
   });
   await stack.start();
   try {
-    const roles: (string | undefined)[] = arm === "pd" ? ["prefill", "prefill", "decode", "decode"] : [undefined, undefined, undefined, undefined];
+    const roles: (string | undefined)[] = arm !== "unified" ? ["prefill", "prefill", "decode", "decode"] : [undefined, undefined, undefined, undefined];
     await Promise.all(
       roles.map((role, i) =>
         stack.startReplica(name, {
@@ -243,12 +247,11 @@ const figures: ArmFigures[] = runs.map((r) => {
   };
 });
 
-const targets = pdTargets(
-  figures.map((f) => {
-    const run = runs.find((r) => r.arm === f.arm && r.seed === f.seed)!;
-    return { arm: f.arm, seed: f.seed, ok: f.ok, splits: f.splits, ttftP50: f.ttft.p50, shortTtftP50: f.ttft.shortP50, shortOk: run.results.filter((x) => x.status === 200 && !x.long).length, tpotP99: f.tpot.p99 };
-  }),
-);
+const judged = figures.map((f) => {
+  const run = runs.find((r) => r.arm === f.arm && r.seed === f.seed)!;
+  return { arm: f.arm, seed: f.seed, ok: f.ok, splits: f.splits, ttftP50: f.ttft.p50, shortTtftP50: f.ttft.shortP50, shortOk: run.results.filter((x) => x.status === 200 && !x.long).length, tpotP99: f.tpot.p99 };
+});
+const targets = [...pdTargets(judged, "pd"), ...pdTargets(judged, "pd-sglang")];
 console.log("");
 console.log("| arm | seed | ok/sent | TTFT p50 | p99 | long p50 | short p50 | TPOT p50 | TPOT p99 | req/s | edge CPU ms/req | split |");
 console.log("|---|---|---|---|---|---|---|---|---|---|---|---|");

@@ -217,6 +217,13 @@ describe("pd-targets.ts", () => {
     expect(worse({ ttftP50: 20 })).toEqual([true, false, true]);
     expect(worse({ shortTtftP50: 16 })).toEqual([true, true, false]);
   });
+
+  it("judges each P/D arm on its own: SGLang's arm by its figures, not judged without it", () => {
+    const sglang = pdSeed().map((a) => (a.arm === "pd" ? { ...a, arm: "pd-sglang" as const, tpotP99: 9 } : a));
+    expect(pdTargets(sglang, "pd-sglang").map((t) => t.judged.met)).toEqual([false, true, true]);
+    expect(pdTargets(sglang, "pd").map((t) => t.judged.met)).toEqual([null, null, null]);
+    expect(pdTargets(sglang, "pd-sglang")[0]!.name).toContain("SGLang's protocol");
+  });
 });
 
 describe("bench-targets.ts", () => {
