@@ -323,6 +323,15 @@ const DeploymentInput = z
           .object({
             protocol: z.enum(PD_PROTOCOL_NAMES),
             minUncachedTokens: z.number().int().min(0).max(1_000_000).default(DEFAULT_PD_MIN_UNCACHED_TOKENS),
+            /**
+             * Each leg's own balancer, a name or a profile as `policy.balancer` takes
+             * (default: the deployment's). The decode choice decides the split: a
+             * balancer that reads no prompt gives it no cache belief, and every request
+             * is split. As llm-d's P/D profiles: the prefill for its cache, the decode
+             * for its load (and its cache, which decides whether to split).
+             */
+            prefill: Balancer.optional(),
+            decode: Balancer.optional(),
           })
           .strict()
           .optional(),

@@ -127,7 +127,36 @@ describe("P/D through the edge (SGLang's protocol)", () => {
     const before = (await admitted("sg-p1")) + (await admitted("sg-p2"));
     const short = await ask("openai", "/v1/chat/completions", { model: "tiny-lm", messages: [{ role: "user", content: "Tide?" }], max_tokens: 5, temperature: 0 });
     expect(short.replica).toBe("sg-d1");
+    // Under one block: the choice keys no block of it, and believes nothing; not split either.
+    const tiny = await ask("openai", "/v1/completions", { model: "tiny-lm", prompt: "Tide", max_tokens: 5, temperature: 0 });
+    expect(tiny.usage.prompt_tokens).toBeLessThan(16);
+    expect(tiny.replica).toBe("sg-d1");
     expect((await admitted("sg-p1")) + (await admitted("sg-p2"))).toBe(before);
+  });
+});
+
+describe("each leg's own balancer", () => {
+  it("a decode leg on load_aware (no prompt read, no cache belief) splits a prompt under the threshold too", async () => {
+    const args = ["--backend", "llm", "--model", "qwen3", "--kv-blocks", "256"];
+    await stack.startReplica("pd-lb", { id: "lb-p1", backendArgs: [...args, "--role", "prefill"] });
+    await stack.startReplica("pd-lb", { id: "lb-d1", backendArgs: [...args, "--role", "decode"] });
+    await until("pd-lb's 2 replicas in the edge's view", async () => {
+      const res = await fetch(`${stack.workerdUrl}/-/deployments/pd-lb/view`, { headers: { authorization: `Bearer ${stack.adminSecret}` } });
+      return ((await res.json()) as { replicas: { state: string }[] }).replicas.filter((r) => r.state === "ready").length === 2 ? true : undefined;
+    }, 30_000);
+    const res = await fetch(`${stack.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", [Header.requestId]: "lb-short-1" },
+      // A full block or more of Qwen3's tokens, under the threshold: a prompt-reading decode choice would not split it.
+      body: JSON.stringify({ model: "qwen3", messages: [{ role: "user", content: "When does the tide turn at the north quay tonight, and which pilot boat goes out first?" }], max_tokens: 5 }),
+    });
+    expect(res.status, await res.clone().text()).toBe(200);
+    expect(res.headers.get(Header.replica)).toBe("lb-d1");
+    const { usage } = (await res.json()) as { usage: Usage };
+    expect(usage.prompt_tokens).toBeGreaterThanOrEqual(16);
+    expect(usage.prompt_tokens).toBeLessThan(64);
+    expect((await logLine("lb-short-1")).pd_prefill).toBe("lb-p1");
+    for (const id of ["lb-p1", "lb-d1"]) await stack.stopReplica(id);
   });
 });
 

@@ -139,6 +139,23 @@ describe("per-deployment state kept for the isolate's life", () => {
     expect(state.gateFor("d")).not.toBe(state.gateFor("e"));
   });
 
+  it("a split request's legs take their own balancers where openai.disaggregation names them, else the deployment's", () => {
+    const state = new IsolateState(env);
+    const pd = (legs: object) =>
+      defineDeployment({ name: "pd", routePrefix: "/pd", backend: { kind: "llm", model: "tiny-lm" }, openai: { models: ["tiny-lm"], disaggregation: { protocol: "sglang", ...legs } }, policy: { balancer: "prefix_cache" } });
+    const own = pd({ prefill: "prefix_cache", decode: { filters: [], picker: "two_choices" } });
+    expect(state.balancerFor(own).name).toBe("prefix_cache");
+    expect(state.balancerFor(own, "decode").name).toBe("custom");
+    expect(state.balancerFor(own, "decode").readsPrompt).toBe(false);
+    expect(state.balancerFor(own, "prefill")).not.toBe(state.balancerFor(own));
+    expect(state.balancerFor(own, "decode")).toBe(state.balancerFor(own, "decode"));
+    const plain = pd({});
+    expect(state.balancerFor(plain, "prefill")).toBe(state.balancerFor(plain));
+    expect(state.balancerFor(plain, "decode")).toBe(state.balancerFor(plain));
+    // Checked as policy.balancer is: the field at fault is named.
+    expect(() => pd({ decode: "nearest" })).toThrow(/disaggregation.*decode/s);
+  });
+
   it("names its relay's location 'local' until a request tells it Cloudflare's colo", () => {
     expect(new IsolateState(env).location).toBe("local");
   });

@@ -2,31 +2,37 @@
  * The disaggregate stage (docs/pd.md): a chat or completion of a deployment with
  * `openai.disaggregation` is split across two replicas when its prompt has enough tokens
  * that the decode replica chosen for it does not hold. As llm-d decides it, the decode
- * replica is chosen first (the attempts' own choice, among replicas with the `decode`
- * role); then, when the uncached part of the prompt there reaches
- * `minUncachedTokens`, the prefill leg goes to a `prefill` replica chosen by the same
- * balancer (for its cache), signed, under the same request id, deadline, priority and
- * client signal, and the decode leg carries what the prefill answered, in the
- * deployment's protocol (src/protocol/disaggregation.ts). A client never sets those
- * fields (the route refuses them).
+ * replica is chosen first (the attempts' own choice, by the decode leg's balancer, among
+ * replicas with the `decode` role); then, when the uncached part of the prompt there
+ * reaches `minUncachedTokens`, the prefill leg goes to a `prefill` replica chosen by the
+ * prefill leg's balancer (for its cache), signed, under the same request id, deadline,
+ * priority and client signal, in the deployment's protocol
+ * (src/protocol/disaggregation.ts): vLLM's decode leg follows with what the prefill
+ * answered; SGLang's goes at the same time, with the same body. A client never sets
+ * those fields (the route refuses them).
  *
- * Failures fall back to one replica: a prefill refused or failed is tried on one other
- * prefill replica, then the request goes whole to the decode replica, which computes
- * the prompt itself; a decode that cannot read the blocks does the same (§2d). The
- * client sees one answer, the decode's, with its usage (the prefill's one token is not
- * counted). A continuation of a migrated stream is never split.
+ * Failures fall back to one replica. vLLM's: a prefill refused or failed is tried on
+ * one other prefill replica, then the request goes whole to the decode replica, which
+ * computes the prompt itself; a decode that cannot read the blocks does the same (§2d).
+ * SGLang's: a prefill that fails before the decode's first bytes aborts the decode leg
+ * and the request goes whole (decodeLeg). The client sees one answer, the decode's,
+ * with its usage (the prefill's token is not counted). A continuation of a migrated
+ * stream is never split.
  */
+import type { ActiveBalancer } from "../../policy/balancers/index.ts";
 import { MAX_PREFILL_ANSWER_BYTES, type ConcurrentPd, type PdProtocol } from "../../protocol/index.ts";
 import { prepareBody, type PreparedBody } from "./body.ts";
 import { chooseFor } from "./choose.ts";
 import { Dispatch, type AttemptOutcome, type DispatchContext, type DispatchTrace, type SplitTrace } from "./dispatch.ts";
 import type { ReplicaEntry } from "./view.ts";
 
-/** What a split needs: the deployment's protocol and threshold, and the request's endpoint. */
+/** What a split needs: the deployment's protocol, threshold and prefill balancer, and the request's endpoint. */
 export interface Disaggregation {
   protocol: PdProtocol;
   minUncachedTokens: number;
   endpoint: "chat" | "completions";
+  /** The prefill leg's balancer (`openai.disaggregation.prefill`, else the deployment's). */
+  prefillBalancer: ActiveBalancer;
 }
 
 /** Prefill replicas a prefill leg is offered to before the request goes whole to the decode replica (one-after-the-other protocols). */
@@ -62,11 +68,14 @@ export async function splitFor(req: Request, ctx: DispatchContext, pd: Disaggreg
   if (belief) {
     trace.uncached = Math.max(0, belief.blocks - belief.held) * belief.blockSize;
     if (trace.uncached < pd.minUncachedTokens) return undefined;
+  } else if (ctx.balancer.readsPrompt) {
+    // A prompt-reading choice believes nothing only of a prompt under one block (or one it could not key): not worth a second hop.
+    return undefined;
   }
   const prepare = (legBody: ArrayBuffer) => prepareBody(req, ctx.deployment, ctx.requestId, { client: ctx.client, authenticated: !ctx.deployment.access.public }, legBody);
   // The leg's own headers, trace and signal: the decode leg's dispatch sets its own on the request's.
   const legTrace: DispatchTrace = { attempts: 0, rejections: 0, ejections: 0 };
-  const legCtx: DispatchContext = { ...ctx, headers: new Headers(ctx.headers), trace: legTrace, sseErrors: false, migratable: false };
+  const legCtx: DispatchContext = { ...ctx, balancer: pd.prefillBalancer, headers: new Headers(ctx.headers), trace: legTrace, sseErrors: false, migratable: false };
   delete legCtx.session;
   delete legCtx.continuation;
   if (pd.protocol.legs === "concurrent") return concurrentSplit(req, ctx, legCtx, pd.protocol, body, decode, promptModel, trace, prepare);
@@ -128,7 +137,7 @@ function only(replica: ReplicaEntry, role: "prefill" | "decode"): boolean {
  * SGLang's way: one prefill replica (prefill-only, chosen for its cache) and one body
  * naming it and a fresh room, sent to it now and to the decode replica by the attempts.
  * The prefill cannot be retried elsewhere once the decode has its address: a prefill
- * that fails makes the attempts send the request whole (decodeAnswer).
+ * that fails makes the attempts send the request whole (decodeLeg).
  */
 async function concurrentSplit(
   req: Request,

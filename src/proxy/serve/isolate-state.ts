@@ -171,10 +171,16 @@ export class IsolateState {
     this.apiKeys.invalidate(deployment);
   }
 
-  /** The deployment's balancer in this isolate (`policy.balancer`, src/policy/balancers/). */
-  balancerFor(deployment: Deployment): ActiveBalancer {
-    let balancer = this.#balancers.get(deployment.name);
-    if (!balancer) this.#balancers.set(deployment.name, (balancer = createBalancer(deployment.policy.balancer, deployment.policy.prefix ?? DEFAULT_PREFIX_POLICY)));
+  /**
+   * The deployment's balancer in this isolate (`policy.balancer`, src/policy/balancers/),
+   * or a split request's leg's (`openai.disaggregation.prefill` / `.decode`; the
+   * deployment's where the leg names none).
+   */
+  balancerFor(deployment: Deployment, leg?: "prefill" | "decode"): ActiveBalancer {
+    const own = leg === undefined ? undefined : deployment.openai?.disaggregation?.[leg];
+    const key = own === undefined ? deployment.name : `${deployment.name}#${leg}`;
+    let balancer = this.#balancers.get(key);
+    if (!balancer) this.#balancers.set(key, (balancer = createBalancer(own ?? deployment.policy.balancer, deployment.policy.prefix ?? DEFAULT_PREFIX_POLICY)));
     return balancer;
   }
 

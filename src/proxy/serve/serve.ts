@@ -345,7 +345,11 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
     const split = deployment.openai?.disaggregation;
     const endpoint = openai && split && openai.continuation === undefined ? openaiEndpointOf(ctx.target.path) : undefined;
     const pd: Disaggregation | undefined =
-      split && (endpoint === "chat" || endpoint === "completions") ? { protocol: PD_PROTOCOLS[split.protocol], minUncachedTokens: split.minUncachedTokens, endpoint } : undefined;
+      split && (endpoint === "chat" || endpoint === "completions")
+        ? { protocol: PD_PROTOCOLS[split.protocol], minUncachedTokens: split.minUncachedTokens, endpoint, prefillBalancer: state.balancerFor(deployment, "prefill") }
+        : undefined;
+    // Its decode replica (or the whole request's) is chosen by the decode leg's balancer.
+    if (pd) dispatched.balancer = state.balancerFor(deployment, "decode");
     try {
       return await attempts(req, dispatched, slot, pd);
     } finally {
