@@ -192,9 +192,22 @@ describe("failures, with both legs in flight", () => {
     await stop("sg-p3");
   });
 
-  it("a prefill that refuses its leg: the edge ends the decode's wait and sends the request whole (pd_fallback prefill_refused)", async () => {
+  it("a prefill that refuses its leg: the edge ends the decode's wait and tries a new pair on another prefill; with none left, the request goes whole (pd_fallback prefill_refused)", async () => {
     // It claims to be idle and refuses every dispatch; its KV bootstrap still answers (the decode waits there).
     const liar = await startPrefill("sg-p4", ["--fault", "lie"]);
+    await startPrefill("sg-p6", []);
+    // Prompts no replica holds go first where rendezvous places them: some on the liar. Each is split on the other all the same.
+    for (let i = 0; i < 6; i++) {
+      const body: Json = { model: "tiny-lm", messages: [{ role: "user", content: `${`Quay ${i} has a bollard for every ship that ties up there at high tide. `.repeat(5)}How many bollards?` }], max_tokens: 8, temperature: 0 };
+      const got = await ask("openai", "/v1/chat/completions", body, `sg-pair-${i}`);
+      expect(got.replica).toBe("sg-d1");
+      expect(got.usage.prompt_tokens_details!.cached_tokens).toBe(Math.floor(got.usage.prompt_tokens / 16) * 16);
+      const line = await logLine(`sg-pair-${i}`);
+      expect(line.pd_prefill).toBe("sg-p6");
+      expect(line.pd_fallback).toBeUndefined();
+    }
+    expect(((await healthz(liar)) as { fault_refusals?: number }).fault_refusals).toBeGreaterThan(0);
+    await stop("sg-p6");
     const body: Json = { model: "tiny-lm", messages: [{ role: "user", content: `${"The lighthouse keeper climbs one hundred and twelve steps each evening to light the lamp. ".repeat(5)}How many steps?` }], max_tokens: 12, temperature: 0 };
     const decodeAborts = () => aborts(stack.replicas.get("sg-d1")!.url);
     const abortsBefore = await decodeAborts();
@@ -223,5 +236,44 @@ describe("failures, with both legs in flight", () => {
     expect((await logLine("sg-killed-1")).pd_prefill).toBe("sg-p5");
     const whole = await ask("path", "/v1/chat/completions", body);
     expect(got.text).toBe(whole.text);
+  });
+  it("a decode replica SIGKILLed mid-stream: the stream is continued whole on another decode replica (never a prefill one), as one stream with the unsplit text", async () => {
+    const args = (role: string, more: string[] = []) => ({ backendArgs: [...LLM, "--role", role, ...more] });
+    await stack.startReplica("pd", { id: "sg-p7", ...args("prefill") });
+    for (const id of ["sg-d2", "sg-d3"]) await stack.startReplica("pd", { id, ...args("decode", ["--decode-ms", "40"]) });
+    await stop("sg-d1");
+    await until("the new replicas in the edge's view", async () => {
+      const ready = new Set((await viewOf()).filter((r) => r.state === "ready").map((r) => r.id));
+      return ["sg-p7", "sg-d2", "sg-d3"].every((id) => ready.has(id)) ? true : undefined;
+    }, 30_000);
+    const generated = async (id: string) => Number(/^vllm:generation_tokens_total\{[^}]*\} (\S+)$/m.exec(await (await fetch(`${stack.replicas.get(id)!.url}/metrics`)).text())![1]);
+    const prefillBefore = await admitted("sg-p7");
+    const body: Json = { model: "tiny-lm", messages: [{ role: "user", content: `${"The ferry crosses the harbour every hour from the stone steps by the fish market. ".repeat(5)}When does the ferry cross?` }], max_tokens: 40, temperature: 0, stream: true };
+    const res = await fetch(`${stack.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json", [Header.requestId]: "sg-migrate-1" }, body: JSON.stringify(body) });
+    expect(res.status).toBe(200);
+    const victim = res.headers.get(Header.replica)!;
+    expect(["sg-d2", "sg-d3"]).toContain(victim);
+    const before = await generated(victim);
+    const reading = (async () => {
+      let text = "";
+      for await (const data of sseData(res.body!)) {
+        if (data === "[DONE]") continue;
+        const chunk = JSON.parse(data) as { choices: { delta?: { content?: string } }[] };
+        for (const c of chunk.choices) text += c.delta?.content ?? "";
+      }
+      return text;
+    })();
+    // Killed by its own progress (10 of 40 tokens), not by the client's reading.
+    await until(`${victim} a quarter through`, async () => ((await generated(victim)) >= before + 10 ? true : undefined), 30_000);
+    await kill(victim);
+    const text = await reading;
+    await until("the edge's log of the migration", async () => (stack.logLines.some((l) => l.includes('"msg":"stream migrated"') && l.includes(`"from":"${victim}"`)) ? true : undefined), 20_000);
+    // The prefill replica took the split's prefill leg only: the continuation went to the other decode replica.
+    expect(await admitted("sg-p7")).toBe(prefillBefore + 1);
+    // The unsplit text (the path route does not retry a POST whose replica's connection was lost: it may still pick the dead one once).
+    let whole = await fetch(`${stack.url}/pd/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ ...body, stream: false }) });
+    for (let i = 0; whole.status === 502 && i < 3; i++) whole = await fetch(`${stack.url}/pd/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ ...body, stream: false }) });
+    expect(whole.status).toBe(200);
+    expect(text).toBe(((await whole.json()) as { choices: { message: { content: string } }[] }).choices[0]!.message.content);
   });
 });

@@ -22,7 +22,7 @@
 import type { ActiveBalancer } from "../../policy/balancers/index.ts";
 import { MAX_PREFILL_ANSWER_BYTES, type ConcurrentPd, type PdProtocol } from "../../protocol/index.ts";
 import { prepareBody, type PreparedBody } from "./body.ts";
-import { chooseFor } from "./choose.ts";
+import { chooseFor, type Choice } from "./choose.ts";
 import { Dispatch, type AttemptOutcome, type DispatchContext, type DispatchTrace, type SplitTrace } from "./dispatch.ts";
 import type { ReplicaEntry } from "./view.ts";
 
@@ -50,6 +50,12 @@ export interface PrefillLeg {
   failed: Promise<"prefill_refused" | "prefill_failed" | undefined>;
   /** Ends the leg (the request goes whole, or the decode refused it). */
   abort(): void;
+  /**
+   * A new pair after this leg failed: another prefill replica (none tried for this
+   * request), a new room, its leg in flight; undefined when PREFILL_ATTEMPTS pairs were
+   * tried or no prefill replica is left (the request goes whole).
+   */
+  again(): Promise<Split | undefined>;
 }
 
 /**
@@ -78,7 +84,10 @@ export async function splitFor(req: Request, ctx: DispatchContext, pd: Disaggreg
   const legCtx: DispatchContext = { ...ctx, balancer: pd.prefillBalancer, headers: new Headers(ctx.headers), trace: legTrace, sseErrors: false, migratable: false };
   delete legCtx.session;
   delete legCtx.continuation;
-  if (pd.protocol.legs === "concurrent") return concurrentSplit(req, ctx, legCtx, pd.protocol, body, decode, promptModel, trace, prepare);
+  if (pd.protocol.legs === "concurrent") {
+    const choice = chooseFor({ ...legCtx, role: "prefill", singleRole: true }, body, promptModel, undefined);
+    return concurrentSplit({ req, ctx, legCtx, protocol: pd.protocol, body, choice, tried: new Set([decode.id]), trace, prepare }, 1);
+  }
   const legBody = pd.protocol.prefillBody(body, pd.endpoint);
   if (!legBody) return undefined;
   const legPrepared = await prepare(legBody);
@@ -133,42 +142,47 @@ function only(replica: ReplicaEntry, role: "prefill" | "decode"): boolean {
   return replica.roles !== undefined && replica.roles.length === 1 && replica.roles[0] === role;
 }
 
+/** What each pair of a concurrent split shares: the request, its prefill choice and the replicas tried. */
+interface ConcurrentPlan {
+  req: Request;
+  ctx: DispatchContext;
+  legCtx: DispatchContext;
+  protocol: ConcurrentPd;
+  body: ArrayBuffer;
+  choice: Choice;
+  tried: Set<string>;
+  trace: SplitTrace;
+  prepare: (legBody: ArrayBuffer) => Promise<PreparedBody | Response>;
+}
+
 /**
  * SGLang's way: one prefill replica (prefill-only, chosen for its cache) and one body
  * naming it and a fresh room, sent to it now and to the decode replica by the attempts.
- * The prefill cannot be retried elsewhere once the decode has its address: a prefill
- * that fails makes the attempts send the request whole (decodeLeg).
+ * The decode was told this prefill's address: a prefill that fails is retried as a new
+ * pair (again(): another prefill, a new room, the decode leg sent anew), as SGLang's
+ * router retries a pair; past PREFILL_ATTEMPTS the request goes whole (decodeLeg).
  */
-async function concurrentSplit(
-  req: Request,
-  ctx: DispatchContext,
-  legCtx: DispatchContext,
-  protocol: ConcurrentPd,
-  body: ArrayBuffer,
-  decode: ReplicaEntry,
-  promptModel: string | undefined,
-  trace: SplitTrace,
-  prepare: (legBody: ArrayBuffer) => Promise<PreparedBody | Response>,
-): Promise<Split | undefined> {
-  const choice = chooseFor({ ...legCtx, role: "prefill", singleRole: true }, body, promptModel, undefined);
-  const replica = await choice.next(1, new Set([decode.id]));
+async function concurrentSplit(plan: ConcurrentPlan, attempt: number): Promise<Split | undefined> {
+  const { req, ctx, legCtx, protocol, body, choice, tried, trace, prepare } = plan;
+  const replica = attempt <= PREFILL_ATTEMPTS ? await choice.next(attempt, tried) : undefined;
   if (!replica) {
-    trace.fallback = "no_prefill_replica";
+    if (attempt === 1) trace.fallback = "no_prefill_replica";
     return undefined;
   }
+  tried.add(replica.id);
   const legBody = protocol.legBody(body, { host: hostOf(replica.url), port: replica.bootstrapPort }, room());
   const legPrepared = legBody && (await prepare(legBody));
   if (!legPrepared || legPrepared instanceof Response) return undefined;
-  // The leg ends with the client, or when the request goes whole.
+  // The leg ends with the client, or when the request goes on without it.
   const own = new AbortController();
-  legCtx.clientSignal = ctx.clientSignal ? AbortSignal.any([ctx.clientSignal, own.signal]) : own.signal;
-  const leg = new Dispatch(req, legCtx, legPrepared);
+  const pairCtx: DispatchContext = { ...legCtx, headers: new Headers(legCtx.headers), clientSignal: ctx.clientSignal ? AbortSignal.any([ctx.clientSignal, own.signal]) : own.signal };
+  const leg = new Dispatch(req, pairCtx, legPrepared);
   let settle!: (why: "prefill_refused" | "prefill_failed" | undefined) => void;
   const failed = new Promise<"prefill_refused" | "prefill_failed" | undefined>((resolve) => (settle = resolve));
   const run = (async () => {
     let answered = false;
     try {
-      const outcome = await leg.attempt(replica, 1, choice.loadLimit(replica));
+      const outcome = await leg.attempt(replica, attempt, choice.loadLimit(replica));
       if (outcome.kind !== "response") return settle("prefill_refused");
       answered = outcome.fromReplica;
       const res = outcome.response;
@@ -188,7 +202,7 @@ async function concurrentSplit(
   })();
   ctx.background(run);
   trace.prefill = replica.id;
-  return { body: legPrepared, prefill: { failed, abort: () => own.abort() } };
+  return { body: legPrepared, prefill: { failed, abort: () => own.abort(), again: () => concurrentSplit(plan, attempt + 1) } };
 }
 
 /** A URL's host as SGLang's router writes bootstrap_host (brackets off an IPv6 address: the protocol adds them). */

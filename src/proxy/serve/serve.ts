@@ -30,7 +30,7 @@ import { clientOf, declaredLength, drainUnreadBody, prepareBody, type PreparedBo
 import { AdmissionSlot, admissionRefusal, bodyForEngine, flowOf, holdsAtZero, pendingShareOf, priorityOf, tokenCost, type Ticket } from "./admit.ts";
 import { Dispatch, sessionFollowsRetry, tapped, type AttemptOutcome, type DispatchContext, type DispatchTrace, type Refusal, type SplitTrace } from "./dispatch.ts";
 import { chooseFor } from "./choose.ts";
-import { decodeLeg, splitFor, type Disaggregation, type PrefillLeg } from "./disaggregate.ts";
+import { decodeLeg, splitFor, type DecodeLegEnd, type Disaggregation, type PrefillLeg } from "./disaggregate.ts";
 import { leaveByOf, migratingStream, type MigrationPlan } from "./migrate.ts";
 import { SseDataEvents, UsageTail, withoutUsageChunk } from "./token-usage.ts";
 import { serveAtEdge } from "./edge-model.ts";
@@ -341,9 +341,9 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
     if (typeof slot === "string") return admissionRefusal(slot, deployment, requestId);
     // Admission ordered it by an estimate of its tokens: what it used corrects its flow's place.
     if (slot) ctx.trace.used = (tokens) => slot.used(tokens);
-    // A chat or completion of a deployment that splits prefill from decode (never a continuation of a stream).
+    // A chat or completion of a deployment that splits prefill from decode (a continuation of a stream goes whole to a decode replica).
     const split = deployment.openai?.disaggregation;
-    const endpoint = openai && split && openai.continuation === undefined ? openaiEndpointOf(ctx.target.path) : undefined;
+    const endpoint = openai && split ? openaiEndpointOf(ctx.target.path) : undefined;
     const pd: Disaggregation | undefined =
       split && (endpoint === "chat" || endpoint === "completions")
         ? { protocol: PD_PROTOCOLS[split.protocol], minUncachedTokens: split.minUncachedTokens, endpoint, prefillBalancer: state.balancerFor(deployment, "prefill") }
@@ -384,8 +384,8 @@ export async function attempts(req: Request, ctx: DispatchContext, slot: Admissi
   // A P/D deployment's request goes to a decode replica (whole, or its decode leg: disaggregate.ts).
   const choice = chooseFor(pd ? { ...ctx, role: "decode" } : ctx, prepared.body, promptModel, sessionToken);
   let opened = new Dispatch(req, ctx, prepared);
-  /** Still to decide whether to split (on the first replica chosen). */
-  let splitting = pd !== undefined;
+  /** Still to decide whether to split (on the first replica chosen; a stream's continuation never is). */
+  let splitting = pd !== undefined && ctx.continuation === undefined;
   /** A split whose prefill leg runs beside the decode's first attempt (SGLang's protocol), and the body to send whole instead. */
   let concurrent: { leg: PrefillLeg; whole: PreparedBody } | undefined;
   let fromReplica = false;
@@ -418,19 +418,29 @@ export async function attempts(req: Request, ctx: DispatchContext, slot: Admissi
         const limit = prepared.replayable && attempt < maxAttempts ? choice.loadLimit(replica) : undefined;
         let outcome: AttemptOutcome;
         if (concurrent) {
-          // Both legs at once (SGLang's protocol): a failed prefill or a refused decode sends the request
-          // whole, here at once or on the next attempt (disaggregate.ts decodeLeg).
-          const { leg, whole } = concurrent;
+          // Both legs at once (SGLang's protocol): a failed prefill makes a new pair, then sends the request
+          // whole to this replica; a refused decode sends it whole on the next attempt (disaggregate.ts decodeLeg).
+          let { leg } = concurrent;
+          const { whole } = concurrent;
           concurrent = undefined;
-          const sent = opened;
-          const decoded = await decodeLeg(ctx, leg, () => sent.attempt(replica, attempt, limit));
+          let decoded: DecodeLegEnd;
+          for (;;) {
+            const sent = opened;
+            decoded = await decodeLeg(ctx, leg, () => sent.attempt(replica, attempt, limit));
+            const again = decoded.outcome === undefined ? await leg.again() : undefined;
+            if (!again) break;
+            opened.close(true);
+            prepared = again.body;
+            opened = new Dispatch(req, ctx, prepared);
+            leg = again.prefill!;
+          }
           if (decoded.fallback !== undefined) {
             if (ctx.trace?.split) ctx.trace.split.fallback = decoded.fallback;
             opened.close(true);
             prepared = whole;
             opened = new Dispatch(req, ctx, prepared);
           }
-          // The prefill failed: the decode replica, which took the leg, takes the request whole now.
+          // Every pair's prefill failed: the decode replica, which took the legs, takes the request whole now.
           outcome = decoded.outcome ?? (await opened.attempt(replica, attempt, limit));
         } else outcome = await opened.attempt(replica, attempt, limit);
         if (outcome.kind === "response") {
