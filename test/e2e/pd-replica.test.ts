@@ -17,6 +17,7 @@ import { createInterface } from "node:readline";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Header, KV_TRANSFER_PATH, importReplicaKey, signedDispatchHeaders } from "../../src/protocol/index.ts";
 import { parseReplicaArgs, startReplica, UsageError } from "../../src/replica/cli.ts";
+import { answerOf, type AnswerUsage } from "../fixtures/sse.ts";
 import { waitFor } from "../fixtures/wait.ts";
 
 const ROOT = join(import.meta.dirname, "../..");
@@ -72,25 +73,10 @@ async function throughPd(path: string, body: Json, requestId: string): Promise<{
   return { prefill, decode: await post(urls.get("decode")!, path, decodeBody, requestId) };
 }
 
-/** The text of an answer, streamed (SSE) or not. */
-interface Usage {
-  prompt_tokens: number;
-  prompt_tokens_details?: { cached_tokens: number };
-}
-async function textOf(res: Response, chat: boolean): Promise<{ text: string; usage?: Usage }> {
+/** The text and usage of an answer, streamed (SSE) or not, which must be a 200. */
+async function textOf(res: Response, chat: boolean): Promise<{ text: string; usage?: AnswerUsage }> {
   expect(res.status).toBe(200);
-  if (!(res.headers.get("content-type") ?? "").includes("text/event-stream")) {
-    const b = (await res.json()) as { choices: { message?: { content: string }; text?: string }[]; usage: Usage };
-    return { text: chat ? b.choices[0]!.message!.content : b.choices[0]!.text!, usage: b.usage };
-  }
-  let text = "";
-  let usage: Usage | undefined;
-  for (const line of (await res.text()).split("\n")) {
-    if (!line.startsWith("data: ") || line === "data: [DONE]") continue;
-    const chunk = JSON.parse(line.slice(6)) as { choices: { delta?: { content?: string }; text?: string }[]; usage?: Usage | null };
-    for (const c of chunk.choices) text += chat ? (c.delta?.content ?? "") : (c.text ?? "");
-    if (chunk.usage) usage = chunk.usage;
-  }
+  const { text, usage } = await answerOf(res, chat);
   return { text, ...(usage && { usage }) };
 }
 

@@ -9,7 +9,7 @@
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Header } from "../../src/protocol/index.ts";
-import { sseData } from "../fixtures/sse.ts";
+import { answerOf, sseData, type AnswerUsage } from "../fixtures/sse.ts";
 import { startStack, until } from "./stack-fixture.ts";
 
 let stack: Awaited<ReturnType<typeof startStack>>;
@@ -31,11 +31,7 @@ afterAll(async () => {
 });
 
 type Json = Record<string, unknown>;
-interface Usage {
-  prompt_tokens: number;
-  completion_tokens: number;
-  prompt_tokens_details?: { cached_tokens: number };
-}
+type Usage = AnswerUsage;
 const SYSTEM = "You answer questions about a harbour: its cranes, its quays, the pilot boats, and the ships that wait there for the tide. ";
 const chat = (question: string, more: Json = {}): Json => ({ model: "tiny-lm", messages: [{ role: "system", content: SYSTEM.repeat(3) }, { role: "user", content: question }], max_tokens: 20, temperature: 0, ...more });
 
@@ -44,21 +40,8 @@ async function ask(route: "openai" | "path", path: string, body: Json, requestId
   const headers: Record<string, string> = { "content-type": "application/json", ...(requestId && { [Header.requestId]: requestId }) };
   const res = await fetch(`${stack.url}${route === "openai" ? "" : "/pd"}${path}`, { method: "POST", headers, body: JSON.stringify(body) });
   expect(res.status, await res.clone().text()).toBe(200);
-  const replica = res.headers.get(Header.replica);
-  const chatRoute = path.endsWith("/chat/completions");
-  if (body.stream !== true) {
-    const b = (await res.json()) as { choices: { message?: { content: string }; text?: string }[]; usage: Usage };
-    return { replica, text: chatRoute ? b.choices[0]!.message!.content : b.choices[0]!.text!, usage: b.usage };
-  }
-  let text = "";
-  let usage: Usage | undefined;
-  for await (const data of sseData(res.body!)) {
-    if (data === "[DONE]") continue;
-    const chunk = JSON.parse(data) as { choices: { delta?: { content?: string }; text?: string }[]; usage?: Usage | null };
-    for (const c of chunk.choices) text += chatRoute ? (c.delta?.content ?? "") : (c.text ?? "");
-    if (chunk.usage) usage = chunk.usage;
-  }
-  return { replica, text, usage: usage! };
+  const { text, usage } = await answerOf(res, path.endsWith("/chat/completions"));
+  return { replica: res.headers.get(Header.replica), text, usage: usage! };
 }
 
 const healthz = async (url: string) => (await (await fetch(`${url}/-/healthz`)).json()) as { admitted: number; ongoing: number; kv_transfer_waiters?: number };

@@ -9,7 +9,7 @@
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Header } from "../../src/protocol/index.ts";
-import { sseData } from "../fixtures/sse.ts";
+import { answerOf, type AnswerUsage } from "../fixtures/sse.ts";
 import { startStack, until } from "./stack-fixture.ts";
 
 let stack: Awaited<ReturnType<typeof startStack>>;
@@ -31,11 +31,7 @@ afterAll(async () => {
 });
 
 type Json = Record<string, unknown>;
-interface Usage {
-  prompt_tokens: number;
-  completion_tokens: number;
-  prompt_tokens_details?: { cached_tokens: number };
-}
+type Usage = AnswerUsage;
 const SYSTEM = "You answer questions about a railway yard: its switches, its tracks, the signal box, and the trains that wait there overnight. ";
 const chat = (question: string, more: Json = {}): Json => ({ model: "tiny-lm", messages: [{ role: "system", content: SYSTEM.repeat(3) }, { role: "user", content: question }], max_tokens: 20, temperature: 0, ...more });
 
@@ -43,21 +39,8 @@ const chat = (question: string, more: Json = {}): Json => ({ model: "tiny-lm", m
 async function ask(route: "openai" | "path", path: string, body: Json): Promise<{ replica: string | null; text: string; usage: Usage }> {
   const res = await fetch(`${stack.url}${route === "openai" ? "" : "/pd"}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
   expect(res.status, await res.clone().text()).toBe(200);
-  const replica = res.headers.get(Header.replica);
-  const chatRoute = path.endsWith("/chat/completions");
-  if (body.stream !== true) {
-    const b = (await res.json()) as { choices: { message?: { content: string }; text?: string }[]; usage: Usage };
-    return { replica, text: chatRoute ? b.choices[0]!.message!.content : b.choices[0]!.text!, usage: b.usage };
-  }
-  let text = "";
-  let usage: Usage | undefined;
-  for await (const data of sseData(res.body!)) {
-    if (data === "[DONE]") continue;
-    const chunk = JSON.parse(data) as { choices: { delta?: { content?: string }; text?: string }[]; usage?: Usage | null };
-    for (const c of chunk.choices) text += chatRoute ? (c.delta?.content ?? "") : (c.text ?? "");
-    if (chunk.usage) usage = chunk.usage;
-  }
-  return { replica, text, usage: usage! };
+  const { text, usage } = await answerOf(res, path.endsWith("/chat/completions"));
+  return { replica: res.headers.get(Header.replica), text, usage: usage! };
 }
 
 const admitted = async (id: string) => ((await (await fetch(`${stack.replicas.get(id)!.url}/-/healthz`)).json()) as { admitted: number }).admitted;
