@@ -116,6 +116,18 @@ describe("P/D through the edge (SGLang's protocol)", () => {
     expect(tiny.replica).toBe("sg-d1");
     expect((await admitted("sg-p1")) + (await admitted("sg-p2"))).toBe(before);
   });
+
+  it("a body the engines refuse (400) costs at most one pair and the whole request: 3 dispatches, not 5", async () => {
+    const admittedAll = async (): Promise<[number, number, number]> => [await admitted("sg-p1"), await admitted("sg-p2"), await admitted("sg-d1")];
+    const [p1, p2, d1] = await admittedAll();
+    const body = chat("Which quay is the deepest?", { max_tokens: 0 });
+    const res = await fetch(`${stack.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe("bad_request");
+    const [p1After, p2After, d1After] = await admittedAll();
+    expect(p1After + p2After - p1 - p2).toBeLessThanOrEqual(1);
+    expect(d1After - d1).toBeLessThanOrEqual(2);
+  });
 });
 
 describe("each leg's own balancer", () => {

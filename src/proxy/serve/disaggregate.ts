@@ -53,7 +53,8 @@ export interface PrefillLeg {
   /**
    * A new pair after this leg failed: another prefill replica (none tried for this
    * request), a new room, its leg in flight; undefined when PREFILL_ATTEMPTS pairs were
-   * tried or no prefill replica is left (the request goes whole).
+   * tried, no prefill replica is left, or the prefill answered the request a 4xx (the
+   * request goes whole: a client's bad body costs at most 3 dispatches, not 5).
    */
   again(): Promise<Split | undefined>;
 }
@@ -179,6 +180,8 @@ async function concurrentSplit(plan: ConcurrentPlan, attempt: number): Promise<S
   const leg = new Dispatch(req, pairCtx, legPrepared);
   let settle!: (why: "prefill_refused" | "prefill_failed" | undefined) => void;
   const failed = new Promise<"prefill_refused" | "prefill_failed" | undefined>((resolve) => (settle = resolve));
+  /** The prefill refused the request itself (a 4xx): another pair would too, so the request goes whole at once. */
+  let requestRefused = false;
   const run = (async () => {
     let answered = false;
     try {
@@ -187,6 +190,7 @@ async function concurrentSplit(plan: ConcurrentPlan, attempt: number): Promise<S
       answered = outcome.fromReplica;
       const res = outcome.response;
       if (!outcome.fromReplica || res.status !== 200) {
+        requestRefused = outcome.fromReplica && res.status >= 400 && res.status < 500;
         settle("prefill_failed");
         return void (await res.body?.cancel());
       }
@@ -202,7 +206,7 @@ async function concurrentSplit(plan: ConcurrentPlan, attempt: number): Promise<S
   })();
   ctx.background(run);
   trace.prefill = replica.id;
-  return { body: legPrepared, prefill: { failed, abort: () => own.abort(), again: () => concurrentSplit(plan, attempt + 1) } };
+  return { body: legPrepared, prefill: { failed, abort: () => own.abort(), again: () => (requestRefused ? Promise.resolve(undefined) : concurrentSplit(plan, attempt + 1)) } };
 }
 
 /** A URL's host as SGLang's router writes bootstrap_host (brackets off an IPv6 address: the protocol adds them). */
