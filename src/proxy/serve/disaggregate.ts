@@ -35,7 +35,7 @@ export interface Disaggregation {
   prefillBalancer: ActiveBalancer;
 }
 
-/** Prefill replicas a prefill leg is offered to before the request goes whole to the decode replica (one-after-the-other protocols). */
+/** Prefill replicas a prefill leg is offered to (vLLM's), or pairs tried (SGLang's), before the request goes whole to the decode replica. */
 export const PREFILL_ATTEMPTS = 2;
 
 /** A split request: its decode leg's body and, for a protocol that sends both legs at once, the prefill leg in flight. */
