@@ -124,18 +124,24 @@ function engineRole(raw: string): ReplicaRole[] {
   return rolesOf(raw as ReplicaRoleFlag);
 }
 
+/** A flag's value in a command (`--name value` or `--name=value`); undefined when absent. */
+function commandFlag(command: readonly string[], name: string): string | undefined {
+  const at = command.findIndex((a) => a === name || a.startsWith(`${name}=`));
+  if (at < 0) return undefined;
+  return command[at]!.startsWith(`${name}=`) ? command[at]!.slice(name.length + 1) : command[at + 1];
+}
+
 /**
  * The roles vLLM's `--kv-transfer-config` in the engine's command gives it (its kv_role:
  * kv_producer, kv_consumer, kv_both); undefined without one (a unified engine) or when
  * it does not say.
  */
 export function kvRoleOfCommand(command: readonly string[]): ReplicaRole[] | undefined {
-  const at = command.findIndex((a) => a === "--kv-transfer-config" || a.startsWith("--kv-transfer-config="));
-  if (at < 0) return undefined;
-  const raw = command[at]!.includes("=") ? command[at]!.slice(command[at]!.indexOf("=") + 1) : command[at + 1];
+  const raw = commandFlag(command, "--kv-transfer-config");
+  if (raw === undefined) return undefined;
   let config: unknown;
   try {
-    config = JSON.parse(raw ?? "");
+    config = JSON.parse(raw);
   } catch {
     return undefined;
   }
@@ -146,13 +152,6 @@ export function kvRoleOfCommand(command: readonly string[]): ReplicaRole[] | und
 
 /** SGLang's default `--disaggregation-bootstrap-port` (its server_args). */
 export const SGLANG_BOOTSTRAP_PORT = 8998;
-
-/** A flag's value in a command (`--name value` or `--name=value`); undefined when absent. */
-function commandFlag(command: readonly string[], name: string): string | undefined {
-  const at = command.findIndex((a) => a === name || a.startsWith(`${name}=`));
-  if (at < 0) return undefined;
-  return command[at]!.startsWith(`${name}=`) ? command[at]!.slice(name.length + 1) : command[at + 1];
-}
 
 /**
  * What SGLang's `--disaggregation-mode` in the engine's command makes it: `prefill`

@@ -23,7 +23,7 @@ import type { ActiveBalancer } from "../../policy/balancers/index.ts";
 import { MAX_PREFILL_ANSWER_BYTES, type ConcurrentPd, type PdProtocol } from "../../protocol/index.ts";
 import { prepareBody, type PreparedBody } from "./body.ts";
 import { chooseFor, type Choice } from "./choose.ts";
-import { Dispatch, type AttemptOutcome, type DispatchContext, type DispatchTrace, type SplitTrace } from "./dispatch.ts";
+import { Dispatch, type AttemptOutcome, type DispatchContext, type DispatchTrace, type PdFallback, type SplitTrace } from "./dispatch.ts";
 import type { ReplicaEntry } from "./view.ts";
 
 /** What a split needs: the deployment's protocol, threshold and prefill balancer, and the request's endpoint. */
@@ -44,10 +44,13 @@ export interface Split {
   prefill?: PrefillLeg;
 }
 
+/** How a prefill leg failed: refused or unreachable, or an error answer (PdFallback's). */
+type PrefillFailure = Extract<PdFallback, "prefill_refused" | "prefill_failed">;
+
 /** A prefill leg sent beside its decode leg (ConcurrentPd). */
 export interface PrefillLeg {
   /** Settles as soon as the leg is known to have failed (why: refused or unreachable, or an error answer) or answered (undefined). */
-  failed: Promise<"prefill_refused" | "prefill_failed" | undefined>;
+  failed: Promise<PrefillFailure | undefined>;
   /** Ends the leg (the request goes whole, or the decode refused it). */
   abort(): void;
   /**
@@ -178,8 +181,8 @@ async function concurrentSplit(plan: ConcurrentPlan, attempt: number): Promise<S
   const own = new AbortController();
   const pairCtx: DispatchContext = { ...legCtx, headers: new Headers(legCtx.headers), clientSignal: ctx.clientSignal ? AbortSignal.any([ctx.clientSignal, own.signal]) : own.signal };
   const leg = new Dispatch(req, pairCtx, legPrepared);
-  let settle!: (why: "prefill_refused" | "prefill_failed" | undefined) => void;
-  const failed = new Promise<"prefill_refused" | "prefill_failed" | undefined>((resolve) => (settle = resolve));
+  let settle!: (why: PrefillFailure | undefined) => void;
+  const failed = new Promise<PrefillFailure | undefined>((resolve) => (settle = resolve));
   /** The prefill refused the request itself (a 4xx): another pair would too, so the request goes whole at once. */
   let requestRefused = false;
   const run = (async () => {
@@ -239,7 +242,7 @@ async function drained(res: Response): Promise<void> {
  * and `fallback` where the request is to go whole from now on: without an outcome when
  * the prefill failed first (the decode replica is to take it whole at once).
  */
-export type DecodeLegEnd = { outcome: AttemptOutcome; fallback?: "decode_refused" } | { outcome?: undefined; fallback: "prefill_refused" | "prefill_failed" };
+export type DecodeLegEnd = { outcome: AttemptOutcome; fallback?: "decode_refused" } | { outcome?: undefined; fallback: PrefillFailure };
 
 /**
  * The decode leg of a concurrent split, sent by `send` (the attempts' dispatch). A prefill
@@ -252,16 +255,14 @@ export async function decodeLeg(ctx: DispatchContext, leg: PrefillLeg, send: () 
   const client = ctx.clientSignal;
   ctx.clientSignal = client ? AbortSignal.any([client, own.signal]) : own.signal;
   let committed = false;
-  let prefillFailed = false;
+  // Aborted only by a prefill failure before the decode's first bytes.
   void leg.failed.then((why) => {
-    if (why === undefined || committed) return;
-    prefillFailed = true;
-    own.abort();
+    if (why !== undefined && !committed) own.abort();
   });
   try {
     const outcome = await send();
     const failedFirst = async () => ({ fallback: (await leg.failed) ?? "prefill_failed" });
-    if (prefillFailed) {
+    if (own.signal.aborted) {
       if (outcome.kind === "response") await outcome.response.body?.cancel().catch(() => {});
       return failedFirst();
     }

@@ -386,8 +386,6 @@ export async function attempts(req: Request, ctx: DispatchContext, slot: Admissi
   let opened = new Dispatch(req, ctx, prepared);
   /** Still to decide whether to split (on the first replica chosen; a stream's continuation never is). */
   let splitting = pd !== undefined && ctx.continuation === undefined;
-  /** A split whose prefill leg runs beside the decode's first attempt (SGLang's protocol), and the body to send whole instead. */
-  let concurrent: { leg: PrefillLeg; whole: PreparedBody } | undefined;
   let fromReplica = false;
   try {
     const tried = new Set<string>();
@@ -404,6 +402,8 @@ export async function attempts(req: Request, ctx: DispatchContext, slot: Admissi
         sawReplica = roundSawReplica = true;
         tried.add(replica.id);
         slot?.dispatching();
+        /** A split whose prefill leg runs beside this first attempt (SGLang's protocol), and the body to send whole instead. */
+        let concurrent: { leg: PrefillLeg; whole: PreparedBody } | undefined;
         if (splitting) {
           splitting = false;
           // The decode leg's body, carrying the prefill's answer, goes to this replica and any retry's.
@@ -422,7 +422,6 @@ export async function attempts(req: Request, ctx: DispatchContext, slot: Admissi
           // whole to this replica; a refused decode sends it whole on the next attempt (disaggregate.ts decodeLeg).
           let { leg } = concurrent;
           const { whole } = concurrent;
-          concurrent = undefined;
           let decoded: DecodeLegEnd;
           for (;;) {
             const sent = opened;
