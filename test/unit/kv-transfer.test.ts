@@ -205,6 +205,15 @@ describe("LlmEngine: SGLang's room (both legs at once)", () => {
     }
   });
 
+  it("holds at most half the pool's blocks under rooms, as under vLLM's transfers (the oldest go first)", async () => {
+    const engine = new LlmEngine({ model: tinyLmGenerator(oneLetterModel("fixed")), kvBlocks: 8 });
+    for (const [room, from] of [["room:a", 2], ["room:b", 40], ["room:c", 70]] as const) await run(engine.generate(request(ids(32, from), { keepAs: room })));
+    expect(engine.heldTransfers).toBe(2);
+    expect(engine.heldTransferBlocks).toBe(4);
+    expect(await engine.awaitTransfer("room:c", 10)).toEqual({ ids: ids(32, 70), extra: "" });
+    expect(await engine.awaitTransfer("room:b", 10)).toEqual({ ids: ids(32, 40), extra: "" });
+  });
+
   it("holds at most MAX_HELD_TRANSFERS transfers (the oldest go first)", async () => {
     const engine = new LlmEngine({ model: tinyLmGenerator(oneLetterModel("fixed")), kvBlocks: 16 });
     for (let i = 0; i <= MAX_HELD_TRANSFERS; i++) await run(engine.generate(request(ids(3), { keepAs: `room:${i}` })));

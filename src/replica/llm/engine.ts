@@ -489,20 +489,20 @@ export class LlmEngine {
   #keep(id: number, prompt: readonly number[], extra: string): { transferId: string; blockIds: number[] } | undefined {
     const blockIds = this.#kv.pin(id, prompt.length);
     if (blockIds.length === 0) return undefined;
-    for (const oldest of this.#transfers.keys()) {
-      if (this.#kv.pinnedBlocks <= this.#kv.totalBlocks / 2) break;
-      this.#dropTransfer(oldest);
-    }
     const transferId = randomUUID();
     this.#holdTransfer(transferId, blockIds, prompt.slice(0, blockIds.length * this.#kv.blockSize), extra);
     return { transferId, blockIds };
   }
 
-  /** Holds pinned blocks for a reader, until read or KV_TRANSFER_TIMEOUT_MS; at most MAX_HELD_TRANSFERS holds (the oldest go first). */
+  /**
+   * Holds pinned blocks for a reader, until read or KV_TRANSFER_TIMEOUT_MS: at most half
+   * the pool's blocks and MAX_HELD_TRANSFERS holds in all, vLLM's and SGLang's alike (the
+   * oldest go first).
+   */
   #holdTransfer(transferId: string, blockIds: number[], ids: number[], extra: string): void {
     this.#dropTransfer(transferId);
     for (const oldest of this.#transfers.keys()) {
-      if (this.#transfers.size < MAX_HELD_TRANSFERS) break;
+      if (this.#kv.pinnedBlocks <= this.#kv.totalBlocks / 2 && this.#transfers.size < MAX_HELD_TRANSFERS) break;
       this.#dropTransfer(oldest);
     }
     const timer = setTimeout(() => this.#dropTransfer(transferId), this.#transferTimeoutMs);
