@@ -30,4 +30,6 @@ export interface Env extends RouterBinding, RelaysBinding, SessionsBinding, Keys
   SWITCHYARD_REQUEST_LOGS?: string;
   /** Local mode only: the location an isolate serves from where the runtime gives no `cf.colo` (the local stack's StackOptions.edgeLocations). */
   SWITCHYARD_LOCATION?: string;
+  /** Local mode only: where an isolate is, "lat,lon" in degrees, where the runtime gives no `cf.latitude`/`cf.longitude`. */
+  SWITCHYARD_COORDINATES?: string;
 }

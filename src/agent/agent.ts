@@ -23,7 +23,7 @@
  *
  * docs/agent.md describes it for operators.
  */
-import { MAX_LOAD_COUNT as MAX_COUNT, MAX_REPLICA_MODELS as MAX_MODELS, MODEL_ID, OpenAIPath, type ContinuationForm, type ReplicaRole, type Load, type ReplicaState } from "../protocol/index.ts";
+import { MAX_LOAD_COUNT as MAX_COUNT, MAX_REPLICA_MODELS as MAX_MODELS, MODEL_ID, OpenAIPath, type ContinuationForm, type ReplicaRole, type ReplicaCoordinates, type Load, type ReplicaState } from "../protocol/index.ts";
 import { EdgeClient, keyRefusedMessage } from "../replica/edge-client.ts";
 import type { LoadSource } from "../replica/edge-control.ts";
 import type { NodeReporter } from "../replica/node-reporter.ts";
@@ -96,6 +96,10 @@ export interface AgentOptions {
   roles?: ReplicaRole[];
   /** A prefill engine's KV bootstrap port (`--engine-bootstrap-port`, or SGLang's in its command), declared at register. */
   bootstrapPort?: number;
+  /** The engine's region (`--region`; issue 57), declared at register; absent: not sent. */
+  region?: string;
+  /** Where the engine is (`--coordinates`, degrees; issue 57), declared at register; absent: not sent. */
+  coordinates?: ReplicaCoordinates;
   /** Which metric names to read; "auto" takes whichever engine's names are present. Default auto. */
   engine?: EngineKind;
   /** The engine's concurrency budget (vLLM's --max-num-seqs): max_ongoing_requests and the reports' max. */
@@ -428,6 +432,8 @@ export class ReplicaAgent {
       ...(o.continues !== undefined && { continues: o.continues }),
       ...(o.roles !== undefined && { roles: o.roles }),
       ...(o.bootstrapPort !== undefined && { bootstrapPort: o.bootstrapPort }),
+      ...(o.region !== undefined && { region: o.region }),
+      ...(o.coordinates !== undefined && { coordinates: o.coordinates }),
       ...(o.node !== undefined && { node: o.node }),
       ...(o.nodeReporter !== undefined && { nodeReporter: o.nodeReporter }),
       ...(this.#prefix && { cacheSummary: () => this.#prefix?.summary() }),

@@ -27,7 +27,7 @@ import { AGENT_DEFAULTS, MAX_SCRAPE_INTERVAL_MS, ReplicaAgent, type AgentOptions
 import { ZMQ_ENDPOINT } from "./kv-events-subscriber.ts";
 import { spawnEngine } from "./engine-process.ts";
 import { proxyModeMain } from "./proxy-mode.ts";
-import { httpUrlFlag as httpUrl, integerFlag as int, UsageError } from "../replica/cli.ts";
+import { coordinatesFlag, httpUrlFlag as httpUrl, integerFlag as int, regionFlag, UsageError } from "../replica/cli.ts";
 
 export { UsageError };
 
@@ -39,7 +39,7 @@ export const AGENT_USAGE = `usage: switchyard agent --deployment NAME --edge URL
                [--engine-api-key-file PATH ...] [--kv-events-endpoint ZMQ ...]
                [--kv-events-replay-endpoint ZMQ ...] [--kv-events-topic TOPIC ...]
                [--engine-continues chat,completion|none ...] [--engine-role prefill|decode|both ...]
-               [--engine-bootstrap-port PORT ...]
+               [--engine-bootstrap-port PORT ...] [--region NAME] [--coordinates LAT,LON]
                [-- ENGINE COMMAND...]
 Fronts an external OpenAI-compatible engine: registers it with the deployment (proxies
 dispatch straight to --advertise-url, default --engine-url), scrapes its /metrics into
@@ -86,6 +86,13 @@ load reports, and on SIGTERM/SIGINT drains, deregisters, then stops the engine.
 --engine-bootstrap-port PORT  a prefill engine's KV bootstrap port, for SGLang's protocol (docs/pd.md);
                         default: the command's --disaggregation-bootstrap-port (8998 unless given)
                         when it has --disaggregation-mode prefill, else none
+--region NAME           the engines' region ("us-east-1", "fra"; 1-64 of [A-Za-z0-9._-], starting with
+                        a letter or digit), declared at register for every engine (one node, one place);
+                        default none (not sent: edges older than it refuse it)
+--coordinates LAT,LON   where the engines are, in degrees (latitude -90..90, longitude -180..180, e.g.
+                        50.11,8.68), declared at register for every engine: an edge that has not
+                        measured its distance estimates it from these; a negative first number needs
+                        the = form (--coordinates=-33.92,18.42)
 -- COMMAND...           start the engine as the agent's child (stdout/stderr shared); the agent
                         stops it after deregistering and exits 1 if it exits on its own
                         (one engine only: start several engines yourself)
@@ -255,6 +262,8 @@ export function parseAgentArgs(argv: readonly string[]): AgentArgs | "help" {
         "engine-continues": { type: "string", multiple: true },
         "engine-role": { type: "string", multiple: true },
         "engine-bootstrap-port": { type: "string", multiple: true },
+        region: { type: "string" },
+        coordinates: { type: "string" },
         "kv-events-endpoint": { type: "string", multiple: true },
         "kv-events-replay-endpoint": { type: "string", multiple: true },
         "kv-events-topic": { type: "string", multiple: true },
@@ -300,6 +309,9 @@ export function parseAgentArgs(argv: readonly string[]): AgentArgs | "help" {
     perEngine(v["engine-bootstrap-port"], "--engine-bootstrap-port", n)?.map((p) => int(p, "--engine-bootstrap-port", 1, 65_535)) ??
     (sglangMode?.bootstrapPort !== undefined ? [sglangMode.bootstrapPort] : undefined);
   const kvEvents = kvEventSources(v["kv-events-endpoint"], v["kv-events-replay-endpoint"], v["kv-events-topic"], n);
+  // One agent runs on one node: its engines share its region and place.
+  const region = v.region === undefined ? undefined : regionFlag(v.region, "--region");
+  const coordinates = v.coordinates === undefined ? undefined : coordinatesFlag(v.coordinates, "--coordinates");
   const shared = {
     deployment: v.deployment,
     edgeUrl: httpUrl(v.edge, "--edge"),
@@ -332,6 +344,8 @@ export function parseAgentArgs(argv: readonly string[]): AgentArgs | "help" {
     if (continues !== undefined) options.continues = continues[i]!;
     if (roles?.[i] !== undefined) options.roles = roles[i]!;
     if (bootstrapPorts?.[i] !== undefined) options.bootstrapPort = bootstrapPorts[i]!;
+    if (region !== undefined) options.region = region;
+    if (coordinates !== undefined) options.coordinates = coordinates;
     const keyFile = keyFiles?.[i];
     return keyFile !== undefined ? { options, engineKeyFile: keyFile } : { options };
   });

@@ -18,7 +18,8 @@ import { spawnEngine, type SpawnedEngine } from "./engine-process.ts";
 export const PROXY_USAGE = `usage: switchyard agent --proxy --deployment NAME --edge URL --app-url URL
                [--app-metrics URL] [--app-health-path PATH] [--app-start-timeout-ms N]
                [--app-stop-timeout-ms N] [replica flags: --port N --host H --id ID --max-ongoing N
-               --max-queued N --advertise-url URL --drain-timeout-ms N] [-- APP COMMAND...]
+               --max-queued N --advertise-url URL --drain-timeout-ms N --region NAME
+               --coordinates LAT,LON] [-- APP COMMAND...]
 Fronts any HTTP model server: proxies dispatch to this agent (--advertise-url, default its
 own address), which checks each dispatch's signature, refuses beyond --max-ongoing before
 accepting, passes the request on to the app at --app-url and streams its answer back.

@@ -7,7 +7,7 @@ import { z } from "zod";
 import { Backend as BackendUnion } from "../backends/index.ts";
 import { ModelId } from "../backends/model-id.ts";
 import { DEPLOYMENT_NAME } from "../protocol/messages.ts";
-import { MAX_ROUTING_SHARDS } from "../protocol/limits.ts";
+import { MAX_PREFILL_RATE, MAX_ROUTING_SHARDS, MAX_SLO_MS } from "../protocol/limits.ts";
 import { PD_PROTOCOL_NAMES } from "../protocol/disaggregation.ts";
 
 /**
@@ -18,6 +18,7 @@ import { PD_PROTOCOL_NAMES } from "../protocol/disaggregation.ts";
  */
 export const DEFAULT_PD_MIN_UNCACHED_TOKENS = 256;
 import { BALANCER_NAMES, FILTER_NAMES, PICKER_NAMES } from "../policy/balancers/index.ts";
+import { DEFAULT_LATENCY_SETTINGS } from "../policy/latency-model.ts";
 import { DEFAULT_LOAD_FACTOR, DEFAULT_PREFILL_WEIGHT } from "../policy/prefix-score.ts";
 import { SCORER_NAMES } from "../policy/scorers/index.ts";
 import { PROMPT_TOKENIZER_NAMES, type PromptTokenizerName } from "../prompt/tokenizers/index.ts";
@@ -193,6 +194,34 @@ const DeploymentInput = z
              * except around midnight.
              */
             startDate: z.string().regex(/^\d{4}-\d{2}-\d{2}$/, "a date as YYYY-MM-DD").optional(),
+          })
+          .strict()
+          .optional(),
+        /**
+         * What the predicted time to first token assumes where a replica has not said, and
+         * the deployment's latency objectives (docs/latency-choice.md; the `latency` balancer,
+         * the `latency` scorer and the `slo` filter read it). Unset: DEFAULT_LATENCY_SETTINGS, no SLO.
+         */
+        latency: z
+          .object({
+            /** Uncached prompt tokens a second a replica prefills, for one that reports no rate of its own (Load.prefillRate). */
+            prefillTokensPerSecond: z.number().int().min(1).max(MAX_PREFILL_RATE).default(DEFAULT_LATENCY_SETTINGS.prefillTokensPerSecond),
+            /** A dispatch's time at a replica, ms, until the edge has measured one there (what a queue over capacity waits per request). */
+            serviceMs: z.number().int().min(1).max(600_000).default(DEFAULT_LATENCY_SETTINGS.serviceMs),
+            /**
+             * Objectives for requests that carry none (`x-slo-ttft-ms`, `x-slo-tpot-ms` set their
+             * own): the `slo` filter keeps the replicas predicted to meet `ttftMs`. `refuse`: when
+             * none is predicted to, refuse the request at once (503 `slo_unattainable`) instead
+             * of serving it late.
+             */
+            slo: z
+              .object({
+                ttftMs: z.number().int().min(1).max(MAX_SLO_MS).optional(),
+                tpotMs: z.number().int().min(1).max(MAX_SLO_MS).optional(),
+                refuse: z.boolean().default(false),
+              })
+              .strict()
+              .optional(),
           })
           .strict()
           .optional(),

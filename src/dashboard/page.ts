@@ -44,7 +44,7 @@ svg path.area{stroke:none;fill:var(--c);opacity:.14}
 .s0{--c:var(--accent)}.s1{--c:var(--accent2)}.s2{--c:var(--bad)}
 .key{display:inline-block;width:8px;height:8px;border-radius:2px;margin:0 3px 0 8px;background:var(--c)}
 .axis{display:flex;justify-content:space-between;font-size:11px;color:var(--muted)}
-table{width:100%;border-collapse:collapse;table-layout:fixed}th:nth-child(1){width:26%}th:nth-child(2){width:11%}th:nth-child(3){width:20%}th:nth-child(4){width:9%}
+table{width:100%;border-collapse:collapse;table-layout:fixed}th:nth-child(1){width:26%}th:nth-child(2){width:11%}th:nth-child(3){width:20%}th:nth-child(4){width:9%}th:nth-child(6){width:12%}
 td{overflow:hidden;text-overflow:ellipsis}
 th{text-align:left;font-size:11px;text-transform:uppercase;letter-spacing:.04em;color:var(--muted);font-weight:600;padding:4px 8px;border-bottom:1px solid var(--line)}
 td{padding:6px 8px;border-bottom:1px solid var(--line);vertical-align:middle}tr:last-child td{border-bottom:0}
@@ -200,7 +200,8 @@ function chart(metric, title, value, points, lines, at, span, area, fmt) {
 }
 
 // ---- frame rendering ----
-function replicaRow(r) {
+// regions: whether the table has a Region column (some replica of the deployment declared one).
+function replicaRow(r, regions) {
   const ratio = r.max > 0 ? Math.min(1, r.ongoing / r.max) : 0;
   return h("tr", { "data-testid": "replica-row", "data-replica-id": r.id, "data-state": r.state },
     h("td", null, h("div", { class: "mono" }, r.id), h("div", { class: "url" }, r.url)),
@@ -211,7 +212,8 @@ function replicaRow(r) {
     h("td", { class: "mono" }, r.queued),
     h("td", null, r.models.map((m) => h("span", { class: "chip" }, m)),
       r.loading.map((m) => h("span", { class: "chip loading", title: "loading" }, m + "…")),
-      r.models.length + r.loading.length === 0 ? h("span", { class: "muted" }, "–") : null));
+      r.models.length + r.loading.length === 0 ? h("span", { class: "muted" }, "–") : null),
+    regions ? h("td", { class: "mono", "data-testid": "replica-region" }, r.region || h("span", { class: "muted" }, "–")) : null);
 }
 
 function card(d, at) {
@@ -223,6 +225,7 @@ function card(d, at) {
   const points = complete.filter((p) => p.t >= at - span);
   const last = points[points.length - 1] || { requestsPerSecond: 0, errorsPerSecond: 0, p50Ms: null, p99Ms: null };
   const ready = d.replicas.filter((r) => r.state === "ready").length;
+  const regions = d.replicas.some((r) => r.region);
   const req = d.totals ? d.totals.requests : null;
   const total = req ? req["2xx"] + req["3xx"] + req["4xx"] + req["5xx"] : 0;
   return h("section", { class: "card", "data-testid": "deployment-card", "data-deployment": d.name, "data-requests": total },
@@ -239,8 +242,8 @@ function card(d, at) {
     d.replicas.length === 0
       ? h("p", { class: "muted", "data-testid": "no-replicas" }, "No replicas registered.")
       : h("table", { "data-testid": "replicas" },
-          h("thead", null, h("tr", null, ["Replica", "State", "Load (ongoing/max)", "Queued", "Models"].map((t) => h("th", null, t)))),
-          h("tbody", null, d.replicas.map(replicaRow))));
+          h("thead", null, h("tr", null, ["Replica", "State", "Load (ongoing/max)", "Queued", "Models", ...(regions ? ["Region"] : [])].map((t) => h("th", null, t)))),
+          h("tbody", null, d.replicas.map((r) => replicaRow(r, regions)))));
 }
 
 function render(f) {

@@ -37,6 +37,12 @@ export interface WorkerdConfigOptions {
    * admission across locations give isolates different ones.
    */
   locations?: readonly string[];
+  /**
+   * Where each edge service is, in the same order (its SWITCHYARD_COORDINATES var, "lat,lon":
+   * what Cloudflare's cf.latitude/longitude give a deployed isolate); none: unknown. Benches
+   * of latency choice across regions place isolates with it.
+   */
+  coordinates?: readonly ({ lat: number; lon: number } | undefined)[];
 }
 
 
@@ -66,7 +72,11 @@ export function workerdConfig(o: WorkerdConfigOptions): string {
   // The other edge services name the first one's namespaces, so every isolate reaches the same objects.
   const located = (n: number) => {
     const location = o.locations?.[n - 1];
-    return location === undefined ? [] : [`(name = "SWITCHYARD_LOCATION", text = ${str(location)})`];
+    const at = o.coordinates?.[n - 1];
+    return [
+      ...(location === undefined ? [] : [`(name = "SWITCHYARD_LOCATION", text = ${str(location)})`]),
+      ...(at === undefined ? [] : [`(name = "SWITCHYARD_COORDINATES", text = ${str(`${at.lat},${at.lon}`)})`]),
+    ];
   };
   const sharedBindings = [...vars, ...OBJECTS.map(([name, cls]) => `(name = ${str(name)}, durableObjectNamespace = (className = ${str(cls)}, serviceName = "edge"))`)];
   const moreWorkers = more

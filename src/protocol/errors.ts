@@ -26,6 +26,7 @@ export type ErrorCode =
   | "request_timeout"
   | "upstream_failed"
   | "stream_handover"
+  | "slo_unattainable"
   | "internal_error";
 
 export const ERROR_STATUS: Record<ErrorCode, number> = {
@@ -51,6 +52,7 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   request_timeout: 408,
   upstream_failed: 502,
   stream_handover: 503,
+  slo_unattainable: 503,
   internal_error: 500,
 };
 
@@ -88,6 +90,7 @@ const TYPE: Record<ErrorCode, ErrorBody["error"]["type"]> = {
   request_timeout: "timeout_error",
   upstream_failed: "server_error",
   stream_handover: "overloaded_error",
+  slo_unattainable: "overloaded_error",
   internal_error: "server_error",
 };
 

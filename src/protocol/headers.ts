@@ -2,7 +2,7 @@
  * Header names of the Switchyard dispatch protocol (docs/protocol.md).
  * One place, imported by the proxy, the routing Durable Object and the replica.
  */
-import { MAX_LOAD_COUNT } from "./limits.ts";
+import { MAX_LOAD_COUNT, MAX_REPLICA_TIME_MS, MAX_SLO_MS } from "./limits.ts";
 export const PROTOCOL_VERSION = 1;
 
 export const Header = {
@@ -51,6 +51,14 @@ export const Header = {
   modelCache: "x-switchyard-model-cache",
   /** Replica → proxy, on every response: the replica's load (see load-header.ts). */
   load: "x-switchyard-load",
+  /**
+   * Replica → proxy, on every answer to a dispatch (a refusal too): milliseconds from the
+   * replica receiving the dispatch's head to sending this answer's head, a decimal with
+   * up to one fraction digit. The edge takes the rest of the time it waited for the head
+   * as the network's round trip to the replica (src/policy/latency-model.ts). Optional:
+   * an answer without it teaches the edge no trip.
+   */
+  replicaTime: "x-switchyard-replica-ms",
   /** Replica → proxy: set on a response that rejected the request before accepting it. */
   rejected: "x-switchyard-rejected",
   /** Proxy → client: the replica that served the response. */
@@ -92,6 +100,34 @@ export const EDGE_ONLY_HEADERS: readonly string[] = Object.values(Header).filter
 /** Whether a request header (lower case) is one only the edge may set on a dispatch. */
 export function isEdgeOnlyHeader(name: string): boolean {
   return name.startsWith(PROTOCOL_HEADER_PREFIX) ? !CLIENT_HEADERS.includes(name) : EDGE_ONLY_HEADERS.includes(name);
+}
+
+/** Header.replicaTime's value for `ms` (clamped to 0..MAX_REPLICA_TIME_MS, one fraction digit). */
+export function formatReplicaTime(ms: number): string {
+  return String(Math.round(Math.min(MAX_REPLICA_TIME_MS, Math.max(0, ms)) * 10) / 10);
+}
+
+/** A Header.replicaTime value as the edge reads it: ms, or undefined when absent or malformed. */
+export function parseReplicaTime(value: string | null | undefined): number | undefined {
+  if (value == null || value.length > 12 || !/^\d{1,7}(\.\d{1,3})?$/.test(value)) return undefined;
+  const ms = Number(value);
+  return ms <= MAX_REPLICA_TIME_MS ? ms : undefined;
+}
+
+/**
+ * Client → edge: a request's latency objectives, as llm-d's SLO-aware routing takes them:
+ * time to first token and time per output token, whole milliseconds. Not protocol
+ * headers (a replica may read them too), so they pass on a dispatch like any other.
+ */
+export const SLO_HEADERS = { ttft: "x-slo-ttft-ms", tpot: "x-slo-tpot-ms" } as const;
+
+/** An SLO header's value: the ms, undefined when absent, null when malformed (not 1..MAX_SLO_MS whole ms). */
+export function parseSloHeader(value: string | null | undefined): number | undefined | null {
+  if (value == null) return undefined;
+  const v = value.trim();
+  if (!/^\d{1,8}$/.test(v)) return null;
+  const ms = Number(v);
+  return ms >= 1 && ms <= MAX_SLO_MS ? ms : null;
 }
 
 /** Status a replica answers with when it rejects before accepting (at capacity or draining). */

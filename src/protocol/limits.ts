@@ -11,6 +11,14 @@
 export const MODEL_ID = /^[A-Za-z0-9][A-Za-z0-9._:@\/+-]{0,127}$/;
 /** Largest count a load can carry (ongoing, queued, max). */
 export const MAX_LOAD_COUNT = 1_000_000;
+/** Longest prefill wait a load carries, ms (10 min: beyond it, the replica is not one to wait for). */
+export const MAX_PREFILL_WAIT_MS = 600_000;
+/** Highest prefill rate a load carries, tokens per second. */
+export const MAX_PREFILL_RATE = 100_000_000;
+/** Longest time a replica says it took to answer a dispatch's head (Header.replicaTime), ms. */
+export const MAX_REPLICA_TIME_MS = 3_600_000;
+/** Most milliseconds a client may ask as an SLO (x-slo-ttft-ms, x-slo-tpot-ms): an hour. */
+export const MAX_SLO_MS = 3_600_000;
 /** Most model ids a replica reports (loaded, and loading): reports, the load header, max_models. */
 export const MAX_REPLICA_MODELS = 1024;
 /**

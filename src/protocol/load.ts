@@ -5,6 +5,7 @@
  *
  *   x-switchyard-load: seq=42;ongoing=3;queued=0;max=5;state=ready;kv=0.31
  *   x-switchyard-load: seq=7;ongoing=1;queued=0;max=4;state=ready;models=a,b;loading=c
+ *   x-switchyard-load: seq=9;ongoing=2;queued=0;max=8;state=ready;kv=0.4;prefill_wait=120;prefill_rate=9000
  *
  * `models`/`loading` appear on multiplexing replicas only (an empty value means
  * none); they let every response update the proxy's idea of who holds what.
@@ -12,7 +13,7 @@
  * `ongoing` excludes the request the header is attached to (it is finishing, and
  * the proxy counts its own in-flight requests separately).
  */
-import { MAX_LOAD_COUNT, MAX_LOAD_HEADER_BYTES, MAX_REPLICA_MODELS, MODEL_ID } from "./limits.ts";
+import { MAX_LOAD_COUNT, MAX_LOAD_HEADER_BYTES, MAX_PREFILL_RATE, MAX_PREFILL_WAIT_MS, MAX_REPLICA_MODELS, MODEL_ID } from "./limits.ts";
 
 export type ReplicaState = "ready" | "draining";
 
@@ -28,6 +29,14 @@ export interface Load {
   state: ReplicaState;
   /** KV-cache usage as a fraction 0..1, when the engine has one. */
   kv?: number;
+  /**
+   * How long a new request's prefill would wait before it starts, ms, by the replica's
+   * own count of the prefills ahead of it (engines with a prefill queue): the queueing
+   * term of the edge's predicted time to first token (src/policy/latency-model.ts).
+   */
+  prefillWaitMs?: number;
+  /** Uncached prompt tokens the replica prefills per second, as it measured them lately: the prefill term's rate. */
+  prefillRate?: number;
   /** Loaded models, when the replica multiplexes. */
   models?: string[];
   /** Models being loaded, when the replica multiplexes. */
@@ -42,6 +51,8 @@ export interface Load {
 export function formatLoadHeader(load: Load): string {
   let out = `seq=${load.seq};ongoing=${load.ongoing};queued=${load.queued};max=${load.max};state=${load.state}`;
   if (load.kv !== undefined) out += `;kv=${load.kv}`;
+  if (load.prefillWaitMs !== undefined) out += `;prefill_wait=${load.prefillWaitMs}`;
+  if (load.prefillRate !== undefined) out += `;prefill_rate=${load.prefillRate}`;
   let sets = "";
   if (load.models !== undefined) sets += `;models=${load.models.join(",")}`;
   if (load.loading !== undefined) sets += `;loading=${load.loading.join(",")}`;
@@ -69,6 +80,8 @@ export function parseLoadHeader(value: string | null | undefined): Load | null {
   let maxRaw: string | undefined;
   let state: string | undefined;
   let kvRaw: string | undefined;
+  let waitRaw: string | undefined;
+  let rateRaw: string | undefined;
   let modelsRaw: string | undefined;
   let loadingRaw: string | undefined;
   for (let from = 0; from <= value.length; ) {
@@ -96,6 +109,12 @@ export function parseLoadHeader(value: string | null | undefined): Load | null {
       case "kv":
         kvRaw = v;
         break;
+      case "prefill_wait":
+        waitRaw = v;
+        break;
+      case "prefill_rate":
+        rateRaw = v;
+        break;
       case "models":
         modelsRaw = v;
         break;
@@ -117,6 +136,16 @@ export function parseLoadHeader(value: string | null | undefined): Load | null {
     const kv = Number(kvRaw);
     if (kvRaw === "" || !Number.isFinite(kv) || kv < 0 || kv > 1) return null;
     load.kv = kv;
+  }
+  if (waitRaw !== undefined) {
+    const ms = count(waitRaw, 0);
+    if (ms === undefined || ms > MAX_PREFILL_WAIT_MS) return null;
+    load.prefillWaitMs = ms;
+  }
+  if (rateRaw !== undefined) {
+    const rate = count(rateRaw, 1);
+    if (rate === undefined || rate > MAX_PREFILL_RATE) return null;
+    load.prefillRate = rate;
   }
   if (modelsRaw !== undefined) {
     const ids = modelList(modelsRaw);

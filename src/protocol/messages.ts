@@ -19,6 +19,8 @@ import {
   MAX_DEMAND_FLOWS,
   MAX_NODE_REPORT_BYTES,
   MAX_DRAIN_DEADLINE_MS,
+  MAX_PREFILL_RATE,
+  MAX_PREFILL_WAIT_MS,
 } from "./limits.ts";
 import { SystemPath } from "./paths.ts";
 import type { Load } from "./load.ts";
@@ -81,6 +83,21 @@ export function rolesOf(flag: ReplicaRoleFlag): ReplicaRole[] {
   return flag === "both" ? ["prefill", "decode"] : [flag];
 }
 
+/** A replica's region name (register's `region`): "us-east-1", "eu-central", "fra". */
+export const REPLICA_REGION = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
+/**
+ * Where a replica is, in degrees (register's `coordinates`): latitude -90..90, longitude
+ * -180..180 (zod 4's numbers are finite: NaN and infinities are refused).
+ */
+export const ReplicaCoordinates = z
+  .object({
+    lat: z.number().min(-90).max(90),
+    lon: z.number().min(-180).max(180),
+  })
+  .strict();
+export type ReplicaCoordinates = z.infer<typeof ReplicaCoordinates>;
+
 /** The fields every control message starts with: the protocol's version and the deployment it is about. */
 const MessageHead = {
   protocol: z.literal(PROTOCOL_VERSION),
@@ -124,6 +141,17 @@ export const RegisterMessage = z
      * there. Absent: none (the legs say null, as SGLang's router does).
      */
     bootstrap_port: z.number().int().min(1).max(65_535).optional(),
+    /**
+     * The replica's region, a free-form name ("us-east-1", "fra"): an edge weighs a
+     * replica's distance when it chooses (issue 57), and a region names where it is
+     * for views and for edges that group replicas by it. Absent: not declared.
+     */
+    region: z.string().regex(REPLICA_REGION, "a region is 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit").optional(),
+    /**
+     * Where the replica is (degrees): an edge that has not measured its distance to the
+     * replica yet estimates it from geography (issue 57). Absent: not declared.
+     */
+    coordinates: ReplicaCoordinates.optional(),
     node: nodeId.optional(),
   })
   .strict();
@@ -189,6 +217,10 @@ const ReportFields = {
   ongoing: count,
   queued: count,
   kv_cache_usage: z.number().min(0).max(1).optional(),
+  /** How long a new request's prefill would wait now, ms (Load.prefillWaitMs; the load header's `prefill_wait`). */
+  prefill_wait_ms: z.number().int().min(0).max(MAX_PREFILL_WAIT_MS).optional(),
+  /** Uncached prompt tokens prefilled per second, measured lately (Load.prefillRate; the load header's `prefill_rate`). */
+  prefill_rate: z.number().int().min(1).max(MAX_PREFILL_RATE).optional(),
   /** Models loaded and ready to serve (multiplexing). */
   models: z.array(modelId).max(MAX_REPLICA_MODELS).default([]),
   /** Models being loaded now; requests for them wait on the load instead of starting another elsewhere. */
@@ -270,6 +302,10 @@ export interface ReplicaView {
   roles?: ReplicaRole[];
   /** Its KV bootstrap port (SGLang's protocol), where it declared one. */
   bootstrapPort?: number;
+  /** Its region's name, where it declared one (issue 57). */
+  region?: string;
+  /** Where it is (degrees), where it declared it (issue 57). */
+  coordinates?: ReplicaCoordinates;
   /** The engine's bearer key, sent with every dispatch (never shown outside the edge: admin answers redact it). */
   engineKey?: string;
   /**

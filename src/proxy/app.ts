@@ -11,6 +11,7 @@ import { basePath, baseRoutePath } from "hono/route";
 import { runsAtEdge } from "../backends/index.ts";
 import { checkDeployments, type Deployment } from "../config/deployment.ts";
 import type { Env } from "../env.ts";
+import { coordinatesOf } from "../policy/latency-model.ts";
 import { errorResponse, Header, OPENAI_ENDPOINTS, SystemPath } from "../protocol/index.ts";
 import { adminRoutes } from "./routes/admin.ts";
 import { controlRoutes } from "./routes/control.ts";
@@ -68,8 +69,12 @@ export function createEdgeApp(deployments: readonly Deployment[]): EdgeApp {
   const locate = (req: Request, env: Env) => {
     if (located) return;
     located = true;
-    const colo = (req as { cf?: { colo?: unknown } }).cf?.colo ?? (env.SWITCHYARD_MODE === "local" ? env.SWITCHYARD_LOCATION : undefined);
+    const cf = (req as { cf?: { colo?: unknown; latitude?: unknown; longitude?: unknown } }).cf;
+    const local = env.SWITCHYARD_MODE === "local";
+    const colo = cf?.colo ?? (local ? env.SWITCHYARD_LOCATION : undefined);
     if (typeof colo === "string" && /^[A-Za-z0-9-]{1,16}$/.test(colo)) stateFor(env).location = colo;
+    const at = cf?.latitude !== undefined ? coordinatesOf(cf.latitude, cf.longitude) : local && env.SWITCHYARD_COORDINATES !== undefined ? coordinatesOf(...(env.SWITCHYARD_COORDINATES.split(",") as [string, string])) : undefined;
+    if (at) stateFor(env).coordinates = at;
   };
 
   const serveRoute = routeServer(deployments, stateFor);

@@ -6,7 +6,7 @@
  * load it reports (`queued` counts the waiting requests). Pure state (no I/O);
  * the server and the edge client observe it.
  */
-import type { Load, RejectReason, ReplicaState } from "../protocol/index.ts";
+import { MAX_PREFILL_RATE, MAX_PREFILL_WAIT_MS, type Load, type RejectReason, type ReplicaState } from "../protocol/index.ts";
 
 export type Admission = { admitted: true } | { admitted: false; reason: RejectReason };
 
@@ -54,6 +54,7 @@ export class AdmissionControl {
   #listeners: ((urgent: boolean) => void)[] = [];
   #idleWaiters: (() => void)[] = [];
   #kvSource: (() => number | undefined) | undefined;
+  #prefillSource: (() => { waitMs: number; rate: number | undefined }) | undefined;
   #external: number | undefined;
 
   constructor(maxOngoing: number, maxQueued = 0) {
@@ -205,6 +206,14 @@ export class AdmissionControl {
   }
 
   /**
+   * The engine's prefill queue and rate to report in every load (Load.prefillWaitMs,
+   * Load.prefillRate; engines with a prefill queue); `source` is read each time a load is produced.
+   */
+  setPrefillSource(source: () => { waitMs: number; rate: number | undefined }): void {
+    this.#prefillSource = source;
+  }
+
+  /**
    * The requests the server behind this replica says it holds (an app's own queue
    * metric, src/replica/backends/proxy.ts), or undefined where it says none. Those beyond
    * the requests in flight here (other clients of the same server) count as queued.
@@ -246,6 +255,11 @@ export class AdmissionControl {
     const load: Load = { seq: this.#seq, ongoing: Math.max(0, this.#ongoing - excluding), queued: this.#queue.length + this.#externalExtra(), max: this.maxOngoing, state: this.#state };
     const kv = this.#kvSource?.();
     if (kv !== undefined) load.kv = kv;
+    const prefill = this.#prefillSource?.();
+    if (prefill) {
+      load.prefillWaitMs = Math.min(MAX_PREFILL_WAIT_MS, prefill.waitMs);
+      if (prefill.rate !== undefined) load.prefillRate = Math.min(MAX_PREFILL_RATE, prefill.rate);
+    }
     if (this.#multiplexing) {
       load.models = [...this.#models];
       load.loading = [...this.#loading];

@@ -23,7 +23,7 @@
  */
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { DEPLOYMENT_NAME, REPLICA_ID, REPLICA_KEY_PATTERN, REPLICA_ROLE_FLAGS, deriveReplicaKey, type ReplicaRoleFlag } from "../protocol/index.ts";
+import { DEPLOYMENT_NAME, REPLICA_ID, REPLICA_KEY_PATTERN, REPLICA_REGION, REPLICA_ROLE_FLAGS, deriveReplicaKey, type ReplicaCoordinates, type ReplicaRoleFlag } from "../protocol/index.ts";
 import { AdmissionControl } from "./admission.ts";
 import { DispatchGuard } from "./dispatch-guard.ts";
 import { EdgeClient, keyRefusedMessage } from "./edge-client.ts";
@@ -35,7 +35,7 @@ const USAGE = `usage: replica --deployment NAME --backend text|echo|onnx|llm|pro
                [--model ID | --models ID,ID,... --max-models-per-replica N [--default-model ID]]
                --edge URL [--port N] [--host H] [--id ID] [--max-ongoing N] [--max-queued N]
                [--advertise-url URL] [--drain-timeout-ms N] [--standalone [--api-key-file PATH]]
-               [--fault hang|lie]
+               [--fault hang|lie] [--region NAME] [--coordinates LAT,LON]
 --service-ms N: benchmark knob for --backend text: each admitted request waits N ms
                  (a timer, no CPU) before the answer, simulating a model's service time;
                  default 0
@@ -94,6 +94,13 @@ const USAGE = `usage: replica --deployment NAME --backend text|echo|onnx|llm|pro
                  direct and bare-Worker arms); signed ones are still checked
 --api-key-file PATH: (standalone) serve only requests with Authorization: Bearer <a key in
                  PATH, one per line>, as vLLM's --api-key does; SIGHUP reloads the file
+--region NAME: the replica's region ("us-east-1", "fra"; 1-64 of [A-Za-z0-9._-], starting with a
+                 letter or digit), declared at register (docs/protocol.md §1): edges show it and
+                 weigh where a replica is. Not sent without it (edges older than it refuse it)
+--coordinates LAT,LON: where the replica is, in degrees (latitude -90..90, longitude -180..180,
+                 e.g. 50.11,8.68), declared at register: an edge that has not measured its
+                 distance to the replica estimates it from these. A negative first number needs
+                 the = form: --coordinates=-33.92,18.42
 --fault hang|lie: fault injection for testing a fleet: "hang" admits requests and never
                  answers; "lie" claims to be idle while refusing every request
 env: SWITCHYARD_REPLICA_KEY (required unless --standalone): the deployment's replica key
@@ -128,6 +135,25 @@ export function httpUrlFlag(raw: string, flag: string): string {
   return raw;
 }
 
+/** `raw` if it is a region name (register's `region`: "us-east-1", "eu-central", "fra"). */
+export function regionFlag(raw: string, flag: string): string {
+  if (!REPLICA_REGION.test(raw)) throw new UsageError(`${flag} "${raw}" is not a region name (1-64 of [A-Za-z0-9._-], starting with a letter or digit)`);
+  return raw;
+}
+
+/** A decimal number of degrees: digits with an optional sign and fraction (no exponent, Infinity or NaN). */
+const DEGREES = /^[+-]?(?:\d+(?:\.\d*)?|\.\d+)$/;
+
+/** `raw` ("LAT,LON" in degrees, as "50.11,8.68") as register's `coordinates`. */
+export function coordinatesFlag(raw: string, flag: string): ReplicaCoordinates {
+  const parts = raw.split(",").map((p) => p.trim());
+  if (parts.length !== 2 || !parts.every((p) => DEGREES.test(p))) throw new UsageError(`${flag} must be LAT,LON in decimal degrees (e.g. 50.11,8.68), not "${raw}"`);
+  const [lat, lon] = parts.map(Number) as [number, number];
+  if (lat < -90 || lat > 90) throw new UsageError(`${flag}: latitude ${parts[0]} is outside -90..90`);
+  if (lon < -180 || lon > 180) throw new UsageError(`${flag}: longitude ${parts[1]} is outside -180..180`);
+  return { lat, lon };
+}
+
 /** What the replica serves and how, from its command line and environment (parseReplicaArgs). */
 export interface ReplicaOptions {
   deployment: string;
@@ -150,6 +176,10 @@ export interface ReplicaOptions {
   advertiseUrl?: string;
   apiKeyFile?: string;
   fault?: "hang" | "lie";
+  /** Its region's name (`--region`), declared at register. */
+  region?: string;
+  /** Where it is (`--coordinates`, degrees), declared at register. */
+  coordinates?: ReplicaCoordinates;
 }
 
 export type ReplicaCommand = { kind: "help" } | { kind: "print-key"; deployment: string; master: string } | { kind: "serve"; options: ReplicaOptions };
@@ -197,6 +227,8 @@ export function parseReplicaArgs(argv: readonly string[], env: Readonly<Record<s
         "accept-unsigned": { type: "boolean", default: false },
         "print-key": { type: "boolean", default: false },
         fault: { type: "string" },
+        region: { type: "string" },
+        coordinates: { type: "string" },
         help: { type: "boolean", short: "h", default: false },
       },
       strict: true,
@@ -236,6 +268,10 @@ export function parseReplicaArgs(argv: readonly string[], env: Readonly<Record<s
   if (fault !== undefined && fault !== "hang" && fault !== "lie") throw new UsageError(`--fault must be "hang" or "lie", not "${fault}"`);
   const apiKeyFile = args["api-key-file"];
   if (apiKeyFile !== undefined && !standalone) throw new UsageError("--api-key-file is for --standalone replicas (a registered replica checks the edge's signatures)");
+  // Declared at register: a standalone replica registers nowhere (behind an agent, the agent declares them).
+  if (standalone && (args.region ?? args.coordinates) !== undefined) throw new UsageError("--region and --coordinates are declared at register: a --standalone replica does not register (give them to its agent)");
+  const region = args.region === undefined ? undefined : regionFlag(args.region, "--region");
+  const coordinates = args.coordinates === undefined ? undefined : coordinatesFlag(args.coordinates, "--coordinates");
 
   // Each knob and flag belongs to one backend kind.
   const only = (kinds: readonly string[], given: boolean, message: string) => {
@@ -306,6 +342,8 @@ export function parseReplicaArgs(argv: readonly string[], env: Readonly<Record<s
       ...(advertiseUrl !== undefined && { advertiseUrl }),
       ...(apiKeyFile !== undefined && { apiKeyFile }),
       ...(fault !== undefined && { fault }),
+      ...(region !== undefined && { region }),
+      ...(coordinates !== undefined && { coordinates }),
     },
   };
 }
@@ -438,6 +476,8 @@ export async function replicaMain(argv: string[] = process.argv.slice(2), hooks:
     ...(roles !== undefined && { roles }),
     // A prefill serves SGLang's KV bootstrap on its own port (src/replica/llm/kv-transfer.ts).
     ...(roles?.includes("prefill") && { bootstrapPort: Number(new URL(advertiseUrl).port || 80) }),
+    ...(options.region !== undefined && { region: options.region }),
+    ...(options.coordinates !== undefined && { coordinates: options.coordinates }),
     onDrainRequested: () => void drain("drain requested by the edge (admin API)"),
     onKeyRefused: (why) => void drain(keyRefusedMessage(options.deployment, why), 1),
   });

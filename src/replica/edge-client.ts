@@ -21,7 +21,7 @@ import {
   type ContinuationForm,
   type ReplicaRole,
 } from "../protocol/index.ts";
-import { EdgeError, isBusy, postControl, refusesDeadlines, refusesSummaries, reportEntry, type LoadSource } from "./edge-control.ts";
+import { EdgeError, isBusy, postControl, refusedReportField, refusesSummaries, reportEntry, type LoadSource } from "./edge-control.ts";
 import type { NodeReporter } from "./node-reporter.ts";
 import { ReportCadence } from "./report-cadence.ts";
 import { SummaryCadence, type CacheSummaryProvider, type SummaryField } from "./summary-cadence.ts";
@@ -57,6 +57,10 @@ interface EdgeClientBaseOptions {
   roles?: ReplicaRole[];
   /** A prefill's KV bootstrap port (SGLang's protocol), declared at register; absent: none (not sent). */
   bootstrapPort?: number;
+  /** Its region's name (issue 57), declared at register; absent: not sent (older edges refuse the field). */
+  region?: string;
+  /** Where it is (degrees, issue 57), declared at register; absent: not sent. */
+  coordinates?: { lat: number; lon: number };
   /** The node (machine) the replica runs on, sent with every message: it picks the routing shard. */
   node?: string;
   /**
@@ -268,6 +272,9 @@ export class EdgeClient {
     if (this.#o.continues !== undefined) msg.continues = this.#o.continues;
     if (this.#o.roles !== undefined) msg.roles = this.#o.roles;
     if (this.#o.bootstrapPort !== undefined) msg.bootstrap_port = this.#o.bootstrapPort;
+    if (this.#o.region !== undefined) msg.region = this.#o.region;
+    // Only the two numbers: the edge refuses a register with any other field in them.
+    if (this.#o.coordinates !== undefined) msg.coordinates = { lat: this.#o.coordinates.lat, lon: this.#o.coordinates.lon };
     if (this.#node !== undefined) msg.node = this.#node;
     const res = await this.#post(ControlPath.register, msg);
     // A register starts the replica afresh at the edge: no summary held there now.
@@ -299,10 +306,11 @@ export class EdgeClient {
       if (ack.outcome === "ok") this.#summary?.accepted(summary);
       if (ack.drain === true) this.#drainRequested();
     } catch (err) {
+      const field = refusedReportField(err);
       // The routing object forgot us (swept after a long silence): join again.
       if (err instanceof EdgeError && err.status === 409 && !this.#stopped) await this.#register();
-      else if (refusesDeadlines(err)) {
-        this.#o.log?.("the edge does not take drain deadlines (an older edge): reporting without them");
+      else if (field !== undefined) {
+        this.#o.log?.(`the edge does not take ${field} (an older edge): reporting without it`);
         await this.#sendReport();
       } else if (summary !== undefined && refusesSummaries(err) && this.#summary?.enabled) {
         this.#o.log?.("the edge does not take prefix-cache summaries (an older edge): reporting without them");

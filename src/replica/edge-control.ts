@@ -3,7 +3,7 @@
  * senders (edge-client.ts, one replica; node-reporter.ts, a node's batch): what
  * it reports, the signed POST, and the edge's refusals.
  */
-import { MAX_DRAIN_DEADLINE_MS, signedHeaders, type Load, type NodeReportEntry, type NonceCounter } from "../protocol/index.ts";
+import { MAX_DRAIN_DEADLINE_MS, MAX_PREFILL_RATE, MAX_PREFILL_WAIT_MS, signedHeaders, type Load, type NodeReportEntry, type NonceCounter } from "../protocol/index.ts";
 import type { SummaryField } from "./summary-cadence.ts";
 
 /**
@@ -25,17 +25,28 @@ export interface LoadSource {
   drainDeadline?(): number | undefined;
 }
 
-/** False once the edge refused a report for its drain deadline (an older edge): reports leave it out from then on. */
-let edgeTakesDeadlines = true;
+/**
+ * Report fields newer than some edges: an edge from before one refuses a report that
+ * carries it (400, its schema's unknown key). Once refused, every report of this
+ * process goes without that field.
+ */
+export const OPTIONAL_REPORT_FIELDS = ["drain_deadline_ms", "prefill_wait_ms", "prefill_rate"] as const;
+export type OptionalReportField = (typeof OPTIONAL_REPORT_FIELDS)[number];
+const refusedFields = new Set<OptionalReportField>();
 
 /**
- * An edge from before drain deadlines refuses a report carrying one (400, unknown field
- * `drain_deadline_ms`): true, once, and every report of this process goes without it.
+ * The optional report field (OPTIONAL_REPORT_FIELDS) a refusal names, the first time it
+ * names it: from then on reports leave it out. Undefined for any other error, and for a
+ * field already learnt.
  */
-export function refusesDeadlines(err: unknown): boolean {
-  if (!edgeTakesDeadlines || !(err instanceof EdgeError) || err.status !== 400 || !err.body.includes('"drain_deadline_ms"')) return false;
-  edgeTakesDeadlines = false;
-  return true;
+export function refusedReportField(err: unknown): OptionalReportField | undefined {
+  if (!(err instanceof EdgeError) || err.status !== 400) return undefined;
+  for (const f of OPTIONAL_REPORT_FIELDS) {
+    if (refusedFields.has(f) || !err.body.includes(`"${f}"`)) continue;
+    refusedFields.add(f);
+    return f;
+  }
+  return undefined;
 }
 
 /** Busy: requests running or waiting (changes then wait for the busy window, report-cadence.ts). */
@@ -50,7 +61,7 @@ export function isBusy(source: LoadSource): boolean {
  */
 export function reportEntry(replicaId: string, source: LoadSource, prefixCache?: SummaryField): NodeReportEntry {
   const load = source.load();
-  const deadline = load.state === "draining" && edgeTakesDeadlines ? source.drainDeadline?.() : undefined;
+  const deadline = load.state === "draining" && !refusedFields.has("drain_deadline_ms") ? source.drainDeadline?.() : undefined;
   return {
     replica_id: replicaId,
     seq: load.seq,
@@ -59,6 +70,8 @@ export function reportEntry(replicaId: string, source: LoadSource, prefixCache?:
     ongoing: load.ongoing,
     queued: load.queued,
     ...(load.kv !== undefined && { kv_cache_usage: load.kv }),
+    ...(load.prefillWaitMs !== undefined && !refusedFields.has("prefill_wait_ms") && { prefill_wait_ms: Math.min(MAX_PREFILL_WAIT_MS, load.prefillWaitMs) }),
+    ...(load.prefillRate !== undefined && !refusedFields.has("prefill_rate") && { prefill_rate: Math.min(MAX_PREFILL_RATE, load.prefillRate) }),
     models: source.models,
     loading: source.loading,
     ...(prefixCache !== undefined && { prefix_cache: prefixCache }),

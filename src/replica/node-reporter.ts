@@ -21,7 +21,7 @@ import {
   type NodeReportEntry,
   type NodeReportMessage,
 } from "../protocol/index.ts";
-import { isBusy, postControl, refusesDeadlines, refusesSummaries, reportEntry, type LoadSource } from "./edge-control.ts";
+import { isBusy, postControl, refusedReportField, refusesSummaries, reportEntry, type LoadSource } from "./edge-control.ts";
 import { ReportCadence } from "./report-cadence.ts";
 import type { SummaryCadence, SummaryField } from "./summary-cadence.ts";
 
@@ -212,8 +212,9 @@ export class NodeReporter {
         const res = await postControl(this.#o.edgeUrl, key, this.nonces, ControlPath.nodeReport, message);
         ack = (await res.json()) as Partial<NodeReportAck>;
       } catch (err) {
-        if (refusesDeadlines(err)) {
-          this.#log("the edge does not take drain deadlines (an older edge): reporting without them");
+        const field = refusedReportField(err);
+        if (field !== undefined) {
+          this.#log(`the edge does not take ${field} (an older edge): reporting without it`);
           void this.#cadence.now();
           return;
         }

@@ -5,7 +5,7 @@
  */
 import { IncomingMessage, createServer, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { Header, KV_TRANSFER_PATH, PROTOCOL_VERSION, SystemPath, REJECT_STATUS, UNAUTHORIZED_REJECTION, dispatchLoadLimit, dispatchPriority, errorBody, formatLoadHeader, timingSafeEqualStrings, type RejectReason } from "../protocol/index.ts";
+import { Header, KV_TRANSFER_PATH, PROTOCOL_VERSION, SystemPath, REJECT_STATUS, UNAUTHORIZED_REJECTION, dispatchLoadLimit, dispatchPriority, errorBody, formatLoadHeader, formatReplicaTime, timingSafeEqualStrings, type RejectReason } from "../protocol/index.ts";
 import type { AdmissionControl } from "./admission.ts";
 import type { DispatchGuard, DispatchRefusal } from "./dispatch-guard.ts";
 import type { RequestHandler } from "./handlers.ts";
@@ -100,12 +100,15 @@ export class ReplicaServer {
     });
   }
 
-  #loadHeaders(excluding: number): Record<string, string> {
-    return {
+  /** The protocol's headers on an answer; `arrived`: performance.now() when the request's head came, for Header.replicaTime. */
+  #loadHeaders(excluding: number, arrived?: number): Record<string, string> {
+    const headers: Record<string, string> = {
       [Header.load]: formatLoadHeader(this.#o.admission.load(excluding)),
       [Header.protocol]: String(PROTOCOL_VERSION),
       [Header.replica]: this.#o.replicaId,
     };
+    if (arrived !== undefined) headers[Header.replicaTime] = formatReplicaTime(performance.now() - arrived);
+    return headers;
   }
 
   #isOpen(req: IncomingMessage): boolean {
@@ -181,11 +184,13 @@ export class ReplicaServer {
   }
 
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    // The replica's share of the time to each answer's head (Header.replicaTime): the edge takes the rest as the trip.
+    const arrived = performance.now();
     const admission = this.#o.admission;
     if (req.url === SystemPath.healthz) {
       req.resume();
       const ok = admission.state === "ready";
-      res.writeHead(ok ? 200 : 503, { ...this.#loadHeaders(0), "content-type": "application/json" });
+      res.writeHead(ok ? 200 : 503, { ...this.#loadHeaders(0, arrived), "content-type": "application/json" });
       res.end(
         JSON.stringify({
           status: admission.state,
@@ -205,17 +210,17 @@ export class ReplicaServer {
     }
     // Open routes (the backend's /health and /metrics) answer without a signature or key; everything else needs one.
     const open = this.#isOpen(req);
-    if (open && this.#o.unadmitted?.(req, res, () => this.#loadHeaders(0))) return;
+    if (open && this.#o.unadmitted?.(req, res, () => this.#loadHeaders(0, arrived))) return;
     const unsignedOk = this.#o.acceptUnsigned === true && req.headers[Header.signature] === undefined;
     if (this.#o.guard && !unsignedOk && this.#refuseUnsigned(req, res, this.#o.guard)) return;
     if (this.#o.apiKeys && this.#refuseWithoutApiKey(req, res, this.#o.apiKeys())) return;
-    if (!open && this.#o.unadmitted?.(req, res, () => this.#loadHeaders(0))) return;
+    if (!open && this.#o.unadmitted?.(req, res, () => this.#loadHeaders(0, arrived))) return;
     if (this.#o.fault === "lie") {
       this.#faultRefusals++;
       req.resume();
       const body = JSON.stringify(errorBody("all_replicas_busy", `replica ${this.#o.replicaId} is at capacity`));
       const claimed = formatLoadHeader({ ...admission.load(0), ongoing: 0, queued: 0 });
-      res.writeHead(REJECT_STATUS, { ...this.#loadHeaders(0), [Header.load]: claimed, [Header.rejected]: "capacity", "content-type": "application/json", "content-length": Buffer.byteLength(body) });
+      res.writeHead(REJECT_STATUS, { ...this.#loadHeaders(0, arrived), [Header.load]: claimed, [Header.rejected]: "capacity", "content-type": "application/json", "content-length": Buffer.byteLength(body) });
       res.end(body);
       return;
     }
@@ -227,7 +232,7 @@ export class ReplicaServer {
     if (decision.admitted === false) {
       // Rejected before accepting: the body is not read, the proxy retries elsewhere.
       const body = JSON.stringify(errorBody("all_replicas_busy", `replica ${this.#o.replicaId} is ${REFUSED_AS[decision.reason]}`));
-      res.writeHead(REJECT_STATUS, { ...this.#loadHeaders(0), [Header.rejected]: decision.reason, "content-type": "application/json", "content-length": Buffer.byteLength(body) });
+      res.writeHead(REJECT_STATUS, { ...this.#loadHeaders(0, arrived), [Header.rejected]: decision.reason, "content-type": "application/json", "content-length": Buffer.byteLength(body) });
       res.end(body);
       req.resume();
       return;
@@ -274,12 +279,12 @@ export class ReplicaServer {
       handled = verified;
     }
     try {
-      await this.#o.handler(handled, res, () => this.#loadHeaders(1));
+      await this.#o.handler(handled, res, () => this.#loadHeaders(1, arrived));
     } catch (err) {
       this.#o.log?.(`handler error: ${String(err)}`);
       if (!res.headersSent) {
         const body = JSON.stringify(errorBody("internal_error", "replica handler failed"));
-        res.writeHead(500, { ...this.#loadHeaders(1), "content-type": "application/json", "content-length": Buffer.byteLength(body) });
+        res.writeHead(500, { ...this.#loadHeaders(1, arrived), "content-type": "application/json", "content-length": Buffer.byteLength(body) });
         res.end(body);
       } else {
         res.destroy();

@@ -104,16 +104,29 @@ export class DeploymentRouter extends DurableObject<RouterBinding> {
     sql.exec(`CREATE TABLE IF NOT EXISTS replicas (
       id TEXT PRIMARY KEY, url TEXT NOT NULL, max_ongoing INTEGER NOT NULL, registered_at INTEGER NOT NULL)`);
     sql.exec(`CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`);
-    // Storage written before engine keys (or continuation forms, roles, bootstrap ports) existed has no such column.
+    // Storage written before engine keys (or continuation forms, roles, bootstrap ports, regions, coordinates) existed has no such column.
     const columns = new Set(sql.exec<{ name: string }>("PRAGMA table_info(replicas)").toArray().map((c) => c.name));
     if (!columns.has("engine_key")) sql.exec("ALTER TABLE replicas ADD COLUMN engine_key TEXT");
     if (!columns.has("continues")) sql.exec("ALTER TABLE replicas ADD COLUMN continues TEXT");
     if (!columns.has("roles")) sql.exec("ALTER TABLE replicas ADD COLUMN roles TEXT");
     if (!columns.has("bootstrap_port")) sql.exec("ALTER TABLE replicas ADD COLUMN bootstrap_port INTEGER");
+    if (!columns.has("region")) sql.exec("ALTER TABLE replicas ADD COLUMN region TEXT");
+    if (!columns.has("lat")) sql.exec("ALTER TABLE replicas ADD COLUMN lat REAL");
+    if (!columns.has("lon")) sql.exec("ALTER TABLE replicas ADD COLUMN lon REAL");
     const restoredAt = Date.now();
-    for (const row of sql.exec<{ id: string; url: string; max_ongoing: number; registered_at: number; engine_key: string | null; continues: string | null; roles: string | null; bootstrap_port: number | null }>(
-      "SELECT id, url, max_ongoing, registered_at, engine_key, continues, roles, bootstrap_port FROM replicas",
-    )) {
+    for (const row of sql.exec<{
+      id: string;
+      url: string;
+      max_ongoing: number;
+      registered_at: number;
+      engine_key: string | null;
+      continues: string | null;
+      roles: string | null;
+      bootstrap_port: number | null;
+      region: string | null;
+      lat: number | null;
+      lon: number | null;
+    }>("SELECT id, url, max_ongoing, registered_at, engine_key, continues, roles, bootstrap_port, region, lat, lon FROM replicas")) {
       const continues = row.continues === null ? undefined : ContinuationForm.array().safeParse(JSON.parse(row.continues));
       const roles = row.roles === null ? undefined : ReplicaRole.array().safeParse(JSON.parse(row.roles));
       this.#membership.restore(
@@ -126,6 +139,9 @@ export class DeploymentRouter extends DurableObject<RouterBinding> {
           ...(continues?.success ? { continues: continues.data } : {}),
           ...(roles?.success ? { roles: roles.data } : {}),
           ...(row.bootstrap_port !== null ? { bootstrapPort: row.bootstrap_port } : {}),
+          ...(row.region !== null ? { region: row.region } : {}),
+          // Written together (one register's coordinates): both or neither.
+          ...(row.lat !== null && row.lon !== null ? { coordinates: { lat: row.lat, lon: row.lon } } : {}),
         },
         restoredAt,
       );
@@ -147,7 +163,7 @@ export class DeploymentRouter extends DurableObject<RouterBinding> {
     this.#rememberName(msg.deployment, shard);
     if (this.#membership.register(msg, Date.now())) {
       this.ctx.storage.sql.exec(
-        "INSERT OR REPLACE INTO replicas (id, url, max_ongoing, registered_at, engine_key, continues, roles, bootstrap_port) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT OR REPLACE INTO replicas (id, url, max_ongoing, registered_at, engine_key, continues, roles, bootstrap_port, region, lat, lon) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         msg.replica_id,
         msg.url,
         msg.max_ongoing_requests,
@@ -156,6 +172,9 @@ export class DeploymentRouter extends DurableObject<RouterBinding> {
         msg.continues === undefined ? null : JSON.stringify(msg.continues),
         msg.roles === undefined ? null : JSON.stringify(msg.roles),
         msg.bootstrap_port ?? null,
+        msg.region ?? null,
+        msg.coordinates?.lat ?? null,
+        msg.coordinates?.lon ?? null,
       );
     }
     await this.#ensureSweep();

@@ -4,7 +4,7 @@
  * Pure, with time passed in, so it is unit-tested without workerd.
  */
 import type { CacheSummaryWire } from "../prefix/cache-summary.ts";
-import { REPORT_STALE_AFTER_MS, SIGNATURE_WINDOW_MS, SUMMARY_MAX_AGE_MS, type ContinuationForm, type ReplicaRole, type Load, type RegisterMessage, type ReportMessage, type ReplicaView, type RoutingSnapshot } from "../protocol/index.ts";
+import { REPORT_STALE_AFTER_MS, SIGNATURE_WINDOW_MS, SUMMARY_MAX_AGE_MS, type ContinuationForm, type ReplicaRole, type ReplicaCoordinates, type Load, type RegisterMessage, type ReportMessage, type ReplicaView, type RoutingSnapshot } from "../protocol/index.ts";
 import { summaryDigest } from "./summary-delta.ts";
 
 /** Replicas report at least this often. */
@@ -41,6 +41,10 @@ export interface Member {
   roles?: ReplicaRole[];
   /** Its KV bootstrap port (SGLang's protocol), declared at register. */
   bootstrapPort?: number;
+  /** Its region's name, declared at register (issue 57). */
+  region?: string;
+  /** Where it is (degrees), declared at register (issue 57). */
+  coordinates?: ReplicaCoordinates;
   /** Draining with a deadline: when it stops serving, on this object's clock (memory only). */
   drainsAt?: number;
   /**
@@ -64,7 +68,10 @@ export class Membership {
    * empty, and proxies that applied one dropped every replica (an e2e run saw
    * 3,423 of 8,812 requests fail with no_ready_replica for ~1 s).
    */
-  restore(m: { id: string; url: string; maxOngoing: number; registeredAt: number; engineKey?: string; continues?: ContinuationForm[]; roles?: ReplicaRole[]; bootstrapPort?: number }, now: number): void {
+  restore(
+    m: { id: string; url: string; maxOngoing: number; registeredAt: number; engineKey?: string; continues?: ContinuationForm[]; roles?: ReplicaRole[]; bootstrapPort?: number; region?: string; coordinates?: ReplicaCoordinates },
+    now: number,
+  ): void {
     this.members.set(m.id, {
       ...m,
       lastReportAt: now,
@@ -90,7 +97,16 @@ export class Membership {
   register(msg: RegisterMessage, now: number): boolean {
     const known = this.members.get(msg.replica_id);
     const changed =
-      !known || known.url !== msg.url || known.maxOngoing !== msg.max_ongoing_requests || known.engineKey !== msg.engine_key || String(known.continues) !== String(msg.continues) || String(known.roles) !== String(msg.roles) || known.bootstrapPort !== msg.bootstrap_port;
+      !known ||
+      known.url !== msg.url ||
+      known.maxOngoing !== msg.max_ongoing_requests ||
+      known.engineKey !== msg.engine_key ||
+      String(known.continues) !== String(msg.continues) ||
+      String(known.roles) !== String(msg.roles) ||
+      known.bootstrapPort !== msg.bootstrap_port ||
+      known.region !== msg.region ||
+      known.coordinates?.lat !== msg.coordinates?.lat ||
+      known.coordinates?.lon !== msg.coordinates?.lon;
     this.members.set(msg.replica_id, {
       id: msg.replica_id,
       url: msg.url,
@@ -108,6 +124,8 @@ export class Membership {
       ...(msg.continues !== undefined ? { continues: msg.continues } : {}),
       ...(msg.roles !== undefined ? { roles: msg.roles } : {}),
       ...(msg.bootstrap_port !== undefined ? { bootstrapPort: msg.bootstrap_port } : {}),
+      ...(msg.region !== undefined ? { region: msg.region } : {}),
+      ...(msg.coordinates !== undefined ? { coordinates: msg.coordinates } : {}),
     });
     return changed;
   }
@@ -123,6 +141,8 @@ export class Membership {
     if (msg.seq < m.load.seq) return "stale_seq";
     m.load = { seq: msg.seq, ongoing: msg.ongoing, queued: msg.queued, max: m.maxOngoing, state: msg.state };
     if (msg.kv_cache_usage !== undefined) m.load.kv = msg.kv_cache_usage;
+    if (msg.prefill_wait_ms !== undefined) m.load.prefillWaitMs = msg.prefill_wait_ms;
+    if (msg.prefill_rate !== undefined) m.load.prefillRate = msg.prefill_rate;
     // Counted from the report's arrival (clocks differ; transit only makes it later than meant, by milliseconds).
     if (msg.state === "draining" && msg.drain_deadline_ms !== undefined) m.drainsAt = now + msg.drain_deadline_ms;
     else delete m.drainsAt;
@@ -161,6 +181,8 @@ export class Membership {
         ...(m.continues !== undefined ? { continues: m.continues } : {}),
         ...(m.roles !== undefined ? { roles: m.roles } : {}),
         ...(m.bootstrapPort !== undefined ? { bootstrapPort: m.bootstrapPort } : {}),
+        ...(m.region !== undefined ? { region: m.region } : {}),
+        ...(m.coordinates !== undefined ? { coordinates: m.coordinates } : {}),
         ...(m.engineKey !== undefined ? { engineKey: m.engineKey } : {}),
         // The whole summary: answers to relays and isolates leave out what they hold (summary-delta.ts).
         ...(m.cache !== undefined && now - m.cache.at < SUMMARY_MAX_AGE_MS ? { cacheDigest: m.cache.digest, cache: m.cache.wire } : {}),

@@ -163,6 +163,7 @@ export class Telemetry extends DurableObject<TelemetryEnv> {
             max: r.load.max,
             models: r.models,
             loading: r.loading,
+            ...(r.region !== undefined && { region: r.region }),
           })),
           series: seriesOf(fleet.windows?.[i] ?? [], now),
           totals: fleet.totals[i]!,

@@ -83,6 +83,8 @@ export interface ReplicaRow {
   max: number;
   models: string[];
   loading: string[];
+  /** Its region, where it declared one (register's `region`). */
+  region?: string;
 }
 
 export interface DeploymentFrame {

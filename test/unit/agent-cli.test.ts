@@ -98,6 +98,13 @@ describe("parseAgentArgs", () => {
     expect(parseAgentArgs(["--help"])).toBe("help");
   });
 
+  it("declares where the engine is only when told: --region and --coordinates (issue 57)", () => {
+    expect(one(required).engines[0].options).not.toHaveProperty("region");
+    expect(one(required).engines[0].options).not.toHaveProperty("coordinates");
+    expect(one([...required, "--region", "us-east-1", "--coordinates", "39.04,-77.49"]).engines[0].options).toMatchObject({ region: "us-east-1", coordinates: { lat: 39.04, lon: -77.49 } });
+    expect(one([...required, "--coordinates=-33.92,18.42"]).engines[0].options.coordinates).toEqual({ lat: -33.92, lon: 18.42 });
+  });
+
   it("one engine with --node: the node goes with its options (no node batching for one engine)", () => {
     const out = parsed([...required, "--node", "gpu-7", "--id", "gpu-7-a"]);
     expect(out.node).toBe("gpu-7");
@@ -117,6 +124,10 @@ describe("parseAgentArgs", () => {
       { replicaId: "gpu-7-2", engineUrl: "http://127.0.0.1:8002", node: "gpu-7", maxOngoing: 64, engine: "vllm" },
     ]);
     for (const e of out.engines) expect(e.options).not.toHaveProperty("advertiseUrl");
+
+    // One agent, one node, one place: its region and coordinates go to every engine.
+    const placed = parsed([...node, ...urls, "--region", "fra", "--coordinates", "50.03,8.57"]);
+    for (const e of placed.engines) expect(e.options).toMatchObject({ region: "fra", coordinates: { lat: 50.03, lon: 8.57 } });
 
     const prefixed = parsed([...node, ...urls, "--id", "llm-g7"]);
     expect(prefixed.engines.map((e) => e.options.replicaId)).toEqual(["llm-g7-0", "llm-g7-1", "llm-g7-2"]);
@@ -167,6 +178,13 @@ describe("parseAgentArgs", () => {
     ["a stray positional", [...required, "vllm"], /positional/],
     ["an unknown continuation form", [...required, "--engine-continues", "chat,tokens"], /"tokens" is not a continuation form/],
     ["a continuation form twice", [...required, "--engine-continues", "chat,chat"], /a form is listed twice/],
+    ["a region with a space", [...required, "--region", "us east"], /--region "us east" is not a region name/],
+    ["a region past 64 characters", [...required, "--region", "r".repeat(65)], /--region "r+" is not a region name/],
+    ["coordinates without a longitude", [...required, "--coordinates", "50.11"], /--coordinates must be LAT,LON in decimal degrees/],
+    ["coordinates that are not numbers", [...required, "--coordinates", "NaN,Infinity"], /--coordinates must be LAT,LON in decimal degrees/],
+    ["a latitude out of range", [...required, "--coordinates", "91,0"], /--coordinates: latitude 91 is outside -90..90/],
+    ["a longitude out of range", [...required, "--coordinates", "0,-181"], /--coordinates: longitude -181 is outside -180..180/],
+    ["a negative latitude without the = form", [...required, "--coordinates", "-33.9,18.4"], /argument is ambiguous/],
   ];
   for (const [what, argv, msg] of bad) {
     it(`refuses ${what}`, () => {

@@ -280,6 +280,20 @@ describe("engine start-up", () => {
     expect(edge.register()!.at).toBeGreaterThanOrEqual(healthyAt);
   });
 
+  it("declares the engine's region and coordinates at register when given, and nothing of them otherwise (issue 57)", async () => {
+    const engine = await fakeEngine(vllmText(0, 0));
+    const placed = await fakeEdge();
+    startAgent(placed.url, engine.url, { region: "eu-central", coordinates: { lat: 50.11, lon: 8.68 } });
+    await until(() => placed.register() !== undefined, "the register");
+    expect(placed.register()!.body).toMatchObject({ region: "eu-central", coordinates: { lat: 50.11, lon: 8.68 } });
+    expect(RegisterMessage.safeParse(placed.register()!.body).success).toBe(true);
+    const plain = await fakeEdge();
+    startAgent(plain.url, engine.url, { replicaId: "llm-agent-2" });
+    await until(() => plain.register() !== undefined, "the register");
+    expect(plain.register()!.body).not.toHaveProperty("region");
+    expect(plain.register()!.body).not.toHaveProperty("coordinates");
+  });
+
   it("falls back to GET /v1/models when the engine has no /health", async () => {
     const engine = await fakeEngine(vllmText(0, 0));
     engine.state.health = "none";

@@ -27,7 +27,7 @@ describe("the registry", () => {
     expect(BALANCER_NAMES).toEqual(BALANCERS.map((b) => b.name));
     expect(new Set(BALANCER_NAMES).size).toBe(BALANCER_NAMES.length);
     expect(BALANCER_NAMES[0]).toBe("load_aware");
-    expect([...BALANCER_NAMES].sort()).toEqual(["load_aware", "prefix_cache", "prefix_hash", "random", "round_robin"]);
+    expect([...BALANCER_NAMES].sort()).toEqual(["latency", "load_aware", "prefix_cache", "prefix_hash", "random", "round_robin"]);
     for (const name of BALANCER_NAMES) expect(balancerProfile(name).name).toBe(name);
   });
 
@@ -39,8 +39,8 @@ describe("the registry", () => {
     expect(defineDeployment(minimal).policy.balancer).toBe("load_aware");
   });
 
-  it("asks for the prompt only for the prefix balancers", () => {
-    expect(BALANCERS.filter((b) => b.readsPrompt).map((b) => b.name)).toEqual(["prefix_hash", "prefix_cache"]);
+  it("asks for the prompt only for the prefix balancers and the latency one (its prefill term)", () => {
+    expect(BALANCERS.filter((b) => b.readsPrompt).map((b) => b.name)).toEqual(["prefix_hash", "prefix_cache", "latency"]);
     for (const name of BALANCER_NAMES) expect(createBalancer(name, settings).readsPrompt).toBe(balancerProfile(name).readsPrompt);
   });
 

@@ -78,6 +78,37 @@ describe("status", () => {
     expect(Object.keys(doc.deployments[2]!.replicas[1]!)).toEqual(["id", "url", "state", "ongoing", "queued", "max", "models", "loading", "epoch", "expiresInMs"]);
   });
 
+  it("shows a REGION column, and region last in the JSON, only when some replica declared one", () => {
+    const placed = statusDocument("http://edge", [
+      {
+        name: "llm",
+        routePrefix: "/llm",
+        answer: { snapshot: { replicas: [replica("llm-1", { kv: 0.25 }, { region: "eu-central" }), replica("llm-2", {}), replica("llm-3", {}, { region: 7 })] } },
+      },
+    ]);
+    expect(renderStatusTable(placed)).toBe(
+      [
+        "DEPLOYMENT  REPLICA  STATE  REGION      LOAD  MODELS  URL",
+        "llm         llm-1    ready  eu-central  0/5   -       http://127.0.0.1:4001",
+        "llm         llm-2    ready  -           0/5   -       http://127.0.0.1:4002",
+        "llm         llm-3    ready  -           0/5   -       http://127.0.0.1:4003",
+        "",
+      ].join("\n"),
+    );
+    const [one, two, three] = placed.deployments[0]!.replicas;
+    expect(Object.keys(one!)).toEqual(["id", "url", "state", "ongoing", "queued", "max", "kv", "models", "loading", "epoch", "expiresInMs", "region"]);
+    expect(one!.region).toBe("eu-central");
+    expect(two).not.toHaveProperty("region");
+    expect(three).not.toHaveProperty("region");
+    // A deployment without replicas gets a dash in the column too.
+    const withEmpty = statusDocument("http://edge", [...answers.slice(2), { name: "llm", routePrefix: "/llm", answer: { snapshot: { replicas: [replica("llm-1", {}, { region: "fra" })] } } }]);
+    expect(renderStatusTable(withEmpty).split("\n").slice(0, 3)).toEqual([
+      "DEPLOYMENT  REPLICA  STATE        REGION  LOAD  MODELS  URL",
+      "echo        -        no replicas  -       -     -       -",
+      "llm         llm-1    ready        fra     0/5   -       http://127.0.0.1:4001",
+    ]);
+  });
+
   it("refuses an answer without a snapshot", () => {
     expect(() => statusDocument("http://edge", [{ name: "x", routePrefix: null, answer: {} }])).toThrow(/snapshot\.replicas/);
   });

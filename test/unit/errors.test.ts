@@ -25,6 +25,7 @@ const EXPECTED: Record<ErrorCode, { status: number; type: string }> = {
   request_timeout: { status: 408, type: "timeout_error" },
   upstream_failed: { status: 502, type: "server_error" },
   stream_handover: { status: 503, type: "overloaded_error" },
+  slo_unattainable: { status: 503, type: "overloaded_error" },
   internal_error: { status: 500, type: "server_error" },
 };
 const CODES = Object.keys(EXPECTED) as ErrorCode[];

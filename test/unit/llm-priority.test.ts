@@ -8,7 +8,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { Header } from "../../src/protocol/index.ts";
-import { LlmEngine } from "../../src/replica/llm/engine.ts";
+import { LlmEngine, type GenerateRequest } from "../../src/replica/llm/engine.ts";
 import { KvCacheScheduler } from "../../src/replica/llm/kv-cache.ts";
 import { requestPriority } from "../../src/replica/llm/openai-handler.ts";
 import { PrefillLane, PrefillLaneAborted } from "../../src/replica/llm/prefill-lane.ts";
@@ -90,6 +90,42 @@ describe("PrefillLane", () => {
     busy.abort();
     await Promise.all([first, standard, low]);
     expect(order).toEqual(["critical aborted", "standard", "low"]);
+  });
+});
+
+describe("PrefillLane: the wait a new prefill would see (Load.prefillWaitMs, issue 57)", () => {
+  it("is the rest of the running turn plus every queued turn, and drops as they leave", async () => {
+    const lane = new PrefillLane();
+    expect(lane.waitMs()).toBe(0);
+    const busy = new AbortController();
+    const first = lane.run(60_000, busy.signal).catch(() => undefined);
+    const now = Date.now();
+    // The running turn's rest: at most its 60 s, and (the test takes far less) well over 59 s.
+    expect(lane.waitMs(now)).toBeLessThanOrEqual(60_000);
+    expect(lane.waitMs(now)).toBeGreaterThan(59_000);
+    const gone = new AbortController();
+    const queued = lane.run(5_000, gone.signal).catch(() => undefined);
+    const other = lane.run(7_000, busy.signal).catch(() => undefined);
+    expect(lane.waitMs(now) - lane.waitMs(now + 1_000)).toBe(1_000);
+    expect(Math.round(lane.waitMs(now + 60_000))).toBe(12_000);
+    gone.abort();
+    await queued;
+    expect(Math.round(lane.waitMs(now + 60_000))).toBe(7_000);
+    busy.abort();
+    await Promise.all([first, other]);
+    expect(lane.waitMs()).toBe(0);
+  });
+});
+
+describe("LlmEngine: its prefill rate and wait, as its load reports them", () => {
+  it("has no rate before a prefill took lane time, then the uncached tokens per second of lane time", async () => {
+    const engine = new LlmEngine({ model: tinyLmGenerator(oneLetterModel()), kvBlocks: 64, prefillTokenUs: 500 });
+    expect(engine.prefillRate).toBeUndefined();
+    expect(engine.prefillWaitMs).toBe(0);
+    const request: GenerateRequest = { prompt: Array.from({ length: 40 }, (_, i) => 2 + (i % 20)), maxTokens: 1, sampling: { temperature: 0, topP: 1 } };
+    for await (const _ of engine.generate(request)) void _;
+    // 500 µs a token: 2,000 tokens a second.
+    expect(engine.prefillRate).toBe(2_000);
   });
 });
 

@@ -2,6 +2,7 @@
 import { describe, it, expect } from "vitest";
 import type { RegisterMessage, ReportMessage } from "../../src/protocol/index.ts";
 import { FORGET_AFTER_MS, Membership, REPORT_INTERVAL_MS, STALE_AFTER_MS } from "../../src/state/membership.ts";
+import { RoutingView } from "../../src/proxy/serve/view.ts";
 import { T0 } from "../fixtures/clock.ts";
 import { registerMessage, reportMessage } from "../fixtures/control-messages.ts";
 
@@ -45,6 +46,34 @@ describe("Membership.register", () => {
     expect(m.members.get("a")!.registeredAt).toBe(T0 + 1);
     expect(m.register(reg("a", { url: "http://moved:1", max_ongoing_requests: 9 }), T0 + 2)).toBe(true);
     expect(m.members.get("a")).toMatchObject({ registeredAt: T0 + 2, maxOngoing: 9 });
+  });
+
+  it("carries region and coordinates to the snapshot; a change of either is an identity change (a storage write) (issue 57)", () => {
+    const m = new Membership();
+    const at = { region: "eu-central", coordinates: { lat: 50.11, lon: 8.68 } };
+    expect(m.register(reg("a", at), T0)).toBe(true);
+    expect(m.members.get("a")).toMatchObject(at);
+    expect(m.snapshot("hello", T0).replicas[0]).toMatchObject(at);
+    // On to the proxies' view: its entry, and describe (what the admin view shows).
+    const view = new RoutingView();
+    view.applySnapshot(m.snapshot("hello", T0), T0);
+    expect(view.get("a")).toMatchObject(at);
+    expect(view.describe(T0)[0]).toMatchObject(at);
+    expect(m.register(reg("a", at), T0 + 1)).toBe(false);
+    expect(m.register(reg("a", { ...at, region: "us-east-1" }), T0 + 2)).toBe(true);
+    // A register is a new epoch: the view takes the new region.
+    view.applySnapshot(m.snapshot("hello", T0 + 2), T0 + 2);
+    expect(view.get("a")!.region).toBe("us-east-1");
+    expect(m.members.get("a")!.region).toBe("us-east-1");
+    expect(m.register(reg("a", { region: "us-east-1", coordinates: { lat: 50.11, lon: 9 } }), T0 + 3)).toBe(true);
+    expect(m.register(reg("a", { region: "us-east-1", coordinates: { lat: 51, lon: 9 } }), T0 + 4)).toBe(true);
+    expect(m.register(reg("a", { region: "us-east-1", coordinates: { lat: 51, lon: 9 } }), T0 + 5)).toBe(false);
+    // Left out at the next register: gone (a new process says where it is, or not).
+    expect(m.register(reg("a", { region: "us-east-1" }), T0 + 6)).toBe(true);
+    expect("coordinates" in m.members.get("a")!).toBe(false);
+    expect(m.register(reg("a"), T0 + 7)).toBe(true);
+    const plain = m.snapshot("hello", T0 + 7).replicas[0]!;
+    expect("region" in plain || "coordinates" in plain).toBe(false);
   });
 
   it("re-registration resets seq (a restarted process), the draining state, models and loading", () => {
@@ -173,6 +202,15 @@ describe("Membership.restore", () => {
     expect(a.load).toMatchObject({ seq: 42, ongoing: 2, max: 4 });
     // The one that never reports drops out like any silent replica.
     expect(snapIds(m, T0 + STALE_AFTER_MS)).toEqual(["a"]);
+  });
+
+  it("a restored member keeps its region and coordinates; re-registering them unchanged needs no write", () => {
+    const m = new Membership();
+    const at = { region: "fra", coordinates: { lat: 50.03, lon: 8.57 } };
+    m.restore({ id: "a", url: "http://a.test:8000", maxOngoing: 5, registeredAt: T0 - 1, ...at }, T0);
+    expect(m.snapshot("hello", T0).replicas[0]).toMatchObject(at);
+    expect(m.register(reg("a", at), T0)).toBe(false);
+    expect(m.register(reg("a", { region: "fra" }), T0 + 1)).toBe(true);
   });
 
   it("a restored member that re-registers with the same identity needs no write, and gets a new epoch", () => {

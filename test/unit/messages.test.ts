@@ -148,6 +148,39 @@ describe("RegisterMessage", () => {
     }
   });
 
+  it("region is optional: a name of 1-64 of [A-Za-z0-9._-], starting with a letter or digit (issue 57)", () => {
+    expect("region" in RegisterMessage.parse(register)).toBe(false);
+    for (const v of ["us-east-1", "eu-central", "fra", "EU_West.2", "9", "r".repeat(64)]) expect(RegisterMessage.parse({ ...register, region: v }).region, v).toBe(v);
+    for (const v of ["", "-us", ".us", "_us", "r".repeat(65), "us east", "us/east", "région", "us\nx", 1, null]) {
+      expect(accepts(RegisterMessage, { ...register, region: v }), JSON.stringify(v)).toBe(false);
+    }
+  });
+
+  it("coordinates are optional: finite degrees, lat -90..90 and lon -180..180, nothing else (issue 57)", () => {
+    expect("coordinates" in RegisterMessage.parse(register)).toBe(false);
+    for (const c of [{ lat: 50.11, lon: 8.68 }, { lat: -90, lon: -180 }, { lat: 90, lon: 180 }, { lat: 0, lon: 0 }, { lat: -33.92, lon: 18.42 }]) {
+      expect(RegisterMessage.parse({ ...register, coordinates: c }).coordinates, JSON.stringify(c)).toEqual(c);
+    }
+    const bad: unknown[] = [
+      { lat: 90.01, lon: 0 },
+      { lat: -91, lon: 0 },
+      { lat: 0, lon: 180.5 },
+      { lat: 0, lon: -181 },
+      { lat: NaN, lon: 0 },
+      { lat: 0, lon: NaN },
+      { lat: Infinity, lon: 0 },
+      { lat: 0, lon: -Infinity },
+      { lat: "50", lon: 8 },
+      { lat: 50 },
+      { lon: 8 },
+      { lat: 50, lon: 8, alt: 100 },
+      [50, 8],
+      "50,8",
+      null,
+    ];
+    for (const c of bad) expect(accepts(RegisterMessage, { ...register, coordinates: c }), String(JSON.stringify(c))).toBe(false);
+  });
+
   it("has no models or loading fields (those belong to reports)", () => {
     expect(accepts(RegisterMessage, { ...register, models: [] })).toBe(false);
     expect(accepts(RegisterMessage, { ...register, loading: [] })).toBe(false);

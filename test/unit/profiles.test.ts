@@ -58,7 +58,9 @@ function rankedUnderLine(cands: readonly BalancerCandidate[], keys: readonly Blo
   const room = pool.filter(hasRoom);
   return rendezvousOrder(room.length > 0 ? room : pool, anchorKey(keys)!);
 }
-const reference: Record<(typeof BALANCERS)[number]["name"], () => Reference> = {
+/** The profiles that replaced a balancer (`latency` is new: test/unit/latency-choice.test.ts). */
+type Replacing = Exclude<(typeof BALANCERS)[number]["name"], "latency">;
+const reference: Record<Replacing, () => Reference> = {
   load_aware: () => ({ pick: (cands, { random, model }) => (model !== undefined ? pickReplicaForModel(cands, model, random) : pickReplica(cands, random)) }),
   round_robin: () => {
     let next = 0;
@@ -128,7 +130,7 @@ describe("the built-in profiles", () => {
   it("choose exactly as the balancers before profiles did: any fleet, any sequence of requests (models only where the rule was shared)", () => {
     // The cost as it was then: the leader term (added since, test/unit/scorers.test.ts) weighed 0.
     const then = { ...settings, scorers: { leader: 0 } };
-    for (const { name } of BALANCERS) {
+    for (const name of BALANCERS.map((b) => b.name).filter((n): n is Replacing => n !== "latency")) {
       fc.assert(
         fc.property(fc.array(replicaArb, { minLength: 0, maxLength: 8 }), fc.array(requestArb, { minLength: 1, maxLength: 12 }), (spec, requests) => {
           const fleet = fleetOf(spec);
@@ -167,10 +169,11 @@ describe("the built-in profiles", () => {
       ["random", [], "random"],
       ["prefix_hash", ["load_line", "room"], "rendezvous"],
       ["prefix_cache", ["load_line", "room", "home"], "cheapest"],
+      ["latency", ["slo"], "cheapest"],
     ]);
     expect(FILTER_NAMES).toEqual(FILTERS.map((f) => f.name));
     expect(PICKER_NAMES).toEqual(PICKERS.map((p) => p.name));
-    expect(BALANCERS.filter((b) => b.readsPrompt).map((b) => b.name)).toEqual(["prefix_hash", "prefix_cache"]);
+    expect(BALANCERS.filter((b) => b.readsPrompt).map((b) => b.name)).toEqual(["prefix_hash", "prefix_cache", "latency"]);
   });
 
   it("load-blind baselines send a multiplexed model to its holders with room, by their own rule", () => {
@@ -320,8 +323,8 @@ describe("a profile of a deployment's own", () => {
     expect(b.pick(fleet, input({ prompt: keyed }))!.id).toBe("idle");
     expect(createBalancer("prefix_cache", settings).pick(fleet, input({ prompt: keyed }))!.id).toBe("holder");
     // profileTerms: the profile's own weights, else prefix.scorers over the defaults.
-    expect(profileTerms({ slots: 1 }, settings).map((t) => [t.name, t.weight])).toEqual([["prefill", 0], ["slots", 1], ["leader", 0]]);
-    expect(profileTerms(undefined, settings).map((t) => [t.name, t.weight])).toEqual([["prefill", 2], ["slots", 1], ["leader", 0.25]]);
+    expect(profileTerms({ slots: 1 }, settings).map((t) => [t.name, t.weight])).toEqual([["prefill", 0], ["slots", 1], ["leader", 0], ["latency", 0]]);
+    expect(profileTerms(undefined, settings).map((t) => [t.name, t.weight])).toEqual([["prefill", 2], ["slots", 1], ["leader", 0.25], ["latency", 0]]);
   });
 
   it("refuses names that are not registered, and scorers for a picker that does not read them", () => {

@@ -190,6 +190,15 @@ describe("parseReplicaArgs", () => {
     expect(serve(["--deployment", "hello", "--backend", "echo", "--standalone"])).not.toHaveProperty("key");
   });
 
+  it("--region and --coordinates: where a registered replica is, declared at register (issue 57)", () => {
+    expect(serve(registered)).not.toHaveProperty("region");
+    expect(serve(registered)).not.toHaveProperty("coordinates");
+    expect(serve([...registered, "--region", "eu-central", "--coordinates", "50.11,8.68"])).toMatchObject({ region: "eu-central", coordinates: { lat: 50.11, lon: 8.68 } });
+    expect(serve([...registered, "--region=us-east-1", "--coordinates=-33.92, 18.42"])).toMatchObject({ region: "us-east-1", coordinates: { lat: -33.92, lon: 18.42 } });
+    expect(serve([...registered, "--coordinates", "90,-180"]).coordinates).toEqual({ lat: 90, lon: -180 });
+    expect(serve([...registered, "--coordinates", "+0.5,.25"]).coordinates).toEqual({ lat: 0.5, lon: 0.25 });
+  });
+
   it("text, proxy and onnx flags go to their backends", () => {
     expect(serve([...registered, "--text", "yo", "--service-ms", "600000"])).toMatchObject({ flags: { text: "yo" }, knobs: { serviceMs: 600_000 } });
     expect(serve(["--deployment", "app", "--backend", "proxy", "--standalone", "--upstream", "http://127.0.0.1:1", "--upstream-metrics", "http://127.0.0.1:1/metrics"]).flags).toMatchObject({
@@ -254,6 +263,24 @@ describe("parseReplicaArgs", () => {
     ["--enable-prompt-tokens-details on another backend", [...registered, "--enable-prompt-tokens-details"], "--no-cache-summary and --enable-prompt-tokens-details are flags of --backend llm"],
     ["--kv-blocks on another backend", [...registered, "--kv-blocks", "8"], "--kv-blocks is a knob of --backend llm"],
     ["--decode-ms on another backend", [...registered, "--decode-ms", "8"], "--decode-ms is a knob of --backend llm"],
+    ["an empty --region", [...registered, "--region="], `--region "" is not a region name (1-64 of [A-Za-z0-9._-], starting with a letter or digit)`],
+    ["a --region with a space", [...registered, "--region", "us east"], `--region "us east" is not a region name (1-64 of [A-Za-z0-9._-], starting with a letter or digit)`],
+    ["a --region past 64 characters", [...registered, "--region", "r".repeat(65)], `--region "${"r".repeat(65)}" is not a region name (1-64 of [A-Za-z0-9._-], starting with a letter or digit)`],
+    ["a --region starting with '-'", [...registered, "--region=-us"], `--region "-us" is not a region name (1-64 of [A-Za-z0-9._-], starting with a letter or digit)`],
+    ["--coordinates with one number", [...registered, "--coordinates", "50.11"], `--coordinates must be LAT,LON in decimal degrees (e.g. 50.11,8.68), not "50.11"`],
+    ["--coordinates with three numbers", [...registered, "--coordinates", "1,2,3"], `--coordinates must be LAT,LON in decimal degrees (e.g. 50.11,8.68), not "1,2,3"`],
+    ["--coordinates that are not numbers", [...registered, "--coordinates", "north,east"], `--coordinates must be LAT,LON in decimal degrees (e.g. 50.11,8.68), not "north,east"`],
+    ["--coordinates with an empty number", [...registered, "--coordinates", "50,"], `--coordinates must be LAT,LON in decimal degrees (e.g. 50.11,8.68), not "50,"`],
+    ["--coordinates with an exponent", [...registered, "--coordinates", "5e1,8"], `--coordinates must be LAT,LON in decimal degrees (e.g. 50.11,8.68), not "5e1,8"`],
+    ["--coordinates with Infinity", [...registered, "--coordinates", "Infinity,8"], `--coordinates must be LAT,LON in decimal degrees (e.g. 50.11,8.68), not "Infinity,8"`],
+    ["--coordinates with NaN", [...registered, "--coordinates", "50,NaN"], `--coordinates must be LAT,LON in decimal degrees (e.g. 50.11,8.68), not "50,NaN"`],
+    ["a latitude past 90", [...registered, "--coordinates", "90.5,8"], "--coordinates: latitude 90.5 is outside -90..90"],
+    ["a latitude below -90", [...registered, "--coordinates=-91,8"], "--coordinates: latitude -91 is outside -90..90"],
+    ["a longitude past 180", [...registered, "--coordinates", "50,181"], "--coordinates: longitude 181 is outside -180..180"],
+    ["a longitude below -180", [...registered, "--coordinates", "50,-180.01"], "--coordinates: longitude -180.01 is outside -180..180"],
+    ["a negative latitude without the = form", [...registered, "--coordinates", "-33.9,18.4"], "Option '--coordinates' argument is ambiguous.\nDid you forget to specify the option argument for '--coordinates'?\nTo specify an option argument starting with a dash use '--coordinates=-XYZ'."],
+    ["--region on a standalone replica", ["--deployment", "hello", "--backend", "echo", "--standalone", "--region", "fra"], "--region and --coordinates are declared at register: a --standalone replica does not register (give them to its agent)"],
+    ["--coordinates on a standalone replica", ["--deployment", "hello", "--backend", "echo", "--standalone", "--coordinates", "1,2"], "--region and --coordinates are declared at register: a --standalone replica does not register (give them to its agent)"],
   ];
   const llm = ["--deployment", "chat", "--backend", "llm", "--standalone"];
   cases.push(
@@ -472,8 +499,13 @@ describe("replicaMain: a replica's life in this process (signals and exit record
     env({ SWITCHYARD_REPLICA_KEY: "ab".repeat(32) });
     const l = life();
     const hooks = { draining: { value: false }, beforeExit: vi.fn(async () => undefined) } as Parameters<typeof replicaMain>[1] & { draining: { value: boolean } };
-    await replicaMain(["--deployment", "hello", "--backend", "text", "--edge", edge.url, "--port", "0", "--id", "hello-2", "--drain-timeout-ms", "5000", "--accept-unsigned"], hooks);
+    await replicaMain(
+      ["--deployment", "hello", "--backend", "text", "--edge", edge.url, "--port", "0", "--id", "hello-2", "--drain-timeout-ms", "5000", "--accept-unsigned", "--region", "fra", "--coordinates", "50.03,8.57"],
+      hooks,
+    );
     expect(l.lines().map((x) => x.event)).toEqual(["listening", "registered"]);
+    // Where it is goes with its register.
+    expect(edge.received.find((m) => m.path === "register")!.body).toMatchObject({ region: "fra", coordinates: { lat: 50.03, lon: 8.57 } });
     expect(l.err.join("")).toContain("[hello-2] --accept-unsigned: serving requests without an edge signature too (benchmarks only)\n");
     expect(edge.paths()).toContain("register");
     expect(hooks.leave).toBeTypeOf("function");

@@ -7,7 +7,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { AdmissionControl } from "../../src/replica/admission.ts";
 import { EdgeClient } from "../../src/replica/edge-client.ts";
-import { EdgeError, refusesDeadlines, reportEntry } from "../../src/replica/edge-control.ts";
+import { EdgeError, refusedReportField, reportEntry } from "../../src/replica/edge-control.ts";
 import { scriptedEdge } from "../fixtures/scripted-edge.ts";
 
 const cleanup: (() => void | Promise<void>)[] = [];
@@ -15,14 +15,14 @@ afterEach(async () => {
   for (const f of cleanup.splice(0)) await f();
 });
 
-describe("refusesDeadlines: nothing but the refusal that names the field teaches it", () => {
+describe("refusedReportField: nothing but the refusal that names the field teaches it", () => {
   // First in this file: the process has learnt nothing yet (the test after this one teaches it).
   it("another error, another status or another field leaves the belief alone: reports still carry the deadline", () => {
     const field = '{"error":{"details":[{"keys":["drain_deadline_ms"]}]}}';
     const source = new AdmissionControl(1);
     source.drain(Date.now() + 60_000);
     expect(reportEntry("r", source)).toHaveProperty("drain_deadline_ms");
-    for (const other of [new Error(field), new EdgeError(500, field), new EdgeError(400, '{"error":{"details":[{"keys":["ts"]}]}}')]) expect(refusesDeadlines(other)).toBe(false);
+    for (const other of [new Error(field), new EdgeError(500, field), new EdgeError(400, '{"error":{"details":[{"keys":["ts"]}]}}')]) expect(refusedReportField(other)).toBeUndefined();
     expect(reportEntry("r", source)).toHaveProperty("drain_deadline_ms");
   });
 });
@@ -54,8 +54,8 @@ describe("EdgeClient and an older edge", () => {
       expect(r).toMatchObject({ state: "draining" });
       expect(r).not.toHaveProperty("drain_deadline_ms");
     }
-    expect(logs).toEqual(["the edge does not take drain deadlines (an older edge): reporting without them"]);
+    expect(logs).toEqual(["the edge does not take drain_deadline_ms (an older edge): reporting without it"]);
     // Learnt once: the same refusal again is not news.
-    expect(refusesDeadlines(new EdgeError(400, '"drain_deadline_ms"'))).toBe(false);
+    expect(refusedReportField(new EdgeError(400, '"drain_deadline_ms"'))).toBeUndefined();
   });
 });

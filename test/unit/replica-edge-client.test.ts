@@ -111,6 +111,28 @@ describe("EdgeClient and nodes", () => {
   });
 });
 
+describe("EdgeClient and where the replica is (issue 57)", () => {
+  it("registers its region and coordinates when it has them (the two numbers only), valid under the schema", async () => {
+    const edge = await fakeEdge();
+    const coordinates = { lat: -33.92, lon: 18.42, alt: 40 };
+    const c = new EdgeClient({ edgeUrl: edge.url, key: "0".repeat(64), deployment: "vad", replicaId: "vad-1", advertiseUrl: "http://127.0.0.1:9", admission: new AdmissionControl(4), region: "af-south-1", coordinates });
+    cleanup.push(() => c.stop());
+    await c.start();
+    const register = edge.received.find((m) => m.path === "/-/replicas/register")!.body;
+    expect(register).toMatchObject({ region: "af-south-1" });
+    expect(register.coordinates).toEqual({ lat: -33.92, lon: 18.42 });
+    expect(RegisterMessage.safeParse(register).success).toBe(true);
+  });
+
+  it("sends neither without them (older edges refuse the fields)", async () => {
+    const edge = await fakeEdge();
+    await client(edge.url, new AdmissionControl(4)).start();
+    const register = edge.received.find((m) => m.path === "/-/replicas/register")!.body;
+    expect(register).not.toHaveProperty("region");
+    expect(register).not.toHaveProperty("coordinates");
+  });
+});
+
 describe("EdgeClient report cadence (fake clock)", () => {
   /**
    * `ms` of fake time in 20 ms steps, the load changing at every step (a request

@@ -83,7 +83,7 @@ describe("scorers", () => {
   it("a new term is one module and one registration: a replica's distance", () => {
     // The module: a term with its factory (here, kilometres to each replica, as a share of 1,000).
     const km: Record<string, number> = { near: 10, far: 900 };
-    const distance = defineScorer({ name: "distance", description: "distance to the replica, per 1,000 km", create: () => (c) => (km[c.id] ?? 0) / 1000 });
+    const distance = defineScorer({ name: "distance", description: "distance to the replica, per 1,000 km", needsPrompt: false, create: () => (c) => (km[c.id] ?? 0) / 1000 });
     // The registration: one more entry in the list.
     const registry = scorerRegistry([...SCORERS, distance]);
     expect(registry.names).toEqual([...SCORER_NAMES, "distance"]);

@@ -2,6 +2,7 @@
 // snapshot relay that merges them, and the autoscaling leader (shard 0) that
 // hears every shard's load. Control routes choosing a shard by node are in
 // test/e2e (a sharded deployment on the real stack).
+import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { PROTOCOL_VERSION, type NodeReportMessage, type RegisterMessage, type ReportMessage } from "../../src/protocol/index.ts";
@@ -199,6 +200,32 @@ describe("DeploymentRouter shards", () => {
     const byId = new Map((await shard(d, 0).snapshot()).replicas.map((r) => [r.id, r]));
     expect(byId.get("a")!.continues).toEqual(["chat"]);
     expect(byId.get("b")).not.toHaveProperty("continues");
+  });
+
+  it("keeps a replica's region and coordinates with its identity across a restart, and adds their columns to storage that lacks them", async () => {
+    const d = "plane-where";
+    const at = { region: "eu-central", coordinates: { lat: 50.11, lon: 8.68 } };
+    await shard(d, 0).register(registerMessage("a", { deployment: d, url: "http://127.0.0.1:9/a", max_ongoing_requests: 4, ...at }), nonce());
+    await shard(d, 0).register(registerMessage("c", { deployment: d, url: "http://127.0.0.1:9/c", max_ongoing_requests: 4, region: "fra" }), nonce());
+    await shard(d, 0).register(register(d, "b"), nonce());
+    await shard(d, 0).restart().catch(() => undefined);
+    const byId = new Map((await shard(d, 0).snapshot()).replicas.map((r) => [r.id, r]));
+    expect(byId.get("a")).toMatchObject(at);
+    expect(byId.get("c")).toMatchObject({ region: "fra" });
+    expect(byId.get("c")).not.toHaveProperty("coordinates");
+    expect(byId.get("b")).not.toHaveProperty("region");
+    expect(byId.get("b")).not.toHaveProperty("coordinates");
+    // Storage written before the columns existed: they are added at the next start, and its rows restore without them.
+    await runInDurableObject(shard(d, 0), (_i, state) => {
+      for (const column of ["region", "lat", "lon"]) state.storage.sql.exec(`ALTER TABLE replicas DROP COLUMN ${column}`);
+    });
+    await shard(d, 0).restart().catch(() => undefined);
+    const old = await shard(d, 0).snapshot();
+    expect(old.replicas.map((r) => r.id).sort()).toEqual(["a", "b", "c"]);
+    for (const r of old.replicas) expect(r).not.toHaveProperty("region");
+    await shard(d, 0).register(registerMessage("a", { deployment: d, url: "http://127.0.0.1:9/a", max_ongoing_requests: 4, ...at }), nonce());
+    await shard(d, 0).restart().catch(() => undefined);
+    expect((await shard(d, 0).snapshot()).replicas.find((r) => r.id === "a")).toMatchObject(at);
   });
 
   it("applies a node report's entries as reports of their own, and refuses its replay", async () => {

@@ -21,6 +21,8 @@ export interface StatusReplica {
   loading: string[];
   epoch: number;
   expiresInMs: number;
+  /** Its region, where it declared one (last: the fields before it keep their order). */
+  region?: string;
 }
 
 export interface StatusDeployment {
@@ -51,6 +53,7 @@ interface RawReplica {
   models?: unknown;
   loading?: unknown;
   expiresInMs?: unknown;
+  region?: unknown;
 }
 
 const num = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : 0);
@@ -76,10 +79,11 @@ export function statusDocument(edge: string, answers: readonly { name: string; r
         epoch: num(r.epoch),
         expiresInMs: num(r.expiresInMs),
       };
+      if (typeof r.region === "string") replica.region = r.region;
       if (typeof load.kv === "number") {
         // Keep the documented field order: kv after max.
-        const { models, loading, epoch, expiresInMs, ...head } = replica;
-        return { ...head, kv: load.kv, models, loading, epoch, expiresInMs };
+        const { models, loading, epoch, expiresInMs, region, ...head } = replica;
+        return { ...head, kv: load.kv, models, loading, epoch, expiresInMs, ...(region !== undefined && { region }) };
       }
       return replica;
     });
@@ -101,27 +105,39 @@ export function formatModels(r: Pick<StatusReplica, "models" | "loading">): stri
 
 export const STATUS_HEADERS = ["DEPLOYMENT", "REPLICA", "STATE", "LOAD", "MODELS", "URL"] as const;
 
-/** The table of `switchyard status`; a deployment without replicas gets one row of dashes. */
+/**
+ * The table of `switchyard status`; a deployment without replicas gets one row of dashes.
+ * A REGION column (after STATE) only when some replica declared one: fleets without
+ * regions keep the table they had.
+ */
 export function renderStatusTable(doc: StatusDocument, colour = false): string {
+  const regions = doc.deployments.some((d) => d.replicas.some((r) => r.region !== undefined));
+  const withRegion = (cells: Cell[], region: Cell): Cell[] => (regions ? [...cells.slice(0, 3), region, ...cells.slice(3)] : cells);
   const rows: Cell[][] = [];
   for (const d of doc.deployments) {
     if (d.replicas.length === 0) {
-      rows.push([d.name, { text: "-", colour: "dim" }, { text: "no replicas", colour: "red" }, "-", "-", "-"]);
+      rows.push(withRegion([d.name, { text: "-", colour: "dim" }, { text: "no replicas", colour: "red" }, "-", "-", "-"], "-"));
       continue;
     }
     for (const r of d.replicas) {
       const full = r.max > 0 && r.ongoing >= r.max;
-      rows.push([
-        d.name,
-        r.id,
-        { text: r.state, colour: r.state === "ready" ? "green" : "yellow" },
-        full ? { text: formatLoad(r), colour: "red" } : formatLoad(r),
-        formatModels(r),
-        r.url,
-      ]);
+      rows.push(
+        withRegion(
+          [
+            d.name,
+            r.id,
+            { text: r.state, colour: r.state === "ready" ? "green" : "yellow" },
+            full ? { text: formatLoad(r), colour: "red" } : formatLoad(r),
+            formatModels(r),
+            r.url,
+          ],
+          r.region ?? "-",
+        ),
+      );
     }
   }
-  return renderTable(STATUS_HEADERS, rows, { colour });
+  const headers: readonly string[] = regions ? [...STATUS_HEADERS.slice(0, 3), "REGION", ...STATUS_HEADERS.slice(3)] : STATUS_HEADERS;
+  return renderTable(headers, rows, { colour });
 }
 
 /** Deployment names and route prefixes from GET /-/routes ({prefix: name}). */

@@ -13,10 +13,11 @@
 import type { BlockKey } from "../../prefix/block-keys.ts";
 import type { CacheSummary } from "../../prefix/cache-summary.ts";
 import type { DispatchNote } from "../../protocol/messages.ts";
+import type { Coordinates, LatencyCandidate, LatencySettings, TtftPrediction } from "../latency-model.ts";
 import type { ModelHolderChoice } from "../pick-replica.ts";
 
 /** What a balancer may read of a candidate (a routing view's ReplicaEntry is one). */
-export interface BalancerCandidate extends ModelHolderChoice {
+export interface BalancerCandidate extends ModelHolderChoice, LatencyCandidate {
   /** The replica's last reported prefix-cache summary, when it reports one. */
   cache?: CacheSummary;
   /** Epoch ms this isolate first held that summary (it was built at most SUMMARY_VIEW_LAG_MS before). */
@@ -44,12 +45,30 @@ export interface BalanceInput {
    * pool does not move homes. Unset: the candidates.
    */
   fleet?: readonly BalancerCandidate[];
+  /** Where this isolate is, when it knows (Cloudflare's cf.latitude/longitude; locally SWITCHYARD_COORDINATES): trips to replicas not measured yet are estimated from geography. */
+  here?: Coordinates;
+  /** The request's objectives (x-slo-ttft-ms, or the deployment's `policy.latency.slo`): the `slo` filter keeps the replicas predicted to meet them. */
+  slo?: RequestSlo;
+  /**
+   * Told, when a profile predicted the chosen replica's time to first token (it weighs
+   * `latency`, or the request has an objective), that prediction and the best total
+   * predicted among the candidates.
+   */
+  predicted?: (prediction: TtftPrediction, bestMs: number) => void;
   /**
    * Told, when a profile scored the prompt's cached prefix, what it believed: the prompt's
    * blocks it took the chosen replica to hold and the most it took any candidate to hold
    * (observability: the request's log line, and the prefix bench's belief error).
    */
   explain?: (belief: PrefixBelief) => void;
+}
+
+/** A request's latency objectives, ms. */
+export interface RequestSlo {
+  /** Time to first token. */
+  ttftMs?: number;
+  /** Time per output token (carried and counted; not yet predicted, so not filtered on). */
+  tpotMs?: number;
 }
 
 /** What a prefix-scoring choice believed of the prompt's blocks (BalanceInput.explain). */
@@ -97,6 +116,8 @@ export interface BalancerSettings {
   scorers?: Readonly<Partial<Record<string, number>>>;
   /** How long a dispatch and a replica's summary count as what it holds, ms (`prefix.beliefMs`); unset: dispatches RECENT_PREFIX_TTL_MS, a summary until the next. */
   beliefMs?: number;
+  /** What the predicted time to first token assumes where a replica has not said (`policy.latency`; src/policy/latency-model.ts); unset: DEFAULT_LATENCY_SETTINGS. */
+  latency?: LatencySettings;
 }
 
 /** What the stages of one choice share (./profile.ts builds it per request). */
@@ -110,6 +131,8 @@ export interface StageContext {
   cost(candidate: BalancerCandidate): number;
   /** The prompt's home by the demand placement (src/policy/demand-placement.ts), for a profile with a stage that reads it; undefined when its anchor has none. */
   readonly home: string | undefined;
+  /** A candidate's predicted time to first token (src/policy/latency-model.ts), computed once per candidate and choice. */
+  ttft(candidate: BalancerCandidate): TtftPrediction;
 }
 
 /** A filter narrows the pool; given a non-empty pool it returns a non-empty one (a rule that prefers, never empties). */

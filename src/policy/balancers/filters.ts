@@ -46,4 +46,22 @@ export const home = defineFilter({
   },
 });
 
-export const FILTERS = [room, loadLine, home] as const;
+/**
+ * `slo`: the replicas predicted to meet the request's time-to-first-token objective
+ * (BalanceInput.slo; src/policy/latency-model.ts), when any is; with none predicted to
+ * meet it, or no objective, the pool as it is (the picker then takes the best
+ * prediction; a deployment that asks refuses early instead, src/proxy/serve/choose.ts).
+ */
+export const slo = defineFilter({
+  name: "slo",
+  description: "replicas predicted to meet the request's TTFT objective, when any is",
+  readsPrompt: false,
+  create: () => (pool, ctx) => {
+    const target = ctx.input.slo?.ttftMs;
+    if (target === undefined) return [...pool];
+    const meeting = pool.filter((c) => ctx.ttft(c).total <= target);
+    return meeting.length > 0 ? meeting : [...pool];
+  },
+});
+
+export const FILTERS = [room, loadLine, home, slo] as const;

@@ -59,6 +59,12 @@ export const BALANCERS = [
     filters: ["load_line", "room", "home"],
     picker: "cheapest",
   }),
+  profile("latency", "the lowest predicted time to first token (trip + queue + uncached prefill, ms), among those predicted to meet the request's SLO when any is", {
+    filters: ["slo"],
+    picker: "cheapest",
+    // Slots at 1 (a millisecond per full replica) only break near-ties: without it, replicas alike in every part would all go to the first.
+    scorers: { latency: 1, slots: 1 },
+  }),
 ] as const;
 
 export type BalancerName = (typeof BALANCERS)[number]["name"];
@@ -82,4 +88,4 @@ export function createBalancer(balancer: BalancerName | BalancerProfile, setting
 export { FILTERS, PICKERS };
 export type { ActiveBalancer, ProfileSpec } from "./profile.ts";
 export { profileTerms, runProfile } from "./profile.ts";
-export type { BalanceInput, PrefixBelief, Balancer, BalancerCandidate, BalancerSettings, Filter, FilterPlugin, Picker, PickerPlugin, PromptKeys, StageContext } from "./balancer.ts";
+export type { BalanceInput, PrefixBelief, RequestSlo, Balancer, BalancerCandidate, BalancerSettings, Filter, FilterPlugin, Picker, PickerPlugin, PromptKeys, StageContext } from "./balancer.ts";

@@ -51,17 +51,21 @@ export const rendezvous = definePicker({
   create: () => (pool, { anchor }) => (pool.length === 0 || anchor === undefined ? undefined : rendezvousOrder(pool, anchor)[0]),
 });
 
-/** `cheapest`: the lowest cost by the profile's weighted scorers; equal costs keep the earlier replica in rendezvous order. */
+/**
+ * `cheapest`: the lowest cost by the profile's weighted scorers; equal costs keep the
+ * earlier replica in rendezvous order on the prompt's anchor, or in the pool's order for
+ * a request without a prompt (scored by terms that need none).
+ */
 export const cheapest = definePicker({
   name: "cheapest",
   description: "the lowest weighted cost by the profile's scorers, ties in rendezvous order",
   readsPrompt: true,
   scores: true,
   create: () => (pool, ctx) => {
-    if (pool.length === 0 || ctx.anchor === undefined) return undefined;
+    if (pool.length === 0) return undefined;
     let best: (typeof pool)[number] | undefined;
     let bestCost = Infinity;
-    for (const c of rendezvousOrder(pool, ctx.anchor)) {
+    for (const c of ctx.anchor === undefined ? pool : rendezvousOrder(pool, ctx.anchor)) {
       const cost = ctx.cost(c);
       // Strictly cheaper only: equal costs keep the earlier (rendezvous) replica.
       if (cost < bestCost) {

@@ -16,10 +16,11 @@
 import { hasRoom, pickReplica, pickReplicaForModel } from "../pick-replica.ts";
 import { anchorKey, rendezvousOrder } from "../prefix-score.ts";
 import { DemandPlacement } from "../demand-placement.ts";
+import { DEFAULT_LATENCY_SETTINGS, poolPriors, predictTtft, type PoolPriors, type TtftPrediction } from "../latency-model.ts";
 import { DispatchOutbox } from "../dispatch-outbox.ts";
 import { RECENT_PREFIX_MAX_KEYS, RECENT_PREFIX_STRIDE, RECENT_PREFIX_TTL_MS, RecentPrefixes, SUMMARY_VIEW_LAG_MS, keptKeys } from "../recent-prefixes.ts";
 import { DEFAULT_SCORER_WEIGHTS, costOf, scorers, type ScorerName, type WeightedScore } from "../scorers/index.ts";
-import type { Balancer, BalancerCandidate, BalancerSettings, FilterPlugin, PickerPlugin, PrefixBelief, StageContext } from "./balancer.ts";
+import type { BalanceInput, Balancer, BalancerCandidate, BalancerSettings, FilterPlugin, PickerPlugin, PrefixBelief, StageContext } from "./balancer.ts";
 
 /** A profile by plugin names, as configuration writes it. */
 export interface ProfileSpec<F extends string = string, P extends string = string> {
@@ -68,6 +69,30 @@ export function runProfile(name: string, filters: readonly FilterPlugin[], picke
   const noCost = () => 0;
   const weighsPrefill = terms.some((t) => t.name === "prefill" && t.weight > 0);
   const weighsLeader = terms.some((t) => t.name === "leader" && t.weight > 0);
+  // A scoring picker whose weighted terms need no prompt (latency, slots) scores a request without one too.
+  const scoresWithoutPrompt = picker.scores && terms.every((t) => t.weight === 0 || !t.needsPrompt);
+  const weighsLatency = terms.some((t) => t.name === "latency" && t.weight > 0);
+
+  /**
+   * The predicted time to first token of this request on each candidate, computed at most
+   * once per candidate: the prompt's blocks not believed held (`held`) at `blockSize` tokens
+   * each are its uncached prefill; priors from the pool the choice began with.
+   */
+  const latency = settings.latency ?? DEFAULT_LATENCY_SETTINGS;
+  const predictor = (input: BalanceInput, pool: readonly BalancerCandidate[], blockSize: number, blocks: number, held: ReadonlyMap<string, number> | undefined) => {
+    let priors: PoolPriors | undefined;
+    const memo = new Map<string, TtftPrediction>();
+    return (c: BalancerCandidate): TtftPrediction => {
+      let p = memo.get(c.id);
+      if (p === undefined) {
+        priors ??= poolPriors(pool, latency);
+        const uncached = Math.max(0, blocks - Math.min(blocks, held?.get(c.id) ?? 0)) * blockSize;
+        p = predictTtft(c, uncached, input.now, input.here, priors, latency);
+        memo.set(c.id, p);
+      }
+      return p;
+    };
+  };
 
   const balancer: ActiveBalancer = {
     name,
@@ -81,7 +106,7 @@ export function runProfile(name: string, filters: readonly FilterPlugin[], picke
         pool = holders;
       }
       const keys = prompt !== undefined && prompt.keys.length > 0 ? prompt.keys : undefined;
-      if (prompted && keys === undefined) return pickReplica(pool, random);
+      if (prompted && keys === undefined && !scoresWithoutPrompt) return pickReplica(pool, random);
       let cost: StageContext["cost"] = noCost;
       let believed: { held: Map<string, number>; most: number } | undefined;
       const anchor = keys && anchorKey(keys);
@@ -99,23 +124,35 @@ export function runProfile(name: string, filters: readonly FilterPlugin[], picke
         // fleet and, under cache pressure, evict other prefixes for them (bench/prefix-cache/prefix-cache.ts).
         const most = Math.max(0, ...held.values());
         believed = { held, most };
+      }
+      const ttft = predictor(input, pool, prompt?.blockSize ?? 0, keys?.length ?? 0, believed?.held);
+      if (believed && keys) {
+        const { held, most } = believed;
         if (!weighsPrefill || most > 0) {
           // The leader among the holders of about the most (summaries are exact, dispatch records
           // within a stride): the same one in every isolate that believes the same.
           const near = weighsLeader && most > 0 ? pool.filter((c) => held.get(c.id)! >= Math.max(1, most - RECENT_PREFIX_STRIDE)) : [];
-          const first = near.length > 0 ? rendezvousOrder(near, anchor)[0]!.id : undefined;
+          const first = near.length > 0 ? rendezvousOrder(near, anchor!)[0]!.id : undefined;
           const leader = first === undefined ? undefined : { id: first, held: held.get(first)! };
-          cost = (c) => costOf(terms, c, { keys, held: held.get(c.id) ?? 0, leader });
+          cost = (c) => costOf(terms, c, { keys, held: held.get(c.id) ?? 0, leader, ttftMs: () => ttft(c).total });
         }
+      } else if (keys === undefined && scoresWithoutPrompt) {
+        cost = (c) => costOf(terms, c, { keys: [], held: 0, leader: undefined, ttftMs: () => ttft(c).total });
       }
       const home = placesHomes && memory && anchor ? memory.placement.homeOf(anchor, input.fleet ?? candidates, input.now) : undefined;
-      const ctx: StageContext = { input, keys, anchor, cost, home };
+      const ctx: StageContext = { input, keys, anchor, cost, home, ttft };
+      const candidatePool = pool;
       for (const stage of stages) pool = stage(pool, ctx);
       const chosen = choose(pool, ctx);
       if (believed && chosen && keys && input.explain) {
         const belief: PrefixBelief = { blocks: keys.length, blockSize: prompt!.blockSize, held: believed.held.get(chosen.id) ?? 0, most: believed.most };
         if (home !== undefined) belief.home = home;
         input.explain(belief);
+      }
+      if (chosen && input.predicted && (weighsLatency || input.slo?.ttftMs !== undefined)) {
+        let best = Infinity;
+        for (const c of candidatePool) best = Math.min(best, ttft(c).total);
+        input.predicted(ttft(chosen), best);
       }
       return chosen;
     },

@@ -4,13 +4,14 @@
  * derives its keys from SCORER_NAMES). A new term is one module in this folder
  * plus one line below.
  */
+import { latency } from "./latency.ts";
 import { leader } from "./leader.ts";
 import { prefill } from "./prefill.ts";
 import type { ScorerPlugin, WeightedScore } from "./scorer.ts";
 import { slots } from "./slots.ts";
 
 /** Every registered term. */
-export const SCORERS = [prefill, slots, leader] as const;
+export const SCORERS = [prefill, slots, leader, latency] as const;
 
 export type ScorerName = (typeof SCORERS)[number]["name"];
 
@@ -27,7 +28,7 @@ export const SCORER_NAMES = SCORERS.map((s) => s.name) as unknown as NamesOf<typ
  * sent to the replica holding the most from 13–21 % to 3–12 %) and left the precise
  * tier's within its noise (bench/prefix-cache/prefix-cache.ts --family qwen3, 2026-12-05).
  */
-export const DEFAULT_SCORER_WEIGHTS: Readonly<Record<ScorerName, number>> = { prefill: 2, slots: 1, leader: 0.25 };
+export const DEFAULT_SCORER_WEIGHTS: Readonly<Record<ScorerName, number>> = { prefill: 2, slots: 1, leader: 0.25, latency: 0 };
 
 /**
  * A registry over `plugins`: their names, and the weighted terms a configuration's
@@ -46,7 +47,7 @@ export function scorerRegistry(plugins: readonly ScorerPlugin[]) {
     /** The weighted terms for `weights` (name → weight). An unknown name throws: configuration validates names first. */
     resolve(weights: Readonly<Record<string, number>>): WeightedScore[] {
       for (const name of Object.keys(weights)) if (!byName.has(name)) throw new Error(`no scorer "${name}"; registered: ${[...byName.keys()].join(", ")}`);
-      return plugins.map((p) => ({ name: p.name, weight: weights[p.name] ?? 0, score: p.create() }));
+      return plugins.map((p) => ({ name: p.name, weight: weights[p.name] ?? 0, needsPrompt: p.needsPrompt, score: p.create() }));
     },
   };
 }

@@ -20,5 +20,6 @@ import { defineScorer } from "./scorer.ts";
 export const leader = defineScorer({
   name: "leader",
   description: "for any replica but the prefix's leader (the first holder in rendezvous order among those holding about the most), the share of the prompt the leader holds",
-  create: () => (c, { keys, leader }) => (leader === undefined || c.id === leader.id ? 0 : Math.min(keys.length, leader.held) / keys.length),
+  needsPrompt: true,
+  create: () => (c, { keys, leader }) => (leader === undefined || c.id === leader.id || keys.length === 0 ? 0 : Math.min(keys.length, leader.held) / keys.length),
 });

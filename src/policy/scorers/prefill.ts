@@ -7,5 +7,6 @@ import { defineScorer } from "./scorer.ts";
 export const prefill = defineScorer({
   name: "prefill",
   description: "the prompt's share the replica would still prefill (0..1)",
-  create: () => (_c, { keys, held }) => (keys.length - Math.min(keys.length, held)) / keys.length,
+  needsPrompt: true,
+  create: () => (_c, { keys, held }) => (keys.length === 0 ? 0 : (keys.length - Math.min(keys.length, held)) / keys.length),
 });

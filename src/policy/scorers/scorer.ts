@@ -10,11 +10,11 @@
  * pure; what they read comes in with the candidate and the context.
  */
 import type { BlockKey } from "../../prefix/block-keys.ts";
-import type { ReplicaChoice } from "../pick-replica.ts";
+import type { BalancerCandidate } from "../balancers/balancer.ts";
 
 /** What one choice brings to every term. */
 export interface ScoreContext {
-  /** The prompt's block keys (at least one). */
+  /** The prompt's block keys: at least one, except for a request without a prompt scored by terms that need none. */
   keys: readonly BlockKey[];
   /** How many leading blocks of `keys` the candidate holds (its summary, or recent dispatches to it). */
   held: number;
@@ -25,15 +25,19 @@ export interface ScoreContext {
    * same one. Undefined when no candidate holds any of the prompt.
    */
   leader: { id: string; held: number } | undefined;
+  /** The candidate's predicted time to first token, ms (src/policy/latency-model.ts); computed only when a term asks. */
+  ttftMs(): number;
 }
 
 /** One term's cost of sending the request to `candidate`. */
-export type Score = (candidate: ReplicaChoice, ctx: ScoreContext) => number;
+export type Score = (candidate: BalancerCandidate, ctx: ScoreContext) => number;
 
 /** A term as registered: its name (what configuration weighs it by), what it means, its factory. */
 export interface ScorerPlugin<N extends string = string> {
   readonly name: N;
   readonly description: string;
+  /** It reads the prompt's keys: a profile weighing it scores only requests with a prompt (others are chosen as `load_aware` would). */
+  readonly needsPrompt: boolean;
   create(): Score;
 }
 
@@ -46,11 +50,12 @@ export function defineScorer<const N extends string>(plugin: ScorerPlugin<N>): S
 export interface WeightedScore {
   name: string;
   weight: number;
+  needsPrompt: boolean;
   score: Score;
 }
 
 /** The weighted sum of `terms` for `candidate`: the cost the precise tier minimises. */
-export function costOf(terms: readonly WeightedScore[], candidate: ReplicaChoice, ctx: ScoreContext): number {
+export function costOf(terms: readonly WeightedScore[], candidate: BalancerCandidate, ctx: ScoreContext): number {
   let cost = 0;
   for (const t of terms) if (t.weight !== 0) cost += t.weight * t.score(candidate, ctx);
   return cost;

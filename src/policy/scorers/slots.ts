@@ -11,5 +11,6 @@ import { defineScorer } from "./scorer.ts";
 export const slots = defineScorer({
   name: "slots",
   description: "request slots in use with this request, as a share of capacity",
+  needsPrompt: false,
   create: () => (c) => (c.load + 1) / c.capacity,
 });

@@ -88,6 +88,7 @@ export function adminRoutes(byName: ReadonlyMap<string, Deployment>, stateFor: (
     return c.json({
       deployment: d.name,
       location: state.location,
+      ...(state.coordinates && { coordinates: state.coordinates }),
       at: now,
       total: view.total,
       snapshotRefreshes: state.snapshots.refreshes,

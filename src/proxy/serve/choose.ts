@@ -7,7 +7,8 @@
  * and the balancer's feedback once a replica accepted.
  */
 import { prefixTokenizerName, type Deployment } from "../../config/deployment.ts";
-import type { BalanceInput, PrefixBelief, PromptKeys } from "../../policy/balancers/index.ts";
+import type { BalanceInput, PrefixBelief, PromptKeys, RequestSlo } from "../../policy/balancers/index.ts";
+import type { Coordinates, TtftPrediction } from "../../policy/latency-model.ts";
 import { promptEndpointOf, promptKeys, type PromptKeysResult } from "../../prefix/prompt-keys.ts";
 import { promptTokenizer, type PromptTokenizer } from "../../prompt/tokenizers/index.ts";
 import type { ActiveBalancer } from "../../policy/balancers/index.ts";
@@ -42,8 +43,12 @@ export interface ChoiceRequest {
   client: string;
   model?: string;
   session?: { id: string; affinity: SessionAffinity };
-  /** Told why the prompt fell back to bytes keys, when it did (counted in the metrics), and what the choice believed of its cached prefix. */
-  trace?: { promptFallback?: string; prefix?: PrefixBelief };
+  /** Told why the prompt fell back to bytes keys, when it did (counted in the metrics), what the choice believed of its cached prefix, and its predicted time to first token. */
+  trace?: { promptFallback?: string; prefix?: PrefixBelief; latency?: { predicted: TtftPrediction; sloMs?: number } };
+  /** Where this isolate is, when it knows (IsolateState.coordinates). */
+  here?: Coordinates;
+  /** The request's latency objectives (x-slo-ttft-ms / x-slo-tpot-ms, else the deployment's). */
+  slo?: RequestSlo;
   /** A stream's continuation (migrate.ts), in this form: only replicas that take it are candidates. */
   continuation?: ContinuationForm;
   /** A leg of a split request (disaggregate.ts): only replicas with this role are candidates (one that declared none has both). */
@@ -72,6 +77,11 @@ export interface Choice {
    * sessionFollowsRetry), its signed binding token set on the answer.
    */
   served(replica: ReplicaEntry, response: Response, followsRetry: boolean): Promise<void>;
+  /**
+   * After the first `next`: the request's TTFT objective and the best prediction among the
+   * candidates, when the objective is one no candidate is predicted to meet; else undefined.
+   */
+  unattainable(): { sloMs: number; bestMs: number } | undefined;
 }
 
 /**
@@ -83,6 +93,18 @@ export function chooseFor(ctx: ChoiceRequest, body: ArrayBuffer | ReadableStream
   const { deployment, view, balancer, model, session } = ctx;
   const input: BalanceInput = { random: Math.random, now: Date.now() };
   if (model !== undefined) input.model = model;
+  if (ctx.here !== undefined) input.here = ctx.here;
+  /** The best prediction among the first choice's candidates, when the request has a TTFT objective. */
+  let bestMs: number | undefined;
+  if (ctx.slo !== undefined) input.slo = ctx.slo;
+  {
+    const trace = ctx.trace;
+    const sloMs = ctx.slo?.ttftMs;
+    input.predicted = (predicted, best) => {
+      if (trace) trace.latency = sloMs === undefined ? { predicted } : { predicted, sloMs };
+      bestMs ??= best;
+    };
+  }
   // Only a balancer that reads the prompt pays for parsing and tokenizing it, and only from a body held here.
   const held = ctx.held ?? (body instanceof ArrayBuffer ? body : undefined);
   if (balancer.readsPrompt && held) {
@@ -133,6 +155,10 @@ export function chooseFor(ctx: ChoiceRequest, body: ArrayBuffer | ReadableStream
     loadLimit(replica) {
       if (!pickedOfMany || lineOver === undefined || !balancer.loadLimit) return undefined;
       return balancer.loadLimit(lineOver, replica, input);
+    },
+    unattainable() {
+      const sloMs = ctx.slo?.ttftMs;
+      return sloMs !== undefined && bestMs !== undefined && bestMs > sloMs ? { sloMs, bestMs } : undefined;
     },
     async served(replica, response, followsRetry) {
       balancer.served?.(replica.id, input);

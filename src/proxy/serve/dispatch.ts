@@ -7,12 +7,14 @@
  * ended (pure), and the answer's body passed back as it streams.
  */
 import type { Deployment } from "../../config/deployment.ts";
-import { Header, PROTOCOL_VERSION, errorResponse, parseLoadHeader, UNAUTHORIZED_REJECTION, type Load, errorBody, type ContinuationForm } from "../../protocol/index.ts";
+import { Header, PROTOCOL_VERSION, errorResponse, parseLoadHeader, parseReplicaTime, UNAUTHORIZED_REJECTION, type Load, errorBody, type ContinuationForm } from "../../protocol/index.ts";
 import type { ActiveBalancer, PrefixBelief } from "../../policy/balancers/index.ts";
 import { backoffMs } from "../../policy/pick-replica.ts";
 import { scrubForClient, stripRoutePrefix, type HeldBody } from "./request.ts";
 import { bodyRefusal, uploadTooSlow, type PreparedBody } from "./body.ts";
 import type { ReplicaEntry, RoutingView } from "./view.ts";
+import type { Coordinates, TtftPrediction } from "../../policy/latency-model.ts";
+import type { RequestSlo } from "../../policy/balancers/index.ts";
 import type { SessionAffinity } from "./session-affinity.ts";
 
 /** Signs one dispatch (dispatchSignature, protocol/signing.ts): the headers that prove the edge sent it, to that replica, with that body. */
@@ -68,6 +70,10 @@ export interface DispatchContext {
   deadline?: number;
   /** The client's disconnect (Request.signal): it aborts the dispatch's fetch, before the answer's head or after. */
   clientSignal?: AbortSignal;
+  /** Where this isolate is, when it knows (IsolateState.coordinates): the choice estimates unmeasured trips from it. */
+  here?: Coordinates;
+  /** The request's latency objectives (requestSlo). */
+  slo?: RequestSlo;
 }
 
 /** Why a split request went whole after all (docs/pd.md, "When something fails"). */
@@ -96,6 +102,8 @@ export interface DispatchTrace {
   prefix?: PrefixBelief;
   /** A deployment with prefill/decode disaggregation: whether and where the request's prefill went. */
   split?: SplitTrace;
+  /** The chosen replica's predicted time to first token, when the choice predicted one (src/policy/latency-model.ts), and the request's TTFT objective. */
+  latency?: { predicted: TtftPrediction; sloMs?: number };
   /** Settles when a streamed response body has been passed on completely (or cut). */
   streamEnd?: Promise<unknown>;
   /** Set by the admit stage: tells it the tokens the request actually used, once known (AdmissionGate.correct). */
@@ -412,8 +420,12 @@ async function attemptOn(
     }
   }
 
+  const answeredAt = Date.now();
   const load = parseLoadHeader(upstream.headers.get(Header.load));
-  if (load) view.applyLoad(replica.id, load, Date.now());
+  if (load) view.applyLoad(replica.id, load, answeredAt);
+  // The wait for this head less the replica's share of it is one trip (src/policy/latency-model.ts).
+  const replicaMs = parseReplicaTime(upstream.headers.get(Header.replicaTime));
+  if (replicaMs !== undefined) replica.timings.recordTrip(answeredAt - mark, replicaMs);
 
   const verdict = judgeAnswer({ status: upstream.status, rejected: upstream.headers.get(Header.rejected), load, engineKey: replica.engineKey !== undefined });
   // The deadline bounds the wait for an accepted response head only: a stream that has started is not cut by it.
@@ -445,10 +457,15 @@ async function attemptOn(
   if (!passed.ended) {
     // A sized body is already produced by the replica; its work is done.
     view.endDispatch(replica, mark);
+    replica.timings.recordService(answeredAt - mark);
     return respond(response, true);
   }
   // A stream: the replica is busy until it ends, so count it in flight until then.
-  const ended = passed.ended.finally(() => view.endDispatch(replica, mark));
+  const ended = passed.ended.finally(() => {
+    const now = Date.now();
+    view.endDispatch(replica, mark, now);
+    replica.timings.recordService(now - mark);
+  });
   if (ctx.trace) ctx.trace.streamEnd = ended;
   ctx.background(ended);
   return respond(response, true);

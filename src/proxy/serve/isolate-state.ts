@@ -8,6 +8,7 @@ import type { Env } from "../../env.ts";
 import { dispatchSignature, type RoutingSnapshot } from "../../protocol/index.ts";
 import { ApiKeyCache, KEY_SET_TTL_MS, RELAYED_KEY_SET_TTL_MS, RateLimits, TOKEN_RATE, type KeySetSource, type RateSync } from "./access.ts";
 import type { BucketLimits } from "../../policy/token-bucket.ts";
+import type { Coordinates } from "../../policy/latency-model.ts";
 import type { RateUse } from "../../policy/rate-limit-sync.ts";
 import { AdmissionGate, pendingShareOf } from "./admit.ts";
 import type { DispatchSigner } from "./dispatch.ts";
@@ -70,6 +71,12 @@ export class IsolateState {
    * `cf.colo`; "local" on workerd): it names the relay the isolate asks.
    */
   location = "local";
+  /**
+   * Where this isolate is, when the first request said (Cloudflare's cf.latitude and
+   * cf.longitude, the client's estimated place, near the colo that took it; locally
+   * SWITCHYARD_COORDINATES): trips to replicas not measured yet are estimated from it.
+   */
+  coordinates: Coordinates | undefined;
   /** Random per isolate: picks this isolate's sample of a deployment too large for one view. */
   readonly seed = crypto.getRandomValues(new Uint32Array(1))[0]!;
   /** Names this isolate to the autoscaler, which sums the isolates' held requests. */
@@ -180,7 +187,11 @@ export class IsolateState {
     const own = leg === undefined ? undefined : deployment.openai?.disaggregation?.[leg];
     const key = own === undefined ? deployment.name : `${deployment.name}#${leg}`;
     let balancer = this.#balancers.get(key);
-    if (!balancer) this.#balancers.set(key, (balancer = createBalancer(own ?? deployment.policy.balancer, deployment.policy.prefix ?? DEFAULT_PREFIX_POLICY)));
+    if (!balancer) {
+      const latency = deployment.policy.latency;
+      const settings = { ...(deployment.policy.prefix ?? DEFAULT_PREFIX_POLICY), ...(latency && { latency }) };
+      this.#balancers.set(key, (balancer = createBalancer(own ?? deployment.policy.balancer, settings)));
+    }
     return balancer;
   }
 

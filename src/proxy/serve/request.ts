@@ -184,7 +184,7 @@ export function requestKeys(headers: Headers, deployment: Deployment): RequestKe
  */
 const DISPATCH_ONLY = ["expect"];
 /** Protocol headers a replica sends for the proxy that clients do not need to see. */
-const REPLICA_ONLY = [Header.protocol, Header.load, Header.rejected];
+const REPLICA_ONLY = [Header.protocol, Header.load, Header.rejected, Header.replicaTime];
 /**
  * Request headers a dispatch never passes on: hop-by-hop ones, host, the
  * protocol's edge-only ones (every `x-switchyard-` header a client may not set), and

@@ -21,10 +21,10 @@
  */
 import type { Deployment } from "../../config/deployment.ts";
 import type { Env } from "../../env.ts";
-import type { PrefixBelief } from "../../policy/balancers/index.ts";
+import type { PrefixBelief, RequestSlo } from "../../policy/balancers/index.ts";
 import type { ProxyMetrics } from "../../telemetry/proxy-metrics.ts";
 import type { TokenCounts } from "../../telemetry/types.ts";
-import { Header, PD_PROTOCOLS, errorResponse, openaiEndpointOf, type ContinuationForm } from "../../protocol/index.ts";
+import { Header, MAX_SLO_MS, PD_PROTOCOLS, SLO_HEADERS, errorResponse, openaiEndpointOf, parseSloHeader, type ContinuationForm } from "../../protocol/index.ts";
 import { keyRefusal, type KeyCheck } from "./access.ts";
 import { clientOf, declaredLength, drainUnreadBody, prepareBody, type PreparedBody } from "./body.ts";
 import { AdmissionSlot, admissionRefusal, bodyForEngine, flowOf, holdsAtZero, pendingShareOf, priorityOf, tokenCost, type Ticket } from "./admit.ts";
@@ -266,6 +266,9 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
   // admit: the request's priority, its place under the pending cap and, held, its ticket.
   const priority = priorityOf(deployment, headers, openai?.priority, keyPriority);
   if (!priority.ok) return priority.response;
+  // choose: the request's latency objectives, checked before it waits anywhere.
+  const slo = requestSlo(deployment, headers);
+  if (slo === null) return errorResponse("bad_request", `${SLO_HEADERS.ttft} and ${SLO_HEADERS.tpot} take whole milliseconds, 1 to ${MAX_SLO_MS}`, { requestId });
   // Who the request comes from, for per-client bounds (its share of the pending cap, session
   // bindings, duplex uploads) and its flow: its API key, else its address (Cloudflare sets
   // cf-connecting-ip; the local stack's workerd too).
@@ -328,6 +331,8 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
     if (session !== undefined) dispatched.session = { id: session, affinity: state.affinity };
     if (priority.priority !== 0) dispatched.priority = priority.priority;
     if (req.signal) dispatched.clientSignal = req.signal;
+    if (state.coordinates) dispatched.here = state.coordinates;
+    if (slo) dispatched.slo = slo;
     if (openai) {
       // As received, but for the engine's own `priority` where the engines schedule by it (admit.ts, bodyForEngine).
       dispatched.body = bodyForEngine(deployment.openai?.enginePriority, ctx.target.path, openai.body, priority.priority, openai.priority !== undefined);
@@ -365,6 +370,30 @@ export async function serveRequest(req: Request, ctx: ServeContext): Promise<Res
 }
 
 /**
+ * A request's latency objectives: its x-slo-ttft-ms and x-slo-tpot-ms, each else the
+ * deployment's (`policy.latency.slo`); undefined with none; null when a header is malformed.
+ */
+export function requestSlo(deployment: Deployment, headers: Headers): RequestSlo | undefined | null {
+  const ttft = parseSloHeader(headers.get(SLO_HEADERS.ttft));
+  const tpot = parseSloHeader(headers.get(SLO_HEADERS.tpot));
+  if (ttft === null || tpot === null) return null;
+  const own = deployment.policy.latency?.slo;
+  const ttftMs = ttft ?? own?.ttftMs;
+  const tpotMs = tpot ?? own?.tpotMs;
+  if (ttftMs === undefined && tpotMs === undefined) return undefined;
+  return { ...(ttftMs !== undefined && { ttftMs }), ...(tpotMs !== undefined && { tpotMs }) };
+}
+
+/** The early refusal of a request no replica is predicted to serve within its TTFT objective (`policy.latency.slo.refuse`). */
+function sloRefusal(unmet: { sloMs: number; bestMs: number }, requestId: string): Response {
+  return errorResponse("slo_unattainable", `no replica is predicted to give the first token within ${unmet.sloMs} ms (the best is predicted at ${Math.round(unmet.bestMs)} ms)`, {
+    requestId,
+    retryAfterSeconds: 1,
+    details: { slo_ttft_ms: unmet.sloMs, predicted_ttft_ms: Math.round(unmet.bestMs) },
+  });
+}
+
+/**
  * body → choose → dispatch, attempt after attempt, until a replica accepts the
  * request: its body prepared once (body.ts), each attempt sent to the replica the
  * choice names among those not tried yet (choose.ts), signed and judged by the
@@ -399,6 +428,9 @@ export async function attempts(req: Request, ctx: DispatchContext, slot: Admissi
       for (let attempt = 1; attempt <= maxAttempts; attempt++) {
         const replica = await choice.next(attempt, tried);
         if (!replica) break;
+        // No replica is predicted to meet the request's time to first token, and the deployment asks to refuse such a one early.
+        const unmet = attempt === 1 && round === 1 && deployment.policy.latency?.slo?.refuse === true ? choice.unattainable() : undefined;
+        if (unmet) return sloRefusal(unmet, requestId);
         sawReplica = roundSawReplica = true;
         tried.add(replica.id);
         slot?.dispatching();
@@ -549,6 +581,7 @@ export function observeRequest(
           tokens: tokens ? { key: usage!.key, prompt: tokens.prompt, completion: tokens.completion } : null,
           ...(trace.prefix && { prefix: trace.prefix }),
           ...(trace.split && { split: trace.split }),
+          ...(trace.latency && { latency: trace.latency }),
         }),
       );
     }
@@ -587,6 +620,8 @@ export interface RequestLogFields {
   prefix?: PrefixBelief;
   /** A P/D deployment's request: whether its prefill went elsewhere (disaggregate.ts). */
   split?: SplitTrace;
+  /** The chosen replica's predicted time to first token and the request's objective, when the choice predicted one. */
+  latency?: DispatchTrace["latency"];
 }
 
 /** Printable ASCII without `"` and `\`: quoted as it is (JSON.stringify's output too). */
@@ -610,6 +645,12 @@ export function requestLogLine(f: RequestLogFields): string {
   if (t) line += `,"key":${str(t.key)},"prompt_tokens":${num(t.prompt)},"completion_tokens":${num(t.completion)}`;
   const p = f.prefix;
   if (p) line += `,"prefix_blocks":${num(p.blocks)},"prefix_held":${num(p.held)},"prefix_most":${num(p.most)}${p.home === undefined ? "" : `,"prefix_home":${str(p.home)}`}`;
+  const l = f.latency;
+  if (l) {
+    const { predicted: x } = l;
+    line += `,"ttft_predicted_ms":${num(Math.round(x.total))},"ttft_trip_ms":${num(Math.round(x.trip))},"ttft_queue_ms":${num(Math.round(x.queue))},"ttft_prefill_ms":${num(Math.round(x.prefill))}`;
+    if (l.sloMs !== undefined) line += `,"slo_ttft_ms":${num(l.sloMs)}`;
+  }
   const s = f.split;
   if (s) {
     line += `,"pd_prefill":${s.prefill === undefined ? "null" : str(s.prefill)}`;

@@ -7,6 +7,7 @@ import { CacheSummary } from "../../prefix/cache-summary.ts";
 import { SummaryPool } from "../../state/summary-delta.ts";
 import { REPORT_STALE_AFTER_MS, type ContinuationForm, type ReplicaRole, type Load, type ReplicaView, type RoutingSnapshot } from "../../protocol/index.ts";
 import type { ModelHolderChoice } from "../../policy/pick-replica.ts";
+import { ReplicaTimings } from "../../policy/latency-model.ts";
 import { breakerAllows, breakerDispatched, breakerFailed, breakerInconclusive, breakerOpen, breakerSucceeded, newBreaker, type Breaker, type BreakerConfig } from "../../policy/circuit-breaker.ts";
 
 /**
@@ -41,6 +42,8 @@ export interface ReplicaEntry extends ModelHolderChoice {
   reportedAt: number;
   /** This isolate's dispatches to the replica, in flight and lately ended (DispatchLedger). */
   readonly ledger: DispatchLedger;
+  /** What this isolate learnt of the replica's timing: the trip to it, a dispatch's service time (src/policy/latency-model.ts). */
+  readonly timings: ReplicaTimings;
   /** Epoch ms after which the replica is stale (no report, no response). */
   expiresAt: number;
   /** Draining with a deadline: epoch ms when it stops serving (its streams move before, migrate.ts). */
@@ -51,6 +54,10 @@ export interface ReplicaEntry extends ModelHolderChoice {
   roles?: readonly ReplicaRole[];
   /** Its KV bootstrap port (SGLang's protocol), where it declared one. */
   bootstrapPort?: number;
+  /** Its region's name, where it declared one (issue 57). */
+  region?: string;
+  /** Where it is (degrees), where it declared it: a distance estimate before one is measured (issue 57). */
+  coordinates?: { lat: number; lon: number };
   /** Epoch ms before which this isolate does not pick the replica (connect failures). */
   downUntil: number;
   /** Outlier ejection state (src/policy/circuit-breaker.ts). */
@@ -288,6 +295,12 @@ export class RoutingView {
     roles?: readonly ReplicaRole[];
     /** Its KV bootstrap port, where it declared one. */
     bootstrapPort?: number;
+    /** Its region's name, where it declared one. */
+    region?: string;
+    /** Where it is (degrees), where it declared it. */
+    coordinates?: { lat: number; lon: number };
+    /** The round trip this isolate measured to it, ms (src/policy/latency-model.ts), once it has. */
+    tripMs?: number;
   }[] {
     return [...this.#replicas.values()].map((e) => ({
       id: e.id,
@@ -301,6 +314,9 @@ export class RoutingView {
       ...(e.cache !== undefined && { cacheKeys: e.cache.keys }),
       ...(e.roles !== undefined && { roles: e.roles }),
       ...(e.bootstrapPort !== undefined && { bootstrapPort: e.bootstrapPort }),
+      ...(e.region !== undefined && { region: e.region }),
+      ...(e.coordinates !== undefined && { coordinates: e.coordinates }),
+      ...(e.timings.tripMs !== undefined && { tripMs: Math.round(e.timings.tripMs * 10) / 10 }),
     }));
   }
 
@@ -420,6 +436,7 @@ function entryFrom(r: ReplicaView, now: number): ReplicaEntry {
     others: r.load.ongoing + r.load.queued,
     reportedAt: reportTime(r, now),
     ledger: new DispatchLedger(),
+    timings: new ReplicaTimings(),
     capacity: r.load.max,
     load: r.load.ongoing + r.load.queued,
     ...(r.load.kv !== undefined ? { kv: r.load.kv } : {}),
@@ -428,6 +445,8 @@ function entryFrom(r: ReplicaView, now: number): ReplicaEntry {
     ...(r.continues !== undefined ? { continues: r.continues } : {}),
     ...(r.roles !== undefined ? { roles: r.roles } : {}),
     ...(r.bootstrapPort !== undefined ? { bootstrapPort: r.bootstrapPort } : {}),
+    ...(r.region !== undefined ? { region: r.region } : {}),
+    ...(r.coordinates !== undefined ? { coordinates: r.coordinates } : {}),
     downUntil: 0,
     breaker: newBreaker(),
     ...(r.engineKey !== undefined ? { engineKey: r.engineKey } : {}),

@@ -47,6 +47,7 @@ export const llm: ReplicaBackend = async ({ flags, knobs, admission, log, fail, 
   });
   admission.enablePriorityPreemption();
   admission.setKvSource(() => Math.round(engine.kvUsage * 1e4) / 1e4);
+  admission.setPrefillSource(() => ({ waitMs: engine.prefillWaitMs, rate: engine.prefillRate }));
   const service = llmService({
     engine,
     modelId,

@@ -216,6 +216,9 @@ export class LlmEngine {
   #promptTokens = 0;
   #generationTokens = 0;
   #prefillComputed = 0;
+  /** Decayed sums of prefilled tokens and their lane time (prefillRate). */
+  #rateTokens = 0;
+  #rateMs = 0;
   readonly #success: Record<FinishReason, number> = { stop: 0, length: 0, abort: 0 };
   readonly #ttft = new BucketHistogram(TTFT_BUCKETS_S);
   readonly #itl = new BucketHistogram(ITL_BUCKETS_S);
@@ -276,6 +279,20 @@ export class LlmEngine {
   /** Prefills waiting for the prefill lane. */
   get prefillsQueued(): number {
     return this.#lane.queued;
+  }
+
+  /** How long a new prefill would wait for the lane now, whole ms (Load.prefillWaitMs). */
+  get prefillWaitMs(): number {
+    return Math.ceil(this.#lane.waitMs());
+  }
+
+  /**
+   * Uncached tokens prefilled per second of lane time, over the last prefills (each one's
+   * weight decays by a tenth per later prefill): Load.prefillRate. Undefined before the
+   * first prefill that took lane time.
+   */
+  get prefillRate(): number | undefined {
+    return this.#rateMs > 0 ? Math.max(1, Math.round((this.#rateTokens / this.#rateMs) * 1000)) : undefined;
   }
 
   /**
@@ -552,7 +569,11 @@ export class LlmEngine {
   async #prefill(uncached: number, signal: AbortSignal | undefined, priority: number): Promise<void> {
     this.#prefillComputed += uncached;
     const laneMs = (uncached * this.#prefillTokenUs) / 1000;
-    if (laneMs > 0) await this.#lane.run(laneMs, signal, priority);
+    if (laneMs > 0) {
+      await this.#lane.run(laneMs, signal, priority);
+      this.#rateTokens = this.#rateTokens * 0.9 + uncached;
+      this.#rateMs = this.#rateMs * 0.9 + laneMs;
+    }
     if (this.#prefillMs > 0) await sleep(this.#prefillMs, signal);
   }
 

@@ -17,6 +17,7 @@ export class PrefillLaneAborted extends Error {
 
 interface Turn {
   readonly priority: number;
+  readonly ms: number;
   start(): void;
 }
 
@@ -25,6 +26,19 @@ export class PrefillLane {
   #busy = false;
   /** Settles when the prefill on the lane now ends (undefined while none is). */
   #turnEnd: { promise: Promise<void>; resolve: () => void } | undefined;
+  /** The queued turns' time, ms (what a prefill queued now waits for after the running one). */
+  #queuedMs = 0;
+  /** Epoch ms the running turn ends (0 while none runs). */
+  #runningEndsAt = 0;
+
+  /**
+   * How long a prefill of priority 0 queued now would wait for the lane, ms: the rest of
+   * the running turn and every queued turn's time (a higher priority queued later would
+   * go first; the replica reports the wait as it stands: Load.prefillWaitMs).
+   */
+  waitMs(now = Date.now()): number {
+    return Math.max(0, this.#runningEndsAt - now) + this.#queuedMs;
+  }
 
   /** Resolves when the prefill holding the lane now ends: at once when none does. */
   whenTurnEnds(): Promise<void> {
@@ -58,8 +72,10 @@ export class PrefillLane {
       };
       const turn: Turn = {
         priority,
+        ms,
         start: () => {
           state = "running";
+          this.#runningEndsAt = Date.now() + ms;
           timer = setTimeout(() => {
             finish();
             resolve();
@@ -70,6 +86,7 @@ export class PrefillLane {
         if (state === "queued") {
           state = "done";
           this.#queue.splice(this.#queue.indexOf(turn), 1);
+          this.#queuedMs -= ms;
           reject(new PrefillLaneAborted());
         } else if (state === "running") {
           clearTimeout(timer);
@@ -79,6 +96,7 @@ export class PrefillLane {
       };
       signal?.addEventListener("abort", onAbort, { once: true });
       enqueueByPriority(this.#queue, turn);
+      this.#queuedMs += ms;
       if (!this.#busy) this.#next();
     });
   }
@@ -87,6 +105,10 @@ export class PrefillLane {
     const ended = this.#turnEnd;
     const turn = this.#queue.shift();
     this.#busy = turn !== undefined;
+    this.#runningEndsAt = 0;
+    if (turn) this.#queuedMs -= turn.ms;
+    // Sums of floats drift: an empty queue waits for nothing.
+    if (this.#queue.length === 0) this.#queuedMs = 0;
     if (turn) {
       let resolve!: () => void;
       const promise = new Promise<void>((r) => (resolve = r));
