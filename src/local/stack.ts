@@ -59,6 +59,12 @@ export interface StackOptions {
    */
   edgeLocations?: readonly string[];
   /**
+   * Where each edge isolate is, in order (its SWITCHYARD_COORDINATES: what cf.latitude and
+   * cf.longitude give a deployed isolate); default: unknown. Latency choice estimates the
+   * trip to a replica it has not measured from it (bench/regions/regions.ts).
+   */
+  edgeCoordinates?: readonly ({ lat: number; lon: number } | undefined)[];
+  /**
    * Run the local actuator (src/local/actuator.ts): the replica count of each
    * deployment with `autoscaling` follows its desired count, from zero where its
    * minReplicas is 0. Deployments whose count `replicas` sets stay fixed. `npm start`
@@ -202,6 +208,7 @@ export class LocalStack {
         modules: bundle.modules,
         moreEdges: morePorts.map((p) => `127.0.0.1:${p}`),
         ...(this.#o.edgeLocations ? { locations: this.#o.edgeLocations } : {}),
+        ...(this.#o.edgeCoordinates ? { coordinates: this.#o.edgeCoordinates } : {}),
         // Local mode: replicas may register loopback and private addresses.
         vars: {
           SWITCHYARD_REPLICA_SECRET: this.replicaSecret,

@@ -323,8 +323,8 @@ describe("a profile of a deployment's own", () => {
     expect(b.pick(fleet, input({ prompt: keyed }))!.id).toBe("idle");
     expect(createBalancer("prefix_cache", settings).pick(fleet, input({ prompt: keyed }))!.id).toBe("holder");
     // profileTerms: the profile's own weights, else prefix.scorers over the defaults.
-    expect(profileTerms({ slots: 1 }, settings).map((t) => [t.name, t.weight])).toEqual([["prefill", 0], ["slots", 1], ["leader", 0], ["latency", 0]]);
-    expect(profileTerms(undefined, settings).map((t) => [t.name, t.weight])).toEqual([["prefill", 2], ["slots", 1], ["leader", 0.25], ["latency", 0]]);
+    expect(profileTerms({ slots: 1 }, settings).map((t) => [t.name, t.weight])).toEqual([["prefill", 0], ["slots", 1], ["leader", 0], ["latency", 0], ["trip", 0]]);
+    expect(profileTerms(undefined, settings).map((t) => [t.name, t.weight])).toEqual([["prefill", 2], ["slots", 1], ["leader", 0.25], ["latency", 0], ["trip", 0]]);
   });
 
   it("refuses names that are not registered, and scorers for a picker that does not read them", () => {

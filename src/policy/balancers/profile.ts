@@ -71,7 +71,7 @@ export function runProfile(name: string, filters: readonly FilterPlugin[], picke
   const weighsLeader = terms.some((t) => t.name === "leader" && t.weight > 0);
   // A scoring picker whose weighted terms need no prompt (latency, slots) scores a request without one too.
   const scoresWithoutPrompt = picker.scores && terms.every((t) => t.weight === 0 || !t.needsPrompt);
-  const weighsLatency = terms.some((t) => t.name === "latency" && t.weight > 0);
+  const weighsLatency = terms.some((t) => (t.name === "latency" || t.name === "trip") && t.weight > 0);
 
   /**
    * The predicted time to first token of this request on each candidate, computed at most
@@ -134,10 +134,10 @@ export function runProfile(name: string, filters: readonly FilterPlugin[], picke
           const near = weighsLeader && most > 0 ? pool.filter((c) => held.get(c.id)! >= Math.max(1, most - RECENT_PREFIX_STRIDE)) : [];
           const first = near.length > 0 ? rendezvousOrder(near, anchor!)[0]!.id : undefined;
           const leader = first === undefined ? undefined : { id: first, held: held.get(first)! };
-          cost = (c) => costOf(terms, c, { keys, held: held.get(c.id) ?? 0, leader, ttftMs: () => ttft(c).total });
+          cost = (c) => costOf(terms, c, { keys, held: held.get(c.id) ?? 0, leader, ttft: () => ttft(c) });
         }
       } else if (keys === undefined && scoresWithoutPrompt) {
-        cost = (c) => costOf(terms, c, { keys: [], held: 0, leader: undefined, ttftMs: () => ttft(c).total });
+        cost = (c) => costOf(terms, c, { keys: [], held: 0, leader: undefined, ttft: () => ttft(c) });
       }
       const home = placesHomes && memory && anchor ? memory.placement.homeOf(anchor, input.fleet ?? candidates, input.now) : undefined;
       const ctx: StageContext = { input, keys, anchor, cost, home, ttft };

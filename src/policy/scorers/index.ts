@@ -9,9 +9,10 @@ import { leader } from "./leader.ts";
 import { prefill } from "./prefill.ts";
 import type { ScorerPlugin, WeightedScore } from "./scorer.ts";
 import { slots } from "./slots.ts";
+import { trip } from "./trip.ts";
 
 /** Every registered term. */
-export const SCORERS = [prefill, slots, leader, latency] as const;
+export const SCORERS = [prefill, slots, leader, latency, trip] as const;
 
 export type ScorerName = (typeof SCORERS)[number]["name"];
 
@@ -28,7 +29,7 @@ export const SCORER_NAMES = SCORERS.map((s) => s.name) as unknown as NamesOf<typ
  * sent to the replica holding the most from 13–21 % to 3–12 %) and left the precise
  * tier's within its noise (bench/prefix-cache/prefix-cache.ts --family qwen3, 2026-12-05).
  */
-export const DEFAULT_SCORER_WEIGHTS: Readonly<Record<ScorerName, number>> = { prefill: 2, slots: 1, leader: 0.25, latency: 0 };
+export const DEFAULT_SCORER_WEIGHTS: Readonly<Record<ScorerName, number>> = { prefill: 2, slots: 1, leader: 0.25, latency: 0, trip: 0 };
 
 /**
  * A registry over `plugins`: their names, and the weighted terms a configuration's

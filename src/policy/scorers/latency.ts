@@ -11,5 +11,5 @@ export const latency = defineScorer({
   name: "latency",
   description: "predicted time to first token, ms: trip + queue + uncached prefill",
   needsPrompt: false,
-  create: () => (_c, ctx) => ctx.ttftMs(),
+  create: () => (_c, ctx) => ctx.ttft().total,
 });

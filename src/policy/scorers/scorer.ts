@@ -11,6 +11,7 @@
  */
 import type { BlockKey } from "../../prefix/block-keys.ts";
 import type { BalancerCandidate } from "../balancers/balancer.ts";
+import type { TtftPrediction } from "../latency-model.ts";
 
 /** What one choice brings to every term. */
 export interface ScoreContext {
@@ -25,8 +26,8 @@ export interface ScoreContext {
    * same one. Undefined when no candidate holds any of the prompt.
    */
   leader: { id: string; held: number } | undefined;
-  /** The candidate's predicted time to first token, ms (src/policy/latency-model.ts); computed only when a term asks. */
-  ttftMs(): number;
+  /** The candidate's predicted time to first token and its parts, ms (src/policy/latency-model.ts); computed only when a term asks. */
+  ttft(): TtftPrediction;
 }
 
 /** One term's cost of sending the request to `candidate`. */
