@@ -23,11 +23,11 @@
  *
  * docs/agent.md describes it for operators.
  */
-import { MAX_LOAD_COUNT as MAX_COUNT, MAX_REPLICA_MODELS as MAX_MODELS, MODEL_ID, OpenAIPath, type ContinuationForm, type ReplicaRole, type ReplicaCoordinates, type Load, type ReplicaState } from "../protocol/index.ts";
+import { MAX_LOAD_COUNT as MAX_COUNT, MAX_PREFILL_RATE, MAX_PREFILL_WAIT_MS, MAX_REPLICA_MODELS as MAX_MODELS, MODEL_ID, OpenAIPath, type ContinuationForm, type ReplicaRole, type ReplicaCoordinates, type Load, type ReplicaState } from "../protocol/index.ts";
 import { EdgeClient, keyRefusedMessage } from "../replica/edge-client.ts";
 import type { LoadSource } from "../replica/edge-control.ts";
 import type { NodeReporter } from "../replica/node-reporter.ts";
-import { engineLoad, isEngineMetricsError, maxLoraAdapters, type EngineLoad, type EngineMetricsError } from "./engine-metrics.ts";
+import { engineLoad, isEngineMetricsError, maxLoraAdapters, type EngineLoad, type EngineMetricsError, type PrefillCounters } from "./engine-metrics.ts";
 import { EnginePrefixIndex } from "./engine-prefix-index.ts";
 import { KvEventsSubscriber, type KvEventsSource } from "./kv-events-subscriber.ts";
 
@@ -150,6 +150,10 @@ export class EngineLoadSource implements LoadSource {
   #running = 0;
   #waiting = 0;
   #kv: number | undefined;
+  /** The last scrape's prefill counters, and what their differences gave: uncached tokens a second, ms a prefill. */
+  #prefill: PrefillCounters | undefined;
+  #prefillRate: number | undefined;
+  #prefillMs: number | undefined;
   /** The KV usage of the last change notified: smaller moves than KV_REPORT_STEP are not a change. */
   #kvNotified: number | undefined;
   #base: string[] = [];
@@ -190,6 +194,7 @@ export class EngineLoadSource implements LoadSource {
     this.#running = running;
     this.#waiting = waiting;
     this.#kv = e.kvCacheUsage;
+    this.#foldPrefill(e.prefill);
     if (this.#kv === undefined ? this.#kvNotified !== undefined : this.#kvNotified === undefined || Math.abs(this.#kv - this.#kvNotified) >= KV_REPORT_STEP) {
       changed = true;
     }
@@ -198,6 +203,24 @@ export class EngineLoadSource implements LoadSource {
     this.#adapters = adapters;
     if (urgent) this.#refreshModels();
     if (urgent || changed) this.#changed(urgent);
+  }
+
+  /**
+   * The engine's prefill rate and mean prefill time over the last scrape interval with any
+   * prefill ended (a restarted engine's counters start over: that scrape is the new base).
+   * The rate is computed tokens per second of prefill time, summed over requests: where the
+   * engine batches prefills it reads low, by the batch's overlap.
+   */
+  #foldPrefill(now: PrefillCounters | undefined): void {
+    const before = this.#prefill;
+    this.#prefill = now;
+    if (!now || !before) return;
+    const tokens = now.computedTokens - before.computedTokens;
+    const seconds = now.seconds - before.seconds;
+    const requests = now.requests - before.requests;
+    if (tokens < 0 || seconds < 0 || requests < 0 || requests === 0 || seconds === 0) return;
+    this.#prefillRate = Math.max(1, tokens / seconds);
+    this.#prefillMs = (seconds * 1000) / requests;
   }
 
   /** For good: the agent is leaving, by `deadlineAt` (epoch ms) where given. */
@@ -248,6 +271,9 @@ export class EngineLoadSource implements LoadSource {
   load(): Load {
     const load: Load = { seq: this.#seq, ongoing: this.#running, queued: this.#waiting, max: this.maxOngoing, state: this.state };
     if (this.#kv !== undefined) load.kv = this.#kv;
+    // The prefills waiting ahead of a new request, each the engine's recent mean prefill time.
+    if (this.#prefillMs !== undefined) load.prefillWaitMs = Math.min(MAX_PREFILL_WAIT_MS, Math.round(this.#waiting * this.#prefillMs));
+    if (this.#prefillRate !== undefined) load.prefillRate = Math.min(MAX_PREFILL_RATE, Math.round(this.#prefillRate));
     return load;
   }
 

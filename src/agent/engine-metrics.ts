@@ -14,7 +14,10 @@
  *           to the removed vllm:gpu_cache_usage_perc only when it is absent),
  *           vllm:lora_requests_info (a gauge whose value is a timestamp; the
  *           series with the latest one gives running_lora_adapters and
- *           waiting_lora_adapters, comma-separated)
+ *           waiting_lora_adapters, comma-separated); and, where all are present,
+ *           vllm:prompt_tokens_total, vllm:prefix_cache_hits_total and
+ *           vllm:request_prefill_time_seconds (_sum, _count): the counters the agent
+ *           turns into the engine's prefill rate and wait (src/agent/agent.ts)
  *   SGLang  sglang:num_running_reqs, sglang:num_queue_reqs, sglang:token_usage
  *           (a fraction 0..1)
  */
@@ -31,6 +34,18 @@ export interface EngineLoad {
   kvCacheUsage?: number;
   /** LoRA adapters running or waiting (vLLM only), without duplicates or empties, sorted. */
   loraAdapters: string[];
+  /** The engine's prefill counters since it started (vLLM), summed over all series; absent when it lacks any of them. */
+  prefill?: PrefillCounters;
+}
+
+/** Cumulative prefill counters: what two scrapes' difference turns into a rate and a mean prefill time. */
+export interface PrefillCounters {
+  /** Prompt tokens computed: prompt tokens less those the prefix cache held. */
+  computedTokens: number;
+  /** Seconds requests spent in prefill, summed (vllm:request_prefill_time_seconds_sum). */
+  seconds: number;
+  /** Requests whose prefill ended (its _count). */
+  requests: number;
 }
 
 export interface EngineMetricsError {
@@ -48,6 +63,7 @@ interface EngineNames {
   /** Used only when no `kv` series is present. */
   kvFallback?: string;
   lora?: string;
+  prefill?: { prompt: string; cached: string; seconds: string; requests: string };
 }
 
 const NAMES: Record<EngineLoad["engine"], EngineNames> = {
@@ -57,6 +73,12 @@ const NAMES: Record<EngineLoad["engine"], EngineNames> = {
     kv: "vllm:kv_cache_usage_perc",
     kvFallback: "vllm:gpu_cache_usage_perc",
     lora: "vllm:lora_requests_info",
+    prefill: {
+      prompt: "vllm:prompt_tokens_total",
+      cached: "vllm:prefix_cache_hits_total",
+      seconds: "vllm:request_prefill_time_seconds_sum",
+      requests: "vllm:request_prefill_time_seconds_count",
+    },
   },
   sglang: {
     running: "sglang:num_running_reqs",
@@ -141,6 +163,15 @@ export function engineLoad(text: string): EngineLoad | EngineMetricsError {
     if (kvCacheUsage === undefined && names.kvFallback !== undefined) kvCacheUsage = maxFraction(samples, names.kvFallback);
     const load: EngineLoad = { engine, running, waiting, loraAdapters: names.lora ? loraAdapters(samples, names.lora) : [] };
     if (kvCacheUsage !== undefined) load.kvCacheUsage = kvCacheUsage;
+    if (names.prefill) {
+      const prompt = sumCount(samples, names.prefill.prompt);
+      const cached = sumCount(samples, names.prefill.cached);
+      const seconds = sumCount(samples, names.prefill.seconds);
+      const requests = sumCount(samples, names.prefill.requests);
+      if (prompt !== undefined && cached !== undefined && seconds !== undefined && requests !== undefined) {
+        load.prefill = { computedTokens: Math.max(0, prompt - cached), seconds, requests };
+      }
+    }
     return load;
   } catch (e) {
     if (e instanceof Garbage) return { error: `bad ${engine} metrics: ${e.message}` };

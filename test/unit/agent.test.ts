@@ -495,6 +495,25 @@ describe("EngineLoadSource", () => {
     expect(s.load()).toEqual({ seq: 1_001, ongoing: 4, queued: 9, max: 32, state: "ready", kv: 0.5 });
   });
 
+  it("turns two scrapes' prefill counters into the engine's rate and the wait a new request has behind the queue", () => {
+    const s = new EngineLoadSource(8);
+    s.update(e({ waiting: 3, prefill: { computedTokens: 10_000, seconds: 2, requests: 10 } }));
+    // One scrape is no difference: nothing said yet.
+    expect(s.load()).not.toHaveProperty("prefillRate");
+    expect(s.load()).not.toHaveProperty("prefillWaitMs");
+    s.update(e({ waiting: 3, prefill: { computedTokens: 16_000, seconds: 2.5, requests: 12 } }));
+    // 6,000 tokens in 0.5 s of prefill over 2 requests (250 ms each); 3 waiting ahead.
+    expect(s.load()).toMatchObject({ prefillRate: 12_000, prefillWaitMs: 750 });
+    // An interval with no prefill ended keeps what the last one said; the wait follows the queue.
+    s.update(e({ waiting: 1, prefill: { computedTokens: 16_000, seconds: 2.5, requests: 12 } }));
+    expect(s.load()).toMatchObject({ prefillRate: 12_000, prefillWaitMs: 250 });
+    // A restarted engine's counters start over: that scrape is the new base, not a negative rate.
+    s.update(e({ waiting: 1, prefill: { computedTokens: 100, seconds: 0.1, requests: 1 } }));
+    expect(s.load()).toMatchObject({ prefillRate: 12_000, prefillWaitMs: 250 });
+    s.update(e({ waiting: 2, prefill: { computedTokens: 1_100, seconds: 0.6, requests: 2 } }));
+    expect(s.load()).toMatchObject({ prefillRate: 2_000, prefillWaitMs: 1_000 });
+  });
+
   it("notifies load changes as not urgent, state and model changes as urgent, nothing for no change", () => {
     const s = new EngineLoadSource(8);
     const seen: boolean[] = [];

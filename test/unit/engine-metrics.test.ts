@@ -26,7 +26,14 @@ describe("engineLoad: fixtures", () => {
       waiting: 3,
       kvCacheUsage: 0.4213,
       loraAdapters: ["sql-lora", "summarise-lora"],
+      // 182,304 prompt tokens less 120,304 the prefix cache held; the prefill histogram's sum and count.
+      prefill: { computedTokens: 62_000, seconds: 12.4, requests: 419 },
     });
+  });
+
+  it("leaves the prefill counters out when any of them is missing (they make a rate only together)", () => {
+    const text = fixture("vllm.txt").split("\n").filter((l) => !l.startsWith("vllm:prefix_cache_hits_total")).join("\n");
+    expect(load(text)).not.toHaveProperty("prefill");
   });
 
   it("reads the vLLM data-parallel fixture: sums two engine cores, max KV usage, no LoRA (vLLM has none in DP mode)", () => {

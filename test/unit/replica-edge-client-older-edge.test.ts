@@ -59,3 +59,17 @@ describe("EdgeClient and an older edge", () => {
     expect(refusedReportField(new EdgeError(400, '"drain_deadline_ms"'))).toBeUndefined();
   });
 });
+
+describe("an older edge that refuses the prefill queue's fields (issue 57)", () => {
+  it("learns each field it refuses on its own: the refused one leaves the reports, the others stay", () => {
+    const source = new AdmissionControl(2);
+    source.setPrefillSource(() => ({ waitMs: 120, rate: 9_000 }));
+    expect(reportEntry("r", source)).toMatchObject({ prefill_wait_ms: 120, prefill_rate: 9_000 });
+    expect(refusedReportField(new EdgeError(400, '{"error":{"details":[{"keys":["prefill_wait_ms"]}]}}'))).toBe("prefill_wait_ms");
+    const entry = reportEntry("r", source);
+    expect(entry).not.toHaveProperty("prefill_wait_ms");
+    expect(entry).toHaveProperty("prefill_rate", 9_000);
+    expect(refusedReportField(new EdgeError(400, '"prefill_rate"'))).toBe("prefill_rate");
+    expect(reportEntry("r", source)).not.toHaveProperty("prefill_rate");
+  });
+});
