@@ -80,9 +80,11 @@ export function runProfile(name: string, filters: readonly FilterPlugin[], picke
    */
   const latency = settings.latency ?? DEFAULT_LATENCY_SETTINGS;
   const predictor = (input: BalanceInput, pool: readonly BalancerCandidate[], blockSize: number, blocks: number, held: ReadonlyMap<string, number> | undefined) => {
+    // Built on the first prediction: a profile that predicts nothing pays nothing per choice.
     let priors: PoolPriors | undefined;
-    const memo = new Map<string, TtftPrediction>();
+    let memo: Map<string, TtftPrediction> | undefined;
     return (c: BalancerCandidate): TtftPrediction => {
+      memo ??= new Map();
       let p = memo.get(c.id);
       if (p === undefined) {
         priors ??= poolPriors(pool, latency);
