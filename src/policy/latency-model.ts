@@ -44,17 +44,50 @@ export function coordinatesOf(lat: unknown, lon: unknown): Coordinates | undefin
 export const TRIP_SAMPLES = 8;
 /** Weight of each new dispatch's service time in its running mean. */
 const SERVICE_WEIGHT = 0.2;
+/** An isolate posts its trip to a replica again at least this often, while it has one (the relay's board drops it after a minute). */
+export const TRIP_RESHARE_MS = 30_000;
+/** A trip is posted again when it moved by at least this share since it was last posted (or by 1 ms, whichever is more). */
+const TRIP_RESHARE_CHANGE = 0.1;
 
 /** What one isolate learnt of one replica's timing. */
 export class ReplicaTimings {
   readonly #trips: number[] = [];
   #next = 0;
   #tripMs: number | undefined;
+  #peerTripMs: number | undefined;
   #serviceMs: number | undefined;
+  #sharedMs: number | undefined;
+  #sharedAt = -Infinity;
 
-  /** The trip's estimate, ms: the median of the last TRIP_SAMPLES samples; undefined before the first. */
+  /** The trip's estimate, ms: the median of this isolate's last TRIP_SAMPLES samples, else what a peer of its location measured; undefined with neither. */
   get tripMs(): number | undefined {
+    return this.#tripMs ?? this.#peerTripMs;
+  }
+
+  /** The trip as this isolate measured it, undefined before its first sample. */
+  get ownTripMs(): number | undefined {
     return this.#tripMs;
+  }
+
+  /** A peer isolate of this location measured `ms` (the relay's trip board): used until this isolate has a sample of its own. */
+  learnPeer(ms: number): void {
+    if (Number.isFinite(ms) && ms >= 0) this.#peerTripMs = ms;
+  }
+
+  /**
+   * This isolate's trip, to post to its peers, when it has one that moved since it last
+   * posted it (by TRIP_RESHARE_CHANGE, at least 1 ms) or was posted TRIP_RESHARE_MS ago;
+   * undefined otherwise. Taking it marks it posted.
+   */
+  takeShare(now: number): number | undefined {
+    const ms = this.#tripMs;
+    if (ms === undefined) return undefined;
+    const last = this.#sharedMs;
+    const moved = last === undefined || Math.abs(ms - last) >= Math.max(1, TRIP_RESHARE_CHANGE * last);
+    if (!moved && now - this.#sharedAt < TRIP_RESHARE_MS) return undefined;
+    this.#sharedMs = ms;
+    this.#sharedAt = now;
+    return ms;
   }
 
   /** Trip samples held (at most TRIP_SAMPLES). */

@@ -84,6 +84,11 @@ export const MAX_DISPATCH_NOTES_PER_POST = 256;
 /** Most peers' dispatch notes one relay answer carries (the newest), ~100 KiB at most and ~200 bytes each usually. */
 export const MAX_PEER_NOTES_PER_ANSWER = 512;
 
+/** Most learnt trips an isolate posts to its relay per ask, and a relay's answer carries (src/state/trip-board.ts). */
+export const MAX_TRIP_NOTES = 256;
+/** The longest trip a note may carry, ms. */
+export const MAX_TRIP_MS = 60_000;
+
 /** The furthest drain deadline a report may announce (drain_deadline_ms): a day. */
 export const MAX_DRAIN_DEADLINE_MS = 86_400_000;
 

@@ -21,6 +21,8 @@ import {
   MAX_DRAIN_DEADLINE_MS,
   MAX_PREFILL_RATE,
   MAX_PREFILL_WAIT_MS,
+  MAX_TRIP_MS,
+  MAX_TRIP_NOTES,
 } from "./limits.ts";
 import { SystemPath } from "./paths.ts";
 import type { Load } from "./load.ts";
@@ -431,12 +433,29 @@ export const DispatchNoteMessage = z
   .strict();
 export type DispatchNote = z.infer<typeof DispatchNoteMessage>;
 
+/**
+ * A round trip an isolate measured to replica `r`, ms (src/policy/latency-model.ts), as it
+ * tells the other isolates of its location (src/state/trip-board.ts): a new isolate starts
+ * with its peers' trips instead of guessing from geography.
+ */
+export const TripNoteMessage = z
+  .object({
+    r: z.string().regex(REPLICA_ID),
+    ms: z.number().min(0).max(MAX_TRIP_MS),
+  })
+  .strict();
+export type TripNote = z.infer<typeof TripNoteMessage>;
+
 /** What an isolate sends its relay with each view ask: its dispatches since the last ask, and the cursor of the peers' it has seen. */
 export const RelayDispatchPost = z
   .object({
     /** The `cursor` of the last answer (0 at first): the answer carries only later notes. */
     after: z.number().int().nonnegative(),
     notes: z.array(DispatchNoteMessage).max(MAX_DISPATCH_NOTES_PER_POST),
+    /** Trips this isolate measured that changed since it last posted them. */
+    trips: z.array(TripNoteMessage).max(MAX_TRIP_NOTES).optional(),
+    /** The `tripCursor` of the last answer (0 at first). */
+    tripsAfter: z.number().int().nonnegative().optional(),
   })
   .strict();
 export type RelayDispatchPost = z.infer<typeof RelayDispatchPost>;
@@ -446,6 +465,10 @@ export interface PeerDispatches {
   /** Send it back as `after` next time. */
   cursor: number;
   notes: DispatchNote[];
+  /** The trips other isolates of the location posted after `tripsAfter` (the newest per replica), when the ask posted a cursor. */
+  trips?: TripNote[];
+  /** Send it back as `tripsAfter` next time. */
+  tripCursor?: number;
 }
 
 /** The control plane's paths (POST, signed: docs/protocol.md §1). */

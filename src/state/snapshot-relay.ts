@@ -23,6 +23,7 @@ import type { RateRemaining, RateUse } from "../policy/rate-limit-sync.ts";
 import type { BucketLimits } from "../policy/token-bucket.ts";
 import { agedSnapshot, boundedView } from "./bounded-view.ts";
 import { DispatchBoard } from "./dispatch-board.ts";
+import { TripBoard } from "./trip-board.ts";
 import { RELAY_AT_ZERO_TTL_MS, RELAY_KEY_SET_TTL_MS, RELAY_MAX_REPLICAS, RELAY_RATE_SYNC_INTERVAL_MS, RELAY_TTL_MS } from "./relay-cadence.ts";
 import { mergedSnapshot, tellHeldDemand } from "./routing-plane.ts";
 import { HELD_DEMAND_INTERVAL_MS, heldDemand } from "./routing-shards.ts";
@@ -86,6 +87,8 @@ export class SnapshotRelay extends DurableObject<RelayEnv> {
   readonly #summaries = new SummaryPool<CacheSummaryWire>((w) => w, RELAY_MAX_SUMMARY_BYTES);
   /** The location's isolates' recent dispatches, passed on to the others. */
   readonly #board = new DispatchBoard();
+  /** The round trips the location's isolates measured to each replica (trip-board.ts). */
+  readonly #trips = new TripBoard();
   /** The location's isolates' admission demand, and their budgets from it. */
   readonly #shares = new AdmissionShares(randomFlowKey());
   /** This relay told the leader of demand at its last refresh: the next tells it when the demand is gone. */
@@ -108,11 +111,14 @@ export class SnapshotRelay extends DurableObject<RelayEnv> {
   async view(deployment: string, shards: number, seed: number, have = "", dispatches?: RelayDispatchPost, demand?: AdmissionDemandPost): Promise<RoutingSnapshot> {
     this.#calls++;
     let after: number | undefined;
+    let tripsAfter: number | undefined;
     if (dispatches !== undefined) {
       const post = RelayDispatchPost.safeParse(dispatches);
       if (post.success) {
         this.#dispatchNotesPosted += this.#board.post(seed, post.data.notes, Date.now());
         after = post.data.after;
+        if (post.data.trips !== undefined && post.data.trips.length > 0) this.#trips.post(seed, post.data.trips, Date.now());
+        tripsAfter = post.data.tripsAfter;
       } else {
         // Only our own isolates call this: a malformed post is a bug, counted; the view is still answered.
         this.#dispatchPostsRefused++;
@@ -131,7 +137,16 @@ export class SnapshotRelay extends DurableObject<RelayEnv> {
     if (!merged) throw new Error(`relay has no snapshot of "${deployment}" yet`);
     const now = Date.now();
     const view = summaryDelta(boundedView(agedSnapshot(merged, now - this.#fetchedAt), seed, now), decodeDigests(have), VIEW_SUMMARY_BYTES, this.#calls);
-    const answer: RoutingSnapshot = after === undefined ? view : { ...view, peers: this.#board.since(after, seed, now) };
+    let answer: RoutingSnapshot = view;
+    if (after !== undefined) {
+      const peers = this.#board.since(after, seed, now);
+      if (tripsAfter !== undefined) {
+        const { trips, cursor } = this.#trips.since(tripsAfter, seed, now);
+        peers.trips = trips;
+        peers.tripCursor = cursor;
+      }
+      answer = { ...view, peers };
+    }
     if (posted !== undefined) {
       const post = posted;
       if (post.success) {

@@ -23,8 +23,9 @@ interface ViewReplica {
   coordinates?: { lat: number; lon: number };
   tripMs?: number;
 }
-const viewOf = async () =>
-  ((await (await fetch(`${stack.workerdUrl}/-/deployments/lat/view`, { headers: { authorization: `Bearer ${stack.adminSecret}` } })).json()) as { replicas: ViewReplica[] }).replicas;
+/** The deployment's routing view in an edge isolate (the first by default). */
+const viewOf = async (isolate = stack.workerdUrl) =>
+  ((await (await fetch(`${isolate}/-/deployments/lat/view`, { headers: { authorization: `Bearer ${stack.adminSecret}` } })).json()) as { replicas: ViewReplica[] }).replicas;
 const ready = async (ids: string[]) => {
   const v = await viewOf();
   return ids.every((id) => v.some((r) => r.id === id && r.state === "ready")) ? v : undefined;
@@ -42,7 +43,8 @@ async function ask(headers: Record<string, string> = {}): Promise<{ status: numb
 }
 
 beforeAll(async () => {
-  stack = await startStack({ functionsDir: join(import.meta.dirname, "fixtures/functions-latency") });
+  // Two edge isolates in one location: the second learns the first one's trips through their relay.
+  stack = await startStack({ functionsDir: join(import.meta.dirname, "fixtures/functions-latency"), edgeIsolates: 2 });
   // The far replica listens on a port of its own and registers the relay's address: the edge reaches it only through the relay.
   const port = await freePort();
   relay = await startDelayRelay(FAR_ONE_WAY_MS, port);
@@ -78,6 +80,21 @@ describe("choice by predicted time to first token", () => {
     expect(trip("near-1")).toBeLessThan(trip("far-1")!);
     expect(served.slice(0, 2).sort()).toEqual(["far-1", "near-1"]);
     expect(served.slice(2)).toEqual(Array(10).fill("near-1"));
+  });
+
+  it("hands the trips one isolate measured to the other isolates of its location, before they send a request", async () => {
+    const second = stack.edgeUrls[1]!;
+    // The first isolate posts its trips with its view asks (its requests make them); the second gets them with its own.
+    const farTrip = await until(
+      "the far trip in the second isolate's view",
+      async () => {
+        await ask();
+        const t = (await viewOf(second)).find((r) => r.id === "far-1")?.tripMs;
+        return t !== undefined ? t : undefined;
+      },
+      20_000,
+    );
+    expect(farTrip).toBeGreaterThanOrEqual(2 * FAR_ONE_WAY_MS);
   });
 
   it("takes a request's TTFT objective: met by the near replica, refused early when none is predicted to meet it, refused as bad input when malformed", async () => {

@@ -11,6 +11,7 @@ import { createBalancer, type BalanceInput, type BalancerCandidate } from "../..
 import {
   DEFAULT_LATENCY_SETTINGS,
   ReplicaTimings,
+  TRIP_RESHARE_MS,
   TRIP_SAMPLES,
   coordinatesOf,
   distanceKm,
@@ -22,6 +23,8 @@ import { blockKeys } from "../../src/prefix/block-keys.ts";
 import { CacheSummary, buildCacheSummary } from "../../src/prefix/cache-summary.ts";
 import { PROTOCOL_VERSION, formatLoadHeader, formatReplicaTime, parseLoadHeader, parseReplicaTime, parseSloHeader, ReportMessage } from "../../src/protocol/index.ts";
 import { requestSlo } from "../../src/proxy/serve/serve.ts";
+import { RoutingView } from "../../src/proxy/serve/view.ts";
+import { TRIP_BOARD_MAX, TRIP_BOARD_TTL_MS, TripBoard } from "../../src/state/trip-board.ts";
 import { mulberry32 } from "../../src/seeded-random.ts";
 import { T0 } from "../fixtures/clock.ts";
 
@@ -238,5 +241,64 @@ describe("the protocol's words for it", () => {
     expect(requestSlo(withSlo, new Headers())).toEqual({ ttftMs: 800, tpotMs: 50 });
     expect(requestSlo(withSlo, new Headers({ "x-slo-ttft-ms": "300" }))).toEqual({ ttftMs: 300, tpotMs: 50 });
     expect(requestSlo(withSlo, new Headers({ "x-slo-tpot-ms": "zero" }))).toBeNull();
+  });
+});
+
+describe("trips shared through the location's relay (a new isolate starts warm)", () => {
+  const replica = (id: string) => ({ id, url: `http://${id}.test`, epoch: 1, models: [], loading: [], expiresInMs: 600_000, load: { seq: 1, ongoing: 0, queued: 0, max: 4, state: "ready" as const } });
+
+  it("the board keeps each replica's newest trip, hands an isolate its peers' since its cursor, never its own, and forgets old ones", () => {
+    const board = new TripBoard();
+    board.post(1, [{ r: "far", ms: 90 }, { r: "near", ms: 3 }], T0);
+    const first = board.since(0, 2, T0);
+    expect(first.trips).toEqual([{ r: "far", ms: 90 }, { r: "near", ms: 3 }]);
+    // Its own come back to no one, and a cursor past everything is nothing new.
+    expect(board.since(0, 1, T0).trips).toEqual([]);
+    expect(board.since(first.cursor, 2, T0).trips).toEqual([]);
+    // A newer trip replaces the older, and is all a peer at the cursor gets.
+    board.post(3, [{ r: "far", ms: 85 }], T0 + 10);
+    expect(board.since(first.cursor, 2, T0 + 10).trips).toEqual([{ r: "far", ms: 85 }]);
+    expect(board.size).toBe(2);
+    // A minute later unposted trips are gone; a cursor from before a restart (beyond the sequence) reads from the start.
+    expect(board.since(0, 2, T0 + TRIP_BOARD_TTL_MS + 5).trips).toEqual([{ r: "far", ms: 85 }]);
+    expect(board.since(10_000, 2, T0 + 11).trips).toEqual([{ r: "far", ms: 85 }]);
+  });
+
+  it("the board is bounded in replicas, whatever isolates post", () => {
+    const board = new TripBoard();
+    for (let i = 0; i < TRIP_BOARD_MAX + 100; i++) board.post(1, [{ r: `r${i}`, ms: 1 }], T0);
+    expect(board.size).toBe(TRIP_BOARD_MAX);
+    expect(board.since(0, 2, T0, 10).trips.map((t) => t.r)).toEqual(Array.from({ length: 10 }, (_, i) => `r${TRIP_BOARD_MAX + 90 + i}`));
+  });
+
+  it("an isolate posts a trip when it is new, moved by a tenth or is half a minute old, and uses a peer's until it has its own", () => {
+    const t = new ReplicaTimings();
+    expect(t.takeShare(T0)).toBeUndefined();
+    t.learnPeer(70);
+    expect(t.tripMs).toBe(70);
+    expect(t.takeShare(T0)).toBeUndefined(); // a peer's is not posted again
+    t.recordTrip(50, 0);
+    expect(t.tripMs).toBe(50);
+    expect(t.takeShare(T0)).toBe(50);
+    t.recordTrip(52, 0); // median of 50, 52: 50
+    expect(t.takeShare(T0 + 1)).toBeUndefined();
+    t.recordTrip(80, 0);
+    t.recordTrip(80, 0); // median 52 < 5 ms moved: not yet
+    expect(t.takeShare(T0 + 2)).toBeUndefined();
+    t.recordTrip(80, 0); // median 80
+    expect(t.takeShare(T0 + 3)).toBe(80);
+    expect(t.takeShare(T0 + 3 + TRIP_RESHARE_MS)).toBe(80);
+  });
+
+  it("a view posts what its isolate measured and takes its peers' trips from a snapshot, for the replicas it has", () => {
+    const v = new RoutingView();
+    v.applySnapshot({ deployment: "d", replicas: [replica("a"), replica("b")], peers: { cursor: 1, notes: [], trips: [{ r: "a", ms: 40 }, { r: "gone", ms: 5 }], tripCursor: 2 } }, T0);
+    expect(v.get("a")!.timings.tripMs).toBe(40);
+    expect(v.get("b")!.timings.tripMs).toBeUndefined();
+    expect(v.shareTrips(T0)).toEqual([]);
+    v.get("b")!.timings.recordTrip(12.34, 0);
+    expect(v.shareTrips(T0)).toEqual([{ r: "b", ms: 12.3 }]);
+    expect(v.shareTrips(T0 + 1)).toEqual([]);
+    expect(v.describe(T0).find((r) => r.id === "a")).toMatchObject({ tripMs: 40 });
   });
 });

@@ -25,7 +25,7 @@ import { ProxyMetrics } from "../../telemetry/proxy-metrics.ts";
 import { sendFlush } from "../../state/telemetry.ts";
 import { SessionAffinity, type SessionStore } from "./session-affinity.ts";
 import { SessionTokens, sessionTokenKeyFor } from "./session-token.ts";
-import { RELAYED_SNAPSHOT_TTL_MS, SNAPSHOT_TTL_MS, SnapshotCache, type SnapshotSource } from "./view.ts";
+import { RELAYED_SNAPSHOT_TTL_MS, SNAPSHOT_TTL_MS, SnapshotCache, type RoutingView, type SnapshotSource } from "./view.ts";
 import type { TelemetryFlush } from "../../telemetry/types.ts";
 
 /**
@@ -89,6 +89,8 @@ export class IsolateState {
   readonly #balancers = new Map<string, ActiveBalancer>();
   /** Per deployment, the cursor of the peers' dispatches last learned from the relay. */
   readonly #peerCursors = new Map<string, number>();
+  /** Per deployment: the relay's trip-board cursor, sent back with the next ask. */
+  readonly #tripCursors = new Map<string, number>();
   /** Other isolates' dispatch notes learned through relays (observability and tests). */
   peerDispatchesLearned = 0;
 
@@ -101,7 +103,7 @@ export class IsolateState {
     this.#demand = sources.demand ?? ((deployment, isolate, held) => tellHeldDemand(env, deployment, isolate, held));
     this.sign = (p) => dispatchSignature(env.SWITCHYARD_REPLICA_SECRET, p);
     this.snapshots = new SnapshotCache(
-      sources.snapshots ?? ((name, have) => this.#snapshotOf(name, have)),
+      sources.snapshots ?? ((name, have, view) => this.#snapshotOf(name, have, view)),
       Date.now,
       (name) => {
         const routing = servedDeployment(name)?.routing;
@@ -143,29 +145,37 @@ export class IsolateState {
    * from its shards without relays. Either way it carries only the prefix-cache
    * summaries the view lacks (`have`), at most VIEW_SUMMARY_BYTES of them.
    */
-  #snapshotOf(name: string, have: string): Promise<RoutingSnapshot> {
+  #snapshotOf(name: string, have: string, view: RoutingView): Promise<RoutingSnapshot> {
     const routing = servedDeployment(name)?.routing ?? { shards: 1, relay: false };
-    if (routing.relay) return this.#relayedSnapshotOf(name, routing.shards, have);
+    if (routing.relay) return this.#relayedSnapshotOf(name, routing.shards, have, view);
     return mergedSnapshot(this.#env, name, routing.shards, undefined, { have, maxBytes: VIEW_SUMMARY_BYTES });
   }
 
   /**
-   * The relay's view, with this isolate's recent dispatches posted and the location's
-   * other isolates' learned, when the balancer shares them (src/state/dispatch-board.ts).
+   * The relay's view, with this isolate's recent dispatches and measured trips posted and the
+   * location's other isolates' learned (src/state/dispatch-board.ts, src/state/trip-board.ts).
    * Notes of an ask that fails are lost: the replicas' summaries say the same a little later.
    */
-  async #relayedSnapshotOf(name: string, shards: number, have: string): Promise<RoutingSnapshot> {
+  async #relayedSnapshotOf(name: string, shards: number, have: string, view: RoutingView): Promise<RoutingSnapshot> {
     const balancer = this.#balancers.get(name);
     const relay = relayFor(this.#env, name, this.location);
     // Admission's demand rides on the same ask; the answer's budget bounds this isolate's requests in flight.
     const gate = this.#gates.get(name);
     const demand = gate?.demand();
-    const posted = balancer?.shareDispatches ? { after: this.#peerCursors.get(name) ?? 0, notes: balancer.shareDispatches() } : undefined;
+    // The dispatches a prefix balancer shares, and the round trips this isolate measured (every
+    // deployment's: the latency choice reads them, src/state/trip-board.ts). Posted from the first
+    // ask, before a request made the balancer, so a new isolate starts with its peers' trips.
+    const posted = {
+      after: this.#peerCursors.get(name) ?? 0,
+      notes: balancer?.shareDispatches?.() ?? [],
+      trips: view.shareTrips(Date.now()),
+      tripsAfter: this.#tripCursors.get(name) ?? 0,
+    };
     const snapshot = await relay.view(name, shards, this.seed, have, posted, demand);
     gate?.setBudget(snapshot.admissionBudget, snapshot.admissionFlowCaps, snapshot.admissionOpenFrom);
-    if (!posted) return snapshot;
     if (snapshot.peers) {
       this.#peerCursors.set(name, snapshot.peers.cursor);
+      if (snapshot.peers.tripCursor !== undefined) this.#tripCursors.set(name, snapshot.peers.tripCursor);
       this.peerDispatchesLearned += snapshot.peers.notes.length;
       balancer?.learnDispatches?.(snapshot.peers.notes, Date.now());
     }

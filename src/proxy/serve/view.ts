@@ -5,7 +5,7 @@
  */
 import { CacheSummary } from "../../prefix/cache-summary.ts";
 import { SummaryPool } from "../../state/summary-delta.ts";
-import { REPORT_STALE_AFTER_MS, type ContinuationForm, type ReplicaRole, type Load, type ReplicaView, type RoutingSnapshot } from "../../protocol/index.ts";
+import { MAX_TRIP_MS, MAX_TRIP_NOTES, REPORT_STALE_AFTER_MS, type TripNote, type ContinuationForm, type ReplicaRole, type Load, type ReplicaView, type RoutingSnapshot } from "../../protocol/index.ts";
 import type { ModelHolderChoice } from "../../policy/pick-replica.ts";
 import { ReplicaTimings } from "../../policy/latency-model.ts";
 import { breakerAllows, breakerDispatched, breakerFailed, breakerInconclusive, breakerOpen, breakerSucceeded, newBreaker, type Breaker, type BreakerConfig } from "../../policy/circuit-breaker.ts";
@@ -132,6 +132,20 @@ export class RoutingView {
     }
     for (const id of this.#replicas.keys()) if (!seen.has(id)) this.#replicas.delete(id);
     this.#lapseBound = this.#earliestLapse();
+    // Trips the location's other isolates measured (the relay's trip board): a start for replicas this one has not measured.
+    const trips = snapshot.peers?.trips;
+    if (trips) for (const t of trips) this.#replicas.get(t.r)?.timings.learnPeer(t.ms);
+  }
+
+  /** The trips this isolate measured that are due to be posted to its peers (ReplicaTimings.takeShare), at most MAX_TRIP_NOTES. */
+  shareTrips(now: number): TripNote[] {
+    const out: TripNote[] = [];
+    for (const e of this.#replicas.values()) {
+      if (out.length >= MAX_TRIP_NOTES) break;
+      const ms = e.timings.takeShare(now);
+      if (ms !== undefined) out.push({ r: e.id, ms: Math.min(MAX_TRIP_MS, Math.round(ms * 10) / 10) });
+    }
+    return out;
   }
 
   /**
@@ -502,7 +516,8 @@ export const LAPSED_REFRESH_WAIT_MS = 100;
  * Fetches a deployment's snapshot. `have`: the prefix-cache summary digests the
  * isolate's view holds (RoutingView.cacheDigests), so the answer leaves them out.
  */
-export type SnapshotSource = (deployment: string, have: string) => Promise<RoutingSnapshot>;
+/** A deployment's snapshot; `have`: the summary digests the view holds; `view`: the view it will be folded into (what the ask posts of it). */
+export type SnapshotSource = (deployment: string, have: string, view: RoutingView) => Promise<RoutingSnapshot>;
 
 export class SnapshotCache {
   readonly #views: BackgroundRefresh<RoutingView, RoutingSnapshot>;
@@ -519,7 +534,7 @@ export class SnapshotCache {
     busy: (deployment: string) => boolean = () => false,
   ) {
     this.#views = new BackgroundRefresh({
-      source: (deployment, view) => source(deployment, view.cacheDigests()),
+      source: (deployment, view) => source(deployment, view.cacheDigests(), view),
       initial: () => new RoutingView(),
       apply: (view, snapshot, at) => {
         view.applySnapshot(snapshot, at);
