@@ -71,6 +71,9 @@ export function renderPrometheus(deployments: DeploymentMetrics[], liveIsolates:
     for (const [reason, n] of Object.entries(d.totals.promptFallbacks ?? {})) {
       fam.add("switchyard_prompt_key_fallbacks_total", "counter", "Prompts not keyed in full as their engine would tokenize them, by reason: keyed by bytes because the deployment's tokenizer could not render them, or (tokenize_budget) by the head its tokenizing budget allowed.", `switchyard_prompt_key_fallbacks_total${labels({ ...dep, reason })} ${n}`);
     }
+    for (const [outcome, n] of Object.entries(d.totals.sloOutcomes ?? {})) {
+      fam.add("switchyard_slo_requests_total", "counter", "Requests with a time-to-first-token objective, by what the latency choice predicted: predicted_met, predicted_missed (served though no replica was predicted to meet it), refused (policy.latency.slo.refuse).", `switchyard_slo_requests_total${labels({ ...dep, outcome })} ${n}`);
+    }
     histogram(fam, "switchyard_request_duration_seconds", "Time to the whole response (stream end).", dep, d.totals.duration);
     histogram(fam, "switchyard_time_to_first_byte_seconds", "Time to the response head.", dep, d.totals.ttfb);
     const byState = { ready: 0, draining: 0 };

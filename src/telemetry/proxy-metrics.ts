@@ -7,7 +7,7 @@
  * Pure: time is passed in.
  */
 import { emptyHistogram, mergeHistogram, observe } from "./histogram.ts";
-import type { DeploymentDelta, StatusClass, TelemetryFlush, TokenCounts } from "./types.ts";
+import type { DeploymentDelta, SloOutcome, StatusClass, TelemetryFlush, TokenCounts } from "./types.ts";
 
 export const FLUSH_INTERVAL_MS = 2_000;
 
@@ -21,6 +21,8 @@ export interface RequestOutcome {
   ttfbMs: number;
   /** Why its prompt was keyed by bytes, when it was. */
   promptFallback?: string;
+  /** What its TTFT objective's prediction said, when it had one. */
+  slo?: SloOutcome;
 }
 
 /** All-zero counters for a deployment (also the Telemetry object's starting totals). */
@@ -51,6 +53,10 @@ export function addDelta(into: DeploymentDelta, from: DeploymentDelta): void {
   mergeHistogram(into.ttfb, from.ttfb);
   addTokens(into.tokens, from.tokens);
   addFallbacks(into, from.promptFallbacks);
+  if (from.sloOutcomes) {
+    const to = (into.sloOutcomes ??= {});
+    for (const [outcome, n] of Object.entries(from.sloOutcomes) as [SloOutcome, number][]) to[outcome] = (to[outcome] ?? 0) + n;
+  }
 }
 
 function addFallbacks(into: DeploymentDelta, from: Readonly<Record<string, number>> | undefined): void {
@@ -98,6 +104,10 @@ export class ProxyMetrics {
     d.rejections += o.rejections;
     d.ejections += o.ejections;
     if (o.promptFallback !== undefined) addFallbacks(d, { [o.promptFallback]: 1 });
+    if (o.slo !== undefined) {
+      const to = (d.sloOutcomes ??= {});
+      to[o.slo] = (to[o.slo] ?? 0) + 1;
+    }
     observe(d.ttfb, o.ttfbMs / 1000);
   }
 

@@ -41,7 +41,16 @@ export interface DeploymentDelta {
    * from an isolate that predates it.
    */
   promptFallbacks?: Record<string, number>;
+  /**
+   * Requests with a time-to-first-token objective, by what the choice predicted: met,
+   * missed (served anyway: no replica was predicted to meet it), or refused early
+   * (`policy.latency.slo.refuse`). Absent from an isolate that predates it.
+   */
+  sloOutcomes?: Partial<Record<SloOutcome, number>>;
 }
+
+/** What became of a request with a TTFT objective, by its prediction (docs/latency-choice.md). */
+export type SloOutcome = "predicted_met" | "predicted_missed" | "refused";
 
 /** Prompt (input) and completion (output) tokens. */
 export interface TokenCounts {

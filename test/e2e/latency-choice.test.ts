@@ -120,6 +120,12 @@ describe("choice by predicted time to first token", () => {
     expect(body.error.details.predicted_ttft_ms).toBeGreaterThanOrEqual(2 * FAR_ONE_WAY_MS);
     // A generous objective is served there.
     expect(await ask({ "x-slo-ttft-ms": "10000" })).toMatchObject({ status: 200, replica: "far-1" });
+    // Both counted by what their prediction said (the metrics reach the telemetry object within a flush).
+    const count = (text: string, outcome: string) => Number(text.match(new RegExp(`^switchyard_slo_requests_total\\{deployment="lat",outcome="${outcome}"\\} (\\d+)$`, "m"))?.[1] ?? 0);
+    await until("the SLO outcomes in /-/metrics", async () => {
+      const text = await (await fetch(`${stack.url}/-/metrics`, { headers: { authorization: `Bearer ${stack.adminSecret}` } })).text();
+      return count(text, "refused") >= 1 && count(text, "predicted_met") >= 2 ? true : undefined;
+    }, 20_000);
     // A near replica again: the next requests go back to it (once measured).
     await startNear("near-2");
     await until("requests back in the near region", async () => ((await ask()).replica === "near-2" ? true : undefined), 20_000);

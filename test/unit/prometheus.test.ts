@@ -247,6 +247,14 @@ describe("renderPrometheus: structure", () => {
     expect(valueOf(fams, "switchyard_prompt_key_fallbacks_total", { deployment: "qwen", reason: "template_error" })).toBe(1);
   });
 
+  it("counts requests with a TTFT objective per deployment and predicted outcome", () => {
+    const d = deploymentDelta("qwen", { sloOutcomes: { predicted_met: 5, predicted_missed: 2, refused: 1 } });
+    const fams = parseExposition(renderPrometheus([{ ...FULL[0]!, totals: d }], 1));
+    expect(valueOf(fams, "switchyard_slo_requests_total", { deployment: "qwen", outcome: "predicted_met" })).toBe(5);
+    expect(valueOf(fams, "switchyard_slo_requests_total", { deployment: "qwen", outcome: "predicted_missed" })).toBe(2);
+    expect(valueOf(fams, "switchyard_slo_requests_total", { deployment: "qwen", outcome: "refused" })).toBe(1);
+  });
+
   it("the self-check parser rejects interleaved families and missing HELP/TYPE", () => {
     const ok = "# HELP a x\n# TYPE a gauge\na 1\n# HELP b y\n# TYPE b gauge\nb 2\n";
     expect(() => parseExposition(ok)).not.toThrow();

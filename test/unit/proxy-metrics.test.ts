@@ -1,7 +1,7 @@
 /** Per-isolate proxy counters and their periodic delta flush. Time is injected. */
 import { describe, expect, it } from "vitest";
 import { emptyHistogram } from "../../src/telemetry/histogram.ts";
-import { FLUSH_INTERVAL_MS, ProxyMetrics, statusClass, type RequestOutcome } from "../../src/telemetry/proxy-metrics.ts";
+import { FLUSH_INTERVAL_MS, ProxyMetrics, addDelta, emptyDelta, statusClass, type RequestOutcome } from "../../src/telemetry/proxy-metrics.ts";
 import { LATENCY_BUCKETS_S, type DeploymentDelta } from "../../src/telemetry/types.ts";
 import { T0 } from "../fixtures/clock.ts";
 import { histogramOf } from "../fixtures/telemetry.ts";
@@ -46,6 +46,20 @@ describe("ProxyMetrics.recordResponse", () => {
     m.recordResponse("q", ok({ promptFallback: "template_error" }));
     m.recordResponse("q", ok());
     expect(flushOne(m, "q").promptFallbacks).toEqual({ non_text_content: 2, template_error: 1 });
+  });
+
+  it("counts requests with a TTFT objective by what their prediction said, and folds them into totals", () => {
+    const m = new ProxyMetrics();
+    m.recordResponse("q", ok({ slo: "predicted_met" }));
+    m.recordResponse("q", ok({ slo: "predicted_met" }));
+    m.recordResponse("q", ok({ slo: "refused", status: 503 }));
+    m.recordResponse("q", ok());
+    const delta = flushOne(m, "q");
+    expect(delta.sloOutcomes).toEqual({ predicted_met: 2, refused: 1 });
+    const totals = emptyDelta("q");
+    addDelta(totals, delta);
+    addDelta(totals, delta);
+    expect(totals.sloOutcomes).toEqual({ predicted_met: 4, refused: 2 });
   });
 
   it("counts requests by status class", () => {

@@ -44,7 +44,7 @@ export interface ChoiceRequest {
   model?: string;
   session?: { id: string; affinity: SessionAffinity };
   /** Told why the prompt fell back to bytes keys, when it did (counted in the metrics), what the choice believed of its cached prefix, and its predicted time to first token. */
-  trace?: { promptFallback?: string; prefix?: PrefixBelief; latency?: { predicted: TtftPrediction; sloMs?: number } };
+  trace?: { promptFallback?: string; prefix?: PrefixBelief; latency?: { predicted: TtftPrediction; sloMs?: number; refused?: boolean } };
   /** Where this isolate is, when it knows (IsolateState.coordinates). */
   here?: Coordinates;
   /** The request's latency objectives (x-slo-ttft-ms / x-slo-tpot-ms, else the deployment's). */

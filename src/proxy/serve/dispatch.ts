@@ -103,7 +103,7 @@ export interface DispatchTrace {
   /** A deployment with prefill/decode disaggregation: whether and where the request's prefill went. */
   split?: SplitTrace;
   /** The chosen replica's predicted time to first token, when the choice predicted one (src/policy/latency-model.ts), and the request's TTFT objective. */
-  latency?: { predicted: TtftPrediction; sloMs?: number };
+  latency?: { predicted: TtftPrediction; sloMs?: number; refused?: boolean };
   /** Settles when a streamed response body has been passed on completely (or cut). */
   streamEnd?: Promise<unknown>;
   /** Set by the admit stage: tells it the tokens the request actually used, once known (AdmissionGate.correct). */

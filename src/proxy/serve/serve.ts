@@ -22,7 +22,7 @@
 import type { Deployment } from "../../config/deployment.ts";
 import type { Env } from "../../env.ts";
 import type { PrefixBelief, RequestSlo } from "../../policy/balancers/index.ts";
-import type { ProxyMetrics } from "../../telemetry/proxy-metrics.ts";
+import type { ProxyMetrics, RequestOutcome } from "../../telemetry/proxy-metrics.ts";
 import type { TokenCounts } from "../../telemetry/types.ts";
 import { Header, MAX_SLO_MS, PD_PROTOCOLS, SLO_HEADERS, errorResponse, openaiEndpointOf, parseSloHeader, type ContinuationForm } from "../../protocol/index.ts";
 import { keyRefusal, type KeyCheck } from "./access.ts";
@@ -430,7 +430,10 @@ export async function attempts(req: Request, ctx: DispatchContext, slot: Admissi
         if (!replica) break;
         // No replica is predicted to meet the request's time to first token, and the deployment asks to refuse such a one early.
         const unmet = attempt === 1 && round === 1 && deployment.policy.latency?.slo?.refuse === true ? choice.unattainable() : undefined;
-        if (unmet) return sloRefusal(unmet, requestId);
+        if (unmet) {
+          if (ctx.trace?.latency) ctx.trace.latency.refused = true;
+          return sloRefusal(unmet, requestId);
+        }
         sawReplica = roundSawReplica = true;
         tried.add(replica.id);
         slot?.dispatching();
@@ -559,7 +562,11 @@ export function observeRequest(
   usage?: UsageWatch,
 ): void {
   const ttfbMs = Date.now() - started;
-  state.metrics.recordResponse(deployment, { status, attempts: trace.attempts, rejections: trace.rejections, ejections: trace.ejections, ttfbMs, ...(trace.promptFallback !== undefined ? { promptFallback: trace.promptFallback } : {}) });
+  const outcome: RequestOutcome = { status, attempts: trace.attempts, rejections: trace.rejections, ejections: trace.ejections, ttfbMs };
+  if (trace.promptFallback !== undefined) outcome.promptFallback = trace.promptFallback;
+  const l = trace.latency;
+  if (l?.sloMs !== undefined) outcome.slo = l.refused === true ? "refused" : l.predicted.total <= l.sloMs ? "predicted_met" : "predicted_missed";
+  state.metrics.recordResponse(deployment, outcome);
   const rate = requestLogRate(env.SWITCHYARD_REQUEST_LOGS);
   const finish = () => {
     const totalMs = Date.now() - started;
