@@ -12,9 +12,10 @@
  *   near replica untried behind a far one measured first).
  * - **queueing**: the wait the replica last reported for a new prefill (Load.prefillWaitMs),
  *   less the time since it said so (the queue ahead drains meanwhile; Llumnix projects a
- *   stale status forward the same way), plus, when every slot is taken, a share of one
- *   dispatch's service time per request over capacity (slots free one service time apart
- *   across the replica's capacity).
+ *   stale status forward the same way), with this isolate's own dispatches since then
+ *   booked behind it at their predicted prefill (ReplicaTimings.book), plus, when every
+ *   slot is taken, a share of one dispatch's service time per request over capacity
+ *   (slots free one service time apart across the replica's capacity).
  * - **uncached prefill**: the prompt's tokens the replica is not believed to hold, at the
  *   replica's measured prefill rate (Load.prefillRate), else the deployment's default.
  *
@@ -48,6 +49,8 @@ const SERVICE_WEIGHT = 0.2;
 export const TRIP_RESHARE_MS = 30_000;
 /** A trip is posted again when it moved by at least this share since it was last posted (or by 1 ms, whichever is more). */
 const TRIP_RESHARE_CHANGE = 0.1;
+/** Most of this isolate's dispatches a replica's prefill book keeps (the newest). */
+export const MAX_PREFILL_BOOKINGS = 64;
 
 /** What one isolate learnt of one replica's timing. */
 export class ReplicaTimings {
@@ -58,6 +61,12 @@ export class ReplicaTimings {
   #serviceMs: number | undefined;
   #sharedMs: number | undefined;
   #sharedAt = -Infinity;
+  /** When the replica last said how long a new prefill waits (Load.prefillWaitMs), and what it said. */
+  #laneAt = -Infinity;
+  #laneWaitMs = 0;
+  /** This isolate's dispatches since then: when each was sent and the prefill predicted for it, ms, oldest first. */
+  #bookedAt: number[] = [];
+  #bookedMs: number[] = [];
 
   /** The trip's estimate, ms: the median of this isolate's last TRIP_SAMPLES samples, else what a peer of its location measured; undefined with neither. */
   get tripMs(): number | undefined {
@@ -98,6 +107,51 @@ export class ReplicaTimings {
   /** The running mean of a dispatch's time at the replica, start to end, ms; undefined before the first. */
   get serviceMs(): number | undefined {
     return this.#serviceMs;
+  }
+
+  /**
+   * The replica said at `at` that a new prefill would wait `waitMs` (an answer's load
+   * header, or a report dated by its age). An older word than the one held is ignored;
+   * this isolate's dispatches before it are in it and leave the book.
+   */
+  laneSaid(at: number, waitMs: number): void {
+    if (!(at >= this.#laneAt) || !Number.isFinite(waitMs)) return;
+    this.#laneAt = at;
+    this.#laneWaitMs = Math.max(0, waitMs);
+    let keep = 0;
+    while (keep < this.#bookedAt.length && this.#bookedAt[keep]! <= at) keep++;
+    if (keep > 0) {
+      this.#bookedAt = this.#bookedAt.slice(keep);
+      this.#bookedMs = this.#bookedMs.slice(keep);
+    }
+  }
+
+  /**
+   * This isolate sent the replica a request at `at` whose prefill is predicted to take
+   * `prefillMs`: it queues behind what the replica last said, until the replica says again.
+   * Without it, every request an isolate sends between two of the replica's answers sees
+   * the same empty queue, and they all go to the one replica that looked free.
+   */
+  book(at: number, prefillMs: number): void {
+    if (!Number.isFinite(prefillMs) || prefillMs <= 0 || !(at >= this.#laneAt)) return;
+    this.#bookedAt.push(at);
+    this.#bookedMs.push(prefillMs);
+    if (this.#bookedAt.length > MAX_PREFILL_BOOKINGS) {
+      this.#bookedAt.shift();
+      this.#bookedMs.shift();
+    }
+  }
+
+  /**
+   * How long a prefill sent now would wait, ms: the replica's last word, less the time
+   * since, with this isolate's dispatches since then queued behind it (first come, first
+   * served, each its predicted prefill). Undefined before the replica said anything.
+   */
+  laneWaitMs(now: number): number | undefined {
+    if (this.#laneAt === -Infinity) return undefined;
+    let free = this.#laneAt + this.#laneWaitMs;
+    for (let i = 0; i < this.#bookedAt.length; i++) free = Math.max(free, this.#bookedAt[i]!) + this.#bookedMs[i]!;
+    return Math.max(0, free - now);
   }
 
   /** One answer's head came `waitedMs` after its dispatch started, `replicaMs` of it at the replica. */
@@ -145,7 +199,7 @@ export function geographyTripMs(a: Coordinates, b: Coordinates): number {
 /** What the model reads of a candidate (a routing view's ReplicaEntry is one). */
 export interface LatencyCandidate extends ReplicaChoice {
   readonly coordinates?: Coordinates;
-  readonly timings?: { readonly tripMs: number | undefined; readonly serviceMs: number | undefined };
+  readonly timings?: { readonly tripMs: number | undefined; readonly serviceMs: number | undefined; laneWaitMs?(now: number): number | undefined };
   /** Its last load (a report or an answer's header) and when it was its load, epoch ms. */
   readonly reported?: { readonly prefillWaitMs?: number; readonly prefillRate?: number };
   readonly reportedAt?: number;
@@ -205,7 +259,7 @@ export function tripOf(c: LatencyCandidate, here: Coordinates | undefined): numb
 export function predictTtft(c: LatencyCandidate, uncachedTokens: number, now: number, here: Coordinates | undefined, priors: PoolPriors, settings: LatencySettings): TtftPrediction {
   const trip = tripOf(c, here);
   const age = c.reportedAt === undefined ? 0 : Math.max(0, now - c.reportedAt);
-  const reportedWait = Math.max(0, (c.reported?.prefillWaitMs ?? 0) - age);
+  const reportedWait = c.timings?.laneWaitMs?.(now) ?? Math.max(0, (c.reported?.prefillWaitMs ?? 0) - age);
   const over = c.load + 1 - c.capacity;
   const slotWait = over > 0 ? (over * (c.timings?.serviceMs ?? priors.serviceMs)) / Math.max(1, c.capacity) : 0;
   const queue = reportedWait + slotWait;

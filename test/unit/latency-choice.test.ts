@@ -85,6 +85,56 @@ describe("what an isolate learns of a replica's timing", () => {
   });
 });
 
+describe("the prefill book: what a replica said of its queue, and this isolate's dispatches since", () => {
+  it("queues this isolate's dispatches behind the replica's last word, and drops them when it speaks again", () => {
+    const t = new ReplicaTimings();
+    expect(t.laneWaitMs(T0)).toBeUndefined();
+    t.laneSaid(T0, 100);
+    expect(t.laneWaitMs(T0 + 40)).toBe(60);
+    // Three sent at once, 50 ms of prefill each: the next one waits for all of them.
+    for (let i = 0; i < 3; i++) t.book(T0 + 40, 50);
+    expect(t.laneWaitMs(T0 + 40)).toBe(60 + 150);
+    // The replica's next word counts those it has: the book keeps only dispatches after it.
+    t.book(T0 + 70, 50);
+    t.laneSaid(T0 + 60, 180);
+    expect(t.laneWaitMs(T0 + 60)).toBe(180 + 50);
+    // An older word (a report relayed late) changes nothing.
+    t.laneSaid(T0 + 10, 0);
+    expect(t.laneWaitMs(T0 + 60)).toBe(230);
+    // A lane that went idle: a dispatch long after the word waits only for what came after.
+    expect(t.laneWaitMs(T0 + 10_000)).toBe(0);
+  });
+
+  it("is bounded, and ignores nonsense", () => {
+    const t = new ReplicaTimings();
+    t.laneSaid(T0, 0);
+    for (let i = 0; i < 1_000; i++) t.book(T0 + 1, 10);
+    t.book(T0 + 1, -5);
+    t.book(T0 + 1, NaN);
+    expect(t.laneWaitMs(T0 + 1)).toBe(64 * 10);
+  });
+
+  it("keeps a replica that answered nothing new from taking every request an isolate sends at once", () => {
+    const b = createBalancer("latency", { loadFactor: 1, prefillWeight: 2, latency: { prefillTokensPerSecond: 1_000, serviceMs: 1_000 } });
+    const keyed = { keys: blockKeys(Array.from({ length: 16 * 10 }, (_, i) => i % 50)), blockSize: 16 };
+    // 160 tokens at 1,000 a second: 160 ms of prefill each. Near: 5 ms away; mid: 80 ms away.
+    const near = cand("near", { timings: timed([5]) });
+    const mid = cand("mid", { timings: timed([80]) });
+    near.timings!.laneSaid(T0, 0);
+    mid.timings!.laneSaid(T0, 0);
+    const served: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const told: number[] = [];
+      const chosen = b.pick([near, mid], input({ prompt: keyed, predicted: (p) => void told.push(p.prefill) }))!;
+      served.push(chosen.id);
+      // What dispatch.ts does with the chosen replica's predicted prefill.
+      chosen.timings!.book(T0, told[0]!);
+    }
+    // The second request would wait 160 ms near, more than the 75 ms farther trip: it goes mid; then near again.
+    expect(served).toEqual(["near", "mid", "near", "mid"]);
+  });
+});
+
 describe("the predicted time to first token", () => {
   it("is trip + queue + uncached prefill, each from where it is measured", () => {
     const c = cand("a", { timings: timed([40]), reported: { prefillWaitMs: 300, prefillRate: 5_000 }, reportedAt: T0 - 100 });

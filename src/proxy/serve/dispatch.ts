@@ -385,6 +385,9 @@ async function attemptOn(
 ): Promise<AttemptOutcome> {
   const { view, requestId, deployment } = ctx;
   const mark = view.startDispatch(replica);
+  // Its predicted prefill queues at the replica until the replica's next word (latency-model.ts ReplicaTimings.book).
+  const booked = ctx.trace?.latency?.predicted.prefill;
+  if (booked !== undefined) replica.timings.book(mark, booked);
   let upstream: Response;
   try {
     upstream = await fetch(target, { method, headers, body: prepared.body, signal: head.signal(deadline, ctx.clientSignal), redirect: "manual" });
@@ -426,8 +429,8 @@ async function attemptOn(
   // The wait for this head less the replica's share of it is one trip (src/policy/latency-model.ts).
   const replicaMs = parseReplicaTime(upstream.headers.get(Header.replicaTime));
   if (replicaMs !== undefined) replica.timings.recordTrip(answeredAt - mark, replicaMs);
-
   const verdict = judgeAnswer({ status: upstream.status, rejected: upstream.headers.get(Header.rejected), load, engineKey: replica.engineKey !== undefined });
+
   // The deadline bounds the wait for an accepted response head only: a stream that has started is not cut by it.
   if (verdict.kind === "accepted") head.disarm();
   if (verdict.kind !== "accepted") {
@@ -446,6 +449,8 @@ async function attemptOn(
 
   view.recordSuccess(replica);
   const passed = passAnswerBody(upstream, { sseErrors: ctx.sseErrors === true, replicaId: replica.id, requestId });
+  // A stream's head comes before its prefill is queued: the replica's word it carries does not count it yet.
+  if (passed.ended && booked !== undefined && load?.prefillWaitMs !== undefined) replica.timings.book(answeredAt + 1e-3, booked);
   // The Response constructor copies the replica's headers; that copy is the client's, scrubbed in place.
   const response = new Response(passed.body, { status: upstream.status, statusText: upstream.statusText, headers: upstream.headers });
   const out = response.headers;

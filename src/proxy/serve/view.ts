@@ -111,6 +111,7 @@ export class RoutingView {
         if (r.load.seq > known.reported.seq || (r.load.seq === known.reported.seq && at > known.reportedAt)) {
           known.reported = r.load;
           known.reportedAt = at;
+          if (r.load.prefillWaitMs !== undefined) known.timings.laneSaid(at, r.load.prefillWaitMs);
           // A report relayed by the Durable Object is up to a few seconds old: it counts
           // this isolate's dispatches that were at the replica then, which the ledger knows.
           known.others = Math.max(0, r.load.ongoing + r.load.queued - known.ledger.aliveAt(at));
@@ -126,6 +127,7 @@ export class RoutingView {
         this.#fillSummary(known, now);
       } else {
         const e = entryFrom(r, now);
+        if (r.load.prefillWaitMs !== undefined) e.timings.laneSaid(e.reportedAt, r.load.prefillWaitMs);
         this.#fillSummary(e, now);
         this.#replicas.set(r.id, e);
       }
@@ -183,6 +185,7 @@ export class RoutingView {
     if (load.seq < e.reported.seq) return;
     e.reported = load;
     e.reportedAt = now;
+    if (load.prefillWaitMs !== undefined) e.timings.laneSaid(now, load.prefillWaitMs);
     // The header excludes the request it answers (or refuses), which is still in flight
     // here, and includes our others that reached the replica before it: all in flight now
     // but that one (the ledger's count at `now` is its count of those in flight).
