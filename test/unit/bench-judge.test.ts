@@ -6,6 +6,7 @@ import { judgeFault, judgeNoneServed, judgeSeeds, judgeValue, ratioOver, sampled
 import { judgeTargets, seedTargets, type TargetArm } from "../../bench/prefix-cache/prefix-cache-targets.ts";
 import { requireServed } from "../../bench/shared/result-file.ts";
 import { pdTargets, type PdArm } from "../../bench/pd/pd-targets.ts";
+import { regionTargets, sloTargets, type PhaseFigures, type RegionArm, type SloArm } from "../../bench/regions/regions-targets.ts";
 import { boundsTarget, fairTarget, floodTargets, zeroTarget, type BoundsResult, type FloodResult } from "../../bench/admission/admission-targets.ts";
 import { addedTarget, costRatioTarget, countTarget, everyAtMost, noFailuresTarget, per1000Target, ratioTarget, sampledTarget, sizeTarget, timeTarget } from "../../bench/shared/bench-targets.ts";
 
@@ -112,6 +113,13 @@ describe("bench verdicts never MET on empty or unobserved input", () => {
     ["pd: the P/D arm split nothing", () => pdTargets(pdSeed().map((a) => ({ ...a, splits: 0 }))).map((t) => t.judged.met)],
     ["pd: 5 answers per arm", () => pdTargets(pdSeed().map((a) => ({ ...a, ok: 5, shortOk: 4 }))).map((t) => t.judged.met)],
     ["pd: no P/D arm", () => pdTargets(pdSeed().filter((a) => a.arm === "unified")).map((t) => t.judged.met)],
+    // regions: nothing answered, nothing killed, a prefix case with no requests, a reference missing.
+    ["regions: no arms", () => [...regionTargets([]), ...sloTargets([])].map((t) => t.judged.met)],
+    ["regions: every phase answered nothing", () => regionTargets(regionSeed(emptyPhase)).map((t) => t.judged.met)],
+    ["regions: 5 answers per phase", () => regionTargets(regionSeed({ ...emptyPhase, sent: 5, ok: 5, p50: 1, p90: 1, p99: 1 })).map((t) => t.judged.met)],
+    ["regions: only the latency arm ran", () => regionTargets(regionSeed(emptyPhase).filter((a) => a.arm === "latency")).map((t) => t.judged.met)],
+    // (A reference that met no objective gives no attainment ratio; its throughput still compares.)
+    ["regions SLO: nothing sent, or a reference that met nothing", () => [...sloTargets(sloSeed(0, 0)).map((t) => t.judged.met), sloTargets(sloSeed(100, 0))[0]!.judged.met]],
   ];
   it.each(rows)("%s", (_, verdicts) => {
     const v = verdicts();
@@ -120,6 +128,30 @@ describe("bench verdicts never MET on empty or unobserved input", () => {
     expect(v).not.toContain(true);
   });
 });
+
+const emptyPhase: PhaseFigures = { sent: 0, ok: 0, failed: 0, p50: NaN, p90: NaN, p99: NaN, byRegion: {} };
+/** One seed of every regions arm with `phase` for both phases, no kill (0 killed), and prefix cases with no requests. */
+function regionSeed(phase: PhaseFigures): RegionArm[] {
+  const none = { savedMs: 0, sent: 0, ok: 0, toHolder: 0, p50: NaN };
+  const kill = { killed: 0, sentAfterKill: 0, failedAfterKill: 0, failoverMs: null, firstNextMs: null, retriedAfterKill: 0, lastTouchedDeadMs: null, restarted: 0, registeredMs: 0, backMs: null, endSent: 0, endNearShare: 0 };
+  return (["latency", "nearest_only", "load_aware", "prefix_cache"] as const).map((arm) => ({
+    arm,
+    seed: 1,
+    directNear: { n: phase.ok, p50: phase.p50 },
+    unsat: phase,
+    overload: phase,
+    kill,
+    prefix: { extraTripMs: 230, short: none, long: none },
+  }));
+}
+/** One seed of the SLO scenario: the latency arm met all it sent, the prefix arm `metRef` of `sent`. */
+function sloSeed(sent: number, metRef: number): SloArm[] {
+  const slo = (met: number) => ({ sent, ok: sent, met, throughputRps: sent / 10, classes: [] });
+  return [
+    { arm: "latency", seed: 1, slo: slo(sent) },
+    { arm: "prefix_cache", seed: 1, slo: slo(metRef) },
+  ];
+}
 
 describe("judge.ts", () => {
   it("a target over seeds is a MISS when any seed misses, whatever the mean", () => {

@@ -118,17 +118,18 @@ describe("the prefill book: what a replica said of its queue, and this isolate's
     const b = createBalancer("latency", { loadFactor: 1, prefillWeight: 2, latency: { prefillTokensPerSecond: 1_000, serviceMs: 1_000 } });
     const keyed = { keys: blockKeys(Array.from({ length: 16 * 10 }, (_, i) => i % 50)), blockSize: 16 };
     // 160 tokens at 1,000 a second: 160 ms of prefill each. Near: 5 ms away; mid: 80 ms away.
-    const near = cand("near", { timings: timed([5]) });
-    const mid = cand("mid", { timings: timed([80]) });
-    near.timings!.laneSaid(T0, 0);
-    mid.timings!.laneSaid(T0, 0);
+    const timings = { near: timed([5]), mid: timed([80]) };
+    const near = cand("near", { timings: timings.near });
+    const mid = cand("mid", { timings: timings.mid });
+    timings.near.laneSaid(T0, 0);
+    timings.mid.laneSaid(T0, 0);
     const served: string[] = [];
     for (let i = 0; i < 4; i++) {
       const told: number[] = [];
       const chosen = b.pick([near, mid], input({ prompt: keyed, predicted: (p) => void told.push(p.prefill) }))!;
       served.push(chosen.id);
       // What dispatch.ts does with the chosen replica's predicted prefill.
-      chosen.timings!.book(T0, told[0]!);
+      timings[chosen.id as "near" | "mid"].book(T0, told[0]!);
     }
     // The second request would wait 160 ms near, more than the 75 ms farther trip: it goes mid; then near again.
     expect(served).toEqual(["near", "mid", "near", "mid"]);
@@ -254,6 +255,22 @@ describe("the slo filter", () => {
     expect(b.pick([nearBusy, farIdle], input({ slo: { ttftMs: 100 } }))!.id).toBe("near");
     // Nobody within 1 ms: the pool is passed whole, and slots choose.
     expect(b.pick([nearBusy, farIdle], input({ slo: { ttftMs: 1 } }))!.id).toBe("far");
+  });
+});
+
+describe("the slo filter with room to spare", () => {
+  it("sends an objective slower hardware meets with room to spare there, and one only fast hardware meets to the fast", () => {
+    const b = createBalancer("latency", { loadFactor: 1, prefillWeight: 2, latency: { prefillTokensPerSecond: 10_000, serviceMs: 1_000 } });
+    const keyed = { keys: blockKeys(Array.from({ length: 16 * 32 }, (_, i) => i % 50)), blockSize: 16 };
+    // 512 tokens: 51 ms on the fast replica (10,000 a second), 256 ms on the slow one (2,000).
+    const fast = cand("fast", { timings: timed([5]), reported: { prefillRate: 10_000 }, reportedAt: T0 });
+    const slow = cand("slow", { timings: timed([5]), reported: { prefillRate: 2_000 }, reportedAt: T0 });
+    expect(b.pick([fast, slow], input({ prompt: keyed }))!.id).toBe("fast");
+    expect(b.pick([fast, slow], input({ prompt: keyed, slo: { ttftMs: 200 } }))!.id).toBe("fast");
+    expect(b.pick([fast, slow], input({ prompt: keyed, slo: { ttftMs: 2_000 } }))!.id).toBe("slow");
+    // A slow replica with a queue past the spare line (half the objective) leaves the loose request to the fast one.
+    const queued = cand("slow", { timings: timed([5]), reported: { prefillRate: 2_000, prefillWaitMs: 900 }, reportedAt: T0 });
+    expect(b.pick([fast, queued], input({ prompt: keyed, slo: { ttftMs: 2_000 } }))!.id).toBe("fast");
   });
 });
 

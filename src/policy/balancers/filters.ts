@@ -46,21 +46,36 @@ export const home = defineFilter({
   },
 });
 
+/** A replica predicted within this share of a request's TTFT objective meets it with room to spare. */
+export const SLO_SPARE = 0.5;
+
 /**
  * `slo`: the replicas predicted to meet the request's time-to-first-token objective
  * (BalanceInput.slo; src/policy/latency-model.ts), when any is; with none predicted to
  * meet it, or no objective, the pool as it is (the picker then takes the best
  * prediction; a deployment that asks refuses early instead, src/proxy/serve/choose.ts).
+ *
+ * Where two or more meet it with room to spare (within SLO_SPARE of it), those with the
+ * slowest prefill (the lowest reported rate, within a tenth) are kept: a request whose
+ * objective slower hardware meets leaves the fastest to requests that need it. Greedy
+ * fastest-first sent loose objectives to the fast replicas too, and tight ones then
+ * queued behind them (bench/regions/regions.ts, SLO scenario). A slow replica that fills
+ * up predicts past the spare line and drops out of it, so the loose requests return.
  */
 export const slo = defineFilter({
   name: "slo",
-  description: "replicas predicted to meet the request's TTFT objective, when any is",
+  description: "replicas predicted to meet the request's TTFT objective, when any is; with room to spare, the slowest prefill among them",
   readsPrompt: false,
   create: () => (pool, ctx) => {
     const target = ctx.input.slo?.ttftMs;
     if (target === undefined) return [...pool];
     const meeting = pool.filter((c) => ctx.ttft(c).total <= target);
-    return meeting.length > 0 ? meeting : [...pool];
+    if (meeting.length === 0) return [...pool];
+    const roomy = meeting.filter((c) => ctx.ttft(c).total <= SLO_SPARE * target);
+    if (roomy.length < 2) return meeting;
+    let slowest = Infinity;
+    for (const c of roomy) slowest = Math.min(slowest, c.reported?.prefillRate ?? Infinity);
+    return slowest === Infinity ? roomy : roomy.filter((c) => (c.reported?.prefillRate ?? Infinity) <= 1.1 * slowest);
   },
 });
 
