@@ -73,11 +73,6 @@ export class ReplicaTimings {
     return this.#tripMs ?? this.#peerTripMs;
   }
 
-  /** The trip as this isolate measured it, undefined before its first sample. */
-  get ownTripMs(): number | undefined {
-    return this.#tripMs;
-  }
-
   /** A peer isolate of this location measured `ms` (the relay's trip board): used until this isolate has a sample of its own. */
   learnPeer(ms: number): void {
     if (Number.isFinite(ms) && ms >= 0) this.#peerTripMs = ms;

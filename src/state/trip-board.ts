@@ -50,7 +50,7 @@ export class TripBoard {
     this.#trim(now);
     const start = after > this.#seq ? 0 : after;
     const trips: TripNote[] = [];
-    // Newest last in the map: walk it backwards by collecting, then keep the newest `max`.
+    // The map holds entries oldest first (a re-post moves its entry to the end): the last `max` are the newest.
     for (const [r, e] of this.#entries) if (e.seq > start && e.from !== from) trips.push({ r, ms: e.ms });
     return { trips: trips.length > max ? trips.slice(trips.length - max) : trips, cursor: this.#seq };
   }
